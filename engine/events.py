@@ -1,0 +1,447 @@
+"""The one contract between the engines, the recorder and the screens.
+
+Every piece of data that reaches a screen or a file travels as one of these events.
+Events are plain dataclasses: typed, JSON-serialisable through ``to_dict``/``event_from_dict``,
+and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stable:
+
+* every event carries ``ts`` (UNIX wall-clock seconds, set by the producer) so that replay and
+  snapshot tests never read the clock;
+* values that a source cannot give are ``None`` ("not available"), never 0 or -1;
+* durations inside events are in seconds (floats), sizes in bytes, rates per second;
+* a new optional field with a default is a minor change (same ``SCHEMA_VERSION``); a removed
+  or renamed field bumps it. Readers reject events of a newer version than they know.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+SCHEMA_VERSION = 1
+
+
+class EventSchemaError(ValueError):
+    """A serialised event that this version of the contract cannot read."""
+
+
+# --------------------------------------------------------------------------- base
+
+
+@dataclass
+class Event:
+    kind: ClassVar[str] = "event"
+    ts: float = field(default_factory=time.time, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["kind"] = self.kind
+        data["v"] = SCHEMA_VERSION
+        return data
+
+
+_REGISTRY: dict[str, type[Event]] = {}
+
+
+def register(cls: type[Event]) -> type[Event]:
+    if cls.kind in _REGISTRY:
+        raise ValueError(f"duplicate event kind {cls.kind!r}")
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def event_kinds() -> dict[str, type[Event]]:
+    return dict(_REGISTRY)
+
+
+# --------------------------------------------------------------------------- nested records
+
+
+@dataclass
+class LatencyStats:
+    """Latency of completed requests, seconds. ``exact`` is False for live estimates."""
+
+    count: int
+    mean: float | None = None
+    min: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    exact: bool = True
+
+
+@dataclass
+class ServerBreakdown:
+    """Deltas of Triton's statistics extension over an interval, averaged per request.
+
+    ``request_count`` is the delta of success.count; ``execution_count`` and
+    ``inference_count`` give the average dynamic batch size. Times are seconds per request.
+    """
+
+    request_count: int
+    inference_count: int
+    execution_count: int
+    queue: float | None = None
+    compute_input: float | None = None
+    compute_infer: float | None = None
+    compute_output: float | None = None
+    server_total: float | None = None  # success.ns delta / count: the server's own request time
+    avg_batch_size: float | None = None  # inference_count / execution_count
+    client_minus_server: float | None = None  # client mean latency - server_total: network + client
+
+
+@dataclass
+class ClientAudit:
+    """The load generator judging itself: is the client, not the server, the limit?"""
+
+    cpu_percent: float | None = None  # sum over load workers, 100 = one full core
+    cpu_cores: int | None = None  # cores on the client machine
+    loop_lag_p99: float | None = None  # event-loop lag, seconds (worst worker)
+    late_sends: int = 0  # rate mode: requests sent after their intended time + tolerance
+    sent: int = 0
+    overhead_fraction: float | None = None  # client-side time / end-to-end latency
+    client_bound: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GpuReading:
+    """One GPU at one instant. ``source`` is "nvml" or "triton" (its /metrics)."""
+
+    uuid: str
+    index: int | None
+    source: str
+    name: str | None = None
+    util_gpu: float | None = None  # percent
+    util_mem: float | None = None  # percent (memory controller busy)
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None  # bytes
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None  # cumulative, where the source has it
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_tx_bps: float | None = None  # bytes/s
+    pcie_rx_bps: float | None = None
+    nvlink_tx_bps: float | None = None
+    nvlink_rx_bps: float | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)  # {pid, name, mem_used}
+    bus_id: str | None = None
+
+
+@dataclass
+class GpuLink:
+    """How two GPUs reach each other (NVML topology)."""
+
+    a: str  # uuid
+    b: str  # uuid
+    nvlink_count: int = 0
+    p2p_read: str | None = None  # "ok", "not supported", ... as NVML names it
+    p2p_write: str | None = None
+    p2p_nvlink: str | None = None
+    common_ancestor: str | None = None  # "PIX", "PXB", "PHB", "NODE", "SYS", "NV#", ...
+
+
+@dataclass
+class AllReduceRow:
+    size_bytes: int
+    time_s: float  # mean time of one all-reduce
+    algbw_gbps: float  # GB/s, GB = 1e9 bytes
+    busbw_gbps: float
+
+
+@dataclass
+class StatSummary:
+    """Mean of repeated runs after outlier removal, with a 95 % t-distribution CI."""
+
+    mean: float
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    n_outliers: int = 0
+    std: float | None = None
+
+
+# --------------------------------------------------------------------------- session
+
+
+@register
+@dataclass
+class SessionStarted(Event):
+    kind: ClassVar[str] = "session_started"
+    session_id: str
+    profile_name: str
+    profile: dict[str, Any]  # the validated profile, as a dict (credentials redacted)
+    mode: str  # "sweep", "probe", "all"
+    host: dict[str, Any] = field(default_factory=dict)  # hostname, cpu model, cores, ram
+    versions: dict[str, Any] = field(default_factory=dict)  # ours, python, torch, triton, driver, cuda
+    tool_version: str = ""
+
+
+@register
+@dataclass
+class SessionEnded(Event):
+    kind: ClassVar[str] = "session_ended"
+    status: str  # "ok", "failed", "interrupted"
+    error: str | None = None
+    exit_code: int = 0
+
+
+@register
+@dataclass
+class PhaseChanged(Event):
+    """Coarse progress for humans: "starting server", "warmup", "sweep", "probe", ..."""
+
+    kind: ClassVar[str] = "phase"
+    phase: str
+    detail: str = ""
+
+
+@register
+@dataclass
+class ServerReady(Event):
+    kind: ClassVar[str] = "server_ready"
+    http_url: str
+    metrics_url: str | None
+    embedded: bool
+    model: str
+    model_version: str = ""
+    config_variant: str = ""  # "1x", "2x", "4x", "8x", "cpu"
+    triton_version: str | None = None
+    model_config: dict[str, Any] = field(default_factory=dict)  # /v2/models/<m>/config
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # name, datatype, shape
+    log_path: str | None = None
+
+
+@register
+@dataclass
+class ServerStopped(Event):
+    kind: ClassVar[str] = "server_stopped"
+    reason: str = ""
+    exit_code: int | None = None
+
+
+# --------------------------------------------------------------------------- load engine
+
+
+@register
+@dataclass
+class LevelStarted(Event):
+    kind: ClassVar[str] = "level_started"
+    mode: str  # "concurrency" or "rate"
+    level: float  # in-flight requests, or requests/s
+    index: int  # 0-based position in the sweep
+    total: int  # levels in the sweep
+    batch_size: int = 1
+    arrival: str | None = None  # rate mode: "constant" or "poisson"
+    workers: int = 1
+
+
+@register
+@dataclass
+class WindowResult(Event):
+    """One measurement window of one level (requests attributed by completion time)."""
+
+    kind: ClassVar[str] = "window"
+    level: float
+    index: int  # window number within the level, warmup windows included
+    warmup: bool
+    t_start: float  # UNIX seconds
+    t_end: float
+    requests: int
+    errors: int
+    throughput_rps: float  # completed requests / s
+    throughput_ips: float  # inferences (images) / s = requests x batch
+    latency: LatencyStats
+    server: ServerBreakdown | None = None
+    audit: ClientAudit = field(default_factory=ClientAudit)
+    stable_so_far: bool = False
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+@register
+@dataclass
+class LevelResult(Event):
+    """A level's merged result: the stable windows, exact percentiles."""
+
+    kind: ClassVar[str] = "level_result"
+    mode: str
+    level: float
+    index: int
+    status: str  # "stable", "unstable", "failed"
+    batch_size: int
+    windows: int  # measurement windows run (warmup excluded)
+    merged_windows: int  # windows merged into this result
+    requests: int
+    errors: int
+    throughput_rps: float
+    throughput_ips: float
+    latency: LatencyStats
+    server: ServerBreakdown | None = None
+    audit: ClientAudit = field(default_factory=ClientAudit)
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    error_messages: list[str] = field(default_factory=list)  # a few distinct examples
+    # rate mode: latency from the actual send time (what a closed-loop tool would report)
+    latency_uncorrected: LatencyStats | None = None
+    target_rate: float | None = None
+    duration_s: float = 0.0
+
+
+@register
+@dataclass
+class SweepFinished(Event):
+    kind: ClassVar[str] = "sweep_finished"
+    levels: int
+    stable: int
+    failed: int
+    saturation_level: float | None = None
+
+
+# --------------------------------------------------------------------------- telemetry
+
+
+@register
+@dataclass
+class GpuSample(Event):
+    kind: ClassVar[str] = "gpu_sample"
+    gpus: list[GpuReading]
+    source: str  # "nvml" or "triton"
+    interval_s: float  # the source's own resolution
+
+
+@register
+@dataclass
+class HostSample(Event):
+    kind: ClassVar[str] = "host_sample"
+    cpu_percent: float | None
+    per_core: list[float] = field(default_factory=list)
+    mem_used: int | None = None
+    mem_total: int | None = None
+    own_cpu_percent: float | None = None  # this tool's processes (session + load workers)
+    net_tx_bps: float | None = None
+    net_rx_bps: float | None = None
+
+
+@register
+@dataclass
+class Topology(Event):
+    kind: ClassVar[str] = "topology"
+    gpus: list[dict[str, Any]]  # uuid, index, name, bus_id, pcie gen/width, nvlink links up
+    links: list[GpuLink] = field(default_factory=list)
+    summary: str = ""  # e.g. "4x NVIDIA H200, NVLink (NV18) between all pairs"
+
+
+# --------------------------------------------------------------------------- training probe
+
+
+@register
+@dataclass
+class ProbeResult(Event):
+    """One training configuration (model x strategy x world size x batch), repeated runs."""
+
+    kind: ClassVar[str] = "probe_result"
+    model: str
+    params: int
+    strategy: str  # "ddp", "fsdp", "single"
+    scaling: str  # "weak" (per-GPU batch fixed) or "strong" (global batch fixed)
+    world_size: int
+    per_device_batch: int
+    global_batch: int
+    device: str  # "cuda" or "cpu"
+    backend: str  # "nccl" or "gloo"
+    precision: str  # "fp32", "bf16", "fp16"
+    samples_per_s: StatSummary
+    step_time_s: StatSummary
+    speedup: float | None = None  # vs world size 1, same model/batch/scaling
+    efficiency: float | None = None
+    comm_overhead: float | None = None  # fraction of step time spent on gradient sync
+    peak_mem_bytes: list[int] = field(default_factory=list)  # per rank
+    gpu_util: list[float] = field(default_factory=list)  # per rank, mean over the run
+    p_value: float | None = None  # Welch two-tailed vs world size 1
+    significant: bool | None = None
+    warmup_steps: int = 0
+    steps: int = 0
+    repeats: int = 0
+
+
+@register
+@dataclass
+class AllReduceResult(Event):
+    kind: ClassVar[str] = "allreduce_result"
+    world_size: int
+    backend: str
+    device: str
+    rows: list[AllReduceRow]
+    link_limit_gbps: float | None = None  # the physical per-direction limit, where known
+    link: str | None = None  # "NVLink4", "PCIe Gen4 x16", "host memory (gloo)"
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@register
+@dataclass
+class Warning(Event):  # noqa: A001 - the name is the contract's
+    kind: ClassVar[str] = "warning"
+    source: str  # "telemetry", "load", "server", "probe", "record", ...
+    message: str
+    key: str = ""  # stable id so that consumers can show a warning once
+
+
+@register
+@dataclass
+class Error(Event):
+    kind: ClassVar[str] = "error"
+    source: str
+    message: str
+    fatal: bool = False
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _decode(tp: Any, value: Any) -> Any:
+    """Rebuild nested dataclasses from plain JSON values following the type hints."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if arg is type(None):
+                continue
+            return _decode(arg, value)
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        kwargs = {k: _decode(hints[k], v) for k, v in value.items() if k in names}
+        return tp(**kwargs)
+    if origin is list and isinstance(value, list):
+        (arg,) = typing.get_args(tp) or (Any,)
+        return [_decode(arg, v) for v in value]
+    return value
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Inverse of ``Event.to_dict``. Unknown fields are ignored (an older reader of a newer
+    minor version); an unknown kind or a newer schema version raises EventSchemaError."""
+    version = data.get("v", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise EventSchemaError(
+            f"event schema version {version!r} is newer than this tool's ({SCHEMA_VERSION})"
+        )
+    kind = data.get("kind")
+    cls = _REGISTRY.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise EventSchemaError(f"unknown event kind {kind!r}")
+    try:
+        return _decode(cls, {k: v for k, v in data.items() if k not in ("kind", "v")})
+    except TypeError as exc:
+        raise EventSchemaError(f"malformed {kind} event: {exc}") from None

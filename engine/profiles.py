@@ -1,0 +1,423 @@
+"""Profiles: one TOML file describes a box, its server, its model and how to measure it.
+
+The schema is declared once (the dataclasses below, with their ``_spec`` constraints) and every
+error names the file, the key, what was expected and what was found, in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from engine.errors import UserError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+DEFAULT_PROFILE = "local"
+DEFAULT_CONCURRENCY = [1, 4, 8, 16, 32, 64, 128]
+MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is what you measure
+
+INTERCONNECTS = ("none", "pcie_gen3", "pcie_gen4", "pcie_gen5", "nvlink", "sxm")
+VARIANTS = ("auto", "cpu", "1x", "2x", "4x", "8x")
+
+
+class ProfileError(UserError):
+    pass
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass
+class Hardware:
+    gpu_model: str = "none"
+    gpu_count: int = 0
+    vram_gb: float = 0.0
+    interconnect: str = "none"
+    vcpus: int = 0
+    ram_gb: float = 0.0
+    cost_per_hour: float = 0.0  # USD, what the box costs on demand
+
+
+@dataclass
+class Server:
+    kind: str = "embedded"  # "embedded" or "remote"
+    url: str | None = None  # remote: http://host:8000
+    metrics_url: str | None = None  # remote: http://host:8002/metrics (optional)
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. auth; never recorded
+    startup_timeout_s: float = 180.0
+    bind_address: str = "127.0.0.1"  # embedded server; loopback unless asked
+
+
+@dataclass
+class Model:
+    name: str = "vit_tiny"
+    variant: str = "auto"  # instance-group variant: 1x/2x/4x/8x over GPUs, cpu, or auto
+    weights: str | None = None  # path to OpenCLIP weights; None = random weights
+    version: str = ""
+
+
+@dataclass
+class Load:
+    mode: str = "concurrency"  # "concurrency" (closed loop) or "rate" (open loop)
+    concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
+    rates: list[float] = field(default_factory=list)  # requests/s, rate mode
+    arrival: str = "constant"  # rate mode: "constant" or "poisson"
+    batch_size: int = 1
+    window_ms: int = 5000  # perf_analyzer's default measurement interval
+    min_window_requests: int = 50  # a window is extended until it holds this many
+    stability_percent: float = 10.0
+    stable_windows: int = 3
+    max_windows: int = 10
+    warmup_s: float = 2.0
+    workers: int = 0  # load worker processes; 0 = chosen automatically
+    request_timeout_s: float = 30.0
+    data: str = "random"  # "random" or "zeros"
+    on_level_failure: str = "continue"  # or "stop"
+
+
+@dataclass
+class Probe:
+    enabled: bool = False
+    models: list[str] = field(default_factory=lambda: ["mlp_258k", "mlp_6.9m"])
+    strategies: list[str] = field(default_factory=lambda: ["ddp"])
+    batch_sizes: list[int] = field(default_factory=lambda: [32])
+    world_sizes: list[int] = field(default_factory=lambda: [1, 2])
+    scaling: list[str] = field(default_factory=lambda: ["weak"])
+    steps: int = 30
+    warmup_steps: int = 5
+    repeats: int = 3
+    precision: str = "fp32"  # "fp32", "bf16", "fp16"
+    timeout_s: float = 300.0
+    allreduce: bool = True
+    allreduce_max_bytes: int = 1 << 30
+
+
+@dataclass
+class Telemetry:
+    nvml_interval_s: float = 1.0
+    host_interval_s: float = 1.0
+
+
+@dataclass
+class Gates:
+    """Pass/fail thresholds turned into the exit code (CI use). Empty = no gate."""
+
+    min_throughput: float | None = None  # inferences/s at the best level
+    max_p99_ms: dict[str, float] = field(default_factory=dict)  # level -> p99 limit
+    min_efficiency: float | None = None  # scaling efficiency, compare mode
+
+
+@dataclass
+class Profile:
+    name: str
+    description: str = ""
+    hardware: Hardware = field(default_factory=Hardware)
+    server: Server = field(default_factory=Server)
+    model: Model = field(default_factory=Model)
+    load: Load = field(default_factory=Load)
+    probe: Probe = field(default_factory=Probe)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    gates: Gates = field(default_factory=Gates)
+    source: str = ""  # the file it came from
+
+    def to_dict(self, redact: bool = True) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if redact:
+            data["server"] = redact_server(data["server"])
+        return data
+
+
+def redact_url(url: str | None) -> str | None:
+    """Drop user:password from a URL so it can be written anywhere."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return parts._replace(netloc=f"***@{host}").geturl()
+
+
+def redact_server(server: dict[str, Any]) -> dict[str, Any]:
+    out = dict(server)
+    out["url"] = redact_url(out.get("url"))
+    out["metrics_url"] = redact_url(out.get("metrics_url"))
+    out["headers"] = {k: "***" for k in (out.get("headers") or {})}
+    return out
+
+
+# --------------------------------------------------------------------------- validation
+
+Check = Callable[[Any], str | None]  # returns "expected ..." text when the value is wrong
+
+
+def _positive_int(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v > 0 else "a positive integer"
+
+
+def _non_negative_int(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "an integer >= 0"
+
+
+def _positive_number(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return None if ok else "a number > 0"
+
+
+def _non_negative_number(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    return None if ok else "a number >= 0"
+
+
+def _string(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "a non-empty string"
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "true or false"
+
+
+def _one_of(*choices: str) -> Check:
+    def check(v: Any) -> str | None:
+        return None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
+
+    return check
+
+
+def _list_of(item: Check, what: str, non_empty: bool = True, items: tuple[str, ...] = ()) -> Check:
+    def check(v: Any) -> str | None:
+        expected = f"a {'non-empty ' if non_empty else ''}list of {what}"
+        if not isinstance(v, list) or (non_empty and not v):
+            return expected
+        if any(item(x) for x in v):
+            return expected
+        return None
+
+    return check
+
+
+def _http_url(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return "an http:// or https:// URL"
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http:// or https:// URL with a host"
+    try:
+        parts.port
+    except ValueError:
+        return "an http:// or https:// URL with a valid port"
+    return None
+
+
+def _concurrency_level(v: Any) -> str | None:
+    if _positive_int(v):
+        return "a positive integer"
+    return None if v <= MAX_IN_FLIGHT else f"at most {MAX_IN_FLIGHT} requests in flight"
+
+
+def _str_dict(v: Any) -> str | None:
+    ok = isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+    return None if ok else "a table of string values"
+
+
+def _p99_table(v: Any) -> str | None:
+    ok = isinstance(v, dict) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in v.values()
+    )
+    return None if ok else "a table of level = milliseconds"
+
+
+def _optional(check: Check) -> Check:
+    def inner(v: Any) -> str | None:
+        return None if v is None else check(v)
+
+    return inner
+
+
+def _power_of_two_sizes(v: Any) -> str | None:
+    return _positive_int(v)
+
+
+SPEC: dict[str, dict[str, Check]] = {
+    "": {"name": _string, "description": lambda v: None if isinstance(v, str) else "a string"},
+    "hardware": {
+        "gpu_model": _string,
+        "gpu_count": _non_negative_int,
+        "vram_gb": _non_negative_number,
+        "interconnect": _one_of(*INTERCONNECTS),
+        "vcpus": _non_negative_int,
+        "ram_gb": _non_negative_number,
+        "cost_per_hour": _non_negative_number,
+    },
+    "server": {
+        "kind": _one_of("embedded", "remote"),
+        "url": _http_url,
+        "metrics_url": _http_url,
+        "headers": _str_dict,
+        "startup_timeout_s": _positive_number,
+        "bind_address": _string,
+    },
+    "model": {
+        "name": _string,
+        "variant": _one_of(*VARIANTS),
+        "weights": _string,
+        "version": lambda v: None if isinstance(v, str) else "a string",
+    },
+    "load": {
+        "mode": _one_of("concurrency", "rate"),
+        "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
+        "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
+        "arrival": _one_of("constant", "poisson"),
+        "batch_size": _positive_int,
+        "window_ms": _positive_int,
+        "min_window_requests": _positive_int,
+        "stability_percent": _positive_number,
+        "stable_windows": _positive_int,
+        "max_windows": _positive_int,
+        "warmup_s": _non_negative_number,
+        "workers": _non_negative_int,
+        "request_timeout_s": _positive_number,
+        "data": _one_of("random", "zeros"),
+        "on_level_failure": _one_of("continue", "stop"),
+    },
+    "probe": {
+        "enabled": _bool,
+        "models": _list_of(_string, "model names"),
+        "strategies": _list_of(_one_of("ddp", "fsdp"), "'ddp' or 'fsdp'"),
+        "batch_sizes": _list_of(_positive_int, "positive integers"),
+        "world_sizes": _list_of(_positive_int, "positive integers"),
+        "scaling": _list_of(_one_of("weak", "strong"), "'weak' or 'strong'"),
+        "steps": _positive_int,
+        "warmup_steps": _non_negative_int,
+        "repeats": _positive_int,
+        "precision": _one_of("fp32", "bf16", "fp16"),
+        "timeout_s": _positive_number,
+        "allreduce": _bool,
+        "allreduce_max_bytes": _power_of_two_sizes,
+    },
+    "telemetry": {"nvml_interval_s": _positive_number, "host_interval_s": _positive_number},
+    "gates": {
+        "min_throughput": _optional(_positive_number),
+        "max_p99_ms": _p99_table,
+        "min_efficiency": _optional(_positive_number),
+    },
+}
+
+SECTIONS = {
+    "hardware": Hardware,
+    "server": Server,
+    "model": Model,
+    "load": Load,
+    "probe": Probe,
+    "telemetry": Telemetry,
+    "gates": Gates,
+}
+
+
+def _describe(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
+    """Validate a parsed TOML document and build a Profile. Raises ProfileError."""
+
+    def fail(key: str, message: str) -> ProfileError:
+        return ProfileError(f"{source}: {key}: {message}")
+
+    for key in data:
+        if key not in SPEC[""] and key not in SECTIONS:
+            known = ", ".join(sorted([*SPEC[""], *SECTIONS]))
+            raise fail(key, f"unknown key (known: {known})")
+    top: dict[str, Any] = {}
+    for key, check in SPEC[""].items():
+        if key in data:
+            if (expected := check(data[key])) is not None:
+                raise fail(key, f"expected {expected}, found {_describe(data[key])}")
+            top[key] = data[key]
+    if "name" not in top:
+        top["name"] = Path(source).stem if source else "profile"
+    sections: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        raw = data.get(section, {})
+        if not isinstance(raw, dict):
+            raise fail(section, f"expected a table [{section}], found {_describe(raw)}")
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            check = SPEC[section].get(key)
+            if check is None:
+                known = ", ".join(SPEC[section])
+                raise fail(f"{section}.{key}", f"unknown key (known: {known})")
+            if (expected := check(value)) is not None:
+                raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value)}")
+            values[key] = value
+        sections[section] = cls(**values)
+    profile = Profile(**top, **sections, source=source)
+    _check_consistency(profile, fail)
+    return profile
+
+
+def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
+    """Rules between keys: contradictions a single key's check cannot see."""
+    if p.server.kind == "remote" and not p.server.url:
+        raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
+    if p.server.kind == "embedded" and p.server.url:
+        raise fail("server.url", "expected no URL when server.kind = 'embedded' (set kind = 'remote')")
+    if p.load.mode == "rate" and not p.load.rates:
+        raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
+    if p.load.stable_windows > p.load.max_windows:
+        raise fail(
+            "load.stable_windows",
+            f"expected at most load.max_windows ({p.load.max_windows}), found {p.load.stable_windows}",
+        )
+    variant = p.model.variant
+    if variant.endswith("x") and p.hardware.gpu_count and int(variant[:-1]) > p.hardware.gpu_count:
+        raise fail(
+            "model.variant",
+            f"expected at most hardware.gpu_count ({p.hardware.gpu_count}) GPUs, found {variant!r}",
+        )
+    if p.hardware.gpu_count and any(w > max(p.hardware.gpu_count, 1) for w in p.probe.world_sizes):
+        raise fail(
+            "probe.world_sizes",
+            f"expected sizes up to hardware.gpu_count ({p.hardware.gpu_count}), found {p.probe.world_sizes}",
+        )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def bundled_profiles() -> list[Path]:
+    return sorted(PROFILES_DIR.glob("*.toml"))
+
+
+def resolve_profile_path(name_or_path: str) -> Path:
+    """A bundled name ("4x_rtx4080") or a path to a user's own TOML file."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.suffix == ".toml" or "/" in name_or_path:
+        if not candidate.is_file():
+            raise ProfileError(f"{name_or_path}: no such profile file")
+        return candidate
+    bundled = PROFILES_DIR / f"{name_or_path}.toml"
+    if bundled.is_file():
+        return bundled
+    names = ", ".join(p.stem for p in bundled_profiles())
+    raise ProfileError(f"unknown profile {name_or_path!r} (bundled: {names}; or give a path to a .toml file)")
+
+
+def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
+    path = resolve_profile_path(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    return profile_from_dict(data, str(path))
