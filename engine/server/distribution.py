@@ -1,0 +1,79 @@
+"""Where the tritonserver binary from the nvidia-pytriton wheel lives, and how to run it.
+
+The wheel ships tritonserver, its libraries (nvidia_pytriton.libs/) and one Python-backend stub
+per Python version. The stub must match the Python that runs the models (this interpreter), so
+a backend folder is assembled per run: the wheel's backend library plus the matching stub.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import UserError
+
+
+@dataclass(frozen=True)
+class TritonDistribution:
+    root: Path  # .../pytriton/tritonserver
+    libs: Path  # .../nvidia_pytriton.libs
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "tritonserver"
+
+    def stub(self) -> Path:
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        return self.root / "python_backend_stubs" / version / "triton_python_backend_stub"
+
+
+def find_distribution() -> TritonDistribution:
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the embedded server needs the nvidia-pytriton package (pip install nvidia-pytriton)")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    dist = TritonDistribution(package / "tritonserver", package.parent / "nvidia_pytriton.libs")
+    if not dist.binary.is_file():
+        raise UserError(f"nvidia-pytriton is installed but has no tritonserver binary at {dist.binary}")
+    if not dist.stub().is_file():
+        raise UserError(f"nvidia-pytriton has no Python-backend stub for Python {sys.version_info[:2]}")
+    return dist
+
+
+def assemble_backends(dist: TritonDistribution, dest: Path) -> Path:
+    """A backend folder with the wheel's Python backend and the stub for this Python."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    source = dist.root / "backends" / "python"
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        target = python_dir / name
+        if not target.exists():
+            os.symlink(source / name, target)
+    shutil.copy2(dist.stub(), python_dir / "triton_python_backend_stub")
+    return dest
+
+
+def server_environment(dist: TritonDistribution, extra_pythonpath: list[str]) -> dict[str, str]:
+    """Environment for tritonserver and the stubs it starts.
+
+    The stub embeds libpython: put this interpreter's libpython first so the models run on the
+    same Python (and see the same packages: torch, numpy) as this tool.
+    """
+    env = dict(os.environ)
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    lib_paths = [str(dist.libs), libdir, env.get("LD_LIBRARY_PATH", "")]
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in lib_paths if p)
+    site_paths = [p for p in sys.path if p and Path(p).is_dir()]
+    env["PYTHONPATH"] = ":".join([*extra_pythonpath, *site_paths])
+    env["PYTHONHOME"] = sys.base_prefix
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    # NVLink multicast stays off on shared GPU hosts (and does not help this workload)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    env.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+    return env

@@ -1,0 +1,244 @@
+"""The embedded Triton server: a real tritonserver on loopback, started and stopped by us.
+
+Lifecycle guarantees:
+* free loopback ports for HTTP, gRPC and metrics (bind address configurable, loopback default);
+* readiness awaited with a timeout; failure raises ServerStartError carrying the log's tail;
+* the log is kept where the caller asks (with the session's recording);
+* tritonserver runs under engine.server.guard in its own process group, so it dies with us even
+  when we are killed with SIGKILL — never an orphaned server or Python-backend stub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from engine.errors import RunFailed
+from engine.server.distribution import assemble_backends, find_distribution, server_environment
+from engine.server.gpus import visible_gpu_count
+from engine.server.repository import PreparedModel, prepare_repository
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServerStartError(RunFailed):
+    """tritonserver did not become ready. The message ends with the tail of its log."""
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback URL we built
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class EmbeddedServer:
+    def __init__(
+        self,
+        model: str = "vit_tiny",
+        variant: str = "auto",
+        *,
+        log_dir: Path | None = None,
+        gpu_count: int | None = None,
+        weights: str | None = None,
+        bind_address: str = "127.0.0.1",
+        startup_timeout_s: float = 180.0,
+    ) -> None:
+        self.model = model
+        self.requested_variant = variant
+        self.log_dir = log_dir
+        self.gpu_count = visible_gpu_count() if gpu_count is None else gpu_count
+        self.weights = weights
+        self.bind_address = bind_address
+        self.startup_timeout_s = startup_timeout_s
+        self.prepared: PreparedModel | None = None
+        self.http_port = self.grpc_port = self.metrics_port = 0
+        self.log_path: Path | None = None
+        self._work_dir: Path | None = None
+        self._guard: subprocess.Popen[bytes] | None = None
+        self._log_file = None
+        self._pipe = None
+
+    # ----------------------------------------------------------------- public
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1" if self.bind_address in ("0.0.0.0", "") else self.bind_address
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def variant(self) -> str:
+        return self.prepared.variant if self.prepared else self.requested_variant
+
+    @property
+    def pid(self) -> int | None:
+        return self._guard.pid if self._guard else None
+
+    def alive(self) -> bool:
+        return self._guard is not None and self._guard.poll() is None
+
+    def start(self) -> EmbeddedServer:
+        if self._guard is not None:
+            raise RuntimeError("server already started")
+        dist = find_distribution()
+        self._work_dir = Path(tempfile.mkdtemp(prefix="gpuscale-triton-"))
+        try:
+            self.prepared = prepare_repository(
+                self.model, self.requested_variant, self._work_dir / "models", gpu_count=self.gpu_count,
+                weights=self.weights,
+            )
+            backends = assemble_backends(dist, self._work_dir / "backends")
+            log_dir = self.log_dir or self._work_dir
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self.log_path = log_dir / "tritonserver.log"
+            env = server_environment(dist, [str(PROJECT_ROOT)])
+            for attempt in range(3):  # a port taken between probing and binding: try new ones
+                self._launch(dist.binary, backends, env)
+                try:
+                    self._wait_ready()
+                    return self
+                except ServerStartError as exc:
+                    self._terminate()
+                    if "address already in use" not in str(exc).lower() or attempt == 2:
+                        raise
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the server and its whole process group. Idempotent."""
+        self._terminate(timeout)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+            self._work_dir = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def server_metadata(self) -> dict:
+        status, body = _get(f"{self.http_url}/v2")
+        return json.loads(body) if status == 200 else {}
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- internals
+
+    def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
+        assert self.prepared is not None and self.log_path is not None
+        self.http_port = free_port()
+        self.grpc_port = free_port()
+        self.metrics_port = free_port()
+        args = [
+            str(binary),
+            f"--model-repository={self.prepared.repository}",
+            f"--backend-directory={backends}",
+            f"--http-address={self.bind_address}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={self.bind_address}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.bind_address}",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-metrics=true",
+            f"--allow-gpu-metrics={'true' if self.prepared.gpus else 'false'}",
+            "--strict-readiness=true",
+            "--exit-on-error=true",
+            "--log-verbose=0",
+            # room for a batch of 224x224 images per request without regrowing shared memory
+            "--backend-config=python,shm-default-byte-size=33554432",
+            "--backend-config=python,shm-growth-byte-size=16777216",
+        ]
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log_file.write(f"\n# gpuscale-tui: {' '.join(args)}\n".encode())
+        self._log_file.flush()
+        read_end, write_end = os.pipe()
+        # The guard's stdin is a pipe whose write end only we hold: it sees EOF when we die.
+        self._guard = subprocess.Popen(
+            [sys.executable, "-m", "engine.server.guard", "--", *args],
+            stdin=read_end,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(PROJECT_ROOT),
+            start_new_session=True,
+        )
+        os.close(read_end)
+        self._pipe = os.fdopen(write_end, "wb")  # non-inheritable (PEP 446): only we hold it
+
+    def _wait_ready(self) -> None:
+        assert self._guard is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        ready_url = f"{self.http_url}/v2/models/{self.model}/ready"
+        while time.monotonic() < deadline:
+            if self._guard.poll() is not None:
+                raise ServerStartError(self._failure("tritonserver exited during start-up"))
+            try:
+                status, _ = _get(ready_url, timeout=1.0)
+                if status == 200:
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.2)
+        raise ServerStartError(self._failure(f"tritonserver not ready after {self.startup_timeout_s:.0f} s"))
+
+    def _failure(self, what: str) -> str:
+        tail = self.log_tail(25)
+        return f"{what} (log: {self.log_path})" + (f"\n--- last lines of the server log ---\n{tail}" if tail else "")
+
+    def _terminate(self, timeout: float = 20.0) -> None:
+        guard, self._guard = self._guard, None
+        pipe = self._pipe
+        if guard is None:
+            return
+        if guard.poll() is None:
+            try:
+                guard.send_signal(signal.SIGTERM)  # the guard ends tritonserver and its group
+                guard.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(guard.pid, signal.SIGKILL)  # whatever is left in the server's group
+        except (ProcessLookupError, PermissionError):
+            pass
+        guard.wait()
+        if pipe is not None:
+            pipe.close()
+            self._pipe = None

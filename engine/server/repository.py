@@ -1,0 +1,109 @@
+"""Prepare a model repository for one run: one model, one config variant, in a fresh folder.
+
+Variants are files beside each model (the same layout the seeds used for NVIDIA's container):
+``config.pbtxt`` (1x GPU, or the only config of a CPU model), ``config.multigpu.Nx.pbtxt``
+(instance groups over N GPUs) and ``config.cpu.pbtxt``. The chosen one becomes the prepared
+copy's ``config.pbtxt``; nothing in the source repository is ever modified.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import UserError
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2] / "model_repository"
+EMBEDDED_ROOT = REPOSITORY_ROOT / "embedded"
+VIT_SOURCE = REPOSITORY_ROOT / "vit.py"
+VIT_MODEL_SOURCE = EMBEDDED_ROOT / "vit_model.py"
+_MULTIGPU = re.compile(r"^config\.multigpu\.(\d+)x\.pbtxt$")
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    repository: Path  # pass to tritonserver --model-repository
+    model: str
+    variant: str  # "cpu", "1x", "2x", ...
+    config_text: str
+    gpus: tuple[int, ...]  # GPU indices the instance groups use
+
+
+def embedded_models() -> list[str]:
+    return sorted(p.name for p in EMBEDDED_ROOT.iterdir() if (p / "config.pbtxt").is_file())
+
+
+def variant_files(model_dir: Path) -> dict[str, Path]:
+    """Variant name -> config file, for one model folder."""
+    files: dict[str, Path] = {}
+    base = model_dir / "config.pbtxt"
+    if base.is_file():
+        files["1x" if "KIND_GPU" in base.read_text() else "cpu"] = base
+    if (model_dir / "config.cpu.pbtxt").is_file():
+        files["cpu"] = model_dir / "config.cpu.pbtxt"
+    for path in model_dir.iterdir():
+        if match := _MULTIGPU.match(path.name):
+            files[f"{match.group(1)}x"] = path
+    return files
+
+
+def choose_variant(requested: str, available: dict[str, Path], gpu_count: int, model: str) -> str:
+    """Resolve "auto" and check that the variant exists and fits the GPUs present."""
+    gpu_variants = sorted((int(v[:-1]) for v in available if v.endswith("x")), reverse=True)
+    if requested == "auto":
+        fitting = [n for n in gpu_variants if n <= gpu_count]
+        if fitting:
+            return f"{fitting[0]}x"
+        if "cpu" in available:
+            return "cpu"
+        raise UserError(f"model {model!r} has no CPU variant and this machine has no GPU")
+    if requested not in available:
+        names = ", ".join(sorted(available))
+        raise UserError(f"model {model!r} has no {requested} variant (available: {names})")
+    if requested.endswith("x") and int(requested[:-1]) > gpu_count:
+        raise UserError(f"variant {requested} needs {requested[:-1]} GPUs; this machine has {gpu_count}")
+    return requested
+
+
+def instance_gpus(config_text: str) -> tuple[int, ...]:
+    found: set[int] = set()
+    for group in re.findall(r"gpus\s*:\s*\[([^\]]*)\]", config_text):
+        found.update(int(x) for x in group.replace(",", " ").split())
+    return tuple(sorted(found))
+
+
+def _set_parameter(config_text: str, key: str, value: str) -> str:
+    line = f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}'
+    pattern = re.compile(r'parameters\s*\{\s*key:\s*"' + re.escape(key) + r'".*?\}\s*\}', re.S)
+    if pattern.search(config_text):
+        return pattern.sub(line, config_text)
+    return config_text.rstrip() + "\n" + line + "\n"
+
+
+def prepare_repository(
+    model: str, variant: str, dest: Path, *, gpu_count: int = 0, weights: str | None = None
+) -> PreparedModel:
+    """Copy one embedded model into ``dest`` with the chosen variant as its config.pbtxt."""
+    source = EMBEDDED_ROOT / model
+    if not (source / "config.pbtxt").is_file():
+        raise UserError(f"unknown embedded model {model!r} (available: {', '.join(embedded_models())})")
+    if weights and not Path(weights).is_file():
+        raise UserError(f"model.weights: no such file {weights!r}")
+    chosen = choose_variant(variant, variant_files(source), gpu_count, model)
+    config_text = variant_files(source)[chosen].read_text()
+    if weights:
+        config_text = _set_parameter(config_text, "weights", str(Path(weights).resolve()))
+
+    target = dest / model
+    version_dir = target / "1"
+    version_dir.mkdir(parents=True, exist_ok=False)
+    (target / "config.pbtxt").write_text(config_text)
+    own_code = source / "1" / "model.py"
+    if own_code.is_file():
+        shutil.copy2(own_code, version_dir / "model.py")
+    else:  # the ViT models share one implementation
+        shutil.copy2(VIT_MODEL_SOURCE, version_dir / "model.py")
+        shutil.copy2(VIT_SOURCE, version_dir / "vit.py")
+    return PreparedModel(dest, model, chosen, config_text, instance_gpus(config_text))
