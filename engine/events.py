@@ -404,6 +404,20 @@ class Error(Event):
     fatal: bool = False
 
 
+# --------------------------------------------------------------------------- replay
+
+
+@register
+@dataclass
+class ReplayReset(Event):
+    """Replay seeks backwards: consumers clear their state; the events up to ``position_s``
+    (seconds from the recording's start) follow at once. Published by the replay source only,
+    never recorded."""
+
+    kind: ClassVar[str] = "replay_reset"
+    position_s: float = 0.0
+
+
 # --------------------------------------------------------------------------- decoding
 
 
