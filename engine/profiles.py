@@ -410,14 +410,52 @@ def resolve_profile_path(name_or_path: str) -> Path:
     raise ProfileError(f"unknown profile {name_or_path!r} (bundled: {names}; or give a path to a .toml file)")
 
 
-def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
+def _parse_value(text: str) -> Any:
+    """A --set value: any TOML value; "1,4,8" is a list; anything else a plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    if "," in text:
+        return [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return text
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    """Apply one ``section.key=value`` override (``--set``) to a parsed profile document."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ProfileError(f"--set {item!r}: expected section.key=value")
+    *sections, leaf = key.split(".")
+    node = data
+    for section in sections:
+        child = node.setdefault(section, {})
+        if not isinstance(child, dict):
+            raise ProfileError(f"--set {item!r}: {section!r} is not a table")
+        node = child
+    node[leaf] = _parse_value(value.strip())
+
+
+def load_profile(name_or_path: str = DEFAULT_PROFILE, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
     path = resolve_profile_path(name_or_path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read: {exc}") from None
+        raise ProfileError(f"{_display_path(path)}: cannot read: {exc}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
-    return profile_from_dict(data, str(path))
+        raise ProfileError(f"{_display_path(path)}: not valid TOML: {exc}") from None
+    for item in overrides:
+        apply_override(data, item)
+    shown = _display_path(path)
+    return profile_from_dict(data, f"{shown} with --set" if overrides else shown)
+
+
+def _display_path(path: Path) -> str:
+    """profiles/local.toml for bundled files; the user's own path as given otherwise."""
+    try:
+        return str(path.resolve().relative_to(PROFILES_DIR.parent))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,322 @@
+"""One run of the tool: server, telemetry, load sweep, training probe, recording.
+
+The Session is an EventSource: it runs in its own thread with its own asyncio loop and
+publishes everything on its bus. The recorder is its first subscriber, so every session is
+recorded whatever shows it (TUI, headless printer, nothing). Front-ends steer it with the
+thread-safe methods request_sweep / cancel_sweep / request_probe / stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from engine import events as ev
+from engine.bus import EventBus
+from engine.errors import RunFailed, UserError
+from engine.hostinfo import host_facts, software_versions
+from engine.profiles import Profile
+from engine.source import EventSource
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATES, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+@dataclass
+class SessionOptions:
+    sweep: bool = True
+    probe: bool | None = None  # None: as the profile says (probe.enabled)
+    record_dir: Path | None = Path("recordings")  # None: do not record
+    interactive: bool = False  # keep the server up after the plan, waiting for requests (TUI)
+    gpu_count: int | None = None  # None: detect
+
+
+class Session(EventSource):
+    def __init__(self, profile: Profile, options: SessionOptions | None = None, bus: EventBus | None = None) -> None:
+        super().__init__(bus)
+        self.profile = profile
+        self.options = options or SessionOptions()
+        self.session_id = uuid.uuid4().hex[:12]
+        self.recording_path: Path | None = None
+        self.failed_levels = 0
+        self.level_results: list[ev.LevelResult] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._requests: asyncio.Queue[str] | None = None
+        self._stopping = threading.Event()
+        self._sweep_stop: asyncio.Event | None = None
+        self._probe_stop = threading.Event()
+        self._busy = False
+        self._recorder: Any = None
+        self._server: Any = None
+        self._telemetry: Any = None
+        self._ready_loop = threading.Event()
+        self.bus.subscribe(self._watch)
+
+    # ----------------------------------------------------------------- control (any thread)
+
+    def request_sweep(self) -> None:
+        self._enqueue("sweep")
+
+    def request_probe(self) -> None:
+        self._enqueue("probe")
+
+    def cancel_sweep(self) -> None:
+        if self._loop and self._sweep_stop is not None:
+            self._loop.call_soon_threadsafe(self._sweep_stop.set)
+        self._probe_stop.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._probe_stop.set()
+        if self._loop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # loop already closed
+                pass
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    # ----------------------------------------------------------------- internals
+
+    def _enqueue(self, job: str) -> None:
+        if self._loop is None or self._requests is None:
+            return
+        self._loop.call_soon_threadsafe(self._requests.put_nowait, job)
+
+    def _wake(self) -> None:
+        if self._sweep_stop is not None:
+            self._sweep_stop.set()
+        if self._requests is not None:
+            self._requests.put_nowait("stop")
+
+    def _watch(self, event: ev.Event) -> None:
+        if isinstance(event, ev.LevelResult):
+            self.level_results.append(event)
+            if event.status == "failed":
+                self.failed_levels += 1
+
+    def _publish(self, event: ev.Event) -> None:
+        self.bus.publish(event)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # last resort: the thread must never die silently
+            self.exit_code = EXIT_FAILED
+            self._publish(ev.Error(source="session", message=f"internal error: {exc!r}", fatal=True))
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._requests = asyncio.Queue()
+        status, error, code = "ok", None, EXIT_OK
+        try:
+            self._open_recording()
+            self._publish(
+                ev.SessionStarted(
+                    session_id=self.session_id,
+                    profile_name=self.profile.name,
+                    profile=self.profile.to_dict(redact=True),
+                    mode=self._mode(),
+                    host=host_facts(),
+                    versions=software_versions(),
+                    tool_version=software_versions().get("gpuscale_tui") or "",
+                )
+            )
+            self._start_telemetry()
+            target, info = await self._start_server()
+            plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
+            for job in plan:
+                if self._stopping.is_set():
+                    break
+                await self._do(job, target, info)
+            while self.options.interactive and not self._stopping.is_set():
+                job = await self._requests.get()
+                if job != "stop":
+                    await self._do(job, target, info)
+            if self._stopping.is_set() and not self.options.interactive:
+                status, code = "interrupted", EXIT_INTERRUPTED
+            elif self.level_results and all(r.status == "failed" for r in self.level_results):
+                status, error, code = "failed", "every level failed", EXIT_FAILED
+        except UserError as exc:
+            status, error, code = "failed", str(exc), EXIT_BAD_INPUT
+            self._publish(ev.Error(source="session", message=str(exc), fatal=True))
+        except RunFailed as exc:
+            status, error, code = "failed", str(exc), EXIT_FAILED
+            self._publish(ev.Error(source="session", message=str(exc), fatal=True))
+        except Exception as exc:
+            status, error, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_FAILED
+            detail = traceback.format_exc(limit=6)
+            self._publish(ev.Error(source="session", message=f"{error}\n{detail}", fatal=True))
+        finally:
+            await self._shutdown()
+            self.exit_code = code
+            self._publish(ev.SessionEnded(status=status, error=error, exit_code=code))
+            self._close_recording()
+
+    def _mode(self) -> str:
+        probe = self._probe_wanted()
+        return "all" if self.options.sweep and probe else ("probe" if probe else "sweep")
+
+    def _probe_wanted(self) -> bool:
+        return self.profile.probe.enabled if self.options.probe is None else self.options.probe
+
+    # ----------------------------------------------------------------- recording
+
+    def _open_recording(self) -> None:
+        if self.options.record_dir is None:
+            return
+        from engine.record.naming import recording_path
+        from engine.record.recorder import Recorder
+
+        gpu_model, gpu_count = self._hardware_label()
+        self.recording_path = recording_path(
+            self.options.record_dir,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            profile_name=self.profile.name,
+            when=datetime.now(timezone.utc),
+        )
+        self._recorder = Recorder(self.recording_path)
+        self.bus.subscribe(self._recorder)
+
+    def _close_recording(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()
+
+    def _hardware_label(self) -> tuple[str, int]:
+        hw = self.profile.hardware
+        if hw.gpu_count:
+            return hw.gpu_model, hw.gpu_count
+        from engine.server.gpus import visible_gpu_count
+
+        count = visible_gpu_count() if self.options.gpu_count is None else self.options.gpu_count
+        return ("gpu" if count else "cpu"), count
+
+    # ----------------------------------------------------------------- server
+
+    async def _start_server(self) -> tuple[Any, Any]:
+        from engine.load.target import Target, describe_target
+
+        server = self.profile.server
+        model = self.profile.model
+        if server.kind == "embedded":
+            from engine.server.embedded import EmbeddedServer
+
+            self._publish(ev.PhaseChanged(phase="starting server", detail=f"embedded Triton, model {model.name}"))
+            log_dir = self.recording_path.parent / f"{self.recording_path.stem}.logs" if self.recording_path else None
+            self._server = EmbeddedServer(
+                model=model.name,
+                variant=model.variant,
+                log_dir=log_dir,
+                gpu_count=self.options.gpu_count,
+                weights=model.weights,
+                bind_address=server.bind_address,
+                startup_timeout_s=server.startup_timeout_s,
+            )
+            await asyncio.get_running_loop().run_in_executor(None, self._server.start)
+            http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
+            log_path = str(self._server.log_path)
+        else:
+            http_url, metrics_url, variant, log_path = server.url, server.metrics_url, model.variant, None
+        target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers))
+        info = await describe_target(target)
+        from engine.profiles import redact_url
+
+        self._publish(
+            ev.ServerReady(
+                http_url=redact_url(http_url) or "",
+                metrics_url=redact_url(metrics_url),
+                embedded=server.kind == "embedded",
+                model=model.name,
+                model_version=model.version,
+                config_variant=variant,
+                triton_version=getattr(info, "triton_version", None),
+                model_config=getattr(info, "model_config", {}) or {},
+                inputs=list(getattr(info, "inputs", []) or []),
+                log_path=log_path,
+            )
+        )
+        return target, info
+
+    # ----------------------------------------------------------------- telemetry
+
+    def _start_telemetry(self) -> None:
+        from engine.telemetry.sampler import TelemetrySampler
+
+        t = self.profile.telemetry
+        remote = self.profile.server
+        self._telemetry = TelemetrySampler(
+            self._publish,
+            nvml_interval_s=t.nvml_interval_s,
+            host_interval_s=t.host_interval_s,
+            metrics_url=remote.metrics_url if remote.kind == "remote" else None,
+            metrics_headers=dict(remote.headers) or None,
+        )
+        self._telemetry.start()
+
+    # ----------------------------------------------------------------- jobs
+
+    async def _do(self, job: str, target: Any, info: Any) -> None:
+        if self._busy:
+            self._publish(ev.Warning(source="session", message=f"{job} requested while another job runs: ignored"))
+            return
+        self._busy = True
+        try:
+            if job == "sweep":
+                await self._sweep(target, info)
+            elif job == "probe":
+                await self._probe()
+        finally:
+            self._busy = False
+
+    async def _sweep(self, target: Any, info: Any) -> None:
+        from engine.load.sweep import run_sweep
+
+        self._sweep_stop = asyncio.Event()
+        if self._stopping.is_set():
+            return
+        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
+        results = await run_sweep(target, info, self.profile.load, self._publish, self._sweep_stop)
+        if self.profile.load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
+            self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
+
+    async def _probe(self) -> None:
+        from engine.probe.runner import run_allreduce_sweep, run_probe
+
+        settings = self.profile.probe
+        self._probe_stop.clear()
+        if self._stopping.is_set():
+            return
+        self._publish(ev.PhaseChanged(phase="probe", detail="training probe"))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, lambda: run_probe(settings, self._publish, self._probe_stop))
+        if settings.allreduce:
+            for world_size in sorted({w for w in settings.world_sizes if w > 1}):
+                if self._probe_stop.is_set():
+                    break
+                self._publish(ev.PhaseChanged(phase="all-reduce", detail=f"{world_size} ranks"))
+                await loop.run_in_executor(
+                    None,
+                    lambda w=world_size: run_allreduce_sweep(
+                        w, self._publish, self._probe_stop, max_bytes=settings.allreduce_max_bytes
+                    ),
+                )
+
+    # ----------------------------------------------------------------- shutdown
+
+    async def _shutdown(self) -> None:
+        if self._telemetry is not None:
+            try:
+                self._telemetry.stop()
+            except Exception as exc:
+                self._publish(ev.Warning(source="telemetry", message=f"telemetry did not stop cleanly: {exc!r}"))
+        if self._server is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._server.stop)
+            self._publish(ev.ServerStopped(reason="session ended"))
