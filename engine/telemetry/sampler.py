@@ -1,0 +1,173 @@
+"""The telemetry sampler the Session runs: one thread per source, events out.
+
+Threads, not the event loop: NVML calls block (PCIe throughput alone holds the caller for
+20 ms per counter per GPU) and so can an HTTP fetch of a remote /metrics. Each source has its
+own thread so that a slow one cannot stretch another's interval.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from engine.errors import UserError
+from engine.events import Event, GpuSample, HostSample
+from engine.telemetry.host import HostReader
+from engine.telemetry.nvml_gpus import NvmlGpus
+from engine.telemetry.once import WarnOnce
+from engine.telemetry.topology import read_topology
+from engine.telemetry.triton_metrics import TRITON_GPU_REFRESH_S, TritonGpuPoller
+
+STOP_BUDGET_S = 2.0
+MIN_INTERVAL_S = 0.1  # below this NVML's own averaging windows make samples meaningless
+
+
+class TelemetrySampler:
+    def __init__(
+        self,
+        publish: Callable[[Event], None],
+        *,
+        nvml_interval_s: float = 1.0,
+        host_interval_s: float = 1.0,
+        metrics_url: str | None = None,
+        metrics_headers: dict[str, str] | None = None,
+        use_nvml: bool = True,
+        metrics_interval_s: float = TRITON_GPU_REFRESH_S,  # the server's --metrics-interval-ms / 1000
+        host_root_pid: int | None = None,
+    ) -> None:
+        for name, value in (
+            ("nvml_interval_s", nvml_interval_s),
+            ("host_interval_s", host_interval_s),
+            ("metrics_interval_s", metrics_interval_s),
+        ):
+            if not value >= MIN_INTERVAL_S:
+                raise UserError(f"telemetry {name} must be at least {MIN_INTERVAL_S} s, got {value}")
+        self._publish = publish
+        self._warn = WarnOnce(publish)
+        self.nvml_interval_s = nvml_interval_s
+        self.host_interval_s = host_interval_s
+        self.metrics_interval_s = metrics_interval_s
+        self._metrics_url = metrics_url
+        self._metrics_headers = metrics_headers
+        self._use_nvml = use_nvml
+        self._host_root_pid = host_root_pid
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._latest_host: HostSample | None = None
+        self._identity: dict[str, tuple[int | None, str | None]] = {}  # uuid -> (index, name) from NVML
+        self._nvml_ready = threading.Event()  # set once NVML has been tried, whatever the outcome
+
+    # ------------------------------------------------------------------ public API
+
+    def start(self) -> None:
+        if self._threads:
+            raise RuntimeError("telemetry sampler already started")
+        targets: list[tuple[str, Callable[[], None]]] = [("telemetry-host", self._host_loop)]
+        if self._use_nvml:
+            targets.append(("telemetry-nvml", self._nvml_loop))
+        else:
+            self._nvml_ready.set()
+        if self._metrics_url:
+            targets.append(("telemetry-triton", self._triton_loop))
+        for name, target in targets:
+            thread = threading.Thread(target=self._guarded(name, target), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + STOP_BUDGET_S
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def latest_host(self) -> HostSample | None:
+        with self._lock:
+            return self._latest_host
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    # ------------------------------------------------------------------ loops
+
+    def _guarded(self, name: str, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except Exception as exc:  # telemetry must never take the run down with it
+                self._warn(f"{name}-crashed", f"{name} stopped after an unexpected error ({exc!r}): its values are n/a")
+
+        return run
+
+    def _every(self, interval_s: float, tick: Callable[[float], None], key: str) -> None:
+        """Call tick(wall time) every interval on a fixed schedule until stopped. A tick that
+        overruns skips the missed slots instead of bursting to catch up."""
+        next_t = time.monotonic() + interval_s
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            try:
+                tick(time.time())
+            except Exception as exc:  # one bad sample is reported once; the next one is tried
+                self._warn(key, f"telemetry {key} sample failed ({exc!r}); retrying each interval")
+            next_t += interval_s
+            now = time.monotonic()
+            if next_t < now:
+                next_t = now + interval_s
+
+    def _host_loop(self) -> None:
+        reader = HostReader(root_pid=self._host_root_pid)
+        reader.read(time.time())  # baseline: the first interval starts now
+
+        def tick(ts: float) -> None:
+            sample = reader.read(ts)
+            with self._lock:
+                self._latest_host = sample
+            self._publish(sample)
+
+        self._every(self.host_interval_s, tick, "host")
+
+    def _nvml_loop(self) -> None:
+        gpus = NvmlGpus(self._warn)
+        try:
+            if not gpus.open():
+                return
+            self._identity = gpus.identity()
+        finally:
+            self._nvml_ready.set()
+        try:
+            try:
+                self._publish(read_topology(gpus.nvml, gpus.devices, ts=time.time()))
+            except Exception as exc:
+                self._warn("topology", f"GPU topology could not be read ({exc!r}): scaling explanations lack it")
+            gpus.read()  # baseline for the counters that give rates (NVLink)
+
+            def tick(ts: float) -> None:
+                self._publish(GpuSample(gpus=gpus.read(), source="nvml", interval_s=self.nvml_interval_s, ts=ts))
+
+            self._every(self.nvml_interval_s, tick, "nvml")
+        finally:
+            gpus.close()
+
+    def _triton_loop(self) -> None:
+        assert self._metrics_url is not None
+        # wait briefly for NVML: it names and numbers the same GPUs when they are local
+        deadline = time.monotonic() + STOP_BUDGET_S
+        while not self._nvml_ready.wait(0.05) and time.monotonic() < deadline:
+            if self._stop.is_set():
+                return
+        poller = TritonGpuPoller(
+            self._metrics_url,
+            self._warn,
+            headers=self._metrics_headers,
+            interval_s=self.metrics_interval_s,
+            identity=lambda: self._identity,
+        )
+
+        def tick(ts: float) -> None:
+            sample = poller.poll(ts)
+            if sample is not None:
+                self._publish(sample)
+
+        tick(time.time())  # gauges are absolute: the first poll is already a full sample
+        self._every(self.metrics_interval_s, tick, "triton")

@@ -1,0 +1,135 @@
+"""Remote GPUs through Triton's Prometheus endpoint (``/metrics``, port 8002 by default).
+
+Triton refreshes its GPU gauges every ``--metrics-interval-ms`` (2000 ms by default), so the
+poller is never asked to run faster than that: a faster poll would only repeat values and
+pretend to a resolution the source does not have.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.request
+from typing import Callable
+
+from engine.events import GpuReading, GpuSample
+from engine.profiles import redact_url
+from engine.telemetry.once import WarnOnce
+from engine.telemetry.prometheus import ParsedMetrics, parse_prometheus_text
+
+TRITON_GPU_REFRESH_S = 2.0  # tritonserver --metrics-interval-ms default
+FETCH_TIMEOUT_S = 1.5  # below the sampler's 2 s stop budget
+MAX_BODY_BYTES = 16 << 20  # a /metrics page with thousands of models is still far below this
+
+# metric -> (GpuReading field, factor to our units)
+GPU_GAUGES: dict[str, tuple[str, float]] = {
+    "nv_gpu_utilization": ("util_gpu", 100.0),  # Triton: 0.0-1.0; ours: percent
+    "nv_gpu_memory_used_bytes": ("mem_used", 1.0),
+    "nv_gpu_memory_total_bytes": ("mem_total", 1.0),
+    "nv_gpu_power_usage": ("power_w", 1.0),
+    "nv_gpu_power_limit": ("power_limit_w", 1.0),
+    "nv_energy_consumption": ("energy_j", 1.0),  # joules since Triton started
+}
+_INT_FIELDS = {"mem_used", "mem_total"}
+
+
+class MetricsUnavailable(Exception):
+    """The endpoint could not be read; the message is one line for a Warning."""
+
+
+def gpu_readings_from_metrics(
+    parsed: ParsedMetrics, identity: dict[str, tuple[int | None, str | None]] | None = None
+) -> list[GpuReading]:
+    """GpuReadings (source "triton") keyed by the ``gpu_uuid`` label, in first-seen order.
+    ``identity`` (uuid -> index, name) fills what /metrics does not carry when the same GPUs
+    are also visible locally through NVML."""
+    identity = identity or {}
+    readings: dict[str, GpuReading] = {}
+    for sample in parsed.samples:
+        target = GPU_GAUGES.get(sample.name)
+        uuid = sample.labels.get("gpu_uuid")
+        if target is None or not uuid:
+            continue
+        reading = readings.get(uuid)
+        if reading is None:
+            index, name = identity.get(uuid, (None, None))
+            reading = readings[uuid] = GpuReading(uuid=uuid, index=index, source="triton", name=name)
+        field_name, factor = target
+        if math.isnan(sample.value) or math.isinf(sample.value):
+            continue  # stays None: not available
+        value = sample.value * factor
+        setattr(reading, field_name, int(value) if field_name in _INT_FIELDS else value)
+    return list(readings.values())
+
+
+def fetch_metrics_text(url: str, headers: dict[str, str] | None = None, timeout: float = FETCH_TIMEOUT_S) -> str:
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked by callers
+            body = response.read(MAX_BODY_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise MetricsUnavailable(f"HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise MetricsUnavailable(str(exc.reason)) from None
+    except (TimeoutError, OSError) as exc:
+        raise MetricsUnavailable(str(exc) or type(exc).__name__) from None
+    if len(body) > MAX_BODY_BYTES:
+        raise MetricsUnavailable(f"response larger than {MAX_BODY_BYTES} bytes")
+    return body.decode("utf-8", errors="replace")
+
+
+class TritonGpuPoller:
+    """One poll of /metrics -> a GpuSample, with degradation reported once per episode."""
+
+    def __init__(
+        self,
+        url: str,
+        warn: WarnOnce,
+        *,
+        headers: dict[str, str] | None = None,
+        interval_s: float = TRITON_GPU_REFRESH_S,
+        identity: Callable[[], dict[str, tuple[int | None, str | None]]] | None = None,
+        fetch: Callable[[str, dict[str, str] | None], str] | None = None,
+    ) -> None:
+        self.url = url
+        self.interval_s = interval_s
+        self._shown_url = redact_url(url)
+        self._warn = warn
+        self._headers = headers
+        self._identity = identity or (lambda: {})
+        self._fetch = fetch or (lambda u, h: fetch_metrics_text(u, h))
+        self._known: list[GpuReading] = []  # last GPUs seen, to publish as n/a while unreachable
+
+    def poll(self, ts: float) -> GpuSample | None:
+        try:
+            text = self._fetch(self.url, self._headers)
+        except MetricsUnavailable as exc:
+            self._warn(
+                "triton-metrics-unreachable",
+                f"Triton metrics at {self._shown_url} unreachable ({exc}): remote GPU values are n/a until it answers",
+            )
+            if not self._known:
+                return None
+            lost = [GpuReading(uuid=r.uuid, index=r.index, source="triton", name=r.name) for r in self._known]
+            return GpuSample(gpus=lost, source="triton", interval_s=self.interval_s, ts=ts)
+        self._warn.rearm("triton-metrics-unreachable")
+
+        parsed = parse_prometheus_text(text)
+        readings = gpu_readings_from_metrics(parsed, self._identity())
+        if not readings:
+            self._warn(
+                "triton-metrics-no-gpu",
+                f"Triton metrics at {self._shown_url} have no nv_gpu_* values (CPU-only server, MIG, "
+                "--allow-gpu-metrics=false, or another DCGM agent holds the GPUs): remote GPU values are n/a",
+            )
+            return None
+        self._warn.rearm("triton-metrics-no-gpu")
+        present = parsed.names()
+        for metric, (field_name, _) in GPU_GAUGES.items():
+            if metric not in present:
+                self._warn(
+                    f"triton-metrics-missing:{metric}",
+                    f"Triton metrics at {self._shown_url} lack {metric}: {field_name} from Triton is n/a",
+                )
+        self._known = readings
+        return GpuSample(gpus=readings, source="triton", interval_s=self.interval_s, ts=ts)
