@@ -359,6 +359,10 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
             values[key] = value
         sections[section] = cls(**values)
     profile = Profile(**top, **sections, source=source)
+    if "world_sizes" not in data.get("probe", {}) and profile.hardware.gpu_count:
+        # default: 1, 2, 4, ... up to the GPUs the box has
+        n = profile.hardware.gpu_count
+        profile.probe.world_sizes = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= n] + ([n] if n & (n - 1) else [])
     _check_consistency(profile, fail)
     return profile
 

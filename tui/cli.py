@@ -201,8 +201,11 @@ def _parse_p99_gates(items: list[str]) -> dict[str, float]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from engine.analysis.gates import evaluate_comparison_gates
     from engine.profiles import Gates
+
+    gates = Gates(min_throughput=args.min_throughput, max_p99_ms=_parse_p99_gates(args.max_p99),
+                  min_efficiency=args.min_efficiency)
+    from engine.analysis.gates import evaluate_comparison_gates
     from engine.record.compare import compare, render_compare
     from engine.record.reader import Recording
 
@@ -215,8 +218,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(args.out)
     else:
         print(text)
-    gates = Gates(min_throughput=args.min_throughput, max_p99_ms=_parse_p99_gates(args.max_p99),
-                  min_efficiency=args.min_efficiency)
     failures = evaluate_comparison_gates(gates, comparison)
     for failure in failures:
         print(f"gate failed: {failure}", file=sys.stderr)

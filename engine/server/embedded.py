@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -220,8 +221,14 @@ class EmbeddedServer:
         raise ServerStartError(self._failure(f"tritonserver not ready after {self.startup_timeout_s:.0f} s"))
 
     def _failure(self, what: str) -> str:
-        tail = self.log_tail(25)
-        return f"{what} (log: {self.log_path})" + (f"\n--- last lines of the server log ---\n{tail}" if tail else "")
+        """The reason first: Triton's error lines (E1121 ...), then the log's last lines."""
+        if not self.log_path or not self.log_path.exists():
+            return what
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        errors = [line for line in lines if re.match(r"^E\d{4} ", line) or "Error" in line][-12:]
+        tail = [line for line in lines[-12:] if line not in errors]
+        shown = "\n".join([*errors, *tail])
+        return f"{what} (log: {self.log_path})\n--- last lines of the server log ---\n{shown}"
 
     def _terminate(self, timeout: float = 20.0) -> None:
         guard, self._guard = self._guard, None

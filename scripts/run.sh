@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the main job: the local profile on the embedded Triton server.
+# In a terminal this opens the TUI; otherwise (or with --record) it runs headless.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec .venv/bin/gpuscale-tui "$@"

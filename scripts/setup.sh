@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up everything gpuscale-tui needs in .venv/ (idempotent; re-runs only when pyproject changes).
+# A CPU-only box gets torch's CPU build; a GPU box gets the default (CUDA) build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=.venv
+STAMP="$VENV/.setup-$(sha1sum pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)"
+[ -f "$STAMP" ] && exit 0
+
+"$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 14) else 1)' \
+  || { echo "setup: Python 3.10-3.13 needed, found $("$PY" --version 2>&1)" >&2; exit 2; }
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  # No GPU: the CPU build. TORCH_INDEX_URL may name PyTorch's CPU wheel index where the default
+  # index would resolve torch to the CUDA build.
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then
+    "${PIP[@]}" --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION:-2.13.0}"
+  else
+    "${PIP[@]}" "torch==${TORCH_VERSION:-2.13.0}"
+  fi
+fi
+"${PIP[@]}" -e ".[test]"
+
+# The tmux-driven UI test needs tmux; install it where we may (root with apt), else it is skipped.
+if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1 || echo "setup: could not install tmux" >&2
+fi
+rm -f "$VENV"/.setup-*
+touch "$STAMP"

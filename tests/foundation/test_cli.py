@@ -1,0 +1,59 @@
+"""The command line: instant help without heavy imports, one-line errors with exit code 2."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_help_imports_neither_torch_nor_textual():
+    code = "import sys; from tui.cli import build_parser; build_parser().format_help(); " \
+           "print(sorted(m for m in ('torch', 'textual', 'numpy', 'aiohttp') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["replay", "--help"], ["export", "--help"], ["compare", "--help"],
+                                  ["model", "export", "--help"], ["server", "--help"]])
+def test_help_for_every_command(args):
+    proc = _run(*args)
+    assert proc.returncode == 0 and "usage: gpuscale-tui" in proc.stdout
+
+
+def test_profiles_lists_one_line_each():
+    lines = _run("profiles").stdout.splitlines()
+    assert len(lines) == len(list((ROOT / "profiles").glob("*.toml")))
+    assert any(line.startswith("4x_rtx4080") and "$1.20/h" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--profile", "nope", "--record"], "unknown profile 'nope'"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--record", "--set", "load.concurrency=0"], "load.concurrency: expected"),
+        (["--record", "--set", "load.rates=-5", "--set", "load.mode=rate"], "load.rates: expected"),
+        (["--record", "--set", "server.kind=remote", "--set", "server.url=not a url"], "server.url: expected"),
+        (["replay", "--speed", "-1", "x.sqlite"], "expected a number > 0"),
+        (["profiles", "--check", "/nonexistent/p.toml"], "no such profile file"),
+        (["compare", "a.sqlite", "--max-p99", "32"], None),
+        (["model", "export", "--weights", "/nonexistent.pt", "--arch", "vit_tiny"], "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
+    proc = _run(*args, "--output", str(tmp_path)) if args[0].startswith("--") else _run(*args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpuscale-tui")
+    if needle:
+        assert needle in lines[0]
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,67 @@
+"""Model repository variants: which config a run gets, and that the multi-GPU ones really spread."""
+
+import re
+
+import pytest
+
+from engine.errors import UserError
+from engine.server.repository import (
+    EMBEDDED_ROOT,
+    REPOSITORY_ROOT,
+    choose_variant,
+    embedded_models,
+    instance_gpus,
+    prepare_repository,
+    variant_files,
+)
+
+
+@pytest.mark.parametrize("root", [EMBEDDED_ROOT / "openclip_vit_b32", REPOSITORY_ROOT / "openclip_vit_b32"])
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_multigpu_variants_spread_over_n_gpus(root, n):
+    text = (root / f"config.multigpu.{n}x.pbtxt").read_text()
+    assert "KIND_GPU" in text
+    assert instance_gpus(text) == tuple(range(n))
+    assert re.search(r'name:\s*"openclip_vit_b32"', text)
+
+
+def test_onnx_configs_are_for_onnxruntime_with_dynamic_batching():
+    for path in (REPOSITORY_ROOT / "openclip_vit_b32").glob("config*.pbtxt"):
+        text = path.read_text()
+        assert 'platform: "onnxruntime_onnx"' in text
+        assert "dynamic_batching" in text and "preferred_batch_size" in text
+        assert "max_batch_size: 64" in text
+
+
+def test_embedded_models_and_their_variants():
+    assert {"identity", "vit_tiny", "openclip_vit_b32"} <= set(embedded_models())
+    assert set(variant_files(EMBEDDED_ROOT / "openclip_vit_b32")) == {"cpu", "1x", "2x", "4x", "8x"}
+    assert set(variant_files(EMBEDDED_ROOT / "identity")) == {"cpu"}
+
+
+@pytest.mark.parametrize(
+    "requested, gpus, expected",
+    [("auto", 0, "cpu"), ("auto", 1, "1x"), ("auto", 3, "2x"), ("auto", 4, "4x"), ("auto", 16, "8x"),
+     ("2x", 4, "2x"), ("cpu", 4, "cpu")],
+)
+def test_choose_variant(requested, gpus, expected):
+    available = variant_files(EMBEDDED_ROOT / "openclip_vit_b32")
+    assert choose_variant(requested, available, gpus, "openclip_vit_b32") == expected
+
+
+def test_variant_errors_are_clear():
+    available = variant_files(EMBEDDED_ROOT / "openclip_vit_b32")
+    with pytest.raises(UserError, match="variant 4x needs 4 GPUs; this machine has 2"):
+        choose_variant("4x", available, 2, "openclip_vit_b32")
+    with pytest.raises(UserError, match="no 2x variant"):
+        choose_variant("2x", variant_files(EMBEDDED_ROOT / "identity"), 2, "identity")
+
+
+def test_prepare_copies_one_model_with_the_chosen_config(tmp_path):
+    prepared = prepare_repository("vit_tiny", "auto", tmp_path / "repo", gpu_count=0)
+    assert prepared.variant == "cpu" and prepared.gpus == ()
+    model_dir = tmp_path / "repo" / "vit_tiny"
+    assert "KIND_CPU" in (model_dir / "config.pbtxt").read_text()
+    assert {p.name for p in (model_dir / "1").iterdir()} == {"model.py", "vit.py"}
+    with pytest.raises(UserError, match="unknown embedded model 'resnet'.*identity"):
+        prepare_repository("resnet", "auto", tmp_path / "other")
