@@ -129,8 +129,8 @@ class Session(EventSource):
                     tool_version=software_versions().get("gpuscale_tui") or "",
                 )
             )
-            self._start_telemetry()
             target, info = await self._start_server()
+            self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
             for job in plan:
                 if self._stopping.is_set():
@@ -251,13 +251,20 @@ class Session(EventSource):
         from engine.telemetry.sampler import TelemetrySampler
 
         t = self.profile.telemetry
-        remote = self.profile.server
+        server = self.profile.server
+        if server.kind == "remote":
+            metrics_url = server.metrics_url
+        elif self._server is not None and self._server.prepared and self._server.prepared.gpus:
+            # Triton's own GPU gauges beside NVML's: each reading says which source it came from
+            metrics_url = self._server.metrics_url
+        else:
+            metrics_url = None  # a CPU-only embedded server has no nv_gpu_* gauges
         self._telemetry = TelemetrySampler(
             self._publish,
             nvml_interval_s=t.nvml_interval_s,
             host_interval_s=t.host_interval_s,
-            metrics_url=remote.metrics_url if remote.kind == "remote" else None,
-            metrics_headers=dict(remote.headers) or None,
+            metrics_url=metrics_url,
+            metrics_headers=dict(server.headers) or None,
         )
         self._telemetry.start()
 
