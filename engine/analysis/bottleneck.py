@@ -1,0 +1,190 @@
+"""What limits a sweep, from recorded data by fixed rules, with the figures that support it.
+
+The rules read the decisive level: the saturation point when the sweep reached one (where more
+load stopped helping, so whatever limits throughput shows there), else the highest level. In
+order, the first that holds is the verdict:
+
+1. client-bound: the load generator's own audit says so, or client-side time is over half the
+   latency (perf_analyzer's 50 % warning), at the decisive level or any higher one;
+2. network: client latency minus the server's own request time is over half the latency;
+3. with GPU telemetry: GPUs at >= 80 % mean utilization -> compute (the GPUs are the limit);
+   else queue time >= half of the server's time -> queueing (requests wait for a model instance
+   while GPUs have room); else -> GPUs not saturated (the limit is outside the GPUs);
+4. without GPU telemetry: queue >= half the server's time -> queueing, else compute.
+When the sweep never saturated, the verdict is "not saturated": no limit was reached.
+Further findings (GPUs used unevenly, throughput falling past the peak) are listed as well.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from statistics import fmean
+from typing import Sequence
+
+from engine.analysis.saturation import Saturation
+from engine.events import LevelResult
+
+CLIENT_OVERHEAD_LIMIT = 0.5
+NETWORK_SHARE_LIMIT = 0.5
+QUEUE_SHARE_LIMIT = 0.5
+GPU_BUSY_PCT = 80.0
+GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
+OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
+
+VERDICTS = ("client-bound", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
+
+
+@dataclass(frozen=True)
+class LevelEvidence:
+    level: float
+    throughput: float
+    latency_mean: float | None  # seconds
+    queue: float | None = None  # seconds per request (server statistics)
+    compute: float | None = None  # compute_input + compute_infer + compute_output
+    client_minus_server: float | None = None
+    client_bound: bool = False
+    client_overhead: float | None = None  # fraction of latency spent in the client
+    client_cpu_percent: float | None = None
+    client_reasons: tuple[str, ...] = ()
+    gpu_util: dict[str, float] = field(default_factory=dict)  # GPU -> mean utilization %
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # one of VERDICTS
+    summary: str
+    evidence: list[str]
+    level: float | None  # the decisive level
+    findings: list[Finding] = field(default_factory=list)  # further observations
+
+
+def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None = None) -> LevelEvidence:
+    s = result.server
+    compute = None
+    if s is not None and None not in (s.compute_input, s.compute_infer, s.compute_output):
+        compute = s.compute_input + s.compute_infer + s.compute_output  # type: ignore[operator]
+    return LevelEvidence(
+        level=float(result.level), throughput=result.throughput_ips, latency_mean=result.latency.mean,
+        queue=s.queue if s else None, compute=compute,
+        client_minus_server=s.client_minus_server if s else None,
+        client_bound=result.audit.client_bound, client_overhead=result.audit.overhead_fraction,
+        client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
+        gpu_util=dict(gpu_util or {}),
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms"
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.0f} %"
+
+
+def _in_use(gpu_util: dict[str, float], gpus_in_config: int | None) -> dict[str, float]:
+    """The GPUs the model config spreads over: with a 2x config on a 4-GPU box, the two busiest
+    (the other two idle by design and say nothing about the bottleneck)."""
+    if gpus_in_config is None or gpus_in_config >= len(gpu_util):
+        return gpu_util
+    ranked = sorted(gpu_util.items(), key=lambda kv: kv[1], reverse=True)
+    return dict(ranked[:max(gpus_in_config, 1)])
+
+
+def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
+             gpus_in_config: int | None = None) -> Verdict:
+    """``gpus_in_config``: N of the config variant ("2x" -> 2); None when unknown (all GPUs seen count)."""
+    levels = [replace(e, gpu_util=_in_use(e.gpu_util, gpus_in_config)) for e in sorted(levels, key=lambda e: e.level)]
+    if not levels:
+        return Verdict("unknown", "no level produced a result", [], None)
+    reached = saturation is not None and saturation.reached
+    decisive_level = saturation.level if reached and saturation is not None else levels[-1].level
+    ev = next(e for e in levels if e.level == decisive_level)
+    at = f"at concurrency {ev.level:g}"
+    findings = _findings(levels, ev)
+
+    for e in (x for x in levels if x.level >= ev.level):
+        over = e.client_overhead is not None and e.client_overhead > CLIENT_OVERHEAD_LIMIT
+        if e.client_bound or over:
+            evidence = [f"client-side time is {_pct(e.client_overhead)} of latency at concurrency {e.level:g} "
+                        f"(over {_pct(CLIENT_OVERHEAD_LIMIT)})"] if e.client_overhead is not None else []
+            if e.client_cpu_percent is not None:
+                evidence.append(f"load workers at {e.client_cpu_percent:.0f} % CPU (100 = one core)")
+            evidence += list(e.client_reasons)
+            return Verdict("client-bound", "the load generator, not the server, limits throughput: "
+                           "these figures understate the server", evidence, ev.level, findings)
+
+    if not reached:
+        evidence = [saturation.describe()] if saturation else []
+        evidence += _server_evidence(ev, at)
+        return Verdict("not-saturated", "no limit reached: throughput still rising at the highest load; "
+                       "extend the concurrency sweep", evidence, ev.level, findings)
+
+    if ev.client_minus_server is not None and ev.latency_mean:
+        share = ev.client_minus_server / ev.latency_mean
+        if share > NETWORK_SHARE_LIMIT:
+            return Verdict("network", "time outside the server (network, serialization) dominates latency",
+                           [f"{_ms(ev.client_minus_server)} of {_ms(ev.latency_mean)} mean latency is spent outside "
+                            f"the server {at} ({_pct(share)})"], ev.level, findings)
+
+    if ev.queue is None or ev.compute is None:
+        return Verdict("unknown", "no server statistics to split queue from compute",
+                       [f"throughput saturates {at}"], ev.level, findings)
+    server_time = ev.queue + ev.compute
+    queue_share = ev.queue / server_time if server_time > 0 else 0.0
+    split = f"queue {_ms(ev.queue)} vs compute {_ms(ev.compute)} per request {at} (queue {_pct(queue_share)})"
+
+    if ev.gpu_util:
+        util = fmean(ev.gpu_util.values())
+        count = len(ev.gpu_util)
+        busy = f"GPUs {util:.0f} % busy on average {at} ({count} GPU{'s' if count != 1 else ''})"
+        if util >= GPU_BUSY_PCT:
+            return Verdict("compute", "the GPUs are saturated: extra load only waits in the queue",
+                           [busy, split], ev.level, findings)
+        if queue_share >= QUEUE_SHARE_LIMIT:
+            return Verdict("queueing", "requests wait in Triton's queue while the GPUs have room: "
+                           "too few model instances or batching settings hold them back", [split, busy],
+                           ev.level, findings)
+        return Verdict("gpus-not-saturated", "the GPUs are not saturated and requests barely queue: the limit "
+                       "is outside the GPUs (server CPU side, PCIe, backend)", [busy, split], ev.level, findings)
+
+    if queue_share >= QUEUE_SHARE_LIMIT:
+        return Verdict("queueing", "requests spend most of the server's time waiting in its queue "
+                       "(no GPU telemetry to tell busy devices from idle ones)", [split], ev.level, findings)
+    return Verdict("compute", "model execution dominates the server's time (no GPU telemetry)", [split],
+                   ev.level, findings)
+
+
+def _server_evidence(ev: LevelEvidence, at: str) -> list[str]:
+    out = []
+    if ev.queue is not None and ev.compute is not None:
+        out.append(f"queue {_ms(ev.queue)} vs compute {_ms(ev.compute)} per request {at}")
+    if ev.gpu_util:
+        out.append(f"GPUs {fmean(ev.gpu_util.values()):.0f} % busy on average {at}")
+    return out
+
+
+def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Finding]:
+    out: list[Finding] = []
+    if len(ev.gpu_util) > 1:
+        busiest = max(ev.gpu_util.items(), key=lambda kv: kv[1])
+        idlest = min(ev.gpu_util.items(), key=lambda kv: kv[1])
+        if busiest[1] - idlest[1] >= GPU_SPREAD_PCT:
+            out.append(Finding("gpu-imbalance", f"GPUs used unevenly at concurrency {ev.level:g}: {busiest[0]} at "
+                               f"{busiest[1]:.0f} % vs {idlest[0]} at {idlest[1]:.0f} % (check the instance_group "
+                               "covers every GPU)"))
+    best = max(levels, key=lambda e: e.throughput)
+    last = levels[-1]
+    if best.throughput > 0 and last is not best and last.throughput < (1 - OVERLOAD_DROP) * best.throughput:
+        drop = 1 - last.throughput / best.throughput
+        out.append(Finding("overload", f"throughput falls {_pct(drop)} past the peak: {best.throughput:.4g}/s at "
+                           f"{best.level:g} vs {last.throughput:.4g}/s at {last.level:g}"))
+    for e in levels:
+        if e.level < ev.level and e.client_bound:
+            out.append(Finding("client-bound-low", f"the client audit flagged concurrency {e.level:g} as client-bound"))
+    return out

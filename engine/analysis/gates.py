@@ -1,0 +1,105 @@
+"""Pass/fail gates for CI: thresholds from the profile ([gates]) or the command line, checked
+against recorded results. A gate that cannot be checked (its level was not measured, the level
+failed, no efficiency without a 1x base) fails: a CI gate must never pass by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable, Sequence
+
+from engine.errors import UserError
+from engine.events import LevelResult
+from engine.profiles import Gates
+
+GATE_FAILURE_EXIT_CODE = 3  # distinct from 1 (run failed) and 2 (bad input)
+_LEVEL_MATCH = 1e-9
+
+
+def _level_key(key: str) -> float:
+    try:
+        level = float(key)
+    except (TypeError, ValueError):
+        raise UserError(f"gates.max_p99_ms: level {key!r} is not a number (expected e.g. \"64\" = 250)") from None
+    if level <= 0:
+        raise UserError(f"gates.max_p99_ms: level {key!r} must be > 0")
+    return level
+
+
+def evaluate_gates(gates: Gates, levels: Sequence[LevelResult], efficiency: float | None = None) -> list[str]:
+    """One line per failed gate; an empty list means every gate passed (or none was set).
+
+    ``levels``: the sweep's LevelResults. ``efficiency``: the scaling efficiency to gate (compare
+    mode: the lowest of the multi-GPU runs against their 1x base), None when there is none.
+    """
+    failures: list[str] = []
+    usable = [r for r in levels if r.status != "failed" and r.requests > 0]
+
+    if gates.min_throughput is not None:
+        if not usable:
+            failures.append(f"min_throughput {gates.min_throughput:g}/s: no level produced a result")
+        else:
+            best = max(usable, key=lambda r: r.throughput_ips)
+            if best.throughput_ips < gates.min_throughput:
+                failures.append(
+                    f"min_throughput: best {best.throughput_ips:.4g}/s (at {best.level:g}) "
+                    f"< {gates.min_throughput:g}/s"
+                )
+
+    for key, limit_ms in sorted(gates.max_p99_ms.items(), key=lambda kv: _level_key(kv[0])):
+        level = _level_key(key)
+        match = [r for r in levels if abs(float(r.level) - level) <= _LEVEL_MATCH]
+        if not match:
+            failures.append(f"max_p99_ms at {level:g}: level {level:g} was not measured")
+            continue
+        result = match[-1]
+        p99 = result.latency.p99
+        if result.status == "failed" or result.requests <= 0 or p99 is None:
+            failures.append(f"max_p99_ms at {level:g}: the level {result.status} without a p99 latency")
+        elif p99 * 1000.0 > limit_ms:
+            failures.append(f"max_p99_ms at {level:g}: p99 {p99 * 1000.0:.4g} ms > {limit_ms:g} ms")
+
+    if gates.min_efficiency is not None:
+        if efficiency is None:
+            failures.append(
+                f"min_efficiency {gates.min_efficiency:g}: no scaling efficiency to check "
+                "(needs a 1x base run: compare the recordings)"
+            )
+        elif efficiency < gates.min_efficiency:
+            failures.append(f"min_efficiency: {efficiency:.3f} < {gates.min_efficiency:g}")
+    return failures
+
+
+def parse_p99_gates(specs: Iterable[str]) -> dict[str, float]:
+    """Command-line p99 gates: "64=250" or "64:250" (level = milliseconds)."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        sep = "=" if "=" in spec else ":"
+        level, _, ms = spec.partition(sep)
+        try:
+            limit = float(ms)
+        except ValueError:
+            raise UserError(f"p99 gate {spec!r}: expected LEVEL=MILLISECONDS, e.g. 64=250") from None
+        if limit <= 0:
+            raise UserError(f"p99 gate {spec!r}: the limit must be > 0 ms")
+        out[f"{_level_key(level.strip()):g}"] = limit
+    return out
+
+
+def merge_gates(
+    base: Gates, *, min_throughput: float | None = None, max_p99_ms: dict[str, float] | None = None,
+    min_efficiency: float | None = None,
+) -> Gates:
+    """The profile's gates with command-line values on top (a p99 level given on the command
+    line replaces the profile's limit for that level)."""
+    for name, value in (("min_throughput", min_throughput), ("min_efficiency", min_efficiency)):
+        if value is not None and value <= 0:
+            raise UserError(f"gate {name}: expected a number > 0, found {value!r}")
+    p99 = {f"{_level_key(k):g}": v for k, v in base.max_p99_ms.items()}
+    p99.update({f"{_level_key(k):g}": v for k, v in (max_p99_ms or {}).items()})
+    return replace(
+        base,
+        min_throughput=min_throughput if min_throughput is not None else base.min_throughput,
+        min_efficiency=min_efficiency if min_efficiency is not None else base.min_efficiency,
+        max_p99_ms=p99,
+    )

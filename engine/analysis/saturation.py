@@ -1,0 +1,53 @@
+"""The saturation point of a sweep: the load beyond which more load stops helping.
+
+Definition: over the levels that produced a result, sorted by load, the saturation point is the
+lowest level whose throughput is within ``tolerance`` (5 %) of the sweep's maximum throughput.
+It is reached only when a higher level was measured after it; when it is the highest level
+measured, throughput was still rising at the end of the sweep and the point lies beyond it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+DEFAULT_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Saturation:
+    level: float | None  # the saturation point; None when not reached within the sweep
+    throughput: float | None  # at that level
+    max_level: float  # the level with the highest throughput
+    max_throughput: float
+    reached: bool
+    tolerance: float
+
+    def describe(self, unit: str = "concurrency") -> str:
+        pct = f"{self.tolerance * 100:g} %"
+        if self.reached:
+            return (f"saturates at {unit} {self.level:g}: the first level within {pct} of the peak "
+                    f"({self.max_throughput:.4g}/s at {unit} {self.max_level:g})")
+        return (f"not saturated within the sweep: throughput still rising at the highest {unit} "
+                f"({self.max_level:g}, {self.max_throughput:.4g}/s)")
+
+
+def saturation_point(points: Sequence[tuple[float, float]], tolerance: float = DEFAULT_TOLERANCE) -> Saturation | None:
+    """``points``: (level, throughput) of the levels that produced a result. None when empty."""
+    if not 0 <= tolerance < 1:
+        raise ValueError("tolerance must be in [0, 1)")
+    usable = sorted((float(lv), float(tp)) for lv, tp in points if tp is not None and tp >= 0)
+    if not usable:
+        return None
+    max_level, max_tp = max(usable, key=lambda p: (p[1], -p[0]))
+    threshold = (1.0 - tolerance) * max_tp
+    level, tp = next(p for p in usable if p[1] >= threshold)
+    reached = level != usable[-1][0]
+    return Saturation(
+        level=level if reached else None,
+        throughput=tp if reached else None,
+        max_level=max_level,
+        max_throughput=max_tp,
+        reached=reached,
+        tolerance=tolerance,
+    )

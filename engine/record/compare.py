@@ -1,0 +1,286 @@
+"""Recordings side by side (1x vs 2x vs 4x, RTX 4080 vs A100): throughput, latency, scaling
+efficiency against the 1x run, cost per 1000 images, saturation point and bottleneck verdict,
+after checking that the runs are apples-to-apples (seed 000) and saying precisely where not.
+
+Scaling efficiency: each run's peak against the peak of the 1x run (config variant "1x") of the
+same GPU model and model; N = the GPU count of the run's config variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
+from engine.errors import UserError
+from engine.record import fmt as num
+from engine.record import svg
+from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table, to_html, to_markdown, to_text
+from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.naming import gpu_slug
+from engine.record.reader import Recording
+
+SCALES_WELL = 0.75  # below this, seed 001's "single GPU + horizontal scale" branch
+NEAR_LINEAR = 0.90
+SUPERLINEAR = 1.10  # more than N x the 1x run: usually not the same work
+# Model-config keys that legitimately differ between the 1x/2x/4x variants of one model.
+VARIANT_KEYS = frozenset({"instance_group", "name"})
+MEASUREMENT_KEYS = ("window_ms", "min_window_requests", "stability_percent", "stable_windows", "max_windows",
+                    "warmup_s", "data", "arrival")
+VERSION_KEYS = ("triton", "driver", "cuda", "torch", "gpuscale_tui")
+
+
+@dataclass
+class RunComparison:
+    findings: RunFindings
+    label: str
+    n: int | None  # GPUs in the config variant
+    base_label: str | None  # the 1x run this one scales from
+    scaling: ScalingFigures | None
+
+    @property
+    def summary(self):  # noqa: ANN201 - RecordingSummary
+        return self.findings.summary
+
+
+@dataclass
+class Comparison:
+    runs: list[RunComparison]
+    mismatches: list[str] = field(default_factory=list)  # break apples-to-apples
+    notes: list[str] = field(default_factory=list)  # differences to keep in mind
+    levels: list[float] = field(default_factory=list)  # every level any run measured
+
+    @property
+    def lowest_efficiency(self) -> float | None:
+        """For a min_efficiency gate: the worst multi-GPU run against its 1x base."""
+        values = [r.scaling.efficiency for r in self.runs
+                  if r.n and r.n > 1 and r.scaling is not None and r.scaling.efficiency is not None]
+        return min(values) if values else None
+
+
+def compare(recordings: list[Recording]) -> Comparison:
+    if len(recordings) < 2:
+        raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
+    findings = [analyze(r.summary()) for r in recordings]
+    labels = _unique_labels([f.label for f in findings])
+    runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels)]
+    for run in runs:
+        base = _base_for(run, runs)
+        if base is not None and run.n:
+            run.base_label = base.label
+            run.scaling = scaling_vs_base(run.findings.points, base.findings.points, run.n)
+    runs.sort(key=lambda r: (gpu_slug(r.summary.gpu_model, r.summary.gpu_count), r.n or 0, r.label))
+    comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}))
+    _check_apples(comparison)
+    return comparison
+
+
+def _unique_labels(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def _base_for(run: RunComparison, runs: list[RunComparison]) -> RunComparison | None:
+    key = (gpu_slug(run.summary.gpu_model, run.summary.gpu_count), run.summary.model)
+    for other in runs:
+        s = other.summary
+        if other.n == 1 and (gpu_slug(s.gpu_model, s.gpu_count), s.model) == key:
+            return other
+    return None
+
+
+def _differs(runs: list[RunComparison], get: Callable[[RunComparison], Any]) -> str | None:
+    """"a (run1) vs b (run2)" when the runs disagree on a value, else None."""
+    values = [(get(r), r.label) for r in runs]
+    if len({repr(v) for v, _ in values}) <= 1:
+        return None
+    return "; ".join(f"{v if v not in (None, '') else 'unset'} ({label})" for v, label in values)
+
+
+def _check_apples(c: Comparison) -> None:
+    runs = c.runs
+    checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
+        ("model", lambda r: r.summary.model, True),
+        ("batch size", lambda r: r.summary.batch_size, True),
+        ("load mode", lambda r: r.summary.load_mode, True),
+        ("model inputs", lambda r: r.summary.server.get("inputs"), True),
+        ("weights", lambda r: r.summary.weights or "random", False),
+    ]
+    for what, get, breaks in checks:
+        if (diff := _differs(runs, get)) is not None:
+            (c.mismatches if breaks else c.notes).append(f"{what} differs: {diff}")
+    configs = {r.label: {k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS} for r in runs}
+    keys = sorted({k for cfg in configs.values() for k in cfg})
+    for key in keys:
+        if (diff := _differs(runs, lambda r, k=key: configs[r.label].get(k))) is not None:
+            c.mismatches.append(f"model config differs in {key}: {diff}")
+    level_sets = {r.label: {p.level for p in r.findings.points} for r in runs}
+    planned = {r.label: set(r.summary.levels_planned) for r in runs}
+    if len({frozenset(v) for v in planned.values()}) > 1:
+        c.mismatches.append("concurrency levels differ: " + "; ".join(
+            f"{', '.join(num.level(x) for x in sorted(v)) or 'none'} ({label})" for label, v in planned.items()))
+    for label, levels in level_sets.items():
+        if missing := sorted(planned[label] - levels):
+            c.notes.append(f"{label}: no result at level {', '.join(num.level(x) for x in missing)}")
+    if level_sets and not set.intersection(*level_sets.values()):
+        c.mismatches.append("no level was measured by every run: level-by-level figures are empty")
+    load = {r.label: (r.summary.metadata.get("profile") or {}).get("load") or {} for r in runs}
+    for key in MEASUREMENT_KEYS:
+        if (diff := _differs(runs, lambda r, k=key: load[r.label].get(k))) is not None:
+            c.notes.append(f"measurement setting load.{key} differs: {diff}")
+    for key in VERSION_KEYS:
+        if (diff := _differs(runs, lambda r, k=key: _version(r, k))) is not None:
+            c.notes.append(f"{key} version differs: {diff}")
+    for r in runs:
+        if r.summary.status != "ok":
+            c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
+        if r.n and r.n > 1 and r.base_label is None:
+            c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
+        if r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
+            c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
+                           f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")
+        if r.summary.cost_per_hour is None:
+            c.notes.append(f"{r.label}: hardware.cost_per_hour not set: no cost per 1000 images")
+
+
+def _version(r: RunComparison, key: str) -> Any:
+    if key == "triton":
+        return r.summary.server.get("triton_version") or r.summary.versions.get("triton")
+    return r.summary.versions.get(key)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_compare(comparison: Comparison, fmt: str = "text") -> str:
+    """"text" (a plain table for the terminal), "md" or "html" (self-contained, with charts)."""
+    renderers = {"text": to_text, "md": to_markdown, "html": to_html}
+    if fmt not in renderers:
+        raise UserError(f"unknown comparison format {fmt!r} (known: text, md, html)")
+    return renderers[fmt](build_compare_doc(comparison))
+
+
+def _eff(r: RunComparison) -> str:
+    if r.n == 1 and r.base_label == r.label:
+        return "100 % (base)"
+    return num.pct(r.scaling.efficiency) if r.scaling else num.NA
+
+
+def build_compare_doc(c: Comparison) -> Doc:
+    doc = Doc("gpuscale-tui comparison: " + " vs ".join(r.label for r in c.runs))
+    if c.mismatches:
+        doc.add(Heading("Apples-to-apples check"))
+        doc.add(*[Note(m, warning=True) for m in c.mismatches])
+    else:
+        doc.add(Heading("Apples-to-apples check"), Para("Same model, model config (apart from its instance groups), "
+                                                         "inputs, batch size, load mode and levels in every run."))
+    if c.notes:
+        doc.add(Bullets(c.notes))
+    if all(r.summary.random_weights for r in c.runs):
+        doc.add(Note(RANDOM_WEIGHTS_NOTE))
+
+    rows = []
+    for r in c.runs:
+        f, s = r.findings, r.summary
+        sat = f.saturation
+        rows.append([
+            r.label, str(r.n) if r.n else num.NA, num.rate(f.peak.throughput if f.peak else None),
+            num.level(f.peak.level) if f.peak else num.NA, num.ms(f.peak.p99 if f.peak else None),
+            num.level(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+            f"{r.scaling.speedup:.2f}x" if r.scaling and r.scaling.speedup is not None else num.NA, _eff(r),
+            f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
+            f.verdict.kind,
+        ])
+    doc.add(Heading("Summary"), Table(["Run", "GPUs", "Peak images/s", "at level", "p99 at peak ms", "Saturation",
+                                       "Speedup", "Scaling eff.", "$/hr", "$ / 1000 images", "Bottleneck"], rows))
+    doc.add(Para("Scaling efficiency = peak_N / (N x peak_1) against the 1x run of the same GPU and model; "
+                 "saturation = the lowest level within 5 % of the run's peak throughput; "
+                 "cost per 1000 images = $/hr / (images/s x 3600) x 1000 at the peak."))
+    doc.add(*_per_level(c))
+    doc.add(Heading("Bottlenecks"))
+    for r in c.runs:
+        v = r.findings.verdict
+        doc.add(Para(f"{r.label}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
+    doc.add(Heading("Recommendation"), Bullets(_recommend(c)))
+    doc.add(*_charts(c))
+    return doc
+
+
+def _per_level(c: Comparison) -> list:
+    header = ["Level", *(r.label for r in c.runs)]
+
+    def table(get: Callable[[RunComparison, float], str], caption: str) -> Table:
+        return Table(header, [[num.level(lv), *(get(r, lv) for r in c.runs)] for lv in c.levels], caption)
+
+    def tp(r: RunComparison, lv: float) -> str:
+        p = point_at(r.findings.points, lv)
+        return num.rate(p.throughput) if p else num.NA
+
+    def p99(r: RunComparison, lv: float) -> str:
+        p = point_at(r.findings.points, lv)
+        return num.ms(p.p99) if p else num.NA
+
+    def eff(r: RunComparison, lv: float) -> str:
+        return num.pct(r.scaling.by_level.get(lv)) if r.scaling else num.NA
+
+    blocks: list = [Heading("Per level"), table(tp, "Throughput, images/s"), table(p99, "p99 latency, ms")]
+    if any(r.scaling and r.n and r.n > 1 for r in c.runs):
+        blocks.append(table(eff, "Scaling efficiency at the same level (vs the 1x run)"))
+    return blocks
+
+
+def _recommend(c: Comparison) -> list[str]:
+    out = []
+    priced = [r for r in c.runs if r.findings.cost_per_1000_at_peak is not None]
+    if priced:
+        best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)
+        out.append(f"Cheapest per image: {best.label} at {num.money(best.findings.cost_per_1000_at_peak)} per 1000 images "
+                   f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s).")
+    fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]
+    if fastest is not None and fastest.findings.peak is not None:
+        out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s.")
+    for r in c.runs:
+        if not (r.n and r.n > 1 and r.scaling and r.scaling.efficiency is not None):
+            continue
+        e = r.scaling.efficiency
+        if e > SUPERLINEAR:
+            out.append(f"{r.label} scales beyond linear ({num.pct(e)} of {r.n}x the 1x run): check that the runs "
+                       "are comparable (batch size, model config) before trusting it.")
+        elif e >= NEAR_LINEAR:
+            out.append(f"{r.label} scales near-linearly ({num.pct(e)} of {r.n}x the 1x run): multi-GPU pays off.")
+        elif e >= SCALES_WELL:
+            out.append(f"{r.label} scales well ({num.pct(e)}): multi-GPU is worth it where one box must serve the load.")
+        else:
+            out.append(f"{r.label} scales poorly ({num.pct(e)}, verdict {r.findings.verdict.kind}): several 1-GPU "
+                       "boxes behind a load balancer may serve more per dollar.")
+    if c.mismatches:
+        out.append("Fix the apples-to-apples differences above before drawing conclusions from these figures.")
+    return out or ["No run produced a result."]
+
+
+def _charts(c: Comparison) -> list:
+    def series(key: Callable[[Any], float | None], scale: float = 1.0) -> list[svg.Series]:
+        return [svg.Series(r.label, [(p.level, key(p) * scale) for p in r.findings.points if key(p) is not None])
+                for r in c.runs]
+
+    blocks: list = [
+        Chart(svg.line_chart("Throughput vs concurrency", series(lambda p: p.throughput), "concurrency", "images/s",
+                             log2_x=True), "Throughput of every run at each level"),
+        Chart(svg.line_chart("p99 latency vs concurrency", series(lambda p: p.p99, 1000.0), "concurrency",
+                             "p99 latency (ms)", log2_x=True), "p99 latency of every run at each level"),
+    ]
+    scaled = [r for r in c.runs if r.scaling and r.scaling.efficiency is not None]
+    if scaled:
+        blocks.append(Chart(svg.bar_chart("Scaling efficiency at the peak", [r.label[:18] for r in scaled],
+                                          [("efficiency %", [(r.scaling.efficiency or 0) * 100 for r in scaled])],  # type: ignore[union-attr]
+                                          "%"), "peak_N / (N x peak_1)"))
+    priced = [r for r in c.runs if r.findings.cost_per_1000_at_peak is not None]
+    if priced:
+        blocks.append(Chart(svg.bar_chart("Cost per 1000 images at the peak", [r.label[:18] for r in priced],
+                                          [("$ / 1000 images", [r.findings.cost_per_1000_at_peak for r in priced])],
+                                          "$", y_format=lambda v: f"{v:.3g}"), "Lower is better"))
+    return blocks

@@ -1,0 +1,137 @@
+"""A report as a list of blocks, rendered three ways: Markdown, self-contained HTML, plain text.
+Reports and comparisons build blocks once; the renderers own all escaping."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Union
+
+from engine.record import fmt
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Para:
+    text: str
+
+
+@dataclass
+class Note:
+    """A callout the reader must not miss (random weights, apples-to-apples warnings)."""
+
+    text: str
+    warning: bool = False
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    left: int = 1  # leading text columns (left-aligned); the rest hold numbers
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Chart:
+    svg: str  # a complete <svg> element
+    caption: str = ""
+
+
+Block = Union[Heading, Para, Note, Table, Bullets, Chart]
+
+
+@dataclass
+class Doc:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def add(self, *blocks: Block) -> None:
+        self.blocks.extend(blocks)
+
+
+def to_markdown(doc: Doc) -> str:
+    out = [f"# {doc.title}", ""]
+    for b in doc.blocks:
+        if isinstance(b, Heading):
+            out += [f"{'#' * max(b.level, 2)} {b.text}", ""]
+        elif isinstance(b, Para):
+            out += [b.text, ""]
+        elif isinstance(b, Note):
+            out += [f"> {'**Warning:** ' if b.warning else ''}{b.text}", ""]
+        elif isinstance(b, Table):
+            if b.caption:
+                out += [f"*{b.caption}*", ""]
+            out += [fmt.md_table(b.header, b.rows, align_right_from=b.left), ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {fmt.md_escape(item)}" for item in b.items] + [""]
+        elif isinstance(b, Chart):
+            pass  # charts live in the HTML report
+    return "\n".join(out).rstrip() + "\n"
+
+
+def to_text(doc: Doc) -> str:
+    out = [doc.title, "=" * len(doc.title), ""]
+    for b in doc.blocks:
+        if isinstance(b, Heading):
+            out += [b.text, "-" * len(b.text)]
+        elif isinstance(b, Para):
+            out += [b.text, ""]
+        elif isinstance(b, Note):
+            out += [f"{'WARNING: ' if b.warning else 'Note: '}{b.text}", ""]
+        elif isinstance(b, Table):
+            if b.caption:
+                out.append(b.caption)
+            out += [fmt.text_table(b.header, b.rows), ""]
+        elif isinstance(b, Bullets):
+            out += [f"  * {item}" for item in b.items] + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
+.note{background:#eef5ff;border-left:4px solid #1f77b4;padding:.5em .8em}
+.warn{background:#fff4e5;border-left:4px solid #ff7f0e;padding:.5em .8em}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}caption{caption-side:top;text-align:left;font-style:italic}
+"""
+
+
+def to_html(doc: Doc) -> str:
+    """One file, nothing fetched: styles inline, charts as inline SVG, no scripts."""
+    e = html.escape
+    out = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{e(doc.title)}</title><style>{_CSS}</style></head><body>", f"<h1>{e(doc.title)}</h1>"]
+    for b in doc.blocks:
+        if isinstance(b, Heading):
+            lv = min(max(b.level, 2), 6)
+            out.append(f"<h{lv}>{e(b.text)}</h{lv}>")
+        elif isinstance(b, Para):
+            out.append(f"<p>{e(b.text)}</p>")
+        elif isinstance(b, Note):
+            out.append(f'<p class="{"warn" if b.warning else "note"}">{e(b.text)}</p>')
+        elif isinstance(b, Table):
+            table = fmt.html_table(b.header, b.rows, left=b.left)
+            if b.caption:
+                table = table.replace("<table>", f"<table><caption>{e(b.caption)}</caption>", 1)
+            out.append(table)
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{e(item)}</li>" for item in b.items) + "</ul>")
+        elif isinstance(b, Chart):
+            cap = f"<figcaption>{e(b.caption)}</figcaption>" if b.caption else ""
+            out.append(f"<figure>{b.svg}{cap}</figure>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

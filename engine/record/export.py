@@ -1,0 +1,50 @@
+"""Export a recording: JSON (complete), CSV (perf_analyzer's columns, one row per level),
+Markdown and HTML reports. Files go inside the folder the user chose, under a new name: an
+existing file is never replaced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import UserError
+from engine.record.doc import to_html, to_markdown
+from engine.record.export_csv import levels_csv
+from engine.record.export_json import write_json
+from engine.record.naming import free_name, new_file, safe_output_path
+from engine.record.reader import Recording
+from engine.record.report import build_report
+
+FORMATS = {"json": ".json", "csv": ".csv", "md": ".md", "html": ".html"}
+
+
+def output_path(out_dir: Path, recording_stem: str, fmt: str, name: str | None) -> Path:
+    """Where an export goes: ``name`` inside ``out_dir`` (no escaping it, no overwriting), or
+    the recording's own name with the format's suffix (made unique)."""
+    suffix = FORMATS[fmt]
+    out_dir = Path(out_dir).expanduser()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: not a folder")
+    if name is None:
+        return free_name(out_dir, recording_stem, suffix)
+    path = safe_output_path(out_dir, name)
+    if not path.suffix:
+        path = path.with_name(path.name + suffix)
+    if path.exists():
+        raise UserError(f"{path}: already exists; not overwriting it (choose another name)")
+    return path
+
+
+def export(recording: Recording, fmt: str, out_dir: Path, name: str | None = None) -> Path:
+    fmt = str(fmt).lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+    path = output_path(out_dir, recording.path.stem, fmt, name)
+    with new_file(path) as fh:
+        if fmt == "json":
+            write_json(recording, fh)
+        elif fmt == "csv":
+            fh.write(levels_csv(recording.summary()))
+        else:
+            doc = build_report(recording.summary())
+            fh.write(to_markdown(doc) if fmt == "md" else to_html(doc))
+    return path

@@ -1,0 +1,80 @@
+"""perf_analyzer's CSV (``-f file.csv --verbose-csv``, plus ``--collect-metrics``' four GPU
+columns when the recording has GPU telemetry): one row per level, sorted by load, times in
+integer microseconds, so that spreadsheets and scripts built for perf_analyzer read ours.
+
+Columns we cannot fill are left empty, never estimated: ``Client Send``, ``Client Recv`` and
+``request/response`` (perf_analyzer times its own request serialisation and response parsing;
+our load workers do not time those apart from the round trip), and ``response wait`` (the round
+trip minus those). ``Network+Server Send/Recv`` is, as in perf_analyzer, the mean latency minus
+the server's queue and compute times (floored at 0); here it also holds the client's send and
+receive time, which perf_analyzer subtracts separately. Failed levels have no row (perf_analyzer
+writes none for a level it could not measure); unstable levels do, as measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Iterable
+
+from engine.record.summary import LevelSummary, RecordingSummary
+
+HEADER_CONCURRENCY = "Concurrency"
+HEADER_RATE = "Request Rate"
+COLUMNS = [
+    "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input",
+    "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency", "p90 latency",
+    "p95 latency", "p99 latency", "Avg latency", "request/response", "response wait",
+]
+GPU_COLUMNS = ["Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usage", "Total GPU Memory"]
+
+
+def _us(seconds: float | None) -> str:
+    return "" if seconds is None else str(int(round(seconds * 1e6)))
+
+
+def _per_gpu(values: dict[str, float], scale: float = 1.0, integer: bool = False) -> str:
+    """perf_analyzer's per-GPU cell: "<gpu uuid>:<value>;" for each GPU."""
+    parts = []
+    for uuid, value in sorted(values.items()):
+        v = value * scale
+        parts.append(f"{uuid}:{int(round(v)) if integer else round(v, 6)};")
+    return "".join(parts)
+
+
+def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
+    r = lv.result
+    s = r.server
+    lat = r.latency
+    network = None
+    if s is not None and lat.mean is not None and None not in (s.queue, s.compute_input, s.compute_infer, s.compute_output):
+        network = max(lat.mean - s.queue - s.compute_input - s.compute_infer - s.compute_output, 0.0)  # type: ignore[operator]
+    row = [
+        f"{r.level:g}", f"{r.throughput_ips:.2f}", "", _us(network),
+        _us(s.queue if s else None), _us(s.compute_input if s else None), _us(s.compute_infer if s else None),
+        _us(s.compute_output if s else None), "", _us(lat.p50), _us(lat.p90), _us(lat.p95), _us(lat.p99),
+        _us(lat.mean), "", "",
+    ]
+    if with_gpu:
+        row += [
+            _per_gpu(lv.gpu_util, scale=0.01),  # perf_analyzer reports utilization as a fraction
+            _per_gpu(lv.gpu_power_w),
+            _per_gpu(lv.gpu_mem_used_max, integer=True),
+            _per_gpu(lv.gpu_mem_total, integer=True),
+        ]
+    return row
+
+
+def levels_csv(summary: RecordingSummary) -> str:
+    levels: Iterable[LevelSummary] = [
+        lv for lv in summary.levels if lv.result.status != "failed" and lv.result.requests > 0
+    ]
+    levels = sorted(levels, key=lambda lv: lv.result.level)
+    with_gpu = any(lv.gpu_util for lv in levels)
+    first = HEADER_RATE if summary.load_mode == "rate" or any(lv.result.mode == "rate" for lv in levels) else HEADER_CONCURRENCY
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else [])])
+    for lv in levels:
+        writer.writerow(_row(lv, with_gpu))
+    return out.getvalue()

@@ -1,0 +1,101 @@
+"""One recording's conclusions, shared by its Markdown and HTML reports and by compare: the
+sweep's points, peak, saturation point, cost, bottleneck verdict and a recommendation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
+from engine.analysis.saturation import Saturation, saturation_point
+from engine.analysis.scaling import cost_per_1000
+from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
+from engine.record import fmt
+from engine.record.summary import RecordingSummary
+
+RANDOM_WEIGHTS_NOTE = (
+    "Measured with random weights: throughput and latency do not depend on weight values "
+    "(the same model with trained weights runs the same operations on the same shapes)."
+)
+
+ADVICE = {
+    "client-bound": "Give the load generator more room (more workers, a bigger client machine, or run it on "
+                    "another host): until then these figures understate the server.",
+    "network": "Run the client next to the server (same host or network), or cut the payload "
+               "(smaller inputs, binary/shared-memory transfers): the wire, not the GPUs, sets the pace.",
+    "queueing": "Add model instances (instance_group count) or tune dynamic batching "
+                "(preferred sizes, max queue delay): the GPUs have room while requests wait.",
+    "compute": "The GPUs are the limit: more or faster GPUs raise throughput; compare cost per 1000 images "
+               "across boxes before buying either.",
+    "gpus-not-saturated": "Look at the server's CPU side (Python backend, pre/post-processing, PCIe copies): "
+                          "the GPUs idle while throughput is flat.",
+    "not-saturated": "Extend load.concurrency (or rates) until throughput stops rising before sizing a box.",
+    "unknown": "Enable Triton's statistics (server side) to split queue from compute time.",
+}
+
+
+@dataclass
+class RunFindings:
+    summary: RecordingSummary
+    points: list[SweepPoint]
+    peak: SweepPoint | None
+    saturation: Saturation | None
+    verdict: Verdict
+    cost_per_1000_at_peak: float | None
+    per_gpu_throughput: float | None
+    recommendation: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.summary.label
+
+
+def analyze(summary: RecordingSummary) -> RunFindings:
+    results = [lv.result for lv in summary.levels]
+    points = points_from_results(results)
+    best = peak(points)
+    saturation = saturation_point([(p.level, p.throughput) for p in points])
+    usable = {p.level for p in points}
+    evidence = [evidence_from_result(lv.result, lv.gpu_util) for lv in summary.levels if float(lv.level) in usable]
+    verdict = diagnose(evidence, saturation, summary.gpus_in_config)
+    cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
+    n = summary.gpus_in_config
+    findings = RunFindings(
+        summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
+        cost_per_1000_at_peak=cost,
+        per_gpu_throughput=best.throughput / n if best and n else None,
+    )
+    findings.recommendation = _recommend(findings)
+    return findings
+
+
+def _recommend(f: RunFindings) -> list[str]:
+    s = f.summary
+    out: list[str] = []
+    if f.peak is None:
+        return ["No level produced a result: fix the errors listed above and run again."]
+    sat = f.saturation
+    if sat is not None and sat.reached and sat.level is not None:
+        at = point_at(f.points, sat.level)
+        top = f.points[-1]
+        out.append(
+            f"Serve at up to concurrency {fmt.level(sat.level)}: {fmt.rate(at.throughput if at else None)} images/s "
+            f"with p99 {fmt.ms(at.p99 if at else None)} ms; more load adds under {sat.tolerance * 100:g} % "
+            f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level(top.level)}."
+        )
+    out.append(ADVICE.get(f.verdict.kind, ""))
+    for finding in f.verdict.findings:
+        if finding.kind == "gpu-imbalance":
+            out.append("Spread the model over every GPU (instance_group with a count per GPU, no fixed gpus list).")
+    if f.cost_per_1000_at_peak is not None:
+        out.append(
+            f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "
+            f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s)."
+        )
+    else:
+        out.append("Set hardware.cost_per_hour in the profile to get the cost per 1000 images.")
+    if s.gpus_in_config and s.gpus_in_config > 1:
+        out.append(
+            "For scaling efficiency, record the 1x variant of the same model and config on this box "
+            "and compare the two recordings."
+        )
+    return [line for line in out if line]

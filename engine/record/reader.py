@@ -1,0 +1,163 @@
+"""Open a recording: check that it is one (and one this version can read), then read its
+metadata and events. Every way a file can be wrong ends in a one-line UserError."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import quote
+
+from engine.errors import UserError
+from engine.events import Event, EventSchemaError
+from engine.record.decode import decode_event
+from engine.record.summary import RecordingSummary, summarize
+from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
+
+HEADER_BYTES = 100
+
+
+class RecordingError(UserError):
+    pass
+
+
+def _check_header(path: Path) -> None:
+    """Cheap checks on the SQLite header that catch text files and truncated copies before
+    SQLite reports them as something vaguer later."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            header = fh.read(HEADER_BYTES)
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size == 0:
+        raise RecordingError(f"{path}: empty file, not a gpuscale-tui recording")
+    if not header.startswith(SQLITE_MAGIC):
+        raise RecordingError(f"{path}: not a gpuscale-tui recording (not an SQLite file)")
+    if len(header) < HEADER_BYTES:
+        raise RecordingError(f"{path}: truncated recording ({size} bytes, shorter than its header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise RecordingError(f"{path}: corrupt recording (invalid page size {page_size})")
+    page_count = int.from_bytes(header[28:32], "big")
+    count_valid = header[24:28] == header[92:96]  # SQLite: the in-header size is valid then
+    if size % page_size or (count_valid and page_count and size < page_count * page_size):
+        raise RecordingError(
+            f"{path}: truncated recording ({size} bytes; its header expects {page_count * page_size})"
+        )
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """Read-only: opening a recording never changes it (WAL frames of a crashed or live writer
+    are read, not checkpointed)."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+class Recording:
+    def __init__(self, path: Path, conn: sqlite3.Connection, schema: int, metadata: dict[str, Any]) -> None:
+        self.path = path
+        self._conn = conn
+        self.schema = schema
+        self.metadata = metadata
+        self.unknown_events = 0  # events of kinds this version does not know (a newer minor)
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Recording:
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise RecordingError(f"{path}: no such recording")
+        if path.is_dir():
+            raise RecordingError(f"{path}: is a folder, not a recording file")
+        _check_header(path)
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = connect_read_only(path)
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            schema = conn.execute("PRAGMA user_version").fetchone()[0]
+            if app_id != APPLICATION_ID:
+                raise RecordingError(f"{path}: an SQLite database, but not a gpuscale-tui recording")
+            if schema > RECORDING_SCHEMA:
+                raise RecordingError(
+                    f"{path}: recording schema v{schema} is newer than this tool's (v{RECORDING_SCHEMA}); "
+                    "upgrade gpuscale-tui to read it"
+                )
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if schema < 1 or not REQUIRED_TABLES <= tables:
+                raise RecordingError(f"{path}: incomplete recording (created but never initialised)")
+            metadata = {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")}
+            conn.execute("SELECT max(seq) FROM events").fetchone()  # touches the table's pages
+        except RecordingError:
+            if conn is not None:
+                conn.close()
+            raise
+        except (sqlite3.Error, ValueError) as exc:
+            if conn is not None:
+                conn.close()
+            raise RecordingError(f"{path}: corrupt or unreadable recording: {_one_line(exc)}") from None
+        return cls(path, conn, schema, metadata)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise RecordingError(f"{self.path}: corrupt or unreadable recording: {_one_line(exc)}") from None
+
+    def rows(self, kinds: tuple[str, ...] | None = None, after_seq: int = 0) -> Iterator[tuple[int, float, str, dict[str, Any]]]:
+        """(seq, ts, kind, event dict), in publication order; the JSON parsed, not decoded."""
+        sql = "SELECT seq, ts, kind, data FROM events WHERE seq > ?"
+        params: tuple[Any, ...] = (after_seq,)
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params += tuple(kinds)
+        for seq, ts, kind, data in self._query(sql + " ORDER BY seq", params):
+            try:
+                yield seq, ts, kind, json.loads(data)
+            except ValueError:
+                raise RecordingError(f"{self.path}: corrupt event #{seq} ({kind}): not JSON") from None
+
+    def raw_rows(self, after_seq: int = 0) -> Iterator[tuple[int, float, str, str]]:
+        """(seq, ts, kind, JSON text) after ``after_seq``: for readers that parse lazily."""
+        yield from self._query("SELECT seq, ts, kind, data FROM events WHERE seq > ? ORDER BY seq", (after_seq,))
+
+    def decode(self, seq: int, data: dict[str, Any]) -> Event | None:
+        """The event, or None for a kind this version does not know (counted, skipped)."""
+        try:
+            return decode_event(data)
+        except EventSchemaError as exc:
+            if "unknown event kind" in str(exc):
+                self.unknown_events += 1
+                return None
+            raise RecordingError(f"{self.path}: event #{seq}: {exc}") from None
+
+    def events(self, kinds: tuple[str, ...] | None = None) -> Iterator[Event]:
+        for seq, _ts, _kind, data in self.rows(kinds):
+            event = self.decode(seq, data)
+            if event is not None:
+                yield event
+
+    def event_counts(self) -> dict[str, int]:
+        return {kind: n for kind, n in self._query("SELECT kind, count(*) FROM events GROUP BY kind")}
+
+    def summary(self) -> RecordingSummary:
+        return summarize(self)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,236 @@
+"""The recorder: a bus subscriber that writes every event of a session to a new SQLite file.
+
+The publisher never waits on the disk: ``__call__`` only puts the event on a queue; a writer
+thread serialises, redacts, inserts and commits at least every ``COMMIT_INTERVAL_S``. A commit
+in WAL mode is in the OS page cache once it returns, so ``kill -9`` of the app loses at most the
+last interval. On ``close`` the WAL is checkpointed into the main file so the recording is one
+self-contained file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import queue
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from engine.errors import UserError
+from engine.events import SCHEMA_VERSION, Event, ServerReady, SessionEnded, SessionStarted
+from engine.profiles import redact_server
+from engine.record.naming import recording_path
+from engine.record.redact import Redactor
+from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORDING_SCHEMA
+
+COMMIT_INTERVAL_S = 0.5  # the brief: at least every second; half leaves room for a slow disk
+MAX_QUEUED = 200_000  # beyond this the disk has stalled for minutes: drop rather than eat RAM
+CLOSE_TIMEOUT_S = 30.0
+
+_STOP = object()
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf are not JSON; the contract says "not available" is None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(data: Any) -> str:
+    try:
+        return json.dumps(data, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(data), allow_nan=False, separators=(",", ":"))
+
+
+class Recorder:
+    """``bus.subscribe(Recorder(path))``; ``close()`` when the session ends."""
+
+    def __init__(self, path: Path, *, secrets: Iterable[str] = ()) -> None:
+        self.path = Path(path)
+        self._redactor = Redactor(secrets)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=MAX_QUEUED)
+        self._dropped = 0
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.error: str | None = None  # the writer's failure, if any (disk full, ...)
+        self._conn = self._create()
+        self._thread = threading.Thread(target=self._write_loop, name="Recorder", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    @classmethod
+    def for_session(
+        cls, out_dir: Path, *, gpu_model: str, gpu_count: int, profile_name: str,
+        when: datetime | None = None, secrets: Iterable[str] = (),
+    ) -> Recorder:
+        """A recorder on a fresh, well-named file under ``out_dir`` (recordings/)."""
+        when = when or datetime.now(timezone.utc)
+        path = recording_path(out_dir, gpu_model=gpu_model, gpu_count=gpu_count, profile_name=profile_name, when=when)
+        return cls(path, secrets=secrets)
+
+    # ------------------------------------------------------------------ publisher side
+
+    def __call__(self, event: Event) -> None:
+        if self._closed or event.kind in NOT_RECORDED_KINDS:
+            return
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self._dropped += 1
+
+    def close(self) -> None:
+        """Write what is queued, commit, checkpoint, close. Idempotent, thread-safe."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        self._queue.put(_STOP)
+        self._thread.join(CLOSE_TIMEOUT_S)
+
+    # ------------------------------------------------------------------ writer side
+
+    def _create(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_EXCL claims the name atomically: an existing recording is never written over.
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise UserError(f"{self.path}: already exists; a recording is never written over") from None
+        except OSError as exc:
+            raise UserError(f"{self.path}: cannot create the recording: {exc.strerror or exc}") from None
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process death
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version={RECORDING_SCHEMA}")
+            conn.execute("BEGIN")
+            for statement in filter(str.strip, DDL.split(";")):
+                conn.execute(statement)
+            meta = {
+                "recording_schema": RECORDING_SCHEMA,
+                "event_schema": SCHEMA_VERSION,
+                "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "file_name": self.path.name,
+            }
+            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [(k, to_json(v)) for k, v in meta.items()])
+            conn.execute("COMMIT")
+            return conn
+        except sqlite3.Error as exc:
+            raise UserError(f"{self.path}: cannot create the recording: {exc}") from None
+
+    def _write_loop(self) -> None:
+        conn = self._conn
+        pending = False
+        last_commit = time.monotonic()
+        stop = False
+        try:
+            while not stop:
+                try:
+                    item = self._queue.get(timeout=COMMIT_INTERVAL_S / 2)
+                except queue.Empty:
+                    item = None
+                batch = [] if item is None else [item]
+                while len(batch) < 5000:  # drain what is there, in bounded bites
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                for obj in batch:
+                    if obj is _STOP:
+                        stop = True
+                        continue
+                    if not pending:
+                        conn.execute("BEGIN")
+                        pending = True
+                    self._write_event(conn, obj)
+                if self._dropped and pending:
+                    self._note_dropped(conn)
+                if pending and (stop or time.monotonic() - last_commit >= COMMIT_INTERVAL_S or item is None):
+                    conn.execute("COMMIT")
+                    pending = False
+                    last_commit = time.monotonic()
+        except Exception as exc:  # disk full, file removed: keep the app alive, say why
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._closed = True
+            try:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+            except sqlite3.Error:
+                pass
+        finally:
+            self._finish(conn)
+
+    def _write_event(self, conn: sqlite3.Connection, event: Event) -> None:
+        data = self._redactor.value(event.to_dict())
+        conn.execute(
+            "INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)",
+            (float(event.ts), event.kind, to_json(data)),
+        )
+        meta = self._metadata_of(event, data)
+        if meta:
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [(k, to_json(v)) for k, v in meta.items()],
+            )
+
+    @staticmethod
+    def _metadata_of(event: Event, data: dict[str, Any]) -> dict[str, Any]:
+        """The facts a reader wants without scanning events: kept as meta rows as well."""
+        if isinstance(event, SessionStarted):
+            profile = dict(data.get("profile") or {})
+            if isinstance(profile.get("server"), dict):
+                profile["server"] = redact_server(profile["server"])
+            return {
+                "session_id": data["session_id"],
+                "profile_name": data["profile_name"],
+                "profile": profile,
+                "mode": data["mode"],
+                "host": data.get("host", {}),
+                "versions": data.get("versions", {}),
+                "tool_version": data.get("tool_version", ""),
+                "started_ts": data["ts"],
+            }
+        if isinstance(event, ServerReady):
+            return {
+                "server": {
+                    k: data.get(k)
+                    for k in ("http_url", "metrics_url", "embedded", "model", "model_version",
+                              "config_variant", "triton_version", "inputs")
+                },
+                "model_config": data.get("model_config", {}),
+            }
+        if isinstance(event, SessionEnded):
+            return {"ended_ts": data["ts"], "status": data["status"], "exit_code": data.get("exit_code", 0)}
+        return {}
+
+    def _note_dropped(self, conn: sqlite3.Connection) -> None:
+        dropped, self._dropped = self._dropped, 0
+        warning = {
+            "kind": "warning", "v": SCHEMA_VERSION, "ts": time.time(), "source": "record",
+            "message": f"recorder queue full: {dropped} events were not recorded", "key": "record.dropped",
+        }
+        conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (warning["ts"], "warning", to_json(warning)))
+
+    def _finish(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # One self-contained file for copying; a live replay reader may hold the WAL open,
+            # in which case the mode stays WAL (still complete, just with its -wal beside it).
+            conn.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error:
+            pass
+        finally:
+            conn.close()

@@ -1,0 +1,49 @@
+"""Credentials never reach a recording.
+
+The profile arrives already redacted in SessionStarted; this is the recorder's own second line:
+any ``headers`` table keeps its names but loses its values, any ``scheme://user:password@host``
+anywhere in any string (URLs, error messages) loses its user info, and any secret value the
+session hands over (the profile's header values) is masked wherever it appears.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+MASK = "***"
+# scheme://userinfo@ : userinfo is everything up to '@' that is not '/', whitespace or '@'.
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]+@")
+# "Authorization: Bearer abc", "X-Api-Key=abc", "token: abc" inside free text.
+_SECRET_ASSIGNMENT = re.compile(
+    r"((?:authorization|proxy-authorization|x-api-key|api[-_]?key|token|password|secret)\"?'?\s*[:=]\s*\"?'?)"
+    r"(?:bearer\s+|basic\s+)?[^\s\"',;}]+",
+    re.IGNORECASE,
+)
+_MIN_SECRET_LEN = 4  # masking "a" everywhere would wreck the data and hide nothing
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        found = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET_LEN}
+        # longest first so that a secret containing another is masked whole
+        self._secrets = sorted(found, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, MASK)
+        if "://" in value:
+            value = _URL_USERINFO.sub(rf"\1{MASK}@", value)
+        return _SECRET_ASSIGNMENT.sub(rf"\1{MASK}", value)
+
+    def value(self, value: Any, key: str = "") -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            if key.lower() == "headers":
+                return {str(k): MASK for k in value}
+            return {k: self.value(v, str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return value

@@ -1,0 +1,310 @@
+"""Replay: a recording as an event source, so the TUI renders it exactly as it rendered the live
+session. Play, pause, speed (x1, x2, x10, max), seek to a time or a level, step.
+
+One thread publishes, in recorded order and at recorded pace scaled by the speed; controls from
+other threads only change state and wake it, so events never interleave. Seeking backwards
+publishes ReplayReset (screens clear their state) and then every event up to the target at
+once. A file still being written is followed: at its end the source polls for new rows until a
+SessionEnded arrives or it is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+from engine.bus import EventBus
+from engine.errors import UserError
+from engine.events import Error, EventSchemaError, ReplayReset, Warning
+from engine.record.decode import decode_event
+from engine.record.reader import Recording
+from engine.source import EventSource
+
+POLL_S = 0.2  # how often the end of a growing file is re-read
+PUBLISH_CHECK_EVERY = 256  # during an instant catch-up, look at stop() this often
+
+
+def due_in(offset: float, anchor_pos: float, anchor_wall: float, now: float, speed: float | None) -> float:
+    """Seconds of wall time until the event at ``offset`` (seconds into the recording) is due,
+    when the playback clock read ``anchor_pos`` at wall time ``anchor_wall``. <= 0: due now."""
+    if speed is None:
+        return 0.0
+    return anchor_wall + (offset - anchor_pos) / speed - now
+
+
+def _check_speed(speed: float | None) -> float | None:
+    if speed is None:
+        return None
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not math.isfinite(speed) or speed <= 0:
+        raise UserError(f"replay speed must be a number > 0 (or max), found {speed!r}")
+    return float(speed)
+
+
+class ReplaySource(EventSource):
+    def __init__(
+        self,
+        path: Path,
+        bus: EventBus | None = None,
+        speed: float | None = 1.0,
+        *,
+        paused: bool = False,
+        linger: bool = True,
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        """``speed`` None plays as fast as possible. ``linger``: after the last event, stay
+        alive so that the screen can still seek back (until stop()); False ends the source.
+        ``idle_timeout_s``: give up on a file without a SessionEnded after this long without
+        new rows (None: follow it until stopped)."""
+        super().__init__(bus)
+        self.path = Path(path)
+        self._speed = _check_speed(speed)
+        self._recording = Recording.open(self.path)
+        self._linger = linger
+        self._idle_timeout_s = idle_timeout_s
+        self._cond = threading.Condition()
+        self._rows: list[tuple[float, str, str]] = []  # (offset, kind, JSON text)
+        self._level_offsets: dict[int, float] = {}
+        self._last_seq = 0
+        self._t0: float | None = None
+        self._ended = False  # a SessionEnded is among the rows
+        self._next = 0  # index of the next row to publish
+        self._paused = paused
+        self._stopped = False
+        self._seek_to: float | None = None
+        self._steps = 0
+        self._anchor_pos = 0.0
+        self._anchor_wall = time.monotonic()
+        self._last_new_rows = time.monotonic()
+        self._warned_waiting = False
+        self._load_new_rows()
+
+    # ------------------------------------------------------------------ controls (any thread)
+
+    def pause(self) -> None:
+        with self._cond:
+            if not self._paused:
+                self._anchor_pos = self._clock()
+                self._paused = True
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            if self._paused:
+                self._anchor_wall = time.monotonic()
+                self._paused = False
+            self._cond.notify_all()
+
+    def set_speed(self, speed: float | None) -> None:
+        """x1, x2, x10 ... or None for as fast as possible."""
+        speed = _check_speed(speed)
+        with self._cond:
+            self._anchor_pos, self._anchor_wall = self._clock(), time.monotonic()
+            self._speed = speed
+            self._cond.notify_all()
+
+    def seek(self, seconds_from_start: float) -> None:
+        if not isinstance(seconds_from_start, (int, float)) or not math.isfinite(seconds_from_start):
+            raise UserError(f"seek target must be a number of seconds, found {seconds_from_start!r}")
+        with self._cond:
+            self._seek_to = min(max(float(seconds_from_start), 0.0), self.duration_s)
+            self._cond.notify_all()
+
+    def seek_level(self, index: int) -> None:
+        """To the start of the sweep's level ``index`` (0-based), its LevelStarted included."""
+        offset = self._level_offsets.get(index)
+        if offset is None:
+            known = sorted(self._level_offsets)
+            have = f"levels {known[0]}..{known[-1]}" if known else "no levels yet"
+            raise UserError(f"no level {index} in this recording ({have})")
+        self.seek(offset)
+
+    def step(self) -> None:
+        """Publish the next event, then stay paused."""
+        with self._cond:
+            self._steps += 1
+            if not self._paused:
+                self._anchor_pos = self._clock()
+                self._paused = True
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is None:  # never started: nobody else will close the file
+            self._recording.close()
+
+    # ------------------------------------------------------------------ state (any thread)
+
+    @property
+    def position_s(self) -> float:
+        with self._cond:
+            return self._clock()
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first to the last event read so far (grows while a file is live)."""
+        return self._rows[-1][0] if self._rows else 0.0
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def speed(self) -> float | None:
+        return self._speed
+
+    @property
+    def finished(self) -> bool:
+        """Every event published, and the recording has its SessionEnded."""
+        return self._ended and self._next >= len(self._rows)
+
+    @property
+    def waiting(self) -> bool:
+        """At the end of a recording that has no SessionEnded yet (live, or interrupted)."""
+        return not self._ended and self._next >= len(self._rows)
+
+    @property
+    def levels(self) -> dict[int, float]:
+        """Level index -> seconds from start, for a level picker."""
+        return dict(self._level_offsets)
+
+    # ------------------------------------------------------------------ the replay thread
+
+    def _clock(self) -> float:
+        """The playback clock (call with the condition held)."""
+        if self._speed is None:  # as fast as possible: where publishing has got to
+            last = self._rows[self._next - 1][0] if self._next else 0.0
+            return max(last, self._anchor_pos)
+        if self._paused:
+            return self._anchor_pos
+        pos = self._anchor_pos + (time.monotonic() - self._anchor_wall) * self._speed
+        return min(pos, self.duration_s)
+
+    def _load_new_rows(self) -> int:
+        added = 0
+        for seq, ts, kind, text in self._recording.raw_rows(self._last_seq):
+            if self._t0 is None:
+                self._t0 = ts
+            offset = max(ts - self._t0, 0.0)
+            if kind == "level_started":
+                try:
+                    self._level_offsets.setdefault(int(json.loads(text)["index"]), offset)
+                except (ValueError, KeyError, TypeError):
+                    pass
+            elif kind == "session_ended":
+                self._ended = True
+            self._rows.append((offset, kind, text))
+            self._last_seq = seq
+            added += 1
+        if added:
+            self._last_new_rows = time.monotonic()
+        return added
+
+    def _publish_row(self, index: int) -> bool:
+        _offset, kind, text = self._rows[index]
+        try:
+            event = decode_event(json.loads(text))
+        except EventSchemaError as exc:
+            if "unknown event kind" in str(exc):
+                return True  # a kind from a newer minor version: skip it
+            self.bus.publish(Error(source="replay", message=f"{self.path.name}: {exc}", fatal=True))
+            return False
+        except ValueError:
+            self.bus.publish(Error(source="replay", message=f"{self.path.name}: corrupt {kind} event", fatal=True))
+            return False
+        self.bus.publish(event)
+        return True
+
+    def _publish_until(self, target: float) -> bool:
+        """Every unpublished event at or before ``target``, at once."""
+        count = 0
+        while self._next < len(self._rows) and self._rows[self._next][0] <= target:
+            if not self._publish_row(self._next):
+                return False
+            self._next += 1
+            count += 1
+            if count % PUBLISH_CHECK_EVERY == 0 and self._stopped:
+                return False
+        return True
+
+    def _do_seek(self, target: float) -> bool:
+        if self._next and target < self._rows[self._next - 1][0]:
+            self.bus.publish(ReplayReset(position_s=target))
+            self._next = 0
+        ok = self._publish_until(target)
+        with self._cond:
+            self._anchor_pos, self._anchor_wall = target, time.monotonic()
+        return ok
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except UserError as exc:  # the file went bad under us (truncated while replaying)
+            self.bus.publish(Error(source="replay", message=str(exc), fatal=True))
+            self.exit_code = exc.exit_code
+        finally:
+            self._recording.close()
+
+    def _loop(self) -> None:
+        with self._cond:
+            self._anchor_wall = time.monotonic()
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                seek, self._seek_to = self._seek_to, None
+                step = self._steps > 0
+                if step:
+                    self._steps -= 1
+            if seek is not None:
+                if not self._do_seek(seek):
+                    return
+                continue
+            if self._next >= len(self._rows) and not self._ended:
+                if self._load_new_rows() == 0 and not self._wait_for_writer():
+                    return
+            if step:
+                if self._next < len(self._rows):
+                    if not self._publish_row(self._next):
+                        return
+                    with self._cond:
+                        self._anchor_pos = max(self._anchor_pos, self._rows[self._next][0])
+                    self._next += 1
+                continue
+            with self._cond:
+                if self._stopped:
+                    return
+                if self._paused:
+                    self._cond.wait(POLL_S)
+                    continue
+                if self._next >= len(self._rows):
+                    if self._ended and not self._linger:
+                        return
+                    self._cond.wait(POLL_S)
+                    continue
+                wait = due_in(self._rows[self._next][0], self._anchor_pos, self._anchor_wall, time.monotonic(),
+                              self._speed)
+                if wait > 0:
+                    self._cond.wait(min(wait, POLL_S) if not self._ended else wait)
+                    continue
+            if not self._publish_row(self._next):
+                return
+            self._next += 1
+
+    def _wait_for_writer(self) -> bool:
+        """At the end of a file without SessionEnded: say so once; False to give up."""
+        idle = time.monotonic() - self._last_new_rows
+        if not self._warned_waiting and idle >= 1.0:
+            self._warned_waiting = True
+            self.bus.publish(Warning(source="replay", key="replay.waiting",
+                                     message=f"{self.path.name} has no end yet: waiting for new events "
+                                             "(still being written, or the session was interrupted)"))
+        if self._idle_timeout_s is not None and idle >= self._idle_timeout_s:
+            self.bus.publish(Warning(source="replay", key="replay.gave_up",
+                                     message=f"{self.path.name}: no new events for {idle:.0f} s; replay stopped"))
+            return False
+        return True

@@ -1,0 +1,220 @@
+"""The report of one recording, shaped like the results document of seed 001: setup, throughput
+and latency per level, queue vs compute, saturation, scaling, cost per 1000 images, GPU
+telemetry, bottlenecks found, recommendation. Markdown and HTML come from the same blocks; the
+HTML adds the charts."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from engine.analysis.scaling import cost_per_1000
+from engine.record import fmt, svg
+from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
+from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.summary import RecordingSummary
+
+VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
+
+
+def utc(ts: float | None) -> str:
+    if ts is None:
+        return fmt.NA
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
+
+
+def build_report(summary: RecordingSummary, findings: RunFindings | None = None) -> Doc:
+    f = findings or analyze(summary)
+    s = summary
+    doc = Doc(f"gpuscale-tui results: {s.label}")
+    status = s.status or "no end recorded (interrupted, or still running)"
+    doc.add(Para(f"Recorded {utc(s.first_ts)}, {duration(s.duration_s)}, status: {status}. File: {s.path}"))
+    if s.random_weights:
+        doc.add(Note(RANDOM_WEIGHTS_NOTE))
+    doc.add(*_setup(s))
+    doc.add(*_levels(f))
+    doc.add(*_breakdown(f))
+    doc.add(Heading("Saturation point"),
+            Para(f.saturation.describe() if f.saturation else "No level produced a result."),
+            Para("Definition: the lowest level whose throughput is within 5 % of the sweep's maximum; "
+                 "beyond it, more load adds almost no throughput and only queueing latency."))
+    doc.add(*_scaling(f))
+    doc.add(*_cost(f))
+    doc.add(*_telemetry(f))
+    doc.add(Heading("Bottlenecks found"), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
+    if f.verdict.evidence:
+        doc.add(Bullets(f.verdict.evidence))
+    if f.verdict.findings:
+        doc.add(Para("Also found:"), Bullets([x.text for x in f.verdict.findings]))
+    doc.add(Heading("Recommendation"), Bullets(f.recommendation))
+    if s.warnings or s.errors:
+        doc.add(Heading("Warnings and errors"), Bullets([*s.errors, *s.warnings]))
+    return doc
+
+
+def _setup(s: RecordingSummary) -> list:
+    n = s.gpus_in_config
+    rows = [
+        ["Profile", s.profile_name],
+        ["Hardware", f"{s.gpu_count}x {s.gpu_model}" if s.gpu_count else "no GPU"],
+        ["Model config", f"{s.model or fmt.NA}, variant {s.config_variant or fmt.NA}"
+                         + (f" ({n} GPU{'s' if n != 1 else ''})" if n else "")],
+        ["Weights", s.weights or "random (no weights file)"],
+        ["Load", f"{s.load_mode or fmt.NA}, batch {s.batch_size or fmt.NA}, levels "
+                 + (", ".join(fmt.level(x) for x in s.levels_planned) or fmt.NA)],
+        ["Cost", f"${s.cost_per_hour:g}/hr" if s.cost_per_hour else "not set (hardware.cost_per_hour)"],
+    ]
+    if s.server.get("triton_version"):
+        rows.append(["Triton", str(s.server["triton_version"])])
+    for key in VERSION_KEYS:
+        if s.versions.get(key) and key != "triton":
+            rows.append([f"Version: {key}", str(s.versions[key])])
+    if s.host:
+        rows.append(["Host", ", ".join(f"{k} {v}" for k, v in s.host.items())])
+    names = sorted({g.name for g in s.gpus if g.name})
+    if names:
+        rows.append(["GPUs seen", f"{len(s.gpus)}x " + " / ".join(names)])
+    if s.topology and s.topology.summary:
+        rows.append(["Topology", s.topology.summary])
+    return [Heading("Setup"), Table(["Item", "Value"], rows, left=2)]
+
+
+def _levels(f: RunFindings) -> list:
+    s = f.summary
+    unit = "Rate (req/s)" if s.load_mode == "rate" else "Concurrency"
+    rows = []
+    for lv in s.levels:
+        r = lv.result
+        cost = cost_per_1000(s.cost_per_hour, r.throughput_ips) if s.cost_per_hour and r.throughput_ips > 0 else None
+        rows.append([
+            fmt.level(r.level), r.status, fmt.rate(r.throughput_ips), fmt.rate(r.throughput_rps),
+            fmt.ms(r.latency.p50), fmt.ms(r.latency.p90), fmt.ms(r.latency.p95), fmt.ms(r.latency.p99),
+            fmt.ms(r.latency.mean), str(r.errors), fmt.pct_points(lv.gpu_util_mean), fmt.money(cost, 5),
+        ])
+    blocks: list = [Heading("Throughput and latency per level")]
+    if not rows:
+        return blocks + [Para("No level produced a result.")]
+    blocks.append(Table([unit, "Status", "Images/s", "Requests/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
+                         "Mean ms", "Errors", "GPU util", "$ / 1000 images"], rows, left=2))
+    pts = f.points
+    blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
+                                       unit, "images/s", log2_x=s.load_mode != "rate"), "Throughput at each level"))
+    blocks.append(Chart(svg.line_chart(
+        "Latency percentiles",
+        [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])
+         for name, key in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"))],
+        unit, "latency (ms)", log2_x=s.load_mode != "rate"), "Client latency percentiles at each level"))
+    return blocks
+
+
+def _breakdown(f: RunFindings) -> list:
+    rows, cats, queue, compute, outside = [], [], [], [], []
+    for lv in f.summary.levels:
+        sv = lv.result.server
+        if sv is None:
+            continue
+        comp = None
+        if None not in (sv.compute_input, sv.compute_infer, sv.compute_output):
+            comp = sv.compute_input + sv.compute_infer + sv.compute_output  # type: ignore[operator]
+        share = sv.queue / (sv.queue + comp) if sv.queue is not None and comp and (sv.queue + comp) > 0 else None
+        rows.append([fmt.level(lv.level), fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
+                     fmt.ms(sv.compute_output), fmt.ms(sv.server_total), fmt.ms(sv.client_minus_server),
+                     fmt.pct(share), f"{sv.avg_batch_size:.2f}" if sv.avg_batch_size else fmt.NA])
+        cats.append(fmt.level(lv.level))
+        queue.append(sv.queue * 1000 if sv.queue is not None else None)
+        compute.append(comp * 1000 if comp is not None else None)
+        outside.append(sv.client_minus_server * 1000 if sv.client_minus_server is not None else None)
+    blocks: list = [Heading("Queue vs compute (server statistics)")]
+    if not rows:
+        return blocks + [Para("The server reported no statistics for this run.")]
+    blocks.append(Table(["Level", "Queue ms", "Input ms", "Infer ms", "Output ms", "Server ms", "Outside server ms",
+                         "Queue share", "Avg batch"], rows,
+                        "Per request, from deltas of Triton's statistics; outside server = client latency - server time"))
+    blocks.append(Chart(svg.bar_chart("Where a request's time goes", cats,
+                                      [("queue", queue), ("compute", compute), ("outside server", outside)],
+                                      "ms per request", stacked=True), "Queue vs compute per level"))
+    return blocks
+
+
+def _scaling(f: RunFindings) -> list:
+    s = f.summary
+    n = s.gpus_in_config
+    blocks: list = [Heading("Scaling efficiency")]
+    if f.peak is not None and n:
+        text = (f"Inference: {n} GPU{'s' if n != 1 else ''} in the config, peak {fmt.rate(f.peak.throughput)} images/s "
+                f"= {fmt.rate(f.per_gpu_throughput)} per GPU. ")
+        text += ("This is a 1x run: the base for the others." if n == 1 else
+                 "Efficiency needs the 1x run of the same model and config as its base: compare the recordings.")
+        blocks.append(Para(text))
+    probe = sorted(s.probe, key=lambda p: (p.model, p.strategy != "single", p.scaling, p.per_device_batch, p.world_size))
+    if probe:
+        rows = [[p.model, p.strategy, p.scaling, str(p.world_size), str(p.per_device_batch),
+                 f"{fmt.rate(p.samples_per_s.mean)} [{fmt.rate(p.samples_per_s.ci_low)}, {fmt.rate(p.samples_per_s.ci_high)}]",
+                 f"{p.speedup:.2f}x" if p.speedup is not None else fmt.NA, fmt.pct(p.efficiency), fmt.pct(p.comm_overhead),
+                 fmt.gib(max(p.peak_mem_bytes)) if p.peak_mem_bytes else fmt.NA,
+                 f"{p.p_value:.3g}" if p.p_value is not None else fmt.NA]
+                for p in probe]
+        blocks.append(Table(["Model", "Strategy", "Scaling", "GPUs", "Batch/GPU", "Samples/s [95 % CI]", "Speedup",
+                             "Efficiency", "Comm overhead", "Peak mem", "p (Welch)"], rows, "Training probe", left=3))
+        groups: dict[str, list] = {}
+        for p in probe:
+            groups.setdefault(f"{p.model} {p.scaling} b{p.per_device_batch}", []).append(p)
+        blocks.append(Chart(svg.line_chart(
+            "Training probe: scaling efficiency", [svg.Series(k, [(p.world_size, (p.efficiency or 0) * 100) for p in v
+                                                                  if p.efficiency is not None]) for k, v in groups.items()],
+            "GPUs (world size)", "efficiency %"), "Probe efficiency by world size"))
+        blocks.append(Chart(svg.line_chart(
+            "Training probe: samples/s (95 % CI)",
+            [svg.Series(k, [(p.world_size, p.samples_per_s.mean) for p in v],
+                        errors=[(p.samples_per_s.ci_low if p.samples_per_s.ci_low is not None else p.samples_per_s.mean,
+                                 p.samples_per_s.ci_high if p.samples_per_s.ci_high is not None else p.samples_per_s.mean)
+                                for p in v]) for k, v in groups.items()],
+            "GPUs (world size)", "samples/s"), "Probe throughput by world size"))
+    for ar in s.allreduce:
+        rows = [[f"{r.size_bytes:,}", f"{r.time_s * 1e6:.1f}", f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}"] for r in ar.rows]
+        cap = f"All-reduce, {ar.world_size} ranks, {ar.backend} on {ar.device}" + (f", link {ar.link}" if ar.link else "")
+        if ar.link_limit_gbps:
+            cap += f" (limit {ar.link_limit_gbps:g} GB/s)"
+        blocks.append(Table(["Bytes", "Time us", "algbw GB/s", "busbw GB/s"], rows, cap))
+    if len(blocks) == 1:
+        blocks.append(Para("No scaling data in this recording."))
+    return blocks
+
+
+def _cost(f: RunFindings) -> list:
+    s = f.summary
+    if f.cost_per_1000_at_peak is None:
+        why = "hardware.cost_per_hour is not set in the profile" if not s.cost_per_hour else "no level produced a result"
+        return [Heading("Cost per 1000 images"), Para(f"Not available: {why}.")]
+    return [Heading("Cost per 1000 images"), Para(
+        f"{fmt.money(f.cost_per_1000_at_peak)} per 1000 images at the peak ({fmt.rate(f.peak.throughput if f.peak else None)} "
+        f"images/s, ${s.cost_per_hour:g}/hr): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
+
+
+def _telemetry(f: RunFindings) -> list:
+    s = f.summary
+    blocks: list = [Heading("GPU and host telemetry")]
+    if s.gpus:
+        rows = [[str(g.index) if g.index is not None else fmt.NA, g.name or fmt.NA, g.uuid[:16],
+                 fmt.pct_points(g.util_mean), fmt.pct_points(g.util_max),
+                 f"{fmt.gib(g.mem_used_max)} / {fmt.gib(g.mem_total)}",
+                 f"{g.power_mean:.0f} W" if g.power_mean is not None else fmt.NA,
+                 f"{g.power_max:.0f} W" if g.power_max is not None else fmt.NA, g.source]
+                for g in s.gpus]
+        blocks.append(Table(["GPU", "Name", "UUID", "Util mean", "Util max", "Memory max / total", "Power mean",
+                             "Power max", "Source"], rows, "Over the whole session", left=3))
+        series = [svg.Series(f"GPU {g.index if g.index is not None else g.uuid[:8]}",
+                             [(t, u[g.uuid]) for t, u in s.gpu_timeline if g.uuid in u]) for g in s.gpus]
+        blocks.append(Chart(svg.line_chart("GPU utilization over time", series, "seconds from start", "utilization %",
+                                           x_format=lambda v: f"{v:.0f}"), "GPU utilization (averaged to at most "
+                            f"{len(s.gpu_timeline)} points)"))
+    else:
+        blocks.append(Para("No GPU telemetry in this recording (CPU run, or no NVML / metrics endpoint)."))
+    if s.host_cpu_mean is not None:
+        blocks.append(Para(f"Host CPU: mean {s.host_cpu_mean:.0f} %, max {s.host_cpu_max:.0f} %."))
+    return blocks
