@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="vit_tiny")
     p.add_argument("--variant", default="auto", choices=("auto", "cpu", "1x", "2x", "4x", "8x"))
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
+    p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
     return parser
 
 
@@ -238,7 +239,9 @@ def _cmd_server(args: argparse.Namespace) -> int:
 
     from engine.server.embedded import EmbeddedServer
 
-    server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind)
+    if args.http_port is not None and not 0 < args.http_port < 65536:
+        raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
+    server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port)
     done = threading.Event()
     _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)

@@ -61,6 +61,7 @@ class EmbeddedServer:
         weights: str | None = None,
         bind_address: str = "127.0.0.1",
         startup_timeout_s: float = 180.0,
+        http_port: int | None = None,
     ) -> None:
         self.model = model
         self.requested_variant = variant
@@ -69,6 +70,7 @@ class EmbeddedServer:
         self.weights = weights
         self.bind_address = bind_address
         self.startup_timeout_s = startup_timeout_s
+        self.fixed_http_port = http_port  # e.g. to restart a server where its clients expect it
         self.prepared: PreparedModel | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.log_path: Path | None = None
@@ -165,7 +167,7 @@ class EmbeddedServer:
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None
-        self.http_port = free_port()
+        self.http_port = self.fixed_http_port or free_port()
         self.grpc_port = free_port()
         self.metrics_port = free_port()
         args = [

@@ -1,0 +1,104 @@
+"""Soak: a long headless run at moderate load; does the app leak memory, descriptors or disk?
+
+Starts `gpuscale-tui --record` against the embedded server (vit_tiny on CPU here, or whatever the
+profile says) with levels that never settle early, samples the app process every 10 s (RSS, open
+file descriptors, threads) and the recording's size, and prints:
+  RSS growth after the first 5 minutes (target < 10 %), fd count first vs last, and the recording's
+  growth rate with the R^2 of a straight-line fit (linear growth = no runaway buffering).
+
+    python bench/soak.py --minutes 30 [--profile local] [--out bench/out/soak.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--profile", default="local")
+    p.add_argument("--model", default="vit_tiny")
+    p.add_argument("--concurrency", type=int, default=4, help="moderate load: in flight per level")
+    p.add_argument("--interval", type=float, default=10.0)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "soak.json")
+    args = p.parse_args()
+
+    rec_dir = ROOT / "bench" / "out" / "soak_recordings"
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    duration = args.minutes * 60
+    window_ms = 5000
+    windows_per_level = 10
+    levels = int(duration / (window_ms / 1000 * windows_per_level)) + 2
+    cmd = [sys.executable, "-m", "tui.cli", "--record", "--profile", args.profile, "--output", str(rec_dir),
+           "--set", f"model.name={args.model}",
+           "--set", "load.concurrency=" + ",".join([str(args.concurrency)] * levels),
+           "--set", f"load.window_ms={window_ms}", "--set", f"load.max_windows={windows_per_level}",
+           "--set", "load.stability_percent=0.001",  # never settles early: every level runs its windows
+           "--set", "load.warmup_s=1"]
+    log = open(ROOT / "bench" / "out" / "soak.log", "w")  # noqa: SIM115
+    app = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = psutil.Process(app.pid)
+    samples: list[dict] = []
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < duration and app.poll() is None:
+            time.sleep(args.interval)
+            recordings = sorted(rec_dir.glob("*.sqlite"), key=lambda f: f.stat().st_mtime)
+            size = 0
+            if recordings:
+                base = recordings[-1]
+                size = sum(f.stat().st_size for f in base.parent.glob(base.name + "*"))
+            try:
+                samples.append({"t": time.monotonic() - t0, "rss": proc.memory_info().rss, "fds": proc.num_fds(),
+                                "threads": proc.num_threads(), "recording_bytes": size})
+            except psutil.NoSuchProcess:
+                break
+    finally:
+        if app.poll() is None:
+            app.send_signal(signal.SIGINT)
+            try:
+                app.wait(60)
+            except subprocess.TimeoutExpired:
+                app.kill()
+    log.close()
+    if len(samples) < 3:
+        print("soak: too few samples; see bench/out/soak.log")
+        return 1
+    t = np.array([s["t"] for s in samples])
+    rss = np.array([s["rss"] for s in samples], dtype=float)
+    size = np.array([s["recording_bytes"] for s in samples], dtype=float)
+    after5 = rss[t >= min(300.0, t[-1] / 2)]
+    growth = (after5[-1] - after5[0]) / after5[0]
+    slope, intercept = np.polyfit(t, size, 1)
+    fit = slope * t + intercept
+    r2 = 1 - float(np.sum((size - fit) ** 2) / max(np.sum((size - size.mean()) ** 2), 1e-9))
+    result = {
+        "minutes": round(t[-1] / 60, 1), "exit_code": app.returncode,
+        "rss_mb_at_5min": round(after5[0] / 2**20, 1), "rss_mb_end": round(rss[-1] / 2**20, 1),
+        "rss_growth_after_5min_pct": round(100 * growth, 2),
+        "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"], "fds_max": max(s["fds"] for s in samples),
+        "threads_first": samples[0]["threads"], "threads_last": samples[-1]["threads"],
+        "recording_mb_end": round(size[-1] / 2**20, 2), "recording_kb_per_min": round(slope * 60 / 1024, 1),
+        "recording_linear_r2": round(r2, 4), "samples": samples,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    print(f"RSS growth after 5 min: {result['rss_growth_after_5min_pct']} % (target < 10 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
