@@ -1,0 +1,211 @@
+"""`python -m engine.probe`: the training probe without the TUI (a GPU box, CI, torchrun).
+
+    python -m engine.probe --models mlp_258k,mlp_6.9m,transformer --world-sizes 1,2,4 \\
+        --batch-sizes 32,128 --steps 50 --repeats 5 --precision bf16 --allreduce --jsonl OUT.jsonl
+
+Progress goes to stderr, the tables to stdout at the end, and every event to --jsonl as one
+JSON line (event.to_dict()). Started by torchrun (multi-node), every process is one rank of
+one world size: rank 0 prints and writes; --baseline names an earlier world-size-1 JSONL for
+speedup and efficiency. Exit codes: 0 ok, 1 a configuration failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any, NoReturn, Sequence
+
+from engine.errors import UserError
+from engine.events import AllReduceResult, Error, Event, PhaseChanged, ProbeResult, Warning, event_from_dict
+from engine.profiles import Probe, load_profile, profile_from_dict
+
+SOURCE = "command line"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(t) for t in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, found {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m engine.probe", description="Training probe: DDP/FSDP scaling and all-reduce bandwidth.")
+    p.add_argument("--profile", help="start from this profile's [probe] section (flags override it)")
+    p.add_argument("--models", type=_csv, help="built-in names (mlp_258k, mlp_6.9m, transformer, transformer_tiny) "
+                   "or module:factory")
+    p.add_argument("--strategies", type=_csv, help="ddp, fsdp (world size 1 always runs the plain model)")
+    p.add_argument("--world-sizes", type=_ints)
+    p.add_argument("--batch-sizes", type=_ints, help="per device (weak scaling) / global (strong scaling)")
+    p.add_argument("--scaling", type=_csv, help="weak, strong")
+    p.add_argument("--steps", type=int, help="measured steps per run")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--repeats", type=int, help="runs per configuration")
+    p.add_argument("--precision", help="fp32, bf16, fp16")
+    p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds without progress before a group is ended")
+    p.add_argument("--allreduce", action="store_true", default=None, help="also sweep all-reduce sizes per world size")
+    p.add_argument("--allreduce-max-bytes", type=int)
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--jsonl", type=Path, help="write every event here, one JSON object per line")
+    p.add_argument("--baseline", type=Path, help="torchrun only: a JSONL with world-size-1 results to compare with")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Probe:
+    # without a profile the all-reduce sweep is opt-in (--allreduce), as the flag reads
+    base = load_profile(args.profile).probe if args.profile else Probe(allreduce=False)
+    data: dict[str, Any] = {k: v for k, v in vars(base).items()}
+    for key in ("models", "strategies", "world_sizes", "batch_sizes", "scaling", "steps", "warmup_steps",
+                "repeats", "precision", "timeout_s", "allreduce", "allreduce_max_bytes"):
+        value = getattr(args, key)
+        if value is not None:
+            data[key] = value
+    data["enabled"] = True
+    return profile_from_dict({"probe": data}, SOURCE).probe
+
+
+class Output:
+    """Events to stderr (progress), to the JSONL file, and kept for the final tables."""
+
+    def __init__(self, jsonl: Path | None, stream: IO[str] = sys.stderr) -> None:
+        self.stream = stream
+        self.file = open(jsonl, "w", encoding="utf-8") if jsonl else None  # noqa: SIM115 - closed in close()
+        self.events: list[Event] = []
+        self.errors = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            self.events.append(event)
+            if self.file:
+                self.file.write(json.dumps(event.to_dict()) + "\n")
+                self.file.flush()
+            if isinstance(event, PhaseChanged):
+                print(f"[{event.phase}] {event.detail}", file=self.stream, flush=True)
+            elif isinstance(event, Warning):
+                print(f"warning: {event.message}", file=self.stream, flush=True)
+            elif isinstance(event, Error):
+                self.errors += 1
+                print(f"error: {event.message}", file=self.stream, flush=True)
+            elif isinstance(event, ProbeResult):
+                s = event.samples_per_s
+                print(f"  {event.model} {event.strategy} {event.scaling} N={event.world_size} "
+                      f"b={event.per_device_batch}: {s.mean:,.1f} samples/s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+
+    def tables(self) -> str:
+        from engine.probe.table import allreduce_table, probe_table
+
+        results = [e for e in self.events if isinstance(e, ProbeResult)]
+        parts = [probe_table(results)]
+        parts += [allreduce_table(e) for e in self.events if isinstance(e, AllReduceResult)]
+        return "\n\n".join(parts)
+
+
+def read_baselines(path: Path):
+    from engine.probe.aggregate import Baselines
+
+    baselines = Baselines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UserError(f"--baseline {path}: cannot read: {exc.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = event_from_dict(json.loads(line))
+        except ValueError as exc:
+            raise UserError(f"--baseline {path}:{n}: not an event line: {exc}") from None
+        if isinstance(event, ProbeResult):
+            baselines.add(event)
+    return baselines
+
+
+def _under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
+
+
+def run_torchrun_rank(settings: Probe, args: argparse.Namespace, out: Output | None) -> None:
+    """This process is one rank that torchrun started; rank 0 (out is not None) reports."""
+    from engine.probe.aggregate import Baselines
+    from engine.probe.plan import AllReduceJob, Job, job_to_dict, plan_training
+    from engine.probe.runner import ResultCollector, resolve_device, validate_models
+    from engine.probe.worker import force_env, init_rank, run_jobs
+
+    force_env()
+    device = resolve_device(args.device)
+    validate_models(settings.models)
+    world = int(os.environ["WORLD_SIZE"])
+    plan, warnings = plan_training(settings, [world])
+    jobs: list[Job] = list(plan.get(world, []))
+    if settings.allreduce and world > 1:
+        jobs.append(AllReduceJob(id=f"allreduce/ws{world}", world_size=world, max_bytes=settings.allreduce_max_bytes))
+    baselines = read_baselines(args.baseline) if args.baseline else Baselines()
+    ctx = init_rank(device, settings.timeout_s)
+    publish = out if out is not None else (lambda event: None)
+    for text in warnings:
+        publish(Warning(source="probe", message=text))
+    collector = ResultCollector(jobs, device, publish, baselines, world)
+
+    def emit(record: dict[str, Any]) -> None:
+        if record.get("type") == "job_start":
+            collector.on_job_start(record["job"])
+        elif record.get("type") == "result":
+            collector.on_record(record)
+
+    import torch.distributed as dist
+
+    try:
+        run_jobs([job_to_dict(j) for j in jobs], ctx, emit)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out: Output | None = None
+    try:
+        settings = settings_from_args(args)
+        rank0 = not _under_torchrun() or os.environ.get("RANK") == "0"
+        out = Output(args.jsonl) if rank0 else None
+        if _under_torchrun():
+            run_torchrun_rank(settings, args, out)
+        else:
+            if args.baseline:
+                raise UserError("--baseline is for torchrun runs; a local run measures world size 1 itself")
+            from engine.probe.runner import run_probe
+
+            stop = threading.Event()
+            try:
+                run_probe(settings, out, stop, device=args.device, include_allreduce=settings.allreduce)
+            except KeyboardInterrupt:
+                stop.set()
+                print("interrupted", file=sys.stderr)
+                return 130
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if out is not None:
+            out.close()
+    if out is not None:
+        print(out.tables())
+        return 1 if out.errors else 0
+    return 0
