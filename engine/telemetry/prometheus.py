@@ -7,9 +7,12 @@ not parse are counted, not fatal, so one odd line from a newer server cannot bli
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 @dataclass(frozen=True)
@@ -102,9 +105,15 @@ def parse_line(line: str) -> MetricSample | None:
     return MetricSample(name=name, labels=labels, value=_parse_value(rest[0]))
 
 
-def parse_prometheus_text(text: str) -> ParsedMetrics:
+def parse_prometheus_text(text: str, only: Container[str] | None = None) -> ParsedMetrics:
+    """All samples, or with ``only`` just the metrics of those names: a big server's page
+    has thousands of per-model lines that a GPU reader can skip without parsing labels."""
     parsed = ParsedMetrics()
     for line in text.splitlines():
+        if only is not None:
+            name = _NAME.match(line)
+            if name is None or name.group() not in only:
+                continue
         try:
             sample = parse_line(line)
         except ValueError:

@@ -114,7 +114,7 @@ class TritonGpuPoller:
             return GpuSample(gpus=lost, source="triton", interval_s=self.interval_s, ts=ts)
         self._warn.rearm("triton-metrics-unreachable")
 
-        parsed = parse_prometheus_text(text)
+        parsed = parse_prometheus_text(text, only=GPU_GAUGES)
         readings = gpu_readings_from_metrics(parsed, self._identity())
         if not readings:
             self._warn(

@@ -41,3 +41,9 @@ def test_malformed_lines_are_counted_not_fatal():
     parsed = parse_prometheus_text(text)
     assert [s.name for s in parsed.samples] == ["good", "fine"]
     assert parsed.malformed == 5
+
+
+def test_only_named_metrics_are_parsed():
+    parsed = parse_prometheus_text(TRITON_GPU_METRICS + "junk{ 1\n", only={"nv_gpu_power_usage"})
+    assert [s.value for s in parsed.samples] == [251.091, 51.5]
+    assert parsed.malformed == 0  # lines of other names are skipped unread
