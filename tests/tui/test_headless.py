@@ -1,0 +1,126 @@
+"""The headless printer: log-friendly lines, the result tables, no Textual."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from rich.console import Console
+
+from engine import events as ev
+from tests.tui.synthetic import T0, gpu_sample, session_events
+from tui.headless import HeadlessPrinter
+
+
+def printed(events: list[ev.Event], exit_code: int = 0, path: Path | None = Path("recordings/run.sqlite")) -> str:
+    out = io.StringIO()
+    printer = HeadlessPrinter(Console(file=out, width=160))  # a file: not a terminal
+    for event in events:
+        printer(event)
+    printer.finish(exit_code, path)
+    return out.getvalue()
+
+
+def test_importing_the_printer_does_not_import_textual() -> None:
+    code = "import sys, tui.headless; sys.exit(1 if 'textual' in sys.modules else 0)"
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_output_to_a_file_has_no_escape_codes() -> None:
+    text = printed(session_events())
+    assert "\x1b" not in text and "\r" not in text
+
+
+def test_sweep_rows_print_as_levels_finish_with_every_column() -> None:
+    text = printed(session_events())
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("sweep "))
+    for column in ("level", "infer/s", "p50 ms", "p95 ms", "p99 ms", "queue ms", "compute ms", "avg batch",
+                   "status", "client", "$/1k img"):
+        assert column in header
+    rows = [line for line in lines if line.startswith("level ")]
+    assert len(rows) == 4
+    assert rows[0].split()[1:3] == ["1", "180.0"]
+    assert "unstable" in rows[2] and "BOUND" in rows[3]
+    # Each row comes right after its level's windows, before the next level starts.
+    first_row = lines.index(rows[0])
+    assert "window 3" in lines[first_row - 1] or lines[first_row - 1].startswith("sweep ")
+    assert "level 2/4" in lines[first_row + 1]
+
+
+def test_sweep_summary_names_the_best_level_and_its_cost() -> None:
+    text = printed(session_events(cost_per_hour=1.2))
+    assert "best: 1500 infer/s at level 16" in text
+    assert "375.0 infer/s per GPU" in text
+    assert "$0.0002 per 1000 images at $1.2/h" in text
+
+
+def test_no_cost_column_without_a_price() -> None:
+    text = printed(session_events(cost_per_hour=0.0))
+    assert "$/1k img" not in text and "per 1000 images" not in text
+
+
+def test_probe_and_allreduce_tables() -> None:
+    lines = printed(session_events()).splitlines()
+    probe_rows = [line for line in lines if line.startswith("probe  mlp")]
+    assert len(probe_rows) == 3
+    assert probe_rows[1].split()[:5] == ["probe", "mlp_6.9m", "ddp", "weak", "32"]
+    assert "1.86x" in probe_rows[1] and "93%" in probe_rows[1] and "0.52G" in probe_rows[1]
+    header = next(line for line in lines if line.startswith("probe  model"))
+    for column in ("batch", "GPUs", "single/s", "multi/s", "speedup", "effic.", "mem/GPU", "GPU util"):
+        assert column in header
+    start = next(i for i, line in enumerate(lines) if "all-reduce, 4 ranks" in line)
+    assert "busbw GB/s" in lines[start + 1]
+    assert lines[start + 2].split()[:2] == ["1", "KiB"]
+    assert len([line for line in lines[start + 2 : start + 7] if "GiB" in line or "MiB" in line or "KiB" in line]) == 5
+
+
+def test_finish_prints_recording_path_and_outcome() -> None:
+    ok = printed(session_events())
+    assert ok.rstrip().splitlines()[-2:] == ["recording: recordings/run.sqlite", "done"]
+    events = session_events(end=False, probe=False)
+    events.append(ev.SessionEnded(status="failed", error="every level failed", exit_code=1, ts=T0 + 999))
+    failed = printed(events, exit_code=1)
+    assert failed.rstrip().splitlines()[-1] == "failed (exit code 1): every level failed"
+
+
+def test_lines_carry_session_time_not_the_wall_clock() -> None:
+    text = printed(session_events())
+    assert "[00:00] session 20240101-000000-test started" in text
+    assert "[00:03] server ready" in text
+
+
+def test_repeated_warnings_print_once_then_counted_at_the_end() -> None:
+    text = printed(session_events())
+    assert text.count("PCIe counters unavailable") == 2  # when first seen, and the final count
+    assert "warning x2 (telemetry): PCIe counters unavailable on this driver" in text
+
+
+def test_telemetry_is_summarised_at_most_every_30_seconds() -> None:
+    events = [session_events()[0]] + [gpu_sample(float(t), 2, 0.5) for t in range(0, 95)]
+    lines = [line for line in printed(events).splitlines() if "telemetry:" in line]
+    assert [line[:7] for line in lines] == ["[00:00]", "[00:30]", "[01:00]", "[01:30]"]
+    assert "gpu0 45%" in lines[0]
+
+
+def test_concurrent_publishers_do_not_interleave_lines() -> None:
+    out = io.StringIO()
+    printer = HeadlessPrinter(Console(file=out, width=160))
+    printer(session_events()[0])
+
+    def publish(source: str) -> None:
+        for i in range(200):
+            printer(ev.Warning(source=source, message=f"message {i} " + "x" * 40, ts=T0 + i))
+
+    threads = [threading.Thread(target=publish, args=(f"t{n}",)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    lines = out.getvalue().splitlines()[1:]
+    assert len(lines) == 800
+    assert all(line.endswith("x" * 40) and line.count("warning (") == 1 for line in lines)

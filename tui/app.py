@@ -1,0 +1,378 @@
+"""The Textual app: thin on logic. Events arrive on the source's thread, wait in a queue, and
+are folded into SessionState a few times a second; the visible view then re-renders what
+changed. Actions only forward to the live session (controls) or the replay source (replay),
+both duck-typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import ModalScreen, Screen
+
+from engine.errors import UserError
+from engine.events import Event
+from engine.source import EventSource
+from tui.screens.base import StateScreen
+from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
+from tui.screens.help import HelpScreen
+from tui.screens.views import LiveScreen, LogScreen, ProbeScreen, SweepScreen
+from tui.state import SessionState
+
+REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
+MAX_EVENTS_PER_TICK = 50_000  # a replay at max speed must not stall a frame for long
+JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
+SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
+SEEK_STEP_S = 10.0
+LIVE_ACTIONS = frozenset({"start_sweep", "cancel_sweep", "run_probe"})
+REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "speed", "seek_level", "step"})
+
+VIEWS = Binding.Group("Views", compact=True)
+SEEK = Binding.Group("Seek", compact=True)
+SPEED = Binding.Group("Speed", compact=True)
+
+
+def recording_candidates(folder: Path = Path("recordings")) -> list[Path]:
+    """Recordings in the default folder, newest first, for the open dialog's completion."""
+    try:
+        files = [p for p in folder.glob("*.sqlite") if p.is_file()]
+    except OSError:
+        return []
+    return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def open_replay(path: Path) -> Any:
+    """A replay source for a recording (engine/record); its errors are UserErrors."""
+    from engine.record.replay import ReplaySource
+
+    return ReplaySource(path)
+
+
+class GpuscaleApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gpuscale-tui"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
+    MODES: ClassVar[dict[str, Any]] = {
+        "live": LiveScreen,
+        "sweep": SweepScreen,
+        "probe": ProbeScreen,
+        "log": LogScreen,
+    }
+    DEFAULT_MODE = "live"
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("1", "switch_mode('live')", "Live", group=VIEWS),
+        Binding("2", "switch_mode('sweep')", "Sweep", group=VIEWS),
+        Binding("3", "switch_mode('probe')", "Probe", group=VIEWS),
+        Binding("4", "switch_mode('log')", "Log", group=VIEWS),
+        Binding("s", "start_sweep", "Sweep"),
+        Binding("x", "cancel_sweep", "Stop"),
+        Binding("p", "run_probe", "Probe"),
+        Binding("e", "export", "Export"),
+        Binding("o", "open_recording", "Open", show=False),
+        Binding("space", "toggle_pause", "Pause", priority=True),
+        Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
+        Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
+        Binding("minus", "speed(-1)", "Slower", group=SPEED),
+        Binding("plus,equals_sign", "speed(1)", "Faster", group=SPEED),
+        Binding("left_square_bracket", "seek_level(-1)", "Previous level", show=False),
+        Binding("right_square_bracket", "seek_level(1)", "Next level", show=False),
+        Binding("full_stop", "step", "Step", show=False),
+    ]
+
+    def __init__(
+        self,
+        *,
+        controls: object | None = None,
+        replay: object | None = None,
+        title: str = "gpuscale-tui",
+        refresh_hz: float = REFRESH_HZ,
+        opener: Callable[[Path], Any] = open_replay,
+    ) -> None:
+        super().__init__()
+        self.title = title
+        self.controls = controls
+        self.replay = replay
+        self.state = SessionState()
+        self.inbox: deque[Event] = deque()  # filled on the source's thread, drained on ours
+        self.sources: list[EventSource] = []  # every source shown, stopped when the app ends
+        self.refresh_hz = refresh_hz
+        self.opener = opener
+        self.hung_up = False
+        self._unsubscribe: Callable[[], None] | None = None
+        self._signals: list[int] = []
+        self._control_state: tuple[Any, ...] = ()
+
+    # ------------------------------------------------------------------ sources
+
+    def attach(self, source: EventSource, replay: object | None = None, start: bool = True) -> None:
+        """Show ``source`` from now on: subscribe before starting so that no event is missed."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.inbox.clear()
+        self.state.reset()
+        self.replay = replay
+        self._unsubscribe = source.bus.subscribe(self.inbox.append)  # deque.append is thread-safe
+        self.sources.append(source)
+        if start:
+            source.start()
+
+    def stop_sources(self, timeout: float = JOIN_TIMEOUT_S) -> list[EventSource]:
+        """Stop every source; return those still running after ``timeout`` seconds."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        for source in self.sources:
+            source.stop()
+        return [s for s in self.sources if not s.join(timeout)]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0 / self.refresh_hz, self.drain)
+        if not self.is_headless and threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, self._on_terminal_gone, sig)
+                    self._signals.append(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+
+    def on_unmount(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+
+    def _on_terminal_gone(self, sig: int) -> None:
+        """SIGHUP (the SSH connection dropped) or SIGTERM: leave now, no questions asked."""
+        self.hung_up = sig == signal.SIGHUP
+        self.exit(0)
+
+    def drain(self) -> None:
+        """The refresh tick: fold queued events into the state, then render the visible view."""
+        applied = 0
+        inbox, apply = self.inbox, self.state.apply
+        while inbox and applied < MAX_EVENTS_PER_TICK:
+            apply(inbox.popleft())
+            applied += 1
+        screen = self.screen
+        if isinstance(screen, ModalScreen) and len(self.screen_stack) > 1:
+            screen = self.screen_stack[-2]
+        if isinstance(screen, StateScreen):
+            if applied:
+                screen.show_state(self.state)
+            screen.tick_replay()
+        control_state = (self.controls_busy, self.live_running, self.replay is not None)
+        if control_state != self._control_state:
+            self._control_state = control_state
+            self.refresh_bindings()
+
+    # ------------------------------------------------------------------ what is possible
+
+    @property
+    def live_running(self) -> bool:
+        return self.controls is not None and self.state.ended is None
+
+    @property
+    def controls_busy(self) -> bool | None:
+        """The session's own word when it has one (Session.busy), else None (unknown)."""
+        busy = getattr(self.controls, "busy", None)
+        return bool(busy) if busy is not None else None
+
+    def recording_path(self) -> Path | None:
+        for owner in (self.controls, self.replay):
+            for name in ("recording_path", "path"):
+                value = getattr(owner, name, None)
+                if value:
+                    return Path(value)
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if isinstance(self.screen, ModalScreen) and (action in REPLAY_ACTIONS or action in LIVE_ACTIONS):
+            return False  # keys typed in a dialog belong to the dialog
+        if action in LIVE_ACTIONS:
+            if self.controls is None:
+                return False
+            if not self.live_running:
+                return None
+            busy = self.controls_busy
+            if action == "start_sweep" or action == "run_probe":
+                return None if busy else True
+            if action == "cancel_sweep":
+                return True if busy in (True, None) else None
+        if action in REPLAY_ACTIONS:
+            return self.replay is not None
+        if action == "export":
+            return True if self.recording_path() is not None else None
+        return True
+
+    # ------------------------------------------------------------------ actions
+
+    async def action_quit(self) -> None:
+        if self.live_running:
+            self.push_screen(ConfirmQuit(), lambda yes: self.exit(0) if yes else None)
+        else:
+            self.exit(0)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_start_sweep(self) -> None:
+        self.controls.request_sweep()  # type: ignore[union-attr]
+        self.notify("sweep requested")
+
+    def action_cancel_sweep(self) -> None:
+        self.controls.cancel_sweep()  # type: ignore[union-attr]
+        self.notify("stopping the current job")
+
+    def action_run_probe(self) -> None:
+        self.controls.request_probe()  # type: ignore[union-attr]
+        self.notify("training probe requested")
+
+    def _replay_do(self, method: str, *args: Any) -> None:
+        """Call the replay source; its UserErrors (no such level ...) become a notification."""
+        try:
+            getattr(self.replay, method)(*args)
+        except UserError as exc:
+            self.notify(str(exc), severity="warning")
+        if isinstance(self.screen, StateScreen):
+            self.screen.tick_replay()
+
+    def action_toggle_pause(self) -> None:
+        self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
+
+    def action_seek(self, direction: int) -> None:
+        position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
+        self._replay_do("seek", max(0.0, position + direction * SEEK_STEP_S))
+
+    def action_speed(self, direction: int) -> None:
+        current = getattr(self.replay, "speed", 1.0)
+        index = SPEEDS.index(current) if current in SPEEDS else SPEEDS.index(1.0)
+        index = min(len(SPEEDS) - 1, max(0, index + direction))
+        self._replay_do("set_speed", SPEEDS[index])
+
+    def action_seek_level(self, direction: int) -> None:
+        current = self.state.current_level
+        self._replay_do("seek_level", 0 if current is None else max(0, current + direction))
+
+    def action_step(self) -> None:
+        self._replay_do("step")
+
+    def action_export(self) -> None:
+        path = self.recording_path()
+        if path is None:
+            self.notify("nothing to export: this session is not recorded", severity="warning")
+            return
+        self.push_screen(ExportDialog(), lambda fmt: self._export(path, fmt) if fmt else None)
+
+    def _export(self, path: Path, fmt: str) -> None:
+        def work() -> None:
+            try:
+                from engine.record.export import export
+                from engine.record.reader import Recording
+
+                out = export(Recording.open(path), fmt, path.parent)
+                self.call_from_thread(self.notify, f"exported {out}", title="export")
+            except UserError as exc:
+                self.call_from_thread(self.notify, str(exc), title="export failed", severity="error")
+            except Exception as exc:  # the report must not take the measurement down with it
+                self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", title="export failed", severity="error")
+
+        self.run_worker(work, thread=True, exclusive=True, group="export")
+
+    def action_open_recording(self) -> None:
+        if self.live_running:
+            self.notify("a live session is running: quit it (q) before opening a recording", severity="warning")
+            return
+        self.push_screen(OpenRecordingDialog(recording_candidates()), self._open)
+
+    def _open(self, path: Path | None) -> None:
+        if path is None:
+            return
+        if not path.is_file():
+            self.notify(f"{path}: no such file", severity="error")
+            return
+        try:
+            source = self.opener(path)
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        previous = self.replay
+        if previous is not None:
+            for s in self.sources:
+                if s is previous:
+                    s.stop()
+        self.controls = None
+        self.attach(source, replay=source)
+        self.sub_title = path.name
+        self.notify(f"replaying {path.name}")
+
+    # ------------------------------------------------------------------ command palette
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        commands = [
+            ("View: live", "Everything at a glance", lambda: self.switch_mode("live"), True),
+            ("View: sweep", "Levels, the current level's windows, charts over time", lambda: self.switch_mode("sweep"), True),
+            ("View: training probe", "Probe results, scaling efficiency, all-reduce, topology", lambda: self.switch_mode("probe"), True),
+            ("View: warnings and log", "Every warning once, and the event log", lambda: self.switch_mode("log"), True),
+            ("Help", "Keys and what the numbers mean", self.action_help, True),
+            ("Start the sweep", "Run the concurrency sweep again", self.action_start_sweep, "start_sweep"),
+            ("Stop the sweep", "Stop the running sweep or probe", self.action_cancel_sweep, "cancel_sweep"),
+            ("Run the training probe", "DDP/FSDP at 1..N GPUs, all-reduce, topology", self.action_run_probe, "run_probe"),
+            ("Export the recording", "JSON, CSV, Markdown or HTML beside the recording", self.action_export, "export"),
+            ("Open a recording", "Replay a recorded session", self.action_open_recording, True),
+            ("Replay: play / pause", "", self.action_toggle_pause, "toggle_pause"),
+            ("Replay: faster", "", lambda: self.action_speed(1), "speed"),
+            ("Replay: slower", "", lambda: self.action_speed(-1), "speed"),
+            ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
+        ]
+        for title, help_text, callback, when in commands:
+            if when is True or self.check_action(str(when), ()):
+                yield SystemCommand(title, help_text, callback)
+
+
+def run_tui(
+    source: EventSource,
+    *,
+    controls: object | None = None,
+    replay: object | None = None,
+    title: str = "gpuscale-tui",
+) -> int:
+    """Show ``source`` in the TUI until the user quits or the terminal goes away; then stop the
+    source (a live session finalises its recording and stops its server) and return its exit code."""
+    app = GpuscaleApp(controls=controls, replay=replay, title=title)
+    app.attach(source, replay=replay)
+    try:
+        app.run()
+    finally:
+        stuck = app.stop_sources()
+    if not app.hung_up:  # with the terminal gone there is nobody to tell
+        _tell(stuck, controls)
+    return source.exit_code
+
+
+def _tell(stuck: list[EventSource], controls: object | None) -> None:
+    try:
+        for source in stuck:
+            print(f"gpuscale-tui: {type(source).__name__} did not stop within {JOIN_TIMEOUT_S:.0f} s", file=sys.stderr)
+        path = getattr(controls, "recording_path", None)
+        if path:
+            print(f"recording: {path}")
+    except OSError:
+        pass

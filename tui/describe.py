@@ -1,0 +1,85 @@
+"""One line of plain text per event, for the event log and the headless progress lines.
+
+Telemetry samples are not described: they arrive every second and belong to charts, not logs.
+"""
+
+from __future__ import annotations
+
+from engine import events as ev
+from tui import format as fmt
+
+
+def severity(event: ev.Event) -> str:
+    """"error", "warning" or "info": how loudly a line should be shown."""
+    if isinstance(event, ev.Error):
+        return "error"
+    if isinstance(event, ev.Warning):
+        return "warning"
+    if isinstance(event, ev.SessionEnded):
+        return "info" if event.status == "ok" else "error"
+    if isinstance(event, ev.LevelResult):
+        return {"failed": "error", "unstable": "warning"}.get(event.status, "info")
+    if isinstance(event, ev.WindowResult) and (event.errors or event.audit.client_bound):
+        return "warning"
+    return "info"
+
+
+def describe(event: ev.Event) -> str | None:
+    """Human text for one event, or None for events that are not logged (telemetry)."""
+    if isinstance(event, ev.SessionStarted):
+        return f"session {event.session_id} started: profile {event.profile_name}, mode {event.mode}"
+    if isinstance(event, ev.PhaseChanged):
+        return f"{event.phase}" + (f": {event.detail}" if event.detail else "")
+    if isinstance(event, ev.ServerReady):
+        where = "embedded" if event.embedded else "remote"
+        variant = f" ({event.config_variant})" if event.config_variant else ""
+        version = f", Triton {event.triton_version}" if event.triton_version else ""
+        return f"server ready: {where} {event.model}{variant} at {event.http_url}{version}"
+    if isinstance(event, ev.ServerStopped):
+        code = f" (exit {event.exit_code})" if event.exit_code is not None else ""
+        return f"server stopped{code}" + (f": {event.reason}" if event.reason else "")
+    if isinstance(event, ev.LevelStarted):
+        return (
+            f"level {event.index + 1}/{event.total}: {event.mode} {fmt.level_label(event.mode, event.level)}, "
+            f"batch {event.batch_size}, {event.workers} worker{'s' if event.workers != 1 else ''}"
+        )
+    if isinstance(event, ev.WindowResult):
+        tag = "warmup" if event.warmup else ("stable" if event.stable_so_far else "not yet stable")
+        errors = f", {event.errors} errors" if event.errors else ""
+        bound = ", client-bound" if event.audit.client_bound else ""
+        return (
+            f"  window {event.index} ({tag}): {fmt.rate(event.throughput_ips)} infer/s, "
+            f"p50 {fmt.ms(event.latency.p50)} ms, p99 {fmt.ms(event.latency.p99)} ms{errors}{bound}"
+        )
+    if isinstance(event, ev.LevelResult):
+        return (
+            f"level {fmt.level_label(event.mode, event.level)} {event.status}: "
+            f"{fmt.rate(event.throughput_ips)} infer/s, p50 {fmt.ms(event.latency.p50)} / "
+            f"p95 {fmt.ms(event.latency.p95)} / p99 {fmt.ms(event.latency.p99)} ms"
+            + (f", {event.errors} errors" if event.errors else "")
+        )
+    if isinstance(event, ev.SweepFinished):
+        sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""
+        return f"sweep finished: {event.levels} levels, {event.stable} stable, {event.failed} failed{sat}"
+    if isinstance(event, ev.ProbeResult):
+        eff = f", efficiency {fmt.percent(event.efficiency * 100)}" if event.efficiency is not None else ""
+        return (
+            f"probe {event.model} {event.strategy} x{event.world_size} (batch {event.per_device_batch}, "
+            f"{event.scaling}): {fmt.rate(event.samples_per_s.mean)} samples/s{eff}"
+        )
+    if isinstance(event, ev.AllReduceResult):
+        peak = max((row.busbw_gbps for row in event.rows), default=None)
+        return (
+            f"all-reduce x{event.world_size} ({event.backend}, {event.device}): "
+            f"peak busbw {fmt.ratio(peak, 1)} GB/s over {len(event.rows)} sizes"
+        )
+    if isinstance(event, ev.Topology):
+        return f"topology: {event.summary or f'{len(event.gpus)} GPUs'}"
+    if isinstance(event, ev.Warning):
+        return f"warning ({event.source}): {event.message}"
+    if isinstance(event, ev.Error):
+        return f"{'fatal ' if event.fatal else ''}error ({event.source}): {event.message}"
+    if isinstance(event, ev.SessionEnded):
+        error = f": {event.error}" if event.error else ""
+        return f"session ended: {event.status} (exit {event.exit_code}){error}"
+    return None

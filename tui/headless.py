@@ -1,0 +1,175 @@
+"""The headless printer: `--record` progress as plain lines that read well in a log file.
+
+A bus subscriber (called from the source's thread) that never imports Textual. Lines carry the
+session-relative time from the events themselves, tables use fixed-width columns, and nothing
+moves the cursor, so `nohup gpuscale-tui --record > run.log` is as readable as the terminal.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from engine import events as ev
+from tui import format as fmt
+from tui import tables
+from tui.describe import describe, severity
+from tui.state import SessionState, notice_key
+
+TELEMETRY_EVERY_S = 30.0  # one GPU/host summary line per this much session time
+LOG_WIDTH = 160  # a file has no width: wide enough that table rows never wrap
+STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
+
+
+class HeadlessPrinter:
+    def __init__(self, console: Console | None = None) -> None:
+        if console is None:
+            console = Console(highlight=False)
+            if not console.is_terminal:
+                console = Console(highlight=False, width=LOG_WIDTH)
+        self.console = console
+        self.state = SessionState()
+        self._lock = threading.Lock()
+        self._sweep_header_printed = False
+        self._probe_header_printed = False
+        self._last_telemetry_t: float | None = None
+        self._seen_notices: set[str] = set()
+
+    # ------------------------------------------------------------------ subscriber
+
+    def __call__(self, event: ev.Event) -> None:
+        with self._lock:
+            self.state.apply(event)
+            self._print_event(event)
+
+    def _line(self, text: str, style: str = "", t: float | None = None) -> None:
+        stamp = fmt.clock(self.state.rel(t) if t is not None else self.state.elapsed_s)
+        self.console.print(Text(f"[{stamp}] ", style="dim") + Text(text, style=style), soft_wrap=True)
+
+    def _plain(self, text: str, style: str = "") -> None:
+        self.console.print(Text(text, style=style), soft_wrap=True)
+
+    def _print_event(self, event: ev.Event) -> None:
+        if isinstance(event, (ev.GpuSample, ev.HostSample)):
+            self._maybe_telemetry(event.ts)
+            return
+        if isinstance(event, (ev.Warning, ev.Error)):
+            key = notice_key(event)
+            if key in self._seen_notices:
+                return  # shown once; the final summary counts repeats
+            self._seen_notices.add(key)
+        if isinstance(event, ev.LevelStarted) and event.index == 0:
+            self._sweep_header_printed = False
+        if isinstance(event, ev.LevelResult):
+            self._print_level_row(event)
+            return
+        if isinstance(event, ev.ProbeResult):
+            self._print_probe_row(event)
+            return
+        if isinstance(event, ev.AllReduceResult):
+            self._print_allreduce(event)
+            return
+        text = describe(event)
+        if text is not None:
+            self._line(text, STYLE[severity(event)], event.ts)
+        if isinstance(event, ev.SweepFinished):
+            self._print_sweep_summary()
+
+    # ------------------------------------------------------------------ tables
+
+    def _print_level_row(self, event: ev.LevelResult) -> None:
+        columns = tables.sweep_columns(self.state)
+        if not self._sweep_header_printed:
+            self._plain("sweep  " + tables.header_line(columns), "bold")
+            self._sweep_header_printed = True
+        row = self.state.levels.get(event.index)
+        if row is None:
+            return
+        cells = tables.sweep_cells(row, self.state)
+        style = {"failed": "bold red", "unstable": "yellow"}.get(row.status, "")
+        self._plain("level  " + tables.fixed_line(columns, cells), style)
+        for message in event.error_messages[:3]:
+            self._plain(f"       error: {message}", "red")
+
+    def _print_sweep_summary(self) -> None:
+        if not self.state.levels:
+            return
+        columns = tables.sweep_columns(self.state)
+        self._plain("")
+        self._plain("sweep result", "bold")
+        self._plain("  " + tables.header_line(columns), "bold")
+        for row in self.state.levels.values():
+            self._plain("  " + tables.fixed_line(columns, tables.sweep_cells(row, self.state)))
+        best = self.state.best_level()
+        if best is not None and best.result is not None:
+            text = (
+                f"  best: {fmt.rate(best.result.throughput_ips)} infer/s at level "
+                f"{fmt.level_label(best.mode, best.level)} (p99 {fmt.ms(best.result.latency.p99)} ms)"
+            )
+            gpus = self.state.gpu_count
+            if gpus:
+                text += f", {fmt.rate(best.result.throughput_ips / gpus)} infer/s per GPU"
+            cost = self.state.cost_per_1000(best.result.throughput_ips)
+            if cost is not None:
+                text += f", {fmt.dollars(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
+            self._plain(text)
+        self._plain("")
+
+    def _print_probe_row(self, event: ev.ProbeResult) -> None:
+        if not self._probe_header_printed:
+            self._plain("probe  " + tables.header_line(tables.PROBE_COLUMNS), "bold")
+            self._probe_header_printed = True
+        cells = tables.probe_cells(event, self.state.probe)
+        self._plain("probe  " + tables.fixed_line(tables.PROBE_COLUMNS, cells))
+
+    def _print_allreduce(self, event: ev.AllReduceResult) -> None:
+        columns = tables.ALLREDUCE_COLUMNS if event.link_limit_gbps else tables.ALLREDUCE_COLUMNS[:-1]
+        self._line(tables.allreduce_title(event), "bold", event.ts)
+        self._plain("  " + tables.header_line(columns), "bold")
+        for row in event.rows:
+            self._plain("  " + tables.fixed_line(columns, tables.allreduce_cells(event, row)))
+
+    def _maybe_telemetry(self, ts: float) -> None:
+        t = self.state.rel(ts)
+        if self._last_telemetry_t is not None and t - self._last_telemetry_t < TELEMETRY_EVERY_S:
+            return
+        parts = []
+        for track in self.state.gpus.values():
+            r = track.latest
+            mem = f"{fmt.gib(r.mem_used)}/{fmt.gib(r.mem_total)}G" if r.mem_used is not None else fmt.NA
+            label = r.index if r.index is not None else track.uuid[-4:]
+            parts.append(f"gpu{label} {fmt.percent(r.util_gpu)} {mem} {fmt.watts(r.power_w)}")
+        host = self.state.host
+        if host is not None:
+            parts.append(f"host cpu {fmt.percent(host.latest.cpu_percent)}")
+            if host.latest.own_cpu_percent is not None:
+                parts.append(f"ours {fmt.percent(host.latest.own_cpu_percent)}")
+        if parts:
+            self._last_telemetry_t = t
+            self._line("telemetry: " + ", ".join(parts), "dim", ts)
+
+    # ------------------------------------------------------------------ end
+
+    def finish(self, exit_code: int, recording_path: Path | None) -> None:
+        """The last lines: probe summary, repeated warnings, where the recording is, the outcome."""
+        with self._lock:
+            state = self.state
+            if len(state.probe) > 1:
+                self._plain("")
+                self._plain("probe result", "bold")
+                self._plain("  " + tables.header_line(tables.PROBE_COLUMNS), "bold")
+                for result in state.probe:
+                    self._plain("  " + tables.fixed_line(tables.PROBE_COLUMNS, tables.probe_cells(result, state.probe)))
+            repeated = [n for n in state.notices.values() if n.count > 1]
+            for notice in repeated:
+                self._plain(f"{notice.severity} x{notice.count} ({notice.source}): {notice.message}", STYLE[notice.severity])
+            if recording_path is not None:
+                self._plain(f"recording: {recording_path}", "bold")
+            if exit_code == 0:
+                self._plain("done", "bold green")
+            else:
+                reason = f": {state.ended.error}" if state.ended and state.ended.error else ""
+                self._plain(f"failed (exit code {exit_code}){reason}", "bold red")

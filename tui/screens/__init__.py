@@ -1,0 +1,1 @@
+"""Screens: the views (live, sweep, probe, log) and the dialogs over them."""

@@ -1,0 +1,88 @@
+"""Small modal questions: quit a running session, export format, which recording to open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Label, OptionList
+from textual.widgets.option_list import Option
+
+EXPORT_FORMATS = (
+    ("json", "JSON: every result, machine-readable"),
+    ("csv", "CSV: perf_analyzer's columns, one row per level"),
+    ("md", "Markdown report"),
+    ("html", "HTML report with charts"),
+)
+
+
+class ConfirmQuit(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "Stop and quit"),
+        Binding("n,escape,q", "answer(False)", "Keep running"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("A session is running. Stop it and quit?")
+            yield Label("The recording is finalised either way.", classes="dim")
+            yield Label("[b]y[/b] stop and quit    [b]n[/b] keep running")
+
+    def on_mount(self) -> None:
+        self.query_one(".dialog").border_title = "quit"
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class ExportDialog(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape,q", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield OptionList(*(Option(f"{name:<5} {text}", id=name) for name, text in EXPORT_FORMATS))
+            yield Label("enter exports beside the recording · esc cancels", classes="dim")
+
+    def on_mount(self) -> None:
+        self.query_one(".dialog").border_title = "export the recording"
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.dismiss(message.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class OpenRecordingDialog(ModalScreen[Path | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, candidates: list[Path]) -> None:
+        super().__init__()
+        self.candidates = candidates
+
+    def compose(self) -> ComposeResult:
+        names = [str(p) for p in self.candidates]
+        with Vertical(classes="dialog"):
+            yield Label("Path of a recording (tab completes the newest match):")
+            yield Input(
+                value=names[0] if names else "",
+                placeholder="recordings/....sqlite",
+                suggester=SuggestFromList(names, case_sensitive=True),
+            )
+            yield Label("enter opens · esc cancels", classes="dim")
+
+    def on_mount(self) -> None:
+        self.query_one(".dialog").border_title = "open a recording"
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        text = message.value.strip()
+        self.dismiss(Path(text).expanduser() if text else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

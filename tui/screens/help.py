@@ -1,0 +1,63 @@
+"""The help screen: keys, views, and what the numbers mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# gpuscale-tui
+
+## Keys
+
+| key | does |
+|---|---|
+| `1` `2` `3` `4` | views: live, sweep, training probe, warnings and log |
+| `s` / `x` | start the concurrency sweep / stop it (live session) |
+| `p` | run the training probe (live session) |
+| `e` | export the recording (JSON, CSV, Markdown, HTML) |
+| `o` | open a recording to replay |
+| `space` | replay: play / pause |
+| `←` `→` | replay: seek 10 s back / forward |
+| `-` `+` | replay: slower / faster (up to max) |
+| `[` `]` | replay: previous / next level |
+| `.` | replay: one event forward (paused) |
+| `tab` `↑` `↓` `pgup` `pgdn` | move between panels and scroll them |
+| `ctrl+p` | command palette: every action, themes |
+| `q` | quit (a live session is stopped and its recording finalised) |
+
+## Numbers
+
+* **infer/s**: completed inferences per second (requests x batch), merged over the
+  stable windows of a level (perf_analyzer's method: a level is stable when its last
+  windows agree within the profile's tolerance).
+* **p50 / p95 / p99**: exact percentiles of client-measured latency.
+* **queue / compute**: Triton's own statistics, per request: time waiting in the
+  scheduler queue versus compute (input + infer + output). Queue growing while compute
+  stays flat means the GPUs are saturated.
+* **avg batch**: inference count / execution count, the dynamic batcher at work.
+* **client BOUND**: the load generator judged itself the limit (CPU, event-loop lag,
+  late sends); the server may be faster than measured.
+* **$/1k img**: hardware.cost_per_hour / (infer/s x 3600) x 1000.
+* **scaling efficiency**: throughput at N GPUs / (N x throughput at 1 GPU).
+
+Times are session time (from the events), never the wall clock, so a replay shows
+exactly what the live run showed.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Markdown(HELP)
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").border_title = "help · esc closes"
+        self.query_one("#help-box").focus()

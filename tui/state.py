@@ -1,0 +1,524 @@
+"""What the screens show, kept by a pure reducer: ``SessionState.apply(event)``.
+
+No Textual here: the same state drives the TUI, and unit tests feed it events directly. Time is
+always the events' own ``ts`` relative to the session start (``SessionStarted.ts``), so that a
+replay or a snapshot test renders the same text as the live run did.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import events as ev
+from engine.analysis.scaling import cost_per_1000
+from tui.describe import describe, severity
+from tui.format import level_label
+
+GPU_HISTORY = 300  # samples kept per GPU: 5 minutes at the default 1 s interval
+WINDOW_HISTORY = 600  # windows kept for the "over time" charts
+LOG_LINES = 1000
+REPLAY_RESET_KIND = "replay_reset"  # engine/record's replay clears the screens with this kind
+
+SECTIONS = ("session", "progress", "gpus", "host", "sweep", "windows", "probe", "notices", "log")
+
+
+@dataclass
+class LevelRow:
+    """One level of the sweep: live from its windows until its LevelResult arrives."""
+
+    index: int
+    mode: str
+    level: float
+    total: int
+    batch_size: int
+    workers: int
+    started_ts: float
+    measured_windows: int = 0
+    warmup_windows: int = 0
+    stable_so_far: bool = False
+    last_window: ev.WindowResult | None = None
+    result: ev.LevelResult | None = None
+    finished_ts: float | None = None
+
+    @property
+    def status(self) -> str:
+        """"stable", "unstable", "failed" once merged; "running" before."""
+        return self.result.status if self.result else "running"
+
+    @property
+    def _latest(self) -> ev.LevelResult | ev.WindowResult | None:
+        return self.result or self.last_window
+
+    @property
+    def throughput_ips(self) -> float | None:
+        latest = self._latest
+        return latest.throughput_ips if latest else None
+
+    @property
+    def throughput_rps(self) -> float | None:
+        latest = self._latest
+        return latest.throughput_rps if latest else None
+
+    @property
+    def latency(self) -> ev.LatencyStats | None:
+        latest = self._latest
+        return latest.latency if latest else None
+
+    @property
+    def server(self) -> ev.ServerBreakdown | None:
+        latest = self._latest
+        return latest.server if latest else None
+
+    @property
+    def audit(self) -> ev.ClientAudit | None:
+        latest = self._latest
+        return latest.audit if latest else None
+
+    @property
+    def errors(self) -> int:
+        latest = self._latest
+        return latest.errors if latest else 0
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.result is not None and self.result.duration_s > 0:
+            return self.result.duration_s
+        if self.finished_ts is not None:
+            return self.finished_ts - self.started_ts
+        return None
+
+
+@dataclass
+class GpuTrack:
+    """History of one GPU, by uuid (indices can differ between NVML and Triton's /metrics)."""
+
+    uuid: str
+    latest: ev.GpuReading
+    util: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    mem_fraction: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    power: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+
+    def add(self, reading: ev.GpuReading) -> None:
+        self.latest = reading
+        self.util.append(reading.util_gpu)
+        frac = None
+        if reading.mem_used is not None and reading.mem_total:
+            frac = reading.mem_used / reading.mem_total
+        self.mem_fraction.append(frac)
+        self.power.append(reading.power_w)
+
+
+@dataclass
+class HostTrack:
+    latest: ev.HostSample
+    cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    own_cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+
+
+@dataclass
+class WindowPoint:
+    """One window on the session timeline, for the "over time" charts."""
+
+    t: float  # seconds since session start (window end)
+    level: float
+    warmup: bool
+    throughput_ips: float
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    queue: float | None
+    compute: float | None
+
+
+@dataclass
+class Notice:
+    """A warning or error shown once per key, with how often it recurred."""
+
+    key: str
+    severity: str  # "warning" or "error"
+    source: str
+    message: str
+    count: int
+    first_t: float
+    last_t: float
+
+
+@dataclass
+class LogLine:
+    t: float
+    severity: str
+    text: str
+
+
+@dataclass
+class Progress:
+    phase: str
+    detail: str
+    level_index: int | None  # 0-based index of the running (or last) level
+    level_total: int | None
+    level_label: str | None
+    levels_done: int
+    window_index: int | None
+    measured_windows: int
+    warmup: bool
+    stable_so_far: bool
+    level_elapsed_s: float | None
+    eta_s: float | None  # estimated time left in the sweep
+    eta_max_s: float | None  # if every remaining level runs to load.max_windows
+    sweep_done: bool
+
+
+def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
+    """Server compute per request: input + infer + output (queue excluded)."""
+    if server is None:
+        return None
+    parts = [server.compute_input, server.compute_infer, server.compute_output]
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
+
+
+def notice_key(event: ev.Warning | ev.Error) -> str:
+    if isinstance(event, ev.Warning) and event.key:
+        return event.key
+    return f"{event.kind}:{event.source}:{event.message}"
+
+
+class SessionState:
+    """Everything the screens show, rebuilt from events alone."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    # ------------------------------------------------------------------ reducer
+
+    def reset(self) -> None:
+        self.session: ev.SessionStarted | None = None
+        self.t0: float | None = None
+        self.now: float | None = None  # ts of the newest event: the session's own clock
+        self.phase = "waiting"
+        self.phase_detail = ""
+        self.server: ev.ServerReady | None = None
+        self.server_stopped: ev.ServerStopped | None = None
+        self.ended: ev.SessionEnded | None = None
+        self.levels: OrderedDict[int, LevelRow] = OrderedDict()
+        self.current_level: int | None = None
+        self.sweep_number = 0  # a re-run sweep in the same session starts a new table
+        self.windows: list[ev.WindowResult] = []  # of the current level
+        self.timeline: deque[WindowPoint] = deque(maxlen=WINDOW_HISTORY)
+        self.sweep_finished: ev.SweepFinished | None = None
+        self.gpus: OrderedDict[str, GpuTrack] = OrderedDict()
+        self.gpu_source: str | None = None
+        self.gpu_interval_s: float | None = None
+        self.host: HostTrack | None = None
+        self.probe: list[ev.ProbeResult] = []
+        self.allreduce: list[ev.AllReduceResult] = []
+        self.topology: ev.Topology | None = None
+        self.notices: OrderedDict[str, Notice] = OrderedDict()
+        self.log: deque[LogLine] = deque(maxlen=LOG_LINES)
+        self.events_applied = 0
+        self.version = 0
+        self.versions: dict[str, int] = {name: 0 for name in SECTIONS}
+
+    def apply(self, event: ev.Event) -> None:
+        """Fold one event into the state. Unknown event kinds only advance the clock."""
+        if getattr(event, "kind", None) == REPLAY_RESET_KIND:
+            self.reset()
+            self._touch(*SECTIONS)
+            return
+        self.events_applied += 1
+        if self.t0 is None:
+            self.t0 = event.ts
+        if self.now is None or event.ts > self.now:
+            self.now = event.ts
+            self._touch("progress")
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+        text = describe(event)
+        if text is not None and not self._is_repeat_notice(event):
+            self.log.append(LogLine(self.rel(event.ts), severity(event), text))
+            self._touch("log")
+        self.version += 1
+
+    def apply_all(self, events: list[ev.Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _touch(self, *sections: str) -> None:
+        for name in sections:
+            self.versions[name] += 1
+
+    def _is_repeat_notice(self, event: ev.Event) -> bool:
+        if isinstance(event, (ev.Warning, ev.Error)):
+            notice = self.notices.get(notice_key(event))
+            return notice is not None and notice.count > 1
+        return False
+
+    # ------------------------------------------------------------------ handlers
+
+    def _on_session_started(self, e: ev.SessionStarted) -> None:
+        self.session = e
+        self.t0 = e.ts
+        self._touch("session", "progress")
+
+    def _on_phase(self, e: ev.PhaseChanged) -> None:
+        self.phase, self.phase_detail = e.phase, e.detail
+        self._touch("progress")
+
+    def _on_server_ready(self, e: ev.ServerReady) -> None:
+        self.server = e
+        self.server_stopped = None
+        self._touch("session")
+
+    def _on_server_stopped(self, e: ev.ServerStopped) -> None:
+        self.server_stopped = e
+        self._touch("session")
+
+    def _on_level_started(self, e: ev.LevelStarted) -> None:
+        if e.index == 0 and self.levels:  # a new sweep in the same session
+            self.levels.clear()
+            self.sweep_finished = None
+        if e.index == 0:
+            self.sweep_number += 1
+        self.levels[e.index] = LevelRow(
+            index=e.index,
+            mode=e.mode,
+            level=e.level,
+            total=e.total,
+            batch_size=e.batch_size,
+            workers=e.workers,
+            started_ts=e.ts,
+        )
+        self.current_level = e.index
+        self.windows = []
+        self._touch("sweep", "windows", "progress")
+
+    def _row_for(self, level: float, index: int | None = None) -> LevelRow | None:
+        if index is not None and index in self.levels and self.levels[index].level == level:
+            return self.levels[index]
+        if self.current_level is not None:
+            row = self.levels.get(self.current_level)
+            if row is not None and row.level == level:
+                return row
+        for row in reversed(self.levels.values()):
+            if row.level == level:
+                return row
+        return None
+
+    def _on_window(self, e: ev.WindowResult) -> None:
+        row = self._row_for(e.level)
+        if row is not None and row.result is None:
+            row.last_window = e
+            row.stable_so_far = e.stable_so_far
+            if e.warmup:
+                row.warmup_windows += 1
+            else:
+                row.measured_windows += 1
+        self.windows.append(e)
+        self.timeline.append(
+            WindowPoint(
+                t=self.rel(e.t_end),
+                level=e.level,
+                warmup=e.warmup,
+                throughput_ips=e.throughput_ips,
+                p50=e.latency.p50,
+                p95=e.latency.p95,
+                p99=e.latency.p99,
+                queue=e.server.queue if e.server else None,
+                compute=compute_seconds(e.server),
+            )
+        )
+        if e.audit.client_bound:
+            self._audit_notice(e.level, e.audit, e.ts)
+        self._touch("sweep", "windows", "progress")
+
+    def _on_level_result(self, e: ev.LevelResult) -> None:
+        row = self._row_for(e.level, e.index)
+        if row is None:  # a recording that starts mid-level
+            row = LevelRow(e.index, e.mode, e.level, e.index + 1, e.batch_size, 1, e.ts - e.duration_s)
+            self.levels[e.index] = row
+        row.result = e
+        row.finished_ts = e.ts
+        row.stable_so_far = e.status == "stable"
+        if e.audit.client_bound:
+            self._audit_notice(e.level, e.audit, e.ts)
+        self._touch("sweep", "progress")
+
+    def _on_sweep_finished(self, e: ev.SweepFinished) -> None:
+        self.sweep_finished = e
+        self._touch("sweep", "progress")
+
+    def _on_gpu_sample(self, e: ev.GpuSample) -> None:
+        self.gpu_source, self.gpu_interval_s = e.source, e.interval_s
+        for reading in e.gpus:
+            track = self.gpus.get(reading.uuid)
+            if track is None:
+                track = self.gpus[reading.uuid] = GpuTrack(reading.uuid, reading)
+            track.add(reading)
+        self._touch("gpus")
+
+    def _on_host_sample(self, e: ev.HostSample) -> None:
+        if self.host is None:
+            self.host = HostTrack(e)
+        self.host.latest = e
+        self.host.cpu.append(e.cpu_percent)
+        self.host.own_cpu.append(e.own_cpu_percent)
+        self._touch("host")
+
+    def _on_topology(self, e: ev.Topology) -> None:
+        self.topology = e
+        self._touch("probe")
+
+    def _on_probe_result(self, e: ev.ProbeResult) -> None:
+        self.probe.append(e)
+        self._touch("probe")
+
+    def _on_allreduce(self, e: ev.AllReduceResult) -> None:
+        self.allreduce.append(e)
+        self._touch("probe")
+
+    def _on_notice(self, e: ev.Warning | ev.Error) -> None:
+        key = notice_key(e)
+        kind = "error" if isinstance(e, ev.Error) else "warning"
+        self._add_notice(key, kind, e.source, e.message, e.ts)
+
+    def _on_session_ended(self, e: ev.SessionEnded) -> None:
+        self.ended = e
+        self._touch("session", "progress")
+
+    def _audit_notice(self, level: float, audit: ev.ClientAudit, ts: float) -> None:
+        """One notice per level: the reasons' numbers change every window, the finding doesn't."""
+        reasons = "; ".join(audit.reasons) if audit.reasons else "the load generator is the limit"
+        row = self._row_for(level)
+        label = f"{level:g}" if row is None else _label(row)
+        self._add_notice(f"audit:{label}", "warning", "client", f"client-bound at level {label}: {reasons}", ts)
+
+    def _add_notice(self, key: str, kind: str, source: str, message: str, ts: float) -> None:
+        t = self.rel(ts)
+        notice = self.notices.get(key)
+        if notice is None:
+            self.notices[key] = Notice(key, kind, source, message, 1, t, t)
+        else:
+            notice.count += 1
+            notice.last_t = t
+            notice.message = message
+        self._touch("notices")
+
+    # ------------------------------------------------------------------ queries
+
+    def rel(self, ts: float | None) -> float:
+        """Seconds since the session started (0 before anything is known)."""
+        if ts is None or self.t0 is None:
+            return 0.0
+        return ts - self.t0
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.rel(self.now)
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        return self.session.profile if self.session else {}
+
+    def _profile_value(self, section: str, key: str, default: Any) -> Any:
+        value = self.profile.get(section, {})
+        if not isinstance(value, dict):
+            return default
+        found = value.get(key, default)
+        return default if found is None else found
+
+    @property
+    def cost_per_hour(self) -> float:
+        try:
+            return float(self._profile_value("hardware", "cost_per_hour", 0.0))
+        except (TypeError, ValueError):
+            return 0.0
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs the profile declares, else the GPUs telemetry has seen."""
+        declared = self._profile_value("hardware", "gpu_count", 0)
+        return int(declared) if declared else len(self.gpus)
+
+    def cost_per_1000(self, throughput_ips: float | None) -> float | None:
+        if throughput_ips is None:
+            return None
+        return cost_per_1000(self.cost_per_hour, throughput_ips)
+
+    def best_level(self) -> LevelRow | None:
+        """Highest throughput among merged levels that did not fail."""
+        done = [r for r in self.levels.values() if r.result is not None and r.status != "failed"]
+        return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]
+
+    @property
+    def running(self) -> bool:
+        return self.ended is None
+
+    def progress(self) -> Progress:
+        row = self.levels.get(self.current_level) if self.current_level is not None else None
+        done = sum(1 for r in self.levels.values() if r.result is not None)
+        eta, eta_max = self._eta(row, done)
+        last = self.windows[-1] if self.windows else None
+        return Progress(
+            phase=self.phase,
+            detail=self.phase_detail,
+            level_index=row.index if row else None,
+            level_total=row.total if row else None,
+            level_label=_label(row) if row else None,
+            levels_done=done,
+            window_index=last.index if last else None,
+            measured_windows=row.measured_windows if row else 0,
+            warmup=bool(last.warmup) if last else False,
+            stable_so_far=row.stable_so_far if row else False,
+            level_elapsed_s=(self.now - row.started_ts) if row and self.now and row.result is None else None,
+            eta_s=eta,
+            eta_max_s=eta_max,
+            sweep_done=self.sweep_finished is not None,
+        )
+
+    def _eta(self, row: LevelRow | None, done: int) -> tuple[float | None, float | None]:
+        """Time left in the sweep from the levels measured so far (the profile's window plan
+        until one finishes). Windows stretch to load.min_window_requests, so this is a guide."""
+        if row is None or self.sweep_finished is not None or self.now is None:
+            return None, None
+        window_s = float(self._profile_value("load", "window_ms", 5000)) / 1000.0
+        warmup_s = float(self._profile_value("load", "warmup_s", 0.0))
+        stable = int(self._profile_value("load", "stable_windows", 3))
+        max_windows = int(self._profile_value("load", "max_windows", 10))
+        durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
+        per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
+        per_level_max = warmup_s + max_windows * window_s
+        remaining = max(0, row.total - done - (1 if row.result is None else 0))
+        eta = remaining * per_level
+        eta_max = remaining * per_level_max
+        if row.result is None:
+            elapsed = self.now - row.started_ts
+            eta += max(0.0, per_level - elapsed)
+            eta_max += max(0.0, per_level_max - elapsed)
+        return eta, max(eta, eta_max)
+
+
+def _label(row: LevelRow) -> str:
+    return level_label(row.mode, row.level)
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.SessionStarted: SessionState._on_session_started,
+    ev.PhaseChanged: SessionState._on_phase,
+    ev.ServerReady: SessionState._on_server_ready,
+    ev.ServerStopped: SessionState._on_server_stopped,
+    ev.LevelStarted: SessionState._on_level_started,
+    ev.WindowResult: SessionState._on_window,
+    ev.LevelResult: SessionState._on_level_result,
+    ev.SweepFinished: SessionState._on_sweep_finished,
+    ev.GpuSample: SessionState._on_gpu_sample,
+    ev.HostSample: SessionState._on_host_sample,
+    ev.Topology: SessionState._on_topology,
+    ev.ProbeResult: SessionState._on_probe_result,
+    ev.AllReduceResult: SessionState._on_allreduce,
+    ev.Warning: SessionState._on_notice,
+    ev.Error: SessionState._on_notice,
+    ev.SessionEnded: SessionState._on_session_ended,
+}

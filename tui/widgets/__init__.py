@@ -1,0 +1,1 @@
+"""Widgets: each renders one part of SessionState; none reads the clock or the engine."""

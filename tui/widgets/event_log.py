@@ -1,0 +1,30 @@
+"""The event log: one line per event (telemetry excluded), newest at the bottom."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from tui import format as fmt
+from tui.state import SessionState
+from tui.widgets.panel import Panel
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
+
+
+class EventLogPanel(Panel):
+    SECTIONS = ("log",)
+    TITLE = "event log"
+    FOLLOW_TAIL = True
+    MAX_LINES = 1000
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        if not state.log:
+            return Text("no event yet", style="dim")
+        lines = []
+        for entry in list(state.log)[-self.MAX_LINES :]:
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append(f"{fmt.clock(entry.t)} ", style="dim")
+            line.append(entry.text.splitlines()[0], style=STYLE.get(entry.severity, ""))
+            lines.append(line)
+        return Text("\n").join(lines)

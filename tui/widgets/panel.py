@@ -1,0 +1,71 @@
+"""The base of every state-driven panel: re-render only when its sections or its width change."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import RenderableType
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tui.state import SessionState
+
+
+class Panel(VerticalScroll):
+    """A bordered, keyboard-scrollable box whose body is rebuilt from SessionState.
+
+    Subclasses name the state sections they read (SECTIONS) and implement ``render_state``;
+    the app's refresh timer calls ``show_state`` a few times a second, which is cheap when
+    nothing they read has changed.
+    """
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ()
+    TITLE: ClassVar[str] = ""
+    FOLLOW_TAIL: ClassVar[bool] = False  # keep the newest line in view (logs)
+
+    def __init__(self, *, id: str | None = None, classes: str = "") -> None:  # noqa: A002
+        super().__init__(id=id, classes=f"panel state-view {classes}".strip())
+        self._seen: tuple[int, ...] | None = None
+        self._width = -1
+        self._state: SessionState | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="panel-body")
+
+    def on_mount(self) -> None:
+        self.border_title = self.TITLE
+        state = getattr(self.app, "state", None)
+        if isinstance(state, SessionState):
+            self.show_state(state)
+
+    @property
+    def body_width(self) -> int:
+        # Room for the scrollbar is kept so that a table does not jump when one appears.
+        return max(10, self.size.width - 1)
+
+    def show_state(self, state: SessionState, force: bool = False) -> None:
+        self._state = state
+        seen = tuple(state.versions[name] for name in self.SECTIONS)
+        width = self.body_width
+        if not force and seen == self._seen and width == self._width:
+            return
+        self._seen, self._width = seen, width
+        at_end = self.scroll_y >= self.max_scroll_y
+        self.query_one(".panel-body", Static).update(self.render_state(state, width))
+        title = self.title_for(state)
+        if title is not None:
+            self.border_title = title
+        if self.FOLLOW_TAIL and at_end:
+            self.call_after_refresh(self.scroll_end, animate=False)
+
+    def on_resize(self) -> None:
+        if self._state is not None:
+            self.show_state(self._state, force=True)
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        raise NotImplementedError
+
+    def title_for(self, state: SessionState) -> str | None:
+        """A border title that carries live numbers; None keeps TITLE."""
+        return None

@@ -1,0 +1,108 @@
+"""Training probe results, scaling efficiency, all-reduce bandwidth and the GPU topology."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from engine import events as ev
+from tui import format as fmt
+from tui import tables
+from tui.state import SessionState
+from tui.widgets.panel import Panel
+
+
+class ProbePanel(Panel):
+    SECTIONS = ("probe",)
+    TITLE = "training probe"
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        if not state.probe:
+            return Text("no probe result yet (p runs the probe)", style="dim")
+        return tables.probe_table(state.probe, width)
+
+    def title_for(self, state: SessionState) -> str | None:
+        if not state.probe:
+            return self.TITLE
+        first = state.probe[0]
+        return f"training probe · {len(state.probe)} results · {first.backend} on {first.device}, {first.precision}"
+
+
+def efficiency_bars(results: list[ev.ProbeResult], width: int) -> Text:
+    """Scaling efficiency per configuration and world size, as bars against 100 %."""
+    groups: OrderedDict[str, list[ev.ProbeResult]] = OrderedDict()
+    for r in results:
+        if r.world_size > 1:
+            key = f"{r.model} {r.strategy} {r.scaling} b{r.per_device_batch}"
+            groups.setdefault(key, []).append(r)
+    if not groups:
+        return Text("needs results at 2 or more GPUs", style="dim")
+    label_w = min(32, max(len(k) for k in groups) + 5)
+    bar_w = max(10, width - label_w - 8)
+    lines = []
+    for key, rows in groups.items():
+        for r in sorted(rows, key=lambda x: x.world_size):
+            eff = r.efficiency
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append(f"{key + f' x{r.world_size}':<{label_w}}", style="dim")
+            style = "dim" if eff is None else "green" if eff >= 0.9 else "yellow" if eff >= 0.7 else "red"
+            line.append(fmt.bar(eff, bar_w), style=style)
+            line.append(f" {fmt.percent(eff * 100) if eff is not None else fmt.NA:>5}")
+            lines.append(line)
+    return Text("\n").join(lines)
+
+
+class EfficiencyPanel(Panel):
+    SECTIONS = ("probe",)
+    TITLE = "scaling efficiency (throughput_N / (N x throughput_1))"
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        return efficiency_bars(state.probe, width)
+
+
+class AllReducePanel(Panel):
+    SECTIONS = ("probe",)
+    TITLE = "all-reduce bandwidth"
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        if not state.allreduce:
+            return Text("no all-reduce result yet", style="dim")
+        latest: dict[int, ev.AllReduceResult] = {}
+        for result in state.allreduce:  # a re-run replaces the older table of that size
+            latest[result.world_size] = result
+        parts: list[RenderableType] = []
+        for result in latest.values():
+            parts.append(Text(tables.allreduce_title(result), style="bold"))
+            parts.append(tables.allreduce_table(result, width))
+        return Group(*parts)
+
+
+def topology_table(topology: ev.Topology) -> Table | None:
+    """The GPU-to-GPU matrix as nvidia-smi topo -m shows it: NV#, PIX, PXB, PHB, NODE, SYS."""
+    uuids = [g.get("uuid") for g in topology.gpus]
+    if not topology.links or len(uuids) < 2:
+        return None
+    label = {g.get("uuid"): f"GPU{g.get('index', i)}" for i, g in enumerate(topology.gpus)}
+    cell: dict[tuple[str, str], str] = {}
+    for link in topology.links:
+        text = f"NV{link.nvlink_count}" if link.nvlink_count else (link.common_ancestor or "?")
+        cell[(link.a, link.b)] = cell[(link.b, link.a)] = text
+    table = tables.make_table([tables.Column("gpu", "", 6, "left")] + [tables.Column(u, label[u], 5) for u in uuids])
+    for a in uuids:
+        table.add_row(label[a], *("X" if a == b else cell.get((a, b), fmt.NA) for b in uuids))
+    return table
+
+
+class TopologyPanel(Panel):
+    SECTIONS = ("probe",)
+    TITLE = "topology"
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        if state.topology is None:
+            return Text("no topology yet", style="dim")
+        summary = Text(state.topology.summary or f"{len(state.topology.gpus)} GPUs")
+        matrix = topology_table(state.topology)
+        return summary if matrix is None else Group(summary, matrix)

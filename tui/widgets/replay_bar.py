@@ -1,0 +1,47 @@
+"""Replay position and controls: play/pause, speed, seek (the replay source is duck-typed)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tui import format as fmt
+
+
+def replay_line(replay: object, width: int) -> Text:
+    position = float(getattr(replay, "position_s", 0.0) or 0.0)
+    total = float(getattr(replay, "duration_s", 0.0) or 0.0)
+    paused = bool(getattr(replay, "paused", False))
+    speed = getattr(replay, "speed", 1.0)
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(" REPLAY ", style="reverse bold")
+    line.append(" ❚❚ paused " if paused else " ▶ playing ", style="yellow" if paused else "green")
+    line.append("max" if speed is None else f"{speed:g}x", style="bold")
+    line.append(f"  {fmt.clock(position)} / {fmt.clock(total)} ")
+    bar_w = max(10, width - len(line.plain) - 2)
+    line.append(fmt.bar(position / total if total > 0 else None, bar_w, "━", "─"), style="cyan")
+    return line
+
+
+class ReplayBar(Static):
+    """Refreshed by the app's timer, not by events: the position moves between events too."""
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._last = ""
+
+    def on_mount(self) -> None:
+        self.tick()
+
+    def tick(self) -> None:
+        replay = getattr(self.app, "replay", None)  # the app may switch recordings
+        if replay is None:
+            return
+        line = replay_line(replay, self.size.width or 80)
+        if line.plain != self._last:
+            self._last = line.plain
+            self.update(line)
+
+    def on_resize(self) -> None:
+        self._last = ""
+        self.tick()

@@ -1,0 +1,115 @@
+"""Two lines at the top: where the sweep is, and what it has found so far."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tui import format as fmt
+from tui.state import SessionState
+
+SECTIONS = ("session", "progress", "sweep")
+
+
+def _short_level(mode: str, level: float) -> str:
+    return fmt.level_label(mode, level) if mode == "rate" else f"c={fmt.level_label(mode, level)}"
+
+
+def progress_line(state: SessionState) -> Text:
+    p = state.progress()
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f" {p.phase.upper()} ", style="reverse bold")
+    line.append(" ")
+    row = state.levels.get(p.level_index) if p.level_index is not None else None
+    if row is not None and not p.sweep_done:
+        line.append(f"level {p.level_index + 1}/{p.level_total} {_short_level(row.mode, row.level)}", style="bold")
+        if p.window_index is not None:
+            line.append(f" · window {p.window_index} · ")
+        if row.result is not None:
+            line.append(row.status, style="green" if row.status == "stable" else "yellow")
+        elif p.warmup:
+            line.append("warmup", style="cyan")
+        elif p.stable_so_far:
+            line.append("stable ✓", style="green")
+        elif p.measured_windows:
+            line.append("not stable yet", style="yellow")
+    elif p.sweep_done and state.sweep_finished is not None:
+        s = state.sweep_finished
+        line.append(f"sweep done: {s.levels} levels, {s.stable} stable, {s.failed} failed")
+    elif p.detail:
+        line.append(p.detail)
+    line.append(f" · {fmt.clock(state.elapsed_s)}", style="dim")
+    if p.eta_s is not None:
+        line.append(f" · ≈{fmt.duration(p.eta_s)} left", style="bold")
+        if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
+            line.append(f" (≤{fmt.duration(p.eta_max_s)})", style="dim")
+    return line
+
+
+def summary_line(state: SessionState, width: int = 200) -> Text:
+    """Outcome, server and the best level so far; the server part goes first when space is short."""
+    head = Text()
+    if state.ended is not None:
+        ok = state.ended.status == "ok"
+        head.append("✓ finished " if ok else f"✗ {state.ended.status} ", style="green" if ok else "bold red")
+        if state.ended.error:
+            head.append(state.ended.error.splitlines()[0] + " ", style="red")
+    server = Text()
+    if state.server is not None:
+        s = state.server
+        variant = f" ({s.config_variant})" if s.config_variant else ""
+        server.append(f"{s.model}{variant}", style="bold")
+        server.append(f" @ {s.http_url.removeprefix('http://')}", style="dim")
+    elif state.session is not None:
+        server.append(f"profile {state.session.profile_name}", style="bold")
+    best = Text()
+    row = state.best_level()
+    if row is not None and row.result is not None:
+        ips = row.result.throughput_ips
+        best.append(f"best {fmt.rate(ips)} infer/s @ {_short_level(row.mode, row.level)}")
+        if state.gpu_count:
+            best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
+        cost = state.cost_per_1000(ips)
+        if cost is not None:
+            best.append(f" · {fmt.dollars(cost)}/1k img", style="bold green")
+        elif state.session is not None:
+            best.append(" · $/1k img: set hardware.cost_per_hour", style="dim")
+    if server.plain and len(head) + len(server) + len(best) + 2 > width:
+        server = Text(server.plain.split(" @ ")[0], style="bold")  # the URL goes first
+    if server.plain and len(head) + len(server) + len(best) + 2 > width:
+        server = Text()
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append_text(head)
+    line.append_text(server)
+    if server.plain and best.plain:
+        line.append("  ")
+    line.append_text(best)
+    return line
+
+
+class StatusBar(Static):
+    DEFAULT_CLASSES = "state-view"
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._seen: tuple[int, ...] | None = None
+        self._state: SessionState | None = None
+
+    def on_resize(self) -> None:
+        if self._state is not None:
+            self.show_state(self._state)
+
+    def on_mount(self) -> None:
+        state = getattr(self.app, "state", None)
+        if isinstance(state, SessionState):
+            self.show_state(state)
+
+    def show_state(self, state: SessionState, force: bool = False) -> None:
+        seen = (*(state.versions[name] for name in SECTIONS), self.size.width)
+        if not force and seen == self._seen:
+            return
+        self._seen = seen
+        self._state = state
+        width = self.size.width or 200
+        lines = Text("\n", no_wrap=True, overflow="ellipsis").join([progress_line(state), summary_line(state, width)])
+        self.update(lines)

@@ -1,0 +1,80 @@
+"""Throughput, latency percentiles and server time over the session, one point per window."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from tui import format as fmt
+from tui.state import SessionState, WindowPoint, compute_seconds
+from tui.widgets.panel import Panel
+
+LABEL_W = 11
+VALUE_W = 9
+
+
+def breakdown_line(state: SessionState, width: int) -> Text:
+    """Where a request's time goes at the current level: server queue, compute, the rest."""
+    window = state.windows[-1] if state.windows else None
+    server = window.server if window else None
+    line = Text(no_wrap=True, overflow="ellipsis")
+    if server is None:
+        line.append("server time: no statistics yet", style="dim")
+        return line
+    queue = server.queue or 0.0
+    compute = compute_seconds(server) or 0.0
+    rest = server.client_minus_server if server.client_minus_server is not None else None
+    total = queue + compute + max(rest or 0.0, 0.0)
+    bar_w = max(8, width - 64)
+    line.append("per request ", style="dim")
+    if total > 0:
+        q = int(round(bar_w * queue / total))
+        c = int(round(bar_w * compute / total))
+        line.append("█" * q, style="yellow")
+        line.append("█" * c, style="green")
+        line.append("█" * max(0, bar_w - q - c), style="blue")
+    line.append(" queue ", style="yellow")
+    line.append(f"{fmt.ms(queue)} ms")
+    line.append(" compute ", style="green")
+    line.append(f"{fmt.ms(compute)} ms")
+    line.append(" client+net ", style="blue")
+    line.append(f"{fmt.ms(rest)} ms")
+    return line
+
+
+def series_line(label: str, values: list[float | None], width: int, style: str, unit_ms: bool) -> Text:
+    spark_w = max(5, width - LABEL_W - VALUE_W - 1)
+    last = next((v for v in reversed(values) if v is not None), None)
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{label:<{LABEL_W}}", style="dim")
+    text.append(fmt.spark(values, spark_w, 0.0, None), style=style)
+    text.append(f" {(fmt.ms(last) if unit_ms else fmt.rate(last)):>{VALUE_W - 1}}")
+    return text
+
+
+def render_timeline(points: list[WindowPoint], state: SessionState, width: int) -> Text:
+    lines = [breakdown_line(state, width)]
+    if not points:
+        lines.append(Text("no window yet", style="dim"))
+        return Text("\n").join(lines)
+    lines.append(series_line("infer/s", [p.throughput_ips for p in points], width, "bold green", False))
+    lines.append(series_line("p50 ms", [p.p50 for p in points], width, "cyan", True))
+    lines.append(series_line("p95 ms", [p.p95 for p in points], width, "yellow", True))
+    lines.append(series_line("p99 ms", [p.p99 for p in points], width, "red", True))
+    lines.append(series_line("queue ms", [p.queue for p in points], width, "yellow", True))
+    lines.append(series_line("compute ms", [p.compute for p in points], width, "green", True))
+    return Text("\n").join(lines)
+
+
+class TimelinePanel(Panel):
+    SECTIONS = ("windows",)
+    TITLE = "over time (one bar per window)"
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        return render_timeline(list(state.timeline), state, width)
+
+    def title_for(self, state: SessionState) -> str | None:
+        if not state.timeline:
+            return self.TITLE
+        first, last = state.timeline[0], state.timeline[-1]
+        return f"over time · {len(state.timeline)} windows · {fmt.clock(first.t)}–{fmt.clock(last.t)}"
