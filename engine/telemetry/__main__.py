@@ -100,7 +100,8 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
         metrics_interval_s=args.metrics_interval,
     )
     done = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set()) if in_main else None  # stop = end early, cleanly
     sampler.start()
     try:
         done.wait(args.seconds)
@@ -108,7 +109,8 @@ def run(argv: list[str] | None = None, out: Any = None, err: Any = None) -> int:
         pass
     finally:
         sampler.stop()
-        signal.signal(signal.SIGTERM, previous)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
     if not args.quiet:
         with lock:
             err.write(summary.render() + "\n")

@@ -300,6 +300,8 @@ class NvmlGpus:
                     self._on_error(d, "memory", exc)
                     return None
                 d.mem_v2 = False  # an older driver: fall back to v1 for good
+            except TypeError:  # an older binding without the version argument
+                d.mem_v2 = False
         return self._call(d, "memory", nv.nvmlDeviceGetMemoryInfo)
 
     def _nvlink_rates(self, d: NvmlDevice) -> tuple[float | None, float | None]:
