@@ -1,0 +1,76 @@
+"""The client judging itself (pure): is the load generator, not the server, the limit?
+
+Rules, each with its reason (the thresholds are ours unless named):
+* a load worker busy >= 90 % of a core: its single event loop cannot go faster;
+* all load workers together >= 90 % of the machine's cores;
+* event-loop lag p99 > max(2 ms, 25 % of the p50 latency) while a worker is busy >= 50 % of a
+  core: responses wait in the client, behind its own work, before they are timestamped. (2 ms
+  floor: an idle selector rounds its timeout up to whole milliseconds, so the probe itself
+  reads up to 1 ms. Lag with idle workers is CPU contention from other processes on the
+  machine: reported as loop_lag_p99, not blamed on the load generator.)
+* rate mode: more than 1 % of requests sent late (perf_analyzer's warning threshold).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.analysis.percentiles import percentile_index
+from engine.events import ClientAudit
+from engine.load.windows import Aggregate
+
+BUSY_CORE_FRACTION = 0.90
+LAG_FLOOR_S = 0.002
+LAG_FRACTION_OF_P50 = 0.25
+LAG_BUSY_FRACTION = 0.50
+LATE_FRACTION = 0.01
+
+
+def p99_seconds(samples_ns: np.ndarray) -> float | None:
+    if samples_ns.size == 0:
+        return None
+    data = np.sort(samples_ns)
+    return float(data[percentile_index(data.size, 99)]) / 1e9
+
+
+def client_audit(
+    agg: Aggregate,
+    cpu_cores: int,
+    latency_p50_s: float | None,
+    latency_mean_s: float | None,
+    server_total_s: float | None,
+    rate_mode: bool,
+) -> ClientAudit:
+    reasons: list[str] = []
+    duration_ns = agg.duration_s * 1e9
+    cpu_percent = None
+    busiest_fraction = 0.0
+    if duration_ns > 0 and agg.cpu_ns:
+        cpu_percent = 100.0 * sum(agg.cpu_ns.values()) / duration_ns
+        worker, busiest = max(agg.cpu_ns.items(), key=lambda kv: kv[1])
+        busiest_fraction = busiest / duration_ns
+        if busiest / duration_ns >= BUSY_CORE_FRACTION:
+            reasons.append(f"load worker {worker} busy {100 * busiest / duration_ns:.0f} % of a core")
+        if cpu_percent >= 100.0 * BUSY_CORE_FRACTION * cpu_cores and len(agg.cpu_ns) > 1:
+            reasons.append(f"load workers use {cpu_percent:.0f} % of {cpu_cores} cores")
+    lags = [p for p in (p99_seconds(a) for a in agg.lag_ns.values()) if p is not None]
+    lag_p99 = max(lags) if lags else None
+    if lag_p99 is not None and busiest_fraction >= LAG_BUSY_FRACTION:
+        limit = max(LAG_FLOOR_S, LAG_FRACTION_OF_P50 * (latency_p50_s or 0.0))
+        if lag_p99 > limit:
+            reasons.append(f"event-loop lag p99 {lag_p99 * 1e3:.1f} ms (limit {limit * 1e3:.1f} ms)")
+    if rate_mode and agg.sent and agg.late / agg.sent > LATE_FRACTION:
+        reasons.append(f"{100 * agg.late / agg.sent:.1f} % of requests sent late (> 1 ms after their time)")
+    overhead = None
+    if latency_mean_s and server_total_s is not None and latency_mean_s > 0:
+        overhead = max(0.0, (latency_mean_s - server_total_s) / latency_mean_s)
+    return ClientAudit(
+        cpu_percent=cpu_percent,
+        cpu_cores=cpu_cores,
+        loop_lag_p99=lag_p99,
+        late_sends=agg.late,
+        sent=agg.sent,
+        overhead_fraction=overhead,
+        client_bound=bool(reasons),
+        reasons=reasons,
+    )

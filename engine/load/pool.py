@@ -1,0 +1,132 @@
+"""The session's side of the load workers: start them, talk to them, make sure they are gone.
+
+Workers are plain subprocesses (``python -m engine.load.worker``) rather than multiprocessing
+"spawn" children: spawn re-imports the parent's ``__main__`` in every child, which for the TUI
+means importing Textual in each load worker. A subprocess imports only the worker module.
+Messages are pickled over a socket pair (multiprocessing.connection framing), read on the
+session's event loop with ``add_reader``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import engine
+
+_PACKAGE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
+START_TIMEOUT_S = 30.0  # python + numpy import; generous for a loaded box
+EXIT_TIMEOUT_S = 3.0
+
+
+class WorkerGone(Exception):
+    """A load worker exited or stopped answering."""
+
+
+class WorkerPool:
+    def __init__(self, count: int) -> None:
+        if count < 1:
+            raise ValueError("at least one worker")
+        self.count = count
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.conns: list[Connection] = []
+        self.inbox: asyncio.Queue[tuple[int, tuple[Any, ...]]] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        try:
+            for index in range(self.count):
+                ours, theirs = socket.socketpair()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "engine.load.worker", str(theirs.fileno()), str(index)],
+                    pass_fds=[theirs.fileno()],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    close_fds=True,
+                )
+                theirs.close()
+                conn = Connection(ours.detach())
+                self.procs.append(proc)
+                self.conns.append(conn)
+                self._loop.add_reader(conn.fileno(), self._on_readable, index)
+            for _ in range(self.count):
+                await self.expect("hello", START_TIMEOUT_S)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _on_readable(self, index: int) -> None:
+        conn = self.conns[index]
+        try:
+            while conn.poll():
+                self.inbox.put_nowait((index, conn.recv()))
+        except (EOFError, OSError):
+            assert self._loop is not None
+            self._loop.remove_reader(conn.fileno())
+            code = self.procs[index].poll()
+            self.inbox.put_nowait((index, ("gone", f"load worker {index} exited (code {code})")))
+
+    def send(self, index: int, msg: tuple[Any, ...]) -> None:
+        try:
+            self.conns[index].send(msg)
+        except (OSError, EOFError) as exc:
+            raise WorkerGone(f"load worker {index} is gone: {exc}") from None
+
+    def send_all(self, msg: tuple[Any, ...]) -> None:
+        for index in range(self.count):
+            self.send(index, msg)
+
+    async def receive(self, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
+        try:
+            item = await asyncio.wait_for(self.inbox.get(), timeout_s)
+        except asyncio.TimeoutError:
+            raise WorkerGone(f"load workers did not answer within {timeout_s:g} s") from None
+        if item[1][0] in ("gone", "fatal"):
+            raise WorkerGone(item[1][1])
+        return item
+
+    async def expect(self, what: str, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
+        """The next message of kind ``what`` (ticks of a finished level are dropped)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            index, msg = await self.receive(max(0.0, left))
+            if msg[0] == what:
+                return index, msg
+
+    async def close(self) -> None:
+        """Ask every worker to exit, then make sure: no worker outlives the sweep."""
+        for index, conn in enumerate(self.conns):
+            try:
+                if self._loop is not None:
+                    self._loop.remove_reader(conn.fileno())
+            except (ValueError, OSError):
+                pass
+            try:
+                conn.send(("exit",))
+            except (OSError, EOFError):
+                pass
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + EXIT_TIMEOUT_S
+        for proc in self.procs:
+            while proc.poll() is None and loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=EXIT_TIMEOUT_S)
+        for conn in self.conns:
+            conn.close()
+        self.procs.clear()
+        self.conns.clear()
+
+    def cpu_count(self) -> int:
+        return os.cpu_count() or 1

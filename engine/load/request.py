@@ -1,0 +1,144 @@
+"""Encode one KServe v2 inference request with Triton's binary tensor extension, once per level.
+
+The bytes (request line, headers, JSON inference header, raw tensor bytes) are built here in
+the session and written as they are by every load worker for every request, so the hot path
+never encodes anything. Outputs are requested as binary too: JSON-encoding outputs would
+measure the server's number formatting rather than the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import UserError
+from engine.load.http1 import Endpoint, encode_request
+from engine.load.target import Target, TargetInfo
+
+# KServe v2 datatype -> numpy dtype (BF16 has none: built from FP32 bits; BYTES is special)
+NUMPY_DTYPES = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+BYTES_ELEMENT = 8  # random BYTES elements are this many ASCII digits
+
+
+@dataclass
+class PreparedRequest:
+    raw: bytes  # the whole HTTP request, ready to write
+    path: str
+    shapes: dict[str, list[int]]  # the shape sent for each input, batch included
+    body_bytes: int
+    warnings: list[str]
+
+
+def request_shapes(target: Target, info: TargetInfo, batch_size: int) -> tuple[dict[str, list[int]], list[str]]:
+    """Shape of each input for one request of ``batch_size``; variable dims need an override."""
+    if batch_size < 1:
+        raise UserError(f"batch size must be at least 1, found {batch_size}")
+    if info.max_batch_size > 0 and batch_size > info.max_batch_size:
+        raise UserError(
+            f"batch size {batch_size} exceeds model {target.model!r}'s max_batch_size ({info.max_batch_size})"
+        )
+    if info.max_batch_size == 0 and batch_size != 1:
+        raise UserError(f"model {target.model!r} does not batch (max_batch_size 0): use batch_size 1")
+    known = {t["name"] for t in info.inputs}
+    unknown = sorted(set(target.input_shapes) - known)
+    if unknown:
+        raise UserError(f"input_shapes names {', '.join(unknown)}: model {target.model!r} has inputs {', '.join(sorted(known))}")
+    shapes: dict[str, list[int]] = {}
+    warnings: list[str] = []
+    for tensor in info.inputs:
+        dims = list(tensor["shape"])
+        if info.max_batch_size > 0:
+            dims = dims[1:]  # the metadata's leading -1 is the batch dimension
+        override = target.input_shapes.get(tensor["name"])
+        if override is not None:
+            if any(not isinstance(d, int) or d < 0 for d in override):
+                raise UserError(f"input_shapes[{tensor['name']!r}] must be non-negative integers, found {override}")
+            dims = list(override)
+        elif any(d < 0 for d in dims):
+            fixed = [1 if d < 0 else d for d in dims]
+            warnings.append(
+                f"input {tensor['name']!r} has variable dimensions {tensor['shape']}: sending {fixed}"
+                " (set the target's input_shapes to choose)"
+            )
+            dims = fixed
+        shapes[tensor["name"]] = ([batch_size] + dims) if info.max_batch_size > 0 else dims
+    return shapes, warnings
+
+
+def tensor_bytes(datatype: str, shape: list[int], data: str, rng: np.random.Generator) -> bytes:
+    """Raw little-endian tensor contents: random values in a small range, or zeros."""
+    count = math.prod(shape)
+    zeros = data == "zeros"
+    if datatype == "BYTES":
+        # binary BYTES: each element is a 4-byte little-endian length then its bytes
+        element = b"0" if zeros else None
+        out = bytearray()
+        for _ in range(count):
+            value = element or bytes(rng.integers(48, 58, BYTES_ELEMENT, dtype=np.uint8))
+            out += len(value).to_bytes(4, "little") + value
+        return bytes(out)
+    if datatype == "BF16":
+        floats = np.zeros(count, np.float32) if zeros else rng.random(count, dtype=np.float32)
+        return (floats.view(np.uint32) >> 16).astype("<u2").tobytes()
+    dtype = NUMPY_DTYPES.get(datatype)
+    if dtype is None:
+        raise UserError(f"input datatype {datatype!r} is not supported by the load generator")
+    if zeros:
+        return np.zeros(count, dtype).astype(np.dtype(dtype).newbyteorder("<")).tobytes()
+    if dtype is np.bool_:
+        values = rng.integers(0, 2, count).astype(np.bool_)
+    elif np.issubdtype(dtype, np.integer):
+        values = rng.integers(0, 10, count).astype(dtype)  # small: valid as ids or indices
+    else:
+        values = rng.random(count).astype(dtype)
+    return values.astype(np.dtype(dtype).newbyteorder("<")).tobytes()
+
+
+def prepare_request(
+    target: Target, info: TargetInfo, endpoint: Endpoint, batch_size: int, data: str = "random", seed: int = 0
+) -> PreparedRequest:
+    shapes, warnings = request_shapes(target, info, batch_size)
+    rng = np.random.default_rng(seed)
+    header_inputs = []
+    blobs = []
+    for tensor in info.inputs:
+        blob = tensor_bytes(tensor["datatype"], shapes[tensor["name"]], data, rng)
+        blobs.append(blob)
+        header_inputs.append(
+            {
+                "name": tensor["name"],
+                "shape": shapes[tensor["name"]],
+                "datatype": tensor["datatype"],
+                "parameters": {"binary_data_size": len(blob)},
+            }
+        )
+    header = {
+        "inputs": header_inputs,
+        "outputs": [{"name": t["name"], "parameters": {"binary_data": True}} for t in info.outputs],
+    }
+    header_bytes = json.dumps(header, separators=(",", ":")).encode()
+    body = header_bytes + b"".join(blobs)
+    path = f"{target.model_path}/infer"
+    headers = {
+        **target.headers,
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(header_bytes)),
+    }
+    raw = encode_request("POST", endpoint, path, headers, body)
+    return PreparedRequest(raw=raw, path=path, shapes=shapes, body_bytes=len(body), warnings=warnings)

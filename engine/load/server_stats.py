@@ -1,0 +1,100 @@
+"""Triton's statistics extension: cumulative counters per model, turned into per-interval deltas.
+
+``GET /v2/models/<m>[/versions/<v>]/stats`` gives, per model version, cumulative {count, ns} for
+success, queue, compute_input, compute_infer and compute_output, plus inference_count and
+execution_count. The difference of two snapshots, divided by the request count, is the server's
+average time per request over that interval. Note: the counters are the server's, so requests
+from other clients of the same model during the interval are included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from engine.events import ServerBreakdown
+from engine.load import http1
+from engine.load.target import Target
+
+PARTS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    """Cumulative counters summed over the model's versions."""
+
+    inference_count: int
+    execution_count: int
+    counts: dict[str, int]  # PARTS -> count
+    ns: dict[str, int]  # PARTS -> total nanoseconds
+
+
+def snapshot_from_json(doc: Any, model: str, version: str = "") -> StatsSnapshot | None:
+    """Sum the matching model entries of a stats reply; None when the reply has none."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("model_stats"), list):
+        return None
+    entries = [
+        e for e in doc["model_stats"]
+        if isinstance(e, dict) and e.get("name") == model and (not version or str(e.get("version")) == version)
+    ]
+    if not entries:
+        return None
+    counts = dict.fromkeys(PARTS, 0)
+    ns = dict.fromkeys(PARTS, 0)
+    inference = execution = 0
+    for e in entries:
+        inference += int(e.get("inference_count", 0))
+        execution += int(e.get("execution_count", 0))
+        stats = e.get("inference_stats") or {}
+        for part in PARTS:
+            item = stats.get(part) or {}
+            counts[part] += int(item.get("count", 0))
+            ns[part] += int(item.get("ns", 0))
+    return StatsSnapshot(inference, execution, counts, ns)
+
+
+def breakdown(
+    before: StatsSnapshot | None, after: StatsSnapshot | None, client_mean_s: float | None
+) -> ServerBreakdown | None:
+    """Per-request server times over the interval between two snapshots (pure)."""
+    if before is None or after is None:
+        return None
+    requests = after.counts["success"] - before.counts["success"]
+    inferences = after.inference_count - before.inference_count
+    executions = after.execution_count - before.execution_count
+    if requests < 0 or executions < 0:  # the server restarted in between
+        return None
+
+    def per_request(part: str) -> float | None:
+        n = after.counts[part] - before.counts[part]
+        if n <= 0:
+            return None
+        return (after.ns[part] - before.ns[part]) / n / 1e9
+
+    total = per_request("success")
+    return ServerBreakdown(
+        request_count=requests,
+        inference_count=inferences,
+        execution_count=executions,
+        queue=per_request("queue"),
+        compute_input=per_request("compute_input"),
+        compute_infer=per_request("compute_infer"),
+        compute_output=per_request("compute_output"),
+        server_total=total,
+        avg_batch_size=inferences / executions if executions > 0 else None,
+        client_minus_server=(client_mean_s - total) if client_mean_s is not None and total is not None else None,
+    )
+
+
+async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapshot | None:
+    """One snapshot, or None when the server cannot give it (stopped, extension disabled)."""
+    try:
+        reply = await http1.request(
+            target.http_url, f"{target.model_path}/stats", headers=target.headers, timeout_s=timeout_s
+        )
+        if reply.status != 200:
+            return None
+        return snapshot_from_json(reply.json(), target.model, target.model_version)
+    except (OSError, asyncio.TimeoutError, http1.BadResponse, ValueError):
+        return None

@@ -1,0 +1,420 @@
+"""A sweep: every level of the profile's load, one after another, measured like perf_analyzer.
+
+For each level the session starts the load workers on a common instant T0 (CLOCK_MONOTONIC),
+collects their per-tick aggregates, assembles contiguous windows (requests attributed by
+completion time), fetches Triton's statistics at window boundaries, and stops the level when
+the last ``stable_windows`` windows agree, after ``max_windows``, when a whole window failed,
+or when asked to stop. Everything goes out as events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.analysis.percentiles import latency_stats
+from engine.analysis.stability import is_stable
+from engine.errors import UserError
+from engine.events import (
+    Error,
+    Event,
+    LatencyStats,
+    LevelResult,
+    LevelStarted,
+    ServerBreakdown,
+    SweepFinished,
+    Warning,
+    WindowResult,
+)
+from engine.load.audit import client_audit
+from engine.load.http1 import parse_endpoint
+from engine.load.pool import WorkerGone, WorkerPool
+from engine.load.request import prepare_request
+from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot
+from engine.analysis.saturation import saturation_point
+from engine.load.error_text import errors_line
+from engine.load.target import Target, TargetInfo
+from engine.load.ticks import TICK_NS, LevelPlan, Tick
+from engine.load.windows import Aggregate, aggregate, merge, window_end
+from engine.load.workers_rule import choose_workers
+from engine.profiles import MAX_IN_FLIGHT, Load
+
+Publish = Callable[[Event], None]
+T0_LEAD_NS = 50_000_000  # time for "go" to reach every worker before T0
+TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
+STATS_TIMEOUT_S = 2.0
+
+
+@dataclass
+class _Window:
+    agg: Aggregate
+    latency: LatencyStats
+    server: ServerBreakdown | None
+    throughput_rps: float
+
+
+def _interleave(total: int, parts: int) -> list[int]:
+    """Split ``total`` into ``parts`` integers that differ by at most one and sum to it."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+class _Level:
+    """One level of a sweep, from plans to its LevelResult."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        target: Target,
+        load: Load,
+        level: float,
+        index: int,
+        total: int,
+        publish: Publish,
+        stop: asyncio.Event,
+        tick_ns: int = TICK_NS,
+    ) -> None:
+        self.pool, self.target, self.load = pool, target, load
+        self.level, self.index, self.total = level, index, total
+        self.publish, self.stop = publish, stop
+        self.tick_ns = tick_ns
+        self.rate_mode = load.mode == "rate"
+        self.endpoint = parse_endpoint(target.http_url)
+        if self.rate_mode:
+            self.active = pool.count
+        else:
+            self.active = min(pool.count, int(level))
+        self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
+        # a window waits for min_window_requests at most until every request that was in
+        # flight when it reached its nominal length has either completed or timed out
+        self.max_ticks = self.min_ticks + math.ceil(load.request_timeout_s * 1e9 / tick_ns) + 1
+        self.warmup_ticks = math.ceil(load.warmup_s * 1e9 / tick_ns)
+        self.ticks: list[Tick] = []
+        self.completed: list[int] = []
+        self.progress = [-1] * self.active  # last tick received from each worker
+        self.windows: list[_Window] = []
+        self.cur_start = self.warmup_ticks
+        self.warmup_published = 0
+        self.snapshots: dict[int, asyncio.Task[StatsSnapshot | None]] = {}
+        self.t0 = 0
+        self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
+        self.cpu_cores = os.cpu_count() or 1
+
+    # -- plans
+
+    def plans(self) -> list[LevelPlan]:
+        load = self.load
+        common = dict(
+            level_index=self.index,
+            mode=load.mode,
+            host=self.endpoint.host,
+            port=self.endpoint.port,
+            tls=self.endpoint.tls,
+            server_hostname=self.endpoint.host,
+            tick_ns=self.tick_ns,
+            timeout_ns=int(load.request_timeout_s * 1e9),
+            arrival=load.arrival,
+        )
+        if not self.rate_mode:
+            return [
+                LevelPlan(**common, slots=n, seed=self.index * 1000 + w)
+                for w, n in enumerate(_interleave(int(self.level), self.active))
+            ]
+        share = self.level / self.active
+        caps = _interleave(MAX_IN_FLIGHT, self.active)
+        return [
+            LevelPlan(
+                **common,
+                rate=share,
+                phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
+                seed=self.index * 1000 + w,
+                max_in_flight=caps[w],
+                preopen=min(caps[w], 4 + math.ceil(share / 100)),
+            )
+            for w in range(self.active)
+        ]
+
+    # -- run
+
+    async def run(self) -> LevelResult:
+        pool = self.pool
+        for w, plan in enumerate(self.plans()):
+            pool.send(w, ("level", plan))
+        connect_problem = None
+        for _ in range(self.active):
+            _, msg = await pool.expect("ready", self.load.request_timeout_s + 10)
+            if msg[3] and connect_problem is None:
+                connect_problem = msg[3]
+        if connect_problem:
+            self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
+        self.t0 = time.monotonic_ns() + T0_LEAD_NS
+        for w in range(self.active):
+            pool.send(w, ("go", self.t0))
+        self.publish(
+            LevelStarted(
+                mode=self.load.mode,
+                level=self.level,
+                index=self.index,
+                total=self.total,
+                batch_size=self.load.batch_size,
+                arrival=self.load.arrival if self.rate_mode else None,
+                workers=self.active,
+            )
+        )
+        poller = asyncio.get_running_loop().create_task(self.poll_stats())
+        try:
+            status = await self.collect()
+        finally:
+            poller.cancel()
+            for w in range(self.active):
+                try:
+                    pool.send(w, ("stop",))
+                except WorkerGone:
+                    pass
+        for _ in range(self.active):
+            await pool.expect("stopped", TICK_SLACK_S)
+        result = await self.result(status)
+        for task in self.snapshots.values():
+            task.cancel()
+        return result
+
+    async def collect(self) -> str:
+        """Take ticks until the level is decided; returns its status."""
+        stopping = False
+        while True:
+            if self.stop.is_set() and not stopping:
+                stopping = True
+                if self.available() <= self.warmup_ticks:
+                    return "interrupted"  # still warming up: nothing to finish
+                self.max_ticks = self.min_ticks  # finish the current window, no extension
+            expected_end = self.t0 + (self.available() + 1) * self.tick_ns
+            wait_s = max(0.0, (expected_end - time.monotonic_ns()) / 1e9) + TICK_SLACK_S
+            _, msg = await self.pool.receive(wait_s)
+            if msg[0] != "tick" or msg[1].level_index != self.index:
+                continue
+            self.add(msg[1])
+            self.publish_warmup()
+            while (end := self.next_window_end()) is not None:
+                status = await self.close_window(end)
+                if status is not None:
+                    return status
+                if stopping:
+                    return "interrupted"
+
+    def add(self, tick: Tick) -> None:
+        self.ticks.append(tick)
+        while len(self.completed) <= tick.tick:
+            self.completed.append(0)
+        self.completed[tick.tick] += tick.completed
+        self.progress[tick.worker] = max(self.progress[tick.worker], tick.tick)
+
+    def available(self) -> int:
+        """Ticks before this one are complete (every active worker has sent them)."""
+        return min(self.progress) + 1
+
+    def wall(self, tick: int) -> float:
+        return (self.t0 + tick * self.tick_ns + self.wall_offset_ns) / 1e9
+
+    # -- warmup
+
+    def publish_warmup(self) -> None:
+        available = min(self.available(), self.warmup_ticks)
+        while self.warmup_published < self.warmup_ticks:
+            start = self.warmup_published
+            end = min(start + self.min_ticks, self.warmup_ticks)
+            if available < end:
+                return
+            agg = aggregate(self.ticks, start, end, self.tick_ns, self.rate_mode)
+            lat = latency_stats(agg.latency_ns)
+            self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
+            self.warmup_published = end
+
+    def warmup_count(self) -> int:
+        return math.ceil(self.warmup_published / self.min_ticks) if self.warmup_published else 0
+
+    # -- measurement windows
+
+    def next_window_end(self) -> int | None:
+        return window_end(
+            self.completed, self.cur_start, self.available(), self.min_ticks, self.max_ticks,
+            self.load.min_window_requests,
+        )
+
+    async def snapshot(self, boundary: int) -> StatsSnapshot | None:
+        task = self.snapshots.get(boundary)
+        if task is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            return None
+
+    async def poll_stats(self) -> None:
+        """Snapshot the server's statistics at the tick boundaries where a window may end."""
+        boundary = self.warmup_ticks
+        loop = asyncio.get_running_loop()
+        while True:
+            delay = (self.t0 + boundary * self.tick_ns - time.monotonic_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if boundary == self.warmup_ticks or boundary >= self.cur_start + self.min_ticks:
+                self.snapshots[boundary] = loop.create_task(fetch_snapshot(self.target, STATS_TIMEOUT_S))
+            boundary += 1
+
+    async def close_window(self, end: int) -> str | None:
+        start = self.cur_start
+        agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
+        lat = latency_stats(agg.latency_ns)
+        server = breakdown(await self.snapshot(start), await self.snapshot(end), lat.mean)
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s)
+        self.windows.append(window)
+        self.cur_start = end
+        self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
+        stable = is_stable(
+            [w.throughput_rps for w in self.windows],
+            [w.latency.mean for w in self.windows],  # type: ignore[misc]
+            self.load.stable_windows,
+            self.load.stability_percent,
+        )
+        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable))
+        if agg.ok == 0 and agg.error_count > 0:
+            return "failed"
+        if stable:
+            return "stable"
+        if len(self.windows) >= self.load.max_windows:
+            return "unstable"
+        return None
+
+    def window_event(
+        self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool
+    ) -> WindowResult:
+        audit = client_audit(
+            agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode
+        )
+        return WindowResult(
+            level=self.level,
+            index=number,
+            warmup=warmup,
+            t_start=self.wall(agg.start_tick),
+            t_end=self.wall(agg.end_tick),
+            requests=agg.ok,
+            errors=agg.error_count,
+            throughput_rps=agg.ok / agg.duration_s,
+            throughput_ips=agg.ok * self.load.batch_size / agg.duration_s,
+            latency=lat,
+            server=server,
+            audit=audit,
+            stable_so_far=stable,
+            errors_by_kind=dict(agg.errors),
+        )
+
+    # -- result
+
+    async def result(self, status: str) -> LevelResult:
+        load = self.load
+        if status == "failed":
+            chosen = self.windows
+        else:
+            chosen = self.windows[-load.stable_windows :]
+        base = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size)
+        if not chosen:
+            return LevelResult(
+                **base, windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
+                throughput_ips=0.0, latency=LatencyStats(count=0),
+                target_rate=self.level if self.rate_mode else None,
+            )
+        agg = merge([w.agg for w in chosen], self.rate_mode)
+        lat = latency_stats(agg.latency_ns)
+        server = breakdown(await self.snapshot(chosen[0].agg.start_tick), await self.snapshot(chosen[-1].agg.end_tick), lat.mean)
+        audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode)
+        messages = [m for texts in agg.messages.values() for m in texts]
+        return LevelResult(
+            **base,
+            windows=len(self.windows),
+            merged_windows=len(chosen),
+            requests=agg.ok,
+            errors=agg.error_count,
+            throughput_rps=agg.ok / agg.duration_s,
+            throughput_ips=agg.ok * load.batch_size / agg.duration_s,
+            latency=lat,
+            server=server,
+            audit=audit,
+            errors_by_kind=dict(agg.errors),
+            error_messages=messages,
+            latency_uncorrected=latency_stats(agg.uncorrected_ns) if agg.uncorrected_ns is not None else None,
+            target_rate=self.level if self.rate_mode else None,
+            duration_s=agg.duration_s,
+        )
+
+
+async def run_sweep(
+    target: Target,
+    info: TargetInfo,
+    load: Load,
+    publish: Publish,
+    stop: asyncio.Event,
+    tick_ns: int = TICK_NS,
+) -> list[LevelResult]:
+    """Run every level of ``load`` against ``target``; see the module docstring.
+
+    Raises UserError before any load is generated when the request cannot be built (batch size
+    beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
+    when this returns or raises."""
+    try:
+        endpoint = parse_endpoint(target.http_url)
+    except ValueError as exc:
+        raise UserError(f"server URL: {exc}") from None
+    levels: list[float] = [float(c) for c in load.concurrency] if load.mode == "concurrency" else list(load.rates)
+    if not levels:
+        raise UserError(f"load.{'concurrency' if load.mode == 'concurrency' else 'rates'}: no levels to run")
+    prepared = prepare_request(target, info, endpoint, load.batch_size, load.data)
+    for text in prepared.warnings:
+        publish(Warning(source="load", message=text, key="input-shape"))
+    workers = choose_workers(load, os.cpu_count() or 1)
+    pool = WorkerPool(workers)
+    results: list[LevelResult] = []
+    try:
+        await pool.start()
+        pool.send_all(("request", prepared.raw, [o["name"] for o in info.outputs]))
+        for index, level in enumerate(levels):
+            if stop.is_set():
+                break
+            result = await _Level(pool, target, load, level, index, len(levels), publish, stop, tick_ns).run()
+            results.append(result)
+            publish(result)
+            _report_errors(result, publish)
+            if result.status == "failed" and load.on_level_failure == "stop":
+                publish(Warning(source="load", message=f"level {level:g} failed: the sweep stops (load.on_level_failure = 'stop')", key="sweep-stopped"))
+                break
+    except WorkerGone as exc:
+        publish(Error(source="load", message=f"load generator failed: {exc}", fatal=True))
+    finally:
+        await pool.close()
+    publish(
+        SweepFinished(
+            levels=len(results),
+            stable=sum(1 for r in results if r.status == "stable"),
+            failed=sum(1 for r in results if r.status == "failed"),
+            saturation_level=_saturation(results),
+        )
+    )
+    return results
+
+
+def _saturation(results: list[LevelResult]) -> float | None:
+    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed"])
+    return found.level if found else None
+
+
+def _report_errors(result: LevelResult, publish: Publish) -> None:
+    if not result.errors_by_kind:
+        return
+    line = errors_line(result.errors_by_kind, result.error_messages)
+    if result.status == "failed":
+        publish(Error(source="load", message=f"level {result.level:g} failed: every request in a window failed: {line}"))
+    else:
+        total = result.requests + result.errors
+        publish(Warning(source="load", message=f"level {result.level:g}: {result.errors} of {total} requests failed: {line}", key=f"errors-{result.index}"))

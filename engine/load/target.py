@@ -1,0 +1,153 @@
+"""What the load engine talks to: a Triton server URL and one of its models.
+
+``describe_target`` asks the server what the model looks like (KServe v2 metadata plus Triton's
+model configuration) so that requests can be built for any model, and turns every way this can
+go wrong into one clear line (engine.errors.UserError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import UserError
+from engine.load import http1
+
+
+@dataclass
+class Target:
+    http_url: str
+    model: str
+    model_version: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request (auth)
+    timeout_s: float = 30.0  # control calls; the load's own timeout is load.request_timeout_s
+    # shapes for inputs with variable dimensions (without the batch dimension)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def model_path(self) -> str:
+        version = f"/versions/{self.model_version}" if self.model_version else ""
+        return f"/v2/models/{self.model}{version}"
+
+
+@dataclass
+class TargetInfo:
+    model_config: dict[str, Any]
+    inputs: list[dict[str, Any]]  # name, datatype, shape (as the metadata gives it, -1 = variable)
+    outputs: list[dict[str, Any]]
+    max_batch_size: int
+    triton_version: str | None = None
+    versions: list[str] = field(default_factory=list)
+
+
+def _describe_exc(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+async def _get(target: Target, path: str, method: str = "GET", body: bytes = b"") -> http1.Reply:
+    try:
+        return await http1.request(
+            target.http_url, path, method=method, body=body, headers=target.headers,
+            timeout_s=target.timeout_s,
+        )
+    except ValueError as exc:  # a malformed URL
+        raise UserError(f"server URL: {exc}") from None
+    except (OSError, asyncio.TimeoutError, http1.BadResponse) as exc:
+        raise UserError(f"cannot reach Triton at {target.http_url}: {_describe_exc(exc)}") from None
+
+
+def _json(reply: http1.Reply, what: str, target: Target) -> Any:
+    try:
+        return reply.json()
+    except (ValueError, UnicodeDecodeError):
+        raise UserError(f"{target.http_url} answered {what} with something that is not JSON (is it Triton?)") from None
+
+
+async def _known_models(target: Target) -> list[str]:
+    try:
+        reply = await http1.request(
+            target.http_url, "/v2/repository/index", method="POST", body=b"{}",
+            headers=target.headers, timeout_s=target.timeout_s,
+        )
+        if reply.status != 200:
+            return []
+        index = reply.json()
+    except Exception:  # the listing is a courtesy in an error message; never mask the real error
+        return []
+    names = {m.get("name") for m in index if isinstance(m, dict) and m.get("state", "READY") == "READY"}
+    return sorted(n for n in names if isinstance(n, str))
+
+
+async def describe_target(target: Target) -> TargetInfo:
+    """Server readiness and version, the model's metadata and configuration.
+
+    Raises UserError (one line) for an unreachable URL, a server that is not ready, an unknown
+    model or version, or a model whose metadata we cannot use."""
+    ready = await _get(target, "/v2/health/ready")
+    if ready.status != 200:
+        raise UserError(f"Triton at {target.http_url} is not ready (GET /v2/health/ready -> {ready.status})")
+    server = await _get(target, "/v2")
+    triton_version = None
+    if server.status == 200:
+        meta = _json(server, "GET /v2", target)
+        if isinstance(meta, dict):
+            triton_version = meta.get("version")
+    metadata_reply = await _get(target, target.model_path)
+    if metadata_reply.status != 200:
+        known = await _known_models(target)
+        listing = f" (models on this server: {', '.join(known)})" if known else ""
+        what = f"model {target.model!r}" + (f" version {target.model_version!r}" if target.model_version else "")
+        reason = http1.error_message(metadata_reply.body)
+        raise UserError(f"{what} is not available at {target.http_url}: {reason}{listing}")
+    metadata = _json(metadata_reply, f"GET {target.model_path}", target)
+    config_reply = await _get(target, f"{target.model_path}/config")
+    config: dict[str, Any] = {}
+    if config_reply.status == 200:
+        parsed = _json(config_reply, f"GET {target.model_path}/config", target)
+        config = parsed if isinstance(parsed, dict) else {}
+    return target_info_from(metadata, config, triton_version, target)
+
+
+def target_info_from(
+    metadata: Any, config: dict[str, Any], triton_version: str | None, target: Target
+) -> TargetInfo:
+    """Check the metadata's shape and build TargetInfo (pure: tested without a server)."""
+    where = f"model {target.model!r} at {target.http_url}"
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("inputs"), list):
+        raise UserError(f"{where}: metadata has no input list")
+    inputs = []
+    for tensor in metadata["inputs"]:
+        if not (
+            isinstance(tensor, dict)
+            and isinstance(tensor.get("name"), str)
+            and isinstance(tensor.get("datatype"), str)
+            and isinstance(tensor.get("shape"), list)
+        ):
+            raise UserError(f"{where}: malformed input in metadata: {json.dumps(tensor)[:80]}")
+        inputs.append({"name": tensor["name"], "datatype": tensor["datatype"], "shape": list(tensor["shape"])})
+    if not inputs:
+        raise UserError(f"{where}: the model has no inputs to send")
+    outputs = [
+        {"name": t["name"], "datatype": t.get("datatype", ""), "shape": list(t.get("shape", []))}
+        for t in metadata.get("outputs", [])
+        if isinstance(t, dict) and isinstance(t.get("name"), str)
+    ]
+    max_batch = config.get("max_batch_size", 0)
+    if not isinstance(max_batch, int):
+        max_batch = 0
+    versions = [str(v) for v in metadata.get("versions", []) if isinstance(v, (str, int))]
+    return TargetInfo(
+        model_config=config,
+        inputs=inputs,
+        outputs=outputs,
+        max_batch_size=max_batch,
+        triton_version=triton_version,
+        versions=versions,
+    )

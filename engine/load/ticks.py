@@ -1,0 +1,57 @@
+"""Messages between the session and its load workers (pickled over a socket pair).
+
+A level's clock starts at T0 on CLOCK_MONOTONIC (the same clock in every process on Linux).
+Each worker buckets what completes into ticks ``[T0 + k*tick, T0 + (k+1)*tick)`` by completion
+time and sends one ``Tick`` per tick, empty ones included, so the session always knows how far
+every worker has got. Windows are made of whole ticks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TICK_NS = 250_000_000  # 250 ms: the resolution of window boundaries
+LATE_SEND_NS = 1_000_000  # rate mode: a send more than 1 ms after its intended time is late
+MESSAGES_PER_KIND = 3  # distinct error messages kept per kind per tick
+
+
+@dataclass
+class LevelPlan:
+    level_index: int
+    mode: str  # "concurrency" or "rate"
+    host: str
+    port: int
+    tls: bool
+    server_hostname: str
+    tick_ns: int
+    timeout_ns: int
+    slots: int = 0  # concurrency mode: requests this worker keeps in flight
+    rate: float = 0.0  # rate mode: this worker's share, requests/s
+    arrival: str = "constant"
+    phase_ns: int = 0  # rate mode: offset of this worker's schedule (interleaves workers)
+    seed: int = 0
+    max_in_flight: int = 0  # rate mode: cap of this worker's open requests
+    preopen: int = 0  # rate mode: connections opened before T0
+
+
+@dataclass
+class Tick:
+    worker: int
+    level_index: int
+    tick: int
+    ok: int = 0
+    latency_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    # rate mode: the same requests measured from their actual send (closed-loop view)
+    latency_uncorrected_ns: np.ndarray | None = None
+    errors: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, list[str]] = field(default_factory=dict)
+    sent: int = 0
+    late: int = 0
+    cpu_ns: int = 0  # the worker process's CPU time (user + system) during the tick
+    lag_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # event-loop lag samples
+
+    @property
+    def completed(self) -> int:
+        return self.ok + sum(self.errors.values())

@@ -1,0 +1,113 @@
+"""Windows from ticks (pure functions): where a window ends, and what it holds.
+
+A measurement window is a run of whole ticks, at least ``window_ms`` long, extended tick by
+tick until it holds ``min_window_requests`` completions (perf_analyzer's time window with its
+minimum request count) or until it reaches its longest allowed length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.analysis.percentiles import concat_samples
+from engine.load.ticks import MESSAGES_PER_KIND, Tick
+
+
+def window_end(
+    completed: Sequence[int], start: int, available: int, min_ticks: int, max_ticks: int, min_requests: int
+) -> int | None:
+    """End tick (exclusive) of the window that starts at ``start``, or None if not decided yet.
+
+    ``completed[k]`` is the number of requests that completed in tick k (all workers);
+    ticks before ``available`` are complete."""
+    if min_ticks < 1 or max_ticks < min_ticks:
+        raise ValueError("need 1 <= min_ticks <= max_ticks")
+    total = 0
+    for k in range(start, min(available, len(completed))):
+        total += completed[k]
+        length = k + 1 - start
+        if length >= min_ticks and (total >= min_requests or length >= max_ticks):
+            return k + 1
+    return None
+
+
+@dataclass
+class Aggregate:
+    """Everything the workers reported for a span of ticks (one window, or merged windows)."""
+
+    start_tick: int
+    end_tick: int  # exclusive
+    duration_s: float
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, list[str]] = field(default_factory=dict)
+    latency_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    uncorrected_ns: np.ndarray | None = None
+    sent: int = 0
+    late: int = 0
+    cpu_ns: dict[int, int] = field(default_factory=dict)  # per worker
+    lag_ns: dict[int, np.ndarray] = field(default_factory=dict)  # per worker
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def completed(self) -> int:
+        return self.ok + self.error_count
+
+
+def _merge_messages(into: dict[str, list[str]], more: dict[str, list[str]]) -> None:
+    for kind, texts in more.items():
+        kept = into.setdefault(kind, [])
+        for text in texts:
+            if len(kept) < MESSAGES_PER_KIND and text not in kept:
+                kept.append(text)
+
+
+def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: int, rate_mode: bool) -> Aggregate:
+    """Sum the ticks ``start_tick <= k < end_tick`` of every worker."""
+    chosen = [t for t in ticks if start_tick <= t.tick < end_tick]
+    agg = Aggregate(start_tick, end_tick, (end_tick - start_tick) * tick_ns / 1e9)
+    lat, unc = [], []
+    lags: dict[int, list[np.ndarray]] = {}
+    for t in chosen:
+        agg.ok += t.ok
+        for kind, n in t.errors.items():
+            agg.errors[kind] = agg.errors.get(kind, 0) + n
+        _merge_messages(agg.messages, t.messages)
+        lat.append(t.latency_ns)
+        if t.latency_uncorrected_ns is not None:
+            unc.append(t.latency_uncorrected_ns)
+        agg.sent += t.sent
+        agg.late += t.late
+        agg.cpu_ns[t.worker] = agg.cpu_ns.get(t.worker, 0) + t.cpu_ns
+        lags.setdefault(t.worker, []).append(t.lag_ns)
+    agg.latency_ns = concat_samples(lat)
+    agg.uncorrected_ns = concat_samples(unc) if rate_mode else None
+    agg.lag_ns = {w: concat_samples(parts) for w, parts in lags.items()}
+    return agg
+
+
+def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
+    """One aggregate for several (not necessarily adjacent) spans: durations add up."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    out = Aggregate(parts[0].start_tick, parts[-1].end_tick, sum(p.duration_s for p in parts))
+    for p in parts:
+        out.ok += p.ok
+        for kind, n in p.errors.items():
+            out.errors[kind] = out.errors.get(kind, 0) + n
+        _merge_messages(out.messages, p.messages)
+        out.sent += p.sent
+        out.late += p.late
+        for w, ns in p.cpu_ns.items():
+            out.cpu_ns[w] = out.cpu_ns.get(w, 0) + ns
+    out.latency_ns = concat_samples(p.latency_ns for p in parts)
+    out.uncorrected_ns = concat_samples(p.uncorrected_ns for p in parts if p.uncorrected_ns is not None) if rate_mode else None
+    workers = {w for p in parts for w in p.lag_ns}
+    out.lag_ns = {w: concat_samples(p.lag_ns[w] for p in parts if w in p.lag_ns) for w in workers}
+    return out

@@ -1,0 +1,601 @@
+"""A load worker process: one event loop driving raw HTTP/1.1 keep-alive connections.
+
+Run as ``python -m engine.load.worker <fd> <index>``: ``fd`` is this end of a socket pair with
+the session, which sends pickled commands (("request", bytes, outputs), ("level", LevelPlan),
+("go", t0_ns), ("stop",), ("exit",)) and receives ("hello"|"ready"|"stopped"|"tick"|"fatal").
+
+Hot path, per response: one ``data_received`` callback frames the response from its head
+(Content-Length), records the latency into the current tick and, in concurrency mode, writes the
+same pre-encoded request bytes again on the same connection. No coroutine, future, or JSON
+per request; JSON is parsed only for an error body or the first response of a level.
+Only the standard library, numpy and two small modules of ours are imported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
+from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
+
+monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
+LAG_PROBE_NS = 10_000_000  # how often the loop-lag probe asks to run
+TIMEOUT_SCAN_NS = 50_000_000
+BACKOFF_MIN_S = 0.01
+BACKOFF_MAX_S = 0.5
+
+
+class Recorder:
+    """Accumulates one tick at a time; completions are attributed by their completion time."""
+
+    def __init__(self, worker: int, level_index: int, t0_ns: int, tick_ns: int, rate_mode: bool) -> None:
+        self.worker = worker
+        self.level_index = level_index
+        self.t0 = t0_ns
+        self.tick_ns = tick_ns
+        self.rate_mode = rate_mode
+        self.index = 0
+        self.end = t0_ns + tick_ns
+        self.closed: dict[int, Tick] = {}
+        self.next_flush = 0
+        self.cpu_mark = time.process_time_ns()
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.lat: list[int] = []
+        self.unc: list[int] = []
+        self.errors: dict[str, int] = {}
+        self.messages: dict[str, list[str]] = {}
+        self.sent = 0
+        self.late = 0
+        self.lags: list[int] = []
+
+    def _close(self) -> None:
+        self.closed[self.index] = Tick(
+            worker=self.worker,
+            level_index=self.level_index,
+            tick=self.index,
+            ok=len(self.lat),
+            latency_ns=np.array(self.lat, dtype=np.int64),
+            latency_uncorrected_ns=np.array(self.unc, dtype=np.int64) if self.rate_mode else None,
+            errors=self.errors,
+            messages=self.messages,
+            sent=self.sent,
+            late=self.late,
+            lag_ns=np.array(self.lags, dtype=np.int64),
+        )
+
+    def roll(self, now: int) -> None:
+        """Close the current tick and move to the one that holds ``now``."""
+        self._close()
+        self.index = max(self.index + 1, (now - self.t0) // self.tick_ns)
+        self.end = self.t0 + (self.index + 1) * self.tick_ns
+        self._fresh()
+
+    def ok(self, latency: int, uncorrected: int, now: int) -> None:
+        if now >= self.end:
+            self.roll(now)
+        self.lat.append(latency)
+        if self.rate_mode:
+            self.unc.append(uncorrected)
+
+    def error(self, kind: str, message: str, now: int) -> None:
+        if now >= self.end:
+            self.roll(now)
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        kept = self.messages.setdefault(kind, [])
+        if len(kept) < MESSAGES_PER_KIND and message not in kept:
+            kept.append(message)
+
+    def sent_one(self, now: int, late: bool) -> None:
+        if now >= self.end:
+            self.roll(now)
+        self.sent += 1
+        if late:
+            self.late += 1
+
+    def lag(self, lag_ns: int, now: int) -> None:
+        if now >= self.end:
+            self.roll(now)
+        self.lags.append(lag_ns)
+
+    def flush(self, upto: int) -> list[Tick]:
+        """Every tick up to ``upto`` (inclusive), empty ones included; CPU goes to the last."""
+        if self.index <= upto:
+            self._close()
+            self.index = upto + 1
+            self.end = self.t0 + (self.index + 1) * self.tick_ns
+            self._fresh()
+        out = []
+        for k in range(self.next_flush, upto + 1):
+            tick = self.closed.pop(k, None) or Tick(self.worker, self.level_index, k)
+            out.append(tick)
+        self.next_flush = upto + 1
+        cpu = time.process_time_ns()
+        if out:
+            out[-1].cpu_ns = cpu - self.cpu_mark
+        self.cpu_mark = cpu
+        return out
+
+
+class Slot(asyncio.Protocol):
+    """One keep-alive connection carrying at most one request at a time."""
+
+    def __init__(self, worker: "Worker") -> None:
+        self.w = worker
+        self.tr: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.head: Head | None = None
+        self.busy = False
+        self.sent_ns = 0
+        self.intended_ns = 0
+        self.pending_intended = 0  # rate mode: a request waiting for this connection to open
+        self.backoff = BACKOFF_MIN_S
+        self.generation = worker.generation
+
+    # -- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr = transport  # type: ignore[assignment]
+        self.backoff = BACKOFF_MIN_S
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:
+            self.w.unexpected(self, "bytes received with no request in flight")
+            return
+        buf = self.buf
+        if buf:
+            buf += data
+            data = buf
+        head = self.head
+        if head is None:
+            try:
+                head = parse_head(data)
+            except BadResponse as exc:
+                self.w.failed(self, "bad_response", str(exc))
+                return
+            if head is None:
+                if not buf:
+                    buf += data
+                return
+        if head.content_length is not None:
+            end = head.head_len + head.content_length
+        elif head.chunked:
+            try:
+                decoded = dechunk(bytes(data[head.head_len :]))
+            except BadResponse as exc:
+                self.w.failed(self, "bad_response", str(exc))
+                return
+            end = -1 if decoded is None else head.head_len + decoded[1]
+        else:
+            self.w.failed(self, "bad_response", "response without Content-Length")
+            return
+        if end < 0 or len(data) < end:
+            self.head = head
+            if not buf:
+                buf += data
+            return
+        self.head = None
+        if len(data) > end:
+            self.w.failed(self, "bad_response", "more bytes than the response holds")
+            return
+        if buf:
+            data = bytes(buf)
+            buf.clear()
+        self.w.completed(self, head, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tr = None
+        self.buf.clear()
+        self.head = None
+        self.w.lost(self, exc)
+
+    # -- ours
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.tr.write(self.w.raw)  # type: ignore[union-attr]
+        return now
+
+    def abort(self) -> None:
+        if self.tr is not None:
+            self.tr.abort()
+
+
+def _connect_error_kind(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, ConnectionResetError):
+        return "connection_reset"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    return "connect_error"
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "closed by the server"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+class Worker:
+    def __init__(self, index: int, conn: Connection) -> None:
+        self.index = index
+        self.conn = conn
+        self.loop = asyncio.get_running_loop()
+        self.raw = b""
+        self.outputs: list[str] = []
+        self.plan: LevelPlan | None = None
+        self.rec: Recorder | None = None
+        self.running = False  # between "go" and "stop": requests may be sent
+        self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
+        self.slots: list[Slot] = []
+        self.idle: list[Slot] = []
+        self.open_count = 0
+        self.checked = False
+        self.handles: list[asyncio.TimerHandle] = []
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.done = asyncio.Event()
+        self.rng = random.Random()
+        self.next_ns = 0
+        self.gap_ns = 0.0
+
+    # -- control channel
+
+    def send_msg(self, msg: tuple[Any, ...]) -> None:
+        try:
+            self.conn.send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self.done.set()  # the session is gone: nothing left to measure for
+
+    def on_control(self) -> None:
+        try:
+            while self.conn.poll():
+                self.handle(self.conn.recv())
+        except (EOFError, OSError):
+            self.done.set()
+
+    def handle(self, msg: tuple[Any, ...]) -> None:
+        cmd = msg[0]
+        if cmd == "request":
+            self.raw, self.outputs = msg[1], list(msg[2])
+        elif cmd == "level":
+            self.stop_level()
+            self.spawn(self.prepare(msg[1]))
+        elif cmd == "go":
+            self.go(msg[1])
+        elif cmd == "stop":
+            self.stop_level()
+            self.send_msg(("stopped", self.plan.level_index if self.plan else -1))
+        elif cmd == "exit":
+            self.stop_level()
+            self.done.set()
+
+    def spawn(self, coro: Any) -> None:
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            self.send_msg(("fatal", f"load worker {self.index}: {type(exc).__name__}: {exc}"))
+
+    # -- level lifecycle
+
+    async def prepare(self, plan: LevelPlan) -> None:
+        self.plan = plan
+        self.generation += 1
+        self.checked = False
+        self.rng = random.Random(plan.seed)
+        count = plan.slots if plan.mode == "concurrency" else plan.preopen
+        self.slots = [Slot(self) for _ in range(count)]
+        self.open_count = len(self.slots)
+        results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
+        first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
+        connected = sum(1 for s in self.slots if s.tr is not None)
+        if plan.mode == "rate":
+            self.idle = [s for s in self.slots if s.tr is not None]
+            self.slots = list(self.idle)
+            self.open_count = len(self.slots)
+        self.send_msg(("ready", plan.level_index, connected, first_error))
+
+    async def open(self, slot: Slot) -> None:
+        plan = self.plan
+        assert plan is not None
+        await asyncio.wait_for(
+            self.loop.create_connection(
+                lambda: slot,
+                plan.host,
+                plan.port,
+                ssl=_ssl_context() if plan.tls else None,
+                server_hostname=plan.server_hostname if plan.tls else None,
+            ),
+            plan.timeout_ns / 1e9,
+        )
+
+    def go(self, t0_ns: int) -> None:
+        plan = self.plan
+        assert plan is not None
+        self.rec = Recorder(self.index, plan.level_index, t0_ns, plan.tick_ns, plan.mode == "rate")
+        self.running = True
+        self.at(t0_ns, self.start_sending)
+        self.at(t0_ns + plan.tick_ns, self.flush, 0)
+        self.at(t0_ns + LAG_PROBE_NS, self.probe_lag, t0_ns + LAG_PROBE_NS)
+        self.at(t0_ns, self.scan_timeouts)
+
+    def at(self, when_ns: int, callback: Any, *args: Any) -> None:
+        handles = self.handles
+        if len(handles) > 64:
+            handles[:] = [h for h in handles if not h.cancelled() and h.when() >= self.loop.time()]
+        handles.append(self.loop.call_at(when_ns / 1e9, callback, *args))
+
+    def start_sending(self) -> None:
+        plan = self.plan
+        assert plan is not None and self.rec is not None
+        if plan.mode == "concurrency":
+            for slot in self.slots:
+                if slot.tr is not None:
+                    self.rec.sent_one(slot.send(), False)
+                else:
+                    self.reconnect(slot, immediately=True)
+        else:
+            self.gap_ns = 1e9 / plan.rate
+            self.next_ns = self.rec.t0 + plan.phase_ns
+            self.fire()
+
+    def stop_level(self) -> None:
+        self.running = False
+        self.generation += 1
+        for handle in self.handles:
+            handle.cancel()
+        self.handles.clear()
+        for task in list(self.tasks):
+            task.cancel()
+        for slot in self.slots:
+            slot.busy = False
+            slot.abort()
+        self.slots = []
+        self.idle = []
+        self.open_count = 0
+        self.rec = None
+
+    # -- ticks, lag, timeouts
+
+    def flush(self, k: int) -> None:
+        rec = self.rec
+        if rec is None:
+            return
+        for tick in rec.flush(k):
+            self.send_msg(("tick", tick))
+        self.at(rec.t0 + (k + 2) * rec.tick_ns, self.flush, k + 1)
+
+    def probe_lag(self, expected_ns: int) -> None:
+        now = monotonic_ns()
+        if self.rec is not None:
+            self.rec.lag(max(0, now - expected_ns), now)
+        self.at(now + LAG_PROBE_NS, self.probe_lag, now + LAG_PROBE_NS)
+
+    def scan_timeouts(self) -> None:
+        plan, rec = self.plan, self.rec
+        if plan is None or rec is None:
+            return
+        now = monotonic_ns()
+        limit = plan.timeout_ns
+        for slot in self.slots:
+            if slot.busy and now - slot.sent_ns > limit:
+                slot.busy = False
+                rec.error("timeout", f"no response within {limit / 1e9:g} s", now)
+                slot.abort()  # connection_lost reconnects it
+        self.at(now + TIMEOUT_SCAN_NS, self.scan_timeouts)
+
+    # -- responses
+
+    def completed(self, slot: Slot, head: Head, data: bytes) -> None:
+        now = monotonic_ns()
+        slot.busy = False
+        rec = self.rec
+        if rec is None or slot.generation != self.generation:
+            return
+        if head.status == 200:
+            if not self.checked:
+                self.checked = True
+                problem = check_first_response(head, data, self.outputs)
+                if problem:
+                    rec.error("bad_response", problem, now)
+                    self.after(slot, head.close)
+                    return
+            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now)
+        else:
+            kind = "http_4xx" if 400 <= head.status < 500 else "http_5xx" if head.status >= 500 else "bad_response"
+            body = data[head.head_len :] if head.content_length is not None else b""
+            rec.error(kind, f"HTTP {head.status}: {error_message(bytes(body))}", now)
+        self.after(slot, head.close)
+
+    def after(self, slot: Slot, close: bool) -> None:
+        """The slot is free again: send the next request (concurrency) or park it (rate)."""
+        if not self.running:
+            return
+        if close:
+            slot.abort()  # the server said Connection: close; lost() reconnects it
+            return
+        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
+            self.rec.sent_one(slot.send(), False)  # type: ignore[union-attr]
+        else:
+            self.idle.append(slot)
+
+    def failed(self, slot: Slot, kind: str, message: str) -> None:
+        """A response we cannot frame: count it and start over on a new connection."""
+        if self.rec is not None and slot.busy and slot.generation == self.generation:
+            self.rec.error(kind, message, monotonic_ns())
+        slot.busy = False
+        slot.buf.clear()
+        slot.head = None
+        slot.abort()
+
+    def unexpected(self, slot: Slot, message: str) -> None:
+        if self.rec is not None and slot.generation == self.generation:
+            self.rec.error("bad_response", message, monotonic_ns())
+        slot.abort()
+
+    def lost(self, slot: Slot, exc: Exception | None) -> None:
+        if slot.generation != self.generation:
+            return
+        if slot.busy:
+            slot.busy = False
+            if self.rec is not None:
+                self.rec.error("connection_reset", f"connection lost: {_describe(exc)}", monotonic_ns())
+        if not self.running:
+            return
+        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
+            self.reconnect(slot)
+        else:
+            if slot in self.idle:
+                self.idle.remove(slot)
+            if slot in self.slots:
+                self.slots.remove(slot)
+            self.open_count -= 1
+
+    def reconnect(self, slot: Slot, immediately: bool = False) -> None:
+        self.spawn(self._reconnect(slot, 0.0 if immediately else slot.backoff))
+
+    async def _reconnect(self, slot: Slot, delay: float) -> None:
+        generation = self.generation
+        while self.running and generation == self.generation:
+            if delay:
+                await asyncio.sleep(delay)
+                if not self.running or generation != self.generation:
+                    return
+            try:
+                await self.open(slot)
+            except (OSError, asyncio.TimeoutError) as exc:
+                if self.rec is not None:
+                    self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
+                slot.backoff = min(BACKOFF_MAX_S, slot.backoff * 2)
+                delay = slot.backoff
+                continue
+            self.rec.sent_one(slot.send(), False)  # type: ignore[union-attr]
+            return
+
+    # -- rate mode
+
+    def next_gap(self) -> float:
+        if self.plan.arrival == "poisson":  # type: ignore[union-attr]
+            return self.rng.expovariate(1.0) * self.gap_ns
+        return self.gap_ns
+
+    def fire(self) -> None:
+        if not self.running:
+            return
+        now = monotonic_ns()
+        while self.next_ns <= now:
+            self.dispatch(int(self.next_ns), now)
+            self.next_ns += self.next_gap()
+        self.at(int(self.next_ns), self.fire)
+
+    def dispatch(self, intended: int, now: int) -> None:
+        rec, plan = self.rec, self.plan
+        assert rec is not None and plan is not None
+        if self.idle:
+            slot = self.idle.pop()
+            sent = slot.send(intended)
+            rec.sent_one(sent, sent - intended > LATE_SEND_NS)
+        elif self.open_count < plan.max_in_flight:
+            slot = Slot(self)
+            self.slots.append(slot)
+            self.open_count += 1
+            self.spawn(self._open_and_send(slot, intended))
+        else:
+            rec.error("dropped", f"{plan.max_in_flight} requests already in flight (the worker's cap)", now)
+
+    async def _open_and_send(self, slot: Slot, intended: int) -> None:
+        try:
+            await self.open(slot)
+        except (OSError, asyncio.TimeoutError) as exc:
+            if self.rec is not None:
+                self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
+            if slot in self.slots:
+                self.slots.remove(slot)
+            self.open_count -= 1
+            return
+        if not self.running or self.rec is None:
+            return
+        sent = slot.send(intended)
+        self.rec.sent_one(sent, sent - intended > LATE_SEND_NS)
+
+    # -- main
+
+    async def run(self) -> None:
+        self.loop.add_reader(self.conn.fileno(), self.on_control)
+        self.send_msg(("hello", self.index))
+        await self.done.wait()
+        self.stop_level()
+        self.loop.remove_reader(self.conn.fileno())
+
+
+def check_first_response(head: Head, data: bytes, outputs: list[str]) -> str | None:
+    """Sanity check of a level's first successful response: the outputs we asked for are
+    there and the binary sizes add up. Returns a one-line problem, or None."""
+    body = bytes(data[head.head_len :])
+    header_len = head.inference_header_length if head.inference_header_length is not None else len(body)
+    try:
+        header = json.loads(body[:header_len])
+    except ValueError:
+        return "response inference header is not JSON"
+    got = {o.get("name"): o for o in header.get("outputs", []) if isinstance(o, dict)}
+    missing = [name for name in outputs if name not in got]
+    if missing:
+        return f"response lacks outputs {', '.join(missing)}"
+    binary = sum(int((o.get("parameters") or {}).get("binary_data_size", 0)) for o in got.values())
+    if binary != len(body) - header_len:
+        return f"response binary size {len(body) - header_len} != declared {binary}"
+    return None
+
+
+_SSL = None
+
+
+def _ssl_context() -> Any:
+    global _SSL
+    if _SSL is None:
+        import ssl
+
+        _SSL = ssl.create_default_context()
+    return _SSL
+
+
+def main(argv: list[str]) -> int:
+    fd, index = int(argv[1]), int(argv[2])
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    conn = Connection(sock.detach())
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def run() -> None:
+        await Worker(index, conn).run()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
