@@ -31,6 +31,7 @@ from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORD
 COMMIT_INTERVAL_S = 0.5  # the brief: at least every second; half leaves room for a slow disk
 MAX_QUEUED = 200_000  # beyond this the disk has stalled for minutes: drop rather than eat RAM
 CLOSE_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_S = 30.0  # another process holding a lock on our file (a reader checkpointing) waits, not fails
 
 _STOP = object()
 
@@ -111,7 +112,7 @@ class Recorder:
         except OSError as exc:
             raise UserError(f"{self.path}: cannot create the recording: {exc.strerror or exc}") from None
         try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process death
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -174,11 +175,16 @@ class Recorder:
             self._finish(conn)
 
     def _write_event(self, conn: sqlite3.Connection, event: Event) -> None:
-        data = self._redactor.value(event.to_dict())
-        conn.execute(
-            "INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)",
-            (float(event.ts), event.kind, to_json(data)),
-        )
+        try:
+            data = self._redactor.value(event.to_dict())
+            ts = event.ts if isinstance(event.ts, (int, float)) and math.isfinite(event.ts) else time.time()
+            data["ts"] = ts
+            text = to_json(data)
+        except (TypeError, ValueError) as exc:  # one malformed event must not end the recording
+            self._write_warning(conn, f"a {getattr(event, 'kind', type(event).__name__)} event could not be "
+                                      f"recorded: {exc}", "record.malformed")
+            return
+        conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (float(ts), event.kind, text))
         meta = self._metadata_of(event, data)
         if meta:
             conn.executemany(
@@ -218,10 +224,11 @@ class Recorder:
 
     def _note_dropped(self, conn: sqlite3.Connection) -> None:
         dropped, self._dropped = self._dropped, 0
-        warning = {
-            "kind": "warning", "v": SCHEMA_VERSION, "ts": time.time(), "source": "record",
-            "message": f"recorder queue full: {dropped} events were not recorded", "key": "record.dropped",
-        }
+        self._write_warning(conn, f"recorder queue full: {dropped} events were not recorded", "record.dropped")
+
+    def _write_warning(self, conn: sqlite3.Connection, message: str, key: str) -> None:
+        warning = {"kind": "warning", "v": SCHEMA_VERSION, "ts": time.time(), "source": "record",
+                   "message": self._redactor.text(message), "key": key}
         conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (warning["ts"], "warning", to_json(warning)))
 
     def _finish(self, conn: sqlite3.Connection) -> None:

@@ -20,12 +20,20 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(?:bearer\s+|basic\s+)?[^\s\"',;}]+",
     re.IGNORECASE,
 )
-_MIN_SECRET_LEN = 4  # masking "a" everywhere would wreck the data and hide nothing
+_MIN_SECRET_LEN = 4
+_AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "negotiate"})  # masking "a" everywhere would wreck the data and hide nothing
 
 
 class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        found = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET_LEN}
+        found: set[str] = set()
+        for secret in secrets:
+            if not isinstance(secret, str):
+                continue
+            # "Bearer abc123" is also masked where only "abc123" appears
+            for part in [secret, *secret.split()]:
+                if len(part) >= _MIN_SECRET_LEN and part.lower() not in _AUTH_SCHEMES:
+                    found.add(part)
         # longest first so that a secret containing another is masked whole
         self._secrets = sorted(found, key=len, reverse=True)
 

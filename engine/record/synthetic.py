@@ -43,6 +43,7 @@ class SyntheticRun:
     t0: float = 1_771_169_400.0  # 2026-02-15T15:30:00Z
     seed: int = 0
     client_bound_from: int | None = None  # concurrency from which the client audit says so
+    max_batch_size: int = 64
 
 
 def _gpu_count(run: SyntheticRun) -> int:
@@ -76,7 +77,7 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
         PhaseChanged(ts=t + 0.1, phase="starting server"),
         ServerReady(ts=t + 2.0, http_url="http://127.0.0.1:8000", metrics_url="http://127.0.0.1:8002/metrics",
                     embedded=True, model=run.model, config_variant=run.variant, triton_version="2.53.0",
-                    model_config={"name": run.model, "max_batch_size": 64,
+                    model_config={"name": run.model, "max_batch_size": run.max_batch_size,
                                   "dynamic_batching": {"max_queue_delay_microseconds": 100},
                                   "instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": list(range(n))}]},
                     inputs=[{"name": "image", "datatype": "FP32", "shape": [3, 224, 224]}]),

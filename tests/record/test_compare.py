@@ -1,0 +1,89 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.record.compare import compare, render_compare
+from engine.record.reader import Recording
+from engine.record.synthetic import SyntheticRun
+
+from .conftest import make_recording
+
+# Synthetic servers: throughput = min(c / 20 ms, GPUs x capacity per GPU), levels 1..128
+RUNS = {
+    "1x": SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080", cost_per_hour=0.5,
+                       capacity_per_gpu_ips=200.0),
+    "2x": SyntheticRun(variant="2x", gpu_count=4, profile_name="4x_rtx4080", cost_per_hour=2.0,
+                       capacity_per_gpu_ips=180.0),
+    "4x": SyntheticRun(variant="4x", gpu_count=4, profile_name="4x_rtx4080", cost_per_hour=2.0,
+                       capacity_per_gpu_ips=150.0),
+}
+
+
+@pytest.fixture(scope="module")
+def scaling_study(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("study")
+    return [make_recording(folder, f"{name}.sqlite", run) for name, run in RUNS.items()]
+
+
+def _open(paths: list[Path]) -> list[Recording]:
+    return [Recording.open(p) for p in paths]
+
+
+def test_scaling_cost_and_saturation(scaling_study: list[Path]) -> None:
+    c = compare(_open(list(reversed(scaling_study))))
+    by_n = {r.n: r for r in c.runs}
+    assert [r.n for r in c.runs] == [1, 2, 4]  # sorted by GPU count whatever the input order
+    one, two, four = by_n[1], by_n[2], by_n[4]
+    assert (one.findings.peak.throughput, two.findings.peak.throughput, four.findings.peak.throughput) == (200, 360, 600)
+    # efficiency = peak_N / (N x peak_1): 360 / (2 x 200) = 0.9, 600 / (4 x 200) = 0.75
+    assert two.scaling.efficiency == pytest.approx(0.9) and four.scaling.efficiency == pytest.approx(0.75)
+    assert two.scaling.speedup == pytest.approx(1.8) and four.scaling.speedup == pytest.approx(3.0)
+    assert two.base_label == one.label == four.base_label
+    # $/1000 = $/hr / (images/s x 3600) x 1000
+    assert one.findings.cost_per_1000_at_peak == pytest.approx(0.5 / (200 * 3600) * 1000)
+    assert four.findings.cost_per_1000_at_peak == pytest.approx(2.0 / (600 * 3600) * 1000)
+    # saturation: 1x reaches 200 at 4, 2x 360 at 8 (4 gives 200), 4x 600 at 16 (8 gives 400)
+    assert [r.findings.saturation.level for r in c.runs] == [4, 8, 16]
+    assert c.lowest_efficiency == pytest.approx(0.75)
+    assert c.mismatches == []
+    assert any("uses 2 of the box's 4 GPUs" in n for n in c.notes)
+    assert {r.findings.verdict.kind for r in c.runs} == {"compute"}
+
+
+def test_apples_to_apples_warnings_are_precise(scaling_study: list[Path], tmp_path: Path) -> None:
+    odd = make_recording(tmp_path, "a100.sqlite", SyntheticRun(
+        gpu_model="A100", variant="1x", gpu_count=1, profile_name="1x_a100", model="vit_tiny", batch_size=2,
+        levels=[1, 4, 8], max_batch_size=32))
+    c = compare(_open([scaling_study[0], odd]))
+    text = "\n".join(c.mismatches)
+    # runs are listed by GPU model, then GPU count: A100 before RTX 4080
+    assert "model differs: vit_tiny (1x A100 (1x_a100)); openclip_vit_b32 (1x RTX 4080 (1x_rtx4080))" in text
+    assert "batch size differs" in text
+    assert "model config differs in max_batch_size: " in text and "32 (1x A100" in text and "64 (1x RTX 4080" in text
+    assert "concurrency levels differ: 1, 4, 8 (1x A100 (1x_a100))" in text
+    assert "instance_group" not in text  # differs between variants by design
+    assert all(r.base_label == r.label for r in c.runs)  # each GPU model is its own 1x base
+
+
+def test_renderings(scaling_study: list[Path]) -> None:
+    c = compare(_open(scaling_study))
+    text = render_compare(c, "text")
+    md = render_compare(c, "md")
+    page = render_compare(c, "html")
+    for out in (text, md, page):
+        for r in c.runs:
+            assert r.label in out
+        assert "75.0 %" in out and "90.0 %" in out
+    assert "| Run | GPUs |" in md
+    assert "<script" not in page and "src=" not in page and "href=" not in page
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+    assert len(re.findall(r"<svg", page)) == 4  # throughput, p99, efficiency, cost
+    with pytest.raises(UserError):
+        render_compare(c, "pdf")
+
+
+def test_needs_two_recordings(scaling_study: list[Path]) -> None:
+    with pytest.raises(UserError, match="two or more"):
+        compare(_open(scaling_study[:1]))
