@@ -169,10 +169,10 @@ class GpuscaleApp(App[int]):
         while inbox and applied < MAX_EVENTS_PER_TICK:
             apply(inbox.popleft())
             applied += 1
-        screen = self.screen
-        if isinstance(screen, ModalScreen) and len(self.screen_stack) > 1:
-            screen = self.screen_stack[-2]
-        if isinstance(screen, StateScreen):
+        # The view under any dialog; none while a mode switch is under way.
+        views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
+        screen = views[-1] if views else None
+        if screen is not None and screen.is_mounted:
             if applied:
                 screen.show_state(self.state)
             screen.tick_replay()
@@ -250,8 +250,9 @@ class GpuscaleApp(App[int]):
             getattr(self.replay, method)(*args)
         except UserError as exc:
             self.notify(str(exc), severity="warning")
-        if isinstance(self.screen, StateScreen):
-            self.screen.tick_replay()
+        for screen in self.screen_stack:
+            if isinstance(screen, StateScreen) and screen.is_mounted:
+                screen.tick_replay()
 
     def action_toggle_pause(self) -> None:
         self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")

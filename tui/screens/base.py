@@ -42,7 +42,10 @@ class StateScreen(Screen):
             widget.show_state(state, force)  # type: ignore[attr-defined]
 
     def tick_replay(self) -> None:
-        bar = self.query_one(ReplayBar)
+        bars = self.query(ReplayBar)
+        if not bars:  # not composed yet
+            return
+        bar = bars.first()
         bar.display = self.gpuscale.replay is not None
         if bar.display:
             bar.tick()

@@ -6,7 +6,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown
+from rich.markdown import Markdown
+from textual.widgets import Static
 
 HELP = """\
 # gpuscale-tui
@@ -56,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Markdown(HELP)
+            yield Static(Markdown(HELP))  # Rich's Markdown: one widget, cheap to open
 
     def on_mount(self) -> None:
         self.query_one("#help-box").border_title = "help · esc closes"

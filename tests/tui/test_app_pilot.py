@@ -1,0 +1,228 @@
+"""Key flows of the Textual app, driven by Textual's pilot against small fakes and real recordings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Input, OptionList
+
+from engine import events as ev
+from tests.tui.fakes import FakeControls, FakeReplay, ListSource
+from tests.tui.synthetic import T0, session_events
+from tui.app import GpuscaleApp
+from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
+from tui.screens.help import HelpScreen
+from tui.screens.views import LiveScreen, LogScreen, ProbeScreen, SweepScreen
+from tui.widgets.sweep import SweepPanel
+
+SIZE = (80, 24)
+
+
+def live_app(events: list[ev.Event] | None = None, busy: bool = True, recording: Path | None = None):
+    controls = FakeControls(recording)
+    controls.busy = busy
+    app = GpuscaleApp(controls=controls)
+    source = ListSource(events if events is not None else session_events(finish_levels=2, end=False), linger=False)
+    app.attach(source, start=False)
+    return app, source, controls
+
+
+def replay_app(events: list[ev.Event] | None = None):
+    source = FakeReplay(events if events is not None else session_events())
+    app = GpuscaleApp(replay=source)
+    app.attach(source, replay=source, start=False)
+    return app, source
+
+
+def publish(source, events) -> None:  # noqa: ANN001
+    for event in events:
+        source.bus.publish(event)
+
+
+async def test_events_wait_for_the_refresh_tick_then_render_together() -> None:
+    events = session_events(finish_levels=2, end=False)
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        # Published from "the source's thread": queued, not applied, until the timer fires.
+        assert len(app.inbox) == len(events) and app.state.events_applied == 0
+        await pilot.pause(3 / app.refresh_hz)
+        assert not app.inbox and app.state.events_applied == len(events)
+        table = app.screen.query_one(SweepPanel)
+        assert "3 levels" not in (table.border_title or "")
+        assert (table.border_title or "").startswith("sweep · concurrency · 2/4 levels")
+
+
+async def test_live_controls_reach_the_session() -> None:
+    app, source, controls = live_app(busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("s", "p")
+        assert controls.calls == ["sweep", "probe"]
+        await pilot.press("x")  # nothing runs: stop is greyed out
+        assert controls.calls == ["sweep", "probe"]
+        controls.busy = True
+        app.drain()
+        await pilot.press("s", "x")  # a job runs: start is greyed out, stop works
+        assert controls.calls == ["sweep", "probe", "cancel"]
+
+
+async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> None:
+    app, source, controls = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.check_action("toggle_pause", ()) is False
+        await pilot.press("space", "right")  # no replay: nothing happens, nothing breaks
+        await pilot.press("o")  # no opening a recording over a running session
+        assert isinstance(app.screen, LiveScreen)
+        assert any("live session is running" in n.message for n in app._notifications)
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE):
+        assert app.check_action("start_sweep", ()) is False and app.check_action("run_probe", ()) is False
+
+
+async def test_quitting_a_running_session_asks_first() -> None:
+    app, source, _ = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmQuit)
+        await pilot.press("n")
+        assert isinstance(app.screen, LiveScreen) and app.is_running
+        await pilot.press("q", "y")
+        await pilot.pause()
+        assert app.return_value == 0 and not app.is_running
+
+
+async def test_quitting_a_finished_session_does_not_ask() -> None:
+    app, source, _ = live_app(session_events())
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events())
+        app.drain()
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_views_help_and_back_and_a_hidden_view_catches_up() -> None:
+    app, source, _ = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events())
+        app.drain()
+        await pilot.press("2")
+        assert isinstance(app.screen, SweepScreen)
+        await pilot.press("3")
+        assert isinstance(app.screen, ProbeScreen)
+        # Probe results arrived while this view did not exist: it renders them when shown.
+        assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")
+        await pilot.press("4")
+        assert isinstance(app.screen, LogScreen)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, LogScreen)
+        await pilot.press("1")
+        assert isinstance(app.screen, LiveScreen)
+
+
+async def test_replay_controls() -> None:
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("space", "space", "right", "right", "left", "plus", "plus", "minus")
+        await pilot.press("right_square_bracket", "left_square_bracket", "full_stop")
+        assert replay.calls == [
+            ("pause",), ("resume",), ("seek", 10.0), ("seek", 20.0), ("seek", 10.0),
+            ("speed", 2.0), ("speed", 5.0), ("speed", 2.0),
+            ("seek_level", 3), ("seek_level", 1), ("step",),
+        ]
+        bar = app.screen.query_one("#replay-bar")
+        assert bar.display and "2x" in str(bar.render())
+        # A dialog owns its keys: no seeking while the help is open.
+        await pilot.press("question_mark", "space", "right")
+        assert len(replay.calls) == 11
+        await pilot.press("escape")
+        for _ in range(12):
+            await pilot.press("plus")
+        assert replay.speed is None  # max
+        await pilot.press("minus")
+        assert replay.speed == 100.0
+
+
+async def test_replay_reset_clears_the_screens() -> None:
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, session_events())
+        app.drain()
+        assert len(app.state.levels) == 4
+        publish(replay, [ev.ReplayReset(position_s=0.0, ts=T0)] + session_events(finish_levels=1, end=False))
+        app.drain()
+        await pilot.pause()
+        assert len(app.state.levels) == 2 and app.state.ended is None
+
+
+async def test_export_writes_a_report_beside_the_recording(recording: Path) -> None:
+    app, source, _ = live_app(session_events(), recording=recording)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events())
+        app.drain()
+        await pilot.press("e")
+        assert isinstance(app.screen, ExportDialog)
+        options = app.screen.query_one(OptionList)
+        options.highlighted = 2  # Markdown
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        exported = [p for p in recording.parent.iterdir() if p.suffix == ".md"]
+        assert len(exported) == 1 and exported[0].stat().st_size > 0
+
+
+async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) -> None:
+    opened: list[Path] = []
+
+    def opener(path: Path) -> FakeReplay:
+        from engine.record.replay import ReplaySource
+
+        opened.append(path)
+        return ReplaySource(path, speed=None, linger=False)
+
+    app, source, _ = live_app(session_events())
+    app.opener = opener
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events())
+        app.drain()
+        await pilot.press("o")
+        assert isinstance(app.screen, OpenRecordingDialog)
+        field = app.screen.query_one(Input)
+        field.value = str(recording)
+        await pilot.press("enter")
+        assert opened == [recording] and app.replay is not None and app.controls is None
+        for _ in range(50):  # the replay thread publishes at max speed; bounded wait
+            await pilot.pause(0.1)
+            if app.state.ended is not None:
+                break
+        assert len(app.state.levels) == 4 and app.state.ended is not None
+        assert app.check_action("toggle_pause", ()) is True
+    assert not app.stop_sources(timeout=5.0)
+
+
+async def test_opening_a_missing_file_is_a_notification_not_a_crash(tmp_path: Path) -> None:
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        app.screen.query_one(Input).value = str(tmp_path / "nope.sqlite")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.replay is replay
+        assert any("no such file" in n.message for n in app._notifications)
+
+
+async def test_stop_sources_stops_and_joins_the_source() -> None:
+    app, source, _ = live_app()
+    source.linger = True
+    source.start()
+    assert source.running
+    assert app.stop_sources(timeout=5.0) == []
+    assert source.stop_calls == 1 and not source.running
