@@ -113,20 +113,25 @@ class Recording:
 
     # ------------------------------------------------------------------ reading
 
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """Rows of a read-only SQL query (the summary's aggregates); errors as RecordingError."""
         try:
             yield from self._conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise RecordingError(f"{self.path}: corrupt or unreadable recording: {_one_line(exc)}") from None
 
-    def rows(self, kinds: tuple[str, ...] | None = None, after_seq: int = 0) -> Iterator[tuple[int, float, str, dict[str, Any]]]:
+    def rows(self, kinds: tuple[str, ...] | None = None, after_seq: int = 0,
+             exclude: tuple[str, ...] = ()) -> Iterator[tuple[int, float, str, dict[str, Any]]]:
         """(seq, ts, kind, event dict), in publication order; the JSON parsed, not decoded."""
         sql = "SELECT seq, ts, kind, data FROM events WHERE seq > ?"
         params: tuple[Any, ...] = (after_seq,)
         if kinds:
             sql += f" AND kind IN ({','.join('?' * len(kinds))})"
             params += tuple(kinds)
-        for seq, ts, kind, data in self._query(sql + " ORDER BY seq", params):
+        if exclude:
+            sql += f" AND kind NOT IN ({','.join('?' * len(exclude))})"
+            params += tuple(exclude)
+        for seq, ts, kind, data in self.query(sql + " ORDER BY seq", params):
             try:
                 yield seq, ts, kind, json.loads(data)
             except ValueError:
@@ -134,7 +139,7 @@ class Recording:
 
     def raw_rows(self, after_seq: int = 0) -> Iterator[tuple[int, float, str, str]]:
         """(seq, ts, kind, JSON text) after ``after_seq``: for readers that parse lazily."""
-        yield from self._query("SELECT seq, ts, kind, data FROM events WHERE seq > ? ORDER BY seq", (after_seq,))
+        yield from self.query("SELECT seq, ts, kind, data FROM events WHERE seq > ? ORDER BY seq", (after_seq,))
 
     def decode(self, seq: int, data: dict[str, Any]) -> Event | None:
         """The event, or None for a kind this version does not know (counted, skipped)."""
@@ -153,7 +158,7 @@ class Recording:
                 yield event
 
     def event_counts(self) -> dict[str, int]:
-        return {kind: n for kind, n in self._query("SELECT kind, count(*) FROM events GROUP BY kind")}
+        return {kind: n for kind, n in self.query("SELECT kind, count(*) FROM events GROUP BY kind")}
 
     def summary(self) -> RecordingSummary:
         return summarize(self)

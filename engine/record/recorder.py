@@ -47,6 +47,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _num(value: Any) -> float | int | None:
+    """A number for an index column, or NULL (bools and strings are not telemetry)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def to_json(data: Any) -> str:
     try:
         return json.dumps(data, allow_nan=False, separators=(",", ":"))
@@ -65,6 +76,7 @@ class Recorder:
         self._closed = False
         self._close_lock = threading.Lock()
         self.error: str | None = None  # the writer's failure, if any (disk full, ...)
+        self._gpu_ids: dict[str, int] = {}  # uuid -> gpus.id (writer thread only)
         self._conn = self._create()
         self._thread = threading.Thread(target=self._write_loop, name="Recorder", daemon=True)
         self._thread.start()
@@ -184,13 +196,33 @@ class Recorder:
             self._write_warning(conn, f"a {getattr(event, 'kind', type(event).__name__)} event could not be "
                                       f"recorded: {exc}", "record.malformed")
             return
-        conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (float(ts), event.kind, text))
+        seq = conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (float(ts), event.kind, text)).lastrowid
+        if event.kind == "gpu_sample":
+            conn.executemany(
+                "INSERT INTO gpu_samples (seq, ts, gpu, util, mem_used, mem_total, power) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(seq, ts, self._gpu_id(conn, g), _num(g.get("util_gpu")), _num(g.get("mem_used")),
+                  _num(g.get("mem_total")), _num(g.get("power_w")))
+                 for g in data.get("gpus") or [] if isinstance(g, dict)],
+            )
+        elif event.kind == "host_sample":
+            conn.execute("INSERT INTO host_samples (seq, ts, cpu) VALUES (?, ?, ?)", (seq, ts, _num(data.get("cpu_percent"))))
         meta = self._metadata_of(event, data)
         if meta:
             conn.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 [(k, to_json(v)) for k, v in meta.items()],
             )
+
+    def _gpu_id(self, conn: sqlite3.Connection, reading: dict[str, Any]) -> int:
+        uuid = str(reading.get("uuid"))
+        gpu = self._gpu_ids.get(uuid)
+        if gpu is None:
+            gpu = conn.execute(
+                "INSERT INTO gpus (uuid, idx, name, source) VALUES (?, ?, ?, ?)",
+                (uuid, _num(reading.get("index")), _text(reading.get("name")), _text(reading.get("source"))),
+            ).lastrowid
+            self._gpu_ids[uuid] = gpu
+        return gpu
 
     @staticmethod
     def _metadata_of(event: Event, data: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,31 @@ CREATE TABLE events (
     data TEXT NOT NULL             -- Event.to_dict() as JSON text
 );
 CREATE INDEX events_kind ON events (kind, seq);
+-- Telemetry again, one row per GPU reading: an index for summaries (SQL aggregates instead of
+-- parsing an hour of JSON). Written in the same transaction as its event row.
+CREATE TABLE gpus (
+    id     INTEGER PRIMARY KEY,
+    uuid   TEXT NOT NULL UNIQUE,
+    idx    INTEGER,
+    name   TEXT,
+    source TEXT
+);
+CREATE TABLE gpu_samples (
+    seq       INTEGER NOT NULL,    -- the gpu_sample event's seq
+    ts        REAL NOT NULL,
+    gpu       INTEGER NOT NULL,    -- gpus.id
+    util      REAL,                -- percent
+    mem_used  INTEGER,             -- bytes
+    mem_total INTEGER,
+    power     REAL                 -- watts
+);
+CREATE INDEX gpu_samples_ts ON gpu_samples (ts);
+CREATE TABLE host_samples (
+    seq INTEGER NOT NULL,
+    ts  REAL NOT NULL,
+    cpu REAL                       -- percent of all cores
+);
+CREATE INDEX host_samples_ts ON host_samples (ts);
 """
 
-REQUIRED_TABLES = frozenset({"meta", "events"})
+REQUIRED_TABLES = frozenset({"meta", "events", "gpus", "gpu_samples", "host_samples"})

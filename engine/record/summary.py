@@ -1,13 +1,12 @@
 """What a recording says, in one pass: the sweep's levels (with the GPU utilization and host
 CPU measured while each ran), the probe's results, per-GPU telemetry and a GPU timeline.
 
-Telemetry rows are aggregated from their JSON (not decoded into dataclasses): an hour of 8-GPU
-samples at 1 Hz is 3600 rows, and the summary must come back in well under a second.
+Telemetry is aggregated by SQL over the recording's gpu_samples / host_samples tables (not by
+parsing an hour of 8-GPU samples as JSON): the summary must come back in well under a second.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
     from engine.record.reader import Recording
 
 TIMELINE_POINTS = 600  # per GPU: enough for a chart, small enough for an HTML file
+_TELEMETRY_KINDS = ("gpu_sample", "host_sample")  # summarised from their index tables
 _DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology")
 
 
@@ -120,34 +120,6 @@ def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
     return gpu_count if gpu_count > 0 else None
 
 
-def _mean(values: list[float]) -> float | None:
-    return fmean(values) if values else None
-
-
-def _means(by_gpu: dict[str, list[float]]) -> dict[str, float]:
-    return {uuid: fmean(v) for uuid, v in by_gpu.items() if v}
-
-
-def _maxes(by_gpu: dict[str, list[Any]]) -> dict[str, Any]:
-    return {uuid: max(v) for uuid, v in by_gpu.items() if v}
-
-
-class _Span:
-    """Sorted, non-overlapping level spans; maps an instant to the level running then."""
-
-    def __init__(self, spans: dict[int, tuple[float, float]]) -> None:
-        ordered = sorted((s, e, i) for i, (s, e) in spans.items() if e >= s)
-        self._starts = [s for s, _e, _i in ordered]
-        self._spans = ordered
-
-    def index_at(self, ts: float) -> int | None:
-        pos = bisect.bisect_right(self._starts, ts) - 1
-        if pos < 0:
-            return None
-        start, end, index = self._spans[pos]
-        return index if start <= ts <= end else None
-
-
 def summarize(recording: Recording) -> RecordingSummary:
     meta = recording.metadata
     profile = meta.get("profile") or {}
@@ -164,23 +136,16 @@ def summarize(recording: Recording) -> RecordingSummary:
     probe: list[ProbeResult] = []
     allreduce: list[AllReduceResult] = []
     topology: Topology | None = None
-    gpu_rows: list[tuple[float, list[dict[str, Any]]]] = []
-    host_rows: list[tuple[float, float]] = []
     warnings: dict[str, str] = {}
     errors: list[str] = []
-    first_ts = last_ts = None
+    # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
+    first_ts = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
+    last_ts = next(recording.query("SELECT ts FROM events ORDER BY seq DESC LIMIT 1"), (None,))[0]
     ended: dict[str, Any] = {}
     current = -1
 
-    for seq, ts, kind, data in recording.rows():
-        first_ts = ts if first_ts is None else min(first_ts, ts)
-        last_ts = ts if last_ts is None else max(last_ts, ts)
-        if kind == "gpu_sample":
-            gpu_rows.append((ts, data.get("gpus") or []))
-        elif kind == "host_sample":
-            if isinstance(data.get("cpu_percent"), (int, float)):
-                host_rows.append((ts, float(data["cpu_percent"])))
-        elif kind == "window":
+    for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
+        if kind == "window":
             window_counts[current] = window_counts.get(current, 0) + 1
             if not data.get("warmup"):
                 windows.setdefault(current, []).append((data["t_start"], data["t_end"]))
@@ -215,25 +180,21 @@ def summarize(recording: Recording) -> RecordingSummary:
             spans[index] = (min(s for s, _ in windows[index]), max(e for _, e in windows[index]))
         elif index in level_open:
             spans[index] = (level_open[index], result.ts)
-    locate = _Span(spans)
-
-    gpus, level_gpu, timeline = _gpu_aggregates(gpu_rows, locate, first_ts)
-    level_host: dict[int, list[float]] = {}
-    for ts, cpu in host_rows:
-        index = locate.index_at(ts)
-        if index is not None:
-            level_host.setdefault(index, []).append(cpu)
+    gpus, timeline = _gpu_telemetry(recording, first_ts, last_ts)
+    level_gpu = {index: _gpu_in_span(recording, span) for index, span in spans.items()}
+    level_host = {index: _host_in_span(recording, span) for index, span in spans.items()}
+    host_mean, host_max = next(recording.query("SELECT avg(cpu), max(cpu) FROM host_samples"))
 
     levels = [
         LevelSummary(
             result=result,
             t_start=spans.get(index, (None, None))[0],
             t_end=spans.get(index, (None, None))[1],
-            gpu_util=_means(level_gpu.get(index, {}).get("util", {})),
-            gpu_power_w=_means(level_gpu.get(index, {}).get("power", {})),
-            gpu_mem_used_max=_maxes(level_gpu.get(index, {}).get("mem", {})),
-            gpu_mem_total=_maxes(level_gpu.get(index, {}).get("total", {})),
-            host_cpu_percent=_mean(level_host.get(index, [])),
+            gpu_util=level_gpu.get(index, {}).get("util", {}),
+            gpu_power_w=level_gpu.get(index, {}).get("power", {}),
+            gpu_mem_used_max=level_gpu.get(index, {}).get("mem", {}),
+            gpu_mem_total=level_gpu.get(index, {}).get("total", {}),
+            host_cpu_percent=level_host.get(index),
             windows_recorded=window_counts.get(index, 0),
         )
         for index, result in results.items()
@@ -244,7 +205,6 @@ def summarize(recording: Recording) -> RecordingSummary:
     gpu_count = int(hardware.get("gpu_count") or 0)
     cost = hardware.get("cost_per_hour")
     planned = load.get("rates") if load.get("mode") == "rate" else load.get("concurrency")
-    host_cpu = [c for _t, c in host_rows]
     return RecordingSummary(
         path=str(recording.path),
         metadata=meta,
@@ -272,8 +232,8 @@ def summarize(recording: Recording) -> RecordingSummary:
         topology=topology,
         gpus=gpus,
         gpu_timeline=timeline,
-        host_cpu_mean=_mean(host_cpu),
-        host_cpu_max=max(host_cpu) if host_cpu else None,
+        host_cpu_mean=host_mean,
+        host_cpu_max=host_max,
         warnings=list(warnings.values()),
         errors=errors,
         event_counts=recording.event_counts(),
@@ -285,62 +245,64 @@ def summarize(recording: Recording) -> RecordingSummary:
     )
 
 
-def _gpu_aggregates(
-    rows: list[tuple[float, list[dict[str, Any]]]], locate: _Span, t0: float | None
-) -> tuple[list[GpuSummary], dict[int, dict[str, dict[str, list[Any]]]], list[tuple[float, dict[str, float]]]]:
-    per_gpu: dict[str, GpuSummary] = {}
-    utils: dict[str, list[float]] = {}
-    powers: dict[str, list[float]] = {}
-    per_level: dict[int, dict[str, dict[str, list[Any]]]] = {}  # index -> metric -> uuid -> values
-    for ts, readings in rows:
-        index = locate.index_at(ts)
-        for r in readings:
-            uuid = str(r.get("uuid"))
-            g = per_gpu.get(uuid)
-            if g is None:
-                g = per_gpu[uuid] = GpuSummary(uuid=uuid, index=r.get("index"), name=r.get("name"), source=str(r.get("source")))
-            g.samples += 1
-            util, mem, total, power = r.get("util_gpu"), r.get("mem_used"), r.get("mem_total"), r.get("power_w")
-            if util is not None:
-                utils.setdefault(uuid, []).append(util)
-            if index is not None:
-                slot = per_level.setdefault(index, {})
-                for metric, value in (("util", util), ("power", power), ("mem", mem), ("total", total)):
-                    if value is not None:
-                        slot.setdefault(metric, {}).setdefault(uuid, []).append(value)
-            if mem is not None:
-                g.mem_used_max = mem if g.mem_used_max is None else max(g.mem_used_max, mem)
-            if total is not None:
-                g.mem_total = total
-            if power is not None:
-                powers.setdefault(uuid, []).append(power)
-            if g.name is None and r.get("name"):
-                g.name = r.get("name")
-    for uuid, g in per_gpu.items():
-        if utils.get(uuid):
-            g.util_mean, g.util_max = fmean(utils[uuid]), max(utils[uuid])
-        if powers.get(uuid):
-            g.power_mean, g.power_max = fmean(powers[uuid]), max(powers[uuid])
-    gpus = sorted(per_gpu.values(), key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid))
-    return gpus, per_level, _timeline(rows, t0)
-
-
-def _timeline(rows: list[tuple[float, list[dict[str, Any]]]], t0: float | None) -> list[tuple[float, dict[str, float]]]:
-    """GPU utilization over time, averaged into at most TIMELINE_POINTS buckets."""
-    if not rows or t0 is None:
-        return []
-    t_last = rows[-1][0]
+def _gpu_telemetry(
+    recording: Recording, t0: float | None, t_last: float | None
+) -> tuple[list[GpuSummary], list[tuple[float, dict[str, float]]]]:
+    """Per-GPU figures for the whole session and the utilization timeline (at most
+    TIMELINE_POINTS buckets), from one grouped pass over gpu_samples."""
+    if t0 is None or t_last is None:
+        return [], []
+    gpus = {gid: GpuSummary(uuid=uuid, index=idx, name=name, source=source or "")
+            for gid, uuid, idx, name, source in recording.query("SELECT id, uuid, idx, name, source FROM gpus")}
     width = max((t_last - t0) / TIMELINE_POINTS, 1e-9)
-    buckets: dict[int, tuple[list[float], dict[str, list[float]]]] = {}
-    for ts, readings in rows:
-        b = min(int((ts - t0) / width), TIMELINE_POINTS - 1)
-        times, slot = buckets.setdefault(b, ([], {}))
-        times.append(ts - t0)
-        for r in readings:
-            if r.get("util_gpu") is not None:
-                slot.setdefault(str(r.get("uuid")), []).append(r["util_gpu"])
-    return [
-        (fmean(times), {uuid: fmean(v) for uuid, v in slot.items()})
-        for _b, (times, slot) in sorted(buckets.items())
-        if slot
-    ]
+    totals: dict[int, list[float]] = {gid: [0.0, 0.0, 0.0, 0.0] for gid in gpus}  # util sum, n, power sum, n
+    buckets: dict[int, tuple[list[float], dict[str, float]]] = {}
+    for b, gid, count, offset, u_sum, u_n, u_max, m_max, t_max, p_sum, p_n, p_max in recording.query(
+        "SELECT min(CAST((ts - ?) / ? AS INTEGER), ?) AS b, gpu, count(*), avg(ts - ?), sum(util), count(util), "
+        "max(util), max(mem_used), max(mem_total), sum(power), count(power), max(power) "
+        "FROM gpu_samples GROUP BY b, gpu",
+        (t0, width, TIMELINE_POINTS - 1, t0),
+    ):
+        g = gpus.get(gid)
+        if g is None:
+            continue
+        g.samples += count
+        acc = totals[gid]
+        if u_n:
+            acc[0] += u_sum
+            acc[1] += u_n
+            g.util_max = u_max if g.util_max is None else max(g.util_max, u_max)
+            times, utils = buckets.setdefault(b, ([], {}))
+            times.append(offset)
+            utils[g.uuid] = u_sum / u_n
+        if p_n:
+            acc[2] += p_sum
+            acc[3] += p_n
+            g.power_max = p_max if g.power_max is None else max(g.power_max, p_max)
+        if m_max is not None:
+            g.mem_used_max = m_max if g.mem_used_max is None else max(g.mem_used_max, m_max)
+        if t_max is not None:
+            g.mem_total = t_max if g.mem_total is None else max(g.mem_total, t_max)
+    for gid, (u_sum, u_n, p_sum, p_n) in totals.items():
+        gpus[gid].util_mean = u_sum / u_n if u_n else None
+        gpus[gid].power_mean = p_sum / p_n if p_n else None
+    ordered = sorted(gpus.values(), key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid))
+    timeline = [(fmean(times), utils) for _b, (times, utils) in sorted(buckets.items())]
+    return ordered, timeline
+
+
+def _gpu_in_span(recording: Recording, span: tuple[float, float]) -> dict[str, dict[str, Any]]:
+    """metric -> GPU -> value over the samples taken while a level was measured."""
+    out: dict[str, dict[str, Any]] = {"util": {}, "power": {}, "mem": {}, "total": {}}
+    for uuid, util, power, mem, total in recording.query(
+        "SELECT g.uuid, avg(s.util), avg(s.power), max(s.mem_used), max(s.mem_total) FROM gpu_samples s "
+        "JOIN gpus g ON g.id = s.gpu WHERE s.ts BETWEEN ? AND ? GROUP BY s.gpu", span,
+    ):
+        for metric, value in (("util", util), ("power", power), ("mem", mem), ("total", total)):
+            if value is not None:
+                out[metric][uuid] = value
+    return out
+
+
+def _host_in_span(recording: Recording, span: tuple[float, float]) -> float | None:
+    return next(recording.query("SELECT avg(cpu) FROM host_samples WHERE ts BETWEEN ? AND ?", span))[0]
