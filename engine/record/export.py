@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.record.compare import Comparison, render_compare
 from engine.record.doc import to_html, to_markdown
 from engine.record.export_csv import levels_csv
 from engine.record.export_json import write_json
@@ -47,4 +48,21 @@ def export(recording: Recording, fmt: str, out_dir: Path, name: str | None = Non
         else:
             doc = build_report(recording.summary())
             fh.write(to_markdown(doc) if fmt == "md" else to_html(doc))
+    return path
+
+
+def export_compare(comparison: Comparison, fmt: str, out_dir: Path, name: str | None = None) -> Path:
+    """A comparison as a Markdown or HTML file (or plain text), with export()'s path rules."""
+    fmt = str(fmt).lower().lstrip(".")
+    suffix = {"md": ".md", "html": ".html", "text": ".txt"}.get(fmt)
+    if suffix is None:
+        raise UserError(f"unknown comparison format {fmt!r} (known: md, html, text)")
+    out_dir = Path(out_dir).expanduser()
+    if name is None:
+        path = free_name(out_dir, "comparison", suffix)
+    else:
+        path = safe_output_path(out_dir, name)
+        path = path if path.suffix else path.with_name(path.name + suffix)
+    with new_file(path) as fh:
+        fh.write(render_compare(comparison, fmt))
     return path

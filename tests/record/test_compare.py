@@ -87,3 +87,17 @@ def test_renderings(scaling_study: list[Path]) -> None:
 def test_needs_two_recordings(scaling_study: list[Path]) -> None:
     with pytest.raises(UserError, match="two or more"):
         compare(_open(scaling_study[:1]))
+
+
+def test_export_compare_follows_the_path_rules(scaling_study: list[Path], tmp_path: Path) -> None:
+    from engine.record.export import export_compare
+
+    c = compare(_open(scaling_study))
+    first = export_compare(c, "md", tmp_path)
+    second = export_compare(c, "html", tmp_path, name="study")
+    assert (first.name, second.name) == ("comparison.md", "study.html")
+    assert "## Summary" in first.read_text() and second.read_text().startswith("<!DOCTYPE html>")
+    with pytest.raises(UserError):
+        export_compare(c, "md", tmp_path, name="../out.md")
+    with pytest.raises(UserError, match="already exists"):
+        export_compare(c, "html", tmp_path, name="study.html")
