@@ -6,7 +6,7 @@ failed, no efficiency without a 1x base) fails: a CI gate must never pass by def
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from engine.errors import UserError
 from engine.events import LevelResult
@@ -67,6 +67,26 @@ def evaluate_gates(gates: Gates, levels: Sequence[LevelResult], efficiency: floa
             )
         elif efficiency < gates.min_efficiency:
             failures.append(f"min_efficiency: {efficiency:.3f} < {gates.min_efficiency:g}")
+    return failures
+
+
+def evaluate_comparison_gates(gates: Gates, comparison: Any) -> list[str]:
+    """Gates over a comparison (engine.record.compare.Comparison, read by duck typing so that
+    analysis stays independent of the recording layer): the throughput and p99 gates apply to
+    every run, min_efficiency to every multi-GPU run against its 1x base. Failures name the run."""
+    failures: list[str] = []
+    per_run = replace(gates, min_efficiency=None)
+    for run in comparison.runs:
+        levels = [lv.result for lv in run.findings.summary.levels]
+        failures += [f"{run.label}: {f}" for f in evaluate_gates(per_run, levels)]
+    if gates.min_efficiency is not None:
+        multi = [r for r in comparison.runs if r.n and r.n > 1]
+        if not multi:
+            failures.append(f"min_efficiency {gates.min_efficiency:g}: no multi-GPU run to check")
+        only_efficiency = Gates(min_efficiency=gates.min_efficiency)
+        for r in multi:
+            efficiency = r.scaling.efficiency if r.scaling is not None else None
+            failures += [f"{r.label}: {f}" for f in evaluate_gates(only_efficiency, [], efficiency)]
     return failures
 
 

@@ -101,3 +101,16 @@ def test_export_compare_follows_the_path_rules(scaling_study: list[Path], tmp_pa
         export_compare(c, "md", tmp_path, name="../out.md")
     with pytest.raises(UserError, match="already exists"):
         export_compare(c, "html", tmp_path, name="study.html")
+
+
+def test_comparison_gates(scaling_study: list[Path]) -> None:
+    from engine.analysis.gates import evaluate_comparison_gates
+    from engine.profiles import Gates
+
+    c = compare(_open(scaling_study))
+    assert evaluate_comparison_gates(Gates(min_efficiency=0.7, min_throughput=150), c) == []
+    failures = evaluate_comparison_gates(Gates(min_efficiency=0.8, min_throughput=300), c)
+    assert failures == [
+        "1x RTX 4080 (1x_rtx4080): min_throughput: best 200/s (at 4) < 300/s",
+        "4x RTX 4080 (4x_rtx4080): min_efficiency: 0.750 < 0.8",
+    ]
