@@ -400,8 +400,9 @@ class Warning(Event):  # noqa: A001 - the name is the contract's
 class Error(Event):
     kind: ClassVar[str] = "error"
     source: str
-    message: str
+    message: str  # one line, for people
     fatal: bool = False
+    detail: str = ""  # e.g. a traceback of an internal error: kept in the recording, not printed
 
 
 # --------------------------------------------------------------------------- replay

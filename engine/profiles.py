@@ -438,7 +438,12 @@ def apply_override(data: dict[str, Any], item: str) -> None:
         if not isinstance(child, dict):
             raise ProfileError(f"--set {item!r}: {section!r} is not a table")
         node = child
-    node[leaf] = _parse_value(value.strip())
+    parsed = _parse_value(value.strip())
+    if len(sections) == 1 and sections[0] in SECTIONS and not isinstance(parsed, list):
+        fields = {f.name: f for f in dataclasses.fields(SECTIONS[sections[0]])}
+        if leaf in fields and str(fields[leaf].type).startswith("list"):
+            parsed = [parsed]  # --set load.concurrency=8 means [8]
+    node[leaf] = parsed
 
 
 def load_profile(name_or_path: str = DEFAULT_PROFILE, overrides: list[str] | tuple[str, ...] = ()) -> Profile:

@@ -54,7 +54,7 @@ class Session(EventSource):
         self._recorder: Any = None
         self._server: Any = None
         self._telemetry: Any = None
-        self._ready_loop = threading.Event()
+        self._record_error: str | None = None
         self.bus.subscribe(self._watch)
 
     # ----------------------------------------------------------------- control (any thread)
@@ -118,6 +118,7 @@ class Session(EventSource):
         status, error, code = "ok", None, EXIT_OK
         try:
             self._open_recording()
+            watcher = asyncio.create_task(self._watch_recorder())
             self._publish(
                 ev.SessionStarted(
                     session_id=self.session_id,
@@ -140,10 +141,15 @@ class Session(EventSource):
                 job = await self._requests.get()
                 if job != "stop":
                     await self._do(job, target, info)
-            if self._stopping.is_set() and not self.options.interactive:
+            watcher.cancel()
+            failed = [r for r in self.level_results if r.status == "failed"]
+            if self._record_error:
+                status, error, code = "failed", self._record_error, EXIT_FAILED
+            elif self._stopping.is_set() and not self.options.interactive:
                 status, code = "interrupted", EXIT_INTERRUPTED
-            elif self.level_results and all(r.status == "failed" for r in self.level_results):
-                status, error, code = "failed", "every level failed", EXIT_FAILED
+            elif failed:
+                status, code = "failed", EXIT_FAILED
+                error = f"{len(failed)} of {len(self.level_results)} levels failed"
         except UserError as exc:
             status, error, code = "failed", str(exc), EXIT_BAD_INPUT
             self._publish(ev.Error(source="session", message=str(exc), fatal=True))
@@ -152,8 +158,8 @@ class Session(EventSource):
             self._publish(ev.Error(source="session", message=str(exc), fatal=True))
         except Exception as exc:
             status, error, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_FAILED
-            detail = traceback.format_exc(limit=6)
-            self._publish(ev.Error(source="session", message=f"{error}\n{detail}", fatal=True))
+            detail = traceback.format_exc(limit=8)
+            self._publish(ev.Error(source="session", message=f"internal error: {error}", fatal=True, detail=detail))
         finally:
             await self._shutdown()
             self.exit_code = code
@@ -185,6 +191,21 @@ class Session(EventSource):
         )
         self._recorder = Recorder(self.recording_path)
         self.bus.subscribe(self._recorder)
+
+    async def _watch_recorder(self) -> None:
+        """A recording that cannot be written (disk full) ends the session: say so, keep what was written."""
+        while self._recorder is not None:
+            await asyncio.sleep(0.5)
+            if self._recorder.error:
+                self._record_error = (
+                    f"recording stopped: {self._recorder.error} (disk full?); "
+                    f"what was written stays readable: {self.recording_path}"
+                )
+                self._publish(ev.Error(source="record", message=self._record_error, fatal=True))
+                self._stopping.set()
+                self._probe_stop.set()
+                self._wake()
+                return
 
     def _close_recording(self) -> None:
         if self._recorder is not None:

@@ -1,0 +1,194 @@
+"""Faults with real processes: signals, SIGKILL, the server dying, stalling or restarting, a full disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from engine.record.reader import Recording
+from engine.server.embedded import EmbeddedServer, free_port
+from tests.reliability.helpers import (
+    QUICK,
+    family,
+    kinds,
+    recording_in,
+    start_app,
+    stop,
+    wait_all_gone,
+    wait_for_kind,
+)
+
+pytestmark = pytest.mark.server
+LONG = ["--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40", "--set", "load.stability_percent=0.001"]
+
+
+def _has_server(procs: list[psutil.Process]) -> bool:
+    return any("tritonserver" in " ".join(p.cmdline()) for p in procs if p.is_running())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_signal_finalizes_the_recording_and_leaves_no_process(tmp_path, sig):
+    app = start_app(tmp_path, *QUICK, *LONG)
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    assert _has_server(procs)
+    code, out = stop(app, sig)
+    assert code == 130, out
+    assert kinds(rec)[-1] == "session_ended"
+    with Recording.open(rec) as recording:
+        ended = [e for e in recording.events(("session_ended",))][-1]
+    assert ended.status == "interrupted"
+    assert wait_all_gone(procs) == [], "load workers or the server outlived the app"
+    assert "recording:" in out
+
+
+def test_sigkill_keeps_everything_but_the_last_second_and_no_orphans(tmp_path):
+    app = start_app(tmp_path, *QUICK, *LONG)
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=4)
+    procs = family(app.pid)
+    time.sleep(1.5)
+    killed_at = time.time()
+    os.kill(app.pid, signal.SIGKILL)
+    app.communicate(timeout=30)
+    assert wait_all_gone(procs) == [], "SIGKILL of the app left processes behind"
+    with Recording.open(rec) as recording:  # opens without repair
+        events = list(recording.events())
+    assert events[0].kind == "session_started"
+    assert "session_ended" not in [e.kind for e in events]
+    last = max(e.ts for e in events)
+    assert killed_at - last < 2.0, f"lost {killed_at - last:.1f} s of events"
+
+
+def _server_pid(procs: list[psutil.Process]) -> int:
+    for p in procs:
+        cmd = p.cmdline()
+        if cmd and cmd[0].endswith("tritonserver"):
+            return p.pid
+    raise AssertionError("no tritonserver among the app's processes")
+
+
+def test_server_killed_mid_level_fails_the_level_with_counted_errors(tmp_path):
+    app = start_app(tmp_path, *QUICK, "--set", "load.concurrency=4,8", "--set", "load.max_windows=8",
+                    "--set", "load.stability_percent=0.001", "--set", "load.request_timeout_s=2")
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=3)
+    procs = family(app.pid)
+    os.kill(_server_pid(procs), signal.SIGKILL)
+    out, _ = app.communicate(timeout=120)
+    assert app.returncode == 1, out
+    with Recording.open(rec) as recording:
+        levels = list(recording.events(("level_result",)))
+        ended = list(recording.events(("session_ended",)))
+    assert ended and ended[-1].status == "failed"
+    assert levels, "the level in progress must still be reported"
+    first = levels[0]
+    assert first.errors > 0 and sum(first.errors_by_kind.values()) == first.errors
+    assert set(first.errors_by_kind) & {"connection_refused", "connection_reset", "bad_response", "timeout"}
+    assert levels[-1].status == "failed"
+    assert wait_all_gone(procs) == []
+
+
+def _remote_profile(tmp_path, url: str) -> str:
+    path = tmp_path / "remote.toml"
+    path.write_text(f'[server]\nkind = "remote"\nurl = "{url}"\n[model]\nname = "identity"\n')
+    return str(path)
+
+
+def test_remote_server_restarted_mid_sweep_the_engine_recovers(tmp_path):
+    port = free_port()
+    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "s1", http_port=port).start()
+    out_dir = tmp_path / "rec"
+    app = start_app(out_dir, "--profile", _remote_profile(tmp_path, server.http_url), *QUICK[2:],
+                    "--set", "load.concurrency=2,2,2", "--set", "load.max_windows=30", "--set", "load.window_ms=500",
+                    "--set", "load.stability_percent=0.001", "--set", "load.request_timeout_s=5")
+    try:
+        rec = recording_in(out_dir)
+        wait_for_kind(rec, "window", count=2)
+        server.stop()  # the outage: connections reset, then refused
+        time.sleep(1.0)
+        server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "s2", http_port=port).start()
+        out, _ = app.communicate(timeout=180)
+    finally:
+        server.stop()
+        if app.poll() is None:
+            app.kill()
+    with Recording.open(rec) as recording:
+        levels = list(recording.events(("level_result",)))
+    assert len(levels) == 3, out
+    assert levels[0].errors > 0, "the outage must show as counted errors"
+    assert levels[-1].status != "failed" and levels[-1].requests > 0 and levels[-1].errors == 0, \
+        "the engine did not recover once the server was back"
+
+
+def test_remote_server_that_stops_answering_counts_timeouts_and_does_not_hang(tmp_path):
+    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "s").start()
+    out_dir = tmp_path / "rec"
+    app = start_app(out_dir, "--profile", _remote_profile(tmp_path, server.http_url), *QUICK[2:],
+                    "--set", "load.concurrency=2,4", "--set", "load.max_windows=6", "--set", "load.window_ms=500",
+                    "--set", "load.stability_percent=0.001", "--set", "load.request_timeout_s=1")
+    frozen: list[psutil.Process] = []
+    try:
+        rec = recording_in(out_dir)
+        wait_for_kind(rec, "window", count=2)
+        guard = psutil.Process(server.pid)
+        frozen = [p for p in guard.children(recursive=True)]
+        for p in frozen:
+            p.suspend()  # alive, connections open, no answers
+        out, _ = app.communicate(timeout=120)
+    finally:
+        for p in frozen:
+            try:
+                p.resume()
+            except psutil.NoSuchProcess:
+                pass
+        server.stop()
+        if app.poll() is None:
+            app.kill()
+    assert app.returncode == 1, out
+    with Recording.open(rec) as recording:
+        levels = list(recording.events(("level_result",)))
+    assert levels and levels[-1].status == "failed"
+    assert levels[-1].errors_by_kind.get("timeout", 0) > 0
+
+
+def test_disk_full_while_recording_is_a_clear_error_and_the_file_stays_readable(tmp_path):
+    # RLIMIT_FSIZE makes writes past the limit fail (EFBIG) as a full disk would (ENOSPC)
+    limit = 96 * 1024
+    code = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+        "from tui.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    import subprocess
+    import sys
+
+    from tests.reliability.helpers import ROOT
+
+    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "s").start()
+    out_dir = tmp_path / "rec"
+    try:  # a remote server, so that only the recording is written under the limit
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "--record", "--output", str(out_dir),
+             "--profile", _remote_profile(tmp_path, server.http_url), *QUICK[2:], *LONG[:2],
+             "--set", "load.max_windows=60", "--set", "load.stability_percent=0.001"],
+            cwd=ROOT, capture_output=True, text=True, timeout=240,
+        )
+    finally:
+        server.stop()
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert "Traceback" not in text
+    assert "recording" in text.lower() and ("full" in text.lower() or "too large" in text.lower()
+                                            or "no space" in text.lower())
+    (rec,) = out_dir.glob("*.sqlite")
+    with Recording.open(rec) as recording:
+        events = list(recording.events())
+    assert events and events[0].kind == "session_started"
+    json.dumps([e.to_dict() for e in events])
