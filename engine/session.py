@@ -55,6 +55,7 @@ class Session(EventSource):
         self._server: Any = None
         self._telemetry: Any = None
         self._record_error: str | None = None
+        self.error: str | None = None  # why the session failed, one line
         self.bus.subscribe(self._watch)
 
     # ----------------------------------------------------------------- control (any thread)
@@ -163,6 +164,7 @@ class Session(EventSource):
         finally:
             await self._shutdown()
             self.exit_code = code
+            self.error = error
             self._publish(ev.SessionEnded(status=status, error=error, exit_code=code))
             self._close_recording()
 

@@ -162,6 +162,11 @@ def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
         session.stop()
         session.join(30)
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
+    error = getattr(session, "error", None)
+    if session.exit_code == 2 and error:
+        print(f"{PROG}: error: {error.splitlines()[0]}", file=sys.stderr)
+    elif session.exit_code == 1 and error:
+        print(f"{PROG}: failed: {error.splitlines()[0]}", file=sys.stderr)
     return session.exit_code
 
 
