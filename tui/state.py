@@ -7,6 +7,7 @@ replay or a snapshot test renders the same text as the live run did.
 
 from __future__ import annotations
 
+import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,6 +208,7 @@ class SessionState:
         self.sweep_number = 0  # a re-run sweep in the same session starts a new table
         self.windows: list[ev.WindowResult] = []  # of the current level
         self.timeline: deque[WindowPoint] = deque(maxlen=WINDOW_HISTORY)
+        self.window_seconds: deque[float] = deque(maxlen=30)  # measured windows, for time left
         self.sweep_finished: ev.SweepFinished | None = None
         self.gpus: OrderedDict[str, GpuTrack] = OrderedDict()
         self.gpu_source: str | None = None
@@ -317,6 +319,8 @@ class SessionState:
             else:
                 row.measured_windows += 1
         self.windows.append(e)
+        if not e.warmup and e.t_end > e.t_start:
+            self.window_seconds.append(e.t_end - e.t_start)
         self.timeline.append(
             WindowPoint(
                 t=self.rel(e.t_end),
@@ -348,6 +352,8 @@ class SessionState:
 
     def _on_sweep_finished(self, e: ev.SweepFinished) -> None:
         self.sweep_finished = e
+        if self.phase == "sweep":  # a live session waits for the next request without a phase event
+            self.phase, self.phase_detail = "sweep done", ""
         self._touch("sweep", "progress")
 
     def _on_gpu_sample(self, e: ev.GpuSample) -> None:
@@ -479,11 +485,14 @@ class SessionState:
         )
 
     def _eta(self, row: LevelRow | None, done: int) -> tuple[float | None, float | None]:
-        """Time left in the sweep from the levels measured so far (the profile's window plan
-        until one finishes). Windows stretch to load.min_window_requests, so this is a guide."""
+        """Time left in the sweep from the levels measured so far; before one finishes, from the
+        profile's plan with the windows' measured length (windows stretch until they hold
+        load.min_window_requests). A guide, not a promise."""
         if row is None or self.sweep_finished is not None or self.now is None:
             return None, None
         window_s = float(self._profile_value("load", "window_ms", 5000)) / 1000.0
+        if self.window_seconds:
+            window_s = max(window_s, statistics.median(self.window_seconds))
         warmup_s = float(self._profile_value("load", "warmup_s", 0.0))
         stable = int(self._profile_value("load", "stable_windows", 3))
         max_windows = int(self._profile_value("load", "max_windows", 10))

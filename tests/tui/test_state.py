@@ -184,3 +184,19 @@ def test_state_module_does_not_import_textual() -> None:
 
     code = "import sys, tui.state, tui.tables, tui.format; sys.exit('textual' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_time_left_uses_measured_window_length_when_windows_stretch() -> None:
+    events = session_events(finish_levels=0, end=False)
+    for e in events:
+        if isinstance(e, ev.WindowResult):
+            e.t_start = e.t_end - 6.0  # windows held 6 s to reach min_window_requests
+    state = fold(events)
+    elapsed = state.now - state.levels[0].started_ts
+    # 1 s warmup + 3 stable windows x 6 s measured = 19 s per level.
+    assert state.progress().eta_s == pytest.approx(3 * 19.0 + (19.0 - elapsed))
+
+
+def test_phase_reads_sweep_done_once_the_sweep_finishes() -> None:
+    state = fold(session_events(probe=False, end=False))
+    assert state.phase == "sweep done"
