@@ -40,7 +40,7 @@ from engine.load.error_text import errors_line
 from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.windows import Aggregate, aggregate, merge, window_end
-from engine.load.workers_rule import choose_workers
+from engine.load.workers_rule import pool_size, workers_for_level
 from engine.profiles import MAX_IN_FLIGHT, Load
 
 Publish = Callable[[Event], None]
@@ -60,6 +60,13 @@ class _Window:
 def _interleave(total: int, parts: int) -> list[int]:
     """Split ``total`` into ``parts`` integers that differ by at most one and sum to it."""
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def tick_for(window_ms: int) -> int:
+    """Tick length: 250 ms, or a quarter of a shorter window (whole ms, at least 10 ms), so that
+    a window is a whole number of ticks and its length is what the profile asks for."""
+    quarter_ms = max(10, window_ms // 4)
+    return min(TICK_NS, quarter_ms * 1_000_000)
 
 
 class _Level:
@@ -83,10 +90,7 @@ class _Level:
         self.tick_ns = tick_ns
         self.rate_mode = load.mode == "rate"
         self.endpoint = parse_endpoint(target.http_url)
-        if self.rate_mode:
-            self.active = pool.count
-        else:
-            self.active = min(pool.count, int(level))
+        self.active = workers_for_level(load, level, pool.count)
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
         # a window waits for min_window_requests at most until every request that was in
         # flight when it reached its nominal length has either completed or timed out
@@ -356,7 +360,7 @@ async def run_sweep(
     load: Load,
     publish: Publish,
     stop: asyncio.Event,
-    tick_ns: int = TICK_NS,
+    tick_ns: int | None = None,
 ) -> list[LevelResult]:
     """Run every level of ``load`` against ``target``; see the module docstring.
 
@@ -373,8 +377,8 @@ async def run_sweep(
     prepared = prepare_request(target, info, endpoint, load.batch_size, load.data)
     for text in prepared.warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
-    workers = choose_workers(load, os.cpu_count() or 1)
-    pool = WorkerPool(workers)
+    tick_ns = tick_ns or tick_for(load.window_ms)
+    pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels)))
     results: list[LevelResult] = []
     try:
         await pool.start()
@@ -402,6 +406,12 @@ async def run_sweep(
         )
     )
     return results
+
+
+def _most_workers(load: Load, levels: list[float]) -> int:
+    """No more processes than the busiest level will use."""
+    big = pool_size(load, os.cpu_count() or 1)
+    return max(workers_for_level(load, level, big) for level in levels)
 
 
 def _saturation(results: list[LevelResult]) -> float | None:

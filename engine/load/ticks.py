@@ -51,6 +51,7 @@ class Tick:
     late: int = 0
     cpu_ns: int = 0  # the worker process's CPU time (user + system) during the tick
     lag_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # event-loop lag samples
+    in_flight: int = 0  # requests in flight when the tick was flushed
 
     @property
     def completed(self) -> int:

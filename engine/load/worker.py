@@ -380,7 +380,10 @@ class Worker:
         rec = self.rec
         if rec is None:
             return
-        for tick in rec.flush(k):
+        ticks = rec.flush(k)
+        if ticks:
+            ticks[-1].in_flight = sum(1 for slot in self.slots if slot.busy)
+        for tick in ticks:
             self.send_msg(("tick", tick))
         self.at(rec.t0 + (k + 2) * rec.tick_ns, self.flush, k + 1)
 

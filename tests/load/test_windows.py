@@ -82,3 +82,27 @@ def test_merge_adds_durations_and_samples():
     assert sorted(m.latency_ns.tolist()) == [1_000_000, 2_000_000, 3_000_000, 4_000_000]
     assert sorted(m.uncorrected_ns.tolist()) == [500_000, 1_500_000, 2_500_000, 3_500_000]
     assert (m.start_tick, m.end_tick) == (0, 4)
+
+
+def test_tick_length_divides_short_windows():
+    from engine.load.sweep import tick_for
+
+    assert tick_for(5000) == 250_000_000
+    assert tick_for(1000) == 250_000_000
+    assert tick_for(300) == 75_000_000
+    assert tick_for(10) == 10_000_000
+
+
+def test_workers_rule():
+    from engine.load.workers_rule import pool_size, workers_for_level
+    from engine.profiles import Load
+
+    auto = Load()
+    assert pool_size(auto, 2) == 1 and pool_size(auto, 16) == 4
+    assert [workers_for_level(auto, c, 4) for c in (1, 8, 32, 33, 64, 128, 4096)] == [1, 1, 1, 2, 2, 4, 4]
+    rate = Load(mode="rate", rates=[100.0])
+    assert [workers_for_level(rate, r, 4) for r in (100.0, 5000.0, 5001.0, 1e6)] == [1, 1, 2, 4]
+    fixed = Load(workers=3)
+    assert pool_size(fixed, 2) == 3
+    assert [workers_for_level(fixed, c, 3) for c in (1, 2, 8)] == [1, 2, 3]
+    assert workers_for_level(Load(mode="rate", rates=[1.0], workers=3), 1.0, 3) == 3

@@ -1,0 +1,231 @@
+"""Our load engine against perf_analyzer, same server, same model, same batch and windows, one run.
+
+For each model it starts the embedded Triton once, then for each concurrency level runs both
+tools alternately (the order flips every level and round) and prints, per level, our throughput
+/ theirs, our p50 / theirs and our p99 / theirs, plus what each client cost in CPU. Results go
+to bench/out/load_vs_perf_analyzer-<time>.json.
+
+    .venv/bin/python bench/load_vs_perf_analyzer.py                       # identity and vit_tiny, 1/8/32
+    .venv/bin/python bench/load_vs_perf_analyzer.py --models identity --levels 8 --rounds 3
+
+Both tools use perf_analyzer's method with the same settings: windows of --window-ms, stable
+when 3 windows agree within --stability %, at most --max-windows windows. perf_analyzer gives
+no result for a level it cannot stabilise; that shows as "n/a" (and is retried --pa-retries
+times). Targets (issue 3): throughput ratio >= 1.0 at every level, p50 within 10 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.load_pa_setup import SetupError, ensure_perf_analyzer  # noqa: E402
+from engine.events import LevelResult  # noqa: E402
+from engine.load.sweep import run_sweep  # noqa: E402
+from engine.load.target import Target, describe_target  # noqa: E402
+from engine.profiles import Load  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+
+
+@dataclass
+class Measure:
+    tool: str
+    ok: bool
+    status: str
+    throughput: float | None = None  # inferences/s
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    mean_ms: float | None = None
+    client_cpu_cores: float | None = None  # client CPU seconds / wall seconds over the whole run
+    client_cpu_us_per_request: float | None = None  # client CPU / requests the server served in the run
+    wall_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def server_requests(url: str, model: str) -> int:
+    """The server's cumulative successful request count for the model (statistics extension)."""
+    with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=10) as reply:  # noqa: S310 - loopback
+        doc = json.loads(reply.read())
+    return sum(int(s["inference_stats"]["success"]["count"]) for s in doc["model_stats"])
+
+
+def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int, args) -> Measure:
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "pa.csv"
+        cmd = [
+            str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http",
+            "--concurrency-range", str(level), "-b", str(args.batch),
+            "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
+            "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv",
+        ]
+        n0, cpu0, t0 = server_requests(url, model), _children_cpu(), time.monotonic()
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.window_ms / 1000 * (args.max_windows + 4) + 60)
+        wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
+        served = server_requests(url, model) - n0
+        us_per_request = cpu / served * 1e6 if served else None
+        if run.returncode != 0 or not csv_path.exists():
+            tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["?"]
+            return Measure("perf_analyzer", False, f"no result: {tail[0][:90]}", client_cpu_cores=cpu / wall,
+                           client_cpu_us_per_request=us_per_request, wall_s=wall)
+        rows = list(csv.DictReader(csv_path.open()))
+    row = rows[-1]
+    return Measure(
+        "perf_analyzer", True, "stable",
+        throughput=float(row["Inferences/Second"]),
+        p50_ms=float(row["p50 latency"]) / 1000, p99_ms=float(row["p99 latency"]) / 1000,
+        mean_ms=float(row["Avg latency"]) / 1000,
+        client_cpu_cores=cpu / wall, client_cpu_us_per_request=us_per_request, wall_s=wall,
+        extra={"server_queue_us": float(row["Server Queue"]), "server_infer_us": float(row["Server Compute Infer"])},
+    )
+
+
+async def run_ours(url: str, model: str, level: int, args) -> Measure:
+    target = Target(url, model)
+    info = await describe_target(target)
+    load = Load(
+        concurrency=[level], batch_size=args.batch, window_ms=args.window_ms, stability_percent=args.stability,
+        max_windows=args.max_windows, warmup_s=0.0, workers=args.workers, request_timeout_s=30.0,
+    )
+    events: list = []
+    n0, cpu0, self0, t0 = server_requests(url, model), _children_cpu(), _self_cpu(), time.monotonic()
+    results = await run_sweep(target, info, load, events.append, asyncio.Event())
+    wall = time.monotonic() - t0
+    cpu = (_children_cpu() - cpu0) + (_self_cpu() - self0)  # workers (exited) + the session
+    served = server_requests(url, model) - n0
+    (r,) = results
+    return _ours_measure(r, cpu / wall, cpu / served * 1e6 if served else None, wall)
+
+
+def _ours_measure(r: LevelResult, cores: float, us_per_request: float | None, wall: float) -> Measure:
+    ok = r.status in ("stable", "unstable") and r.latency.count > 0
+    return Measure(
+        "ours", ok, r.status,
+        throughput=r.throughput_ips if ok else None,
+        p50_ms=r.latency.p50 * 1e3 if ok else None,
+        p99_ms=r.latency.p99 * 1e3 if ok else None,
+        mean_ms=r.latency.mean * 1e3 if ok else None,
+        client_cpu_cores=cores, client_cpu_us_per_request=us_per_request, wall_s=wall,
+        extra={
+            "windows": r.windows, "errors": r.errors,
+            "worker_cpu_percent": r.audit.cpu_percent, "client_bound": r.audit.client_bound,
+            "reasons": r.audit.reasons,
+            "server_queue_us": r.server.queue * 1e6 if r.server and r.server.queue is not None else None,
+            "server_infer_us": r.server.compute_infer * 1e6 if r.server and r.server.compute_infer is not None else None,
+            "avg_batch": r.server.avg_batch_size if r.server else None,
+        },
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return format(x, spec) if x is not None else "n/a"
+
+
+def bench_model(model: str, args, binary: Path, env: dict) -> list[dict]:
+    from engine.server.embedded import EmbeddedServer
+
+    rows = []
+    with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=model, variant=args.variant, log_dir=Path(logs)) as srv:
+        print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}", flush=True)
+        for li, level in enumerate(args.levels):
+            for rnd in range(args.rounds):
+                order = ["pa", "ours"] if (li + rnd) % 2 == 0 else ["ours", "pa"]
+                got: dict[str, Measure] = {}
+                for tool in order:
+                    if tool == "pa":
+                        for _ in range(1 + args.pa_retries):
+                            m = run_perf_analyzer(binary, env, srv.http_url, model, level, args)
+                            if m.ok:
+                                break
+                        got["pa"] = m
+                    else:
+                        got["ours"] = asyncio.run(run_ours(srv.http_url, model, level, args))
+                ours, pa = got["ours"], got["pa"]
+                row = {
+                    "model": model, "level": level, "round": rnd, "order": order,
+                    "ours": asdict(ours), "perf_analyzer": asdict(pa),
+                    "throughput_ratio": _ratio(ours.throughput, pa.throughput),
+                    "p50_ratio": _ratio(ours.p50_ms, pa.p50_ms),
+                    "p99_ratio": _ratio(ours.p99_ms, pa.p99_ms),
+                }
+                rows.append(row)
+                print(
+                    f"  c={level:<3} r{rnd}  thr {_fmt(ours.throughput, '8.1f')} / {_fmt(pa.throughput, '8.1f')} = {_fmt(row['throughput_ratio'], '5.2f')}"
+                    f"   p50 {_fmt(ours.p50_ms, '7.3f')} / {_fmt(pa.p50_ms, '7.3f')} ms = {_fmt(row['p50_ratio'], '5.2f')}"
+                    f"   p99 {_fmt(ours.p99_ms, '7.3f')} / {_fmt(pa.p99_ms, '7.3f')} ms = {_fmt(row['p99_ratio'], '5.2f')}"
+                    f"   client cpu/request {_fmt(ours.client_cpu_us_per_request, '.0f')} / {_fmt(pa.client_cpu_us_per_request, '.0f')} us"
+                    f"   [{ours.status}; pa {pa.status}]",
+                    flush=True,
+                )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="identity,vit_tiny")
+    parser.add_argument("--levels", default="1,8,32")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--window-ms", type=int, default=2000)
+    parser.add_argument("--stability", type=float, default=10.0)
+    parser.add_argument("--max-windows", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
+    parser.add_argument("--pa-retries", type=int, default=1)
+    parser.add_argument("--variant", default="cpu")
+    args = parser.parse_args()
+    args.levels = [int(x) for x in args.levels.split(",")]
+    try:
+        binary, env = ensure_perf_analyzer()
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    started = time.strftime("%Y%m%d-%H%M%S")
+    rows = []
+    for model in args.models.split(","):
+        rows += bench_model(model, args, binary, env)
+    print("\nsummary (ours / perf_analyzer; means over rounds with both results):")
+    print(f"  {'model':<18}{'conc':>5}{'thr ratio':>11}{'p50 ratio':>11}{'p99 ratio':>11}")
+    for model in args.models.split(","):
+        for level in args.levels:
+            sel = [r for r in rows if r["model"] == model and r["level"] == level and r["throughput_ratio"]]
+            if not sel:
+                print(f"  {model:<18}{level:>5}{'n/a':>11}{'n/a':>11}{'n/a':>11}")
+                continue
+            mean = lambda k: sum(r[k] for r in sel) / len(sel)  # noqa: E731
+            print(f"  {model:<18}{level:>5}{mean('throughput_ratio'):>11.2f}{mean('p50_ratio'):>11.2f}{mean('p99_ratio'):>11.2f}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"load_vs_perf_analyzer-{started}.json"
+    path.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+    print(f"\nwritten: {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
