@@ -12,7 +12,8 @@ order, the first that holds is the verdict:
    while GPUs have room); else -> GPUs not saturated (the limit is outside the GPUs);
 4. without GPU telemetry: queue >= half the server's time -> queueing, else compute.
 When the sweep never saturated, the verdict is "not saturated": no limit was reached.
-Further findings (GPUs used unevenly, throughput falling past the peak) are listed as well.
+Further findings (GPUs used unevenly, throughput falling past the peak, the host out of CPU) are
+listed as well.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ QUEUE_SHARE_LIMIT = 0.5
 GPU_BUSY_PCT = 80.0
 GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
 OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
+HOST_CPU_BUSY_PCT = 90.0  # the measuring host itself is out of CPU
 
 VERDICTS = ("client-bound", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
 
@@ -47,6 +49,7 @@ class LevelEvidence:
     client_cpu_percent: float | None = None
     client_reasons: tuple[str, ...] = ()
     gpu_util: dict[str, float] = field(default_factory=dict)  # GPU -> mean utilization %
+    host_cpu_percent: float | None = None  # the measuring host's CPU (all cores) during the level
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class Verdict:
     findings: list[Finding] = field(default_factory=list)  # further observations
 
 
-def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None = None) -> LevelEvidence:
+def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None = None,
+                         host_cpu_percent: float | None = None) -> LevelEvidence:
     s = result.server
     compute = None
     if s is not None and None not in (s.compute_input, s.compute_infer, s.compute_output):
@@ -75,7 +79,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         client_minus_server=s.client_minus_server if s else None,
         client_bound=result.audit.client_bound, client_overhead=result.audit.overhead_fraction,
         client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
-        gpu_util=dict(gpu_util or {}),
+        gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
     )
 
 
@@ -184,6 +188,10 @@ def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Findin
         drop = 1 - last.throughput / best.throughput
         out.append(Finding("overload", f"throughput falls {_pct(drop)} past the peak: {best.throughput:.4g}/s at "
                            f"{best.level:g} vs {last.throughput:.4g}/s at {last.level:g}"))
+    if ev.host_cpu_percent is not None and ev.host_cpu_percent >= HOST_CPU_BUSY_PCT:
+        out.append(Finding("host-cpu", f"the host's CPUs were {ev.host_cpu_percent:.0f} % busy at concurrency "
+                           f"{ev.level:g}: whatever runs there (load workers, an embedded server, other jobs) "
+                           "competes for CPU"))
     for e in levels:
         if e.level < ev.level and e.client_bound:
             out.append(Finding("client-bound-low", f"the client audit flagged concurrency {e.level:g} as client-bound"))

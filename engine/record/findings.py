@@ -55,7 +55,8 @@ def analyze(summary: RecordingSummary) -> RunFindings:
     best = peak(points)
     saturation = saturation_point([(p.level, p.throughput) for p in points])
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util) for lv in summary.levels if float(lv.level) in usable]
+    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in summary.levels
+                if float(lv.level) in usable]
     verdict = diagnose(evidence, saturation, summary.gpus_in_config)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
     n = summary.gpus_in_config
@@ -86,6 +87,9 @@ def _recommend(f: RunFindings) -> list[str]:
     for finding in f.verdict.findings:
         if finding.kind == "gpu-imbalance":
             out.append("Spread the model over every GPU (instance_group with a count per GPU, no fixed gpus list).")
+        elif finding.kind == "host-cpu":
+            out.append("Free the host's CPUs (or run the load generator on another machine) and measure again: "
+                       "a CPU-starved host understates what the server can do.")
     if f.cost_per_1000_at_peak is not None:
         out.append(
             f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "

@@ -75,13 +75,23 @@ def _setup(s: RecordingSummary) -> list:
         if s.versions.get(key) and key != "triton":
             rows.append([f"Version: {key}", str(s.versions[key])])
     if s.host:
-        rows.append(["Host", ", ".join(f"{k} {v}" for k, v in s.host.items())])
+        rows.append(["Host", _host_text(s.host)])
     names = sorted({g.name for g in s.gpus if g.name})
     if names:
         rows.append(["GPUs seen", f"{len(s.gpus)}x " + " / ".join(names)])
     if s.topology and s.topology.summary:
         rows.append(["Topology", s.topology.summary])
     return [Heading("Setup"), Table(["Item", "Value"], rows, left=2)]
+
+
+def _host_text(host: dict) -> str:
+    parts = []
+    for key, value in host.items():
+        if key.endswith("_bytes") and isinstance(value, (int, float)):
+            parts.append(f"{key[:-6].replace('_', ' ')} {fmt.gib(value)}")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {value}")
+    return ", ".join(parts)
 
 
 def _levels(f: RunFindings) -> list:

@@ -91,3 +91,9 @@ def test_evidence_from_a_level_result() -> None:
     e = evidence_from_result(r, {"g": 50.0})
     assert (e.level, e.queue, e.client_overhead, e.gpu_util) == (8.0, 0.004, 0.1, {"g": 50.0})
     assert abs(e.compute - 0.013) < 1e-12
+
+
+def test_host_out_of_cpu_is_a_finding() -> None:
+    v = verdict(sweep(host_cpu_percent=97.0, queue=0.006, compute=0.003))
+    assert v.kind == "queueing" and any(f.kind == "host-cpu" and "97 % busy" in f.text for f in v.findings)
+    assert not verdict(sweep(host_cpu_percent=60.0)).findings
