@@ -24,6 +24,7 @@ from engine.record.reader import Recording
 from engine.source import EventSource
 
 POLL_S = 0.2  # how often the end of a growing file is re-read
+WAITING_NOTICE_S = 3.0  # a live writer commits every 0.5 s: this long without rows is worth saying
 PUBLISH_CHECK_EVERY = 256  # during an instant catch-up, look at stop() this often
 
 
@@ -298,7 +299,7 @@ class ReplaySource(EventSource):
     def _wait_for_writer(self) -> bool:
         """At the end of a file without SessionEnded: say so once; False to give up."""
         idle = time.monotonic() - self._last_new_rows
-        if not self._warned_waiting and idle >= 1.0:
+        if not self._warned_waiting and idle >= WAITING_NOTICE_S:
             self._warned_waiting = True
             self.bus.publish(Warning(source="replay", key="replay.waiting",
                                      message=f"{self.path.name} has no end yet: waiting for new events "

@@ -71,7 +71,8 @@ def _setup(s: RecordingSummary) -> list:
     ]
     if s.server.get("triton_version"):
         rows.append(["Triton", str(s.server["triton_version"])])
-    for key in VERSION_KEYS:
+    ordered = [k for k in VERSION_KEYS if k in s.versions] + sorted(k for k in s.versions if k not in VERSION_KEYS)
+    for key in ordered:
         if s.versions.get(key) and key != "triton":
             rows.append([f"Version: {key}", str(s.versions[key])])
     if s.host:
