@@ -299,7 +299,8 @@ class ReplaySource(EventSource):
     def _wait_for_writer(self) -> bool:
         """At the end of a file without SessionEnded: say so once; False to give up."""
         idle = time.monotonic() - self._last_new_rows
-        if not self._warned_waiting and idle >= WAITING_NOTICE_S:
+        notice_after = WAITING_NOTICE_S if self._idle_timeout_s is None else min(WAITING_NOTICE_S, self._idle_timeout_s / 2)
+        if not self._warned_waiting and idle >= notice_after:
             self._warned_waiting = True
             self.bus.publish(Warning(source="replay", key="replay.waiting",
                                      message=f"{self.path.name} has no end yet: waiting for new events "
