@@ -44,6 +44,9 @@ def _check_header(path: Path) -> None:
         raise RecordingError(f"{path}: corrupt recording (invalid page size {page_size})")
     page_count = int.from_bytes(header[28:32], "big")
     count_valid = header[24:28] == header[92:96]  # SQLite: the in-header size is valid then
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        count_valid = False  # a crashed writer's WAL completes the file: SQLite reads it on open
     if size % page_size or (count_valid and page_count and size < page_count * page_size):
         raise RecordingError(
             f"{path}: truncated recording ({size} bytes; its header expects {page_count * page_size})"
