@@ -109,7 +109,12 @@ class Recorder:
                 return
             self._closed = True
         atexit.unregister(self.close)
-        self._queue.put(_STOP)
+        if not self._thread.is_alive():  # the writer failed: nothing drains the queue
+            return
+        try:
+            self._queue.put(_STOP, timeout=CLOSE_TIMEOUT_S)
+        except queue.Full:
+            return
         self._thread.join(CLOSE_TIMEOUT_S)
 
     # ------------------------------------------------------------------ writer side
@@ -142,6 +147,11 @@ class Recorder:
             conn.execute("COMMIT")
             return conn
         except sqlite3.Error as exc:
+            try:
+                if self.path.stat().st_size == 0:  # only the name was claimed: give it back
+                    self.path.unlink()
+            except OSError:
+                pass
             raise UserError(f"{self.path}: cannot create the recording: {exc}") from None
 
     def _write_loop(self) -> None:

@@ -213,3 +213,28 @@ def test_rows_are_json_text(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert kind == "warning" and data == "text" and json.loads(text)["message"] == "m"
+
+
+def test_a_failing_writer_says_why_and_never_hangs(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    rec = Recorder(path)
+    rec(Warning(source="t", message="kept"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _count(path):
+        time.sleep(0.05)
+    vandal = sqlite3.connect(path, isolation_level=None, timeout=10)
+    vandal.execute("DROP TABLE host_samples")  # what a full disk or a removed file looks like to the writer
+    vandal.close()
+    rec(HostSample(cpu_percent=1.0))
+    while time.monotonic() < deadline and rec.error is None:
+        time.sleep(0.05)
+    assert rec.error is not None and "host_samples" in rec.error
+    for _ in range(10):
+        rec(Warning(source="t", message="ignored"))  # still never blocks
+    rec.close()
+    rec.close()
+
+
+def _count(path: Path) -> int:
+    with Recording.open(path) as r:
+        return sum(r.event_counts().values())
