@@ -258,7 +258,7 @@ class ReplaySource(EventSource):
                 if self._stopped:
                     return
                 seek, self._seek_to = self._seek_to, None
-                step = self._steps > 0
+                step = seek is None and self._steps > 0  # a pending seek goes first; the step waits
                 if step:
                     self._steps -= 1
             if seek is not None:
