@@ -19,6 +19,7 @@ from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table, t
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
+from engine.record.summary import RecordingSummary
 
 SCALES_WELL = 0.75  # below this, seed 001's "single GPU + horizontal scale" branch
 NEAR_LINEAR = 0.90
@@ -39,7 +40,7 @@ class RunComparison:
     scaling: ScalingFigures | None
 
     @property
-    def summary(self):  # noqa: ANN201 - RecordingSummary
+    def summary(self) -> RecordingSummary:
         return self.findings.summary
 
 
