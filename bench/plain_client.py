@@ -39,6 +39,7 @@ async def main() -> None:
     headers = {"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"}
     url = f"{args.url}/v2/models/{args.model}/infer"
     done = errors = 0
+    first_error: list[str] = []
     latencies: list[float] = []
     measuring = False
 
@@ -47,8 +48,10 @@ async def main() -> None:
         while time.perf_counter() < until:
             start = time.perf_counter()
             async with session.post(url, data=body, headers=headers) as response:
-                await response.read()
+                payload = await response.read()
                 ok = response.status == 200
+                if not ok and not first_error:
+                    first_error.append(f"HTTP {response.status}: {payload[:300]!r}")
             if measuring:
                 if ok:
                     done += 1
@@ -69,6 +72,7 @@ async def main() -> None:
         "requests": done, "errors": errors, "throughput_ips": round(done * args.batch / elapsed, 1),
         "p50_ms": round(float(np.percentile(lat, 50)), 2) if done else None,
         "p99_ms": round(float(np.percentile(lat, 99)), 2) if done else None,
+        "first_error": first_error[0] if first_error else None,
     }))
 
 

@@ -15,6 +15,7 @@ and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import types
 import typing
@@ -422,6 +423,12 @@ class ReplayReset(Event):
 # --------------------------------------------------------------------------- decoding
 
 
+@functools.cache
+def _fields_of(tp: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """Type hints are costly to resolve: once per class, not once per event."""
+    return typing.get_type_hints(tp), frozenset(f.name for f in dataclasses.fields(tp) if f.init)
+
+
 def _decode(tp: Any, value: Any) -> Any:
     """Rebuild nested dataclasses from plain JSON values following the type hints."""
     if value is None:
@@ -434,8 +441,7 @@ def _decode(tp: Any, value: Any) -> Any:
             return _decode(arg, value)
         return value
     if dataclasses.is_dataclass(tp) and isinstance(value, dict):
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        hints, names = _fields_of(tp)
         kwargs = {k: _decode(hints[k], v) for k, v in value.items() if k in names}
         return tp(**kwargs)
     if origin is list and isinstance(value, list):

@@ -12,7 +12,7 @@ import asyncio
 import threading
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,12 @@ class SessionOptions:
     record_dir: Path | None = Path("recordings")  # None: do not record
     interactive: bool = False  # keep the server up after the plan, waiting for requests (TUI)
     gpu_count: int | None = None  # None: detect
+
+
+def _url_password(url: str | None) -> str | None:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).password if url else None
 
 
 class Session(EventSource):
@@ -151,6 +157,9 @@ class Session(EventSource):
             elif failed:
                 status, code = "failed", EXIT_FAILED
                 error = f"{len(failed)} of {len(self.level_results)} levels failed"
+            elif gate_failures := self._gate_failures():
+                status, code = "failed", EXIT_GATES
+                error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
         except UserError as exc:
             status, error, code = "failed", str(exc), EXIT_BAD_INPUT
             self._publish(ev.Error(source="session", message=str(exc), fatal=True))
@@ -175,6 +184,17 @@ class Session(EventSource):
     def _probe_wanted(self) -> bool:
         return self.profile.probe.enabled if self.options.probe is None else self.options.probe
 
+    def _gate_failures(self) -> list[str]:
+        gates = self.profile.gates
+        if gates.min_throughput is None and not gates.max_p99_ms:
+            return []  # min_efficiency needs several runs: `gpuscale-tui compare` gates it
+        from engine.analysis.gates import evaluate_gates
+
+        failures = evaluate_gates(replace(gates, min_efficiency=None), self.level_results)
+        for failure in failures:
+            self._publish(ev.Error(source="gates", message=f"gate failed: {failure}"))
+        return failures
+
     # ----------------------------------------------------------------- recording
 
     def _open_recording(self) -> None:
@@ -191,7 +211,9 @@ class Session(EventSource):
             profile_name=self.profile.name,
             when=datetime.now(timezone.utc),
         )
-        self._recorder = Recorder(self.recording_path)
+        server = self.profile.server
+        secrets = [*server.headers.values(), *(_url_password(u) for u in (server.url, server.metrics_url))]
+        self._recorder = Recorder(self.recording_path, secrets=[s for s in secrets if s])
         self.bus.subscribe(self._recorder)
 
     async def _watch_recorder(self) -> None:

@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare recordings side by side (1x vs 2x vs 4x, RTX 4080 vs A100)")
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--format", "-f", choices=("text", "md", "html"), default="text")
-    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="write the report here")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="write the report to this new file (never over an existing one)")
     p.add_argument("--min-efficiency", type=_positive_float, default=None, help="gate: fail below this scaling efficiency")
     p.add_argument("--min-throughput", type=_positive_float, default=None, help="gate: fail below this many inferences/s")
     p.add_argument("--max-p99", action="append", default=[], metavar="LEVEL=MS", help="gate: p99 limit at a level")
@@ -192,38 +193,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_p99_gates(items: list[str]) -> dict[str, float]:
-    gates: dict[str, float] = {}
-    for item in items:
-        level, sep, ms = item.partition("=")
-        try:
-            value = float(ms)
-        except ValueError:
-            value = -1.0
-        if not sep or not level.strip() or value <= 0:
-            raise UserError(f"--max-p99 {item!r}: expected LEVEL=MILLISECONDS, e.g. 32=50")
-        gates[level.strip()] = value
-    return gates
-
-
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from engine.analysis.gates import evaluate_comparison_gates, merge_gates, parse_p99_gates
     from engine.profiles import Gates
 
-    gates = Gates(min_throughput=args.min_throughput, max_p99_ms=_parse_p99_gates(args.max_p99),
-                  min_efficiency=args.min_efficiency)
-    from engine.analysis.gates import evaluate_comparison_gates
+    gates = merge_gates(Gates(), min_throughput=args.min_throughput, max_p99_ms=parse_p99_gates(args.max_p99),
+                        min_efficiency=args.min_efficiency)
     from engine.record.compare import compare, render_compare
+    from engine.record.export import export_compare
     from engine.record.reader import Recording
 
     recordings = [Recording.open(path) for path in args.files]
     comparison = compare(recordings)
-    text = render_compare(comparison, args.format)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
-        print(args.out)
+        print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:
-        print(text)
+        print(render_compare(comparison, args.format))
     failures = evaluate_comparison_gates(gates, comparison)
     for failure in failures:
         print(f"gate failed: {failure}", file=sys.stderr)
