@@ -19,10 +19,10 @@ pytestmark = pytest.mark.server
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _triton_pids() -> set[int]:
+def _triton_pids(marker: str) -> set[int]:
+    """Processes of one server: their command lines name its private model repository."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return {int(line.split()[0]) for line in out.splitlines()
-            if "tritonserver --model-repository=/tmp/gpuscale-triton-" in line or "gpuscale-triton-" in line}
+    return {int(line.split()[0]) for line in out.splitlines() if marker in line}
 
 
 def _wait_gone(pids: set[int], timeout: float = 15.0) -> set[int]:
@@ -78,19 +78,18 @@ import os, sys
 from pathlib import Path
 from engine.server.embedded import EmbeddedServer
 server = EmbeddedServer(model="identity", variant="cpu", log_dir=Path(sys.argv[1])).start()
-print(server.http_url, flush=True)
+print(server.http_url, server.prepared.repository, flush=True)
 os.kill(os.getpid(), 9)   # our own crash: no cleanup code runs
 """
 
 
 def test_no_orphan_after_our_process_is_killed(tmp_path):
-    before = _triton_pids()
     proc = subprocess.run([sys.executable, "-c", CRASHER, str(tmp_path)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL
-    url = proc.stdout.strip()
+    url, repository = proc.stdout.split()
     assert url.startswith("http://127.0.0.1:")
-    orphans = _wait_gone(_triton_pids() - before)
+    orphans = _wait_gone(_triton_pids(repository))
     assert not orphans, f"tritonserver left behind after SIGKILL of its owner: {orphans}"
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}/v2/health/live", timeout=2)
