@@ -54,7 +54,9 @@ def _rank_env(
         LOCAL_WORLD_SIZE=str(world_size),
         OMP_NUM_THREADS=str(threads),
         PYTHONPATH=os.pathsep.join(dict.fromkeys(pythonpath)),
-        **{STORE_ENV: f"127.0.0.1:{store_port}", DEVICE_ENV: device, TIMEOUT_ENV: str(timeout_s),
+        # the ranks' own collective timeout is longer than our watch: a hang is reported as a
+        # hang (here), not as a peer's "timed out waiting for recv"
+        **{STORE_ENV: f"127.0.0.1:{store_port}", DEVICE_ENV: device, TIMEOUT_ENV: str(2 * timeout_s + 30),
            THREADS_ENV: str(threads)},
     )
     env.pop("TORCHELASTIC_RUN_ID", None)
@@ -188,7 +190,7 @@ def _watch(
 
     def drain(wait_s: float) -> None:
         end = time.monotonic() + wait_s
-        while state["pipe_open"]:
+        while state["pipe_open"] and not (wait_s and stop.is_set()):
             try:
                 take(records.get(timeout=max(0.0, end - time.monotonic())))
             except queue.Empty:
@@ -214,8 +216,9 @@ def _watch(
             return LaunchOutcome("ok", None, "", state["done"])
         if time.monotonic() > deadline:
             drain(0.0)
-            what = f"job {state['current']}" if state["current"] else "start-up"
-            return LaunchOutcome("hung", state["current"], f"no progress for {timeout_s:.0f} s in {what}", state["done"])
+            what = "" if state["current"] else " during start-up"
+            message = f"no progress for {timeout_s:.0f} s{what}"
+            return LaunchOutcome("hung", state["current"], message, state["done"])
 
 
 # errors a healthy rank raises because a peer went away: not the cause

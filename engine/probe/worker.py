@@ -77,8 +77,9 @@ def run_jobs(jobs: list[dict[str, Any]], ctx, emit: Emit, state: dict[str, Any] 
 
     from engine.probe.allreduce import run_allreduce_job
     from engine.probe.plan import TrainJob, job_from_dict
-    from engine.probe.training import run_train_job
+    from engine.probe.training import preload, run_train_job
 
+    preload({str(d.get("strategy")) for d in jobs})
     ctx.barrier()  # every rank is up (and NCCL's communicator made) before the first job's clock
     for data in jobs:
         job = job_from_dict(data)
@@ -148,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sys.stderr.flush()
             os._exit(1)
-    return 0
+    # everything is written (os.write is unbuffered); skip seconds of interpreter teardown
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+"""`python -m engine.probe`: one-line errors, a local run, and the torchrun (multi-node) path."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.events import AllReduceResult, ProbeResult, StatSummary, event_from_dict
+from engine.probe.cli import main
+
+TINY = ["--batch-sizes", "4", "--steps", "2", "--warmup-steps", "1", "--repeats", "2", "--device", "cpu"]
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--precision", "fp8"], "error: command line: probe.precision: expected one of 'fp32', 'bf16', 'fp16'"),
+        (["--models", "nope"], "error: unknown model 'nope'"),
+        (["--baseline", "x.jsonl"], "error: --baseline is for torchrun runs"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, fragment, capsys, no_ranks_left):
+    assert main(argv + TINY) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1
+
+
+def test_a_malformed_flag_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--world-sizes", "1,x"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected comma-separated integers, found '1,x'" in err and err.count("\n") == 1
+
+
+def _events(path):
+    return [event_from_dict(json.loads(line)) for line in path.read_text().splitlines()]
+
+
+def _baseline_file(path, mean: float, std: float) -> None:
+    """A world-size-1 result as an earlier local run would have written it."""
+    single = ProbeResult(
+        model="mlp_258k", params=258_432, strategy="single", scaling="weak", world_size=1, per_device_batch=4,
+        global_batch=4, device="cpu", backend="gloo", precision="fp32",
+        samples_per_s=StatSummary(mean=mean, ci_low=None, ci_high=None, n=2, std=std),
+        step_time_s=StatSummary(mean=4 / mean, ci_low=None, ci_high=None, n=2),
+    )
+    path.write_text(json.dumps(single.to_dict()) + "\n")
+
+
+@pytest.mark.slow
+def test_torchrun_ranks_report_against_a_baseline(tmp_path, no_ranks_left):
+    """What docs/probe.md gives for multi-node, here as 2 local ranks: torchrun starts them."""
+    ws1, ws2 = tmp_path / "ws1.jsonl", tmp_path / "ws2.jsonl"
+    _baseline_file(ws1, mean=1000.0, std=10.0)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "engine.probe", "--models", "mlp_258k", "--allreduce", "--allreduce-max-bytes", "4096",
+           "--baseline", str(ws1), "--jsonl", str(ws2), *TINY]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mlp_258k" in done.stdout and "all-reduce, 2 ranks, gloo on cpu" in done.stdout
+    events = _events(ws2)
+    (multi,) = [e for e in events if isinstance(e, ProbeResult)]
+    assert (multi.world_size, multi.strategy, multi.global_batch, multi.params) == (2, "ddp", 8, 258_432)
+    assert multi.speedup == pytest.approx(multi.samples_per_s.mean / 1000.0)
+    assert multi.p_value is not None
+    (sweep,) = [e for e in events if isinstance(e, AllReduceResult)]
+    assert [r.size_bytes for r in sweep.rows] == [1024, 2048, 4096]
+
+
+def test_settings_come_from_the_profile_then_the_flags():
+    from engine.probe.cli import build_parser, settings_from_args
+
+    s = settings_from_args(build_parser().parse_args(["--profile", "4x_h200", "--steps", "7", "--scaling", "weak"]))
+    assert (s.models, s.world_sizes, s.steps, s.scaling, s.precision) == (
+        ["mlp_258k", "mlp_6.9m", "transformer"], [1, 2, 4], 7, ["weak"], "bf16")
+    plain = settings_from_args(build_parser().parse_args([]))
+    assert plain.allreduce is False  # without a profile the sweep is opt-in
+    assert settings_from_args(build_parser().parse_args(["--allreduce"])).allreduce is True
+
+
+def test_output_writes_every_event_and_prints_the_tables(tmp_path):
+    from engine.events import AllReduceRow, PhaseChanged
+    from engine.probe.cli import Output
+
+    out_path = tmp_path / "ws1.jsonl"
+    _baseline_file(out_path, mean=1000.0, std=10.0)
+    (result,) = _events(out_path)
+    result.speedup, result.efficiency = 1.0, 1.0
+    sweep = AllReduceResult(world_size=2, backend="nccl", device="cuda", link="NVLink4 x18", link_limit_gbps=450.0,
+                            rows=[AllReduceRow(size_bytes=1 << 30, time_s=0.005, algbw_gbps=214.7, busbw_gbps=214.7)])
+    out = Output(tmp_path / "all.jsonl", stream=open(tmp_path / "progress.txt", "w"))
+    for event in (PhaseChanged(phase="probe", detail="x"), result, sweep):
+        out(event)
+    out.close()
+    assert [type(e) for e in _events(tmp_path / "all.jsonl")] == [PhaseChanged, ProbeResult, AllReduceResult]
+    text = out.tables()
+    assert "1,000.0" in text and "100%" in text
+    assert "1 GiB" in text and "5,000.0" in text and "48%" in text  # 214.7 / 450 busbw of the link
