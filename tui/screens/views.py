@@ -27,7 +27,7 @@ class LiveScreen(StateScreen):
         yield SweepPanel(id="sweep")
         with Horizontal(id="live-bottom"):
             yield NoticesPanel(id="notices")
-            yield EventLogPanel(id="log")
+            yield EventLogPanel(tail_only=True, id="log")
 
 
 class SweepScreen(StateScreen):

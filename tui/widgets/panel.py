@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.console import RenderableType
+from rich.segment import Segment, Segments
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -29,6 +30,19 @@ class Panel(VerticalScroll):
         self._seen: tuple[int, ...] | None = None
         self._width = -1
         self._state: SessionState | None = None
+        self._height = -1
+
+    def _prerender(self, renderable: RenderableType, width: int) -> tuple[Segments, int]:
+        """Render once, here, at the body's width: the line count decides whether a layout
+        pass is needed, and Textual then only copies the segments."""
+        console = self.app.console
+        options = console.options.update(width=width, height=None, no_wrap=True, overflow="ellipsis")
+        lines = console.render_lines(renderable, options, pad=False)
+        segments: list[Segment] = []
+        for line in lines:  # every line ends in a newline: that is how Textual counts them
+            segments.extend(line)
+            segments.append(Segment.line())
+        return Segments(segments), len(lines)
 
     def compose(self) -> ComposeResult:
         yield Static(classes="panel-body")
@@ -52,7 +66,10 @@ class Panel(VerticalScroll):
             return
         self._seen, self._width = seen, width
         at_end = self.scroll_y >= self.max_scroll_y
-        self.query_one(".panel-body", Static).update(self.render_state(state, width))
+        body, height = self._prerender(self.render_state(state, width), width)
+        # A layout pass re-arranges the whole screen: only ask for one when the height changed.
+        self.query_one(".panel-body", Static).update(body, layout=height != self._height)
+        self._height = height
         title = self.title_for(state)
         if title is not None:
             self.border_title = title

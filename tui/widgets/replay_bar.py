@@ -40,7 +40,7 @@ class ReplayBar(Static):
         line = replay_line(replay, self.size.width or 80)
         if line.plain != self._last:
             self._last = line.plain
-            self.update(line)
+            self.update(line, layout=False)
 
     def on_resize(self) -> None:
         self._last = ""

@@ -112,4 +112,4 @@ class StatusBar(Static):
         self._state = state
         width = self.size.width or 200
         lines = Text("\n", no_wrap=True, overflow="ellipsis").join([progress_line(state), summary_line(state, width)])
-        self.update(lines)
+        self.update(lines, layout=False)  # always two lines: no layout pass

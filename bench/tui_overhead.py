@@ -1,0 +1,258 @@
+"""Does the display perturb the measurement? The same sweep, headless and in the TUI, in one run.
+
+One embedded Triton server is started; every run measures it as a remote server (so server
+start-up is not part of any run). Runs alternate in ABBA order (headless, TUI, TUI, headless,
+...) so that drift on a shared machine falls on both sides. The TUI runs under a
+pseudo-terminal (pty.fork) of --size columns x rows; the bench drains its output (counting the
+bytes a terminal would receive), waits for the recording to hold SweepFinished, then quits with
+q, y. Results come from the recordings both modes write (engine.record.reader).
+
+Prints per level: median throughput and p99 of each mode (with min-max over repeats) and the
+TUI/headless ratios; then the overall ratios (geometric mean over levels) against the targets:
+throughput >= 0.97, p99 <= 1.05. Nothing is asserted: this is a measurement.
+
+    .venv/bin/python bench/tui_overhead.py                      # identity model, 3 pairs
+    .venv/bin/python bench/tui_overhead.py --model vit_tiny --concurrency 1,4,8 --pairs 2
+
+On a GPU box (textual and tritonclient installed there too):
+    python bench/tui_overhead.py --model openclip_vit_b32 --variant 4x --concurrency 1,8,32,128
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pty
+import select
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from dataclasses import dataclass, field
+from fcntl import ioctl
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.record.reader import Recording  # noqa: E402
+from engine.server.embedded import EmbeddedServer  # noqa: E402
+
+RUN_TIMEOUT_S = 600.0
+QUIT_TIMEOUT_S = 90.0
+TARGET_THROUGHPUT = 0.97
+TARGET_P99 = 1.05
+
+
+@dataclass
+class Run:
+    mode: str  # "headless" or "tui"
+    index: int
+    levels: dict[float, tuple[float, float]] = field(default_factory=dict)  # level -> (infer/s, p99 s)
+    statuses: dict[float, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # the tool's process and its load workers (waited-for children)
+    terminal_bytes: int = 0  # what the TUI wrote to its terminal
+
+
+def cli_args(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path) -> list[str]:
+    sets = {
+        "server.kind": "remote",
+        "server.url": server.http_url,
+        "server.metrics_url": server.metrics_url,
+        "model.name": args.model,
+        "load.concurrency": args.concurrency,
+        "load.window_ms": str(args.window_ms),
+        "load.max_windows": str(args.max_windows),
+        "load.warmup_s": str(args.warmup_s),
+        "probe.enabled": "false",
+    }
+    out = [sys.executable, "-m", "tui.cli", "--profile", "local"]
+    for key, value in sets.items():
+        out += ["--set", f"{key}={value}"]
+    return out + ["-o", str(out_dir)]
+
+
+def read_results(out_dir: Path, run: Run) -> None:
+    (path,) = out_dir.glob("*.sqlite")
+    with Recording.open(path) as recording:
+        for event in recording.events(("level_result",)):
+            run.levels[event.level] = (event.throughput_ips, event.latency.p99 or math.nan)  # type: ignore[attr-defined]
+            run.statuses[event.level] = event.status  # type: ignore[attr-defined]
+
+
+def sweep_finished(out_dir: Path) -> bool:
+    paths = list(out_dir.glob("*.sqlite"))
+    if not paths:
+        return False
+    try:
+        with Recording.open(paths[0]) as recording:
+            return recording.event_counts().get("sweep_finished", 0) > 0
+    except Exception:  # created but not initialised yet: look again later
+        return False
+
+
+def run_headless(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run: Run) -> None:
+    log = (out_dir / "headless.log").open("w")
+    start = time.monotonic()
+    proc = subprocess.Popen([*cli_args(args, server, out_dir), "--record"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _, status, usage = wait4_bounded(proc.pid, RUN_TIMEOUT_S)
+    finally:
+        log.close()
+    run.wall_s = time.monotonic() - start
+    run.cpu_s = usage.ru_utime + usage.ru_stime
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"headless run failed: see {out_dir / 'headless.log'}")
+
+
+def run_tui(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run: Run) -> None:
+    cols, rows = (int(x) for x in args.size.split("x"))
+    argv = cli_args(args, server, out_dir)
+    start = time.monotonic()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal of the chosen size, then the app
+        os.chdir(REPO)
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(argv[0], argv)
+    ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    os.kill(pid, signal.SIGWINCH)
+    quit_sent: float | None = None
+    confirmed = False
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    last_check = 0.0
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child closed the terminal (exited)
+                    break
+                if not data:
+                    break
+                run.terminal_bytes += len(data)
+            now = time.monotonic()
+            if quit_sent is None and now - last_check > 0.5:
+                last_check = now
+                if sweep_finished(out_dir):
+                    os.write(fd, b"q")
+                    quit_sent = now
+            elif quit_sent is not None and not confirmed and now - quit_sent > 1.0:
+                os.write(fd, b"y")  # the running live session asks before it is stopped
+                confirmed = True
+            if now > deadline or (quit_sent is not None and now - quit_sent > QUIT_TIMEOUT_S):
+                os.kill(pid, signal.SIGTERM)
+                raise SystemExit("the TUI run did not finish in time")
+        _, status, usage = wait4_bounded(pid, 30.0)
+    finally:
+        os.close(fd)
+    run.wall_s = time.monotonic() - start
+    run.cpu_s = usage.ru_utime + usage.ru_stime
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"TUI run exited with {os.waitstatus_to_exitcode(status)}")
+
+
+def wait4_bounded(pid: int, timeout: float):  # noqa: ANN201 - (pid, status, rusage)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done_pid, status, usage = os.wait4(pid, os.WNOHANG)
+        if done_pid == pid:
+            return done_pid, status, usage
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return os.wait4(pid, 0)
+
+
+def geo_mean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def report(runs: list[Run], args: argparse.Namespace) -> None:
+    levels = sorted({level for r in runs for level in r.levels})
+    by_mode = {m: [r for r in runs if r.mode == m] for m in ("headless", "tui")}
+    print(f"\nTUI overhead: model {args.model}, concurrency {args.concurrency}, {args.pairs} pairs (ABBA), "
+          f"TUI terminal {args.size}, windows {args.window_ms} ms")
+    head = f"{'level':>6}  {'headless infer/s':>22}  {'TUI infer/s':>22}  {'ratio':>6}  {'headless p99 ms':>22}  {'TUI p99 ms':>22}  {'ratio':>6}"
+    print(head)
+    tput_ratios, p99_ratios = [], []
+
+    def cell(values: list[float], scale: float = 1.0) -> str:
+        vals = [v * scale for v in values]
+        return f"{statistics.median(vals):8.1f} ({min(vals):.1f}-{max(vals):.1f})"
+
+    for level in levels:
+        h_t = [r.levels[level][0] for r in by_mode["headless"] if level in r.levels]
+        t_t = [r.levels[level][0] for r in by_mode["tui"] if level in r.levels]
+        h_p = [r.levels[level][1] for r in by_mode["headless"] if level in r.levels]
+        t_p = [r.levels[level][1] for r in by_mode["tui"] if level in r.levels]
+        if not (h_t and t_t):
+            continue
+        rt = statistics.median(t_t) / statistics.median(h_t)
+        rp = statistics.median(t_p) / statistics.median(h_p)
+        tput_ratios.append(rt)
+        p99_ratios.append(rp)
+        print(f"{level:>6g}  {cell(h_t):>22}  {cell(t_t):>22}  {rt:6.3f}  {cell(h_p, 1000):>22}  {cell(t_p, 1000):>22}  {rp:6.3f}")
+    unstable = sum(1 for r in runs for s in r.statuses.values() if s != "stable")
+    total = sum(len(r.statuses) for r in runs)
+    print(f"levels not stable: {unstable} of {total} (unstable levels are noisier; the ratios include them)")
+    for mode, rs in by_mode.items():
+        cpu = statistics.median(r.cpu_s for r in rs)
+        wall = statistics.median(r.wall_s for r in rs)
+        extra = ""
+        if mode == "tui":
+            extra = f", terminal output {statistics.median(r.terminal_bytes / r.wall_s for r in rs) / 1024:.1f} KiB/s"
+        print(f"{mode:>8}: median wall {wall:.1f} s, CPU of the tool + load workers {cpu:.1f} s{extra}")
+    t, p = geo_mean(tput_ratios), geo_mean(p99_ratios)
+    print(f"throughput ratio TUI/headless (geometric mean over levels): {t:.3f}  target >= {TARGET_THROUGHPUT} "
+          f"{'met' if t >= TARGET_THROUGHPUT else 'MISSED'}")
+    print(f"p99 ratio TUI/headless (geometric mean over levels):        {p:.3f}  target <= {TARGET_P99} "
+          f"{'met' if p <= TARGET_P99 else 'MISSED'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="identity", help="identity (client-bound: the strictest), vit_tiny, openclip_vit_b32")
+    parser.add_argument("--variant", default="cpu", help="embedded server instance groups: cpu, 1x, 2x, 4x, 8x, auto")
+    parser.add_argument("--concurrency", default="1,4,16")
+    parser.add_argument("--pairs", type=int, default=3, help="headless/TUI pairs (ABBA order)")
+    parser.add_argument("--window-ms", type=int, default=2000)
+    parser.add_argument("--max-windows", type=int, default=6)
+    parser.add_argument("--warmup-s", type=float, default=1.0)
+    parser.add_argument("--size", default="100x40", help="the TUI's terminal, COLSxROWS")
+    parser.add_argument("--keep", action="store_true", help="keep the recordings (printed folder)")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gpuscale-tui-overhead-"))
+    runs: list[Run] = []
+    order = []
+    for pair in range(args.pairs):
+        order += ["headless", "tui"] if pair % 2 == 0 else ["tui", "headless"]
+    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=work / "server") as server:
+        for i, mode in enumerate(order):
+            out_dir = work / f"{i:02d}_{mode}"
+            out_dir.mkdir()
+            run = Run(mode, i)
+            (run_headless if mode == "headless" else run_tui)(args, server, out_dir, run)
+            read_results(out_dir, run)
+            runs.append(run)
+            levels = ", ".join(f"{lv:g}: {ips:.1f}/s p99 {p99 * 1000:.1f} ms" for lv, (ips, p99) in sorted(run.levels.items()))
+            print(f"run {i + 1}/{len(order)} {mode:>8}: {levels}", flush=True)
+    report(runs, args)
+    if args.keep:
+        print(f"recordings: {work}")
+    else:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
