@@ -276,7 +276,7 @@ class LevelResult(Event):
     mode: str
     level: float
     index: int
-    status: str  # "stable", "unstable", "failed"
+    status: str  # "stable", "unstable", "failed", "interrupted" (stopped before it was decided)
     batch_size: int
     windows: int  # measurement windows run (warmup excluded)
     merged_windows: int  # windows merged into this result
