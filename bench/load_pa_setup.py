@@ -3,7 +3,8 @@
 What it needs, and where it comes from:
 * bin/perf_analyzer inside the manylinux tritonclient==2.41.0 wheel (pip download, no install);
 * libcudart.so.12 (even on CPU: it is linked): the nvidia-cuda-runtime-cu12 wheel, extracted;
-* libb64.so.0d: Debian's libb64-0d (apt-get, as root).
+* libb64.so.0d: Debian's libb64-0d (apt-get, as root), then copied next to libcudart so that
+  .wheels/perf_analyzer/ alone is enough on another machine (one without internet access).
 Everything lands in .wheels/ (git-ignored).
 """
 
@@ -62,6 +63,17 @@ def _libb64_missing(binary: Path, env: dict[str, str]) -> bool:
     return "libb64" in out and "not found" in out.split("libb64", 1)[1].splitlines()[0]
 
 
+def _bundle_libb64(binary: Path, lib_dir: Path, env: dict[str, str]) -> None:
+    if (lib_dir / "libb64.so.0d").exists():
+        return
+    for line in subprocess.run(["ldd", str(binary)], capture_output=True, text=True, env=env).stdout.splitlines():
+        if line.strip().startswith("libb64.so.0d") and "=>" in line:
+            source = Path(line.split("=>", 1)[1].split("(", 1)[0].strip())
+            if source.is_file():
+                shutil.copy2(source.resolve(), lib_dir / "libb64.so.0d")
+            return
+
+
 def ensure_perf_analyzer() -> tuple[Path, dict[str, str]]:
     """Path of a runnable perf_analyzer and the environment to run it with."""
     binary = PA_DIR / "perf_analyzer"
@@ -85,6 +97,7 @@ def ensure_perf_analyzer() -> tuple[Path, dict[str, str]]:
             subprocess.run(["apt-get", "install", "-y", "libb64-0d"], check=False, capture_output=True, timeout=600)
         if _libb64_missing(binary, env):
             raise SetupError("apt-get install -y libb64-0d did not provide libb64.so.0d")
+    _bundle_libb64(binary, cudart.parent, env)
     check = subprocess.run([str(binary), "--version"], capture_output=True, text=True, env=env, timeout=30)
     if check.returncode != 0 and "perf_analyzer" not in (check.stdout + check.stderr).lower():
         raise SetupError(f"perf_analyzer does not run: {(check.stderr or check.stdout).strip()[:200]}")
