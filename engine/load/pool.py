@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ class WorkerPool:
         self.count = count
         self.procs: list[subprocess.Popen[bytes]] = []
         self.conns: list[Connection] = []
+        self.logs: list[Any] = []
         self.inbox: asyncio.Queue[tuple[int, tuple[Any, ...]]] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -46,11 +48,16 @@ class WorkerPool:
         try:
             for index in range(self.count):
                 ours, theirs = socket.socketpair()
+                # stderr to a file, never the terminal (the TUI owns it); read back if it dies
+                log = tempfile.TemporaryFile()
+                self.logs.append(log)
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "engine.load.worker", str(theirs.fileno()), str(index)],
                     pass_fds=[theirs.fileno()],
                     env=env,
                     stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
                     close_fds=True,
                 )
                 theirs.close()
@@ -72,8 +79,20 @@ class WorkerPool:
         except (EOFError, OSError):
             assert self._loop is not None
             self._loop.remove_reader(conn.fileno())
-            code = self.procs[index].poll()
-            self.inbox.put_nowait((index, ("gone", f"load worker {index} exited (code {code})")))
+            try:
+                code: int | None = self.procs[index].wait(timeout=1.0)  # it is exiting: reap it
+            except subprocess.TimeoutExpired:
+                code = None
+            last = self.last_output(index)
+            detail = f": {last}" if last else ""
+            self.inbox.put_nowait((index, ("gone", f"load worker {index} exited (code {code}){detail}")))
+
+    def last_output(self, index: int) -> str:
+        """The last line a worker wrote (a traceback's last line says what killed it)."""
+        log = self.logs[index]
+        log.seek(0)
+        lines = [line.strip() for line in log.read()[-4096:].decode("utf-8", "replace").splitlines() if line.strip()]
+        return lines[-1][:200] if lines else ""
 
     def send(self, index: int, msg: tuple[Any, ...]) -> None:
         try:
@@ -125,8 +144,9 @@ class WorkerPool:
                 proc.wait(timeout=EXIT_TIMEOUT_S)
         for conn in self.conns:
             conn.close()
+        for log in self.logs:
+            log.close()
         self.procs.clear()
         self.conns.clear()
+        self.logs.clear()
 
-    def cpu_count(self) -> int:
-        return os.cpu_count() or 1

@@ -18,6 +18,7 @@ import json
 import random
 import select
 import selectors
+import signal
 import socket
 import sys
 import time
@@ -463,6 +464,7 @@ class Worker:
     def lost(self, slot: Slot, exc: Exception | None) -> None:
         if slot.generation != self.generation:
             return
+        broke = slot.busy
         if slot.busy:
             slot.busy = False
             if self.rec is not None:
@@ -470,7 +472,9 @@ class Worker:
         if not self.running:
             return
         if self.plan.mode == "concurrency":  # type: ignore[union-attr]
-            self.reconnect(slot)
+            # a connection closed cleanly (Connection: close, idle timeout, our timeout abort)
+            # comes back at once; one that broke under a request backs off
+            self.reconnect(slot, immediately=not broke)
         else:
             if slot in self.idle:
                 self.idle.remove(slot)
@@ -613,6 +617,8 @@ def _ssl_context() -> Any:
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C reaches the whole process group: the session decides when workers stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, index = int(argv[1]), int(argv[2])
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)

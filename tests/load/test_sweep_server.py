@@ -145,7 +145,12 @@ async def test_rate_mode_measures_from_intended_send_time(identity_server, ident
         assert r.status in ("stable", "unstable")
         assert r.target_rate == 200.0
         assert events.of("level_started")[0].arrival == arrival
-        assert r.throughput_rps == pytest.approx(200.0, rel=0.3)
+        # either the schedule was kept, or the audit says the client did not keep it (a stalled
+        # worker catches up by sending the overdue requests at once: wrk2's rule)
+        if not r.audit.client_bound:
+            assert r.throughput_rps == pytest.approx(200.0, rel=0.3), r.audit
+        else:
+            assert r.audit.late_sends > 0.01 * r.audit.sent
         unc = r.latency_uncorrected
         assert unc is not None and unc.count == r.latency.count
         # each request's corrected latency >= its uncorrected one, so every order statistic is too
@@ -198,4 +203,20 @@ async def test_server_stopped_mid_level(tmp_path):
     assert "connection_refused" in kinds
     (error,) = events.of("error")
     assert "level 4 failed" in error.message and "connection_refused" in error.message
+    assert not _load_workers_alive()
+
+
+async def test_a_dead_worker_ends_the_sweep_with_an_error_event(identity_server, identity_info):
+    target = Target(identity_server.http_url, "identity")
+    load = quick_load(concurrency=[2, 4], max_windows=40, stability_percent=0.001)
+    events = Events()
+    task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
+    await _first_measured_window(events)
+    (worker,) = _load_workers_alive()
+    worker.kill()
+    results = await asyncio.wait_for(task, 30)
+    assert results == []  # the level in progress has no result
+    (error,) = events.of("error")
+    assert error.fatal and error.message.startswith("load generator failed: load worker 0 exited (code -9)")
+    assert events.of("sweep_finished")[0].levels == 0
     assert not _load_workers_alive()
