@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, OptionList
 
 from engine import events as ev
@@ -226,3 +227,31 @@ async def test_stop_sources_stops_and_joins_the_source() -> None:
     assert source.running
     assert app.stop_sources(timeout=5.0) == []
     assert source.stop_calls == 1 and not source.running
+
+
+async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -> None:
+    from engine.record.replay import ReplaySource
+
+    source = ReplaySource(recording, speed=None)  # as fast as possible, then lingers for seeking
+    app = GpuscaleApp(replay=source)
+    app.attach(source, replay=source)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(50):  # bounded: the whole recording arrives within a few ticks
+                await pilot.pause(0.1)
+                if app.state.ended is not None:
+                    break
+            assert len(app.state.levels) == 4 and app.state.ended is not None
+            end = source.position_s
+            await pilot.press("space")
+            assert source.paused
+            await pilot.press("left")  # 10 s back: ReplayReset, then the events up to there
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.state.ended is None and not app.inbox:
+                    break
+            assert source.position_s == pytest.approx(end - 10.0)
+            assert app.state.ended is None and 0 < len(app.state.levels) <= 4
+            assert app.state.elapsed_s <= end - 10.0 + 1e-6
+    finally:
+        assert not app.stop_sources(timeout=5.0)
