@@ -33,6 +33,13 @@ def progress_line(state: SessionState) -> Text:
             line.append("stable ✓", style="green")
         elif p.measured_windows:
             line.append("not stable yet", style="yellow")
+    elif p.phase in ("probe", "all-reduce") and state.probe:
+        last = state.probe[-1]
+        line.append(f"{len(state.probe)} probe result{'s' if len(state.probe) != 1 else ''} · ", style="bold")
+        line.append(f"last {last.model} {last.strategy} x{last.world_size} {fmt.rate(last.samples_per_s.mean)}/s")
+        if last.efficiency is not None:
+            line.append(f" eff {fmt.percent(last.efficiency * 100)}", style="bold")
+        line.append(" (3 shows all)", style="dim")
     elif p.sweep_done and state.sweep_finished is not None:
         s = state.sweep_finished
         line.append(f"sweep done: {s.levels} levels, {s.stable} stable, {s.failed} failed")
