@@ -78,8 +78,10 @@ async def test_short_sweep_counts_stability_and_breakdown(identity_server, ident
         assert 0.6 * r.level <= r.throughput_rps * lat.mean <= 1.05 * r.level, (r.throughput_rps, lat.mean)
         s = r.server
         assert s is not None and s.request_count > 0
+        # Triton reads its counters one after another while requests complete, so the parts can
+        # exceed the total by a hair when its own overhead is tiny (identity: ~1 %)
         parts = s.queue + s.compute_input + s.compute_infer + s.compute_output
-        assert parts <= s.server_total + 1e-6, s
+        assert parts <= 1.02 * s.server_total, s
         assert s.avg_batch_size >= 1.0
         assert s.client_minus_server == pytest.approx(lat.mean - s.server_total)
         # the server counted what we sent, give or take the requests in flight at the edges
@@ -96,6 +98,8 @@ async def test_short_sweep_counts_stability_and_breakdown(identity_server, ident
     assert measured[-1].stable_so_far == (results[1].status == "stable")
     for w in measured:
         assert w.requests >= 20 and w.server is not None
+        parts = w.server.queue + w.server.compute_input + w.server.compute_infer + w.server.compute_output
+        assert parts <= 1.02 * w.server.server_total, w.server
         assert w.t_end > w.t_start
         assert w.throughput_rps == pytest.approx(w.requests / (w.t_end - w.t_start), rel=1e-6)
     # every event survives the JSON round trip the recorder does
