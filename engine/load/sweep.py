@@ -247,10 +247,17 @@ class _Level:
             self.load.min_window_requests,
         )
 
-    async def snapshot(self, boundary: int) -> StatsSnapshot | None:
+    def ensure_snapshot(self, boundary: int) -> asyncio.Task[StatsSnapshot | None]:
         task = self.snapshots.get(boundary)
         if task is None:
-            return None
+            task = asyncio.get_running_loop().create_task(fetch_snapshot(self.target, STATS_TIMEOUT_S))
+            self.snapshots[boundary] = task
+        return task
+
+    async def snapshot(self, boundary: int) -> StatsSnapshot | None:
+        """The statistics at a window boundary. Normally taken by poll_stats on the boundary;
+        if the window's last tick arrived first, taken now (a few ms late) rather than never."""
+        task = self.ensure_snapshot(boundary)
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
         except (asyncio.TimeoutError, asyncio.CancelledError):
@@ -259,13 +266,12 @@ class _Level:
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
         boundary = self.warmup_ticks
-        loop = asyncio.get_running_loop()
         while True:
             delay = (self.t0 + boundary * self.tick_ns - time.monotonic_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             if boundary == self.warmup_ticks or boundary >= self.cur_start + self.min_ticks:
-                self.snapshots[boundary] = loop.create_task(fetch_snapshot(self.target, STATS_TIMEOUT_S))
+                self.ensure_snapshot(boundary)
             boundary += 1
 
     async def close_window(self, end: int) -> str | None:
