@@ -31,8 +31,9 @@ class Panel(VerticalScroll):
         self._width = -1
         self._state: SessionState | None = None
         self._height = -1
+        self._segments: list[Segment] = []
 
-    def _prerender(self, renderable: RenderableType, width: int) -> tuple[Segments, int]:
+    def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int]:
         """Render once, here, at the body's width: the line count decides whether a layout
         pass is needed, and Textual then only copies the segments."""
         console = self.app.console
@@ -42,7 +43,7 @@ class Panel(VerticalScroll):
         for line in lines:  # every line ends in a newline: that is how Textual counts them
             segments.extend(line)
             segments.append(Segment.line())
-        return Segments(segments), len(lines)
+        return segments, len(lines)
 
     def compose(self) -> ComposeResult:
         yield Static(classes="panel-body")
@@ -66,10 +67,14 @@ class Panel(VerticalScroll):
             return
         self._seen, self._width = seen, width
         at_end = self.scroll_y >= self.max_scroll_y
-        body, height = self._prerender(self.render_state(state, width), width)
-        # A layout pass re-arranges the whole screen: only ask for one when the height changed.
-        self.query_one(".panel-body", Static).update(body, layout=height != self._height)
-        self._height = height
+        segments, height = self._prerender(self.render_state(state, width), width)
+        if segments == self._segments:
+            pass  # same picture (a new sample that rounds to the same text): no repaint
+        else:
+            self._segments = segments
+            # A layout pass re-arranges the whole screen: only ask for one when the height changed.
+            self.query_one(".panel-body", Static).update(Segments(segments), layout=height != self._height)
+            self._height = height
         title = self.title_for(state)
         if title is not None:
             self.border_title = title

@@ -101,6 +101,7 @@ class StatusBar(Static):
         super().__init__(id=id)
         self._seen: tuple[int, ...] | None = None
         self._state: SessionState | None = None
+        self._shown: Text | None = None
 
     def on_resize(self) -> None:
         if self._state is not None:
@@ -119,4 +120,7 @@ class StatusBar(Static):
         self._state = state
         width = self.size.width or 200
         lines = Text("\n", no_wrap=True, overflow="ellipsis").join([progress_line(state), summary_line(state, width)])
+        if lines == self._shown:
+            return  # most events leave these lines as they were (the clock shows whole seconds)
+        self._shown = lines
         self.update(lines, layout=False)  # always two lines: no layout pass
