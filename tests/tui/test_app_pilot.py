@@ -67,6 +67,9 @@ async def test_live_controls_reach_the_session() -> None:
         app.drain()
         await pilot.press("s", "x")  # a job runs: start is greyed out, stop works
         assert controls.calls == ["sweep", "probe", "cancel"]
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Stop the sweep", "Theme", "Open a recording", "View: training probe"} <= titles
+        assert "Start the sweep" not in titles and "Replay: play / pause" not in titles
 
 
 async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> None:
