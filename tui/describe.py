@@ -18,7 +18,7 @@ def severity(event: ev.Event) -> str:
     if isinstance(event, ev.SessionEnded):
         return "info" if event.status == "ok" else "error"
     if isinstance(event, ev.LevelResult):
-        return {"failed": "error", "unstable": "warning"}.get(event.status, "info")
+        return {"failed": "error", "unstable": "warning", "interrupted": "warning"}.get(event.status, "info")
     if isinstance(event, ev.WindowResult) and (event.errors or event.audit.client_bound):
         return "warning"
     return "info"

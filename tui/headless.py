@@ -89,7 +89,7 @@ class HeadlessPrinter:
         if row is None:
             return
         cells = tables.sweep_cells(row, self.state)
-        style = {"failed": "bold red", "unstable": "yellow"}.get(row.status, "")
+        style = {"failed": "bold red", "unstable": "yellow", "interrupted": "magenta"}.get(row.status, "")
         self._plain("level  " + tables.fixed_line(columns, cells), style)
         for message in event.error_messages[:3]:
             self._plain(f"       error: {message}", "red")

@@ -454,8 +454,9 @@ class SessionState:
         return cost_per_1000(self.cost_per_hour, throughput_ips)
 
     def best_level(self) -> LevelRow | None:
-        """Highest throughput among merged levels that did not fail."""
-        done = [r for r in self.levels.values() if r.result is not None and r.status != "failed"]
+        """Highest throughput among merged levels that were measured to the end (not failed,
+        not interrupted)."""
+        done = [r for r in self.levels.values() if r.result is not None and r.status not in ("failed", "interrupted")]
         return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]
 
     @property

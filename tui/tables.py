@@ -42,7 +42,7 @@ SWEEP_COLUMNS: tuple[Column, ...] = (
     Column("queue", "queue ms", 8, short="queue"),
     Column("compute", "compute ms", 10, short="compute"),
     Column("batch", "avg batch", 9, optional=True, short="batch"),
-    Column("status", "status", 8, "left"),
+    Column("status", "status", 11, "left"),
     Column("client", "client", 6, "left"),
     Column("errors", "errors", 6, optional=True),
     Column("cost", "$/1k img", 8, optional=True),
@@ -73,7 +73,7 @@ ALLREDUCE_COLUMNS: tuple[Column, ...] = (
     Column("limit", "% of link", 9, optional=True),
 )
 
-STATUS_STYLE = {"stable": "green", "unstable": "yellow", "failed": "bold red", "running": "cyan"}
+STATUS_STYLE = {"stable": "green", "unstable": "yellow", "failed": "bold red", "running": "cyan", "interrupted": "magenta"}
 
 
 # --------------------------------------------------------------------------- cells

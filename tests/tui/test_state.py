@@ -200,3 +200,13 @@ def test_time_left_uses_measured_window_length_when_windows_stretch() -> None:
 def test_phase_reads_sweep_done_once_the_sweep_finishes() -> None:
     state = fold(session_events(probe=False, end=False))
     assert state.phase == "sweep done"
+
+
+def test_an_interrupted_level_is_not_the_best() -> None:
+    state = fold(session_events(levels=(1, 4)))
+    state.apply(ev.LevelStarted(mode="concurrency", level=8, index=2, total=3, ts=T0 + 200))
+    state.apply(ev.LevelResult(
+        mode="concurrency", level=8, index=2, status="interrupted", batch_size=1, windows=1, merged_windows=1,
+        requests=10, errors=0, throughput_rps=9999.0, throughput_ips=9999.0, latency=latency(1.0), ts=T0 + 201,
+    ))
+    assert state.levels[2].status == "interrupted" and state.best_level().level == 4
