@@ -5,7 +5,7 @@ one operation is the mean, averaged over ranks (nccl-tests' default -a 1)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -34,7 +34,9 @@ def _agreed_max(value: float, ctx: RankContext) -> float:
     return float(t.item())
 
 
-def run_allreduce_job(job: AllReduceJob, ctx: RankContext) -> dict[str, Any]:
+def run_allreduce_job(
+    job: AllReduceJob, ctx: RankContext, progress: Callable[[str], None] = lambda what: None
+) -> dict[str, Any]:
     sizes = sweep_sizes(job.max_bytes)
     buffer = torch.ones(max(sizes) // 4, dtype=torch.float32, device=ctx.device)
     times: list[float] = []
@@ -44,6 +46,7 @@ def run_allreduce_job(job: AllReduceJob, ctx: RankContext) -> dict[str, Any]:
         # every rank must run the same number of operations: agree on the slowest warmup
         iters = iterations_for(_agreed_max(warm, ctx))
         times.append(_time_ops(tensor, iters, ctx))
+        progress(f"{size} bytes")
     del buffer
     record: dict[str, Any] = {"rank": ctx.rank, "sizes": [s // 4 * 4 for s in sizes], "time_s": times}
     if ctx.rank == 0 and ctx.device.type == "cuda":

@@ -4,7 +4,8 @@ The parent holds the rendezvous (a TCPStore on a free loopback port, so no port 
 pipe that rank 0 writes JSON lines to. Every rank runs in its own session so that ending it
 ends anything it started. A group ends in one of four ways: every job done ("ok"), a rank
 exited with an error ("failed": the others are ended at once, they would hang in their next
-collective), no progress within the timeout ("hung"), or the caller's stop event ("stopped").
+collective), no progress within the timeout ("hung": rank 0 reports between timed runs, so
+the timeout bounds a run, not a whole configuration), or the caller's stop event ("stopped").
 Records that arrived before the end are already delivered: measured results are kept.
 """
 
@@ -182,6 +183,8 @@ def _watch(
             deadline = time.monotonic() + timeout_s
             if on_job_start is not None:
                 on_job_start(str(state["current"]))
+        elif record.get("type") == "progress":
+            deadline = time.monotonic() + timeout_s
         elif record.get("type") == "result":
             state["done"].append(record.get("job"))
             on_record(record)

@@ -9,6 +9,7 @@ inflate small-model step times. Each rank returns its own raw figures; rank 0 ga
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import time
 from dataclasses import dataclass
@@ -144,16 +145,26 @@ class Trainer:
         return time.perf_counter() - start
 
 
-def run_train_job(job: TrainJob, ctx: RankContext) -> dict[str, Any]:
-    """This rank's raw figures: seconds per run of ``steps`` steps, the no-sync run, memory, util."""
+def _quiet(what: str) -> None:
+    pass
+
+
+def run_train_job(job: TrainJob, ctx: RankContext, progress: Callable[[str], None] = _quiet) -> dict[str, Any]:
+    """This rank's raw figures: seconds per run of ``steps`` steps, the no-sync run, memory, util.
+    ``progress`` is called between timed runs (a heartbeat for the launcher's timeout)."""
     if ctx.device.type == "cuda":
+        gc.collect()  # the previous job's wrapped model holds cycles (hooks): free it before the peak
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(ctx.device)
     trainer = Trainer(job, ctx)
     for _ in range(job.warmup_steps):
         trainer.step()
+    progress("warmup")
+    run_s: list[float] = []
     with UtilizationSampler(ctx.cuda_index) as util:
-        run_s = [trainer.timed_run(job.steps) for _ in range(job.repeats)]
+        for n in range(job.repeats):
+            run_s.append(trainer.timed_run(job.steps))
+            progress(f"run {n + 1}")
     nosync_s = trainer.timed_run(job.steps, sync_grads=False) if job.strategy != "single" else None
     peak = int(torch.cuda.max_memory_allocated(ctx.device)) if ctx.device.type == "cuda" else None
     return {

@@ -71,7 +71,8 @@ def init_rank(device_kind: str, timeout_s: float):
 
 
 def run_jobs(jobs: list[dict[str, Any]], ctx, emit: Emit, state: dict[str, Any] | None = None) -> None:
-    """Rank 0 emits {"type": "job_start"} before and {"type": "result"} after each job.
+    """Rank 0 emits {"type": "job_start"} before each job, {"type": "progress"} between its
+    timed runs and {"type": "result"} after it.
     ``state["job"]`` names the job under way on every rank (for error records)."""
     import torch.distributed as dist
 
@@ -87,11 +88,29 @@ def run_jobs(jobs: list[dict[str, Any]], ctx, emit: Emit, state: dict[str, Any] 
             state["job"] = job.id
         if ctx.rank == 0:
             emit({"type": "job_start", "job": job.id})
-        record = run_train_job(job, ctx) if isinstance(job, TrainJob) else run_allreduce_job(job, ctx)
+        progress = _progress_emitter(emit, job.id) if ctx.rank == 0 else _no_progress
+        if isinstance(job, TrainJob):
+            record = run_train_job(job, ctx, progress)
+        else:
+            record = run_allreduce_job(job, ctx, progress)
         gathered: list[Any] | None = [None] * ctx.world_size if ctx.rank == 0 else None
         dist.gather_object(record, gathered, dst=0)
         if ctx.rank == 0:
             emit({"type": "result", "job": job.id, "ranks": gathered})
+
+
+def _progress_emitter(emit: Emit, job_id: str) -> Callable[[str], None]:
+    """Heartbeats between timed runs (never inside one): the launcher's timeout means
+    "no progress for that long", so a slow configuration is not mistaken for a hung one."""
+
+    def progress(what: str) -> None:
+        emit({"type": "progress", "job": job_id, "what": what})
+
+    return progress
+
+
+def _no_progress(what: str) -> None:
+    pass
 
 
 def _pipe_emitter(fd: int) -> Emit:
