@@ -370,6 +370,10 @@ class ProbeResult(Event):
     warmup_steps: int = 0
     steps: int = 0
     repeats: int = 0
+    # the world-size-1 result compared with (seed 002's "single -> multi" columns); None/[] if none
+    baseline_samples_per_s: StatSummary | None = None
+    baseline_step_time_s: float | None = None
+    baseline_gpu_util: list[float] = field(default_factory=list)
 
 
 @register
