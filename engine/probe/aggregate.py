@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.analysis.scaling import scaling_efficiency, speedup
 from engine.analysis.stats import is_significant, summarize, welch_from_summaries
-from engine.events import AllReduceResult, ProbeResult, StatSummary
+from engine.events import AllReduceResult, ProbeResult
 from engine.probe.bandwidth import allreduce_row, link_limit
 from engine.probe.plan import AllReduceJob, TrainJob
 
@@ -23,13 +23,13 @@ BaselineKey = tuple[str, str, int]  # model, precision, batch (per device = glob
 class Baselines:
     """World size 1 results, samples/s, that later world sizes are compared with."""
 
-    by_key: dict[BaselineKey, StatSummary] = field(default_factory=dict)
+    by_key: dict[BaselineKey, ProbeResult] = field(default_factory=dict)
 
     def add(self, result: ProbeResult) -> None:
         if result.world_size == 1:
-            self.by_key[(result.model, result.precision, result.global_batch)] = result.samples_per_s
+            self.by_key[(result.model, result.precision, result.global_batch)] = result
 
-    def get(self, model: str, precision: str, batch: int) -> StatSummary | None:
+    def get(self, model: str, precision: str, batch: int) -> ProbeResult | None:
         return self.by_key.get((model, precision, batch))
 
 
@@ -61,14 +61,14 @@ def train_results(
     util = [float(r["gpu_util"]) for r in ranks if r.get("gpu_util") is not None]
     out: list[ProbeResult] = []
     for view in job.views or []:
-        base = baselines.get(job.model, job.precision, view.batch)
+        base = baselines.get(job.model, job.precision, view.batch) if job.world_size > 1 else None
         up = eff = p = None
         if job.world_size == 1:
             up, eff = 1.0, 1.0
         elif base is not None:
-            up = speedup(sps.mean, base.mean)
-            eff = scaling_efficiency(sps.mean, base.mean, job.world_size)
-            test = welch_from_summaries(sps, base)
+            up = speedup(sps.mean, base.samples_per_s.mean)
+            eff = scaling_efficiency(sps.mean, base.samples_per_s.mean, job.world_size)
+            test = welch_from_summaries(sps, base.samples_per_s)
             p = test.p_value if test else None
         out.append(
             ProbeResult(
@@ -94,6 +94,9 @@ def train_results(
                 warmup_steps=job.warmup_steps,
                 steps=job.steps,
                 repeats=job.repeats,
+                baseline_samples_per_s=base.samples_per_s if base else None,
+                baseline_step_time_s=base.step_time_s.mean if base else None,
+                baseline_gpu_util=list(base.gpu_util) if base else [],
             )
         )
     return out

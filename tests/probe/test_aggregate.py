@@ -46,6 +46,10 @@ def test_single_device_baseline_then_two_ranks():
     assert r2.efficiency == pytest.approx(0.8)  # 160 / (2 x 100)
     assert r2.comm_overhead == pytest.approx((0.125 - 0.1) / 0.125)
     assert r2.peak_mem_bytes == [100, 120] and r2.gpu_util == [80.0, 90.0]
+    # the row of seed 002's table in one event: single -> multi
+    assert r2.baseline_samples_per_s == r1.samples_per_s
+    assert (r2.baseline_step_time_s, r2.baseline_gpu_util) == (pytest.approx(0.1), [])
+    assert r1.baseline_samples_per_s is None
     assert (r2.device, r2.backend, r2.global_batch, r2.warmup_steps, r2.repeats) == ("cuda", "nccl", 20, 2, 3)
 
 
