@@ -1,9 +1,10 @@
 """One training measurement inside one rank: build, wrap (DDP / FSDP2), warm up, time.
 
-Imports happen during a rank's start-up, before the first job's no-progress clock starts:
-at module level, and the lazy ones through preload(). Timing touches the device only at run boundaries (barrier + synchronize before, synchronize
+Timing touches the device only at run boundaries (barrier + synchronize before, synchronize
 after): per-step synchronisation would remove the CPU/GPU overlap real training has and
 inflate small-model step times. Each rank returns its own raw figures; rank 0 gathers them.
+Imports happen during a rank's start-up, before the first job's no-progress clock starts:
+at module level, and the lazy ones through preload().
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class RankContext:
     world_size: int
     local_rank: int
     device: torch.device
+    mesh: Any = None  # FSDP's DeviceMesh, made by the first FSDP job
 
     @property
     def cuda_index(self) -> int | None:
@@ -59,8 +61,9 @@ def wrap(module: nn.Module, units: list[nn.Module], strategy: str, precision: st
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
-        kwargs: dict[str, Any] = {"mesh": mesh}
+        if ctx.mesh is None:  # one mesh per group: FSDP jobs after the first reuse its communicators
+            ctx.mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+        kwargs: dict[str, Any] = {"mesh": ctx.mesh}
         if precision in DTYPES:  # FSDP's own policy: all-gathers in low precision, reductions in fp32
             kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
         for unit in units:
@@ -165,8 +168,9 @@ def run_train_job(job: TrainJob, ctx: RankContext, progress: Callable[[str], Non
         for n in range(job.repeats):
             run_s.append(trainer.timed_run(job.steps))
             progress(f"run {n + 1}")
-    nosync_s = trainer.timed_run(job.steps, sync_grads=False) if job.strategy != "single" else None
+    # read before the no-sync run: FSDP keeps unsharded gradients there, which real training does not
     peak = int(torch.cuda.max_memory_allocated(ctx.device)) if ctx.device.type == "cuda" else None
+    nosync_s = trainer.timed_run(job.steps, sync_grads=False) if job.strategy != "single" else None
     return {
         "rank": ctx.rank,
         "params": trainer.params,
