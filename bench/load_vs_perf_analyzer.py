@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.load_pa_setup import SetupError, ensure_perf_analyzer  # noqa: E402
+from bench.load_sched import SchedWatcher  # noqa: E402
 from engine.events import LevelResult  # noqa: E402
 from engine.load.sweep import run_sweep  # noqa: E402
 from engine.load.target import Target, describe_target  # noqa: E402
@@ -52,6 +53,8 @@ class Measure:
     mean_ms: float | None = None
     client_cpu_cores: float | None = None  # client CPU seconds / wall seconds over the whole run
     client_cpu_us_per_request: float | None = None  # client CPU / requests the server served in the run
+    client_wait_us_per_request: float | None = None  # client threads' run-queue wait / requests served
+    server_us_per_request: float | None = None  # the server's own time per request over the run
     wall_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -66,11 +69,45 @@ def _self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def server_requests(url: str, model: str) -> int:
-    """The server's cumulative successful request count for the model (statistics extension)."""
+def server_totals(url: str, model: str) -> tuple[int, int]:
+    """The server's cumulative (successful requests, their total ns) for the model."""
     with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=10) as reply:  # noqa: S310 - loopback
         doc = json.loads(reply.read())
-    return sum(int(s["inference_stats"]["success"]["count"]) for s in doc["model_stats"])
+    success = [s["inference_stats"]["success"] for s in doc["model_stats"]]
+    return sum(int(x["count"]) for x in success), sum(int(x["ns"]) for x in success)
+
+
+class RunAccount:
+    """What one tool's run cost the client and got from the server, measured the same way for
+    both tools: client CPU (rusage of exited children + our own), client run-queue wait
+    (schedstat), and the server's request count and time (statistics extension)."""
+
+    def __init__(self, url: str, model: str, match: str, include_self: bool) -> None:
+        self.url, self.model, self.include_self = url, model, include_self
+        self.watch = SchedWatcher(match)
+
+    def __enter__(self) -> RunAccount:
+        self.n0, self.ns0 = server_totals(self.url, self.model)
+        self.cpu0, self.self0, self.t0 = _children_cpu(), _self_cpu(), time.monotonic()
+        self.watch.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.watch.__exit__()
+        self.wall = time.monotonic() - self.t0
+        self.cpu = _children_cpu() - self.cpu0 + ((_self_cpu() - self.self0) if self.include_self else 0.0)
+        n1, ns1 = server_totals(self.url, self.model)
+        self.served, self.server_ns = n1 - self.n0, ns1 - self.ns0
+
+    def fill(self, m: Measure) -> Measure:
+        per = (lambda x: x / self.served * 1e6) if self.served else (lambda x: None)  # noqa: E731
+        m.client_cpu_cores = self.cpu / self.wall
+        m.client_cpu_us_per_request = per(self.cpu)
+        m.client_wait_us_per_request = per(self.watch.wait_s)
+        m.server_us_per_request = self.server_ns / self.served / 1e3 if self.served else None
+        m.wall_s = self.wall
+        m.extra["client_threads"] = self.watch.threads
+        return m
 
 
 def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int, args) -> Measure:
@@ -82,25 +119,20 @@ def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int,
             "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
             "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv",
         ]
-        n0, cpu0, t0 = server_requests(url, model), _children_cpu(), time.monotonic()
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.window_ms / 1000 * (args.max_windows + 4) + 60)
-        wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
-        served = server_requests(url, model) - n0
-        us_per_request = cpu / served * 1e6 if served else None
+        with RunAccount(url, model, str(binary), include_self=False) as acct:
+            run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.window_ms / 1000 * (args.max_windows + 4) + 60)
         if run.returncode != 0 or not csv_path.exists():
             tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["?"]
-            return Measure("perf_analyzer", False, f"no result: {tail[0][:90]}", client_cpu_cores=cpu / wall,
-                           client_cpu_us_per_request=us_per_request, wall_s=wall)
+            return acct.fill(Measure("perf_analyzer", False, f"no result: {tail[0][:90]}"))
         rows = list(csv.DictReader(csv_path.open()))
     row = rows[-1]
-    return Measure(
+    return acct.fill(Measure(
         "perf_analyzer", True, "stable",
         throughput=float(row["Inferences/Second"]),
         p50_ms=float(row["p50 latency"]) / 1000, p99_ms=float(row["p99 latency"]) / 1000,
         mean_ms=float(row["Avg latency"]) / 1000,
-        client_cpu_cores=cpu / wall, client_cpu_us_per_request=us_per_request, wall_s=wall,
         extra={"server_queue_us": float(row["Server Queue"]), "server_infer_us": float(row["Server Compute Infer"])},
-    )
+    ))
 
 
 async def run_ours(url: str, model: str, level: int, args) -> Measure:
@@ -111,16 +143,13 @@ async def run_ours(url: str, model: str, level: int, args) -> Measure:
         max_windows=args.max_windows, warmup_s=0.0, workers=args.workers, request_timeout_s=30.0,
     )
     events: list = []
-    n0, cpu0, self0, t0 = server_requests(url, model), _children_cpu(), _self_cpu(), time.monotonic()
-    results = await run_sweep(target, info, load, events.append, asyncio.Event())
-    wall = time.monotonic() - t0
-    cpu = (_children_cpu() - cpu0) + (_self_cpu() - self0)  # workers (exited) + the session
-    served = server_requests(url, model) - n0
+    with RunAccount(url, model, "engine.load.worker", include_self=True) as acct:
+        results = await run_sweep(target, info, load, events.append, asyncio.Event())
     (r,) = results
-    return _ours_measure(r, cpu / wall, cpu / served * 1e6 if served else None, wall)
+    return acct.fill(_ours_measure(r))
 
 
-def _ours_measure(r: LevelResult, cores: float, us_per_request: float | None, wall: float) -> Measure:
+def _ours_measure(r: LevelResult) -> Measure:
     ok = r.status in ("stable", "unstable") and r.latency.count > 0
     return Measure(
         "ours", ok, r.status,
@@ -128,11 +157,10 @@ def _ours_measure(r: LevelResult, cores: float, us_per_request: float | None, wa
         p50_ms=r.latency.p50 * 1e3 if ok else None,
         p99_ms=r.latency.p99 * 1e3 if ok else None,
         mean_ms=r.latency.mean * 1e3 if ok else None,
-        client_cpu_cores=cores, client_cpu_us_per_request=us_per_request, wall_s=wall,
         extra={
             "windows": r.windows, "errors": r.errors,
             "worker_cpu_percent": r.audit.cpu_percent, "client_bound": r.audit.client_bound,
-            "reasons": r.audit.reasons,
+            "reasons": r.audit.reasons, "loop_lag_p99_ms": r.audit.loop_lag_p99 and r.audit.loop_lag_p99 * 1e3,
             "server_queue_us": r.server.queue * 1e6 if r.server and r.server.queue is not None else None,
             "server_infer_us": r.server.compute_infer * 1e6 if r.server and r.server.compute_infer is not None else None,
             "avg_batch": r.server.avg_batch_size if r.server else None,
@@ -180,7 +208,9 @@ def bench_model(model: str, args, binary: Path, env: dict) -> list[dict]:
                     f"  c={level:<3} r{rnd}  thr {_fmt(ours.throughput, '8.1f')} / {_fmt(pa.throughput, '8.1f')} = {_fmt(row['throughput_ratio'], '5.2f')}"
                     f"   p50 {_fmt(ours.p50_ms, '7.3f')} / {_fmt(pa.p50_ms, '7.3f')} ms = {_fmt(row['p50_ratio'], '5.2f')}"
                     f"   p99 {_fmt(ours.p99_ms, '7.3f')} / {_fmt(pa.p99_ms, '7.3f')} ms = {_fmt(row['p99_ratio'], '5.2f')}"
-                    f"   client cpu/request {_fmt(ours.client_cpu_us_per_request, '.0f')} / {_fmt(pa.client_cpu_us_per_request, '.0f')} us"
+                    f"   per request: client cpu {_fmt(ours.client_cpu_us_per_request, '.0f')} / {_fmt(pa.client_cpu_us_per_request, '.0f')} us,"
+                    f" client run-queue wait {_fmt(ours.client_wait_us_per_request, '.0f')} / {_fmt(pa.client_wait_us_per_request, '.0f')} us,"
+                    f" server {_fmt(ours.server_us_per_request, '.0f')} / {_fmt(pa.server_us_per_request, '.0f')} us"
                     f"   [{ours.status}; pa {pa.status}]",
                     flush=True,
                 )
