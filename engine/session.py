@@ -57,6 +57,7 @@ class Session(EventSource):
         self._sweep_stop: asyncio.Event | None = None
         self._probe_stop = threading.Event()
         self._busy = False
+        self._interrupted_job = False
         self._recorder: Any = None
         self._server: Any = None
         self._telemetry: Any = None
@@ -145,6 +146,7 @@ class Session(EventSource):
                     break
                 await self._do(job, target, info)
             while self.options.interactive and not self._stopping.is_set():
+                self._publish(ev.PhaseChanged(phase="idle", detail="waiting: start a sweep or the probe"))
                 job = await self._requests.get()
                 if job != "stop":
                     await self._do(job, target, info)
@@ -152,7 +154,7 @@ class Session(EventSource):
             failed = [r for r in self.level_results if r.status == "failed"]
             if self._record_error:
                 status, error, code = "failed", self._record_error, EXIT_FAILED
-            elif self._stopping.is_set() and not self.options.interactive:
+            elif self._stopping.is_set() and (not self.options.interactive or self._interrupted_job):
                 status, code = "interrupted", EXIT_INTERRUPTED
             elif failed:
                 status, code = "failed", EXIT_FAILED
@@ -321,12 +323,15 @@ class Session(EventSource):
             return
         self._busy = True
         try:
+            self._interrupted_job = False
             if job == "sweep":
                 await self._sweep(target, info)
             elif job == "probe":
                 await self._probe()
         finally:
             self._busy = False
+            # stopped (quit, SIGHUP) in the middle of a job: the session was interrupted
+            self._interrupted_job = self._stopping.is_set()
 
     async def _sweep(self, target: Any, info: Any) -> None:
         from engine.load.sweep import run_sweep

@@ -116,7 +116,7 @@ def the_recording(out_dir: Path) -> Path:
 
 def test_sweep_renders_keys_work_and_quit_finalises_the_recording(tmux: Tmux, tmp_path: Path) -> None:
     pid = tmux.start(app_command(tmp_path, "--set", "load.concurrency=1,4"))
-    screen = tmux.wait_for(r"SWEEP DONE", timeout=180)
+    screen = tmux.wait_for(r"sweep done: \d+ levels", timeout=180)
     assert "sweep · concurrency · 2/2 levels" in screen
     rows = [line for line in screen.splitlines() if re.match(r"^\s+(1|4)\s+[\d.]+k?\s", line)]
     assert len(rows) == 2, screen
