@@ -1,25 +1,68 @@
 """An independent check on the load engine: the plainest correct client we can write.
 
-aiohttp, N coroutines each posting the same KServe v2 binary request in a loop for a fixed time,
-throughput = completed / elapsed. No windows, no workers, nothing shared with engine/load, so
-when both agree on a scaling ratio the agreement means something.
+Standard library only: P processes x T threads, each thread with one keep-alive
+http.client connection posting the same KServe v2 binary request in a loop for a fixed time;
+throughput = responses completed inside the measured interval / its length. No windows, no
+stability rule, nothing shared with engine/load, so when both agree on a scaling ratio the
+agreement means something.
 
     python bench/plain_client.py --url http://127.0.0.1:8000 --model openclip_vit_b32 \
-        --concurrency 64 --seconds 15 [--warmup 3]
+        --concurrency 64 --seconds 15 [--warmup 3] [--processes 8]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import http.client
 import json
+import multiprocessing as mp
+import threading
 import time
+from urllib.parse import urlsplit
 
-import aiohttp
 import numpy as np
 
 
-async def main() -> None:
+def _thread(host: str, port: int, path: str, body: bytes, headers: dict[str, str], t_measure: float,
+            t_end: float, out: list, errors: list) -> None:
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    while True:
+        start = time.monotonic()
+        if start >= t_end:
+            break
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            payload = response.read()
+            ok = response.status == 200
+        except (OSError, http.client.HTTPException) as exc:
+            ok, payload = False, repr(exc).encode()
+            conn.close()
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+        end = time.monotonic()
+        if t_measure <= end <= t_end:  # a response belongs to the interval it ends in
+            if ok:
+                out.append(end - start)
+            else:
+                errors.append(payload[:200])
+    conn.close()
+
+
+def _process(args: dict, threads: int, t_measure: float, t_end: float, queue: mp.Queue) -> None:
+    parts = urlsplit(args["url"])
+    latencies: list[float] = []
+    errors: list[bytes] = []
+    workers = [threading.Thread(target=_thread, args=(parts.hostname, parts.port, args["path"], args["body"],
+                                                      args["headers"], t_measure, t_end, latencies, errors))
+               for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    queue.put((latencies, errors[:3], len(errors)))
+
+
+def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--url", required=True)
     p.add_argument("--model", required=True)
@@ -27,6 +70,7 @@ async def main() -> None:
     p.add_argument("--shape", default="3,224,224")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--processes", type=int, default=8)
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--warmup", type=float, default=3.0)
     args = p.parse_args()
@@ -35,46 +79,33 @@ async def main() -> None:
     data = np.random.default_rng(0).random(shape, dtype=np.float32).tobytes()
     header = json.dumps({"inputs": [{"name": args.input, "shape": shape, "datatype": "FP32",
                                      "parameters": {"binary_data_size": len(data)}}]}).encode()
-    body = header + data
-    headers = {"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"}
-    url = f"{args.url}/v2/models/{args.model}/infer"
-    done = errors = 0
-    first_error: list[str] = []
-    latencies: list[float] = []
-    measuring = False
-
-    async def loop(session: aiohttp.ClientSession, until: float) -> None:
-        nonlocal done, errors
-        while time.perf_counter() < until:
-            start = time.perf_counter()
-            async with session.post(url, data=body, headers=headers) as response:
-                payload = await response.read()
-                ok = response.status == 200
-                if not ok and not first_error:
-                    first_error.append(f"HTTP {response.status}: {payload[:300]!r}")
-            if measuring:
-                if ok:
-                    done += 1
-                    latencies.append(time.perf_counter() - start)
-                else:
-                    errors += 1
-
-    connector = aiohttp.TCPConnector(limit=args.concurrency)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(loop(session, time.perf_counter() + args.warmup) for _ in range(args.concurrency)))
-        measuring = True
-        t0 = time.perf_counter()
-        await asyncio.gather(*(loop(session, t0 + args.seconds) for _ in range(args.concurrency)))
-        elapsed = time.perf_counter() - t0
-    lat = np.array(latencies) * 1e3
+    shared = {
+        "url": args.url, "path": f"/v2/models/{args.model}/infer", "body": header + data,
+        "headers": {"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"},
+    }
+    processes = max(1, min(args.processes, args.concurrency))
+    per = [args.concurrency // processes + (1 if i < args.concurrency % processes else 0) for i in range(processes)]
+    t_measure = time.monotonic() + 1.0 + args.warmup  # 1 s for the processes to start
+    t_end = t_measure + args.seconds
+    queue: mp.Queue = mp.get_context("fork").Queue()
+    procs = [mp.get_context("fork").Process(target=_process, args=(shared, n, t_measure, t_end, queue)) for n in per]
+    for proc in procs:
+        proc.start()
+    results = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    latencies = np.array([x for r in results for x in r[0]]) * 1e3
+    n_errors = sum(r[2] for r in results)
+    first_error = next((r[1][0] for r in results if r[1]), None)
     print(json.dumps({
-        "model": args.model, "concurrency": args.concurrency, "batch": args.batch, "seconds": round(elapsed, 2),
-        "requests": done, "errors": errors, "throughput_ips": round(done * args.batch / elapsed, 1),
-        "p50_ms": round(float(np.percentile(lat, 50)), 2) if done else None,
-        "p99_ms": round(float(np.percentile(lat, 99)), 2) if done else None,
-        "first_error": first_error[0] if first_error else None,
+        "model": args.model, "concurrency": args.concurrency, "batch": args.batch, "seconds": args.seconds,
+        "requests": int(latencies.size), "errors": n_errors,
+        "throughput_ips": round(latencies.size * args.batch / args.seconds, 1),
+        "p50_ms": round(float(np.percentile(latencies, 50)), 2) if latencies.size else None,
+        "p99_ms": round(float(np.percentile(latencies, 99)), 2) if latencies.size else None,
+        "first_error": first_error.decode(errors="replace") if first_error else None,
     }))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
