@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -147,8 +146,13 @@ def parse_endpoint(url: str) -> Endpoint:
     return Endpoint(parts.hostname, port or (443 if tls else 80), tls, parts.path.rstrip("/"))
 
 
-def ssl_context(endpoint: Endpoint) -> ssl.SSLContext | None:
-    return ssl.create_default_context() if endpoint.tls else None
+def ssl_context(endpoint: Endpoint) -> Any:
+    """A default TLS context for https, None for http (ssl imported only when needed)."""
+    if not endpoint.tls:
+        return None
+    import ssl
+
+    return ssl.create_default_context()
 
 
 def encode_request(

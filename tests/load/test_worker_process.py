@@ -55,10 +55,10 @@ async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_i
     assert [t.in_flight for t in ticks] == [5] * 10
     assert sum(t.ok for t in ticks) > 50 and not any(t.errors for t in ticks)
     for t in ticks:
-        assert t.latency_ns.size == t.ok and (t.latency_ns > 0).all()
+        assert len(t.latency_ns) == t.ok and all(x > 0 for x in t.latency_ns)
         assert t.latency_uncorrected_ns is None
     assert sum(t.sent for t in ticks) >= sum(t.ok for t in ticks)
-    assert sum(t.cpu_ns for t in ticks) > 0 and sum(t.lag_ns.size for t in ticks) > 0
+    assert sum(t.cpu_ns for t in ticks) > 0 and sum(len(t.lag_ns) for t in ticks) > 0
 
 
 async def test_open_loop_sends_on_schedule(identity_server, identity_info):
@@ -70,5 +70,6 @@ async def test_open_loop_sends_on_schedule(identity_server, identity_info):
     assert 177 <= sum(sent[:9]) <= 181, sent
     assert 0 <= sum(t.late for t in ticks) <= sum(sent)
     for t in ticks:
-        assert t.latency_uncorrected_ns is not None and t.latency_uncorrected_ns.size == t.ok
-        assert (t.latency_ns >= t.latency_uncorrected_ns).all()  # from intended >= from actual send
+        assert t.latency_uncorrected_ns is not None and len(t.latency_uncorrected_ns) == t.ok
+        # from the intended send time >= from the actual send, request by request
+        assert all(c >= u for c, u in zip(t.latency_ns, t.latency_uncorrected_ns))
