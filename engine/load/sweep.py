@@ -5,6 +5,15 @@ collects their per-tick aggregates, assembles contiguous windows (requests attri
 completion time), fetches Triton's statistics at window boundaries, and stops the level when
 the last ``stable_windows`` windows agree, after ``max_windows``, when a whole window failed,
 or when asked to stop. Everything goes out as events.
+
+Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
+without that: the last stable_windows windows are merged and the level says so), "failed" (a
+whole window completed no request successfully: every window is merged), "interrupted" (stop
+was asked before the level was decided).
+Error kinds counted per window: connection_refused, connect_error, connection_reset, timeout,
+http_4xx, http_5xx (with Triton's message), bad_response (unframeable, or the first response
+of a level lacks the outputs asked for), dropped (rate mode: the in-flight cap was reached, the
+request was never sent).
 """
 
 from __future__ import annotations

@@ -73,3 +73,27 @@ async def test_open_loop_sends_on_schedule(identity_server, identity_info):
         assert t.latency_uncorrected_ns is not None and len(t.latency_uncorrected_ns) == t.ok
         # from the intended send time >= from the actual send, request by request
         assert all(c >= u for c, u in zip(t.latency_ns, t.latency_uncorrected_ns))
+
+
+async def test_a_server_that_never_answers_gives_timeouts(identity_info):
+    import socket
+
+    # a listening socket that nobody serves: connections open (the kernel accepts them into the
+    # backlog) but no response ever comes
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        plan = _plan(url, mode="concurrency", slots=2)
+        plan.timeout_ns = 300_000_000
+        _, ticks = await _run(url, identity_info, plan, 12)
+    finally:
+        silent.close()
+    errors = {}
+    for t in ticks:
+        for kind, n in t.errors.items():
+            errors[kind] = errors.get(kind, 0) + n
+    assert sum(t.ok for t in ticks) == 0
+    assert errors.get("timeout", 0) >= 4, errors  # 2 slots x (1.2 s / 0.3 s), give or take one
+    assert any("no response within 0.3 s" in m for t in ticks for m in t.messages.get("timeout", []))
