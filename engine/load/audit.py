@@ -4,10 +4,11 @@ Rules, each with its reason (the thresholds are ours unless named):
 * a load worker busy >= 90 % of a core: its single event loop cannot go faster;
 * all load workers together >= 90 % of the machine's cores;
 * event-loop lag p99 > max(2 ms, 25 % of the p50 latency) while a worker is busy >= 50 % of a
-  core: responses wait in the client, behind its own work, before they are timestamped. (2 ms
-  floor: an idle selector rounds its timeout up to whole milliseconds, so the probe itself
-  reads up to 1 ms. Lag with idle workers is CPU contention from other processes on the
-  machine: reported as loop_lag_p99, not blamed on the load generator.)
+  core or waited for a CPU >= 10 % of the time (run-queue wait, Linux schedstat): responses
+  wait in the client before they are timestamped, behind its own work or because the
+  machine's CPUs are taken (on a small box: by the very server being measured). (2 ms floor:
+  an idle selector rounds its timeout up to whole milliseconds, so the probe itself reads up
+  to 1 ms.) Lag with a worker neither busy nor waiting is reported, not blamed.
 * rate mode: more than 1 % of requests sent late (perf_analyzer's warning threshold).
 """
 
@@ -23,6 +24,7 @@ BUSY_CORE_FRACTION = 0.90
 LAG_FLOOR_S = 0.002
 LAG_FRACTION_OF_P50 = 0.25
 LAG_BUSY_FRACTION = 0.50
+LAG_WAIT_FRACTION = 0.10
 LATE_FRACTION = 0.01
 
 
@@ -55,10 +57,16 @@ def client_audit(
             reasons.append(f"load workers use {cpu_percent:.0f} % of {cpu_cores} cores")
     lags = [p for p in (p99_seconds(a) for a in agg.lag_ns.values()) if p is not None]
     lag_p99 = max(lags) if lags else None
-    if lag_p99 is not None and busiest_fraction >= LAG_BUSY_FRACTION:
-        limit = max(LAG_FLOOR_S, LAG_FRACTION_OF_P50 * (latency_p50_s or 0.0))
-        if lag_p99 > limit:
-            reasons.append(f"event-loop lag p99 {lag_p99 * 1e3:.1f} ms (limit {limit * 1e3:.1f} ms)")
+    waited = max(agg.wait_ns.values()) / duration_ns if agg.wait_ns and duration_ns > 0 else 0.0
+    limit = max(LAG_FLOOR_S, LAG_FRACTION_OF_P50 * (latency_p50_s or 0.0))
+    if lag_p99 is not None and lag_p99 > limit:
+        why = []
+        if busiest_fraction >= LAG_BUSY_FRACTION:
+            why.append(f"a worker busy {100 * busiest_fraction:.0f} % of a core")
+        if waited >= LAG_WAIT_FRACTION:
+            why.append(f"a worker waiting for a CPU {100 * waited:.0f} % of the time (CPUs contended)")
+        if why:
+            reasons.append(f"event-loop lag p99 {lag_p99 * 1e3:.1f} ms (limit {limit * 1e3:.1f} ms): {', '.join(why)}")
     if rate_mode and agg.sent and agg.late / agg.sent > LATE_FRACTION:
         reasons.append(f"{100 * agg.late / agg.sent:.1f} % of requests sent late (> 1 ms after their time)")
     overhead = None

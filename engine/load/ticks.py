@@ -53,6 +53,7 @@ class Tick:
     sent: int = 0
     late: int = 0
     cpu_ns: int = 0  # the worker process's CPU time (user + system) during the tick
+    wait_ns: int | None = None  # time it was runnable but waiting for a CPU (Linux schedstat)
     lag_ns: array = field(default_factory=lambda: array("q"))  # event-loop lag samples
     in_flight: int = 0  # requests in flight when the tick was flushed
 

@@ -49,6 +49,7 @@ class Aggregate:
     sent: int = 0
     late: int = 0
     cpu_ns: dict[int, int] = field(default_factory=dict)  # per worker
+    wait_ns: dict[int, int] = field(default_factory=dict)  # per worker, where measured
     lag_ns: dict[int, np.ndarray] = field(default_factory=dict)  # per worker
 
     @property
@@ -85,6 +86,8 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
         agg.sent += t.sent
         agg.late += t.late
         agg.cpu_ns[t.worker] = agg.cpu_ns.get(t.worker, 0) + t.cpu_ns
+        if t.wait_ns is not None:
+            agg.wait_ns[t.worker] = agg.wait_ns.get(t.worker, 0) + t.wait_ns
         lags.setdefault(t.worker, []).append(t.lag_ns)
     agg.latency_ns = concat_samples(lat)
     agg.uncorrected_ns = concat_samples(unc) if rate_mode else None
@@ -106,6 +109,8 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
         out.late += p.late
         for w, ns in p.cpu_ns.items():
             out.cpu_ns[w] = out.cpu_ns.get(w, 0) + ns
+        for w, ns in p.wait_ns.items():
+            out.wait_ns[w] = out.wait_ns.get(w, 0) + ns
     out.latency_ns = concat_samples(p.latency_ns for p in parts)
     out.uncorrected_ns = concat_samples(p.uncorrected_ns for p in parts if p.uncorrected_ns is not None) if rate_mode else None
     workers = {w for p in parts for w in p.lag_ns}

@@ -37,6 +37,16 @@ BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 
 
+def run_queue_wait_ns() -> int | None:
+    """Nanoseconds this (single-threaded) worker has spent runnable but not running: the CPU
+    contention it suffered. Linux /proc/self/schedstat; None where there is none."""
+    try:
+        with open("/proc/self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Recorder:
     """Accumulates one tick at a time; completions are attributed by their completion time."""
 
@@ -51,6 +61,7 @@ class Recorder:
         self.closed: dict[int, Tick] = {}
         self.next_flush = 0
         self.cpu_mark = time.process_time_ns()
+        self.wait_mark = run_queue_wait_ns()
         self._fresh()
 
     def _fresh(self) -> None:
@@ -127,6 +138,10 @@ class Recorder:
         if out:
             out[-1].cpu_ns = cpu - self.cpu_mark
         self.cpu_mark = cpu
+        wait = run_queue_wait_ns()
+        if out and wait is not None and self.wait_mark is not None:
+            out[-1].wait_ns = wait - self.wait_mark
+        self.wait_mark = wait
         return out
 
 

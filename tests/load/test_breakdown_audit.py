@@ -64,9 +64,10 @@ def test_breakdown_without_requests_or_after_a_restart():
     assert breakdown(None, s, None) is None
 
 
-def _agg(duration_s=1.0, cpu_ms=None, lag_ms=None, sent=0, late=0):
+def _agg(duration_s=1.0, cpu_ms=None, lag_ms=None, sent=0, late=0, wait_ms=None):
     agg = Aggregate(0, 4, duration_s, ok=100, sent=sent, late=late)
     agg.cpu_ns = {w: int(ms * 1e6) for w, ms in (cpu_ms or {}).items()}
+    agg.wait_ns = {w: int(ms * 1e6) for w, ms in (wait_ms or {}).items()}
     agg.lag_ns = {w: np.array([int(x * 1e6) for x in v], np.int64) for w, v in (lag_ms or {}).items()}
     return agg
 
@@ -85,12 +86,17 @@ def test_audit_busy_worker_is_client_bound():
     assert a.reasons == ["load worker 0 busy 95 % of a core"]
 
 
-def test_audit_lag_counts_only_when_the_worker_itself_is_busy():
-    lag = {0: [0.1] * 90 + [10.0] * 10}  # p99 = 10 ms
+def test_audit_lag_counts_when_the_worker_is_busy_or_starved_of_cpu():
+    lag = {0: [0.1] * 90 + [10.0] * 10}  # p99 = 10 ms; limit max(2 ms, 25 % of 4 ms) = 2 ms
     busy = client_audit(_agg(cpu_ms={0: 600}, lag_ms=lag), 8, 0.004, 0.004, None, False)
-    assert busy.client_bound and "event-loop lag p99 10.0 ms" in busy.reasons[0]
-    idle = client_audit(_agg(cpu_ms={0: 100}, lag_ms=lag), 8, 0.004, 0.004, None, False)
+    assert busy.client_bound
+    assert busy.reasons == ["event-loop lag p99 10.0 ms (limit 2.0 ms): a worker busy 60 % of a core"]
+    starved = client_audit(_agg(cpu_ms={0: 100}, lag_ms=lag, wait_ms={0: 150}), 8, 0.004, 0.004, None, False)
+    assert starved.client_bound and "waiting for a CPU 15 % of the time" in starved.reasons[0]
+    idle = client_audit(_agg(cpu_ms={0: 100}, lag_ms=lag, wait_ms={0: 50}), 8, 0.004, 0.004, None, False)
     assert not idle.client_bound and idle.loop_lag_p99 == pytest.approx(0.010)
+    slow_server = client_audit(_agg(cpu_ms={0: 600}, lag_ms=lag), 8, 0.080, 0.080, None, False)
+    assert not slow_server.client_bound  # 10 ms of lag is under 25 % of an 80 ms p50
 
 
 def test_audit_late_sends_in_rate_mode():

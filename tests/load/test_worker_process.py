@@ -59,6 +59,7 @@ async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_i
         assert t.latency_uncorrected_ns is None
     assert sum(t.sent for t in ticks) >= sum(t.ok for t in ticks)
     assert sum(t.cpu_ns for t in ticks) > 0 and sum(len(t.lag_ns) for t in ticks) > 0
+    assert all(t.wait_ns is not None and t.wait_ns >= 0 for t in ticks)  # Linux schedstat
 
 
 async def test_open_loop_sends_on_schedule(identity_server, identity_info):
