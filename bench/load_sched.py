@@ -17,7 +17,7 @@ import psutil
 
 
 class SchedWatcher:
-    def __init__(self, match: str, interval_s: float = 0.05) -> None:
+    def __init__(self, match: str, interval_s: float = 0.2) -> None:
         self.match = match  # substring of the command line of the client's processes
         self.interval_s = interval_s
         self.latest: dict[int, tuple[int, int, int]] = {}  # tid -> (run_ns, wait_ns, slices)

@@ -65,8 +65,9 @@ def _children_cpu() -> float:
 
 
 def _self_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    """CPU of this thread only: the session's event loop runs here, while SchedWatcher's
+    sampling thread (bench machinery, not client work) must not be charged to our engine."""
+    return time.thread_time()
 
 
 def server_totals(url: str, model: str) -> tuple[int, int]:
@@ -79,7 +80,8 @@ def server_totals(url: str, model: str) -> tuple[int, int]:
 
 class RunAccount:
     """What one tool's run cost the client and got from the server, measured the same way for
-    both tools: client CPU (rusage of exited children + our own), client run-queue wait
+    both tools: client CPU (rusage of the exited client processes, plus for our engine the
+    session's thread, which does its share of the client's work), client run-queue wait
     (schedstat), and the server's request count and time (statistics extension)."""
 
     def __init__(self, url: str, model: str, match: str, include_self: bool) -> None:
