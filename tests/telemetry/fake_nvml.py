@@ -232,6 +232,8 @@ class FakeNvml:
 
     # -- topology
     def nvmlDeviceGetP2PStatus(self, a: FakeGpu, b: FakeGpu, cap: int) -> int:
+        if type(cap) is not int:  # as ctypes does for the real call (seen: a tuple constant)
+            raise TypeError(f"argument 3: Don't know how to convert parameter 3 ({cap!r})")
         return self.p2p.get((a.index, b.index, cap), self.p2p_default)
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a: FakeGpu, b: FakeGpu) -> int:

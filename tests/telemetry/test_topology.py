@@ -11,7 +11,11 @@ from engine.telemetry.topology import read_topology, summarize_topology
 from tests.telemetry.fake_nvml import FakeGpu, FakeLink, FakeNvml
 
 SWITCH = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
-READ, WRITE, NVLINK = pynvml.NVML_P2P_CAPS_INDEX_READ, pynvml.NVML_P2P_CAPS_INDEX_WRITE, pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+# nvidia-ml-py 13 defines some of these as 1-tuples; NVML itself takes plain ints
+READ, WRITE, NVLINK = (
+    int(c[0] if isinstance(c, tuple) else c)
+    for c in (pynvml.NVML_P2P_CAPS_INDEX_READ, pynvml.NVML_P2P_CAPS_INDEX_WRITE, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+)
 
 
 def _topology(fake: FakeNvml):
