@@ -67,6 +67,7 @@ def main() -> None:
     p.add_argument("--url", required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--input", default="image")
+    p.add_argument("--output", default="embedding")
     p.add_argument("--shape", default="3,224,224")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=64)
@@ -77,8 +78,11 @@ def main() -> None:
 
     shape = [args.batch, *(int(x) for x in args.shape.split(","))]
     data = np.random.default_rng(0).random(shape, dtype=np.float32).tobytes()
+    # binary output as perf_analyzer asks for it (seen on a KIND_GPU Python-backend model: a JSON
+    # output request failed with "output tensor shape does not match size of output")
     header = json.dumps({"inputs": [{"name": args.input, "shape": shape, "datatype": "FP32",
-                                     "parameters": {"binary_data_size": len(data)}}]}).encode()
+                                     "parameters": {"binary_data_size": len(data)}}],
+                         "outputs": [{"name": args.output, "parameters": {"binary_data": True}}]}).encode()
     shared = {
         "url": args.url, "path": f"/v2/models/{args.model}/infer", "body": header + data,
         "headers": {"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"},

@@ -105,7 +105,8 @@ class ClientAudit:
     loop_lag_p99: float | None = None  # event-loop lag, seconds (worst worker)
     late_sends: int = 0  # rate mode: requests sent after their intended time + tolerance
     sent: int = 0
-    overhead_fraction: float | None = None  # client-side time / end-to-end latency
+    # (latency - Triton's own request time) / latency: network, HTTP front end and client I/O
+    overhead_fraction: float | None = None
     client_bound: bool = False
     reasons: list[str] = field(default_factory=list)
 

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-efficiency", type=_positive_float, default=None, help="gate: fail below this scaling efficiency")
     p.add_argument("--min-throughput", type=_positive_float, default=None, help="gate: fail below this many inferences/s")
     p.add_argument("--max-p99", action="append", default=[], metavar="LEVEL=MS", help="gate: p99 limit at a level")
+    p.add_argument("--cost", action="append", default=[], metavar="GPUS=DOLLARS",
+                   help="$/hr of a box with this many GPUs, e.g. --cost 1=3.5 --cost 4=14 (runs made on one big "
+                        "box standing for smaller ones); replaces the profiles' cost_per_hour")
 
     p = sub.add_parser("model", help="model utilities")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", parser_class=OneLineParser, required=True)
@@ -193,6 +196,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_costs(items: list[str]) -> dict[int, float]:
+    costs: dict[int, float] = {}
+    for item in items:
+        gpus, sep, dollars = item.replace("gpu", "").partition("=") if "=" in item else item.partition(":")
+        try:
+            n, price = int(gpus), float(dollars)
+        except ValueError:
+            n, price = 0, 0.0
+        if not sep or n <= 0 or price <= 0:
+            raise UserError(f"--cost {item!r}: expected GPUS=DOLLARS_PER_HOUR, e.g. 4=14")
+        costs[n] = price
+    return costs
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.analysis.gates import evaluate_comparison_gates, merge_gates, parse_p99_gates
     from engine.profiles import Gates
@@ -203,8 +220,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.record.export import export_compare
     from engine.record.reader import Recording
 
+    costs = _parse_costs(args.cost)
     recordings = [Recording.open(path) for path in args.files]
-    comparison = compare(recordings)
+    comparison = compare(recordings, costs)
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:

@@ -8,7 +8,9 @@ same GPU model and model; N = the GPU count of the run's config variant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
@@ -59,10 +61,19 @@ class Comparison:
         return min(values) if values else None
 
 
-def compare(recordings: list[Recording]) -> Comparison:
+def compare(recordings: list[Recording], costs: dict[int, float] | None = None) -> Comparison:
+    """``costs``: $/hr by GPU count of the config variant (seed 001's "1gpu:1.5,2gpu:3.0"), for runs
+    made on one big box that stand for smaller boxes; it replaces each profile's cost_per_hour."""
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
-    findings = [analyze(r.summary()) for r in recordings]
+    summaries = [r.summary() for r in recordings]
+    priced: set[int] = set()
+    if costs:
+        for i, summary in enumerate(summaries):
+            if summary.gpus_in_config in costs:
+                summaries[i] = replace(summary, cost_per_hour=costs[summary.gpus_in_config])
+                priced.add(i)
+    findings = [analyze(s) for s in summaries]
     labels = _unique_labels([f.label for f in findings])
     runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels)]
     for run in runs:
@@ -72,7 +83,7 @@ def compare(recordings: list[Recording]) -> Comparison:
             run.scaling = scaling_vs_base(run.findings.points, base.findings.points, run.n)
     runs.sort(key=lambda r: (gpu_slug(r.summary.gpu_model, r.summary.gpu_count), r.n or 0, r.label))
     comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}))
-    _check_apples(comparison)
+    _check_apples(comparison, {findings[i].label for i in priced})
     return comparison
 
 
@@ -97,12 +108,13 @@ def _base_for(run: RunComparison, runs: list[RunComparison]) -> RunComparison | 
 def _differs(runs: list[RunComparison], get: Callable[[RunComparison], Any]) -> str | None:
     """"a (run1) vs b (run2)" when the runs disagree on a value, else None."""
     values = [(get(r), r.label) for r in runs]
-    if len({repr(v) for v, _ in values}) <= 1:
+    # canonical form: the same config read back with its keys in another order is the same config
+    if len({json.dumps(v, sort_keys=True, default=str) for v, _ in values}) <= 1:
         return None
     return "; ".join(f"{v if v not in (None, '') else 'unset'} ({label})" for v, label in values)
 
 
-def _check_apples(c: Comparison) -> None:
+def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
     runs = c.runs
     checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
         ("model", lambda r: r.summary.model, True),
@@ -141,7 +153,10 @@ def _check_apples(c: Comparison) -> None:
             c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
         if r.n and r.n > 1 and r.base_label is None:
             c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
-        if r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
+        if r.findings.label in priced:
+            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) (given on the "
+                           "command line)")
+        elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
             c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
                            f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")
         if r.summary.cost_per_hour is None:
