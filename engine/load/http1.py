@@ -30,26 +30,28 @@ class Head:
     close: bool  # the server will close the connection after this response
 
 
-def parse_head(buf: bytes | bytearray | memoryview) -> Head | None:
-    """Parse a response head at the start of ``buf``; None when it is not complete yet."""
-    data = bytes(buf[:MAX_HEAD_BYTES + 4]) if not isinstance(buf, bytes) else buf
-    end = data.find(b"\r\n\r\n")
+def parse_head(buf: bytes | bytearray, length: int | None = None) -> Head | None:
+    """Parse a response head at the start of ``buf`` (its first ``length`` bytes); None when it
+    is not complete yet. Only the head is copied, never the body."""
+    n = len(buf) if length is None else length
+    end = buf.find(b"\r\n\r\n", 0, min(n, MAX_HEAD_BYTES + 4))
     if end < 0:
-        if len(data) > MAX_HEAD_BYTES:
+        if n > MAX_HEAD_BYTES:
             raise BadResponse("response head larger than 64 KiB")
         return None
-    if not data.startswith(b"HTTP/1."):
-        raise BadResponse(f"not an HTTP/1.x response: {data[:40]!r}")
+    raw = bytes(buf[:end])
+    if not raw.startswith(b"HTTP/1."):
+        raise BadResponse(f"not an HTTP/1.x response: {raw[:40]!r}")
     try:
-        status = int(data[9:12])
+        status = int(raw[9:12])
     except ValueError:
-        raise BadResponse(f"bad status line: {data[:40]!r}") from None
-    head = data[:end].lower()
+        raise BadResponse(f"bad status line: {raw[:40]!r}") from None
+    head = raw.lower()
     content_length = _header_int(head, b"\r\ncontent-length:")
     inference_len = _header_int(head, b"\r\ninference-header-content-length:")
     chunked = b"\r\ntransfer-encoding:" in head and b"chunked" in _header_value(head, b"\r\ntransfer-encoding:")
     close = b"\r\nconnection:" in head and b"close" in _header_value(head, b"\r\nconnection:")
-    if data[5:8] == b"1.0" and b"keep-alive" not in _header_value(head, b"\r\nconnection:"):
+    if raw[5:8] == b"1.0" and b"keep-alive" not in _header_value(head, b"\r\nconnection:"):
         close = True
     return Head(status, end + 4, None if chunked else content_length, inference_len, chunked, close)
 
