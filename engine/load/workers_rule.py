@@ -1,7 +1,7 @@
 """How many load worker processes a sweep starts, and how many a level uses.
 
 Measured on the 2-core development box (identity model, embedded Triton on the same machine):
-one worker spends about 45 us of CPU per request (most of it in the kernel's loopback
+one worker spends about 50 us of CPU per request (most of it in the kernel's loopback
 send/recv, not in Python: py-spy shows transport.write and the read callback dominating), so a
 single event loop sustains well over 10 000 small requests/s. At concurrency 8, 32 and 128 one
 worker gave the same or better throughput and p50 than two (bench notes in the load report):
