@@ -5,6 +5,8 @@ HTML adds the charts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from datetime import datetime, timezone
 
 from engine.analysis.scaling import cost_per_1000
@@ -33,25 +35,31 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
     s = summary
     doc = Doc(f"gpuscale-tui results: {s.label}")
     status = s.status or "no end recorded (interrupted, or still running)"
-    doc.add(Para(f"Recorded {utc(s.first_ts)}, {duration(s.duration_s)}, status: {status}. File: {s.path}"))
+    doc.add(Para(f"Recorded {utc(s.first_ts)}, {duration(s.duration_s)}, status: {status}. "
+                 f"File: {Path(s.path).name}"))
     if s.random_weights:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
     doc.add(*_setup(s))
-    doc.add(*_levels(f))
-    doc.add(*_breakdown(f))
-    doc.add(Heading("Saturation point"),
-            Para(f.saturation.describe() if f.saturation else "No level produced a result."),
-            Para("Definition: the lowest level whose throughput is within 5 % of the sweep's maximum; "
-                 "beyond it, more load adds almost no throughput and only queueing latency."))
+    # a probe-only session has no sweep: its sections would only say "no level" five times
+    sweep = bool(f.points) or s.mode != "probe"
+    if sweep:
+        doc.add(*_levels(f))
+        doc.add(*_breakdown(f))
+        doc.add(Heading("Saturation point"),
+                Para(f.saturation.describe() if f.saturation else "No level produced a result."),
+                Para("Definition: the lowest level whose throughput is within 5 % of the sweep's maximum; "
+                     "beyond it, more load adds almost no throughput and only queueing latency."))
     doc.add(*_scaling(f))
-    doc.add(*_cost(f))
+    if sweep:
+        doc.add(*_cost(f))
     doc.add(*_telemetry(f))
-    doc.add(Heading("Bottlenecks found"), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
-    if f.verdict.evidence:
-        doc.add(Bullets(f.verdict.evidence))
-    if f.verdict.findings:
-        doc.add(Para("Also found:"), Bullets([x.text for x in f.verdict.findings]))
-    doc.add(Heading("Recommendation"), Bullets(f.recommendation))
+    if sweep:
+        doc.add(Heading("Bottlenecks found"), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
+        if f.verdict.evidence:
+            doc.add(Bullets(f.verdict.evidence))
+        if f.verdict.findings:
+            doc.add(Para("Also found:"), Bullets([x.text for x in f.verdict.findings]))
+        doc.add(Heading("Recommendation"), Bullets(f.recommendation))
     if s.warnings or s.errors:
         doc.add(Heading("Warnings and errors"), Bullets([*s.errors, *s.warnings]))
     return doc
