@@ -97,3 +97,18 @@ def test_bad_input_fails_before_any_process_starts(no_ranks_left):
         run_allreduce_sweep(1, lambda e: None, threading.Event(), device="cpu")
     with pytest.raises(UserError, match="torch sees no CUDA device"):
         run_probe(_tiny(), lambda e: None, threading.Event(), device="cuda")
+
+
+def test_world_size_8_on_gloo(no_ranks_left):
+    """The 8-GPU code path (issue 9) as far as this box runs it: 8 real gloo ranks, DDP and the
+    all-reduce sweep with busbw = algbw x 2(n-1)/n = 1.75 x algbw."""
+    events = []
+    settings = _tiny(world_sizes=[1, 8], repeats=2, steps=2, allreduce_max_bytes=4096, timeout_s=120.0)
+    results = run_probe(settings, events.append, threading.Event(), device="cpu", include_allreduce=True)
+    (eight,) = [r for r in results if r.world_size == 8]
+    assert (eight.strategy, eight.global_batch, eight.backend) == ("ddp", 32, "gloo")
+    assert eight.samples_per_s.mean > 0 and eight.efficiency == pytest.approx(eight.speedup / 8)
+    (sweep,) = [e for e in events if isinstance(e, AllReduceResult)]
+    assert sweep.world_size == 8
+    assert all(row.busbw_gbps == pytest.approx(row.algbw_gbps * 2 * 7 / 8) for row in sweep.rows)
+    assert not [e for e in events if isinstance(e, Error)]
