@@ -77,6 +77,8 @@ class Load:
     request_timeout_s: float = 30.0
     data: str = "random"  # "random" or "zeros"
     on_level_failure: str = "continue"  # or "stop"
+    # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -233,6 +235,14 @@ def _p99_table(v: Any) -> str | None:
     return None if ok else "a table of level = milliseconds"
 
 
+def _shape_table(v: Any) -> str | None:
+    ok = isinstance(v, dict) and all(
+        isinstance(dims, list) and dims and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
+        for dims in v.values()
+    )
+    return None if ok else "a table of input name = list of positive dimensions, e.g. { image = [3, 224, 224] }"
+
+
 def _optional(check: Check) -> Check:
     def inner(v: Any) -> str | None:
         return None if v is None else check(v)
@@ -285,6 +295,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "request_timeout_s": _positive_number,
         "data": _one_of("random", "zeros"),
         "on_level_failure": _one_of("continue", "stop"),
+        "input_shapes": _shape_table,
     },
     "probe": {
         "enabled": _bool,

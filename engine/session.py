@@ -36,6 +36,22 @@ class SessionOptions:
     gpu_count: int | None = None  # None: detect
 
 
+def check_input_shapes(wanted: dict[str, list[int]], info: Any) -> None:
+    """load.input_shapes against what the server says the model takes: a wrong shape is bad input
+    (one line, exit 2), not a sweep of failed requests."""
+    inputs = {t["name"]: list(t["shape"]) for t in getattr(info, "inputs", [])}
+    batched = getattr(info, "max_batch_size", 0) > 0
+    for name, dims in wanted.items():
+        if name not in inputs:
+            raise UserError(f"load.input_shapes.{name}: expected one of the model's inputs "
+                            f"({', '.join(sorted(inputs))}), found {name!r}")
+        declared = inputs[name][1:] if batched else inputs[name]
+        fits = len(declared) == len(dims) and all(d < 0 or d == x for d, x in zip(declared, dims))
+        if not fits:
+            raise UserError(f"load.input_shapes.{name}: expected a shape matching {declared} (-1 = any), "
+                            f"found {dims}")
+
+
 def _url_password(url: str | None) -> str | None:
     from urllib.parse import urlsplit
 
@@ -272,8 +288,10 @@ class Session(EventSource):
             log_path = str(self._server.log_path)
         else:
             http_url, metrics_url, variant, log_path = server.url, server.metrics_url, model.variant, None
-        target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers))
+        target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers),
+                        input_shapes={k: list(v) for k, v in self.profile.load.input_shapes.items()})
         info = await describe_target(target)
+        check_input_shapes(self.profile.load.input_shapes, info)
         from engine.profiles import redact_url
 
         self._publish(

@@ -33,6 +33,9 @@ PROFILE_CASES = {
     "million_in_flight.toml": "found [1000000]",
     "stable_beyond_max.toml": "load.stable_windows: expected at most load.max_windows (2)",
     "not_utf8.toml": "cannot read",
+    "wrong_input_shape.toml": "load.input_shapes.INPUT0: expected a shape matching [16] (-1 = any), found [32]",
+    "unknown_input.toml": "load.input_shapes.INPUT9: expected one of the model's inputs (INPUT0)",
+    "negative_dimension.toml": "load.input_shapes: expected a table of input name = list of positive dimensions",
 }
 
 
