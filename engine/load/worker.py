@@ -4,8 +4,8 @@ Run as ``python -m engine.load.worker <fd> <index>``: ``fd`` is this end of a so
 the session, which sends pickled commands (("request", bytes, outputs), ("level", LevelPlan),
 ("go", t0_ns), ("stop",), ("exit",)) and receives ("hello"|"ready"|"stopped"|"tick"|"fatal").
 
-Hot path, per response: one ``data_received`` callback frames the response from its head
-(Content-Length), records the latency into the current tick and, in concurrency mode, writes the
+Hot path, per response: one ``buffer_updated`` callback (the socket was read straight into the
+connection's own buffer) frames the response from its head (Content-Length), records the latency into the current tick and, in concurrency mode, writes the
 same pre-encoded request bytes again on the same connection. No coroutine, future, or JSON
 per request; JSON is parsed only for an error body or the first response of a level.
 Only the standard library and two small modules of ours are imported here (no numpy: a
