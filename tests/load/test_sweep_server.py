@@ -224,3 +224,12 @@ async def test_a_dead_worker_ends_the_sweep_with_an_error_event(identity_server,
     assert error.fatal and error.message.startswith("load generator failed: load worker 0 exited (code -9)")
     assert events.of("sweep_finished")[0].levels == 0
     assert not _load_workers_alive()
+
+
+async def test_unusable_request_is_a_user_error_before_any_load(identity_server, identity_info):
+    target = Target(identity_server.http_url, "identity")
+    with pytest.raises(UserError, match=r"batch size 65 exceeds model 'identity''s max_batch_size \(64\)"):
+        await sweep(target, identity_info, quick_load(batch_size=65))
+    with pytest.raises(UserError, match="server URL"):
+        await sweep(Target("ftp://x", "identity"), identity_info, quick_load())
+    assert not _load_workers_alive()
