@@ -42,6 +42,7 @@ from engine.events import (
 from engine.load.audit import client_audit
 from engine.load.http1 import parse_endpoint
 from engine.load.pool import WorkerGone, WorkerPool
+from engine.load.recovery import lost_the_server, wait_until_ready
 from engine.load.request import prepare_request
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot
 from engine.analysis.saturation import saturation_point
@@ -349,19 +350,22 @@ class _Level:
         lat = latency_stats(agg.latency_ns)
         server = breakdown(await self.snapshot(chosen[0].agg.start_tick), await self.snapshot(chosen[-1].agg.end_tick), lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode)
-        messages = [m for texts in agg.messages.values() for m in texts]
+        # Errors are counted over every measured window, not only the merged ones: an outage in
+        # the level's early windows must not vanish because the last windows were clean.
+        every = merge([w.agg for w in self.windows], self.rate_mode) if len(chosen) < len(self.windows) else agg
+        messages = [m for texts in every.messages.values() for m in texts]
         return LevelResult(
             **base,
             windows=len(self.windows),
             merged_windows=len(chosen),
             requests=agg.ok,
-            errors=agg.error_count,
+            errors=every.error_count,
             throughput_rps=agg.ok / agg.duration_s,
             throughput_ips=agg.ok * load.batch_size / agg.duration_s,
             latency=lat,
             server=server,
             audit=audit,
-            errors_by_kind=dict(agg.errors),
+            errors_by_kind=dict(every.errors),
             error_messages=messages,
             latency_uncorrected=latency_stats(agg.uncorrected_ns) if agg.uncorrected_ns is not None else None,
             target_rate=self.level if self.rate_mode else None,
@@ -405,6 +409,17 @@ async def run_sweep(
             results.append(result)
             publish(result)
             _report_errors(result, publish)
+            if lost_the_server(result) and index + 1 < len(levels) and not stop.is_set():
+                wait_s = max(30.0, load.request_timeout_s)
+                publish(Warning(source="load", message=f"server unreachable after level {level:g}: waiting up to "
+                                f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index}"))
+                waited = await wait_until_ready(target, stop, wait_s)
+                if waited is None:
+                    if not stop.is_set():
+                        publish(Error(source="load", message=f"server not ready within {wait_s:.0f} s: the sweep stops"))
+                    break
+                publish(Warning(source="load", message=f"server ready again after {waited:.1f} s: the sweep goes on",
+                                key=f"server-back-{index}"))
             if result.status == "failed" and load.on_level_failure == "stop":
                 publish(Warning(source="load", message=f"level {level:g} failed: the sweep stops (load.on_level_failure = 'stop')", key="sweep-stopped"))
                 break

@@ -1,0 +1,43 @@
+"""Between levels: a server that went away (restart, crash) is waited for before the next level.
+
+Without this, every level after an outage fails in its first window while Triton is still
+starting, and a restart that takes ten seconds costs the rest of the sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from engine.errors import UserError
+from engine.events import LevelResult
+from engine.load.target import Target, _get
+
+CONNECTION_KINDS = ("connection_refused", "connection_reset", "timeout", "bad_response")
+POLL_S = 0.5
+
+
+def lost_the_server(result: LevelResult) -> bool:
+    """Most of the level's errors say the server itself was unreachable, not that it refused the
+    request (an HTTP 4xx/5xx from a live server is no reason to wait)."""
+    if result.status != "failed" or not result.errors:
+        return False
+    unreachable = sum(result.errors_by_kind.get(kind, 0) for kind in CONNECTION_KINDS)
+    return unreachable * 2 > result.errors
+
+
+async def wait_until_ready(target: Target, stop: asyncio.Event, timeout_s: float) -> float | None:
+    """Poll /v2/health/ready; seconds waited when it answers 200, None on timeout or stop."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s and not stop.is_set():
+        try:
+            reply = await _get(target, "/v2/health/ready")
+            if reply.status == 200:
+                return time.monotonic() - start
+        except UserError:  # not reachable yet
+            pass
+        try:
+            await asyncio.wait_for(stop.wait(), POLL_S)
+        except asyncio.TimeoutError:
+            pass
+    return None
