@@ -77,6 +77,7 @@ class Load:
     request_timeout_s: float = 30.0
     data: str = "random"  # "random" or "zeros"
     on_level_failure: str = "continue"  # or "stop"
+    server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
 
@@ -296,6 +297,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "data": _one_of("random", "zeros"),
         "on_level_failure": _one_of("continue", "stop"),
         "input_shapes": _shape_table,
+        "server_wait_s": _non_negative_number,
     },
     "probe": {
         "enabled": _bool,

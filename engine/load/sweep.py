@@ -410,7 +410,7 @@ async def run_sweep(
             publish(result)
             _report_errors(result, publish)
             if lost_the_server(result) and index + 1 < len(levels) and not stop.is_set():
-                wait_s = max(30.0, load.request_timeout_s)
+                wait_s = load.server_wait_s
                 publish(Warning(source="load", message=f"server unreachable after level {level:g}: waiting up to "
                                 f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index}"))
                 waited = await wait_until_ready(target, stop, wait_s)

@@ -76,7 +76,8 @@ def _server_pid(procs: list[psutil.Process]) -> int:
 
 def test_server_killed_mid_level_fails_the_level_with_counted_errors(tmp_path):
     app = start_app(tmp_path, *QUICK, "--set", "load.concurrency=4,8", "--set", "load.max_windows=8",
-                    "--set", "load.stability_percent=0.001", "--set", "load.request_timeout_s=2")
+                    "--set", "load.stability_percent=0.001", "--set", "load.request_timeout_s=2",
+                    "--set", "load.server_wait_s=3")
     rec = recording_in(tmp_path)
     wait_for_kind(rec, "window", count=3)
     procs = family(app.pid)
@@ -92,6 +93,9 @@ def test_server_killed_mid_level_fails_the_level_with_counted_errors(tmp_path):
     assert first.errors > 0 and sum(first.errors_by_kind.values()) == first.errors
     assert set(first.errors_by_kind) & {"connection_refused", "connection_reset", "bad_response", "timeout"}
     assert levels[-1].status == "failed"
+    with Recording.open(rec) as recording:
+        messages = [e.message for e in recording.events(("warning", "error"))]
+    assert any("waiting up to 3 s" in m for m in messages) and any("the sweep stops" in m for m in messages)
     assert wait_all_gone(procs) == []
 
 
