@@ -4,7 +4,10 @@ Starts `gpuscale-tui --record` against the embedded server (vit_tiny on CPU here
 profile says) with levels that never settle early, samples the app process every 10 s (RSS, open
 file descriptors, threads) and the recording's size, and prints:
   RSS growth after the first 5 minutes (target < 10 %), fd count first vs last, and the recording's
-  growth rate with the R^2 of a straight-line fit (linear growth = no runaway buffering).
+  growth: events recorded over time with the R^2 of a straight-line fit (linear = no runaway
+  buffering, nothing stalled), and bytes per minute of the closed file. (The file size while
+  recording is no measure of that: SQLite's WAL grows to its checkpoint size in the first minutes
+  and is then reused, so database + WAL rises in steps.)
 
     python bench/soak.py --minutes 30 [--profile local] [--out bench/out/soak.json]
 """
@@ -22,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from engine.record.reader import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,7 +40,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "soak.json")
     args = p.parse_args()
 
-    rec_dir = ROOT / "bench" / "out" / "soak_recordings"
+    rec_dir = ROOT / "bench" / "out" / f"soak_recordings_{time.strftime('%Y%m%d-%H%M%S')}"
     rec_dir.mkdir(parents=True, exist_ok=True)
     duration = args.minutes * 60
     window_ms = 5000
@@ -56,13 +61,19 @@ def main() -> int:
         while time.monotonic() - t0 < duration and app.poll() is None:
             time.sleep(args.interval)
             recordings = sorted(rec_dir.glob("*.sqlite"), key=lambda f: f.stat().st_mtime)
-            size = 0
+            size = events = 0
             if recordings:
                 base = recordings[-1]
                 size = sum(f.stat().st_size for f in base.parent.glob(base.name + "*"))
+                try:
+                    with Recording.open(base) as rec:
+                        events = sum(rec.event_counts().values())
+                except Exception:  # mid-creation
+                    pass
             try:
                 samples.append({"t": time.monotonic() - t0, "rss": proc.memory_info().rss, "fds": proc.num_fds(),
-                                "threads": proc.num_threads(), "recording_bytes": size})
+                                "threads": proc.num_threads(), "recording_bytes": size,
+                                "events": events})
             except psutil.NoSuchProcess:
                 break
     finally:
@@ -78,20 +89,22 @@ def main() -> int:
         return 1
     t = np.array([s["t"] for s in samples])
     rss = np.array([s["rss"] for s in samples], dtype=float)
-    size = np.array([s["recording_bytes"] for s in samples], dtype=float)
+    events = np.array([s["events"] for s in samples], dtype=float)
     after5 = rss[t >= min(300.0, t[-1] / 2)]
     growth = (after5[-1] - after5[0]) / after5[0]
-    slope, intercept = np.polyfit(t, size, 1)
+    slope, intercept = np.polyfit(t, events, 1)
     fit = slope * t + intercept
-    r2 = 1 - float(np.sum((size - fit) ** 2) / max(np.sum((size - size.mean()) ** 2), 1e-9))
+    r2 = 1 - float(np.sum((events - fit) ** 2) / max(np.sum((events - events.mean()) ** 2), 1e-9))
+    final = sorted(rec_dir.glob("*.sqlite"), key=lambda f: f.stat().st_mtime)[-1].stat().st_size
     result = {
         "minutes": round(t[-1] / 60, 1), "exit_code": app.returncode,
         "rss_mb_at_5min": round(after5[0] / 2**20, 1), "rss_mb_end": round(rss[-1] / 2**20, 1),
         "rss_growth_after_5min_pct": round(100 * growth, 2),
         "fds_first": samples[0]["fds"], "fds_last": samples[-1]["fds"], "fds_max": max(s["fds"] for s in samples),
         "threads_first": samples[0]["threads"], "threads_last": samples[-1]["threads"],
-        "recording_mb_end": round(size[-1] / 2**20, 2), "recording_kb_per_min": round(slope * 60 / 1024, 1),
-        "recording_linear_r2": round(r2, 4), "samples": samples,
+        "events_recorded": int(events[-1]), "events_per_min": round(slope * 60, 1),
+        "events_linear_r2": round(r2, 4), "recording_mb_closed": round(final / 2**20, 2),
+        "recording_kb_per_min": round(final / 1024 / (t[-1] / 60), 1), "samples": samples,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
