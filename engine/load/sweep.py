@@ -456,5 +456,6 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
     if result.status == "failed":
         publish(Error(source="load", message=f"level {result.level:g} failed: every request in a window failed: {line}"))
     else:
-        total = result.requests + result.errors
-        publish(Warning(source="load", message=f"level {result.level:g}: {result.errors} of {total} requests failed: {line}", key=f"errors-{result.index}"))
+        # errors count every measured window; requests only the merged ones: do not mix them
+        publish(Warning(source="load", message=f"level {result.level:g}: {result.errors} failed requests over its "
+                        f"{result.windows} measured windows: {line}", key=f"errors-{result.index}"))
