@@ -143,6 +143,7 @@ class Session(EventSource):
         try:
             self._open_recording()
             watcher = asyncio.create_task(self._watch_recorder())
+            versions = software_versions()  # reads NVML: once
             self._publish(
                 ev.SessionStarted(
                     session_id=self.session_id,
@@ -150,8 +151,8 @@ class Session(EventSource):
                     profile=self.profile.to_dict(redact=True),
                     mode=self._mode(),
                     host=host_facts(),
-                    versions=software_versions(),
-                    tool_version=software_versions().get("gpuscale_tui") or "",
+                    versions=versions,
+                    tool_version=versions.get("gpuscale_tui") or "",
                 )
             )
             target, info = await self._start_server()
