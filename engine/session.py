@@ -258,10 +258,16 @@ class Session(EventSource):
         hw = self.profile.hardware
         if hw.gpu_count:
             return hw.gpu_model, hw.gpu_count
-        from engine.server.gpus import visible_gpu_count
-
-        count = visible_gpu_count() if self.options.gpu_count is None else self.options.gpu_count
+        count = self._gpus_present()
         return ("gpu" if count else "cpu"), count
+
+    def _gpus_present(self) -> int:
+        """GPUs this session may use, read once (NVML start-up is not free)."""
+        if self.options.gpu_count is None:
+            from engine.server.gpus import visible_gpu_count
+
+            self.options.gpu_count = visible_gpu_count()
+        return self.options.gpu_count
 
     # ----------------------------------------------------------------- server
 
@@ -279,7 +285,7 @@ class Session(EventSource):
                 model=model.name,
                 variant=model.variant,
                 log_dir=log_dir,
-                gpu_count=self.options.gpu_count,
+                gpu_count=self._gpus_present(),
                 weights=model.weights,
                 bind_address=server.bind_address,
                 startup_timeout_s=server.startup_timeout_s,

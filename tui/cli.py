@@ -197,11 +197,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _parse_costs(items: list[str]) -> dict[int, float]:
+    """``4=14`` or seed 001's ``4gpu:14``: $/hr of a box with that many GPUs."""
     costs: dict[int, float] = {}
     for item in items:
-        gpus, sep, dollars = item.replace("gpu", "").partition("=") if "=" in item else item.partition(":")
+        gpus, sep, dollars = item.partition("=") if "=" in item else item.partition(":")
         try:
-            n, price = int(gpus), float(dollars)
+            n, price = int(gpus.removesuffix("gpu")), float(dollars)
         except ValueError:
             n, price = 0, 0.0
         if not sep or n <= 0 or price <= 0:

@@ -91,8 +91,9 @@ def prepare_repository(
         raise UserError(f"unknown embedded model {model!r} (available: {', '.join(embedded_models())})")
     if weights and not Path(weights).is_file():
         raise UserError(f"model.weights: no such file {weights!r}")
-    chosen = choose_variant(variant, variant_files(source), gpu_count, model)
-    config_text = variant_files(source)[chosen].read_text()
+    files = variant_files(source)
+    chosen = choose_variant(variant, files, gpu_count, model)
+    config_text = files[chosen].read_text()
     if weights:
         config_text = _set_parameter(config_text, "weights", str(Path(weights).resolve()))
 

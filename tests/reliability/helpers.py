@@ -57,8 +57,8 @@ def wait_for_kind(path: Path, kind: str, timeout: float = 90.0, count: int = 1) 
 
 
 def family(pid: int) -> list[psutil.Process]:
-    """The app and every process it started: load workers, the server guard, tritonserver, stubs.
-    The server runs in its own session, so it is found through the guard's command line too."""
+    """The app and every process it started: load workers, the server guard, tritonserver, stubs
+    (the server has its own session, but it is still the app's descendant)."""
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
@@ -70,15 +70,6 @@ def family(pid: int) -> list[psutil.Process]:
 def wait_all_gone(procs: list[psutil.Process], timeout: float = 20.0) -> list[psutil.Process]:
     gone, alive = psutil.wait_procs(procs, timeout=timeout)
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-
-
-def triton_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if marker in cmd and ("tritonserver" in cmd or "triton_python_backend_stub" in cmd):
-            found.append(proc)
-    return found
 
 
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT, timeout: float = 60.0) -> tuple[int, str]:
