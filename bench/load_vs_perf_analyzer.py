@@ -120,6 +120,7 @@ def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int,
             "--concurrency-range", str(level), "-b", str(args.batch),
             "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
             "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv",
+            *getattr(args, "pa_extra", []),
         ]
         with RunAccount(url, model, str(binary), include_self=False) as acct:
             run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.window_ms / 1000 * (args.max_windows + 4) + 60)
@@ -133,7 +134,14 @@ def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int,
         throughput=float(row["Inferences/Second"]),
         p50_ms=float(row["p50 latency"]) / 1000, p99_ms=float(row["p99 latency"]) / 1000,
         mean_ms=float(row["Avg latency"]) / 1000,
-        extra={"server_queue_us": float(row["Server Queue"]), "server_infer_us": float(row["Server Compute Infer"])},
+        extra={
+            "server_queue_us": float(row["Server Queue"]), "server_infer_us": float(row["Server Compute Infer"]),
+            # perf_analyzer's own split of its latency (us): what its client spent sending and
+            # receiving, and the rest (network + server, HTTP front end included)
+            **{k: float(row[c]) for k, c in (("client_send_us", "Client Send"), ("network_server_us", "Network+Server Send/Recv"),
+                                              ("client_recv_us", "Client Recv"), ("server_input_us", "Server Compute Input"))
+               if row.get(c) not in (None, "")},
+        },
     ))
 
 
@@ -166,6 +174,11 @@ def _ours_measure(r: LevelResult) -> Measure:
             "server_queue_us": r.server.queue * 1e6 if r.server and r.server.queue is not None else None,
             "server_infer_us": r.server.compute_infer * 1e6 if r.server and r.server.compute_infer is not None else None,
             "avg_batch": r.server.avg_batch_size if r.server else None,
+            "client_minus_server_us": r.server.client_minus_server * 1e6 if r.server and r.server.client_minus_server is not None else None,
+            "write_p50_us": r.audit.write_p50 and r.audit.write_p50 * 1e6,
+            "write_p99_us": r.audit.write_p99 and r.audit.write_p99 * 1e6,
+            "first_byte_p50_us": r.audit.first_byte_p50 and r.audit.first_byte_p50 * 1e6,
+            "read_p50_us": r.audit.read_p50 and r.audit.read_p50 * 1e6,
         },
     )
 

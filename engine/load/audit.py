@@ -29,10 +29,14 @@ LATE_FRACTION = 0.01
 
 
 def p99_seconds(samples_ns: np.ndarray) -> float | None:
+    return quantile_seconds(samples_ns, 99)
+
+
+def quantile_seconds(samples_ns: np.ndarray, q: float) -> float | None:
     if samples_ns.size == 0:
         return None
     data = np.sort(samples_ns)
-    return float(data[percentile_index(data.size, 99)]) / 1e9
+    return float(data[percentile_index(data.size, q)]) / 1e9
 
 
 def client_audit(
@@ -72,7 +76,13 @@ def client_audit(
     overhead = None
     if latency_mean_s and server_total_s is not None and latency_mean_s > 0:
         overhead = max(0.0, (latency_mean_s - server_total_s) / latency_mean_s)
+    write_p50 = quantile_seconds(agg.write_ns, 50)
+    read_p50 = quantile_seconds(agg.read_ns, 50)
     return ClientAudit(
+        write_p50=write_p50,
+        write_p99=quantile_seconds(agg.write_ns, 99),
+        first_byte_p50=quantile_seconds(agg.server_wait_ns, 50),
+        read_p50=read_p50,
         cpu_percent=cpu_percent,
         cpu_cores=cpu_cores,
         loop_lag_p99=lag_p99,

@@ -55,6 +55,11 @@ class Tick:
     cpu_ns: int = 0  # the worker process's CPU time (user + system) during the tick
     wait_ns: int | None = None  # time it was runnable but waiting for a CPU (Linux schedstat)
     lag_ns: array = field(default_factory=lambda: array("q"))  # event-loop lag samples
+    # per successful request, where its time went (see worker.Slot): handing the request to the
+    # kernel, waiting for the first byte of the response, reading the rest of the response
+    write_ns: array = field(default_factory=lambda: array("q"))
+    server_wait_ns: array = field(default_factory=lambda: array("q"))
+    read_ns: array = field(default_factory=lambda: array("q"))
     in_flight: int = 0  # requests in flight when the tick was flushed
 
     @property

@@ -36,6 +36,7 @@ TIMEOUT_SCAN_NS = 50_000_000
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
+_DIAG_SNDBUF = int(__import__("os").environ.get("GPUSCALE_DIAG_SNDBUF", "0"))
 
 
 def run_queue_wait_ns() -> int | None:
@@ -73,6 +74,9 @@ class Recorder:
         self.sent = 0
         self.late = 0
         self.lags: list[int] = []
+        self.write: list[int] = []
+        self.wait: list[int] = []
+        self.read: list[int] = []
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -87,6 +91,9 @@ class Recorder:
             sent=self.sent,
             late=self.late,
             lag_ns=array("q", self.lags),
+            write_ns=array("q", self.write),
+            server_wait_ns=array("q", self.wait),
+            read_ns=array("q", self.read),
         )
 
     def roll(self, now: int) -> None:
@@ -96,12 +103,15 @@ class Recorder:
         self.end = self.t0 + (self.index + 1) * self.tick_ns
         self._fresh()
 
-    def ok(self, latency: int, uncorrected: int, now: int) -> None:
+    def ok(self, latency: int, uncorrected: int, now: int, write: int, wait: int, read: int) -> None:
         if now >= self.end:
             self.roll(now)
         self.lat.append(latency)
         if self.rate_mode:
             self.unc.append(uncorrected)
+        self.write.append(write)
+        self.wait.append(wait)
+        self.read.append(read)
 
     def error(self, kind: str, message: str, now: int) -> None:
         if now >= self.end:
@@ -167,6 +177,9 @@ class Slot(asyncio.BufferedProtocol):
         self.busy = False
         self.sent_ns = 0
         self.intended_ns = 0
+        self.written_ns = 0  # the whole request is in the kernel's hands
+        self.first_ns = 0  # the response's first bytes were read
+        self.paused = False  # the transport holds unsent bytes of the request
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
 
@@ -174,6 +187,14 @@ class Slot(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.tr = transport  # type: ignore[assignment]
+        # pause_writing as soon as the transport keeps any byte back, resume_writing when it has
+        # handed the last one to the kernel: the end of each request's write, at no cost when
+        # the kernel takes the whole request at once
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
+        self.paused = False
+        if _DIAG_SNDBUF:  # diagnosis only (bench/diag_fidelity.py): a fixed send buffer
+            sock = transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _DIAG_SNDBUF)
         self.backoff = BACKOFF_MIN_S
         self.filled = self.need = 0
         self.head = None
@@ -186,7 +207,17 @@ class Slot(asyncio.BufferedProtocol):
             self.buf, self.view = bigger, memoryview(bigger)
         return self.view[self.filled :]
 
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.busy and self.written_ns == 0:
+            self.written_ns = monotonic_ns()
+
     def buffer_updated(self, nbytes: int) -> None:
+        if self.filled == 0:
+            self.first_ns = monotonic_ns()
         self.filled += nbytes
         if not self.busy:
             self.w.unexpected(self, "bytes received with no request in flight")
@@ -237,7 +268,10 @@ class Slot(asyncio.BufferedProtocol):
         self.sent_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
+        self.written_ns = 0
         self.tr.write(self.w.raw)  # type: ignore[union-attr]
+        if not self.paused:
+            self.written_ns = monotonic_ns()
         return now
 
     def abort(self) -> None:
@@ -457,7 +491,9 @@ class Worker:
                     rec.error("bad_response", problem, now)
                     self.after(slot, head.close)
                     return
-            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now)
+            written = slot.written_ns or now  # a response before the write ended: no wait
+            first = min(max(slot.first_ns, written), now)
+            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, now - first)
         else:
             kind = "http_4xx" if 400 <= head.status < 500 else "http_5xx" if head.status >= 500 else "bad_response"
             body = bytes(buf[head.head_len : end]) if head.content_length is not None else b""

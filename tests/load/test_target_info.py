@@ -37,10 +37,10 @@ def test_unusable_metadata_is_one_clear_line(meta, message):
 def test_recorder_attributes_by_completion_time_and_flushes_every_tick():
     t0, tick = 1_000_000_000, 250_000_000
     rec = Recorder(worker=3, level_index=2, t0_ns=t0, tick_ns=tick, rate_mode=True)
-    rec.ok(5, 4, t0 + 10)  # tick 0
+    rec.ok(5, 4, t0 + 10, 1, 3, 1)  # tick 0
     rec.error("timeout", "slow", t0 + tick - 1)  # tick 0
-    rec.ok(6, 6, t0 + tick)  # tick 1 (boundary belongs to the next tick)
-    rec.ok(7, 7, t0 + 3 * tick + 5)  # tick 3: tick 2 stays empty
+    rec.ok(6, 6, t0 + tick, 1, 4, 1)  # tick 1 (boundary belongs to the next tick)
+    rec.ok(7, 7, t0 + 3 * tick + 5, 2, 4, 1)  # tick 3: tick 2 stays empty
     rec.sent_one(t0 + 3 * tick + 6, late=True)
     ticks = rec.flush(3)
     assert [t.tick for t in ticks] == [0, 1, 2, 3]
