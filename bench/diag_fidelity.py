@@ -28,6 +28,26 @@ from bench.load_pa_setup import ensure_perf_analyzer  # noqa: E402
 from bench.load_vs_perf_analyzer import run_ours, run_perf_analyzer  # noqa: E402
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of a process (utime + stime from /proc)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def spread(before: dict[int, float], after: dict[int, float], secs: float) -> dict:
+    busy = sorted(((after[t] - before.get(t, 0.0)) / secs for t in after), reverse=True)
+    return {"threads_over_20pct": sum(1 for b in busy if b > 0.2), "threads_over_5pct": sum(1 for b in busy if b > 0.05),
+            "top8_pct": [round(100 * b) for b in busy[:8]], "total_cores": round(sum(busy), 2)}
+
+
 class QueueSampler(threading.Thread):
     """Sum of Recv-Q and Send-Q over the server's sockets and over the clients' sockets."""
 
@@ -38,13 +58,13 @@ class QueueSampler(threading.Thread):
     def run(self) -> None:
         pat = re.compile(r"^(\d+)\s+(\d+)\s+\S+:(\d+)\s+\S+:(\d+)")
         while not self.stop.wait(0.3):
-            out = subprocess.run(["ss", "-tnH", "state", "established"], capture_output=True, text=True).stdout
             srv_r = srv_s = cli_r = cli_s = n_srv = 0
-            for line in out.splitlines():
-                m = pat.match(line.strip())
-                if not m:
+            for line in open("/proc/net/tcp").read().splitlines()[1:]:
+                f = line.split()
+                if f[3] != "01":  # established
                     continue
-                rq, sq, lport, pport = (int(x) for x in m.groups())
+                lport, pport = int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)
+                sq, rq = (int(x, 16) for x in f[4].split(":"))
                 if lport == self.port:
                     srv_r += rq; srv_s += sq; n_srv += 1
                 elif pport == self.port:
@@ -86,9 +106,12 @@ def main() -> int:
             args.workers = 0
             args.pa_extra = []
             os.environ.pop("GPUSCALE_DIAG_SNDBUF", None)
+            os.environ.pop("GPUSCALE_DIAG_LAZY", None)
             for o in opts:
                 if o.startswith("w"):
                     args.workers = int(o[1:])
+                elif o == "lazy":
+                    os.environ["GPUSCALE_DIAG_LAZY"] = "1"
                 elif o == "async":
                     args.pa_extra = ["--async"]
                 elif o.startswith("threads"):
@@ -102,9 +125,13 @@ def main() -> int:
                 prof = threading.Thread(target=_pyspy, args=(out_dir / f"pyspy_case{i}.txt",), daemon=True)
                 prof.start()
             t0 = time.monotonic()
+            spid = int(subprocess.run(["pgrep", "-x", "-P", str(srv.pid), "tritonserver"], capture_output=True, text=True).stdout.split()[0])
+            cpu0 = thread_cpu(spid)
             m = run_perf_analyzer(binary, env, srv.http_url, args.model, level, args) if tool == "pa" else asyncio.run(run_ours(srv.http_url, args.model, level, args))
             sampler.stop.set(); sampler.join()
-            row = {"case": case, "tool": tool, "level": level, **asdict(m), "queues": sampler.summary(), "secs": time.monotonic() - t0}
+            secs = time.monotonic() - t0
+            threads = spread(cpu0, thread_cpu(spid), secs)
+            row = {"case": case, "tool": tool, "level": level, **asdict(m), "queues": sampler.summary(), "secs": secs, "server_threads": threads}
             rows.append(row)
             x = m.extra
             q = row["queues"]
@@ -113,7 +140,8 @@ def main() -> int:
                   f"q {x.get('server_queue_us', 0):6.0f} inf {x.get('server_infer_us', 0):6.0f} batch {x.get('avg_batch') or 0:4.1f}  "
                   f"write {x.get('write_p50_us') or x.get('client_send_us') or 0:6.0f} fb {x.get('first_byte_p50_us') or x.get('network_server_us') or 0:6.0f} "
                   f"read {x.get('read_p50_us') or x.get('client_recv_us') or 0:5.0f}  "
-                  f"srvRecvQ {q.get('server_recvq_mb', 0):6.1f}MB cliSendQ {q.get('client_sendq_mb', 0):5.1f}MB conns {q.get('server_conns', 0)} [{m.status}]",
+                  f"srvRecvQ {q.get('server_recvq_mb', 0):6.1f}MB cliSendQ {q.get('client_sendq_mb', 0):5.1f}MB conns {q.get('server_conns', 0)} [{m.status}]\n"
+                  f"{'':22} server threads >20%: {threads['threads_over_20pct']} >5%: {threads['threads_over_5pct']} top {threads['top8_pct']} total {threads['total_cores']} cores",
                   flush=True)
     (out_dir / "diag_fidelity.json").write_text(json.dumps(rows, indent=1, default=str))
     return 0

@@ -37,6 +37,7 @@ BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
 _DIAG_SNDBUF = int(__import__("os").environ.get("GPUSCALE_DIAG_SNDBUF", "0"))
+_DIAG_LAZY = __import__("os").environ.get("GPUSCALE_DIAG_LAZY") == "1"
 
 
 def run_queue_wait_ns() -> int | None:
@@ -373,6 +374,9 @@ class Worker:
         count = plan.slots if plan.mode == "concurrency" else plan.preopen
         self.slots = [Slot(self) for _ in range(count)]
         self.open_count = len(self.slots)
+        if _DIAG_LAZY and plan.mode == "concurrency":
+            self.send_msg(("ready", plan.level_index, len(self.slots), None))
+            return
         results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
         first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
         connected = sum(1 for s in self.slots if s.tr is not None)
