@@ -107,9 +107,12 @@ def main() -> int:
             args.pa_extra = []
             os.environ.pop("GPUSCALE_DIAG_SNDBUF", None)
             os.environ.pop("GPUSCALE_DIAG_LAZY", None)
+            os.environ.pop("GPUSCALE_DIAG_BURST", None)
             for o in opts:
                 if o.startswith("w"):
                     args.workers = int(o[1:])
+                elif o == "burst":
+                    os.environ["GPUSCALE_DIAG_BURST"] = "1"
                 elif o == "lazy":
                     os.environ["GPUSCALE_DIAG_LAZY"] = "1"
                 elif o == "async":
@@ -139,7 +142,7 @@ def main() -> int:
                   f"cpu/req {m.client_cpu_us_per_request or 0:5.0f} us  srv/req {m.server_us_per_request or 0:6.0f} us  "
                   f"q {x.get('server_queue_us', 0):6.0f} inf {x.get('server_infer_us', 0):6.0f} batch {x.get('avg_batch') or 0:4.1f}  "
                   f"write {x.get('write_p50_us') or x.get('client_send_us') or 0:6.0f} fb {x.get('first_byte_p50_us') or x.get('network_server_us') or 0:6.0f} "
-                  f"read {x.get('read_p50_us') or x.get('client_recv_us') or 0:5.0f}  "
+                  f"ours {x.get('client_delay_p50_us') or x.get('client_recv_us') or 0:5.0f}  "
                   f"srvRecvQ {q.get('server_recvq_mb', 0):6.1f}MB cliSendQ {q.get('client_sendq_mb', 0):5.1f}MB conns {q.get('server_conns', 0)} [{m.status}]\n"
                   f"{'':22} server threads >20%: {threads['threads_over_20pct']} >5%: {threads['threads_over_5pct']} top {threads['top8_pct']} total {threads['total_cores']} cores",
                   flush=True)

@@ -178,7 +178,8 @@ def _ours_measure(r: LevelResult) -> Measure:
             "write_p50_us": r.audit.write_p50 and r.audit.write_p50 * 1e6,
             "write_p99_us": r.audit.write_p99 and r.audit.write_p99 * 1e6,
             "first_byte_p50_us": r.audit.first_byte_p50 and r.audit.first_byte_p50 * 1e6,
-            "read_p50_us": r.audit.read_p50 and r.audit.read_p50 * 1e6,
+            "client_delay_p50_us": r.audit.client_delay_p50 and r.audit.client_delay_p50 * 1e6,
+            "client_delay_fraction": r.audit.client_delay_fraction,
         },
     )
 

@@ -109,14 +109,15 @@ class ClientAudit:
     overhead_fraction: float | None = None
     client_bound: bool = False
     reasons: list[str] = field(default_factory=list)
-    # Where each request's time went, measured per request by the workers (seconds, medians
-    # and p99): handing the request to the kernel, waiting for the response's first byte,
-    # reading the rest. See engine/load/worker.py (Slot) and engine/load/audit.py.
+    # Where each request's time went, measured per request by the workers (seconds): handing
+    # the request to the kernel, waiting for the response's first byte, and our side (the
+    # response unread in our socket, reading it, a late send). See engine/load/audit.py.
     write_p50: float | None = None
     write_p99: float | None = None
     first_byte_p50: float | None = None
-    read_p50: float | None = None
-    client_delay_fraction: float | None = None  # our side's share of the median latency
+    client_delay_p50: float | None = None
+    client_delay_p99: float | None = None
+    client_delay_fraction: float | None = None  # mean of our side / mean latency
 
 
 @dataclass

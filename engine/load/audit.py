@@ -10,6 +10,10 @@ Rules, each with its reason (the thresholds are ours unless named):
   an idle selector rounds its timeout up to whole milliseconds, so the probe itself reads up
   to 1 ms.) Lag with a worker neither busy nor waiting is reported, not blamed.
 * rate mode: more than 1 % of requests sent late (perf_analyzer's warning threshold).
+* our side adds more than 10 % of the mean latency, measured per request (worker.py): the
+  response unread in our socket (an upper bound from the loop's select() timestamps), reading
+  it, and in rate mode the send's delay. The other rules see the causes (CPU, lag, late
+  sends); this one sees the effect on the figure itself, whatever its cause.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ LAG_FRACTION_OF_P50 = 0.25
 LAG_BUSY_FRACTION = 0.50
 LAG_WAIT_FRACTION = 0.10
 LATE_FRACTION = 0.01
+CLIENT_DELAY_FRACTION = 0.10
 
 
 def p99_seconds(samples_ns: np.ndarray) -> float | None:
@@ -76,13 +81,23 @@ def client_audit(
     overhead = None
     if latency_mean_s and server_total_s is not None and latency_mean_s > 0:
         overhead = max(0.0, (latency_mean_s - server_total_s) / latency_mean_s)
-    write_p50 = quantile_seconds(agg.write_ns, 50)
-    read_p50 = quantile_seconds(agg.read_ns, 50)
+    delay_fraction = None
+    if agg.client_ns.size and agg.latency_ns.size:
+        mean_latency = float(agg.latency_ns.mean())
+        if mean_latency > 0:
+            delay_fraction = float(agg.client_ns.mean()) / mean_latency
+            if delay_fraction > CLIENT_DELAY_FRACTION:
+                reasons.append(
+                    f"our side adds {100 * delay_fraction:.0f} % of the mean latency"
+                    f" (responses unread in the client, reading, late sends; limit {100 * CLIENT_DELAY_FRACTION:.0f} %)"
+                )
     return ClientAudit(
-        write_p50=write_p50,
+        write_p50=quantile_seconds(agg.write_ns, 50),
         write_p99=quantile_seconds(agg.write_ns, 99),
         first_byte_p50=quantile_seconds(agg.server_wait_ns, 50),
-        read_p50=read_p50,
+        client_delay_p50=quantile_seconds(agg.client_ns, 50),
+        client_delay_p99=quantile_seconds(agg.client_ns, 99),
+        client_delay_fraction=delay_fraction,
         cpu_percent=cpu_percent,
         cpu_cores=cpu_cores,
         loop_lag_p99=lag_p99,

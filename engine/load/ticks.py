@@ -56,10 +56,11 @@ class Tick:
     wait_ns: int | None = None  # time it was runnable but waiting for a CPU (Linux schedstat)
     lag_ns: array = field(default_factory=lambda: array("q"))  # event-loop lag samples
     # per successful request, where its time went (see worker.Slot): handing the request to the
-    # kernel, waiting for the first byte of the response, reading the rest of the response
+    # kernel, waiting for the first byte of the response, and our side (the response unread in
+    # our socket, reading it, sending late in rate mode): see worker.PreciseEpollSelector.unread_since
     write_ns: array = field(default_factory=lambda: array("q"))
     server_wait_ns: array = field(default_factory=lambda: array("q"))
-    read_ns: array = field(default_factory=lambda: array("q"))
+    client_ns: array = field(default_factory=lambda: array("q"))
     in_flight: int = 0  # requests in flight when the tick was flushed
 
     @property

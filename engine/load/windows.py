@@ -53,7 +53,7 @@ class Aggregate:
     lag_ns: dict[int, np.ndarray] = field(default_factory=dict)  # per worker
     write_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     server_wait_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    read_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    client_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     @property
     def error_count(self) -> int:
@@ -76,12 +76,12 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
     """Sum the ticks ``start_tick <= k < end_tick`` of every worker."""
     chosen = [t for t in ticks if start_tick <= t.tick < end_tick]
     agg = Aggregate(start_tick, end_tick, (end_tick - start_tick) * tick_ns / 1e9)
-    lat, unc, write, wait, read = [], [], [], [], []
+    lat, unc, write, wait, client = [], [], [], [], []
     lags: dict[int, list[np.ndarray]] = {}
     for t in chosen:
         write.append(t.write_ns)
         wait.append(t.server_wait_ns)
-        read.append(t.read_ns)
+        client.append(t.client_ns)
         agg.ok += t.ok
         for kind, n in t.errors.items():
             agg.errors[kind] = agg.errors.get(kind, 0) + n
@@ -98,7 +98,7 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
     agg.latency_ns = concat_samples(lat)
     agg.uncorrected_ns = concat_samples(unc) if rate_mode else None
     agg.lag_ns = {w: concat_samples(parts) for w, parts in lags.items()}
-    agg.write_ns, agg.server_wait_ns, agg.read_ns = concat_samples(write), concat_samples(wait), concat_samples(read)
+    agg.write_ns, agg.server_wait_ns, agg.client_ns = concat_samples(write), concat_samples(wait), concat_samples(client)
     return agg
 
 
@@ -124,5 +124,5 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
     out.lag_ns = {w: concat_samples(p.lag_ns[w] for p in parts if w in p.lag_ns) for w in workers}
     out.write_ns = concat_samples(p.write_ns for p in parts)
     out.server_wait_ns = concat_samples(p.server_wait_ns for p in parts)
-    out.read_ns = concat_samples(p.read_ns for p in parts)
+    out.client_ns = concat_samples(p.client_ns for p in parts)
     return out

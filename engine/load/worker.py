@@ -33,11 +33,13 @@ from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
 LAG_PROBE_NS = 10_000_000  # how often the loop-lag probe asks to run
 TIMEOUT_SCAN_NS = 50_000_000
+SELECT_WAITED_NS = 50_000  # select() that took longer than this waited for the kernel
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
 _DIAG_SNDBUF = int(__import__("os").environ.get("GPUSCALE_DIAG_SNDBUF", "0"))
 _DIAG_LAZY = __import__("os").environ.get("GPUSCALE_DIAG_LAZY") == "1"
+_DIAG_BURST = __import__("os").environ.get("GPUSCALE_DIAG_BURST") == "1"  # the old opening, to compare
 
 
 def run_queue_wait_ns() -> int | None:
@@ -77,7 +79,7 @@ class Recorder:
         self.lags: list[int] = []
         self.write: list[int] = []
         self.wait: list[int] = []
-        self.read: list[int] = []
+        self.client: list[int] = []
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -94,7 +96,7 @@ class Recorder:
             lag_ns=array("q", self.lags),
             write_ns=array("q", self.write),
             server_wait_ns=array("q", self.wait),
-            read_ns=array("q", self.read),
+            client_ns=array("q", self.client),
         )
 
     def roll(self, now: int) -> None:
@@ -104,7 +106,7 @@ class Recorder:
         self.end = self.t0 + (self.index + 1) * self.tick_ns
         self._fresh()
 
-    def ok(self, latency: int, uncorrected: int, now: int, write: int, wait: int, read: int) -> None:
+    def ok(self, latency: int, uncorrected: int, now: int, write: int, wait: int, client: int) -> None:
         if now >= self.end:
             self.roll(now)
         self.lat.append(latency)
@@ -112,7 +114,7 @@ class Recorder:
             self.unc.append(uncorrected)
         self.write.append(write)
         self.wait.append(wait)
-        self.read.append(read)
+        self.client.append(client)
 
     def error(self, kind: str, message: str, now: int) -> None:
         if now >= self.end:
@@ -181,6 +183,7 @@ class Slot(asyncio.BufferedProtocol):
         self.written_ns = 0  # the whole request is in the kernel's hands
         self.first_ns = 0  # the response's first bytes were read
         self.paused = False  # the transport holds unsent bytes of the request
+        self.unread_ns = 0  # how long the response may have waited in our socket (upper bound)
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
 
@@ -219,6 +222,8 @@ class Slot(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.filled == 0:
             self.first_ns = monotonic_ns()
+            selector = self.w.selector
+            self.unread_ns = self.first_ns - selector.unread_since() if selector is not None else 0
         self.filled += nbytes
         if not self.busy:
             self.w.unexpected(self, "bytes received with no request in flight")
@@ -377,14 +382,58 @@ class Worker:
         if _DIAG_LAZY and plan.mode == "concurrency":
             self.send_msg(("ready", plan.level_index, len(self.slots), None))
             return
-        results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
-        first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
+        if _DIAG_BURST:
+            results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
+            first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
+        else:
+            first_error = await self.open_spread(self.slots)
         connected = sum(1 for s in self.slots if s.tr is not None)
         if plan.mode == "rate":
             self.idle = [s for s in self.slots if s.tr is not None]
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
         self.send_msg(("ready", plan.level_index, connected, first_error))
+
+    async def open_spread(self, slots: list[Slot]) -> str | None:
+        """Open the level's connections one at a time, each carrying a first (unmeasured)
+        request before the next is opened; return once every first response is back.
+
+        Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection to the first
+        worker thread whose queue is empty and that is not busy. Connections opened in one burst
+        while the server is idle - what a load generator does at the start of a level - all
+        find thread 0 (or the first few) idle and pile onto them, and one thread then reads
+        every 602 KB request body of those connections. Measured with the embedded ViT-B/32
+        (Python backend, 602 KB FP32 per request): on 1x H200 (16 cores) at concurrency 128 the
+        tritonserver threads' CPU was 78/36/20/20 % on the busiest four and 3-5 threads above
+        20 % with our burst-opened connections, against 33/24/22/22/14/13/12/10 % (12 threads
+        above 5 %) with perf_analyzer, whose 128 client threads each connect and send at once.
+        On 2x H200 (32 cores) the same burst gave 3.6k infer/s against perf_analyzer's 4.5k,
+        with 30 ms from our last byte written to the first byte back while Triton accounted
+        for 15 ms: the rest was requests waiting for the overloaded front-end threads. More
+        load workers (16: 3.8k) or 4 MB socket send buffers (3.8k) did not change it, and
+        connecting lazily at T0 (still a burst) did not spread the threads either. A connection
+        that already carries a request keeps its server thread busy reading it while the next
+        one is accepted, so the next goes to another thread: the spread real clients get.
+        """
+        first_error: str | None = None
+        primed: list[Slot] = []
+        for slot in slots:
+            try:
+                await self.open(slot)
+            except (OSError, asyncio.TimeoutError) as exc:
+                first_error = first_error or _describe(exc)
+                continue
+            if self.raw:
+                slot.send()
+                primed.append(slot)
+        deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)
+        while any(s.busy for s in primed) and monotonic_ns() < deadline:
+            await asyncio.sleep(0.002)
+        for slot in primed:
+            if slot.busy:  # no answer to the first request: start this slot afresh
+                slot.busy = False
+                slot.abort()
+        return first_error
 
     async def open(self, slot: Slot) -> None:
         plan = self.plan
@@ -497,7 +546,9 @@ class Worker:
                     return
             written = slot.written_ns or now  # a response before the write ended: no wait
             first = min(max(slot.first_ns, written), now)
-            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, now - first)
+            # our side: the response unread in our socket, reading it, and (rate mode) sending late
+            ours = max(0, min(slot.unread_ns, first - written)) + (now - first) + (slot.sent_ns - slot.intended_ns)
+            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, ours)
         else:
             kind = "http_4xx" if 400 <= head.status < 500 else "http_5xx" if head.status >= 500 else "bad_response"
             body = bytes(buf[head.head_len : end]) if head.content_length is not None else b""
@@ -659,12 +710,30 @@ class PreciseEpollSelector(selectors.EpollSelector):
     """
 
     precise = False
+    # When the loop last asked the kernel for events, and when the kernel answered: a response
+    # read in a callback after ``returned`` either arrived while select() waited (it woke the
+    # loop: it waited in our socket since about ``returned``), or, when select() found events
+    # at once, at some time after the previous answer (the loop was busy: up to ``now -
+    # previous``). Two clock reads per loop iteration, none per request.
+    entered = 0
+    returned = 0
+    previous = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        self.previous = self.returned
+        self.entered = monotonic_ns()
         if self.precise and timeout is not None and timeout > 0:
             select.select([self._selector.fileno()], [], [], timeout)  # type: ignore[attr-defined]
             timeout = 0
-        return super().select(timeout)
+        events = super().select(timeout)
+        self.returned = monotonic_ns()
+        return events
+
+    def unread_since(self) -> int:
+        """Earliest time a response read now may have been waiting in our socket."""
+        if self.returned - self.entered > SELECT_WAITED_NS:
+            return self.returned
+        return self.previous or self.returned
 
 
 def new_event_loop(selector: PreciseEpollSelector) -> asyncio.AbstractEventLoop:

@@ -14,6 +14,7 @@ class Recording:
     """Stands in for the Worker: records what the slot reports."""
 
     generation = 0
+    selector = None  # no event loop: no unread-time estimate
 
     def __init__(self):
         self.done = []

@@ -153,8 +153,8 @@ async def test_rate_mode_measures_from_intended_send_time(identity_server, ident
         # worker catches up by sending the overdue requests at once: wrk2's rule)
         if not r.audit.client_bound:
             assert r.throughput_rps == pytest.approx(200.0, rel=0.3), r.audit
-        else:
-            assert r.audit.late_sends > 0.01 * r.audit.sent
+        else:  # late sends, or the delay they (and a busy loop) add to the latency
+            assert r.audit.late_sends > 0.01 * r.audit.sent or r.audit.client_delay_fraction > 0.10, r.audit
         unc = r.latency_uncorrected
         assert unc is not None and unc.count == r.latency.count
         # each request's corrected latency >= its uncorrected one, so every order statistic is too
