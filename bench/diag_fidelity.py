@@ -105,22 +105,19 @@ def main() -> int:
             level = int(level)
             args.workers = 0
             args.pa_extra = []
-            os.environ.pop("GPUSCALE_DIAG_SNDBUF", None)
-            os.environ.pop("GPUSCALE_DIAG_LAZY", None)
-            os.environ.pop("GPUSCALE_DIAG_BURST", None)
+            knobs = []
             for o in opts:
                 if o.startswith("w"):
                     args.workers = int(o[1:])
-                elif o == "burst":
-                    os.environ["GPUSCALE_DIAG_BURST"] = "1"
-                elif o == "lazy":
-                    os.environ["GPUSCALE_DIAG_LAZY"] = "1"
+                elif o in ("burst", "lazy"):
+                    knobs.append(o)
                 elif o == "async":
                     args.pa_extra = ["--async"]
                 elif o.startswith("threads"):
                     args.pa_extra = ["--max-threads", o[7:]]
                 elif o.startswith("sndbuf"):
-                    os.environ["GPUSCALE_DIAG_SNDBUF"] = o[6:]
+                    knobs.append(f"sndbuf={o[6:]}")
+            os.environ["GPUSCALE_LOAD_DIAG"] = ",".join(knobs)
             sampler = QueueSampler(port)
             sampler.start()
             prof = None

@@ -37,9 +37,25 @@ SELECT_WAITED_NS = 50_000  # select() that took longer than this waited for the 
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
-_DIAG_SNDBUF = int(__import__("os").environ.get("GPUSCALE_DIAG_SNDBUF", "0"))
-_DIAG_LAZY = __import__("os").environ.get("GPUSCALE_DIAG_LAZY") == "1"
-_DIAG_BURST = __import__("os").environ.get("GPUSCALE_DIAG_BURST") == "1"  # the old opening, to compare
+
+
+def _diagnosis_knobs(text: str) -> dict[str, int]:
+    """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
+    injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
+    socket send buffer; burst: open a level's connections all at once (the old way); lazy:
+    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker)."""
+    knobs: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = item.partition("=")
+        knobs[name] = int(value or 1)
+    return knobs
+
+
+_DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
+_DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
+_DIAG_LAZY = "lazy" in _DIAG
+_DIAG_BURST = "burst" in _DIAG
+_DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
 def run_queue_wait_ns() -> int | None:
@@ -458,6 +474,16 @@ class Worker:
         self.at(t0_ns + plan.tick_ns, self.flush, 0)
         self.at(t0_ns + LAG_PROBE_NS, self.probe_lag, t0_ns + LAG_PROBE_NS)
         self.at(t0_ns, self.scan_timeouts)
+        if _DIAG_STALL_NS:
+            self.at(t0_ns, self.stall)
+
+    def stall(self) -> None:
+        """Fault injection (GPUSCALE_LOAD_DIAG stall_ms): keep the loop busy, as a worker
+        starved by its own work would be."""
+        end = monotonic_ns() + _DIAG_STALL_NS
+        while monotonic_ns() < end:
+            pass
+        self.at(monotonic_ns() + 20_000_000, self.stall)
 
     def at(self, when_ns: int, callback: Any, *args: Any) -> None:
         handles = self.handles

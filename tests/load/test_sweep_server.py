@@ -233,3 +233,25 @@ async def test_unusable_request_is_a_user_error_before_any_load(identity_server,
     with pytest.raises(UserError, match="server URL"):
         await sweep(Target("ftp://x", "identity"), identity_info, quick_load())
     assert not _load_workers_alive()
+
+
+async def test_a_deliberately_slowed_worker_is_flagged_by_its_own_delay(identity_server, identity_info, monkeypatch):
+    """A worker whose loop is busy 15 ms out of every 20 leaves responses unread in its socket:
+    the per-request measure of our side catches it and the level is called client-bound."""
+    monkeypatch.setenv("GPUSCALE_LOAD_DIAG", "stall_ms=15")
+    target = Target(identity_server.http_url, "identity")
+    results, _ = await sweep(target, identity_info, quick_load(concurrency=[2], stability_percent=50))
+    (r,) = results
+    assert r.audit.client_delay_fraction is not None and r.audit.client_delay_fraction > 0.10, r.audit
+    assert r.audit.client_bound
+    assert any(reason.startswith("our side adds") for reason in r.audit.reasons), r.audit.reasons
+
+
+async def test_a_quiet_worker_measures_little_delay_of_its_own(identity_server, identity_info):
+    target = Target(identity_server.http_url, "identity")
+    results, _ = await sweep(target, identity_info, quick_load(concurrency=[2], stability_percent=50))
+    (r,) = results
+    audit = r.audit
+    assert audit.client_delay_p50 is not None and audit.write_p50 is not None and audit.first_byte_p50 is not None
+    # the phases are parts of the latency: none can exceed it
+    assert audit.client_delay_p50 <= r.latency.p99 and audit.first_byte_p50 <= r.latency.max
