@@ -47,6 +47,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
                    help="folder for the recording (default: recordings/)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
+    p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,6 +166,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sweep=not args.probe_only,
         probe=True if (args.probe or args.probe_only) else None,
         record_dir=None if args.no_record else args.output,
+        check=not args.no_check,
     )
     headless = args.record or args.headless or not sys.stdout.isatty()
     if headless:
