@@ -52,7 +52,8 @@ class LoadSampler:
     def _sample(into: dict[str, Any], nv: Any, handle: Any) -> None:
         def keep_max(key: str, fn: str, *args: Any, scale: float = 1.0) -> None:
             try:
-                value = getattr(nv, fn)(handle, *args) * scale
+                value = getattr(nv, fn)(handle, *args)
+                value = value * scale if scale != 1.0 else int(value)  # link gen/width stay ints
             except Exception:
                 return
             into[key] = value if into.get(key) is None else max(into[key], value)

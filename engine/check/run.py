@@ -95,7 +95,8 @@ def _load_sample(copy: dict[str, Any], compute: dict[str, Any]) -> LoadSample:
     throttle = 0
     for b in bits:
         throttle |= int(b)
-    return LoadSample(pcie_gen=top("pcie_gen"), pcie_width=top("pcie_width"),
+    gen, width = top("pcie_gen"), top("pcie_width")
+    return LoadSample(pcie_gen=int(gen) if gen is not None else None, pcie_width=int(width) if width is not None else None,
                       throttle_reasons=throttle if bits else None, temp_c_max=top("temp_c_max"),
                       power_w_max=top("power_w_max"), sm_clock_mhz_max=top("sm_clock_mhz_max"))
 

@@ -340,3 +340,23 @@ def test_measurements_follow_uuids_not_torch_numbers():
     assert find(result, "host-to-device bandwidth", "GPU 1").status == "n/a"  # not visible to torch
     d2d = find(result, "device-to-device bandwidth")
     assert d2d.measured == "0->2: 50.0 GB/s"
+
+
+def test_the_load_sampler_keeps_the_highest_link_and_every_throttle_bit():
+    """measure.py's NVML sampler (the part of the CUDA child that runs without CUDA)."""
+    import time
+
+    from engine.check.measure import LoadSampler
+
+    fake = FakeNvml(hgx(1, pcie_gen=1, throttle=0x1, temp=40))
+    gpu = fake.gpus[0]
+    with LoadSampler({0: (fake, gpu)}) as sampler:
+        time.sleep(0.05)
+        gpu.pcie_gen, gpu.throttle, gpu.temp = 5, 0x20, 71  # trained up, then thermal slowdown
+        time.sleep(0.05)
+        gpu.pcie_gen, gpu.throttle = 2, 0x4
+        time.sleep(0.05)
+    seen = sampler.seen[0]
+    assert seen["pcie_gen"] == 5 and isinstance(seen["pcie_gen"], int) and seen["pcie_width"] == 16
+    assert seen["throttle_reasons"] == 0x1 | 0x20 | 0x4
+    assert seen["temp_c_max"] == 71 and seen["power_w_max"] == 350.0 and seen["sm_clock_mhz_max"] == 1980
