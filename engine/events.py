@@ -349,6 +349,35 @@ class Topology(Event):
     summary: str = ""  # e.g. "4x NVIDIA H200, NVLink (NV18) between all pairs"
 
 
+# --------------------------------------------------------------------------- box check
+
+
+@dataclass
+class CheckItem:
+    """One verdict of `gpuscale-tui check`: what was measured against what was expected."""
+
+    name: str  # "pcie link", "power limit", "p2p", "h2d bandwidth", "ram per gpu", ...
+    scope: str  # "GPU 0", "GPU 0-1", "all GPUs", "host", "profile"
+    status: str  # "ok", "warn", "fail", "n/a" (could not be measured here)
+    measured: str = ""
+    expected: str = ""
+    note: str = ""  # why it matters or what to do, one line
+
+
+@register
+@dataclass
+class BoxCheck(Event):
+    """Is this box fit for the run: per-item verdicts and one go/no-go line."""
+
+    kind: ClassVar[str] = "box_check"
+    verdict: str  # "go", "warn" (go, with warnings), "no-go"
+    summary: str  # the one line: "NO-GO: 1 fail, 2 warn: GPU 2 PCIe link x4 (expected x16)"
+    items: list[CheckItem] = field(default_factory=list)
+    gpus: int = 0  # GPUs NVML found
+    facts: dict[str, Any] = field(default_factory=dict)  # the measured facts, as plain data
+    duration_s: float = 0.0
+
+
 # --------------------------------------------------------------------------- training probe
 
 

@@ -34,6 +34,7 @@ class SessionOptions:
     record_dir: Path | None = Path("recordings")  # None: do not record
     interactive: bool = False  # keep the server up after the plan, waiting for requests (TUI)
     gpu_count: int | None = None  # None: detect
+    check: bool = True  # the box check (engine/check) before the server starts
 
 
 def check_input_shapes(wanted: dict[str, list[int]], info: Any) -> None:
@@ -155,6 +156,8 @@ class Session(EventSource):
                     tool_version=versions.get("gpuscale_tui") or "",
                 )
             )
+            if self.options.check:
+                await self._box_check()
             target, info = await self._start_server()
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
@@ -268,6 +271,30 @@ class Session(EventSource):
 
             self.options.gpu_count = visible_gpu_count()
         return self.options.gpu_count
+
+    # ----------------------------------------------------------------- box check
+
+    async def _box_check(self) -> None:
+        """Is this box fit for the run: recorded, shown, and a no-go says so loudly; it does not
+        stop the session (the user chose to run; the recording says what the box was)."""
+        if self.profile.server.kind == "remote" and not self._probe_wanted():
+            return  # the GPUs being measured are on another machine
+        from engine.check.run import expected_from_profile, publish_progress, run_check
+
+        self._publish(ev.PhaseChanged(phase="box check", detail="is this box fit for the run"))
+        record_dir = self.options.record_dir or Path(".")
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(None, lambda: run_check(
+                expected_from_profile(self.profile), record_dir, allreduce=self._probe_wanted(),
+                progress=publish_progress(self._publish), stop=self._probe_stop))
+        except Exception as exc:  # the check informs the run; it must never be why it failed
+            self._publish(ev.Warning(source="check", key="check-failed", message=f"box check did not run: {exc!r}"))
+            return
+        self._publish(result)
+        if result.verdict == "no-go":
+            self._publish(ev.Error(source="check", message=result.summary))
+        elif result.verdict == "warn":
+            self._publish(ev.Warning(source="check", key="check-warn", message=result.summary))
 
     # ----------------------------------------------------------------- server
 

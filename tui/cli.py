@@ -47,6 +47,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
                    help="folder for the recording (default: recordings/)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
+    p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a session (the default command)")
     _add_run_flags(p)
+
+    p = sub.add_parser("check", help="is this box fit for the run? PCIe links, power, throttling, other tenants, "
+                                     "P2P/NVLink, bandwidth, host, the profile's [hardware]; exit 3 on a fail")
+    p.add_argument("--profile", "-p", default="local", metavar="NAME|PATH",
+                   help="compare the box with this profile's [hardware] block (default: local, declares none)")
+    p.add_argument("--json", action="store_true", help="print the verdicts and the measured facts as JSON")
+    p.add_argument("--quick", action="store_true", help="NVML and host readings only: no load, bandwidth or all-reduce")
+    p.add_argument("--no-allreduce", action="store_true", help="skip the NCCL all-reduce")
+    p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
+                   help="where recordings will go: its free disk is checked (default: recordings/)")
 
     p = sub.add_parser("profiles", help="list the bundled profiles, one line each")
     p.add_argument("--check", metavar="PATH", help="validate a profile file and exit")
@@ -121,6 +132,20 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    # engine only: the GPU boxes this runs on have no textual
+    from engine.check.render import render_text, to_json
+    from engine.check.run import expected_from_profile, run_check
+    from engine.profiles import load_profile
+
+    profile = load_profile(args.profile)
+    progress = (lambda text: None) if args.json else (lambda text: print(f"check: {text} ...", file=sys.stderr, flush=True))
+    check = run_check(expected_from_profile(profile), args.output, measure=not args.quick,
+                      allreduce=not args.no_allreduce, progress=progress)
+    print(to_json(check) if args.json else render_text(check))
+    return 3 if check.verdict == "no-go" else 0
+
+
 def _install_stop_signals(stop) -> None:  # noqa: ANN001 - any zero-arg callable
     def handler(signum: int, _frame: object) -> None:
         if getattr(handler, "seen", False) and signum == signal.SIGINT:
@@ -141,6 +166,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sweep=not args.probe_only,
         probe=True if (args.probe or args.probe_only) else None,
         record_dir=None if args.no_record else args.output,
+        check=not args.no_check,
     )
     headless = args.record or args.headless or not sys.stdout.isatty()
     if headless:
@@ -268,6 +294,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
 COMMANDS = {
     None: _cmd_run,
     "run": _cmd_run,
+    "check": _cmd_check,
     "profiles": _cmd_profiles,
     "replay": _cmd_replay,
     "export": _cmd_export,

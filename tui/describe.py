@@ -17,6 +17,8 @@ def severity(event: ev.Event) -> str:
         return "warning"
     if isinstance(event, ev.SessionEnded):
         return "info" if event.status == "ok" else "error"
+    if isinstance(event, ev.BoxCheck):
+        return {"no-go": "error", "warn": "warning"}.get(event.verdict, "info")
     if isinstance(event, ev.LevelResult):
         return {"failed": "error", "unstable": "warning", "interrupted": "warning"}.get(event.status, "info")
     if isinstance(event, ev.WindowResult) and (event.errors or event.audit.client_bound):
@@ -75,6 +77,11 @@ def describe(event: ev.Event) -> str | None:
         )
     if isinstance(event, ev.Topology):
         return f"topology: {event.summary or f'{len(event.gpus)} GPUs'}"
+    if isinstance(event, ev.BoxCheck):
+        counts = {s: sum(1 for i in event.items if i.status == s) for s in ("fail", "warn", "ok")}
+        verdict = {"no-go": "NO-GO", "warn": "go, with warnings", "go": "GO"}.get(event.verdict, event.verdict)
+        return (f"box check done in {event.duration_s:.0f} s: {verdict} "
+                f"({', '.join(f'{n} {s}' for s, n in counts.items() if n)})")
     if isinstance(event, ev.Warning):
         return f"warning ({event.source}): {event.message}"
     if isinstance(event, ev.Error):

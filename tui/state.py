@@ -217,6 +217,7 @@ class SessionState:
         self.probe: list[ev.ProbeResult] = []
         self.allreduce: list[ev.AllReduceResult] = []
         self.topology: ev.Topology | None = None
+        self.box_check: ev.BoxCheck | None = None
         self.notices: OrderedDict[str, Notice] = OrderedDict()
         self.log: deque[LogLine] = deque(maxlen=LOG_LINES)
         self.events_applied = 0
@@ -377,6 +378,10 @@ class SessionState:
         self.topology = e
         self._touch("probe")
 
+    def _on_box_check(self, e: ev.BoxCheck) -> None:
+        self.box_check = e
+        self._touch("probe")
+
     def _on_probe_result(self, e: ev.ProbeResult) -> None:
         self.probe.append(e)
         self._touch("probe")
@@ -526,6 +531,7 @@ _HANDLERS: dict[type, Any] = {
     ev.GpuSample: SessionState._on_gpu_sample,
     ev.HostSample: SessionState._on_host_sample,
     ev.Topology: SessionState._on_topology,
+    ev.BoxCheck: SessionState._on_box_check,
     ev.ProbeResult: SessionState._on_probe_result,
     ev.AllReduceResult: SessionState._on_allreduce,
     ev.Warning: SessionState._on_notice,

@@ -40,6 +40,7 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
     if s.random_weights:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
     doc.add(*_setup(s))
+    doc.add(*_box_check(s))
     # a probe-only session has no sweep: its sections would only say "no level" five times
     sweep = bool(f.points) or s.mode != "probe"
     if sweep:
@@ -91,6 +92,18 @@ def _setup(s: RecordingSummary) -> list:
     if s.topology and s.topology.summary:
         rows.append(["Topology", s.topology.summary])
     return [Heading("Setup"), Table(["Item", "Value"], rows, left=2)]
+
+
+def _box_check(s: RecordingSummary) -> list:
+    """The box check at the session's start: was the box what it was listed as?"""
+    check = s.box_check
+    if check is None:
+        return []
+    rows = [[i.status, i.scope, i.name, i.measured or fmt.NA, i.expected or fmt.NA, i.note if i.status != "ok" else ""]
+            for i in sorted(check.items, key=lambda i: {"fail": 0, "warn": 1, "n/a": 2}.get(i.status, 3))]
+    return [Heading("Box check"), Para(f"{check.summary} (in {check.duration_s:.0f} s)"),
+            Table(["Status", "Where", "Check", "Measured", "Expected", "Note"], rows,
+                  "gpuscale-tui check, run at the start of the session", left=6)]
 
 
 def _host_text(host: dict) -> str:

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from engine.events import AllReduceResult, LevelResult, ProbeResult, SweepFinished, Topology
+from engine.events import AllReduceResult, BoxCheck, LevelResult, ProbeResult, SweepFinished, Topology
 
 if TYPE_CHECKING:
     from engine.record.reader import Recording
 
 TIMELINE_POINTS = 600  # per GPU: enough for a chart, small enough for an HTML file
 _TELEMETRY_KINDS = ("gpu_sample", "host_sample")  # summarised from their index tables
-_DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology")
+_DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology", "box_check")
 
 
 @dataclass
@@ -95,6 +95,7 @@ class RecordingSummary:
     host: dict[str, Any]
     server: dict[str, Any]
     model_config: dict[str, Any]
+    box_check: BoxCheck | None = None  # the check at the session's start, where it ran
 
     @property
     def duration_s(self) -> float:
@@ -136,6 +137,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     probe: list[ProbeResult] = []
     allreduce: list[AllReduceResult] = []
     topology: Topology | None = None
+    box_check: BoxCheck | None = None
     warnings: dict[str, str] = {}
     errors: list[str] = []
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
@@ -164,6 +166,8 @@ def summarize(recording: Recording) -> RecordingSummary:
                 allreduce.append(event)
             elif isinstance(event, Topology):
                 topology = event
+            elif isinstance(event, BoxCheck):
+                box_check = event
         elif kind == "warning":
             warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
         elif kind == "error":
@@ -242,6 +246,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         host=dict(meta.get("host") or {}),
         server=dict(server),
         model_config=dict(meta.get("model_config") or {}),
+        box_check=box_check,
     )
 
 

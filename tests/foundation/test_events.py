@@ -36,6 +36,9 @@ def _samples() -> list[ev.Event]:
                        step_time_s=ev.StatSummary(mean=0.3, ci_low=None, ci_high=None, n=3)),
         ev.AllReduceResult(world_size=2, backend="gloo", device="cpu",
                            rows=[ev.AllReduceRow(size_bytes=1024, time_s=1e-4, algbw_gbps=0.01, busbw_gbps=0.01)]),
+        ev.BoxCheck(verdict="no-go", summary="NO-GO: 1 fail", gpus=1,
+                    items=[ev.CheckItem(name="pcie link", scope="GPU 0", status="fail", measured="Gen4 x4",
+                                        expected="Gen4 x16")], facts={"host": {"cores": 8}}),
         ev.Warning(source="telemetry", message="no NVML", key="nvml"),
         ev.Error(source="load", message="boom", fatal=True),
     ]

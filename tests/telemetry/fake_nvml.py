@@ -49,6 +49,15 @@ class FakeGpu:
     lost: bool = False
     mig: bool = False
     clock_us: int = 1_700_000_000_000_000  # field-value timestamps, µs
+    # read by the box check (engine/check)
+    pcie_gen_gpu_max: int = 5
+    default_limit_mw: int = 700_000
+    throttle: int = 0  # nvmlClocksEventReason* bits
+    slowdown_c: int = 90
+    ecc: bool = True
+    ecc_uncorrected: int = 0
+    retired_pending: bool = False
+    remap: tuple[int, int, int, int] = (0, 0, 0, 0)  # corrected, uncorrected, pending, failed
 
     @property
     def bus_id(self) -> str:
@@ -174,6 +183,40 @@ class FakeNvml:
     def nvmlDeviceGetMaxPcieLinkWidth(self, g: FakeGpu) -> int:
         self._check(g, "nvmlDeviceGetMaxPcieLinkWidth")
         return g.pcie_width_max
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, g: FakeGpu) -> int:
+        self._check(g, "nvmlDeviceGetGpuMaxPcieLinkGeneration")
+        return g.pcie_gen_gpu_max
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, g: FakeGpu) -> int:
+        self._check(g, "nvmlDeviceGetPowerManagementDefaultLimit")
+        return g.default_limit_mw
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, g: FakeGpu) -> int:
+        self._check(g, "nvmlDeviceGetCurrentClocksEventReasons")
+        return g.throttle
+
+    def nvmlDeviceGetTemperatureThreshold(self, g: FakeGpu, kind: int) -> int:
+        self._check(g, "nvmlDeviceGetTemperatureThreshold")
+        assert kind == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        return g.slowdown_c
+
+    def nvmlDeviceGetEccMode(self, g: FakeGpu) -> list[int]:
+        self._check(g, "nvmlDeviceGetEccMode")
+        return [int(g.ecc), int(g.ecc)]
+
+    def nvmlDeviceGetTotalEccErrors(self, g: FakeGpu, error_type: int, counter_type: int) -> int:
+        self._check(g, "nvmlDeviceGetTotalEccErrors")
+        assert (error_type, counter_type) == (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
+        return g.ecc_uncorrected
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, g: FakeGpu) -> int:
+        self._check(g, "nvmlDeviceGetRetiredPagesPendingStatus")
+        return int(g.retired_pending)
+
+    def nvmlDeviceGetRemappedRows(self, g: FakeGpu) -> tuple[int, int, int, int]:
+        self._check(g, "nvmlDeviceGetRemappedRows")
+        return g.remap
 
     def nvmlDeviceGetPcieThroughput(self, g: FakeGpu, counter: int) -> int:
         self._check(g, "nvmlDeviceGetPcieThroughput")

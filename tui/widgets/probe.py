@@ -101,8 +101,25 @@ class TopologyPanel(Panel):
     TITLE = "topology"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
+        check = box_check_lines(state.box_check)
         if state.topology is None:
-            return Text("no topology yet", style="dim")
+            return Text("no topology yet", style="dim") if check is None else check
         summary = Text(state.topology.summary or f"{len(state.topology.gpus)} GPUs")
         matrix = topology_table(state.topology)
-        return summary if matrix is None else Group(summary, matrix)
+        parts = [summary] if matrix is None else [summary, matrix]
+        return Group(*parts, *([check] if check is not None else []))
+
+
+CHECK_STYLE = {"no-go": "bold red", "warn": "yellow", "go": "green", "fail": "red"}
+
+
+def box_check_lines(check: ev.BoxCheck | None, most: int = 6) -> Text | None:
+    """The box check's go/no-go line and its worst items (fails first)."""
+    if check is None:
+        return None
+    text = Text(f"box check: {check.summary}", style=CHECK_STYLE.get(check.verdict, ""))
+    bad = sorted((i for i in check.items if i.status in ("fail", "warn")), key=lambda i: i.status != "fail")
+    for i in bad[:most]:
+        expected = f" (expected {i.expected})" if i.expected else ""
+        text.append(f"\n  {i.status:4} {i.scope} {i.name}: {i.measured}{expected}", style=CHECK_STYLE.get(i.status, ""))
+    return text

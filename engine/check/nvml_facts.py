@@ -1,0 +1,145 @@
+"""The idle facts of every GPU and pair, through NVML (blocking; a few ms per GPU).
+
+Enumeration, identity and NVLink links come from the telemetry reader (NvmlGpus), pairs from
+its topology reader: the check and the session's telemetry see the same GPUs the same way.
+A field a GPU does not support is None, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from engine.check.facts import GpuFacts, PairFacts
+from engine.events import Topology
+from engine.telemetry.nvml_gpus import NvmlDevice, NvmlGpus, _text
+from engine.telemetry.once import WarnOnce
+from engine.telemetry.topology import p2p_usable, read_topology
+
+# nvmlClocksEventReason*: the functions were renamed in driver 535; older bindings lack the new one
+_THROTTLE_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+
+def _asker(nv: Any, handle: Any) -> Callable[..., Any]:
+    def ask(fn_name: str, *args: Any) -> Any:
+        fn = getattr(nv, fn_name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(handle, *args)
+        except Exception:  # NVMLError (not supported, no permission) or a binding mismatch
+            return None
+
+    return ask
+
+
+def _const(nv: Any, name: str, default: int) -> int:
+    value = getattr(nv, name, default)
+    return int(value[0] if isinstance(value, tuple) else value)
+
+
+def _own_pids() -> set[int]:
+    """This process and its children: the check's own CUDA work is no other tenant."""
+    pids = {os.getpid()}
+    try:
+        import psutil
+
+        pids |= {p.pid for p in psutil.Process().children(recursive=True)}
+    except Exception:
+        pass
+    return pids
+
+
+def read_gpu_facts(nv: Any, d: NvmlDevice, own: set[int]) -> GpuFacts:
+    ask = _asker(nv, d.handle)
+    g = GpuFacts(index=d.index, uuid=d.uuid, name=d.name, bus_id=d.bus_id, mig=d.mig, nvlink_links_up=len(d.nvlinks))
+    mem = ask("nvmlDeviceGetMemoryInfo")
+    if mem is not None:
+        g.mem_total, g.mem_used = int(mem.total), int(mem.used)
+    util = ask("nvmlDeviceGetUtilizationRates")
+    g.util_gpu = float(util.gpu) if util is not None else None
+    g.pcie_gen = ask("nvmlDeviceGetCurrPcieLinkGeneration")
+    g.pcie_width = ask("nvmlDeviceGetCurrPcieLinkWidth")
+    g.pcie_gen_max = ask("nvmlDeviceGetMaxPcieLinkGeneration")
+    g.pcie_width_max = ask("nvmlDeviceGetMaxPcieLinkWidth")
+    g.pcie_gen_gpu_max = ask("nvmlDeviceGetGpuMaxPcieLinkGeneration")
+    limit, default = ask("nvmlDeviceGetEnforcedPowerLimit"), ask("nvmlDeviceGetPowerManagementDefaultLimit")
+    g.power_limit_w = limit / 1000.0 if limit is not None else None
+    g.power_default_w = default / 1000.0 if default is not None else None
+    for fn_name in _THROTTLE_FUNCTIONS:
+        bits = ask(fn_name)
+        if bits is not None:
+            g.throttle_reasons = int(bits)
+            break
+    temp = ask("nvmlDeviceGetTemperature", _const(nv, "NVML_TEMPERATURE_GPU", 0))
+    g.temp_c = float(temp) if temp is not None else None
+    slowdown = ask("nvmlDeviceGetTemperatureThreshold", _const(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
+    g.temp_slowdown_c = float(slowdown) if slowdown else None
+    ecc = ask("nvmlDeviceGetEccMode")
+    if ecc is not None:
+        g.ecc_enabled = bool(ecc[0])
+        if g.ecc_enabled:
+            errors = ask("nvmlDeviceGetTotalEccErrors", _const(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                         _const(nv, "NVML_VOLATILE_ECC", 0))
+            g.ecc_uncorrected = int(errors) if errors is not None else None
+    pending = ask("nvmlDeviceGetRetiredPagesPendingStatus")
+    g.retired_pending = bool(pending) if pending is not None else None
+    remap = ask("nvmlDeviceGetRemappedRows")  # (corrected rows, uncorrected rows, pending, failed)
+    if remap is not None:
+        g.remap_pending, g.remap_failed = bool(remap[2]), bool(remap[3])
+    g.processes = _foreign_processes(nv, d, own)
+    return g
+
+
+def _foreign_processes(nv: Any, d: NvmlDevice, own: set[int]) -> list[dict[str, Any]]:
+    ask = _asker(nv, d.handle)
+    seen: dict[int, dict[str, Any]] = {}
+    for fn_name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        for proc in ask(fn_name) or []:
+            pid = int(proc.pid)
+            if pid in own or pid in seen:
+                continue
+            used = getattr(proc, "usedGpuMemory", None)
+            seen[pid] = {"pid": pid, "name": _process_name(nv, pid), "mem_used": int(used) if used is not None else None}
+    return list(seen.values())
+
+
+def _process_name(nv: Any, pid: int) -> str | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).name()
+    except Exception:  # another container's pid namespace, or it just exited
+        pass
+    try:
+        return _text(nv.nvmlSystemGetProcessName(pid)) or None
+    except Exception:
+        return None
+
+
+def pairs_from_topology(topology: Topology, index_of: dict[str, int]) -> list[PairFacts]:
+    pairs = []
+    for link in topology.links:
+        usable = p2p_usable(link)
+        bad = next((s for s in (link.p2p_read, link.p2p_write) if s not in (None, "ok")), None)
+        pairs.append(PairFacts(a=index_of[link.a], b=index_of[link.b], nvlink_count=link.nvlink_count,
+                               p2p=True if link.nvlink_count else usable,
+                               p2p_status=None if usable else bad, common_ancestor=link.common_ancestor))
+    return pairs
+
+
+def read_idle_facts(nvml: Any = None) -> tuple[list[GpuFacts], list[PairFacts], Topology | None, str | None]:
+    """(GPUs, pairs, topology, why there is no GPU). ``nvml``: a stand-in for unit tests."""
+    reasons: list[str] = []
+    gpus = NvmlGpus(WarnOnce(lambda e: reasons.append(e.message)), nvml=nvml)
+    if not gpus.open():
+        return [], [], None, (reasons[0] if reasons else "NVML found no GPU").split(": local GPU values")[0]
+    try:
+        nv = gpus.nvml
+        own = _own_pids()
+        facts = [read_gpu_facts(nv, d, own) for d in gpus.devices]
+        topology = read_topology(nv, gpus.devices)
+        pairs = pairs_from_topology(topology, {d.uuid: d.index for d in gpus.devices})
+        return facts, pairs, topology, None
+    finally:
+        gpus.close()
