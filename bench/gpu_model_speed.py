@@ -94,7 +94,7 @@ def cmd_forward(args) -> int:
     vit, vb = _load_model_modules()
     dev = torch.device("cuda:0")
     torch.cuda.set_device(dev)
-    batches = [int(b) for b in args.batches.split(",")]
+    batches = sorted(int(b) for b in args.batches.split(","))
     capacity = max(batches)
     model = vit.build_vit(args.arch).to(dev, torch.float16)
     stream = torch.cuda.Stream(dev)

@@ -9,6 +9,8 @@ device-to-host copy into a pinned buffer that the responses are sliced from.
 
 Config parameters (all optional): arch, precision (fp16|fp32), weights, cpu_threads,
 runner (graph|compile|eager; GPU only, default graph), batch_buckets ("1,2,4,...").
+"compile" compiles once per bucket at start-up (tens of seconds each: see the compile step of
+bench/gpu_model_speed.py); with it, keep batch_buckets short so the server starts within a minute.
 """
 
 import json
