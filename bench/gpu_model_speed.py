@@ -279,8 +279,10 @@ class Server:
                 return
             time.sleep(0.5)
         tail = self.stdout_path.read_text(errors="replace").strip().splitlines()[-3:]
+        exited = self.proc.poll() is not None
         self.stop()
-        raise RuntimeError(f"server did not start within {timeout_s:.0f} s: {' | '.join(tail)}")
+        what = f"server exited ({self.proc.returncode})" if exited else f"server did not start within {timeout_s:.0f} s"
+        raise RuntimeError(f"{what}: {' | '.join(tail)}")
 
     def stop(self) -> None:
         if self.log and Path(self.log).exists():  # the work dir goes with the server
@@ -395,14 +397,16 @@ def plan(args) -> list[tuple[str, list[str], float]]:
     """(name, arguments of this script, timeout s), most important first."""
     common = ["--out", args.out, "--window-ms", str(args.window_ms), "--stability", str(args.stability),
               "--max-windows", str(args.max_windows)]
+    only = set(args.steps.split(",")) if args.steps else None
     if args.cpu_check:  # this box: prove the machinery, not the speed
-        return [
+        steps = [
             ("forward", ["forward", "--out", args.out, "--modes", "check,eager,graph,pipeline,copy"], 60),
             ("serve_cpu", ["serve", *common, "--model", "vit_tiny", "--variant", "cpu", "--modes", args.modes or "none,system",
                            "--levels", args.levels or "1", "--budget-s", "100"], 200),
             ("wire_cpu", ["serve", *common, "--model", "wire", "--variant", "cpu", "--modes", args.modes or "none,system",
                           "--levels", args.levels or "4", "--budget-s", "60"], 150),
         ]
+        return [s for s in steps if only is None or s[0] in only]
     modes, levels = args.modes or "none,system,cuda", args.levels or "64,256"
 
     def serve(variant: str, count: int) -> tuple[str, list[str], float]:
@@ -420,7 +424,6 @@ def plan(args) -> list[tuple[str, list[str], float]]:
     steps.append(("compile", ["forward", "--out", args.out, "--modes", "compile", "--batches", args.compile_batches],
                   args.compile_timeout_s))
     steps += [serve(v, c) for v, c in wanted if (v, c) not in {("1x", 2), ("2x", 2), ("1x", 1), ("1x", 3)}]
-    only = set(args.steps.split(",")) if args.steps else None
     return [s for s in steps if only is None or s[0] in only or s[0].split("_")[0] in only]
 
 
@@ -461,7 +464,8 @@ def cmd_all(args) -> int:
         print(f"=== {name}: {summary[-1][1]}", flush=True)
     table = render_table(out, summary)
     (out / "table.txt").write_text(table)
-    print("\n" + table, flush=True)
+    if not os.environ.get("GMS_TABLE_BY_CALLER"):  # gpu_model_speed.sh prints it last itself
+        print("\n" + table, flush=True)
     return 0 if all(s.startswith("ok") for _, s in summary) else 1
 
 

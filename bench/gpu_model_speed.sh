@@ -16,7 +16,7 @@ nvidia-smi topo -m 2>&1 | head -8
 for need in .carry/triton.tar.xz .wheels/perf_analyzer/perf_analyzer; do
   [ -e "$need" ] || echo "WARNING: $need missing (carry it): the Triton steps will fail"
 done
-timeout $((BUDGET_S + 90)) $PY bench/gpu_model_speed.py all --out "$OUT" --budget-s "$BUDGET_S" "$@"
+GMS_TABLE_BY_CALLER=1 timeout $((BUDGET_S + 90)) $PY bench/gpu_model_speed.py all --out "$OUT" --budget-s "$BUDGET_S" "$@"
 echo "exit $?"
 sleep 1
 ps -eo pid,args | grep -E 'tritonserver|triton_python_backend_stub|perf_analyzer' | grep -v grep || echo "no server or perf_analyzer left"
