@@ -19,6 +19,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2] / "model_repository"
 EMBEDDED_ROOT = REPOSITORY_ROOT / "embedded"
 VIT_SOURCE = REPOSITORY_ROOT / "vit.py"
 VIT_MODEL_SOURCE = EMBEDDED_ROOT / "vit_model.py"
+VIT_BATCHING_SOURCE = EMBEDDED_ROOT / "vit_batching.py"
 _MULTIGPU = re.compile(r"^config\.multigpu\.(\d+)x\.pbtxt$")
 
 
@@ -107,4 +108,5 @@ def prepare_repository(
     else:  # the ViT models share one implementation
         shutil.copy2(VIT_MODEL_SOURCE, version_dir / "model.py")
         shutil.copy2(VIT_SOURCE, version_dir / "vit.py")
+        shutil.copy2(VIT_BATCHING_SOURCE, version_dir / "vit_batching.py")
     return PreparedModel(dest, model, chosen, config_text, instance_gpus(config_text))

@@ -62,6 +62,25 @@ def test_prepare_copies_one_model_with_the_chosen_config(tmp_path):
     assert prepared.variant == "cpu" and prepared.gpus == ()
     model_dir = tmp_path / "repo" / "vit_tiny"
     assert "KIND_CPU" in (model_dir / "config.pbtxt").read_text()
-    assert {p.name for p in (model_dir / "1").iterdir()} == {"model.py", "vit.py"}
+    assert {p.name for p in (model_dir / "1").iterdir()} == {"model.py", "vit.py", "vit_batching.py"}
     with pytest.raises(UserError, match="unknown embedded model 'resnet'.*identity"):
         prepare_repository("resnet", "auto", tmp_path / "other")
+
+
+@pytest.mark.parametrize("model", ["openclip_vit_b32", "vit_tiny"])
+def test_gpu_vit_configs_take_gpu_inputs_and_have_buckets_for_every_batch(model):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vit_batching_cfg", EMBEDDED_ROOT / "vit_batching.py")
+    vit_batching = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vit_batching)
+    for variant, path in variant_files(EMBEDDED_ROOT / model).items():
+        if variant == "cpu":
+            continue
+        text = path.read_text()
+        assert re.search(r'key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: \{ string_value: "no" \}', text), path
+        assert re.search(r'key: "runner" value: \{ string_value: "graph" \}', text), path
+        max_batch = int(re.search(r"max_batch_size:\s*(\d+)", text).group(1))
+        preferred = [int(x) for x in re.search(r"preferred_batch_size:\s*\[([^\]]*)\]", text).group(1).split(",")]
+        buckets = vit_batching.bucket_sizes(max_batch)
+        assert all(vit_batching.choose_bucket(p, buckets) == p for p in preferred), "preferred sizes pad nothing"
