@@ -65,5 +65,6 @@ def plan_variants(model: str, requested: list[str] | None, gpu_count: int,
             raise UserError(f"model {model!r} has no {name} variant (available: "
                             f"{', '.join(sorted(files, key=variant_order))})")
         if gpus_known and name.endswith("x") and variant_units(name) > gpu_count:
-            raise UserError(f"variant {name} needs {variant_units(name)} GPUs; this machine has {gpu_count}")
+            n = variant_units(name)
+            raise UserError(f"variant {name} needs {n} GPU{'s' if n != 1 else ''}; this machine has {gpu_count}")
     return sorted(requested, key=variant_order)
