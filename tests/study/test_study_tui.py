@@ -59,7 +59,7 @@ def test_curves_and_table_from_study_state():
     rows = {line.split()[0]: line.split() for line in table.splitlines() if line.strip().startswith(("1x", "2x"))}
     assert rows["1x"][:5] == ["1x", "ok", "4", "1000", "64"]
     assert rows["2x"][:5] == ["2x", "running", "4", "1900", "64"]
-    assert rows["1x"][5:7] == ["8", "700"]  # p99 <= 50 ms up to 8 (32 measured 60 ms)
+    assert rows["1x"][5:7] == ["8", "700.0"]  # p99 <= 50 ms up to 8 (32 measured 60 ms)
     head = _text(headline(state))
     assert "config 2/2 (2x)" in head and "left" in head and "p99=50ms" in head
 
