@@ -5,7 +5,8 @@
 # Headless (no textual on the box). Everything under $OUT: the study log, the two recordings, the
 # study index, its Markdown and HTML reports, and the servers' logs. Budget: under 8 minutes
 # (two server starts, 2 x (6 levels + at most 3 search levels) of 2 s windows).
-# Usage (device): bash bench/gpu_study2.sh          (env: PROFILE, LEVELS, SLO, SEARCH_STEPS, WINDOW_MS)
+# Usage (device): bash bench/gpu_study2.sh   (env: PROFILE, LEVELS, SLO, SEARCH_STEPS, WINDOW_MS, MAX_WINDOWS,
+#   TRANSPORT=http|system_shm|cuda_shm once load.transport exists)
 source bench/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 REC=/tmp/study2; rm -rf "$REC"; mkdir -p "$REC"
@@ -18,7 +19,7 @@ start=$(date +%s)
 timeout 450 $PY -m tui.cli study --record --profile "$PROFILE" --variants 1x,2x --slo "$SLO" \
   --search-steps "${SEARCH_STEPS:-3}" --set load.concurrency="$LEVELS" --set load.window_ms="${WINDOW_MS:-2000}" \
   --set load.warmup_s=2 --set load.max_windows="${MAX_WINDOWS:-5}" --set telemetry.nvml_interval_s=0.5 \
-  --output "$REC"
+  ${TRANSPORT:+--set load.transport=$TRANSPORT} --output "$REC"
 code=$?
 echo "study exit $code in $(( $(date +%s) - start )) s"
 $PY -c "import textual" 2>/dev/null && echo "textual present on this box" || echo "textual absent on this box (the study ran headless without it)"
