@@ -253,6 +253,7 @@ class LevelStarted(Event):
     batch_size: int = 1
     arrival: str | None = None  # rate mode: "constant" or "poisson"
     workers: int = 1
+    slo_search: bool = False  # a level the latency-target search added after the planned ones
 
 
 @register
@@ -303,6 +304,7 @@ class LevelResult(Event):
     latency_uncorrected: LatencyStats | None = None
     target_rate: float | None = None
     duration_s: float = 0.0
+    slo_search: bool = False  # a level the latency-target search added after the planned ones
 
 
 @register
@@ -425,6 +427,58 @@ class AllReduceResult(Event):
     rows: list[AllReduceRow]
     link_limit_gbps: float | None = None  # the physical per-direction limit, where known
     link: str | None = None  # "NVLink4", "PCIe Gen4 x16", "host memory (gloo)"
+
+
+# --------------------------------------------------------------------------- scaling study
+# Published on the study's own bus (engine/study), never inside a variant's recording: the
+# study's index file (<name>.study.json) holds what they say.
+
+
+@register
+@dataclass
+class StudyStarted(Event):
+    kind: ClassVar[str] = "study_started"
+    study_id: str
+    model: str
+    variants: list[str]  # in the order they run
+    levels: list[float]  # the planned levels of every variant (the SLO search adds its own)
+    mode: str  # "concurrency" or "rate"
+    server: str  # "embedded", "remote (model control)", "remote (manual)"
+    slo: str | None = None  # e.g. "p99=50ms"
+    search_steps: int = 0  # at most this many SLO-search levels per variant
+    index_path: str | None = None
+
+
+@register
+@dataclass
+class StudyVariantStarted(Event):
+    kind: ClassVar[str] = "study_variant_started"
+    variant: str
+    position: int  # 0-based, in StudyStarted.variants
+    how: str = ""  # "embedded server restarted", "loaded through the repository API", ...
+
+
+@register
+@dataclass
+class StudyVariantFinished(Event):
+    kind: ClassVar[str] = "study_variant_finished"
+    variant: str
+    position: int
+    status: str  # the variant session's status: "ok", "failed", "interrupted"
+    exit_code: int
+    recording: str | None = None
+    error: str | None = None
+
+
+@register
+@dataclass
+class StudyFinished(Event):
+    kind: ClassVar[str] = "study_finished"
+    status: str  # "ok", "failed", "interrupted"
+    finished: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    index_path: str | None = None
+    exit_code: int = 0
 
 
 # --------------------------------------------------------------------------- messages

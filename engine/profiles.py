@@ -6,6 +6,8 @@ error names the file, the key, what was expected and what was found, in one line
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is wh
 
 INTERCONNECTS = ("none", "pcie_gen3", "pcie_gen4", "pcie_gen5", "nvlink", "sxm")
 VARIANTS = ("auto", "cpu", "1x", "2x", "4x", "8x")
+CPU_INSTANCES_VARIANT = re.compile(r"^cpu[1-9]\d*$")  # "cpu2": config.cpu2.pbtxt, 2 CPU instances
 
 
 class ProfileError(UserError):
@@ -186,6 +189,12 @@ def _bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else "true or false"
 
 
+def _variant_check(v: Any) -> str | None:
+    if v in VARIANTS or (isinstance(v, str) and CPU_INSTANCES_VARIANT.match(v)):
+        return None
+    return "one of " + ", ".join(repr(c) for c in VARIANTS) + " or 'cpuK' (K CPU instances)"
+
+
 def _one_of(*choices: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
@@ -276,7 +285,7 @@ SPEC: dict[str, dict[str, Check]] = {
     },
     "model": {
         "name": _string,
-        "variant": _one_of(*VARIANTS),
+        "variant": _variant_check,
         "weights": _string,
         "version": lambda v: None if isinstance(v, str) else "a string",
     },

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine import events as ev
 from engine.bus import EventBus
@@ -35,6 +35,10 @@ class SessionOptions:
     interactive: bool = False  # keep the server up after the plan, waiting for requests (TUI)
     gpu_count: int | None = None  # None: detect
     check: bool = True  # the box check (engine/check) before the server starts
+    # after the planned levels, asked for one more level to run until it answers None (the
+    # latency-target search of a scaling study); see engine.load.sweep.run_sweep
+    more_levels: Callable[[list[ev.LevelResult]], float | None] | None = None
+    model_control: str | None = None  # embedded server: tritonserver --model-control-mode (None: its default)
 
 
 def check_input_shapes(wanted: dict[str, list[int]], info: Any) -> None:
@@ -316,6 +320,7 @@ class Session(EventSource):
                 weights=model.weights,
                 bind_address=server.bind_address,
                 startup_timeout_s=server.startup_timeout_s,
+                model_control=self.options.model_control,
             )
             await asyncio.get_running_loop().run_in_executor(None, self._server.start)
             http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
@@ -392,7 +397,8 @@ class Session(EventSource):
         if self._stopping.is_set():
             return
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
-        results = await run_sweep(target, info, self.profile.load, self._publish, self._sweep_stop)
+        results = await run_sweep(target, info, self.profile.load, self._publish, self._sweep_stop,
+                                  more_levels=self.options.more_levels)
         if self.profile.load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
 

@@ -50,6 +50,26 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
 
 
+def _add_study_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", "-p", default="local", metavar="NAME|PATH", help="as for run (default: local)")
+    p.add_argument("--variants", default=None, metavar="LIST",
+                   help="config variants in turn, e.g. 1x,2x,4x (default: every GPU variant that fits this "
+                        "machine, or on a machine without GPUs the CPU variants cpu,cpu2)")
+    p.add_argument("--slo", default=None, metavar="PCT=TARGET",
+                   help="latency target, e.g. p99=50ms (p50, p95, p99): after the planned levels, bisect for "
+                        "the highest level that meets it")
+    p.add_argument("--search-steps", type=int, default=4, metavar="N",
+                   help="at most this many extra levels per config for the --slo search (default: 4)")
+    p.add_argument("--cost", action="append", default=[], metavar="GPUS=DOLLARS",
+                   help="$/hr of a box with this many GPUs (default: the profile's box price, pro rata per GPU)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile value, as for run")
+    p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
+                   help="folder for the recordings, the study index and its reports (default: recordings/)")
+    p.add_argument("--record", "--headless", dest="headless", action="store_true",
+                   help="no TUI: progress lines with the time left for the whole study")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
@@ -71,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-allreduce", action="store_true", help="skip the NCCL all-reduce")
     p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
                    help="where recordings will go: its free disk is checked (default: recordings/)")
+    p = sub.add_parser("study", help="the whole scaling study: the same sweep on each config variant (1x, 2x, 4x ...), "
+                       "the latency-target point, energy per image, and how many GPUs are worth paying for")
+    _add_study_flags(p)
 
     p = sub.add_parser("profiles", help="list the bundled profiles, one line each")
     p.add_argument("--check", metavar="PATH", help="validate a profile file and exit")
@@ -200,8 +223,106 @@ def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
     return session.exit_code
 
 
+def _ask_on_terminal(message: str) -> bool:
+    """The study's wait for a person (a remote server without model control)."""
+    try:
+        input(f"{PROG}: {message} ")
+    except EOFError:
+        return False
+    return True
+
+
+def _cmd_study(args: argparse.Namespace) -> int:
+    from engine.analysis.slo import parse_slo
+    from engine.profiles import load_profile
+    from engine.study.plan import parse_variants
+    from engine.study.runner import StudySource
+
+    profile = load_profile(args.profile, args.overrides)
+    slo = parse_slo(args.slo) if args.slo is not None else None
+    if not 0 <= args.search_steps <= 20:
+        raise UserError(f"--search-steps: expected 0-20, found {args.search_steps}")
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    study = StudySource(profile, parse_variants(args.variants), slo=slo, record_dir=args.output,
+                        search_steps=args.search_steps, costs=_parse_costs(args.cost),
+                        ask=_ask_on_terminal if terminal else None)
+    study.prepare()  # bad input (variants, GPUs, model control) ends here: one line, exit 2
+    if args.headless or not terminal or study.server_kind == "remote (manual)":
+        return _run_study_headless(study)
+    from tui.study_app import run_study_tui
+
+    code = run_study_tui(study, title=f"{PROG} · study {profile.model.name}")
+    for line in _study_reports(study, print):
+        print(line)
+    return code
+
+
+def _study_reports(study, say) -> list[str]:  # noqa: ANN001 - a StudySource, a print-like callable
+    """Markdown and HTML reports beside the index, and the short table for the terminal."""
+    from engine.study.figures import study_figures
+    from engine.study.report import build_study_doc, export_study
+
+    if study.index_path is None or study.index is None or not study.index.finished:
+        return []
+    try:
+        figures = study_figures(study.index_path)
+        paths = [export_study(figures, fmt, study.index_path.parent) for fmt in ("md", "html")]
+    except UserError as exc:
+        say(f"{PROG}: no study report: {exc}")
+        return []
+    doc = build_study_doc(figures)
+    from engine.record.doc import Table
+    from engine.record.fmt import text_table
+
+    table = next(b for b in doc.blocks if isinstance(b, Table))
+    lines = ["", "study result", text_table(table.header, table.rows), "",
+             figures.stop.reason[0].upper() + figures.stop.reason[1:] + ".", *[f"report: {p}" for p in paths]]
+    return lines
+
+
+def _run_study_headless(study) -> int:  # noqa: ANN001 - a StudySource
+    from tui.study_headless import StudyPrinter
+
+    printer = StudyPrinter()
+    study.bus.subscribe(printer)
+    _install_stop_signals(study.stop)
+    study.start()
+    try:
+        while not study.join(0.5):
+            pass
+    except KeyboardInterrupt:
+        study.stop()
+        study.join(60)
+    lines = _study_reports(study, print)
+    printer.finish_study(study.exit_code, study.index_path, lines)
+    if study.exit_code == 2 and study.error:
+        print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+    elif study.exit_code != 0 and study.error:
+        print(f"{PROG}: {'interrupted' if study.exit_code == 130 else 'failed'}: {study.error.splitlines()[0]}",
+              file=sys.stderr)
+    return study.exit_code
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from engine.record.replay import ReplaySource
+    from engine.study.index import is_index
+
+    if is_index(args.file):
+        from engine.study.replay import StudyReplaySource
+
+        study = StudyReplaySource(args.file, speed=None if args.headless else args.speed)
+        if args.headless:
+            from tui.study_headless import StudyPrinter
+
+            printer = StudyPrinter()
+            study.bus.subscribe(printer)
+            study.start()
+            study.join()
+            return 0
+        from tui.study_app import run_study_tui
+
+        run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
+        return 0
 
     source = ReplaySource(args.file, speed=None if args.headless else args.speed)
     if args.headless:
@@ -214,9 +335,22 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from engine.record.export import export
     from engine.record.reader import Recording
+    from engine.study.index import is_index
 
-    recording = Recording.open(args.file)
     out_dir = args.out or args.file.parent
+    if is_index(args.file):  # a study: one report for all its configs; data per recording
+        from engine.study.figures import study_figures
+        from engine.study.index import read_index, recording_paths
+        from engine.study.report import export_study
+
+        for fmt in dict.fromkeys(args.format):
+            if fmt in ("md", "html"):
+                print(export_study(study_figures(args.file), fmt, out_dir))
+            else:
+                for _variant, path in recording_paths(read_index(args.file), args.file):
+                    print(export(Recording.open(path), fmt, out_dir))
+        return 0
+    recording = Recording.open(args.file)
     for fmt in dict.fromkeys(args.format):
         print(export(recording, fmt, out_dir))
     return 0
@@ -248,7 +382,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.record.reader import Recording
 
     costs = _parse_costs(args.cost)
-    recordings = [Recording.open(path) for path in args.files]
+    from engine.study.index import is_index, read_index, recording_paths
+
+    files: list[Path] = []
+    for path in args.files:  # a study index stands for its finished variants' recordings
+        if is_index(path):
+            index = read_index(path)
+            files += [p for v, p in recording_paths(index, path) if v in index.finished]
+        else:
+            files.append(path)
+    recordings = [Recording.open(path) for path in files]
     comparison = compare(recordings, costs)
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
@@ -295,6 +438,7 @@ COMMANDS = {
     None: _cmd_run,
     "run": _cmd_run,
     "check": _cmd_check,
+    "study": _cmd_study,
     "profiles": _cmd_profiles,
     "replay": _cmd_replay,
     "export": _cmd_export,

@@ -93,7 +93,9 @@ class _Level:
         publish: Publish,
         stop: asyncio.Event,
         tick_ns: int = TICK_NS,
+        slo_search: bool = False,
     ) -> None:
+        self.slo_search = slo_search
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
@@ -176,6 +178,7 @@ class _Level:
                 batch_size=self.load.batch_size,
                 arrival=self.load.arrival if self.rate_mode else None,
                 workers=self.active,
+                slo_search=self.slo_search,
             )
         )
         poller = asyncio.get_running_loop().create_task(self.poll_stats())
@@ -339,7 +342,8 @@ class _Level:
             chosen = self.windows
         else:
             chosen = self.windows[-load.stable_windows :]
-        base = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size)
+        base = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size,
+                    slo_search=self.slo_search)
         if not chosen:
             return LevelResult(
                 **base, windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
@@ -380,8 +384,12 @@ async def run_sweep(
     publish: Publish,
     stop: asyncio.Event,
     tick_ns: int | None = None,
+    more_levels: Callable[[list[LevelResult]], float | None] | None = None,
 ) -> list[LevelResult]:
     """Run every level of ``load`` against ``target``; see the module docstring.
+
+    ``more_levels``: after the planned levels, asked with the results so far for one more level
+    to run (the latency-target search of engine/study) until it answers None.
 
     Raises UserError before any load is generated when the request cannot be built (batch size
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
@@ -402,24 +410,34 @@ async def run_sweep(
     try:
         await pool.start()
         pool.send_all(("request", prepared.raw, [o["name"] for o in info.outputs]))
-        for index, level in enumerate(levels):
-            if stop.is_set():
-                break
-            result = await _Level(pool, target, load, level, index, len(levels), publish, stop, tick_ns).run()
+        queue = list(levels)  # planned levels first, then whatever more_levels asks for
+        index = 0
+        while not stop.is_set():
+            if index >= len(queue):
+                extra = more_levels(results) if more_levels is not None else None
+                if extra is None:
+                    break
+                queue.append(float(extra))
+            level, search = queue[index], index >= len(levels)
+            total = len(queue) if search else len(levels)
+            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search).run()
             results.append(result)
             publish(result)
             _report_errors(result, publish)
-            if lost_the_server(result) and index + 1 < len(levels) and not stop.is_set():
+            index += 1
+            if lost_the_server(result) and not stop.is_set():
+                if index >= len(levels) and more_levels is None:
+                    break  # that was the last level: nothing to wait for
                 wait_s = load.server_wait_s
                 publish(Warning(source="load", message=f"server unreachable after level {level:g}: waiting up to "
-                                f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index}"))
+                                f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index - 1}"))
                 waited = await wait_until_ready(target, stop, wait_s)
                 if waited is None:
                     if not stop.is_set():
                         publish(Error(source="load", message=f"server not ready within {wait_s:.0f} s: the sweep stops"))
                     break
                 publish(Warning(source="load", message=f"server ready again after {waited:.1f} s: the sweep goes on",
-                                key=f"server-back-{index}"))
+                                key=f"server-back-{index - 1}"))
             if result.status == "failed" and load.on_level_failure == "stop":
                 publish(Warning(source="load", message=f"level {level:g} failed: the sweep stops (load.on_level_failure = 'stop')", key="sweep-stopped"))
                 break

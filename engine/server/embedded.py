@@ -66,6 +66,7 @@ class EmbeddedServer:
         bind_address: str = "127.0.0.1",
         startup_timeout_s: float = 180.0,
         http_port: int | None = None,
+        model_control: str | None = None,
     ) -> None:
         self.model = model
         self.requested_variant = variant
@@ -75,6 +76,9 @@ class EmbeddedServer:
         self.bind_address = bind_address
         self.startup_timeout_s = startup_timeout_s
         self.fixed_http_port = http_port  # e.g. to restart a server where its clients expect it
+        # "explicit": models load and unload through the repository API (a remote box's setup,
+        # reproduced here for the study's model-control path); the model is loaded at start
+        self.model_control = model_control
         self.prepared: PreparedModel | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.log_path: Path | None = None
@@ -192,6 +196,9 @@ class EmbeddedServer:
             "--strict-readiness=true",
             "--exit-on-error=true",
             "--log-verbose=0",
+            *([f"--model-control-mode={self.model_control}", f"--load-model={self.model}"]
+              if self.model_control == "explicit" else
+              [f"--model-control-mode={self.model_control}"] if self.model_control else []),
             # room for a batch of 224x224 images per request without regrowing shared memory
             "--backend-config=python,shm-default-byte-size=33554432",
             "--backend-config=python,shm-growth-byte-size=16777216",

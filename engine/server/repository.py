@@ -2,7 +2,8 @@
 
 Variants are files beside each model (the same layout the seeds used for NVIDIA's container):
 ``config.pbtxt`` (1x GPU, or the only config of a CPU model), ``config.multigpu.Nx.pbtxt``
-(instance groups over N GPUs) and ``config.cpu.pbtxt``. The chosen one becomes the prepared
+(instance groups over N GPUs), ``config.cpu.pbtxt`` and ``config.cpuK.pbtxt`` (a CPU variant with
+K instances, variant "cpuK": the CPU study's second config). The chosen one becomes the prepared
 copy's ``config.pbtxt``; nothing in the source repository is ever modified.
 """
 
@@ -21,6 +22,7 @@ VIT_SOURCE = REPOSITORY_ROOT / "vit.py"
 VIT_MODEL_SOURCE = EMBEDDED_ROOT / "vit_model.py"
 VIT_BATCHING_SOURCE = EMBEDDED_ROOT / "vit_batching.py"
 _MULTIGPU = re.compile(r"^config\.multigpu\.(\d+)x\.pbtxt$")
+_CPU_INSTANCES = re.compile(r"^config\.cpu(\d+)\.pbtxt$")  # "cpu2": a CPU variant with 2 instances
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ def variant_files(model_dir: Path) -> dict[str, Path]:
     for path in model_dir.iterdir():
         if match := _MULTIGPU.match(path.name):
             files[f"{match.group(1)}x"] = path
+        elif match := _CPU_INSTANCES.match(path.name):
+            files[f"cpu{match.group(1)}"] = path
     return files
 
 

@@ -41,6 +41,11 @@ def _samples() -> list[ev.Event]:
                                         expected="Gen4 x16")], facts={"host": {"cores": 8}}),
         ev.Warning(source="telemetry", message="no NVML", key="nvml"),
         ev.Error(source="load", message="boom", fatal=True),
+        ev.StudyStarted(study_id="s", model="m", variants=["1x", "2x"], levels=[1, 8], mode="concurrency",
+                        server="embedded", slo="p99=50ms", search_steps=4),
+        ev.StudyVariantStarted(variant="1x", position=0, how="embedded server restarted"),
+        ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, recording="a.sqlite"),
+        ev.StudyFinished(status="interrupted", finished=["1x"], missing=["2x"], exit_code=130),
     ]
 
 

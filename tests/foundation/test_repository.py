@@ -36,7 +36,8 @@ def test_onnx_configs_are_for_onnxruntime_with_dynamic_batching():
 def test_embedded_models_and_their_variants():
     assert {"identity", "vit_tiny", "openclip_vit_b32"} <= set(embedded_models())
     assert set(variant_files(EMBEDDED_ROOT / "openclip_vit_b32")) == {"cpu", "1x", "2x", "4x", "8x"}
-    assert set(variant_files(EMBEDDED_ROOT / "identity")) == {"cpu"}
+    assert set(variant_files(EMBEDDED_ROOT / "identity")) == {"cpu", "cpu2"}  # cpu2: 2 CPU instances
+    assert set(variant_files(EMBEDDED_ROOT / "vit_tiny")) == {"cpu", "cpu2", "1x"}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,112 @@
+"""A scaling study's conclusions as pure functions: per-config efficiency, the marginal gain of
+each added GPU, and where to stop adding GPUs (and why).
+
+A config has a size ("units"): the GPUs its instance groups use (1x, 2x, 4x), or on a CPU study
+the CPU instances (cpu, cpu2). The throughput that decides is the one at the latency target when
+the study has one (what a service can actually sell), else the peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+MIN_MARGINAL = 0.5  # an added GPU must give at least half of what one GPU gives in the smallest config
+
+
+@dataclass(frozen=True)
+class ConfigPoint:
+    variant: str
+    units: int  # GPUs (or CPU instances) in the config
+    throughput: float | None  # images/s at the deciding point (SLO point, else peak); None: no result
+    cost_per_1000: float | None = None  # $ at that point
+
+
+@dataclass(frozen=True)
+class Step:
+    """Going from one config to the next larger one."""
+
+    from_variant: str
+    to_variant: str
+    added_units: int
+    gain_per_unit: float | None  # images/s per added GPU
+    marginal: float | None  # gain_per_unit / (per-GPU throughput of the smallest config)
+    cost_change: float | None  # $/1000 images, to - from
+
+
+@dataclass(frozen=True)
+class StopAt:
+    variant: str | None  # None: no config produced a usable result
+    units: int | None
+    reason: str
+
+
+def efficiency(throughput: float | None, units: int, base_throughput: float | None, base_units: int) -> float | None:
+    """(throughput per unit) / (base throughput per unit): 1.0 is linear scaling."""
+    if throughput is None or base_throughput is None or base_throughput <= 0 or units <= 0 or base_units <= 0:
+        return None
+    return (throughput / units) / (base_throughput / base_units)
+
+
+def _ordered(configs: Sequence[ConfigPoint]) -> list[ConfigPoint]:
+    return sorted(configs, key=lambda c: (c.units, c.variant))
+
+
+def marginal_steps(configs: Sequence[ConfigPoint]) -> list[Step]:
+    ordered = _ordered(configs)
+    if not ordered:
+        return []
+    base = ordered[0]
+    per_unit = base.throughput / base.units if base.throughput and base.units else None
+    steps = []
+    for a, b in zip(ordered, ordered[1:]):
+        added = b.units - a.units
+        gain = None
+        if a.throughput is not None and b.throughput is not None and added > 0:
+            gain = (b.throughput - a.throughput) / added
+        marginal = gain / per_unit if gain is not None and per_unit else None
+        cost = b.cost_per_1000 - a.cost_per_1000 if a.cost_per_1000 is not None and b.cost_per_1000 is not None else None
+        steps.append(Step(a.variant, b.variant, added, gain, marginal, cost))
+    return steps
+
+
+def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: float = MIN_MARGINAL,
+            basis: str = "peak") -> StopAt:
+    """The largest config reached by steps that each still pay: every added unit gives at least
+    ``min_marginal`` of one unit's worth in the smallest config. ``basis`` names the throughput
+    in the reason ("peak", "at p99 <= 50 ms")."""
+    ordered = _ordered(configs)
+    usable = [c for c in ordered if c.throughput is not None and c.throughput > 0]
+    if not usable:
+        return StopAt(None, None, f"no config produced a usable result ({basis})")
+    current = usable[0]
+    skipped = [c.variant for c in ordered if c.units <= current.units and c not in usable]
+    lead = f"{', '.join(skipped)} gave no usable result ({basis}); " if skipped else ""
+    steps = {(s.from_variant, s.to_variant): s for s in marginal_steps(usable)}
+    for nxt in usable[1:]:
+        step = steps[(current.variant, nxt.variant)]
+        if step.marginal is None or step.marginal < min_marginal:
+            plural = "s" if current.units != 1 else ""
+            gain = f"{step.gain_per_unit:+.4g}" if step.gain_per_unit is not None else "n/a"
+            cost = ""
+            if current.cost_per_1000 is not None and nxt.cost_per_1000 is not None:
+                cost = f"; $/1000 images goes from {current.cost_per_1000:.4g} to {nxt.cost_per_1000:.4g}"
+            share = f"{step.marginal * 100:.0f} %" if step.marginal is not None else "n/a"
+            return StopAt(current.variant, current.units,
+                          f"{lead}stop at {current.units} {unit}{plural}: going to {nxt.variant} adds {gain} images/s "
+                          f"per added {unit} ({basis}), {share} of what one {unit} gives in {usable[0].variant} "
+                          f"(below {min_marginal * 100:.0f} %){cost}")
+        current = nxt
+    if len(usable) < len(ordered) and ordered[-1] is not current:
+        missing = [c.variant for c in ordered if c.units > current.units and (c.throughput is None or c.throughput <= 0)]
+        if missing:
+            plural = "s" if current.units != 1 else ""
+            return StopAt(current.variant, current.units,
+                          f"{lead}stop at {current.units} {unit}{plural}: {', '.join(missing)} gave no usable result "
+                          f"({basis})")
+    plural = "s" if current.units != 1 else ""
+    more = (f"every added {unit} still gives at least {min_marginal * 100:.0f} % of one {unit}'s worth ({basis})"
+            if len(usable) > 1 else f"it is the only config with a result ({basis})")
+    return StopAt(current.variant, current.units,
+                  f"{lead}stop at {current.units} {unit}{plural}, the largest config measured: {more}; "
+                  "measure a larger config to find the limit")

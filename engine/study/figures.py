@@ -1,0 +1,197 @@
+"""A study's figures, read from its index and the variants' recordings: per config the peak, the
+SLO point, efficiency, cost per 1000 images (peak and SLO), joules per image, saturation point
+and bottleneck verdict; then the marginal gain of each added GPU and where to stop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.analysis.energy import joules_per_image
+from engine.analysis.scaling import cost_per_1000
+from engine.analysis.slo import Measured, Slo, SloPoint, parse_slo, slo_point
+from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
+from engine.errors import UserError
+from engine.record.findings import RunFindings, analyze
+from engine.record.reader import Recording
+from engine.record.summary import RecordingSummary
+from engine.study.index import StudyIndex, read_index, recording_paths
+from engine.study.plan import variant_order, variant_units
+
+ENERGY_SOURCES = {"nvml": "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption)",
+                  "triton": "Triton's nv_energy_consumption (/metrics)"}
+
+
+@dataclass
+class ConfigFigures:
+    variant: str
+    units: int
+    gpu: bool  # GPU config (units are GPUs) or CPU config (units are instances)
+    findings: RunFindings
+    slo: SloPoint | None
+    cost_per_hour: float | None
+    cost_basis: str
+    cost_peak: float | None
+    cost_slo: float | None
+    j_per_image_peak: float | None
+    j_per_image_slo: float | None
+    energy_source: str | None
+    efficiency_peak: float | None = None
+    efficiency_slo: float | None = None
+    search_levels: list[float] = field(default_factory=list)
+
+    @property
+    def summary(self) -> RecordingSummary:
+        return self.findings.summary
+
+    @property
+    def peak_throughput(self) -> float | None:
+        return self.findings.peak.throughput if self.findings.peak else None
+
+
+@dataclass
+class StudyFigures:
+    index: StudyIndex
+    index_path: Path
+    slo: Slo | None
+    configs: list[ConfigFigures]
+    steps: list[Step]
+    stop: StopAt
+    basis: str  # "at p99 <= 50 ms" or "peak"
+    unit: str  # "GPU" or "CPU instance"
+    recordings: list[Recording]
+
+
+def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """source -> GPU key ("idx:uuid") -> [(ts, joules)]"""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for _seq, ts, _kind, data in recording.rows(kinds=("gpu_sample",)):
+        for g in data.get("gpus") or []:
+            if g.get("energy_j") is None:
+                continue
+            key = f"{g.get('index')}:{g.get('uuid')}"
+            out.setdefault(data.get("source") or g.get("source") or "", {}).setdefault(key, []).append(
+                (float(ts), float(g["energy_j"])))
+    return out
+
+
+def _config_gpus(model_config: dict[str, Any]) -> set[int] | None:
+    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list)."""
+    found: set[int] = set()
+    for group in model_config.get("instance_group") or []:
+        if group.get("kind") in ("KIND_GPU", "KIND_AUTO") and not group.get("gpus"):
+            return None
+        found.update(int(x) for x in group.get("gpus") or [])
+    return found
+
+
+def _measured_spans(recording: Recording) -> dict[int, tuple[float, float, float]]:
+    """level index -> (start, end, images) of the windows merged into its result."""
+    windows: dict[int, list[dict[str, Any]]] = {}
+    spans: dict[int, tuple[float, float, float]] = {}
+    current = -1
+    for _seq, _ts, kind, data in recording.rows(kinds=("level_started", "window", "level_result")):
+        if kind == "level_started":
+            current = int(data["index"])
+        elif kind == "window" and not data.get("warmup"):
+            windows.setdefault(current, []).append(data)
+        elif kind == "level_result":
+            index = int(data["index"])
+            measured = windows.get(index, [])
+            merged = measured if data.get("status") == "failed" else measured[-int(data.get("merged_windows") or 0):]
+            if merged and data.get("merged_windows"):
+                images = sum(int(w["requests"]) for w in merged) * int(data.get("batch_size") or 1)
+                spans[index] = (min(w["t_start"] for w in merged), max(w["t_end"] for w in merged), images)
+    return spans
+
+
+def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float, float], str | None]:
+    """level -> J/image over its merged windows, and the counter it came from."""
+    series = _energy_series(recording)
+    source = "nvml" if series.get("nvml") else ("triton" if series.get("triton") else None)
+    if source is None:
+        return {}, None
+    wanted = _config_gpus(summary.server.get("model_config") or summary.model_config or {})
+    devices = {k: v for k, v in series[source].items()
+               if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}
+    out: dict[float, float] = {}
+    spans = _measured_spans(recording)
+    for lv in summary.levels:
+        span = spans.get(lv.result.index)
+        if span is None:
+            continue
+        value = joules_per_image(devices, span[0], span[1], span[2])
+        if value is not None:
+            out[float(lv.result.level)] = value
+    return out, source
+
+
+def _cost(summary: RecordingSummary, variant: str, costs: dict[int, float]) -> tuple[float | None, str]:
+    units = variant_units(variant)
+    gpu = variant.endswith("x")
+    if gpu and units in costs:
+        return costs[units], f"${costs[units]:g}/hr for a {units}-GPU box (given on the command line)"
+    box = summary.cost_per_hour
+    if box is None:
+        return None, "not set (hardware.cost_per_hour or --cost)"
+    if gpu and summary.gpu_count and units < summary.gpu_count:
+        share = box * units / summary.gpu_count
+        return share, (f"${share:g}/hr: {units} of the box's {summary.gpu_count} GPUs at ${box:g}/hr "
+                       "(pro rata, as a box of that size would cost)")
+    return box, f"${box:g}/hr (the box)"
+
+
+def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> StudyFigures:
+    index = read_index(index_path)
+    costs = dict(costs or {})
+    for key, value in index.costs.items():
+        costs.setdefault(int(key), float(value))
+    slo = parse_slo(index.slo) if index.slo else None
+    recordings = []
+    configs = []
+    done = set(index.finished)
+    for variant, path in recording_paths(index, index_path):
+        if variant not in done:
+            continue
+        recording = Recording.open(path)
+        recordings.append(recording)
+        summary = recording.summary()
+        findings = analyze(summary)
+        point = None
+        if slo is not None:
+            measured = [Measured(float(lv.result.level),
+                                 getattr(lv.result.latency, slo.percentile)
+                                 if lv.result.status != "failed" and lv.result.requests else None,
+                                 lv.result.throughput_ips)
+                        for lv in summary.levels if lv.result.status != "interrupted"]
+            point = slo_point(measured, slo.target_s)
+        per_hour, basis = _cost(summary, variant, costs)
+        energy, source = _energy(recording, summary)
+        peak = findings.peak
+        configs.append(ConfigFigures(
+            variant=variant, units=variant_units(variant), gpu=variant.endswith("x"), findings=findings, slo=point,
+            cost_per_hour=per_hour, cost_basis=basis,
+            cost_peak=cost_per_1000(per_hour, peak.throughput) if per_hour and peak else None,
+            cost_slo=cost_per_1000(per_hour, point.throughput) if per_hour and point and point.throughput else None,
+            j_per_image_peak=energy.get(peak.level) if peak else None,
+            j_per_image_slo=energy.get(point.level) if point and point.level is not None else None,
+            energy_source=ENERGY_SOURCES.get(source) if source else None,
+            search_levels=[float(lv.result.level) for lv in summary.levels if lv.result.slo_search],
+        ))
+    configs.sort(key=lambda c: variant_order(c.variant))
+    if not configs:
+        raise UserError(f"{index_path}: no variant of this study finished (missing: {', '.join(index.missing)})")
+    base = configs[0]
+    for c in configs:
+        c.efficiency_peak = efficiency(c.peak_throughput, c.units, base.peak_throughput, base.units)
+        if c.slo and base.slo:
+            c.efficiency_slo = efficiency(c.slo.throughput, c.units, base.slo.throughput, base.units)
+    gpu = all(c.gpu for c in configs)
+    unit = "GPU" if gpu else "CPU instance"
+    basis = f"at {slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else "peak"
+    points = [ConfigPoint(c.variant, c.units, (c.slo.throughput if c.slo else None) if slo else c.peak_throughput,
+                          c.cost_slo if slo else c.cost_peak) for c in configs]
+    return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
+                        steps=marginal_steps(points), stop=stop_at(points, unit, basis=basis), basis=basis,
+                        unit=unit, recordings=recordings)

@@ -1,0 +1,100 @@
+"""The study index: one small JSON file that names a study's per-variant recordings.
+
+Why one recording per variant plus an index, not one recording: each variant is an ordinary
+session (its own server start, its own recording), so replay, export and compare work on a
+variant unchanged; a variant's recording is closed and complete before the next variant starts,
+so an interrupted study loses nothing it finished; and the index is rewritten atomically after
+every variant, so it always says which variants are done and which are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UserError
+
+INDEX_SUFFIX = ".study.json"
+INDEX_KIND = "gpuscale-tui study"
+INDEX_VERSION = 1
+
+
+@dataclass
+class VariantRun:
+    variant: str
+    recording: str | None  # relative to the index's folder
+    status: str  # the session's: "ok", "failed", "interrupted"
+    exit_code: int
+    error: str | None = None
+    how: str = ""  # how the config was put in place
+
+
+@dataclass
+class StudyIndex:
+    study_id: str
+    profile: str
+    model: str
+    variants: list[str]
+    server: str
+    slo: str | None = None
+    search_steps: int = 0
+    costs: dict[str, float] = field(default_factory=dict)  # GPUs -> $/hr given on the command line
+    started: float = 0.0
+    ended: float | None = None
+    status: str = "running"  # "running", "ok", "failed", "interrupted"
+    runs: list[VariantRun] = field(default_factory=list)
+    kind: str = INDEX_KIND
+    version: int = INDEX_VERSION
+
+    @property
+    def finished(self) -> list[str]:
+        return [r.variant for r in self.runs if r.recording and r.status in ("ok", "failed")]
+
+    @property
+    def missing(self) -> list[str]:
+        done = set(self.finished)
+        return [v for v in self.variants if v not in done]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["missing"] = self.missing  # for a person reading the file; recomputed on load
+        return data
+
+
+def is_index(path: Path) -> bool:
+    return str(path).endswith(INDEX_SUFFIX)
+
+
+def write_index(index: StudyIndex, path: Path) -> None:
+    """Atomically: a reader never sees half a file, a crash leaves the previous version."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(index.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def read_index(path: Path) -> StudyIndex:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such study index") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable study index ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict) or data.get("kind") != INDEX_KIND:
+        raise UserError(f"{path}: not a gpuscale-tui study index")
+    if not isinstance(data.get("version"), int) or data["version"] > INDEX_VERSION:
+        raise UserError(f"{path}: study index version {data.get('version')!r} is newer than this tool's")
+    try:
+        runs = [VariantRun(**r) for r in data.get("runs", [])]
+        fields = {k: v for k, v in data.items() if k not in ("runs", "missing")}
+        return StudyIndex(**fields, runs=runs)
+    except TypeError as exc:
+        raise UserError(f"{path}: malformed study index ({exc})") from None
+
+
+def recording_paths(index: StudyIndex, index_path: Path) -> list[tuple[str, Path]]:
+    """(variant, recording path) of every variant that left a recording, in study order."""
+    base = Path(index_path).parent
+    return [(r.variant, base / r.recording) for r in index.runs if r.recording]

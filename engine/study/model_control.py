@@ -1,0 +1,97 @@
+"""A remote Triton's model control: load a config variant through the repository API
+(``POST /v2/repository/models/<m>/load`` with a "config" parameter, Triton's JSON model config).
+
+The variant's instance groups replace those of the config the server runs now, so a server that
+runs the model on another backend or platform than our files (ONNX Runtime vs the Python backend)
+keeps its own; only where the server's config cannot be read is the variant file sent whole."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from engine.errors import RunFailed, UserError
+from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_files
+from engine.study.pbtxt import pbtxt_to_json
+
+LOAD_TIMEOUT_S = 600.0  # loading a model onto 8 GPUs takes a while
+
+
+class NoModelControl(Exception):
+    """The server refuses explicit loads (started without --model-control-mode=explicit)."""
+
+
+def variant_sources(model: str) -> dict[str, Path]:
+    """The variant files for a remote model: model_repository/<m>/ (the NVIDIA-container layout),
+    else the embedded copy."""
+    for folder in (REPOSITORY_ROOT / model, EMBEDDED_ROOT / model):
+        if folder.is_dir() and (folder / "config.pbtxt").is_file():
+            return variant_files(folder)
+    return {}
+
+
+def _request(method: str, url: str, headers: dict[str, str], body: Any = None,
+             timeout: float = 10.0) -> tuple[int, dict[str, Any]]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={**headers, **({"Content-Type": "application/json"} if data else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 - the profile's server URL
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise RunFailed(f"server {url.split('/v2')[0]}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        return status, json.loads(raw) if raw else {}
+    except ValueError:
+        return status, {"error": raw.decode(errors="replace")[:200]}
+
+
+def current_config(http_url: str, model: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    status, body = _request("GET", f"{http_url}/v2/models/{model}/config", headers)
+    return body if status == 200 and isinstance(body, dict) and body else None
+
+
+def override_for(variant_config: dict[str, Any], running: dict[str, Any] | None) -> dict[str, Any]:
+    """The config to load: the running one with the variant's instance groups (pure)."""
+    if not running:
+        return variant_config
+    merged = {k: v for k, v in running.items()}
+    merged["instance_group"] = variant_config.get("instance_group", [])
+    return merged
+
+
+def load_variant(http_url: str, model: str, variant: str, source: Path, headers: dict[str, str]) -> dict[str, Any]:
+    """Load ``variant`` (from ``source``) on the server; returns the config sent. Raises
+    NoModelControl when the server does not allow explicit loads, RunFailed when the load fails."""
+    config = override_for(pbtxt_to_json(source.read_text()), current_config(http_url, model, headers))
+    body = {"parameters": {"config": json.dumps(config)}}
+    status, answer = _request("POST", f"{http_url}/v2/repository/models/{model}/load", headers, body, LOAD_TIMEOUT_S)
+    if status == 200:
+        return config
+    message = str(answer.get("error") or answer)
+    if "not allowed" in message.lower():
+        raise NoModelControl(message)
+    raise RunFailed(f"loading variant {variant} of {model} through the repository API failed: {message}")
+
+
+def check_model_control(http_url: str, model: str, headers: dict[str, str]) -> bool:
+    """Whether the server takes explicit loads, without changing what it serves: reload the
+    running config as it is (Triton answers "not allowed" at once when model control is off)."""
+    running = current_config(http_url, model, headers)
+    if running is None:
+        status, _ = _request("GET", f"{http_url}/v2/health/live", headers)
+        if status != 200:
+            raise RunFailed(f"server {http_url} is not live (HTTP {status})")
+        raise UserError(f"server {http_url} does not serve model {model!r}")
+    body = {"parameters": {"config": json.dumps(running)}}
+    status, answer = _request("POST", f"{http_url}/v2/repository/models/{model}/load", headers, body, LOAD_TIMEOUT_S)
+    if status == 200:
+        return True
+    if "not allowed" in str(answer.get("error", "")).lower():
+        return False
+    raise RunFailed(f"model control check on {http_url}: {answer.get('error') or answer}")

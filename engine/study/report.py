@@ -1,0 +1,150 @@
+"""The study report (Markdown and HTML from the same blocks, as the other reports): per-config
+table, SLO point, energy, marginal gain per added GPU, "stop at N GPUs" with its reason, and the
+throughput-vs-concurrency chart with one line per config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import UserError
+from engine.record import fmt, svg
+from engine.record.compare import compare
+from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table, to_html, to_markdown, to_text
+from engine.record.findings import RANDOM_WEIGHTS_NOTE
+from engine.record.naming import free_name, new_file, safe_output_path
+from engine.study.figures import ConfigFigures, StudyFigures
+
+
+def _j(value: float | None) -> str:
+    return fmt.NA if value is None else f"{value:.4g}"
+
+
+def _slo_cells(c: ConfigFigures) -> list[str]:
+    p = c.slo
+    if p is None:
+        return [fmt.NA, fmt.NA, fmt.NA]
+    if p.level is None:
+        return ["none meets it", fmt.NA, fmt.NA]
+    level = fmt.level(p.level) + ("" if p.bounded else " (not bounded)")
+    return [level, fmt.rate(p.throughput), fmt.ms(p.latency_s)]
+
+
+def build_study_doc(f: StudyFigures) -> Doc:
+    ix = f.index
+    first = f.configs[0].summary
+    box = f"{first.gpu_count}x {first.gpu_model}" if first.gpu_count else "CPU only"
+    doc = Doc(f"gpuscale-tui scaling study: {ix.model} on {box}")
+    doc.add(Para(f"Profile {ix.profile}; variants {', '.join(ix.variants)}; server: {ix.server}; "
+                 f"latency target: {ix.slo or 'none (peak only)'}; study status: {ix.status}."))
+    if ix.missing:
+        doc.add(Note(f"Missing from this study (not finished): {', '.join(ix.missing)}.", warning=True))
+    if all(c.summary.random_weights for c in f.configs):
+        doc.add(Note(RANDOM_WEIGHTS_NOTE))
+
+    rows = []
+    for c in f.configs:
+        fi = c.findings
+        sat = fi.saturation
+        rows.append([
+            c.variant, str(c.units), fmt.rate(c.peak_throughput), fmt.level(fi.peak.level) if fi.peak else fmt.NA,
+            fmt.ms(fi.peak.p99 if fi.peak else None), *(_slo_cells(c) if f.slo else []),
+            fmt.pct(c.efficiency_peak), *([fmt.pct(c.efficiency_slo)] if f.slo else []),
+            fmt.money(c.cost_peak), *([fmt.money(c.cost_slo)] if f.slo else []),
+            _j(c.j_per_image_peak), *([_j(c.j_per_image_slo)] if f.slo else []),
+            fmt.level(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+            fi.verdict.kind,
+        ])
+    units = "GPUs" if f.unit == "GPU" else "Instances"
+    slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms" if f.slo else ""
+    header = ["Config", units, "Peak images/s", "at level", "p99 at peak ms",
+              *([f"SLO level ({slo_name})", "images/s at SLO", f"{f.slo.percentile} there ms"] if f.slo else []),
+              "Efficiency (peak)", *(["Efficiency (SLO)"] if f.slo else []),
+              "$ / 1000 images (peak)", *(["$ / 1000 images (SLO)"] if f.slo else []),
+              "J / image (peak)", *(["J / image (SLO)"] if f.slo else []), "Saturation", "Bottleneck"]
+    doc.add(Heading("Per config"), Table(header, rows))
+    doc.add(Para(f"Efficiency = (images/s per {f.unit}) / (images/s per {f.unit} of {f.configs[0].variant}); "
+                 "saturation = the lowest level within 5 % of the config's peak; "
+                 "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))
+    if f.slo:
+        doc.add(Para(f"SLO point: the highest {'concurrency' if first.load_mode != 'rate' else 'rate'} whose "
+                     f"{f.slo.percentile} stays under {f.slo.target_s * 1000:g} ms below the lowest level that "
+                     f"missed it, found by bisection after the planned levels (at most {ix.search_steps} extra "
+                     "levels per config, as perf_analyzer's --latency-threshold --binary-search). "
+                     "\"not bounded\": no measured level missed the target."))
+    sources = sorted({c.energy_source for c in f.configs if c.energy_source})
+    doc.add(Heading("Energy"), Para(
+        ("J / image = the increase of the GPUs' cumulative energy counter over the level's merged measurement "
+         "windows (the GPUs the config's instance groups use), divided by the images completed in them. "
+         f"Source: {'; '.join(sources)}.") if sources else
+        "No GPU energy counter was recorded (no GPU, or no NVML / Triton GPU metrics): J / image is not available."))
+    doc.add(Heading("Cost basis"), Bullets([f"{c.variant}: {c.cost_basis}" for c in f.configs]))
+
+    step_rows = [[f"{s.from_variant} -> {s.to_variant}", str(s.added_units),
+                  fmt.NA if s.gain_per_unit is None else f"{s.gain_per_unit:+,.1f}", fmt.pct(s.marginal),
+                  fmt.NA if s.cost_change is None else f"{s.cost_change:+.4g}"] for s in f.steps]
+    if step_rows:
+        doc.add(Heading(f"Marginal gain per added {f.unit}"),
+                Table(["Step", f"Added {units}", f"images/s per added {f.unit} ({f.basis})",
+                       f"Share of one {f.unit} in {f.configs[0].variant}", "Change in $ / 1000 images"], step_rows))
+    doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
+
+    if len(f.recordings) >= 2:
+        c = compare(f.recordings)
+        if c.mismatches:
+            doc.add(Heading("Apples-to-apples check"), *[Note(m, warning=True) for m in c.mismatches])
+    doc.add(Heading("Bottlenecks"))
+    for c in f.configs:
+        v = c.findings.verdict
+        doc.add(Para(f"{c.variant}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
+    doc.add(*_charts(f))
+    doc.add(Heading("Recordings"), Bullets([f"{r.variant}: {r.recording or 'none'} (status {r.status}"
+                                            + (f", {r.error}" if r.error else "") + ")" for r in ix.runs]))
+    return doc
+
+
+def _charts(f: StudyFigures) -> list:
+    unit = "rate (req/s)" if f.configs[0].summary.load_mode == "rate" else "concurrency"
+    tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points]) for c in f.configs]
+    lat = [svg.Series(c.variant, [(p.level, p.p99 * 1000) for p in c.findings.points if p.p99 is not None])
+           for c in f.configs]
+    if f.slo is not None:
+        levels = sorted({p.level for c in f.configs for p in c.findings.points})
+        if levels:
+            pct = [svg.Series(c.variant, [(p.level, getattr(p, f.slo.percentile) * 1000) for p in c.findings.points
+                                          if getattr(p, f.slo.percentile) is not None]) for c in f.configs]
+            target = svg.Series("target", [(levels[0], f.slo.target_s * 1000), (levels[-1], f.slo.target_s * 1000)],
+                                dashed=True)
+            lat = pct + [target]
+    name = f.slo.percentile if f.slo else "p99"
+    return [
+        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=unit == "concurrency"),
+              "One line per config; the SLO search adds levels between the planned ones"),
+        Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms)",
+                             log2_x=unit == "concurrency"), "Dashed: the latency target"),
+    ]
+
+
+def render_study(f: StudyFigures, fmt_name: str = "text") -> str:
+    renderers = {"text": to_text, "md": to_markdown, "html": to_html}
+    if fmt_name not in renderers:
+        raise UserError(f"unknown study report format {fmt_name!r} (known: text, md, html)")
+    return renderers[fmt_name](build_study_doc(f))
+
+
+def export_study(f: StudyFigures, fmt_name: str, out_dir: Path, name: str | None = None) -> Path:
+    """The report beside the index (or where asked), never over an existing file."""
+    suffix = {"md": ".md", "html": ".html", "text": ".txt"}.get(fmt_name)
+    if suffix is None:
+        raise UserError(f"unknown study report format {fmt_name!r} (known: md, html, text)")
+    out_dir = Path(out_dir).expanduser()
+    stem = f.index_path.name.removesuffix(".study.json")
+    if name is None:
+        path = free_name(out_dir, stem, suffix)
+    else:
+        path = safe_output_path(out_dir, name)
+        path = path if path.suffix else path.with_name(path.name + suffix)
+        if path.exists():
+            raise UserError(f"{path}: already exists; not overwriting it (choose another name)")
+    with new_file(path) as fh:
+        fh.write(render_study(f, fmt_name))
+    return path

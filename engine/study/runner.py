@@ -1,0 +1,236 @@
+"""The study source: the same sweep on each config variant in turn, one Session per variant.
+
+Per variant: the embedded server is started with that variant (each Session starts and stops its
+own server, so every variant gets a fresh one); a remote Triton with model control loads the
+variant's instance groups through the repository API; a remote one without it is asked for by a
+person (``ask``). Each Session's events are forwarded to the study's bus, with the study's own
+events (StudyStarted, StudyVariantStarted/Finished, StudyFinished) around them; each Session
+records itself; the index file is rewritten after each variant.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from engine import events as ev
+from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search_level
+from engine.bus import EventBus
+from engine.errors import RunFailed, UserError
+from engine.profiles import Profile
+from engine.record.naming import name_slug, utc_stamp
+from engine.session import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRUPTED, EXIT_OK, Session, SessionOptions
+from engine.source import EventSource
+from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
+from engine.study.model_control import NoModelControl, check_model_control, load_variant, variant_sources
+from engine.study.plan import plan_variants
+
+Ask = Callable[[str], bool]  # shows a request to a person, True when they are ready, False to stop
+
+EMBEDDED, REMOTE_CONTROL, REMOTE_MANUAL = "embedded", "remote (model control)", "remote (manual)"
+
+
+def search_for(slo: Slo, mode: str, max_steps: int) -> Callable[[list[ev.LevelResult]], float | None]:
+    """The sweep's more_levels hook: the next level of the latency-target search."""
+
+    def more(results: list[ev.LevelResult]) -> float | None:
+        points = [Measured(r.level, getattr(r.latency, slo.percentile) if r.status != "failed" and r.requests else None,
+                           r.throughput_ips) for r in results if r.status != "interrupted"]
+        return next_search_level(points, slo.target_s, integer=mode == "concurrency",
+                                 steps_done=sum(1 for r in results if r.slo_search), max_steps=max_steps)
+
+    return more
+
+
+def study_exit_code(codes: list[int], interrupted: bool) -> int:
+    if interrupted or EXIT_INTERRUPTED in codes:
+        return EXIT_INTERRUPTED
+    for code in (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES):
+        if code in codes:
+            return code
+    return EXIT_OK
+
+
+class StudySource(EventSource):
+    def __init__(self, profile: Profile, variants: list[str] | None, *, slo: Slo | None = None,
+                 record_dir: Path = Path("recordings"), gpu_count: int | None = None,
+                 search_steps: int = DEFAULT_SEARCH_STEPS, costs: dict[int, float] | None = None,
+                 ask: Ask | None = None, bus: EventBus | None = None) -> None:
+        super().__init__(bus)
+        self.profile = profile
+        self.requested = variants
+        self.slo = slo
+        self.record_dir = Path(record_dir)
+        self.gpu_count = gpu_count
+        self.search_steps = search_steps if slo else 0
+        self.costs = costs or {}
+        self.ask = ask
+        self.variants: list[str] = []
+        self.server_kind = EMBEDDED
+        self.sources: dict[str, Path] = {}
+        self.index: StudyIndex | None = None
+        self.index_path: Path | None = None
+        self.error: str | None = None
+        self._stopping = threading.Event()
+        self._session: Session | None = None
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- before start
+
+    def prepare(self) -> None:
+        """Every check that can fail on bad input, before any load: raises UserError."""
+        model = self.profile.model.name
+        server = self.profile.server
+        if server.kind == "remote":
+            self.sources = variant_sources(model)
+            if not self.sources:
+                raise UserError(f"no config variants for model {model!r} under model_repository/ "
+                                "(expected config.pbtxt, config.multigpu.Nx.pbtxt ...)")
+            gpus = self.profile.hardware.gpu_count
+            self.variants = plan_variants(model, self.requested, gpus, self.sources, gpus_known=gpus > 0)
+            assert server.url is not None
+            if check_model_control(server.url, model, dict(server.headers)):
+                self.server_kind = REMOTE_CONTROL
+            elif self.ask is None:
+                raise UserError(f"server {server.url} has no model control (start Triton with "
+                                "--model-control-mode=explicit) and there is no terminal to wait on while you "
+                                "load each config")
+            else:
+                self.server_kind = REMOTE_MANUAL
+        else:
+            if self.gpu_count is None:
+                from engine.server.gpus import visible_gpu_count
+
+                self.gpu_count = visible_gpu_count()
+            self.variants = plan_variants(model, self.requested, self.gpu_count)
+        self.record_dir.mkdir(parents=True, exist_ok=True)
+        stamp = utc_stamp(datetime.now(timezone.utc))
+        stem = f"study_{name_slug(model)}_{name_slug(self.profile.name)}_{stamp}"
+        path = self.record_dir / f"{stem}{INDEX_SUFFIX}"
+        n = 2
+        while path.exists():
+            path = self.record_dir / f"{stem}_{n}{INDEX_SUFFIX}"
+            n += 1
+        self.index_path = path
+        self.index = StudyIndex(
+            study_id=uuid.uuid4().hex[:12], profile=self.profile.name, model=model, variants=list(self.variants),
+            server=self.server_kind, slo=str(self.slo) if self.slo else None, search_steps=self.search_steps,
+            costs={str(k): v for k, v in self.costs.items()}, started=time.time(),
+        )
+        write_index(self.index, self.index_path)
+
+    # ----------------------------------------------------------------- control
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            session = self._session
+        if session is not None:
+            session.stop()
+
+    # ----------------------------------------------------------------- run
+
+    def _run(self) -> None:
+        try:
+            self._study()
+        except BaseException as exc:  # the thread must never die silently
+            self.exit_code = EXIT_FAILED
+            self.error = f"internal error: {exc!r}"
+            self.bus.publish(ev.Error(source="study", message=self.error, fatal=True))
+
+    def _study(self) -> None:
+        if self.index is None:
+            self.prepare()
+        assert self.index is not None and self.index_path is not None
+        load = self.profile.load
+        self.bus.publish(ev.StudyStarted(
+            study_id=self.index.study_id, model=self.index.model, variants=list(self.variants),
+            levels=[float(x) for x in (load.concurrency if load.mode == "concurrency" else load.rates)],
+            mode=load.mode, server=self.server_kind, slo=self.index.slo, search_steps=self.search_steps,
+            index_path=str(self.index_path),
+        ))
+        codes: list[int] = []
+        for position, variant in enumerate(self.variants):
+            if self._stopping.is_set():
+                break
+            how = self._put_in_place(variant)
+            if how is None:  # stopped while waiting, or the load failed
+                if not self._stopping.is_set():
+                    codes.append(EXIT_FAILED)
+                    continue
+                break
+            self.bus.publish(ev.StudyVariantStarted(variant=variant, position=position, how=how))
+            code = self._run_variant(variant, position, how)
+            codes.append(code)
+            if code in (EXIT_BAD_INPUT, EXIT_INTERRUPTED):
+                break  # the next variant would meet the same bad input; an interrupt stops the study
+        interrupted = self._stopping.is_set()
+        self.exit_code = study_exit_code(codes, interrupted)
+        index = self.index
+        index.status = {EXIT_OK: "ok", EXIT_INTERRUPTED: "interrupted"}.get(self.exit_code, "failed")
+        index.ended = time.time()
+        write_index(index, self.index_path)
+        if index.missing and self.error is None and self.exit_code != EXIT_OK:
+            self.error = f"variants missing from the study: {', '.join(index.missing)}"
+        self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
+                                          index_path=str(self.index_path), exit_code=self.exit_code))
+
+    def _put_in_place(self, variant: str) -> str | None:
+        """Make the server serve ``variant``; how it was done, or None when it could not be."""
+        if self.server_kind == EMBEDDED:
+            return "embedded server started with this variant"
+        server, model = self.profile.server, self.profile.model.name
+        source = self.sources[variant]
+        if self.server_kind == REMOTE_CONTROL:
+            self.bus.publish(ev.PhaseChanged(phase="loading", detail=f"variant {variant} through the repository API"))
+            try:
+                assert server.url is not None
+                load_variant(server.url, model, variant, source, dict(server.headers))
+            except (RunFailed, NoModelControl) as exc:
+                self._record_missing(variant, EXIT_FAILED, str(exc), "repository API")
+                self.bus.publish(ev.Error(source="study", message=f"variant {variant}: {exc}"))
+                return None
+            return f"loaded through the repository API from {source.name}"
+        assert self.ask is not None
+        ready = self.ask(f"Load variant {variant} of {model} on {server.url} (its instance groups: {source}), "
+                         "then press Enter; Ctrl-C stops the study.")
+        return f"loaded by hand ({source.name})" if ready and not self._stopping.is_set() else None
+
+    def _run_variant(self, variant: str, position: int, how: str) -> int:
+        profile = replace(self.profile, model=replace(self.profile.model, variant=variant),
+                          probe=replace(self.profile.probe, enabled=False))
+        options = SessionOptions(sweep=True, probe=False, record_dir=self.record_dir, gpu_count=self.gpu_count,
+                                 more_levels=search_for(self.slo, profile.load.mode, self.search_steps)
+                                 if self.slo else None)
+        session = Session(profile, options)
+        session.bus.subscribe(self.bus.publish)
+        with self._lock:
+            self._session = session
+        if self._stopping.is_set():
+            return EXIT_INTERRUPTED
+        session.start()
+        while not session.join(0.5):
+            pass
+        with self._lock:
+            self._session = None
+        status = {EXIT_OK: "ok", EXIT_INTERRUPTED: "interrupted", EXIT_BAD_INPUT: "failed"}.get(session.exit_code, "failed")
+        if session.exit_code == EXIT_BAD_INPUT and self.error is None:
+            self.error = session.error
+        assert self.index is not None and self.index_path is not None
+        rel = session.recording_path.name if session.recording_path and session.recording_path.exists() else None
+        # an interrupted variant's recording is kept, but the variant counts as missing
+        self.index.runs.append(VariantRun(variant, rel, status, session.exit_code, session.error, how))
+        write_index(self.index, self.index_path)
+        self.bus.publish(ev.StudyVariantFinished(variant=variant, position=position, status=status,
+                                                 exit_code=session.exit_code, recording=rel, error=session.error))
+        return session.exit_code
+
+    def _record_missing(self, variant: str, code: int, error: str, how: str) -> None:
+        assert self.index is not None and self.index_path is not None
+        self.index.runs.append(VariantRun(variant, None, "failed", code, error, how))
+        write_index(self.index, self.index_path)

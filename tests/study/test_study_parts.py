@@ -1,0 +1,135 @@
+"""The study's pure parts: config text -> JSON, variant planning, the index file, the progress state."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine import events as ev
+from engine.errors import UserError
+from engine.server.repository import REPOSITORY_ROOT, variant_files
+from engine.study.index import StudyIndex, VariantRun, read_index, recording_paths, write_index
+from engine.study.model_control import override_for
+from engine.study.pbtxt import pbtxt_to_json
+from engine.study.plan import parse_variants, plan_variants, variant_units
+from tui.study_state import StudyState, time_left
+
+
+def test_pbtxt_to_triton_json():
+    text = (REPOSITORY_ROOT / "embedded" / "vit_tiny" / "config.cpu2.pbtxt").read_text()
+    cfg = pbtxt_to_json(text)
+    assert cfg["name"] == "vit_tiny" and cfg["max_batch_size"] == 32
+    assert cfg["input"] == [{"name": "image", "data_type": "TYPE_FP32", "dims": [3, 224, 224]}]
+    assert cfg["dynamic_batching"] == {"preferred_batch_size": [4, 8, 16], "max_queue_delay_microseconds": 500}
+    assert cfg["instance_group"] == [{"count": 2, "kind": "KIND_CPU"}]
+    assert cfg["parameters"]["cpu_threads"] == {"string_value": "1"}
+
+
+def test_pbtxt_repeated_field_written_once_and_comments():
+    cfg = pbtxt_to_json('# c\ninstance_group { count: 1 kind: KIND_GPU gpus: 0 }\nname: "a" # tail\n')
+    assert cfg == {"instance_group": [{"count": 1, "kind": "KIND_GPU", "gpus": [0]}], "name": "a"}
+
+
+def test_every_config_in_the_repository_parses():
+    for path in REPOSITORY_ROOT.rglob("*.pbtxt"):
+        cfg = pbtxt_to_json(path.read_text())
+        assert cfg["name"] == path.parent.name and cfg["instance_group"], path
+
+
+@pytest.mark.parametrize("text", ['name: "a" name: "b"', "input [ { name: ", "a: {", 'name: "x" }'])
+def test_pbtxt_errors_are_user_errors(text):
+    with pytest.raises(UserError, match="model config"):
+        pbtxt_to_json(text)
+
+
+def test_override_keeps_the_running_config_and_takes_the_variant_groups():
+    running = {"name": "m", "platform": "onnxruntime_onnx", "instance_group": [{"kind": "KIND_GPU", "count": 1}]}
+    variant = {"name": "m", "backend": "python", "instance_group": [{"kind": "KIND_GPU", "count": 2, "gpus": [0, 1]}]}
+    merged = override_for(variant, running)
+    assert merged["platform"] == "onnxruntime_onnx" and "backend" not in merged
+    assert merged["instance_group"] == variant["instance_group"]
+    assert override_for(variant, None) == variant
+
+
+def test_cpu_instance_variants_are_named_from_their_files():
+    files = variant_files(REPOSITORY_ROOT / "embedded" / "identity")
+    assert set(files) == {"cpu", "cpu2"} and files["cpu2"].name == "config.cpu2.pbtxt"
+    assert variant_units("cpu2") == 2 and variant_units("cpu") == 1 and variant_units("4x") == 4
+
+
+def test_parse_variants():
+    assert parse_variants("1x, 2x,4x") == ["1x", "2x", "4x"]
+    assert parse_variants(None) is None
+    for bad in ("", "1x,1x", "two", "1x,gpu"):
+        with pytest.raises(UserError, match="--variants"):
+            parse_variants(bad)
+
+
+def test_plan_variants_checks_names_and_gpus():
+    assert plan_variants("identity", None, 0) == ["cpu", "cpu2"]
+    assert plan_variants("openclip_vit_b32", None, 2) == ["1x", "2x"]
+    assert plan_variants("openclip_vit_b32", ["2x", "1x"], 4) == ["1x", "2x"]
+    with pytest.raises(UserError, match="has no 3x variant"):
+        plan_variants("openclip_vit_b32", ["3x"], 8)
+    with pytest.raises(UserError, match="variant 4x needs 4 GPUs; this machine has 2"):
+        plan_variants("openclip_vit_b32", ["1x", "4x"], 2)
+    with pytest.raises(UserError, match="variant 1x needs 1 GPU; this machine has 0"):
+        plan_variants("openclip_vit_b32", ["1x"], 0)
+    with pytest.raises(UserError, match="unknown embedded model"):
+        plan_variants("nope", None, 0)
+    assert plan_variants("m", ["4x"], 0, {"4x": Path("x")}, gpus_known=False) == ["4x"]
+
+
+def test_index_round_trip_and_missing(tmp_path):
+    index = StudyIndex(study_id="s", profile="p", model="m", variants=["1x", "2x", "4x"], server="embedded",
+                       slo="p99=50ms", runs=[VariantRun("1x", "a.sqlite", "ok", 0),
+                                             VariantRun("2x", "b.sqlite", "interrupted", 130)])
+    path = tmp_path / "x.study.json"
+    write_index(index, path)
+    data = json.loads(path.read_text())
+    assert data["missing"] == ["2x", "4x"]
+    back = read_index(path)
+    assert back.finished == ["1x"] and back.missing == ["2x", "4x"] and back.slo == "p99=50ms"
+    assert recording_paths(back, path) == [("1x", tmp_path / "a.sqlite"), ("2x", tmp_path / "b.sqlite")]
+
+
+@pytest.mark.parametrize("content, needle", [
+    (None, "no such study index"), ("{", "not a readable"), ('{"kind": "other"}', "not a gpuscale-tui study"),
+    ('{"kind": "gpuscale-tui study", "version": 99}', "newer"),
+    ('{"kind": "gpuscale-tui study", "version": 1, "bogus": 1}', "malformed"),
+])
+def test_bad_index_is_one_line_user_error(tmp_path, content, needle):
+    path = tmp_path / "bad.study.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(UserError, match=needle):
+        read_index(path)
+
+
+def _result(level, tp, p99, search=False):
+    lat = ev.LatencyStats(count=10, p50=p99 / 4, p95=p99, p99=p99 * 2)
+    return ev.LevelResult(mode="concurrency", level=level, index=0, status="stable", batch_size=1, windows=3,
+                          merged_windows=3, requests=10, errors=0, throughput_rps=tp, throughput_ips=tp, latency=lat,
+                          slo_search=search, ts=100.0 + level)
+
+
+def test_time_left():
+    assert time_left(0.0, 0, 5) is None
+    assert time_left(60.0, 3, 6) == pytest.approx(120.0)
+
+
+def test_study_state_follows_configs_and_time_left():
+    state = StudyState()
+    state.apply(ev.StudyStarted(study_id="s", model="m", variants=["1x", "2x"], levels=[1, 8], mode="concurrency",
+                                server="embedded", slo="p95=10ms", search_steps=2, ts=100.0))
+    state.apply(ev.StudyVariantStarted(variant="1x", position=0, ts=100.0))
+    state.apply(_result(1, 50.0, 0.004))
+    state.apply(_result(8, 300.0, 0.02))
+    assert state.configs["1x"].points == [(1.0, 50.0, 0.004, False), (8.0, 300.0, 0.02, False)]  # p95
+    assert state.configs["1x"].peak() == (8.0, 300.0)
+    # 2 levels in 8 s; left: 2 search levels of 1x + 4 of 2x
+    assert state.levels_left() == 6 and state.time_left_s() == pytest.approx(24.0)
+    state.apply(ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, ts=110.0))
+    assert state.levels_left() == 4 and state.position() == (1, 2)
+    state.apply(ev.StudyFinished(status="ok", finished=["1x"], missing=["2x"], ts=111.0))
+    assert state.time_left_s() == 0.0

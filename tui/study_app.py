@@ -1,0 +1,105 @@
+"""The TUI of a study: the usual views of the config being measured, plus the study view (key 5,
+the first one shown): every config's throughput-vs-concurrency curve filling in live, and the
+per-config table. Each config is its own session: the session views start afresh with each."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from engine import events as ev
+from engine.source import EventSource
+from tui.app import MAX_EVENTS_PER_TICK, VIEWS, GpuscaleApp
+from tui.screens.base import StateScreen
+from tui.study_state import StudyState
+from tui.study_view import config_table, headline, render_curves
+
+
+class StudyScreen(StateScreen):
+    VIEW = "study"
+    SUB_TITLE = "scaling study"
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="study-head")
+        with VerticalScroll(id="study-body"):
+            yield Static(id="study-curves", classes="panel")
+            yield Static(id="study-table", classes="panel")
+
+    def on_mount(self) -> None:
+        self.query_one("#study-curves").border_title = "throughput vs concurrency, per config"
+        self.query_one("#study-table").border_title = "configs"
+
+    def show_study(self, study: StudyState) -> None:
+        if not self.is_mounted:
+            return
+        width = max(30, self.size.width - 4)
+        height = max(8, min(18, self.size.height - 14))
+        self.query_one("#study-head", Static).update(headline(study))
+        self.query_one("#study-curves", Static).update(render_curves(study, width, height))
+        self.query_one("#study-table", Static).update(config_table(study))
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self.show_study(self.app.study)  # type: ignore[attr-defined]
+
+
+class StudyApp(GpuscaleApp):
+    MODES: ClassVar[dict[str, Any]] = {**GpuscaleApp.MODES, "study": StudyScreen}
+    DEFAULT_MODE = "study"
+    BINDINGS: ClassVar[list[Binding]] = [
+        *GpuscaleApp.BINDINGS, Binding("5", "switch_mode('study')", "Study", group=VIEWS),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.study = StudyState()
+        self._study_seen = -1
+
+    def attach(self, source: EventSource, replay: object | None = None, start: bool = True) -> None:
+        self.study = StudyState()
+        super().attach(source, replay=replay, start=start)
+
+    def drain(self) -> None:
+        """As the base app's refresh tick, with each event also folded into the study state; a
+        new config's session starts the session views afresh."""
+        inbox: deque[ev.Event] = self.inbox
+        applied = 0
+        while inbox and applied < MAX_EVENTS_PER_TICK:
+            event = inbox.popleft()
+            self.study.apply(event)
+            if isinstance(event, ev.SessionStarted):
+                self.state.reset()
+            self.state.apply(event)
+            applied += 1
+        views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
+        screen = views[-1] if views else None
+        if screen is not None and screen.is_mounted:
+            if applied:
+                screen.show_state(self.state)
+            screen.tick_replay()
+            if isinstance(screen, StudyScreen) and self.study.version != self._study_seen:
+                self._study_seen = self.study.version
+                screen.show_study(self.study)
+        control_state = (self.controls_busy, self.live_running, self.replay is not None)
+        if control_state != self._control_state:
+            self._control_state = control_state
+            self.refresh_bindings()
+
+    @property
+    def live_running(self) -> bool:
+        return self.study.finished is None and any(s.running for s in self.sources)
+
+
+def run_study_tui(source: EventSource, *, title: str) -> int:
+    app = StudyApp(title=title)
+    app.attach(source)
+    try:
+        app.run()
+    finally:
+        app.stop_sources()
+    return source.exit_code

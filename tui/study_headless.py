@@ -1,0 +1,73 @@
+"""Headless lines for a study: the variant sessions' own lines (HeadlessPrinter), plus the study's
+progress with the time left for the whole study. Never imports Textual."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import events as ev
+from tui import format as fmt
+from tui.headless import HeadlessPrinter
+from tui.study_state import StudyState
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s"
+
+
+class StudyPrinter(HeadlessPrinter):
+    def __init__(self, console=None) -> None:  # noqa: ANN001 - a rich Console
+        super().__init__(console)
+        self.study = StudyState()
+
+    def __call__(self, event: ev.Event) -> None:
+        with self._lock:
+            self.study.apply(event)
+            if isinstance(event, ev.SessionStarted):
+                self.state.reset()  # each variant is its own session: its own tables
+                self._sweep_header_printed = False
+            self.state.apply(event)
+            text = self._study_line(event)
+            if text is not None:
+                self._plain(text, "bold")
+            else:
+                self._print_event(event)
+            if isinstance(event, ev.LevelResult):
+                self._plain(self.progress_line(), "dim")
+
+    def progress_line(self) -> str:
+        s = self.study
+        n, total = s.position()
+        return (f"study: config {n}/{total} ({s.current or '-'}), {s.levels_done()} levels done, "
+                f"{duration(s.elapsed_s)} elapsed, about {duration(s.time_left_s())} left for the whole study")
+
+    def _study_line(self, event: ev.Event) -> str | None:
+        if isinstance(event, ev.StudyStarted):
+            slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
+            levels = ", ".join(fmt.level_label(event.mode, x) for x in event.levels)
+            return (f"study of {event.model}: configs {', '.join(event.variants)} on a {event.server} server, "
+                    f"levels {levels}{slo}\nindex: {event.index_path}")
+        if isinstance(event, ev.StudyVariantStarted):
+            n = event.position + 1
+            return f"=== config {n}/{len(self.study.configs)}: {event.variant} ({event.how})"
+        if isinstance(event, ev.StudyVariantFinished):
+            where = f", recording {event.recording}" if event.recording else ""
+            error = f": {event.error}" if event.error else ""
+            return f"=== config {event.variant}: {event.status} (exit {event.exit_code}){where}{error}"
+        if isinstance(event, ev.StudyFinished):
+            missing = f"; missing: {', '.join(event.missing)}" if event.missing else ""
+            return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}"
+        return None
+
+    def finish_study(self, exit_code: int, index_path: Path | None, report_lines: list[str]) -> None:
+        with self._lock:
+            for line in report_lines:
+                self._plain(line)
+            if index_path is not None:
+                self._plain(f"study index: {index_path}", "bold")
+            self._plain("done" if exit_code == 0 else f"failed (exit code {exit_code})",
+                        "bold green" if exit_code == 0 else "bold red")

@@ -1,0 +1,108 @@
+"""What the study view and the headless study lines show, kept by a pure reducer over the study
+source's events (no Textual): per config its throughput curve as levels finish, its status, and
+the time left for the whole study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine import events as ev
+
+
+@dataclass
+class ConfigTrack:
+    variant: str
+    status: str = "waiting"  # "waiting", "running", then the session's "ok", "failed", "interrupted"
+    points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)  # level, images/s, latency, search
+    levels_done: int = 0
+    recording: str | None = None
+    how: str = ""
+
+    def peak(self) -> tuple[float, float] | None:
+        usable = [(lv, tp) for lv, tp, _lat, _s in self.points if tp > 0]
+        return max(usable, key=lambda p: (p[1], -p[0])) if usable else None
+
+
+def time_left(elapsed_s: float, levels_done: int, levels_left: int) -> float | None:
+    """Seconds left at the pace so far (server starts included in the pace); None before the
+    first level finished."""
+    if levels_done <= 0 or elapsed_s <= 0:
+        return None
+    return elapsed_s / levels_done * max(levels_left, 0)
+
+
+class StudyState:
+    def __init__(self) -> None:
+        self.started: ev.StudyStarted | None = None
+        self.finished: ev.StudyFinished | None = None
+        self.configs: dict[str, ConfigTrack] = {}
+        self.current: str | None = None
+        self.t0: float | None = None
+        self.now: float | None = None
+        self.version = 0
+
+    @property
+    def percentile(self) -> str:
+        slo = self.started.slo if self.started else None
+        return slo.split("=")[0] if slo else "p99"
+
+    def apply(self, event: ev.Event) -> None:
+        if self.t0 is None:
+            self.t0 = event.ts
+        self.now = max(self.now or event.ts, event.ts)
+        if isinstance(event, ev.StudyStarted):
+            self.started = event
+            self.t0 = event.ts
+            self.configs = {v: ConfigTrack(v) for v in event.variants}
+        elif isinstance(event, ev.StudyVariantStarted):
+            self.current = event.variant
+            track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
+            track.status, track.how = "running", event.how
+        elif isinstance(event, ev.LevelResult) and self.current in self.configs:
+            track = self.configs[self.current]
+            latency = getattr(event.latency, self.percentile, None)
+            usable = event.status != "failed" and event.requests > 0
+            track.points.append((float(event.level), event.throughput_ips if usable else 0.0,
+                                 latency if usable else None, event.slo_search))
+            track.points.sort(key=lambda p: p[0])
+            track.levels_done += 1
+        elif isinstance(event, ev.StudyVariantFinished):
+            track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
+            track.status, track.recording = event.status, event.recording
+            self.current = None
+        elif isinstance(event, ev.StudyFinished):
+            self.finished = event
+        else:
+            return
+        self.version += 1
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.now or 0.0) - (self.t0 or 0.0)
+
+    def levels_left(self) -> int:
+        """Planned levels not run yet, the SLO search counted at its full budget (an upper bound)."""
+        if self.started is None:
+            return 0
+        per_variant = len(self.started.levels) + self.started.search_steps
+        left = 0
+        for track in self.configs.values():
+            if track.status == "waiting":
+                left += per_variant
+            elif track.status == "running":
+                left += max(0, per_variant - track.levels_done)
+        return left
+
+    def levels_done(self) -> int:
+        return sum(t.levels_done for t in self.configs.values())
+
+    def time_left_s(self) -> float | None:
+        if self.finished is not None:
+            return 0.0
+        return time_left(self.elapsed_s, self.levels_done(), self.levels_left())
+
+    def position(self) -> tuple[int, int]:
+        """(1-based number of the variant running or last finished, variants in the study)."""
+        variants = list(self.configs)
+        done = [v for v, t in self.configs.items() if t.status not in ("waiting",)]
+        return (len(done), len(variants))

@@ -1,0 +1,112 @@
+"""The study view's pictures, as pure functions of StudyState (testable without Textual): the
+throughput-vs-concurrency curves of every config on one log-2 axis, and the per-config table."""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+from rich.text import Text
+
+from engine.analysis.slo import Measured, parse_slo, slo_point
+from tui import format as fmt
+from tui.study_headless import duration
+from tui.study_state import StudyState
+
+STYLES = ["bold cyan", "bold magenta", "bold green", "bold yellow", "bold red", "bold blue"]
+MARKS = "●■▲◆✚✱"
+
+
+def _lv(level: float) -> str:
+    return f"{level:g}"
+
+
+def headline(study: StudyState) -> Text:
+    s = study.started
+    if s is None:
+        return Text("waiting for the study to start", style="dim")
+    n, total = study.position()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"study of {s.model}", style="bold")
+    text.append(f"  config {n}/{total} ({study.current or '-'})  {study.levels_done()} levels done  ")
+    if study.finished is not None:
+        missing = f", missing {', '.join(study.finished.missing)}" if study.finished.missing else ""
+        text.append(f"study {study.finished.status}{missing}", style="bold green" if study.finished.status == "ok"
+                    else "bold red")
+    else:
+        text.append(f"about {duration(study.time_left_s())} left", style="bold")
+    if s.slo:
+        text.append(f"  target {s.slo}", style="dim")
+    return text
+
+
+def render_curves(study: StudyState, width: int, height: int) -> Text:
+    """One marker per config and level, joined column by column (throughput on y, log2 level on x)."""
+    tracks = [t for t in study.configs.values() if t.points]
+    label_w = 8
+    plot_w, plot_h = max(10, width - label_w - 1), max(4, height - 2)
+    if not tracks:
+        return Text("no level measured yet", style="dim")
+    levels = sorted({p[0] for t in tracks for p in t.points if p[0] > 0})
+    top = max((p[1] for t in tracks for p in t.points), default=0.0) or 1.0
+    lo, hi = math.log2(levels[0]), math.log2(levels[-1])
+    span = (hi - lo) or 1.0
+
+    def col(level: float) -> int:
+        return round((math.log2(level) - lo) / span * (plot_w - 1))
+
+    def row(tp: float) -> int:
+        return plot_h - 1 - round(tp / top * (plot_h - 1))
+
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(plot_h)]
+    for i, track in enumerate(tracks):
+        style = STYLES[i % len(STYLES)]
+        pts = [(col(lv), row(tp)) for lv, tp, _lat, _s in track.points if lv > 0]
+        for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
+            for c in range(c0 + 1, c1):
+                r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
+                if grid[r][c][0] == " ":
+                    grid[r][c] = ("·", style)
+        for c, r in pts:
+            grid[r][c] = (MARKS[i % len(MARKS)], style)
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for r, line in enumerate(grid):
+        label = fmt.rate(top) if r == 0 else ("0" if r == plot_h - 1 else "")
+        out.append(f"{label:>{label_w}}│", style="dim")
+        for char, style in line:
+            out.append(char, style=style)
+        out.append("\n")
+    axis = [" "] * plot_w
+    for lv in levels:
+        tag = _lv(lv)
+        c = min(col(lv), plot_w - len(tag))
+        if all(ch == " " for ch in axis[max(0, c - 1):c + len(tag)]):
+            axis[c:c + len(tag)] = list(tag)
+    out.append(" " * label_w + "└" + "".join(axis) + "\n", style="dim")
+    for i, track in enumerate(tracks):
+        out.append(f"  {MARKS[i % len(MARKS)]} {track.variant}", style=STYLES[i % len(STYLES)])
+    out.append("   images/s vs concurrency (log2)", style="dim")
+    return out
+
+
+def config_table(study: StudyState) -> Table:
+    s = study.started
+    slo = parse_slo(s.slo) if s and s.slo else None
+    table = Table(expand=True, box=None, header_style="bold")
+    for name in ("config", "status", "levels", "peak images/s", "at level",
+                 f"SLO point ({s.slo})" if slo and s else "SLO point", "images/s at SLO", "recording"):
+        table.add_column(name, justify="left" if name in ("config", "status", "recording") else "right")
+    for track in study.configs.values():
+        peak = track.peak()
+        point = None
+        if slo is not None and track.points:
+            point = slo_point([Measured(lv, lat, tp) for lv, tp, lat, _ in track.points], slo.target_s)
+        style = {"running": "bold", "failed": "red", "interrupted": "magenta", "waiting": "dim"}.get(track.status, "")
+        table.add_row(
+            track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,
+            _lv(peak[0]) if peak else fmt.NA,
+            (_lv(point.level) if point and point.level is not None else ("none" if point else fmt.NA)),
+            fmt.rate(point.throughput) if point and point.throughput else fmt.NA,
+            track.recording or "", style=style,
+        )
+    return table
