@@ -256,16 +256,29 @@ def main() -> int:
     rows = []
     for model in args.models.split(","):
         rows += bench_model(model, args, binary, env)
-    print("\nsummary (ours / perf_analyzer; means over rounds with both results):")
-    print(f"  {'model':<18}{'conc':>5}{'thr ratio':>11}{'p50 ratio':>11}{'p99 ratio':>11}")
+    print("\nsummary (ours / perf_analyzer; ratios: mean [min-max] over rounds with both results;"
+          " spread: each tool's (max - min) / mean throughput over its rounds):")
+    print(f"  {'model':<18}{'conc':>5}{'thr ratio':>20}{'p50 ratio':>20}{'p99 ratio':>20}{'ours spread':>13}{'pa spread':>11}{'ours thr':>10}{'pa thr':>9}")
     for model in args.models.split(","):
         for level in args.levels:
             sel = [r for r in rows if r["model"] == model and r["level"] == level and r["throughput_ratio"]]
             if not sel:
-                print(f"  {model:<18}{level:>5}{'n/a':>11}{'n/a':>11}{'n/a':>11}")
+                print(f"  {model:<18}{level:>5}{'n/a':>20}{'n/a':>20}{'n/a':>20}")
                 continue
-            mean = lambda k: sum(r[k] for r in sel) / len(sel)  # noqa: E731
-            print(f"  {model:<18}{level:>5}{mean('throughput_ratio'):>11.2f}{mean('p50_ratio'):>11.2f}{mean('p99_ratio'):>11.2f}")
+
+            def band(key: str) -> str:
+                xs = [r[key] for r in sel if r[key] is not None]
+                return f"{sum(xs) / len(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "n/a"
+
+            def spread(tool: str) -> tuple[str, float]:
+                xs = [r[tool]["throughput"] for r in rows if r["model"] == model and r["level"] == level and r[tool]["throughput"]]
+                if len(xs) < 2:
+                    return "n/a", (xs[0] if xs else 0.0)
+                mean = sum(xs) / len(xs)
+                return f"{100 * (max(xs) - min(xs)) / mean:.1f} %", mean
+
+            (os_, om), (ps, pm) = spread("ours"), spread("perf_analyzer")
+            print(f"  {model:<18}{level:>5}{band('throughput_ratio'):>20}{band('p50_ratio'):>20}{band('p99_ratio'):>20}{os_:>13}{ps:>11}{om:>10.0f}{pm:>9.0f}")
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"load_vs_perf_analyzer-{started}.json"
     path.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
