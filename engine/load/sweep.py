@@ -463,7 +463,8 @@ def _most_workers(load: Load, levels: list[float]) -> int:
 
 
 def _saturation(results: list[LevelResult]) -> float | None:
-    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed"])
+    # a level where the client was the limit measures us, not the server: never a saturation point
+    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed" and not r.audit.client_bound])
     return found.level if found else None
 
 

@@ -53,7 +53,9 @@ def analyze(summary: RecordingSummary) -> RunFindings:
     results = [lv.result for lv in summary.levels]
     points = points_from_results(results)
     best = peak(points)
-    saturation = saturation_point([(p.level, p.throughput) for p in points])
+    # a client-bound level measured the load generator, not the server: never a saturation point
+    client_bound = {float(r.level) for r in results if r.audit.client_bound}
+    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound])
     usable = {p.level for p in points}
     evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in summary.levels
                 if float(lv.level) in usable]

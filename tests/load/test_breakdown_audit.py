@@ -104,3 +104,19 @@ def test_audit_late_sends_in_rate_mode():
     assert late.client_bound and late.late_sends == 20 and "2.0 % of requests sent late" in late.reasons[0]
     fine = client_audit(_agg(sent=1000, late=10), 8, 0.001, 0.001, None, True)
     assert not fine.client_bound
+
+
+def test_no_saturation_point_is_drawn_from_a_client_bound_level():
+    from engine.events import ClientAudit, LatencyStats, LevelResult
+    from engine.load.sweep import _saturation
+
+    def level(c: int, rps: float, client_bound: bool = False) -> LevelResult:
+        return LevelResult(mode="concurrency", level=c, index=0, status="stable", batch_size=1, windows=3, merged_windows=3,
+                           requests=1000, errors=0, throughput_rps=rps, throughput_ips=rps, latency=LatencyStats(count=1000),
+                           audit=ClientAudit(client_bound=client_bound, reasons=["x"] if client_bound else []))
+
+    flat = [level(8, 1000.0), level(16, 2000.0), level(32, 2010.0), level(64, 2020.0)]
+    assert _saturation(flat) == 16
+    # the same curve where the flat part was our own limit: nothing is said about the server
+    ours = [level(8, 1000.0), level(16, 2000.0, True), level(32, 2010.0, True), level(64, 2020.0, True)]
+    assert _saturation(ours) != 16
