@@ -243,6 +243,8 @@ class ReplaySource(EventSource):
 
     def _run(self) -> None:
         try:
+            for note in self._recording.notes:  # e.g. a copy without its -wal file: say what is missing
+                self.bus.publish(Warning(source="replay", message=note, key="replay.note"))
             self._loop()
         except UserError as exc:  # the file went bad under us (truncated while replaying)
             self.bus.publish(Error(source="replay", message=str(exc), fatal=True))
