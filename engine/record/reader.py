@@ -126,7 +126,8 @@ class Recording:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if schema < 1 or not REQUIRED_TABLES <= tables:
                 raise RecordingError(f"{path}: incomplete recording (created but never initialised)")
-            metadata = {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")}
+            metadata = _checked_metadata(
+                {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")})
             conn.execute("SELECT max(seq) FROM events").fetchone()  # touches the table's pages
         except RecordingError:
             if conn is not None:
@@ -198,6 +199,27 @@ class Recording:
 
     def summary(self) -> RecordingSummary:
         return summarize(self)
+
+
+_META_TABLES = ("profile", "server", "host", "versions", "model_config")
+_META_TEXTS = ("session_id", "profile_name", "mode", "status", "tool_version")
+_PROFILE_SECTIONS = ("hardware", "server", "model", "load", "probe", "telemetry", "gates")
+
+
+def _checked_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata of the wrong shape (a table that is a number, a name that is a list) is dropped as
+    "not recorded": every reader (summary, report, compare, the screens) may then trust its types."""
+    out = dict(meta)
+    for key in _META_TABLES:
+        if key in out and not isinstance(out[key], dict):
+            del out[key]
+    for key in _META_TEXTS:
+        if key in out and not isinstance(out[key], str):
+            del out[key]
+    profile = out.get("profile")
+    if isinstance(profile, dict):
+        out["profile"] = {k: v for k, v in profile.items() if k not in _PROFILE_SECTIONS or isinstance(v, dict)}
+    return out
 
 
 def _one_line(exc: BaseException) -> str:
