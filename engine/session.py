@@ -400,8 +400,8 @@ class Session(EventSource):
 
     def _sweep_publish(self, event: ev.Event) -> None:
         """The level cut short by the server's death failed (it was not stopped by the user)."""
-        if self._server_lost and isinstance(event, ev.LevelResult) and event.status == "interrupted":
-            self._rewritten_levels += 1
+        if self._server_lost and isinstance(event, ev.LevelResult) and event.status in ("interrupted", "failed"):
+            self._rewritten_levels += event.status == "interrupted"
             event = dataclasses.replace(event, status="failed",
                                         error_messages=[self._server_lost, *event.error_messages])
         elif self._rewritten_levels and isinstance(event, ev.SweepFinished):

@@ -27,7 +27,12 @@ class RecordingError(UserError):
 def wal_missing(path: Path, header: bytes) -> bool:
     """The file was left in WAL mode (its writer never closed it: a crash, or a copy taken while
     it ran) and its -wal file is not beside it: the events not yet checkpointed are elsewhere."""
-    return len(header) > 19 and header[18] == 2 and not Path(f"{path}-wal").exists()
+    wal = Path(f"{path}-wal")
+    try:  # an empty one is what a reader's earlier visit left: just as missing
+        present = wal.stat().st_size > 0
+    except OSError:
+        present = False
+    return len(header) > 19 and header[18] == 2 and not present
 
 
 def _missing_wal_line(path: Path) -> str:

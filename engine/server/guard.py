@@ -122,4 +122,9 @@ def _guard(command: list[str], orphaned: threading.Event) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: the pipe-watching thread holds stdin's lock, and interpreter shutdown with a
+    # daemon thread inside a buffered read aborts (SIGABRT), which would hide how the server ended
+    os._exit(status)
