@@ -96,8 +96,9 @@ def new_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UserError(f"{path.parent}: cannot write: {exc.strerror or exc}") from None
+    except OSError as exc:  # the folder, or the file's own name (too long for the file system)
+        where = path if exc.errno == errno.ENAMETOOLONG else path.parent
+        raise UserError(f"{where}: cannot write: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
     try:
         encoding = None if "b" in mode else "utf-8"
