@@ -7,13 +7,16 @@ error names the file, the key, what was expected and what was found, in one line
 from __future__ import annotations
 
 import re
-
+import base64
 import dataclasses
+import ipaddress
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from engine.errors import UserError
 
@@ -171,14 +174,49 @@ def _non_negative_int(v: Any) -> str | None:
     return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "an integer >= 0"
 
 
+def _number(v: Any) -> bool:
+    """A real, finite number: inf/nan pass every comparison check and fail much later."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _positive_number(v: Any) -> str | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-    return None if ok else "a number > 0"
+    return None if _number(v) and v > 0 else "a finite number > 0"
 
 
 def _non_negative_number(v: Any) -> str | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-    return None if ok else "a number >= 0"
+    return None if _number(v) and v >= 0 else "a finite number >= 0"
+
+
+def _at_most(check: Check, limit: float, unit: str = "") -> Check:
+    """A bound on durations and counts: a window of 1e26 ms passes "> 0" and never ends."""
+
+    def inner(v: Any) -> str | None:
+        expected = check(v)
+        if expected is None and v > limit:
+            return f"a value up to {limit:.0f}{unit}"
+        return expected
+
+    return inner
+
+
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: longer than any run this tool makes
+MAX_COUNT = 1_000_000_000
+
+
+def _bind_address(v: Any) -> str | None:
+    if _string(v):
+        return "an IP address to listen on, e.g. 127.0.0.1"
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        return "an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0"
+    return None
+
+
+def check_bind_address(address: str, what: str = "--bind") -> None:
+    if _bind_address(address):
+        raise ProfileError(f"{what}: expected an IP address to listen on (e.g. 127.0.0.1 or 0.0.0.0), "
+                           f"found {_describe(address)}")
 
 
 def _string(v: Any) -> str | None:
@@ -217,7 +255,12 @@ def _list_of(item: Check, what: str, non_empty: bool = True, items: tuple[str, .
 def _http_url(v: Any) -> str | None:
     if not isinstance(v, str):
         return "an http:// or https:// URL"
-    parts = urlsplit(v)
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in v):
+        return "an http:// or https:// URL without spaces or control characters"
+    try:
+        parts = urlsplit(v)
+    except ValueError:  # "http://[::1": an unclosed IPv6 bracket
+        return "an http:// or https:// URL with a valid host"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "an http:// or https:// URL with a host"
     try:
@@ -238,10 +281,23 @@ def _str_dict(v: Any) -> str | None:
     return None if ok else "a table of string values"
 
 
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+
+
+def _headers(v: Any) -> str | None:
+    """HTTP header names and values: a CR/LF in a value would inject headers of its own."""
+    if _str_dict(v):
+        return "a table of header name = string value"
+    for name, value in v.items():
+        if not _HEADER_NAME.match(name):
+            return "header names made of letters, digits and - (no spaces or control characters)"
+        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+            return f"header values without control characters (CR/LF); {name!r} has one"
+    return None
+
+
 def _p99_table(v: Any) -> str | None:
-    ok = isinstance(v, dict) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in v.values()
-    )
+    ok = isinstance(v, dict) and all(_number(x) and x > 0 for x in v.values())
     return None if ok else "a table of level = milliseconds"
 
 
@@ -279,9 +335,9 @@ SPEC: dict[str, dict[str, Check]] = {
         "kind": _one_of("embedded", "remote"),
         "url": _http_url,
         "metrics_url": _http_url,
-        "headers": _str_dict,
-        "startup_timeout_s": _positive_number,
-        "bind_address": _string,
+        "headers": _headers,
+        "startup_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
+        "bind_address": _bind_address,
     },
     "model": {
         "name": _string,
@@ -294,19 +350,19 @@ SPEC: dict[str, dict[str, Check]] = {
         "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
         "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
         "arrival": _one_of("constant", "poisson"),
-        "batch_size": _positive_int,
-        "window_ms": _positive_int,
-        "min_window_requests": _positive_int,
+        "batch_size": _at_most(_positive_int, MAX_COUNT),
+        "window_ms": _at_most(_positive_int, 3_600_000, " ms"),
+        "min_window_requests": _at_most(_positive_int, MAX_COUNT),
         "stability_percent": _positive_number,
-        "stable_windows": _positive_int,
-        "max_windows": _positive_int,
-        "warmup_s": _non_negative_number,
-        "workers": _non_negative_int,
-        "request_timeout_s": _positive_number,
+        "stable_windows": _at_most(_positive_int, 100_000),
+        "max_windows": _at_most(_positive_int, 100_000),
+        "warmup_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
+        "workers": _at_most(_non_negative_int, 4096),
+        "request_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "data": _one_of("random", "zeros"),
         "on_level_failure": _one_of("continue", "stop"),
         "input_shapes": _shape_table,
-        "server_wait_s": _non_negative_number,
+        "server_wait_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
     },
     "probe": {
         "enabled": _bool,
@@ -315,15 +371,16 @@ SPEC: dict[str, dict[str, Check]] = {
         "batch_sizes": _list_of(_positive_int, "positive integers"),
         "world_sizes": _list_of(_positive_int, "positive integers"),
         "scaling": _list_of(_one_of("weak", "strong"), "'weak' or 'strong'"),
-        "steps": _positive_int,
-        "warmup_steps": _non_negative_int,
-        "repeats": _positive_int,
+        "steps": _at_most(_positive_int, MAX_COUNT),
+        "warmup_steps": _at_most(_non_negative_int, MAX_COUNT),
+        "repeats": _at_most(_positive_int, 100_000),
         "precision": _one_of("fp32", "bf16", "fp16"),
-        "timeout_s": _positive_number,
+        "timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "allreduce": _bool,
         "allreduce_max_bytes": _power_of_two_sizes,
     },
-    "telemetry": {"nvml_interval_s": _positive_number, "host_interval_s": _positive_number},
+    "telemetry": {"nvml_interval_s": _at_most(_positive_number, 3600, " s"),
+                  "host_interval_s": _at_most(_positive_number, 3600, " s")},
     "gates": {
         "min_throughput": _optional(_positive_number),
         "max_p99_ms": _p99_table,
@@ -342,9 +399,37 @@ SECTIONS = {
 }
 
 
-def _describe(v: Any) -> str:
-    text = repr(v)
+def _describe(v: Any, key: str = "") -> str:
+    """The found value for an error line, with credentials masked: errors go to the screen."""
+    from engine.record.redact import Redactor
+
+    text = repr(Redactor().value(v, key.rpartition(".")[2]))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
+    """``http://user:password@host``: sent as HTTP Basic auth (an Authorization header), the URL
+    kept without them. Every request (inference, metadata, metrics) then carries them."""
+    found: dict[str, tuple[str, str]] = {}
+    for key in ("url", "metrics_url"):
+        url = getattr(server, key)
+        if not url:
+            continue
+        parts = urlsplit(url)
+        if parts.username is None and parts.password is None:
+            continue
+        found[key] = (unquote(parts.username or ""), unquote(parts.password or ""))
+        setattr(server, key, parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
+    if not found:
+        return
+    if len(set(found.values())) > 1:
+        raise fail("server.metrics_url", "expected the same user:password as server.url (both go in one "
+                                         "Authorization header), found different ones")
+    if any(name.lower() == "authorization" for name in server.headers):
+        raise fail("server.url", "expected credentials in the URL or in server.headers.Authorization, found both")
+    user, password = next(iter(found.values()))
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    server.headers = {**server.headers, "Authorization": f"Basic {token}"}
 
 
 def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
@@ -361,7 +446,7 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     for key, check in SPEC[""].items():
         if key in data:
             if (expected := check(data[key])) is not None:
-                raise fail(key, f"expected {expected}, found {_describe(data[key])}")
+                raise fail(key, f"expected {expected}, found {_describe(data[key], key)}")
             top[key] = data[key]
     if "name" not in top:
         top["name"] = Path(source).stem if source else "profile"
@@ -377,7 +462,7 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
                 known = ", ".join(SPEC[section])
                 raise fail(f"{section}.{key}", f"unknown key (known: {known})")
             if (expected := check(value)) is not None:
-                raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value)}")
+                raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value, key)}")
             values[key] = value
         sections[section] = cls(**values)
     profile = Profile(**top, **sections, source=source)
@@ -385,6 +470,7 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
         # default: 1, 2, 4, ... up to the GPUs the box has
         n = profile.hardware.gpu_count
         profile.probe.world_sizes = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= n] + ([n] if n & (n - 1) else [])
+    _credentials_to_header(profile.server, fail)
     _check_consistency(profile, fail)
     return profile
 

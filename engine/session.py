@@ -9,6 +9,8 @@ thread-safe methods request_sweep / cancel_sweep / request_probe / stop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
 import threading
 import traceback
 import uuid
@@ -22,9 +24,12 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.hostinfo import host_facts, software_versions
 from engine.profiles import Profile
+from engine.record.redact import Redactor
 from engine.source import EventSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATES, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+SERVER_CHECK_S = 0.5  # how soon a dead embedded server is named
+_NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
 
 @dataclass
@@ -63,6 +68,13 @@ def _url_password(url: str | None) -> str | None:
     return urlsplit(url).password if url else None
 
 
+def profile_secrets(profile: Profile) -> list[str]:
+    """What must never be shown or recorded: header values (auth) and URL passwords."""
+    server = profile.server
+    found = [*server.headers.values(), *(_url_password(u) for u in (server.url, server.metrics_url))]
+    return [s for s in found if s]
+
+
 class Session(EventSource):
     def __init__(self, profile: Profile, options: SessionOptions | None = None, bus: EventBus | None = None) -> None:
         super().__init__(bus)
@@ -84,6 +96,13 @@ class Session(EventSource):
         self._telemetry: Any = None
         self._record_error: str | None = None
         self.error: str | None = None  # why the session failed, one line
+        self._redactor = Redactor(profile_secrets(profile))
+        self._fatal_error: str | None = None  # the first fatal error published by any part
+        self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
+        self._server_lost: str | None = None  # the embedded server died under us: why
+        self._rewritten_levels = 0
+        self._cancelled = False
+        self._measured = False  # any level or probe result: a recording worth keeping
         self.bus.subscribe(self._watch)
 
     # ----------------------------------------------------------------- control (any thread)
@@ -95,6 +114,7 @@ class Session(EventSource):
         self._enqueue("probe")
 
     def cancel_sweep(self) -> None:
+        self._cancelled = True  # asked for: a sweep cut short by the user is not a failed run
         if self._loop and self._sweep_stop is not None:
             self._loop.call_soon_threadsafe(self._sweep_stop.set)
         self._probe_stop.set()
@@ -130,9 +150,31 @@ class Session(EventSource):
             self.level_results.append(event)
             if event.status == "failed":
                 self.failed_levels += 1
+        if isinstance(event, (ev.LevelResult, ev.ProbeResult, ev.AllReduceResult)):
+            self._measured = True
+        if isinstance(event, ev.Error) and event.fatal and self._fatal_error is None:
+            self._fatal_error = f"{event.source}: {event.message}"
 
     def _publish(self, event: ev.Event) -> None:
-        self.bus.publish(event)
+        self.bus.publish(self._clean(event))
+
+    def _clean(self, event: ev.Event) -> ev.Event:
+        """Every line shown on a screen comes from an event: mask credentials before any
+        subscriber (screen, log, recording) sees one."""
+        if event.kind in _NO_FREE_TEXT:
+            return event
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(event):
+            value = getattr(event, f.name)
+            if isinstance(value, str) and value:
+                clean = self._redactor.text(value)
+            elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                clean = [self._redactor.text(v) for v in value]
+            else:
+                continue
+            if clean != value:
+                changes[f.name] = clean
+        return dataclasses.replace(event, **changes) if changes else event
 
     def _run(self) -> None:
         try:
@@ -163,6 +205,7 @@ class Session(EventSource):
             if self.options.check:
                 await self._box_check()
             target, info = await self._start_server()
+            server_watch = asyncio.create_task(self._watch_server())
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
             for job in plan:
@@ -175,14 +218,20 @@ class Session(EventSource):
                 if job != "stop":
                     await self._do(job, target, info)
             watcher.cancel()
+            server_watch.cancel()
             failed = [r for r in self.level_results if r.status == "failed"]
+            # A run that did not finish all it was asked to do is never "ok" (exit 0).
             if self._record_error:
                 status, error, code = "failed", self._record_error, EXIT_FAILED
+            elif self._fatal_error:  # a part died (load worker, server): even if a stop came after
+                status, error, code = "failed", self._fatal_error, EXIT_FAILED
             elif self._stopping.is_set() and (not self.options.interactive or self._interrupted_job):
                 status, code = "interrupted", EXIT_INTERRUPTED
             elif failed:
                 status, code = "failed", EXIT_FAILED
                 error = f"{len(failed)} of {len(self.level_results)} levels failed"
+            elif self._incomplete:
+                status, error, code = "failed", self._incomplete, EXIT_FAILED
             elif gate_failures := self._gate_failures():
                 status, code = "failed", EXIT_GATES
                 error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
@@ -199,9 +248,11 @@ class Session(EventSource):
         finally:
             await self._shutdown()
             self.exit_code = code
-            self.error = error
+            self.error = self._redactor.text(error) if error else error
             self._publish(ev.SessionEnded(status=status, error=error, exit_code=code))
             self._close_recording()
+            if code == EXIT_BAD_INPUT and not self._measured:
+                self._discard_recording()
 
     def _mode(self) -> str:
         probe = self._probe_wanted()
@@ -237,9 +288,7 @@ class Session(EventSource):
             profile_name=self.profile.name,
             when=datetime.now(timezone.utc),
         )
-        server = self.profile.server
-        secrets = [*server.headers.values(), *(_url_password(u) for u in (server.url, server.metrics_url))]
-        self._recorder = Recorder(self.recording_path, secrets=[s for s in secrets if s])
+        self._recorder = Recorder(self.recording_path, secrets=profile_secrets(self.profile))
         self.bus.subscribe(self._recorder)
 
     async def _watch_recorder(self) -> None:
@@ -260,6 +309,22 @@ class Session(EventSource):
     def _close_recording(self) -> None:
         if self._recorder is not None:
             self._recorder.close()
+
+    def _discard_recording(self) -> None:
+        """Bad input found after the start (an unreachable URL, a wrong input shape): nothing was
+        measured, the one line on stderr says why; a "failed" file would only be clutter."""
+        path = self.recording_path
+        if path is None or (self._recorder is not None and self._recorder.error):
+            return
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return
+        shutil.rmtree(path.parent / f"{path.stem}.logs", ignore_errors=True)
+        self.recording_path = None
 
     def _hardware_label(self) -> tuple[str, int]:
         hw = self.profile.hardware
@@ -349,6 +414,32 @@ class Session(EventSource):
         )
         return target, info
 
+    async def _watch_server(self) -> None:
+        """The embedded server died (killed, crashed): say so at once, with how it ended, and end
+        the session as failed, rather than let the sweep wait out timeouts against nothing."""
+        server = self._server
+        if server is None:
+            return
+        while server.alive():
+            await asyncio.sleep(SERVER_CHECK_S)
+        if self._server is not server:  # stopped by us
+            return
+        self._server_lost = f"the embedded Triton server exited ({server.exit_reason()})"
+        self._publish(ev.Error(source="server", message=f"{self._server_lost}; log: {server.log_path}", fatal=True))
+        self._stopping.set()
+        self._probe_stop.set()
+        self._wake()
+
+    def _sweep_publish(self, event: ev.Event) -> None:
+        """The level cut short by the server's death failed (it was not stopped by the user)."""
+        if self._server_lost and isinstance(event, ev.LevelResult) and event.status in ("interrupted", "failed"):
+            self._rewritten_levels += event.status == "interrupted"
+            event = dataclasses.replace(event, status="failed",
+                                        error_messages=[self._server_lost, *event.error_messages])
+        elif self._rewritten_levels and isinstance(event, ev.SweepFinished):
+            event = dataclasses.replace(event, failed=event.failed + self._rewritten_levels)
+        self._publish(event)
+
     # ----------------------------------------------------------------- telemetry
 
     def _start_telemetry(self) -> None:
@@ -394,11 +485,18 @@ class Session(EventSource):
         from engine.load.sweep import run_sweep
 
         self._sweep_stop = asyncio.Event()
+        self._cancelled = False
         if self._stopping.is_set():
             return
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
-        results = await run_sweep(target, info, self.profile.load, self._publish, self._sweep_stop,
+        results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
                                   more_levels=self.options.more_levels)
+        load = self.profile.load
+        planned = len(load.concurrency if load.mode == "concurrency" else load.rates)
+        cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
+        asked = self._stopping.is_set() or self._cancelled
+        if cut_short and not asked and load.on_level_failure != "stop" and not self._incomplete:
+            self._incomplete = f"the sweep ended after {len(results)} of {planned} levels"
         if self.profile.load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
 
@@ -433,5 +531,6 @@ class Session(EventSource):
             except Exception as exc:
                 self._publish(ev.Warning(source="telemetry", message=f"telemetry did not stop cleanly: {exc!r}"))
         if self._server is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._server.stop)
+            server, self._server = self._server, None  # the watcher knows: stopped by us
+            await asyncio.get_running_loop().run_in_executor(None, server.stop)
             self._publish(ev.ServerStopped(reason="session ended"))

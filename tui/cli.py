@@ -8,6 +8,7 @@ line on stderr and exit code 2; a failed run exits 1, failed gates 3, an interru
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:  # nan passes "<= 0": a gate that can never fail
         raise argparse.ArgumentTypeError(f"expected a number > 0, found {text!r}")
     return value
 
@@ -169,15 +170,42 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 3 if check.verdict == "no-go" else 0
 
 
-def _install_stop_signals(stop) -> None:  # noqa: ANN001 - any zero-arg callable
-    def handler(signum: int, _frame: object) -> None:
-        if getattr(handler, "seen", False) and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting
-        handler.seen = True  # type: ignore[attr-defined]
-        stop()
+HARD_STOP_S = 30.0  # after a second Ctrl-C: the longest we still wait for the session to end
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+
+class StopSignals:
+    """SIGINT, SIGTERM, SIGHUP: ask the session to stop, and count them. The handler never
+    raises: a KeyboardInterrupt inside Thread.join leaves the thread looking finished
+    (Python 3.11), and the tool would exit 0 while its session still runs."""
+
+    def __init__(self, stop) -> None:  # noqa: ANN001 - any zero-arg callable
+        self.stop = stop
+        self.count = 0
+        self.hurried_at: float | None = None
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._handler)
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        self.count += 1
+        if self.count == 2:
+            import time
+
+            self.hurried_at = time.monotonic()
+            try:
+                print(f"{PROG}: stopping: the current window ends, then the server stops "
+                      f"(at most {HARD_STOP_S:.0f} s)", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # a closed terminal (SIGHUP)
+                pass
+        self.stop()
+
+    def given_up(self) -> bool:
+        import time
+
+        return self.hurried_at is not None and time.monotonic() - self.hurried_at > HARD_STOP_S
+
+
+def _install_stop_signals(stop) -> StopSignals:  # noqa: ANN001 - any zero-arg callable
+    return StopSignals(stop)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -206,14 +234,12 @@ def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
 
     printer = HeadlessPrinter()
     session.bus.subscribe(printer)
-    _install_stop_signals(session.stop)
+    signals = _install_stop_signals(session.stop)
     session.start()
-    try:
-        while not session.join(0.5):
-            pass
-    except KeyboardInterrupt:
-        session.stop()
-        session.join(30)
+    while not session.join(0.5):
+        if signals.given_up():  # the session did not end in time: never report it as done
+            session.exit_code = 130
+            break
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
     error = getattr(session, "error", None)
     if session.exit_code == 2 and error:
@@ -303,6 +329,9 @@ def _run_study_headless(study) -> int:  # noqa: ANN001 - a StudySource
     return study.exit_code
 
 
+REPLAY_IDLE_S = 5.0  # headless replay of a file without an end: a live writer commits every 0.5 s
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from engine.record.replay import ReplaySource
     from engine.study.index import is_index
@@ -324,9 +353,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
         return 0
 
-    source = ReplaySource(args.file, speed=None if args.headless else args.speed)
-    if args.headless:
-        return _run_headless(source)
+    # no terminal to draw on (a pipe, a log file, CI): print the events, as `run` does
+    headless = args.headless or not sys.stdout.isatty()
+    if headless:
+        # all events at once, then end: a crashed file (no end) is followed only while it grows
+        return _run_headless(ReplaySource(args.file, speed=None, linger=False, idle_timeout_s=REPLAY_IDLE_S))
+    source = ReplaySource(args.file, speed=args.speed)
     from tui.app import run_tui
 
     return run_tui(source, replay=source, title=f"{PROG} · replay {args.file.name}")
@@ -351,9 +383,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
                     print(export(Recording.open(path), fmt, out_dir))
         return 0
     recording = Recording.open(args.file)
+    _print_notes([recording])
     for fmt in dict.fromkeys(args.format):
         print(export(recording, fmt, out_dir))
     return 0
+
+
+def _print_notes(recordings: list) -> None:  # noqa: ANN001 - Recording
+    for recording in recordings:
+        for note in recording.notes:
+            print(f"{PROG}: warning: {note}", file=sys.stderr)
 
 
 def _parse_costs(items: list[str]) -> dict[int, float]:
@@ -392,6 +431,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         else:
             files.append(path)
     recordings = [Recording.open(path) for path in files]
+    _print_notes(recordings)
     comparison = compare(recordings, costs)
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
@@ -415,8 +455,10 @@ def _cmd_model(args: argparse.Namespace) -> int:
 def _cmd_server(args: argparse.Namespace) -> int:
     import threading
 
+    from engine.profiles import check_bind_address
     from engine.server.embedded import EmbeddedServer
 
+    check_bind_address(args.bind)
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port)
@@ -448,21 +490,32 @@ COMMANDS = {
 }
 
 
+def _shown(exc: BaseException) -> str:
+    """An error for the screen: credentials in URLs or header-like text masked."""
+    from engine.record.redact import Redactor
+
+    return Redactor().text(str(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(exc)}", file=sys.stderr)
         return exc.exit_code
     except RunFailed as exc:
-        print(f"{PROG}: failed: {exc}", file=sys.stderr)
+        print(f"{PROG}: failed: {_shown(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the user gave: too long a name, a full disk, no permission
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{PROG}: error: {where}{exc.strerror or _shown(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

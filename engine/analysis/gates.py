@@ -5,6 +5,7 @@ failed, no efficiency without a 1x base) fails: a CI gate must never pass by def
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
@@ -100,8 +101,8 @@ def parse_p99_gates(specs: Iterable[str]) -> dict[str, float]:
             limit = float(ms)
         except ValueError:
             raise UserError(f"p99 gate {spec!r}: expected LEVEL=MILLISECONDS, e.g. 64=250") from None
-        if limit <= 0:
-            raise UserError(f"p99 gate {spec!r}: the limit must be > 0 ms")
+        if not math.isfinite(limit) or limit <= 0:  # nan passes "<= 0" and then no gate can fail
+            raise UserError(f"p99 gate {spec!r}: the limit must be a finite number > 0 ms")
         out[f"{_level_key(level.strip()):g}"] = limit
     return out
 

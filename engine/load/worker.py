@@ -781,8 +781,11 @@ def _ssl_context() -> Any:
 
 
 def main(argv: list[str]) -> int:
-    # Ctrl-C reaches the whole process group: the session decides when workers stop
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C, a hang-up (SSH drop, closed terminal) and `timeout`'s SIGTERM reach the whole process
+    # group: the session decides when workers stop, and a worker ends anyway when the session's end
+    # of its socket closes (the session died)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     fd, index = int(argv[1]), int(argv[2])
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)

@@ -96,13 +96,17 @@ def new_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UserError(f"{path.parent}: cannot write: {exc.strerror or exc}") from None
+    except OSError as exc:  # the folder, or the file's own name (too long for the file system)
+        where = path if exc.errno == errno.ENAMETOOLONG else path.parent
+        raise UserError(f"{where}: cannot write: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
     try:
         encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding, newline="" if encoding else None) as fh:
-            yield fh
+        try:
+            with os.fdopen(fd, mode, encoding=encoding, newline="" if encoding else None) as fh:
+                yield fh
+        except OSError as exc:  # a full disk (ENOSPC), a quota: one line, nothing half-written left
+            raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an export is an ordinary file
         try:
             _publish(tmp, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -23,11 +24,30 @@ class RecordingError(UserError):
     pass
 
 
-def _check_header(path: Path) -> None:
+def wal_missing(path: Path, header: bytes) -> bool:
+    """The file was left in WAL mode (its writer never closed it: a crash, or a copy taken while
+    it ran) and its -wal file is not beside it: the events not yet checkpointed are elsewhere."""
+    wal = Path(f"{path}-wal")
+    try:  # an empty one is what a reader's earlier visit left: just as missing
+        present = wal.stat().st_size > 0
+    except OSError:
+        present = False
+    return len(header) > 19 and header[18] == 2 and not present
+
+
+def _missing_wal_line(path: Path) -> str:
+    return (f"{path}: the -wal file next to it ({path.name}-wal) is missing: the events after its last "
+            "checkpoint are not in this copy (copy both files together)")
+
+
+def _check_header(path: Path) -> bytes:
     """Cheap checks on the SQLite header that catch text files and truncated copies before
     SQLite reports them as something vaguer later."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block open() forever
+            raise RecordingError(f"{path}: not a regular file (a pipe, socket or device), not a recording")
+        size = info.st_size
         with open(path, "rb") as fh:
             header = fh.read(HEADER_BYTES)
     except OSError as exc:
@@ -51,6 +71,7 @@ def _check_header(path: Path) -> None:
         raise RecordingError(
             f"{path}: truncated recording ({size} bytes; its header expects {page_count * page_size})"
         )
+    return header
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -67,17 +88,34 @@ class Recording:
         self.schema = schema
         self.metadata = metadata
         self.unknown_events = 0  # events of kinds this version does not know (a newer minor)
+        self.notes: list[str] = []  # things a reader should be told (one line each): a missing -wal
 
     # ------------------------------------------------------------------ opening
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Recording:
         path = Path(path).expanduser()
-        if not path.exists():
-            raise RecordingError(f"{path}: no such recording")
-        if path.is_dir():
-            raise RecordingError(f"{path}: is a folder, not a recording file")
-        _check_header(path)
+        try:
+            if not path.exists():
+                raise RecordingError(f"{path}: no such recording")
+            if path.is_dir():
+                raise RecordingError(f"{path}: is a folder, not a recording file")
+        except OSError as exc:  # a name too long for the file system, a loop of links
+            raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        header = _check_header(path)
+        no_wal = wal_missing(path, header)
+        try:
+            recording = cls._open(path)
+        except RecordingError:
+            if no_wal:  # nothing was checkpointed yet: everything is in the -wal that is not here
+                raise RecordingError(_missing_wal_line(path)) from None
+            raise
+        if no_wal and "status" not in recording.metadata:
+            recording.notes.append(_missing_wal_line(path))
+        return recording
+
+    @classmethod
+    def _open(cls, path: Path) -> Recording:
         conn: sqlite3.Connection | None = None
         try:
             conn = connect_read_only(path)
@@ -93,7 +131,8 @@ class Recording:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if schema < 1 or not REQUIRED_TABLES <= tables:
                 raise RecordingError(f"{path}: incomplete recording (created but never initialised)")
-            metadata = {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")}
+            metadata = _checked_metadata(
+                {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")})
             conn.execute("SELECT max(seq) FROM events").fetchone()  # touches the table's pages
         except RecordingError:
             if conn is not None:
@@ -165,6 +204,27 @@ class Recording:
 
     def summary(self) -> RecordingSummary:
         return summarize(self)
+
+
+_META_TABLES = ("profile", "server", "host", "versions", "model_config")
+_META_TEXTS = ("session_id", "profile_name", "mode", "status", "tool_version")
+_PROFILE_SECTIONS = ("hardware", "server", "model", "load", "probe", "telemetry", "gates")
+
+
+def _checked_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata of the wrong shape (a table that is a number, a name that is a list) is dropped as
+    "not recorded": every reader (summary, report, compare, the screens) may then trust its types."""
+    out = dict(meta)
+    for key in _META_TABLES:
+        if key in out and not isinstance(out[key], dict):
+            del out[key]
+    for key in _META_TEXTS:
+        if key in out and not isinstance(out[key], str):
+            del out[key]
+    profile = out.get("profile")
+    if isinstance(profile, dict):
+        out["profile"] = {k: v for k, v in profile.items() if k not in _PROFILE_SECTIONS or isinstance(v, dict)}
+    return out
 
 
 def _one_line(exc: BaseException) -> str:

@@ -3,7 +3,9 @@
 The publisher never waits on the disk: ``__call__`` only puts the event on a queue; a writer
 thread serialises, redacts, inserts and commits at least every ``COMMIT_INTERVAL_S``. A commit
 in WAL mode is in the OS page cache once it returns, so ``kill -9`` of the app loses at most the
-last interval. On ``close`` the WAL is checkpointed into the main file so the recording is one
+last interval. Every ``CHECKPOINT_INTERVAL_S`` and at each level's end the WAL is checkpointed
+into the main file (PASSIVE: never waits on a reader), so a copy of the main file alone, or a
+WAL damaged by a crash, still holds all but the last seconds. On ``close`` the WAL is checkpointed into the main file so the recording is one
 self-contained file.
 """
 
@@ -30,6 +32,8 @@ from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORD
 
 COMMIT_INTERVAL_S = 0.5  # the brief: at least every second; half leaves room for a slow disk
 MAX_QUEUED = 200_000  # beyond this the disk has stalled for minutes: drop rather than eat RAM
+CHECKPOINT_INTERVAL_S = 2.0  # how much a crash may lose when the -wal file is lost with it
+CHECKPOINT_KINDS = frozenset({"level_result", "sweep_finished", "probe_result", "session_ended"})
 CLOSE_TIMEOUT_S = 30.0
 BUSY_TIMEOUT_S = 30.0  # another process holding a lock on our file (a reader checkpointing) waits, not fails
 
@@ -145,6 +149,7 @@ class Recorder:
             }
             conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [(k, to_json(v)) for k, v in meta.items()])
             conn.execute("COMMIT")
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the schema in the main file from the start
             return conn
         except sqlite3.Error as exc:
             try:
@@ -157,7 +162,8 @@ class Recorder:
     def _write_loop(self) -> None:
         conn = self._conn
         pending = False
-        last_commit = time.monotonic()
+        last_commit = last_checkpoint = time.monotonic()
+        milestone = False  # a level (or the session) ended since the last checkpoint
         stop = False
         try:
             while not stop:
@@ -179,12 +185,17 @@ class Recorder:
                         conn.execute("BEGIN")
                         pending = True
                     self._write_event(conn, obj)
+                    milestone = milestone or obj.kind in CHECKPOINT_KINDS
                 if self._dropped and pending:
                     self._note_dropped(conn)
                 if pending and (stop or time.monotonic() - last_commit >= COMMIT_INTERVAL_S or item is None):
                     conn.execute("COMMIT")
                     pending = False
                     last_commit = time.monotonic()
+                if not pending and (milestone or last_commit - last_checkpoint >= CHECKPOINT_INTERVAL_S):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    milestone = False
+                    last_checkpoint = time.monotonic()
         except Exception as exc:  # disk full, file removed: keep the app alive, say why
             self.error = f"{type(exc).__name__}: {exc}"
             self._closed = True

@@ -212,10 +212,13 @@ class ReplaySource(EventSource):
         except EventSchemaError as exc:
             if "unknown event kind" in str(exc):
                 return True  # a kind from a newer minor version: skip it
-            self.bus.publish(Error(source="replay", message=f"{self.path.name}: {exc}", fatal=True))
+            self.bus.publish(Error(source="replay", message=f"{self.path.name}: {exc}", fatal=True, ts=self._recording_now()))
+            self.exit_code = 2  # a corrupt recording is bad input: never "done"
             return False
         except ValueError:
-            self.bus.publish(Error(source="replay", message=f"{self.path.name}: corrupt {kind} event", fatal=True))
+            self.bus.publish(Error(source="replay", message=f"{self.path.name}: corrupt {kind} event", fatal=True,
+                                   ts=self._recording_now()))
+            self.exit_code = 2
             return False
         self.bus.publish(event)
         return True
@@ -243,9 +246,13 @@ class ReplaySource(EventSource):
 
     def _run(self) -> None:
         try:
+            first = next(self._recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
+            for note in self._recording.notes:  # e.g. a copy without its -wal file: say what is missing
+                self.bus.publish(Warning(source="replay", message=note, key="replay.note",
+                                         **({"ts": first} if isinstance(first, (int, float)) else {})))
             self._loop()
         except UserError as exc:  # the file went bad under us (truncated while replaying)
-            self.bus.publish(Error(source="replay", message=str(exc), fatal=True))
+            self.bus.publish(Error(source="replay", message=str(exc), fatal=True, ts=self._recording_now()))
             self.exit_code = exc.exit_code
         finally:
             self._recording.close()
@@ -296,17 +303,24 @@ class ReplaySource(EventSource):
                 return
             self._next += 1
 
+    def _recording_now(self) -> float:
+        """The recording's clock at the last event published: replay's own notices carry it, so
+        that a screen's elapsed time stays the recording's (not the hours since it was made)."""
+        if self._t0 is None:
+            return time.time()
+        return self._t0 + (self._rows[self._next - 1][0] if 0 < self._next <= len(self._rows) else 0.0)
+
     def _wait_for_writer(self) -> bool:
         """At the end of a file without SessionEnded: say so once; False to give up."""
         idle = time.monotonic() - self._last_new_rows
         notice_after = WAITING_NOTICE_S if self._idle_timeout_s is None else min(WAITING_NOTICE_S, self._idle_timeout_s / 2)
         if not self._warned_waiting and idle >= notice_after:
             self._warned_waiting = True
-            self.bus.publish(Warning(source="replay", key="replay.waiting",
+            self.bus.publish(Warning(source="replay", key="replay.waiting", ts=self._recording_now(),
                                      message=f"{self.path.name} has no end yet: waiting for new events "
                                              "(still being written, or the session was interrupted)"))
         if self._idle_timeout_s is not None and idle >= self._idle_timeout_s:
-            self.bus.publish(Warning(source="replay", key="replay.gave_up",
+            self.bus.publish(Warning(source="replay", key="replay.gave_up", ts=self._recording_now(),
                                      message=f"{self.path.name}: no new events for {idle:.0f} s; replay stopped"))
             return False
         return True

@@ -121,13 +121,28 @@ def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
     return gpu_count if gpu_count > 0 else None
 
 
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _bad(recording: Recording, seq: int, kind: str, what: str) -> Exception:
+    from engine.record.reader import RecordingError
+
+    return RecordingError(f"{recording.path}: corrupt event #{seq} ({kind}): {what}")
+
+
 def summarize(recording: Recording) -> RecordingSummary:
-    meta = recording.metadata
-    profile = meta.get("profile") or {}
-    hardware = profile.get("hardware") or {}
-    load = profile.get("load") or {}
-    model_section = profile.get("model") or {}
-    server = meta.get("server") or {}
+    meta = recording.metadata if isinstance(recording.metadata, dict) else {}
+    # a recording's metadata is read as found: a wrong-typed value is "not recorded", not a crash
+    profile = _table(meta.get("profile"))
+    hardware = _table(profile.get("hardware"))
+    load = _table(profile.get("load"))
+    model_section = _table(profile.get("model"))
+    server = _table(meta.get("server"))
 
     results: dict[int, LevelResult] = {}
     level_open: dict[int, float] = {}
@@ -147,12 +162,20 @@ def summarize(recording: Recording) -> RecordingSummary:
     current = -1
 
     for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
+        if not isinstance(data, dict):
+            raise _bad(recording, seq, kind, "not a table")
         if kind == "window":
             window_counts[current] = window_counts.get(current, 0) + 1
             if not data.get("warmup"):
-                windows.setdefault(current, []).append((data["t_start"], data["t_end"]))
+                start, end = _number(data.get("t_start")), _number(data.get("t_end"))
+                if start is None or end is None:
+                    raise _bad(recording, seq, kind, "t_start and t_end must be numbers")
+                windows.setdefault(current, []).append((start, end))
         elif kind == "level_started":
-            current = int(data["index"])
+            index = data.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise _bad(recording, seq, kind, f"index must be an integer, found {index!r:.40}")
+            current = index
             level_open[current] = ts
         elif kind in _DECODED_KINDS:
             event = recording.decode(seq, data)
@@ -206,27 +229,29 @@ def summarize(recording: Recording) -> RecordingSummary:
     levels.sort(key=lambda s: (s.result.level, s.result.index))
 
     variant = str(server.get("config_variant") or model_section.get("variant") or "")
-    gpu_count = int(hardware.get("gpu_count") or 0)
-    cost = hardware.get("cost_per_hour")
+    gpu_count = int(_number(hardware.get("gpu_count")) or 0)
+    cost = _number(hardware.get("cost_per_hour"))
     planned = load.get("rates") if load.get("mode") == "rate" else load.get("concurrency")
+    planned = [x for x in planned if _number(x) is not None] if isinstance(planned, list) else []
+    batch_size = _number(load.get("batch_size"))
     return RecordingSummary(
         path=str(recording.path),
         metadata=meta,
         profile_name=str(meta.get("profile_name") or profile.get("name") or recording.path.stem),
-        mode=meta.get("mode"),
+        mode=_text(meta.get("mode")),
         gpu_model=str(hardware.get("gpu_model") or "none"),
         gpu_count=gpu_count,
         config_variant=variant,
         gpus_in_config=gpus_in_variant(variant, gpu_count),
-        model=server.get("model") or model_section.get("name"),
-        weights=model_section.get("weights"),
-        batch_size=load.get("batch_size"),
-        load_mode=load.get("mode"),
+        model=_text(server.get("model")) or _text(model_section.get("name")),
+        weights=_text(model_section.get("weights")),
+        batch_size=int(batch_size) if batch_size else None,
+        load_mode=_text(load.get("mode")),
         levels_planned=[float(x) for x in planned or []],
         cost_per_hour=float(cost) if isinstance(cost, (int, float)) and cost > 0 else None,
-        status=ended.get("status") or meta.get("status"),
-        exit_code=ended.get("exit_code", meta.get("exit_code")),
-        error=ended.get("error"),
+        status=_text(ended.get("status") or meta.get("status")),
+        exit_code=_int_or_none(ended.get("exit_code", meta.get("exit_code"))),
+        error=_text(ended.get("error")),
         first_ts=first_ts,
         last_ts=last_ts,
         levels=levels,
@@ -242,12 +267,21 @@ def summarize(recording: Recording) -> RecordingSummary:
         errors=errors,
         event_counts=recording.event_counts(),
         unknown_events=recording.unknown_events,
-        versions=dict(meta.get("versions") or {}),
-        host=dict(meta.get("host") or {}),
+        versions=dict(_table(meta.get("versions"))),
+        host=dict(_table(meta.get("host"))),
         server=dict(server),
-        model_config=dict(meta.get("model_config") or {}),
+        model_config=dict(_table(meta.get("model_config"))),
         box_check=box_check,
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and abs(number) < 2**31 else None
 
 
 def _gpu_telemetry(

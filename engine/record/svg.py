@@ -103,6 +103,8 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     tops = [hi for s in series for _lo, hi in s.errors] + [p[1] for p in pts]
     y_ticks = nice_ticks(min(0.0, min(p[1] for p in pts)), max(tops))
     ylo, yhi = y_ticks[0], y_ticks[-1]
+    if yhi <= ylo:  # ticks rounded to 12 decimals collapse for values below 1e-12
+        ylo, yhi = ylo, ylo + 1.0
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
 
     def px(x: float) -> float:
@@ -146,7 +148,7 @@ def bar_chart(title: str, categories: Sequence[str], series: Sequence[tuple[str,
     else:
         top = max(values)
     y_ticks = nice_ticks(0.0, top if top > 0 else 1.0)
-    yhi = y_ticks[-1]
+    yhi = y_ticks[-1] if y_ticks[-1] > 0 else 1.0  # ticks rounded to 12 decimals: 0 for tiny values
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
     group_w = (x1 - x0) / len(categories)
     bars = 1 if stacked else max(len(series), 1)

@@ -54,6 +54,13 @@ def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
 class EmbeddedServer:
     def __init__(
         self,
@@ -115,6 +122,17 @@ class EmbeddedServer:
 
     def alive(self) -> bool:
         return self._guard is not None and self._guard.poll() is None
+
+    def exit_reason(self) -> str:
+        """How the server ended, from its guard's exit status (a signal N is 128 + N)."""
+        code = self._guard.poll() if self._guard is not None else None
+        if code is None:
+            return "reason unknown"
+        if code < 0:
+            return f"its guard process was killed by {_signal_name(-code)}"
+        if code > 128:
+            return f"tritonserver killed by {_signal_name(code - 128)}"
+        return f"tritonserver exit code {code}"
 
     def start(self) -> EmbeddedServer:
         if self._guard is not None:
@@ -209,7 +227,7 @@ class EmbeddedServer:
         read_end, write_end = os.pipe()
         # The guard's stdin is a pipe whose write end only we hold: it sees EOF when we die.
         self._guard = subprocess.Popen(
-            [sys.executable, "-m", "engine.server.guard", "--", *args],
+            [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir), "--", *args],
             stdin=read_end,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,

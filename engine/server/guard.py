@@ -5,11 +5,18 @@ group), with its stdin a pipe from the tool. The guard starts tritonserver in it
 waits. When the pipe closes — the tool exited, crashed, or was killed with SIGKILL — or the guard
 gets SIGTERM, it ends the whole group (tritonserver and its Python-backend stubs): SIGTERM, then
 SIGKILL after a grace period. No orphaned tritonserver, whatever happens to the tool.
+
+If the guard itself is killed first (SIGKILL), tritonserver gets SIGKILL from the kernel
+(PR_SET_PDEATHSIG), and its Python-backend stubs end when they see their parent gone. With
+``--cleanup DIR`` the guard removes the server's scratch folder when the tool died without
+doing so, so a SIGKILL of the tool leaves no /tmp/gpuscale-triton-* behind.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,16 +32,70 @@ def _end_group(child: subprocess.Popen[bytes]) -> None:
             child.wait(GRACE_S)
         except subprocess.TimeoutExpired:
             pass
-    # stubs and anything else left in our group
+    child.kill()
+    child.wait()
+    # stubs and anything else left in our group; not the guard itself, which still has to clean
+    # up and say how tritonserver ended (its exit status)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    for pid in _group_members(os.getpgid(0)):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel sends SIGKILL when the guard dies, however it dies."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the pipe and the group kill still hold
+        pass
+    if os.getppid() == 1:  # the guard died before prctl took effect
+        os._exit(1)
+
+
+def exit_status(code: int) -> int:
+    """tritonserver's end as the guard's exit status: a signal N as 128 + N, as shells do."""
+    return 128 - code if code < 0 else code
 
 
 def main(argv: list[str]) -> int:
+    cleanup = None
+    if len(argv) >= 2 and argv[0] == "--cleanup":
+        cleanup, argv = argv[1], argv[2:]
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python -m engine.server.guard -- COMMAND [ARGS]", file=sys.stderr)
+        print("usage: python -m engine.server.guard [--cleanup DIR] -- COMMAND [ARGS]", file=sys.stderr)
         return 2
-    child = subprocess.Popen(argv[1:], stdin=subprocess.DEVNULL)
+    orphaned = threading.Event()
+    try:
+        return _guard(argv[1:], orphaned)
+    finally:
+        if cleanup and orphaned.is_set():  # the tool is gone and cannot clean up after itself
+            shutil.rmtree(cleanup, ignore_errors=True)
+
+
+def _guard(command: list[str], orphaned: threading.Event) -> int:
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the tool, which stops us itself
@@ -45,6 +106,7 @@ def main(argv: list[str]) -> int:
                 pass
         except OSError:
             pass
+        orphaned.set()
         stop.set()
 
     threading.Thread(target=watch_pipe, daemon=True).start()
@@ -56,8 +118,13 @@ def main(argv: list[str]) -> int:
     if code is not None:
         print(f"[guard] tritonserver exited with code {code}", file=sys.stderr, flush=True)
     _end_group(child)  # also when tritonserver exited by itself: its stubs go with it
-    return 0 if code is None else code
+    return 0 if code is None else exit_status(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: the pipe-watching thread holds stdin's lock, and interpreter shutdown with a
+    # daemon thread inside a buffered read aborts (SIGABRT), which would hide how the server ended
+    os._exit(status)

@@ -120,10 +120,13 @@ def test_set_overrides_are_validated_like_the_file():
 
 def test_credentials_are_redacted_in_the_profile_dict():
     profile = profile_from_dict(
-        {"server": {"kind": "remote", "url": "http://bob:s3cret@box:8000", "headers": {"Authorization": "Bearer t0k"}}},
+        {"server": {"kind": "remote", "url": "http://bob:s3cret@box:8000", "headers": {"X-Api-Key": "t0k3n"}}},
         "inline",
     )
     data = profile.to_dict()
-    assert "s3cret" not in str(data) and "t0k" not in str(data)
-    assert data["server"]["url"] == "http://***@box:8000"
+    assert "s3cret" not in str(data) and "t0k3n" not in str(data)
+    # URL credentials travel as HTTP Basic auth; the URL itself keeps none
+    assert data["server"]["url"] == "http://box:8000"
+    assert profile.server.headers["Authorization"] == "Basic Ym9iOnMzY3JldA=="
+    assert redact_url("http://bob:s3cret@box:8000") == "http://***@box:8000"
     assert redact_url("http://box:8000") == "http://box:8000"

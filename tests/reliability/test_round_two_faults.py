@@ -1,0 +1,169 @@
+"""Issue 18 with real processes: signals sent to the whole process group (as a terminal, an SSH
+drop or `timeout` sends them), a second Ctrl-C, a load worker or the server's guard killed, a
+crash whose copy lost its -wal file. A run that did not finish all its levels never exits 0 nor
+records "ok"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.record.reader import Recording
+from engine.record.recorder import CHECKPOINT_INTERVAL_S
+from tests.reliability.helpers import QUICK, ROOT, family, recording_in, start_app, wait_all_gone, wait_for_kind
+
+pytestmark = pytest.mark.server
+LONG = ["--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40", "--set", "load.stability_percent=0.001"]
+
+
+def _named(procs: list[psutil.Process], needle: str) -> list[psutil.Process]:
+    found = []
+    for p in procs:
+        try:
+            if needle in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _scratch_dir(procs: list[psutil.Process]) -> Path:
+    """The embedded server's scratch folder (/tmp/gpuscale-triton-*), from its command line."""
+    for p in _named(procs, "--model-repository="):
+        for arg in p.cmdline():
+            if arg.startswith("--model-repository="):
+                return Path(arg.partition("=")[2]).parent
+    raise AssertionError("no tritonserver among the app's processes")
+
+
+def _ended(path: Path):
+    with Recording.open(path) as recording:
+        events = list(recording.events())
+    ended = [e for e in events if e.kind == "session_ended"]
+    return events, (ended[-1] if ended else None)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_signal_to_the_process_group_keeps_the_level_as_interrupted(tmp_path, sig):
+    app = start_app(tmp_path, *QUICK, *LONG)  # its own process group, load workers in it
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    assert _named(procs, "engine.load.worker")
+    os.killpg(app.pid, sig)
+    out, _ = app.communicate(timeout=90)
+    assert app.returncode == 130, out
+    events, ended = _ended(rec)
+    assert ended is not None and ended.status == "interrupted", out
+    fatal = [e.message for e in events if e.kind == "error" and e.fatal]
+    assert not fatal, f"the load workers died of the signal: {fatal}"
+    levels = [e for e in events if e.kind == "level_result"]
+    assert levels and levels[-1].status == "interrupted", "the level in progress was dropped"
+    assert wait_all_gone(procs) == []
+
+
+def test_second_ctrl_c_ends_interrupted_with_the_recording_finished_and_nothing_left(tmp_path):
+    app = start_app(tmp_path, *QUICK, *LONG)
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    scratch = _scratch_dir(procs)
+    os.killpg(app.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(app.pid, signal.SIGINT)  # the impatient second Ctrl-C
+    out, _ = app.communicate(timeout=90)
+    assert app.returncode == 130, out
+    assert "done" not in out.splitlines(), out
+    events, ended = _ended(rec)
+    assert ended is not None and ended.status == "interrupted" and ended.exit_code == 130
+    assert [e for e in events if e.kind == "level_result"], "no level result recorded"
+    # by the time the tool has exited, its server and workers are gone too (not seconds later)
+    assert wait_all_gone(procs, timeout=3) == [], "guard, tritonserver or a worker outlived the tool"
+    assert not scratch.exists()
+
+
+def test_load_worker_killed_fails_the_run(tmp_path):
+    app = start_app(tmp_path, *QUICK, *LONG)
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    (worker, *_) = _named(procs, "engine.load.worker")
+    os.kill(worker.pid, signal.SIGKILL)
+    out, _ = app.communicate(timeout=90)
+    assert app.returncode == 1, out
+    assert "done" not in out.splitlines() and "session ended: ok" not in out, out
+    _events, ended = _ended(rec)
+    assert ended is not None and ended.status == "failed" and ended.exit_code == 1
+    assert "load worker" in (ended.error or "")
+    assert wait_all_gone(procs) == []
+
+
+def test_guard_killed_first_then_the_tool_leaves_no_server(tmp_path):
+    app = start_app(tmp_path, *QUICK, *LONG)
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    (guard,) = _named(procs, "engine.server.guard")
+    assert _named(procs, "tritonserver")
+    os.kill(guard.pid, signal.SIGKILL)
+    os.kill(app.pid, signal.SIGKILL)
+    app.communicate(timeout=30)
+    left = wait_all_gone(procs, timeout=20)
+    assert left == [], f"outlived the tool and its guard: {[p.cmdline()[:1] for p in left]}"
+
+
+def test_embedded_server_killed_is_named_at_once_and_fails_the_level(tmp_path):
+    # long request timeouts and server wait: without naming the death the sweep would sit them out
+    app = start_app(tmp_path, *QUICK, *LONG, "--set", "load.request_timeout_s=60", "--set", "load.server_wait_s=60")
+    rec = recording_in(tmp_path)
+    wait_for_kind(rec, "window", count=2)
+    procs = family(app.pid)
+    (server,) = [p for p in _named(procs, "tritonserver") if p.cmdline()[0].endswith("tritonserver")]
+    os.kill(server.pid, signal.SIGKILL)
+    out, _ = app.communicate(timeout=50)
+    assert app.returncode == 1, out
+    assert "killed by SIGKILL" in out, out
+    events, ended = _ended(rec)
+    named = [e for e in events if e.kind == "error" and e.source == "server" and e.fatal]
+    assert named and "exited" in named[0].message and "SIGKILL" in named[0].message
+    levels = [e for e in events if e.kind == "level_result"]
+    assert levels and levels[-1].status == "failed"
+    assert "server exited" in levels[-1].error_messages[0]
+    assert ended is not None and ended.status == "failed" and "SIGKILL" in (ended.error or "")
+    assert wait_all_gone(procs) == []
+
+
+def test_sigkill_a_copy_without_its_wal_keeps_all_but_the_last_seconds(tmp_path):
+    out_dir = tmp_path / "rec"
+    app = start_app(out_dir, *QUICK, *LONG)
+    rec = recording_in(out_dir)
+    wait_for_kind(rec, "window", count=3)
+    procs = family(app.pid)
+    scratch = _scratch_dir(procs)
+    with Recording.open(rec) as recording:
+        windows_before = recording.event_counts().get("window", 0)
+    time.sleep(2 * CHECKPOINT_INTERVAL_S + 1.0)  # at least one checkpoint after those windows
+    os.kill(app.pid, signal.SIGKILL)
+    app.communicate(timeout=30)
+    assert wait_all_gone(procs) == []
+    assert not scratch.exists(), "the server's scratch folder outlived a SIGKILL of the tool"
+    copy = tmp_path / "copy" / rec.name  # what `cp recording.sqlite elsewhere/` takes
+    copy.parent.mkdir()
+    shutil.copy(rec, copy)
+    with Recording.open(copy) as recording:
+        windows = recording.event_counts().get("window", 0)
+        notes = recording.notes
+    assert windows >= windows_before > 0
+    assert any("-wal file next to it" in n for n in notes), notes
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "export", str(copy), "-f", "json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "-wal file next to it" in proc.stderr and "Traceback" not in proc.stderr
