@@ -204,6 +204,11 @@ class GpuscaleApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if isinstance(self.screen, ModalScreen) and (action in REPLAY_ACTIONS or action in LIVE_ACTIONS):
             return False  # keys typed in a dialog belong to the dialog
+        return self.action_possible(action)
+
+    def action_possible(self, action: str) -> bool | None:
+        """What the session allows now, whatever screen is on top: the command palette (itself
+        a modal screen) lists by this, where check_action would hide every control."""
         if action in LIVE_ACTIONS:
             if self.controls is None:
                 return False
@@ -344,7 +349,7 @@ class GpuscaleApp(App[int]):
             ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
         ]
         for title, help_text, callback, when in commands:
-            if when is True or self.check_action(str(when), ()):
+            if when is True or self.action_possible(str(when)):
                 yield SystemCommand(title, help_text, callback)
 
 

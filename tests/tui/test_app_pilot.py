@@ -258,3 +258,27 @@ async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -
             assert app.state.elapsed_s <= end - 10.0 + 1e-6
     finally:
         assert not app.stop_sources(timeout=5.0)
+
+
+async def test_the_command_palette_offers_start_stop_and_probe() -> None:
+    """Issue 16.1: the palette is a modal screen; the live controls must still be listed there."""
+    from textual.command import CommandList, CommandPalette
+
+    app, source, controls = live_app(busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"start")
+        prompts: list[str] = []
+        for _ in range(30):  # the palette searches in a worker: bounded wait for its results
+            await pilot.pause(0.1)
+            found = app.screen.query_one(CommandList)
+            prompts = [str(found.get_option_at_index(i).prompt) for i in range(found.option_count)]
+            if prompts:
+                break
+        assert any("Start the sweep" in p for p in prompts), prompts
+        await pilot.press("enter")
+        await pilot.pause()
+        assert controls.calls == ["sweep"]
