@@ -112,6 +112,7 @@ class GpuscaleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self._signals: list[int] = []
         self._control_state: tuple[Any, ...] = ()
+        self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
 
     # ------------------------------------------------------------------ sources
 
@@ -121,6 +122,7 @@ class GpuscaleApp(App[int]):
             self._unsubscribe()
         self.inbox.clear()
         self.state.reset()
+        self._level_target = None
         self.replay = replay
         self._unsubscribe = source.bus.subscribe(self.inbox.append)  # deque.append is thread-safe
         self.sources.append(source)
@@ -169,6 +171,8 @@ class GpuscaleApp(App[int]):
         while inbox and applied < MAX_EVENTS_PER_TICK:
             apply(inbox.popleft())
             applied += 1
+        if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
+            self._level_target = None  # arrived
         # The view under any dialog; none while a mode switch is under way.
         views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
         screen = views[-1] if views else None
@@ -249,20 +253,25 @@ class GpuscaleApp(App[int]):
         self.controls.request_probe()  # type: ignore[union-attr]
         self.notify("training probe requested")
 
-    def _replay_do(self, method: str, *args: Any) -> None:
+    def _replay_do(self, method: str, *args: Any) -> bool:
         """Call the replay source; its UserErrors (no such level ...) become a notification."""
+        ok = True
         try:
             getattr(self.replay, method)(*args)
         except UserError as exc:
             self.notify(str(exc), severity="warning")
+            ok = False
         for screen in self.screen_stack:
             if isinstance(screen, StateScreen) and screen.is_mounted:
                 screen.tick_replay()
+        return ok
 
     def action_toggle_pause(self) -> None:
         self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
 
     def action_seek(self, direction: int) -> None:
+        self._level_target = None
+        # position_s is the pending target while a seek is under way: quick presses add up
         position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
         self._replay_do("seek", max(0.0, position + direction * SEEK_STEP_S))
 
@@ -273,8 +282,13 @@ class GpuscaleApp(App[int]):
         self._replay_do("set_speed", SPEEDS[index])
 
     def action_seek_level(self, direction: int) -> None:
-        current = self.state.current_level
-        self._replay_do("seek_level", 0 if current is None else max(0, current + direction))
+        # From the level a previous press is still seeking to, not the one on screen: a burst
+        # of `]` moves one level per press.
+        current = self._level_target if self._level_target is not None else self.state.current_level
+        target = 0 if current is None else max(0, current + direction)
+        self._level_target = target
+        if not self._replay_do("seek_level", target):
+            self._level_target = None
 
     def action_step(self) -> None:
         self._replay_do("step")

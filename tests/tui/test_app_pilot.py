@@ -140,7 +140,7 @@ async def test_replay_controls() -> None:
         assert replay.calls == [
             ("pause",), ("resume",), ("seek", 10.0), ("seek", 20.0), ("seek", 10.0),
             ("speed", 2.0), ("speed", 5.0), ("speed", 2.0),
-            ("seek_level", 3), ("seek_level", 1), ("step",),
+            ("seek_level", 3), ("seek_level", 2), ("step",),  # `[` counts from the level `]` is seeking to
         ]
         bar = app.screen.query_one("#replay-bar")
         assert bar.display and "2x" in str(bar.render())
@@ -282,3 +282,34 @@ async def test_the_command_palette_offers_start_stop_and_probe() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert controls.calls == ["sweep"]
+
+
+async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
+    """Issue 16.4: three `right` in one burst seek 30 s, three `]` advance three levels, even
+    before the replay thread has caught up with the first (here it has not started at all)."""
+    from engine.record.replay import ReplaySource
+
+    source = ReplaySource(recording, speed=1.0, paused=True)
+    app = GpuscaleApp(replay=source)
+    app.attach(source, replay=source, start=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            assert source.duration_s > 30
+            await pilot.press("right", "right", "right")
+            assert source.position_s == pytest.approx(30.0)
+            await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
+            assert source.position_s == pytest.approx(source.levels[2])
+            source.start()  # now the seek happens, and the screen shows level 2
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if not source.seeking and not app.inbox and app.state.current_level == 2:
+                    break
+            assert app.state.current_level == 2 and not source.seeking
+            await pilot.press("right_square_bracket")
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if not source.seeking and not app.inbox and app.state.current_level == 3:
+                    break
+            assert app.state.current_level == 3
+    finally:
+        assert not app.stop_sources(timeout=5.0)
