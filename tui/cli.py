@@ -16,6 +16,7 @@ from typing import NoReturn, Sequence
 from engine.errors import RunFailed, UserError
 
 PROG = "gpuscale-tui"
+MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
 EXPORT_FORMATS = ("json", "csv", "md", "html")
 
 
@@ -278,6 +279,10 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.version_info < MIN_PYTHON:  # a source checkout run by an older Python: one line, not an ImportError
+        found = ".".join(map(str, sys.version_info[:3]))
+        print(f"{PROG}: error: needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (this is {found})", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

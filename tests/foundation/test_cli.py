@@ -57,3 +57,54 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
     if needle:
         assert needle in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+# Standard-library modules newer than Python 3.10, with the version that brought them.
+_NEW_STDLIB = {"tomllib": (3, 11)}
+
+
+def _declared_min_python() -> tuple[int, int]:
+    import re
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    found = re.search(r">=\s*(\d+)\.(\d+)", spec)
+    assert found, spec
+    return int(found.group(1)), int(found.group(2))
+
+
+def test_requires_python_covers_every_stdlib_module_the_code_imports():
+    """Issue 16.11: pyproject said >=3.10 while engine/profiles imports tomllib (3.11+)."""
+    import ast
+
+    from tui.cli import MIN_PYTHON
+
+    needed = (3, 0)
+    for path in [*ROOT.glob("engine/**/*.py"), *ROOT.glob("tui/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                needed = max(needed, _NEW_STDLIB.get(name.split(".")[0], (3, 0)))
+    assert needed == (3, 11)  # the scan sees tomllib
+    assert _declared_min_python() >= needed
+    assert MIN_PYTHON == _declared_min_python()
+
+
+def _python_310() -> str | None:
+    import shutil
+
+    for candidate in [shutil.which("python3.10"), *map(str, Path("/root/.pyenv/versions").glob("3.10*/bin/python3.10"))]:
+        if candidate and subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def test_an_older_python_gets_one_line_not_a_traceback():
+    python = _python_310()
+    if python is None:
+        pytest.skip("no Python 3.10 on this machine")
+    proc = subprocess.run([python, "-m", "tui.cli", "profiles"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gpuscale-tui: error: needs Python 3.11 or newer") and proc.stderr.count("\n") == 1
