@@ -76,6 +76,7 @@ class Session(EventSource):
         self._interrupted_job = False
         self._recorder: Any = None
         self._server: Any = None
+        self._late_target: tuple[Any, Any] | None = None  # Triton started for a sweep asked for later
         self._telemetry: Any = None
         self._record_error: str | None = None
         self.error: str | None = None  # why the session failed, one line
@@ -155,7 +156,8 @@ class Session(EventSource):
                     tool_version=versions.get("gpuscale_tui") or "",
                 )
             )
-            target, info = await self._start_server()
+            # --probe-only: the probe needs no Triton; a sweep asked for later (TUI) starts it then
+            target, info = (await self._start_server()) if self.options.sweep else (None, None)
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
             for job in plan:
@@ -324,7 +326,9 @@ class Session(EventSource):
 
         t = self.profile.telemetry
         server = self.profile.server
-        if server.kind == "remote":
+        if not self.options.sweep and self._server is None:
+            metrics_url = None  # probe only: no Triton to ask
+        elif server.kind == "remote":
             metrics_url = server.metrics_url
         elif self._server is not None and self._server.prepared and self._server.prepared.gpus:
             # Triton's own GPU gauges beside NVML's: each reading says which source it came from
@@ -364,6 +368,10 @@ class Session(EventSource):
         self._sweep_stop = asyncio.Event()
         if self._stopping.is_set():
             return
+        if target is None:  # a probe-only session: Triton starts with the first sweep asked for
+            if self._late_target is None:
+                self._late_target = await self._start_server()
+            target, info = self._late_target
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
         results = await run_sweep(target, info, self.profile.load, self._publish, self._sweep_stop)
         if self.profile.load.on_level_failure == "stop" and any(r.status == "failed" for r in results):

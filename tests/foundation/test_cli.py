@@ -108,3 +108,27 @@ def test_an_older_python_gets_one_line_not_a_traceback():
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("gpuscale-tui: error: needs Python 3.11 or newer") and proc.stderr.count("\n") == 1
+
+
+PROBE_TINY = ["--set", "probe.models=mlp_258k", "--set", "probe.batch_sizes=4", "--set", "probe.world_sizes=1",
+              "--set", "probe.steps=2", "--set", "probe.warmup_steps=1", "--set", "probe.repeats=2",
+              "--set", "probe.allreduce=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [
+    [],  # the local profile: an embedded server it must not start
+    ["--set", "server.kind=remote", "--set", "server.url=http://127.0.0.1:9"],  # a remote one that is down
+])
+def test_probe_only_needs_no_triton(tmp_path, server):
+    """Issue 16.3: --probe-only started the embedded server, and failed on a remote one that is down."""
+    from engine.record.reader import Recording
+
+    proc = _run("--probe-only", "--record", "--output", str(tmp_path), *server, *PROBE_TINY, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Triton" not in proc.stderr and "cannot reach" not in proc.stdout
+    (path,) = tmp_path.glob("*.sqlite")
+    with Recording.open(path) as rec:
+        counts = rec.event_counts()
+    assert counts.get("probe_result", 0) == 1 and counts.get("server_ready", 0) == 0
+    assert not list(tmp_path.glob("*.logs"))  # no server log folder either
