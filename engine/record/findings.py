@@ -32,6 +32,10 @@ ADVICE = {
     "unknown": "Enable Triton's statistics (server side) to split queue from compute time.",
 }
 
+CPU_COMPUTE_ADVICE = ("Model execution on the CPU is the limit (no GPU in this run): a GPU variant of the model "
+                      "config, or more and faster CPU cores, raise throughput; compare cost per 1000 images across "
+                      "boxes before buying either.")
+
 
 @dataclass
 class RunFindings:
@@ -83,7 +87,10 @@ def _recommend(f: RunFindings) -> list[str]:
             f"with p99 {fmt.ms(at.p99 if at else None)} ms; more load adds under {sat.tolerance * 100:g} % "
             f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level(top.level)}."
         )
-    out.append(ADVICE.get(f.verdict.kind, ""))
+    if f.verdict.kind == "compute" and not s.gpus_in_config:
+        out.append(CPU_COMPUTE_ADVICE)  # no GPU in this run: "the GPUs are the limit" would be false
+    else:
+        out.append(ADVICE.get(f.verdict.kind, ""))
     for finding in f.verdict.findings:
         if finding.kind == "gpu-imbalance":
             out.append("Spread the model over every GPU (instance_group with a count per GPU, no fixed gpus list).")

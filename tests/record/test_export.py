@@ -142,3 +142,26 @@ def test_exports_stay_inside_the_chosen_folder_and_never_overwrite(recording_4x:
     assert first.read_text() == "edited by hand"
     assert not (tmp_path / "escape.md").exists() and not Path("/tmp/escape.md").exists()
     assert recording_4x.exists()
+
+
+def test_a_cpu_only_run_is_not_told_the_gpus_are_the_limit(tmp_path: Path) -> None:
+    """Issue 16.7: the compute verdict on a CPU-only run recommended more or faster GPUs."""
+    from engine.profiles import Model
+    from engine.record.findings import analyze
+    from engine.record.report import build_report
+    from engine.record.doc import to_markdown
+
+    profile = Profile(name="local", hardware=Hardware(gpu_count=0), model=Model(name="vit_tiny", variant="cpu"),
+                      load=Load(concurrency=[1, 8]))
+    events = [SessionStarted(ts=990.0, session_id="s", profile_name="local", profile=profile.to_dict(), mode="sweep")]
+    for index, (level, ips) in enumerate([(1, 50.0), (8, 51.0)]):
+        events.append(LevelStarted(ts=995.0 + 10 * index, mode="concurrency", level=level, index=index, total=2))
+        events.append(_level(level, index, ips))
+    events.append(SessionEnded(ts=1100.0, status="ok"))
+    with Recording.open(record_events(tmp_path / "cpu.sqlite", events)) as rec:
+        summary = rec.summary()
+    findings = analyze(summary)
+    assert summary.gpus_in_config is None and findings.verdict.kind == "compute"
+    text = to_markdown(build_report(summary, findings))
+    assert "GPUs are the limit" not in text and "more or faster GPUs" not in text
+    assert "Model execution on the CPU is the limit" in text
