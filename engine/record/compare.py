@@ -153,6 +153,8 @@ def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
             c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
         if r.n and r.n > 1 and r.base_label is None:
             c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
+        if r.findings.sweep_note:
+            c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
         peak = r.findings.peak
         if peak is not None and peak.status != "stable":
             c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level(peak.level)}) "

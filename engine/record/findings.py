@@ -10,7 +10,7 @@ from engine.analysis.saturation import Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
 from engine.record import fmt
-from engine.record.summary import RecordingSummary
+from engine.record.summary import LevelSummary, RecordingSummary
 
 RANDOM_WEIGHTS_NOTE = (
     "Measured with random weights: throughput and latency do not depend on weight values "
@@ -47,19 +47,34 @@ class RunFindings:
     cost_per_1000_at_peak: float | None
     per_gpu_throughput: float | None
     recommendation: list[str] = field(default_factory=list)
+    sweep: int | None = None  # which of the session's sweeps these figures come from
+    levels: list[LevelSummary] = field(default_factory=list)  # that sweep's levels
+
+    @property
+    def sweep_note(self) -> str:
+        """"" for a one-sweep session; else which sweep the figures are from, to be said beside them."""
+        s = self.summary
+        run = s.sweep_run(self.sweep)
+        if len(s.sweeps) < 2 or run is None:
+            return ""
+        return run.describe(len(s.sweeps))
 
     @property
     def label(self) -> str:
         return self.summary.label
 
 
-def analyze(summary: RecordingSummary) -> RunFindings:
-    results = [lv.result for lv in summary.levels]
+def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
+    """The findings of one sweep (``sweep``, default the summary's main sweep): levels of two
+    sweeps never share a curve, a peak or a saturation point."""
+    sweep = summary.main_sweep if sweep is None else sweep
+    levels = summary.levels_of(sweep)
+    results = [lv.result for lv in levels]
     points = points_from_results(results)
     best = peak(points)
     saturation = saturation_point([(p.level, p.throughput) for p in points])
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in summary.levels
+    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
                 if float(lv.level) in usable]
     verdict = diagnose(evidence, saturation, summary.gpus_in_config)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
@@ -68,6 +83,7 @@ def analyze(summary: RecordingSummary) -> RunFindings:
         summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
         cost_per_1000_at_peak=cost,
         per_gpu_throughput=best.throughput / n if best and n else None,
+        sweep=sweep, levels=levels,
     )
     findings.recommendation = _recommend(findings)
     return findings

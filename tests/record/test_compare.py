@@ -155,3 +155,13 @@ def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -
     assert any("| unstable |" in row for row in rows) and any("| stable |" in row for row in rows)
     assert any("its peak (500.0 images/s at level 8) is from an unstable level" in n for n in c.notes)
     assert "500.0 (unstable)" in text  # the per-level table marks it too
+
+
+def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
+    """Issue 16.2: a session with two sweeps is compared by one of them, named, never a mix."""
+    once = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
+    twice = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")], sweeps=2)
+    c = compare(_open([once, twice]))
+    (two,) = [r for r in c.runs if len(r.summary.sweeps) == 2]
+    assert [(p.level, p.throughput) for p in two.findings.points] == [(1, 200.0), (8, 800.0)]  # sweep 2's own
+    assert any("2 sweeps recorded; compared: sweep 2 of 2, complete" in n for n in c.notes)
