@@ -83,6 +83,8 @@ class HeadlessPrinter:
     def _print_level_row(self, event: ev.LevelResult) -> None:
         columns = tables.sweep_columns(self.state)
         if not self._sweep_header_printed:
+            if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
+                self._plain(f"sweep {self.state.sweep_number}", "bold")
             self._plain("sweep  " + tables.header_line(columns), "bold")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
@@ -99,7 +101,8 @@ class HeadlessPrinter:
             return
         columns = tables.sweep_columns(self.state)
         self._plain("")
-        self._plain("sweep result", "bold")
+        number = self.state.sweep_number
+        self._plain(f"sweep {number} result" if number > 1 else "sweep result", "bold")
         self._plain("  " + tables.header_line(columns), "bold")
         for row in self.state.levels.values():
             self._plain("  " + tables.fixed_line(columns, tables.sweep_cells(row, self.state)))

@@ -231,8 +231,9 @@ def make_table(columns: Sequence[Column], title: str | None = None, short: bool 
     return table
 
 
-def sweep_table(state: SessionState, width: int | None = None) -> Table:
-    rows = list(state.levels.values())
+def sweep_table(state: SessionState, width: int | None = None, rows: Sequence[LevelRow] | None = None) -> Table:
+    """The current sweep's table, or ``rows`` of an earlier sweep."""
+    rows = list(state.levels.values()) if rows is None else list(rows)
     all_cells = [sweep_cells(row, state) for row in rows]
     columns, short = fit_columns(sweep_columns(state), all_cells, width)
     table = make_table(columns, short=short)

@@ -313,3 +313,28 @@ async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
             assert app.state.current_level == 3
     finally:
         assert not app.stop_sources(timeout=5.0)
+
+
+def panel_text(panel) -> str:  # noqa: ANN001
+    return "".join(segment.text for segment in panel._segments)
+
+
+async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
+    """Issue 16.2: the live screen dropped the first sweep's table when a second one started."""
+    from tests.tui.synthetic import two_sweep_events
+    from tui.widgets.status import StatusBar
+
+    events = two_sweep_events()
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("2")  # the sweep view: room for both tables
+        await pilot.pause()
+        panel = app.screen.query_one(SweepPanel)
+        text = panel_text(panel)
+        assert panel.border_title.startswith("sweep 2 · concurrency · 1/4 levels")
+        assert "sweep 1 · 4 levels measured" in text
+        assert "217.0" in text and " 1500 " in text  # this sweep's level 1, the first sweep's top level
+        status = str(app.screen.query_one(StatusBar).render())
+        assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status

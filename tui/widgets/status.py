@@ -42,7 +42,8 @@ def progress_line(state: SessionState) -> Text:
         line.append(" (3 shows all)", style="dim")
     elif p.sweep_done and state.sweep_finished is not None:
         s = state.sweep_finished
-        line.append(f"sweep done: {s.levels} levels, {s.stable} stable, {s.failed} failed")
+        number = f" {state.sweep_number}" if state.past_sweeps else ""
+        line.append(f"sweep{number} done: {fmt.plural(s.levels, 'level')}, {s.stable} stable, {s.failed} failed")
     elif p.detail:
         line.append(p.detail)
     line.append(f" · {fmt.clock(state.elapsed_s)}", style="dim")
@@ -74,6 +75,8 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
     if row is not None and row.result is not None:
         ips = row.result.throughput_ips
         best.append(f"best {fmt.rate(ips)} infer/s @ {_short_level(row.mode, row.level)}")
+        if state.past_sweeps:
+            best.append(f" (sweep {state.sweep_number})")
         if state.gpu_count:
             best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
         cost = state.cost_per_1000(ips)
