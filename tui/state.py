@@ -400,9 +400,15 @@ class SessionState:
         key = notice_key(e)
         kind = "error" if isinstance(e, ev.Error) else "warning"
         self._add_notice(key, kind, e.source, e.message, e.ts)
+        if isinstance(e, ev.Error) and e.fatal and self.ended is None:
+            self.phase, self.phase_detail = "failed", e.message.splitlines()[0] if e.message else ""
+            self._touch("progress")
 
     def _on_session_ended(self, e: ev.SessionEnded) -> None:
         self.ended = e
+        # the phase says how it ended: a session that failed while starting is not "waiting"
+        self.phase = "finished" if e.status == "ok" else e.status
+        self.phase_detail = (e.error or "").splitlines()[0] if e.error else ""
         self._touch("session", "progress")
 
     def _audit_notice(self, level: float, audit: ev.ClientAudit, ts: float) -> None:

@@ -338,3 +338,44 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
         assert "217.0" in text and " 1500 " in text  # this sweep's level 1, the first sweep's top level
         status = str(app.screen.query_one(StatusBar).render())
         assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
+
+
+async def test_displays_that_misled() -> None:
+    """Issue 16.6 at 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
+    "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
+    from tests.tui.synthetic import profile
+    from tui.format import SPARK_CHARS
+    from tui.widgets.gpus import GpuPanel
+    from tui.widgets.status import StatusBar
+
+    remote = {**profile(gpu_count=0), "server": {"kind": "remote", "url": "http://gpu-box:8000"}}
+    events: list[ev.Event] = [ev.SessionStarted(session_id="s", profile_name="remote", profile=remote, mode="sweep",
+                                                host={"cpu_cores": 4}, ts=T0)]
+    events += [ev.HostSample(cpu_percent=50.0, own_cpu_percent=4.0, mem_used=2**30, mem_total=2**32, ts=T0 + i)
+               for i in range(1, 6)]  # 4 % of one core = 1 % of this 4-core machine
+    events += [ev.Error(source="session", message="cannot reach Triton at http://gpu-box:8000: refused", fatal=True,
+                        ts=T0 + 6), ev.SessionEnded(status="failed", error="cannot reach Triton", exit_code=2, ts=T0 + 6)]
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.pause()
+        gpus = panel_text(app.screen.query_one(GpuPanel))
+        assert "the server is remote" in gpus and "runs on the CPU" not in gpus
+        ours = gpus.split("ours ", 1)[1].strip().split(" ", 1)[0]
+        assert ours and set(ours) <= set(SPARK_CHARS[:2]), ours  # near the floor, not full bars
+        assert "1%" in gpus.split("ours ", 1)[1]
+        status = str(app.screen.query_one(StatusBar).render())
+        assert status.lstrip().startswith("FAILED") and "WAITING" not in status
+
+
+async def test_the_end_of_a_replay_does_not_say_playing() -> None:
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, session_events())
+        app.drain()
+        replay.finished = True  # the real source: every event published and a SessionEnded among them
+        app.screen.query_one("#replay-bar").tick()
+        await pilot.pause()
+        text = str(app.screen.query_one("#replay-bar").render())
+        assert "end" in text and "playing" not in text

@@ -28,7 +28,7 @@ class ProbePanel(Panel):
         if not state.probe:
             return self.TITLE
         first = state.probe[0]
-        return f"training probe · {len(state.probe)} results · {first.backend} on {first.device}, {first.precision}"
+        return f"training probe · {fmt.plural(len(state.probe), 'result')} · {first.backend} on {first.device}, {first.precision}"
 
 
 def efficiency_bars(results: list[ev.ProbeResult], width: int) -> Text:

@@ -77,4 +77,4 @@ class TimelinePanel(Panel):
         if not state.timeline:
             return self.TITLE
         first, last = state.timeline[0], state.timeline[-1]
-        return f"over time · {len(state.timeline)} windows · {fmt.clock(first.t)}–{fmt.clock(last.t)}"
+        return f"over time · {fmt.plural(len(state.timeline), 'window')} · {fmt.clock(first.t)}–{fmt.clock(last.t)}"
