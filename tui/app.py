@@ -113,6 +113,7 @@ class GpuscaleApp(App[int]):
         self._signals: list[int] = []
         self._control_state: tuple[Any, ...] = ()
         self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
+        self._told_recording: Path | None = None
 
     # ------------------------------------------------------------------ sources
 
@@ -180,10 +181,19 @@ class GpuscaleApp(App[int]):
             if applied:
                 screen.show_state(self.state)
             screen.tick_replay()
+        self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:
             self._control_state = control_state
             self.refresh_bindings()
+
+    def _tell_recording(self) -> None:
+        """Once the live session knows its recording's path (it opens the file on its own thread), say
+        where it is, absolute; the help screen keeps it."""
+        path = getattr(self.controls, "recording_path", None) if self.controls is not None else None
+        if path and Path(path) != self._told_recording:
+            self._told_recording = Path(path)
+            self.notify(f"{Path(path).resolve()}\n(? shows it again)", title="recording to", timeout=8)
 
     # ------------------------------------------------------------------ what is possible
 
@@ -393,6 +403,6 @@ def _tell(stuck: list[EventSource], controls: object | None) -> None:
             print(f"gpuscale-tui: {type(source).__name__} did not stop within {JOIN_TIMEOUT_S:.0f} s", file=sys.stderr)
         path = getattr(controls, "recording_path", None)
         if path:
-            print(f"recording: {path}")
+            print(f"recording: {Path(path).resolve()}")
     except OSError:
         pass

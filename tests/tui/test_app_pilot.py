@@ -379,3 +379,17 @@ async def test_the_end_of_a_replay_does_not_say_playing() -> None:
         await pilot.pause()
         text = str(app.screen.query_one("#replay-bar").render())
         assert "end" in text and "playing" not in text
+
+
+async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Path) -> None:
+    """Issue 16.12: the path was printed only after the screen closed, relative to the current folder."""
+    path = tmp_path / "rec.sqlite"
+    app, source, _ = live_app(recording=path)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=1, end=False))
+        app.drain()
+        await pilot.pause()
+        assert any(str(path.resolve()) in n.message for n in app._notifications)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert f"This session is recorded to `{path.resolve()}`" in app.screen.text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -50,14 +52,26 @@ exactly what the live run showed.
 """
 
 
+def recording_section(path: Path | None, live: bool) -> str:
+    """Where this session's recording is (absolute: the folder you started in is easy to forget)."""
+    if path is None:
+        return "## Recording\n\nThis session is not recorded.\n\n"
+    what = "This session is recorded to" if live else "Replaying"
+    return f"## Recording\n\n{what} `{path.resolve()}`\n\n"
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close"),
     ]
 
     def compose(self) -> ComposeResult:
+        app = self.app
+        path = app.recording_path() if hasattr(app, "recording_path") else None
+        live = getattr(app, "controls", None) is not None
+        self.text = HELP.replace("## Keys", recording_section(path, live) + "## Keys", 1)
         with VerticalScroll(id="help-box"):
-            yield Static(Markdown(HELP))  # Rich's Markdown: one widget, cheap to open
+            yield Static(Markdown(self.text))  # Rich's Markdown: one widget, cheap to open
 
     def on_mount(self) -> None:
         self.query_one("#help-box").border_title = "help · esc closes"
