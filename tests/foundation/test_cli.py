@@ -1,5 +1,6 @@
 """The command line: instant help without heavy imports, one-line errors with exit code 2."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,17 @@ def test_probe_only_needs_no_triton(tmp_path, server):
         counts = rec.event_counts()
     assert counts.get("probe_result", 0) == 1 and counts.get("server_ready", 0) == 0
     assert not list(tmp_path.glob("*.logs"))  # no server log folder either
+
+
+def test_version_and_help_say_what_a_new_user_needs():
+    """Issue 16.9: no --version; --help lacked the exit codes and help for positionals and server --model."""
+    version = _run("--version")
+    assert version.returncode == 0 and re.fullmatch(r"gpuscale-tui \S+.*\n", version.stdout)
+    top = _run("--help").stdout
+    for code in ("0    ok", "1    the run failed", "2    bad input", "3    a gate failed", "130  interrupted"):
+        assert code in top
+    assert "exit codes:" in _run("compare", "--help").stdout
+    for args, needle in ((("replay", "--help"), r"\n  file\s+a recording"), (("export", "--help"), r"\n  file\s+a recording"),
+                         (("compare", "--help"), r"\n  FILE\s+two or more recordings"),
+                         (("server", "--help"), r"--model NAME\s+a model of model_repository/")):
+        assert re.search(needle, _run(*args).stdout), (args, needle)
