@@ -73,10 +73,22 @@ class HeadlessPrinter:
             self._print_allreduce(event)
             return
         text = describe(event)
+        if text is not None and isinstance(event, ev.LevelStarted):
+            text += self._time_left()
         if text is not None:
             self._line(text, STYLE[severity(event)], event.ts)
         if isinstance(event, ev.SweepFinished):
             self._print_sweep_summary()
+
+    def _time_left(self) -> str:
+        """The sweep's time left, as the TUI's status line shows it (a guide: windows stretch)."""
+        p = self.state.progress()
+        if p.eta_s is None:
+            return ""
+        text = f" · ≈{fmt.duration(p.eta_s)} left in the sweep"
+        if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
+            text += f" (≤{fmt.duration(p.eta_max_s)})"
+        return text
 
     # ------------------------------------------------------------------ tables
 

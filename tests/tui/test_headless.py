@@ -137,3 +137,12 @@ def test_a_second_sweep_prints_under_its_own_name() -> None:
     assert "1500" in "\n".join(lines[first:second]) and "217.0" in lines[second + 2]
     best = next(line for line in lines[second:] if line.startswith("  best:"))
     assert "217.0 infer/s at level 1" in best
+
+
+def test_each_level_start_says_the_time_left() -> None:
+    """Issue 16.9: the TUI shows the time left; the headless log did not."""
+    lines = [line for line in printed(session_events()).splitlines() if "] level " in line and "/4:" in line]
+    assert len(lines) == 4
+    assert all("left in the sweep" in line for line in lines)
+    # the first from the profile's plan, the last from the three levels measured (8.1 s each)
+    assert "≈8s left in the sweep" in lines[-1], lines[-1]
