@@ -80,7 +80,7 @@ class GpuscaleApp(App[int]):
         Binding("p", "run_probe", "Probe"),
         Binding("e", "export", "Export"),
         Binding("o", "open_recording", "Open", show=False),
-        Binding("space", "toggle_pause", "Pause", priority=True),
+        Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # "space" cut the footer at 80 columns
         Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
         Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
         Binding("minus", "speed(-1)", "Slower", group=SPEED),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -393,3 +394,70 @@ async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Pat
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert f"This session is recorded to `{path.resolve()}`" in app.screen.text
+
+
+def screen_lines(app) -> list[str]:  # noqa: ANN001
+    """The terminal as a person sees it, one string per row, from the app's own screenshot (SVG:
+    each run of text carries its column as x, in cells of 12.2 px; blank cells are not text)."""
+    import html
+
+    rows = [[" "] * app.size.width for _ in range(app.size.height)]
+    for x, line, chunk in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
+                                     app.export_screenshot()):
+        column = round(float(x) / 12.2)
+        for i, char in enumerate(html.unescape(chunk).replace("\xa0", " ")):
+            if 0 <= column + i < app.size.width and int(line) < app.size.height:
+                rows[int(line)][column + i] = char
+    return ["".join(row) for row in rows]
+
+
+async def test_at_80x24_every_view_keeps_its_headers() -> None:
+    """Issue 16.5: the replay footer was cut, the windows table lost its header, the over-time
+    panel's queue/compute rows fell below the fold, warnings and the probe status were cut mid-word."""
+    events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
+    events.append(ev.Warning(source="load", message="level 64 took " + "much longer than its windows " * 3 + "planned",
+                             ts=events[-1].ts))
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("2")
+        await pilot.pause(0.5)
+        rows = screen_lines(app)
+        assert len(rows) == 24 and rows[1].strip().startswith("SWEEP")  # nothing scrolled off the top
+        text = "\n".join(rows)
+        assert "windows of level 64" in text and re.search(r"\n#?\s*(window|#)\s+kind\s+infer/s", text), text
+        assert "queue ms" in text and "compute ms" in text  # the over-time rows that say where time goes
+        assert re.search(r"level\s+infer/s", text)
+        await pilot.press("4")
+        await pilot.pause(0.3)
+        text = "\n".join(screen_lines(app))
+        assert "planned" in text  # the long warning wrapped whole, not cut
+    probe = [e for e in session_events(end=False) if not isinstance(e, ev.AllReduceResult)]
+    app, replay = replay_app(probe)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, probe)
+        app.drain()
+        await pilot.pause(1.0)  # the footer composes its keys after the first refresh
+        rows = screen_lines(app)
+        assert rows[-1].rstrip().endswith("^p palette") and "-+ Speed" in rows[-1]
+        status = rows[2]
+        assert "3 probe results" in status and "…" not in status, status
+
+
+async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
+    """Issue 16.9: only over-time sparklines; the throughput-vs-concurrency curve was missing."""
+    events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.pause(0.3)
+        rows = screen_lines(app)
+        header = next(i for i, row in enumerate(rows) if re.match(r"level\s+infer/s", row))
+        assert rows[header].rstrip().endswith("throughput")
+        column = rows[header].index("throughput")
+        bars = [row[column:].rstrip() for row in rows[header + 2: header + 9]]
+        assert all(set(bar) <= set("█▏▎▍▌▋▊▉") and bar for bar in bars), bars
+        cells = [len(bar) for bar in bars]  # infer/s 180, 360, 720, 1440, 1500, 1500, 1500
+        assert cells == sorted(cells) and cells[0] < cells[3] and cells[4] == cells[5] == cells[6] >= 10

@@ -18,6 +18,7 @@ from tui.widgets.panel import Panel
 class ProbePanel(Panel):
     SECTIONS = ("probe",)
     TITLE = "training probe"
+    STICKY_HEAD = True
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.probe:

@@ -18,6 +18,7 @@ class SweepPanel(Panel):
     SECTIONS = ("sweep", "session")
     TITLE = "sweep"
     FOLLOW_TAIL = True  # the running level is the last row
+    STICKY_HEAD = True
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.levels:
@@ -85,6 +86,7 @@ class WindowsPanel(Panel):
     SECTIONS = ("windows",)
     TITLE = "windows of the current level"
     FOLLOW_TAIL = True
+    STICKY_HEAD = True  # the newest window is in view, and so are the column names
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.windows:
