@@ -44,6 +44,10 @@ HELP = """\
 * **avg batch**: inference count / execution count, the dynamic batcher at work.
 * **client BOUND**: the load generator judged itself the limit (CPU, event-loop lag,
   late sends); the server may be faster than measured.
+* **throughput** (bars): each level's infer/s against the highest on screen; read top to
+  bottom they are the throughput-vs-concurrency curve (equal bars at the bottom: saturated).
+* **host cpu / ours**: the machine's CPU, and the share of it this tool's own processes use
+  (load generator included, the embedded server excluded), both 0-100 %.
 * **$/1k img**: hardware.cost_per_hour / (infer/s x 3600) x 1000.
 * **scaling efficiency**: throughput at N GPUs / (N x throughput at 1 GPU).
 
