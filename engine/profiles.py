@@ -6,7 +6,6 @@ error names the file, the key, what was expected and what was found, in one line
 
 from __future__ import annotations
 
-import re
 import base64
 import dataclasses
 import ipaddress

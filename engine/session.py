@@ -93,6 +93,7 @@ class Session(EventSource):
         self._interrupted_job = False
         self._recorder: Any = None
         self._server: Any = None
+        self._late_target: tuple[Any, Any] | None = None  # Triton started for a sweep asked for later
         self._telemetry: Any = None
         self._record_error: str | None = None
         self.error: str | None = None  # why the session failed, one line
@@ -204,7 +205,8 @@ class Session(EventSource):
             )
             if self.options.check:
                 await self._box_check()
-            target, info = await self._start_server()
+            # --probe-only: the probe needs no Triton; a sweep asked for later (TUI) starts it then
+            target, info = (await self._start_server()) if self.options.sweep else (None, None)
             server_watch = asyncio.create_task(self._watch_server())
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
@@ -447,7 +449,9 @@ class Session(EventSource):
 
         t = self.profile.telemetry
         server = self.profile.server
-        if server.kind == "remote":
+        if not self.options.sweep and self._server is None:
+            metrics_url = None  # probe only: no Triton to ask
+        elif server.kind == "remote":
             metrics_url = server.metrics_url
         elif self._server is not None and self._server.prepared and self._server.prepared.gpus:
             # Triton's own GPU gauges beside NVML's: each reading says which source it came from
@@ -488,6 +492,10 @@ class Session(EventSource):
         self._cancelled = False
         if self._stopping.is_set():
             return
+        if target is None:  # a probe-only session: Triton starts with the first sweep asked for
+            if self._late_target is None:
+                self._late_target = await self._start_server()
+            target, info = self._late_target
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
         results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
                                   more_levels=self.options.more_levels)

@@ -80,7 +80,7 @@ class GpuscaleApp(App[int]):
         Binding("p", "run_probe", "Probe"),
         Binding("e", "export", "Export"),
         Binding("o", "open_recording", "Open", show=False),
-        Binding("space", "toggle_pause", "Pause", priority=True),
+        Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # "space" cut the footer at 80 columns
         Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
         Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
         Binding("minus", "speed(-1)", "Slower", group=SPEED),
@@ -112,6 +112,8 @@ class GpuscaleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self._signals: list[int] = []
         self._control_state: tuple[Any, ...] = ()
+        self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
+        self._told_recording: Path | None = None
 
     # ------------------------------------------------------------------ sources
 
@@ -121,6 +123,7 @@ class GpuscaleApp(App[int]):
             self._unsubscribe()
         self.inbox.clear()
         self.state.reset()
+        self._level_target = None
         self.replay = replay
         self._unsubscribe = source.bus.subscribe(self.inbox.append)  # deque.append is thread-safe
         self.sources.append(source)
@@ -169,6 +172,8 @@ class GpuscaleApp(App[int]):
         while inbox and applied < MAX_EVENTS_PER_TICK:
             apply(inbox.popleft())
             applied += 1
+        if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
+            self._level_target = None  # arrived
         # The view under any dialog; none while a mode switch is under way.
         views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
         screen = views[-1] if views else None
@@ -176,10 +181,19 @@ class GpuscaleApp(App[int]):
             if applied:
                 screen.show_state(self.state)
             screen.tick_replay()
+        self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:
             self._control_state = control_state
             self.refresh_bindings()
+
+    def _tell_recording(self) -> None:
+        """Once the live session knows its recording's path (it opens the file on its own thread), say
+        where it is, absolute; the help screen keeps it."""
+        path = getattr(self.controls, "recording_path", None) if self.controls is not None else None
+        if path and Path(path) != self._told_recording:
+            self._told_recording = Path(path)
+            self.notify(f"{Path(path).resolve()}\n(? shows it again)", title="recording to", timeout=8)
 
     # ------------------------------------------------------------------ what is possible
 
@@ -204,6 +218,11 @@ class GpuscaleApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if isinstance(self.screen, ModalScreen) and (action in REPLAY_ACTIONS or action in LIVE_ACTIONS):
             return False  # keys typed in a dialog belong to the dialog
+        return self.action_possible(action)
+
+    def action_possible(self, action: str) -> bool | None:
+        """What the session allows now, whatever screen is on top: the command palette (itself
+        a modal screen) lists by this, where check_action would hide every control."""
         if action in LIVE_ACTIONS:
             if self.controls is None:
                 return False
@@ -244,20 +263,25 @@ class GpuscaleApp(App[int]):
         self.controls.request_probe()  # type: ignore[union-attr]
         self.notify("training probe requested")
 
-    def _replay_do(self, method: str, *args: Any) -> None:
+    def _replay_do(self, method: str, *args: Any) -> bool:
         """Call the replay source; its UserErrors (no such level ...) become a notification."""
+        ok = True
         try:
             getattr(self.replay, method)(*args)
         except UserError as exc:
             self.notify(str(exc), severity="warning")
+            ok = False
         for screen in self.screen_stack:
             if isinstance(screen, StateScreen) and screen.is_mounted:
                 screen.tick_replay()
+        return ok
 
     def action_toggle_pause(self) -> None:
         self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
 
     def action_seek(self, direction: int) -> None:
+        self._level_target = None
+        # position_s is the pending target while a seek is under way: quick presses add up
         position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
         self._replay_do("seek", max(0.0, position + direction * SEEK_STEP_S))
 
@@ -268,8 +292,13 @@ class GpuscaleApp(App[int]):
         self._replay_do("set_speed", SPEEDS[index])
 
     def action_seek_level(self, direction: int) -> None:
-        current = self.state.current_level
-        self._replay_do("seek_level", 0 if current is None else max(0, current + direction))
+        # From the level a previous press is still seeking to, not the one on screen: a burst
+        # of `]` moves one level per press.
+        current = self._level_target if self._level_target is not None else self.state.current_level
+        target = 0 if current is None else max(0, current + direction)
+        self._level_target = target
+        if not self._replay_do("seek_level", target):
+            self._level_target = None
 
     def action_step(self) -> None:
         self._replay_do("step")
@@ -344,7 +373,7 @@ class GpuscaleApp(App[int]):
             ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
         ]
         for title, help_text, callback, when in commands:
-            if when is True or self.check_action(str(when), ()):
+            if when is True or self.action_possible(str(when)):
                 yield SystemCommand(title, help_text, callback)
 
 
@@ -374,6 +403,6 @@ def _tell(stuck: list[EventSource], controls: object | None) -> None:
             print(f"gpuscale-tui: {type(source).__name__} did not stop within {JOIN_TIMEOUT_S:.0f} s", file=sys.stderr)
         path = getattr(controls, "recording_path", None)
         if path:
-            print(f"recording: {path}")
+            print(f"recording: {Path(path).resolve()}")
     except OSError:
         pass

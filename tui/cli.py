@@ -17,12 +17,42 @@ from typing import NoReturn, Sequence
 from engine.errors import RunFailed, UserError
 
 PROG = "gpuscale-tui"
+MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
 EXPORT_FORMATS = ("json", "csv", "md", "html")
+
+
+EXIT_CODES = """\
+exit codes:
+  0    ok
+  1    the run failed (a level failed, the server died, the recording could not be written)
+  2    bad input (profile, URL, model name, recording file, flag)
+  3    a gate failed (gates.* in the profile, or compare's --min-*/--max-* flags)
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP)"""
 
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuscale-tui")
+    except PackageNotFoundError:
+        return "unknown (not installed: a source checkout)"
+
+
+class VersionAction(argparse.Action):
+    """--version, read from the installed package's metadata only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        print(f"{PROG} {tool_version()}")  # stdout, as argparse's own version action does
+        parser.exit(0)
 
 
 def _positive_float(text: str) -> float:
@@ -76,11 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Measure how Triton inference and torch training scale across GPUs, live in the terminal. "
         "With no arguments: an embedded Triton server on this machine, the `local` profile, the TUI.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=VersionAction)
     _add_run_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    p = sub.add_parser("run", help="run a session (the default command)")
+    p = sub.add_parser("run", help="run a session (the default command)", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_run_flags(p)
 
     p = sub.add_parser("check", help="is this box fit for the run? PCIe links, power, throttling, other tenants, "
@@ -100,17 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", metavar="PATH", help="validate a profile file and exit")
 
     p = sub.add_parser("replay", help="show a recording in the TUI (play, pause, speed, seek)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="a recording (.sqlite), e.g. recordings/cpu_0gpu_local_<time>.sqlite")
     p.add_argument("--speed", type=_positive_float, default=1.0, help="start speed (1, 2, 10, ...)")
     p.add_argument("--headless", action="store_true", help="print the recording's events as the headless mode does")
 
     p = sub.add_parser("export", help="export a recording: json, csv (perf_analyzer columns), md, html")
-    p.add_argument("file", type=Path)
-    p.add_argument("--format", "-f", choices=EXPORT_FORMATS, action="append", required=True)
+    p.add_argument("file", type=Path, help="a recording (.sqlite)")
+    p.add_argument("--format", "-f", choices=EXPORT_FORMATS, action="append", required=True,
+                   help="json, csv, md or html; repeat for several")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: beside the file)")
 
-    p = sub.add_parser("compare", help="compare recordings side by side (1x vs 2x vs 4x, RTX 4080 vs A100)")
-    p.add_argument("files", type=Path, nargs="+")
+    p = sub.add_parser("compare", help="compare recordings side by side (1x vs 2x vs 4x, RTX 4080 vs A100)",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE",
+                   help="two or more recordings (.sqlite); the 1x run of a GPU model is the base for scaling")
     p.add_argument("--format", "-f", choices=("text", "md", "html"), default="text")
     p.add_argument("--out", type=Path, default=None, metavar="FILE",
                    help="write the report to this new file (never over an existing one)")
@@ -130,8 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--opset", type=int, default=17)
 
     p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C")
-    p.add_argument("--model", default="vit_tiny")
-    p.add_argument("--variant", default="auto", choices=("auto", "cpu", "1x", "2x", "4x", "8x"))
+    p.add_argument("--model", default="vit_tiny", metavar="NAME",
+                   help="a model of model_repository/ (vit_tiny, identity, openclip_vit_b32, ...; default: vit_tiny)")
+    p.add_argument("--variant", default="auto", choices=("auto", "cpu", "1x", "2x", "4x", "8x"),
+                   help="model config: Nx spreads instances over N GPUs; auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
     return parser
@@ -498,6 +537,10 @@ def _shown(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.version_info < MIN_PYTHON:  # a source checkout run by an older Python: one line, not an ImportError
+        found = ".".join(map(str, sys.version_info[:3]))
+        print(f"{PROG}: error: needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (this is {found})", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -62,7 +62,7 @@ def describe(event: ev.Event) -> str | None:
         )
     if isinstance(event, ev.SweepFinished):
         sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""
-        return f"sweep finished: {event.levels} levels, {event.stable} stable, {event.failed} failed{sat}"
+        return f"sweep finished: {fmt.plural(event.levels, 'level')}, {event.stable} stable, {event.failed} failed{sat}"
     if isinstance(event, ev.ProbeResult):
         eff = f", efficiency {fmt.percent(event.efficiency * 100)}" if event.efficiency is not None else ""
         return (

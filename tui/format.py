@@ -149,3 +149,8 @@ def bar(fraction: float | None, width: int, full: str = "█", empty: str = "░
     partial = " ▏▎▍▌▋▊▉"[part] if part and full == "█" else ""
     text = full * whole + partial
     return text + empty * (width - len(text))
+
+
+def plural(n: int, word: str) -> str:
+    """"1 level", "4 levels": counts on screen read as words."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -73,16 +73,30 @@ class HeadlessPrinter:
             self._print_allreduce(event)
             return
         text = describe(event)
+        if text is not None and isinstance(event, ev.LevelStarted):
+            text += self._time_left()
         if text is not None:
             self._line(text, STYLE[severity(event)], event.ts)
         if isinstance(event, ev.SweepFinished):
             self._print_sweep_summary()
+
+    def _time_left(self) -> str:
+        """The sweep's time left, as the TUI's status line shows it (a guide: windows stretch)."""
+        p = self.state.progress()
+        if p.eta_s is None:
+            return ""
+        text = f" · ≈{fmt.duration(p.eta_s)} left in the sweep"
+        if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
+            text += f" (≤{fmt.duration(p.eta_max_s)})"
+        return text
 
     # ------------------------------------------------------------------ tables
 
     def _print_level_row(self, event: ev.LevelResult) -> None:
         columns = tables.sweep_columns(self.state)
         if not self._sweep_header_printed:
+            if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
+                self._plain(f"sweep {self.state.sweep_number}", "bold")
             self._plain("sweep  " + tables.header_line(columns), "bold")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
@@ -99,7 +113,8 @@ class HeadlessPrinter:
             return
         columns = tables.sweep_columns(self.state)
         self._plain("")
-        self._plain("sweep result", "bold")
+        number = self.state.sweep_number
+        self._plain(f"sweep {number} result" if number > 1 else "sweep result", "bold")
         self._plain("  " + tables.header_line(columns), "bold")
         for row in self.state.levels.values():
             self._plain("  " + tables.fixed_line(columns, tables.sweep_cells(row, self.state)))

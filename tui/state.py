@@ -92,6 +92,15 @@ class LevelRow:
 
 
 @dataclass
+class PastSweep:
+    """An earlier sweep of this session, kept whole: a new sweep starts its own table."""
+
+    number: int
+    levels: list[LevelRow]
+    finished: ev.SweepFinished | None
+
+
+@dataclass
 class GpuTrack:
     """History of one GPU, by uuid (indices can differ between NVML and Triton's /metrics)."""
 
@@ -206,6 +215,7 @@ class SessionState:
         self.levels: OrderedDict[int, LevelRow] = OrderedDict()
         self.current_level: int | None = None
         self.sweep_number = 0  # a re-run sweep in the same session starts a new table
+        self.past_sweeps: list[PastSweep] = []  # the earlier tables, oldest first
         self.windows: list[ev.WindowResult] = []  # of the current level
         self.timeline: deque[WindowPoint] = deque(maxlen=WINDOW_HISTORY)
         self.window_seconds: deque[float] = deque(maxlen=30)  # measured windows, for time left
@@ -280,7 +290,8 @@ class SessionState:
         self._touch("session")
 
     def _on_level_started(self, e: ev.LevelStarted) -> None:
-        if e.index == 0 and self.levels:  # a new sweep in the same session
+        if e.index == 0 and self.levels:  # a new sweep in the same session: the old table is kept apart
+            self.past_sweeps.append(PastSweep(self.sweep_number, list(self.levels.values()), self.sweep_finished))
             self.levels.clear()
             self.sweep_finished = None
         if e.index == 0:
@@ -394,9 +405,15 @@ class SessionState:
         key = notice_key(e)
         kind = "error" if isinstance(e, ev.Error) else "warning"
         self._add_notice(key, kind, e.source, e.message, e.ts)
+        if isinstance(e, ev.Error) and e.fatal and self.ended is None:
+            self.phase, self.phase_detail = "failed", e.message.splitlines()[0] if e.message else ""
+            self._touch("progress")
 
     def _on_session_ended(self, e: ev.SessionEnded) -> None:
         self.ended = e
+        # the phase says how it ended: a session that failed while starting is not "waiting"
+        self.phase = "finished" if e.status == "ok" else e.status
+        self.phase_detail = (e.error or "").splitlines()[0] if e.error else ""
         self._touch("session", "progress")
 
     def _audit_notice(self, level: float, audit: ev.ClientAudit, ts: float) -> None:

@@ -198,6 +198,15 @@ def sweep_columns(state: SessionState) -> tuple[Column, ...]:
 # --------------------------------------------------------------------------- rich tables
 
 
+def table_width(cols: Sequence[Column], rows: Sequence[dict[str, str]], short: bool) -> int:
+    """Cells a table of these columns takes, measured on the actual cells."""
+    total = 0
+    for c in cols:
+        header = c.short_header if short else c.header
+        total += max([len(header), *(len(r.get(c.key, "")) for r in rows)]) + 2
+    return total - 2  # no padding at the table's edges
+
+
 def fit_columns(
     columns: Sequence[Column], rows: Sequence[dict[str, str]], width: int | None
 ) -> tuple[list[Column], bool]:
@@ -209,11 +218,7 @@ def fit_columns(
         return kept, False
 
     def needed(cols: list[Column], short: bool) -> int:
-        total = 0
-        for c in cols:
-            header = c.short_header if short else c.header
-            total += max([len(header), *(len(r.get(c.key, "")) for r in rows)]) + 2
-        return total - 2  # no padding at the table's edges
+        return table_width(cols, rows, short)
 
     for col in reversed(columns):
         if needed(kept, False) <= width:
@@ -231,11 +236,48 @@ def make_table(columns: Sequence[Column], title: str | None = None, short: bool 
     return table
 
 
-def sweep_table(state: SessionState, width: int | None = None) -> Table:
-    rows = list(state.levels.values())
+CURVE_MIN = 10  # cells: fewer would not show the curve's shape
+CURVE_MAX = 40
+
+
+def curve_width(columns: Sequence[Column], cells: Sequence[dict[str, str]], width: int | None) -> tuple[list[Column], bool, int]:
+    """Room for the throughput bars beside the sweep's numbers: the columns that still fit with
+    CURVE_MIN cells kept for the bars (optional columns, then long headers give way first), and
+    the bars' width (0: no room even then; the table alone)."""
+    if width is None:
+        return list(columns), False, 0
+    kept, short = fit_columns(columns, cells, width - CURVE_MIN - 2)
+    used = table_width(kept, cells, short)
+    if used <= width - CURVE_MIN - 2:
+        return kept, short, min(CURVE_MAX, width - used - 2)
+    kept, short = fit_columns(columns, cells, width)
+    return kept, short, 0
+
+
+def curve_cell(row: LevelRow, top: float, width: int) -> Text:
+    """One level's throughput as a bar against the highest in view: read top to bottom, the bars
+    are the throughput-vs-load curve (flat at the bottom = saturated)."""
+    ips = row.throughput_ips
+    style = "dim" if row.result is None else STATUS_STYLE.get(row.status, "")
+    return Text(fmt.bar(ips / top if ips is not None and top > 0 else None, width, "█", " "), style=style)
+
+
+def sweep_table(
+    state: SessionState, width: int | None = None, rows: Sequence[LevelRow] | None = None, curve: bool = True
+) -> Table:
+    """The current sweep's table, or ``rows`` of an earlier sweep; with ``curve`` and room, each
+    row ends in a bar of its throughput (one scale for every sweep on screen)."""
+    rows = list(state.levels.values()) if rows is None else list(rows)
     all_cells = [sweep_cells(row, state) for row in rows]
-    columns, short = fit_columns(sweep_columns(state), all_cells, width)
+    if curve:
+        columns, short, bar_w = curve_width(sweep_columns(state), all_cells, width)
+    else:
+        (columns, short), bar_w = fit_columns(sweep_columns(state), all_cells, width), 0
     table = make_table(columns, short=short)
+    if bar_w:
+        table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)
+        shown = [*state.levels.values(), *(r for past in state.past_sweeps for r in past.levels)]
+        top = max((r.throughput_ips or 0.0 for r in shown), default=0.0)
     for row, cells in zip(rows, all_cells):
         styled = []
         for col in columns:
@@ -248,6 +290,8 @@ def sweep_table(state: SessionState, width: int | None = None) -> Table:
             elif col.key == "errors" and text != "0":
                 style = "red"
             styled.append(Text(text, style=style))
+        if bar_w:
+            styled.append(curve_cell(row, top, bar_w))
         table.add_row(*styled, style="bold" if row.result is None else "")
     return table
 

@@ -78,7 +78,7 @@ def evaluate_comparison_gates(gates: Gates, comparison: Any) -> list[str]:
     failures: list[str] = []
     per_run = replace(gates, min_efficiency=None)
     for run in comparison.runs:
-        levels = [lv.result for lv in run.findings.summary.levels]
+        levels = [lv.result for lv in run.findings.levels]  # the compared sweep's, never a mix
         failures += [f"{run.label}: {f}" for f in evaluate_gates(per_run, levels)]
     if gates.min_efficiency is not None:
         multi = [r for r in comparison.runs if r.n and r.n > 1]

@@ -179,6 +179,19 @@ def run_torchrun_rank(settings: Probe, args: argparse.Namespace, out: Output | N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    code = _main(argv)
+    if _under_torchrun():
+        # Leave as the local worker does (engine/probe/worker.py): flush, then os._exit. A normal
+        # exit runs torch's static destructors while C++ threads of gloo and the c10d store may
+        # still be joinable; std::terminate then aborts a finished run ("terminate called
+        # without an active exception", exit -6) about one run in five.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out: Output | None = None
     try:

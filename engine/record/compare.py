@@ -153,6 +153,13 @@ def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
             c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
         if r.n and r.n > 1 and r.base_label is None:
             c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
+        if r.findings.sweep_note:
+            c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
+        peak = r.findings.peak
+        if peak is not None and peak.status != "stable":
+            c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level(peak.level)}) "
+                           f"is from an {peak.status} level (its windows did not agree within the tolerance): "
+                           "measure again, or with more windows, before relying on it")
         if r.findings.label in priced:
             c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) (given on the "
                            "command line)")
@@ -205,13 +212,15 @@ def build_compare_doc(c: Comparison) -> Doc:
         sat = f.saturation
         rows.append([
             r.label, str(r.n) if r.n else num.NA, num.rate(f.peak.throughput if f.peak else None),
-            num.level(f.peak.level) if f.peak else num.NA, num.ms(f.peak.p99 if f.peak else None),
+            num.level(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
+            num.ms(f.peak.p99 if f.peak else None),
             num.level(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             f"{r.scaling.speedup:.2f}x" if r.scaling and r.scaling.speedup is not None else num.NA, _eff(r),
             f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
             f.verdict.kind,
         ])
-    doc.add(Heading("Summary"), Table(["Run", "GPUs", "Peak images/s", "at level", "p99 at peak ms", "Saturation",
+    doc.add(Heading("Summary"), Table(["Run", "GPUs", "Peak images/s", "at level", "Stability", "p99 at peak ms",
+                                       "Saturation",
                                        "Speedup", "Scaling eff.", "$/hr", "$ / 1000 images", "Bottleneck"], rows))
     doc.add(Para("Scaling efficiency = peak_N / (N x peak_1) against the 1x run of the same GPU and model; "
                  "saturation = the lowest level within 5 % of the run's peak throughput; "
@@ -234,7 +243,9 @@ def _per_level(c: Comparison) -> list:
 
     def tp(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)
-        return num.rate(p.throughput) if p else num.NA
+        if p is None:
+            return num.NA
+        return num.rate(p.throughput) + ("" if p.status == "stable" else " (unstable)")
 
     def p99(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)

@@ -66,15 +66,18 @@ def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
 
 
 def levels_csv(summary: RecordingSummary) -> str:
+    """With several sweeps in the session, a last ``Sweep`` column says which each row is from
+    (rows by sweep, then load): a reader keyed on perf_analyzer's headers still finds them."""
     levels: Iterable[LevelSummary] = [
         lv for lv in summary.levels if lv.result.status != "failed" and lv.result.requests > 0
     ]
-    levels = sorted(levels, key=lambda lv: lv.result.level)
+    levels = sorted(levels, key=lambda lv: (lv.sweep, lv.result.level))
+    several = len({lv.sweep for lv in levels}) > 1
     with_gpu = any(lv.gpu_util for lv in levels)
     first = HEADER_RATE if summary.load_mode == "rate" or any(lv.result.mode == "rate" for lv in levels) else HEADER_CONCURRENCY
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else [])])
+    writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(["Sweep"] if several else [])])
     for lv in levels:
-        writer.writerow(_row(lv, with_gpu))
+        writer.writerow(_row(lv, with_gpu) + ([str(lv.sweep)] if several else []))
     return out.getvalue()

@@ -10,7 +10,7 @@ from engine.analysis.saturation import Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
 from engine.record import fmt
-from engine.record.summary import RecordingSummary
+from engine.record.summary import LevelSummary, RecordingSummary
 
 RANDOM_WEIGHTS_NOTE = (
     "Measured with random weights: throughput and latency do not depend on weight values "
@@ -32,6 +32,10 @@ ADVICE = {
     "unknown": "Enable Triton's statistics (server side) to split queue from compute time.",
 }
 
+CPU_COMPUTE_ADVICE = ("Model execution on the CPU is the limit (no GPU in this run): a GPU variant of the model "
+                      "config, or more and faster CPU cores, raise throughput; compare cost per 1000 images across "
+                      "boxes before buying either.")
+
 
 @dataclass
 class RunFindings:
@@ -43,21 +47,36 @@ class RunFindings:
     cost_per_1000_at_peak: float | None
     per_gpu_throughput: float | None
     recommendation: list[str] = field(default_factory=list)
+    sweep: int | None = None  # which of the session's sweeps these figures come from
+    levels: list[LevelSummary] = field(default_factory=list)  # that sweep's levels
+
+    @property
+    def sweep_note(self) -> str:
+        """"" for a one-sweep session; else which sweep the figures are from, to be said beside them."""
+        s = self.summary
+        run = s.sweep_run(self.sweep)
+        if len(s.sweeps) < 2 or run is None:
+            return ""
+        return run.describe(len(s.sweeps))
 
     @property
     def label(self) -> str:
         return self.summary.label
 
 
-def analyze(summary: RecordingSummary) -> RunFindings:
-    results = [lv.result for lv in summary.levels]
+def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
+    """The findings of one sweep (``sweep``, default the summary's main sweep): levels of two
+    sweeps never share a curve, a peak or a saturation point."""
+    sweep = summary.main_sweep if sweep is None else sweep
+    levels = summary.levels_of(sweep)
+    results = [lv.result for lv in levels]
     points = points_from_results(results)
     best = peak(points)
     # a client-bound level measured the load generator, not the server: never a saturation point
     client_bound = {float(r.level) for r in results if r.audit.client_bound}
     saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound])
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in summary.levels
+    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
                 if float(lv.level) in usable]
     verdict = diagnose(evidence, saturation, summary.gpus_in_config)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
@@ -66,6 +85,7 @@ def analyze(summary: RecordingSummary) -> RunFindings:
         summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
         cost_per_1000_at_peak=cost,
         per_gpu_throughput=best.throughput / n if best and n else None,
+        sweep=sweep, levels=levels,
     )
     findings.recommendation = _recommend(findings)
     return findings
@@ -85,7 +105,10 @@ def _recommend(f: RunFindings) -> list[str]:
             f"with p99 {fmt.ms(at.p99 if at else None)} ms; more load adds under {sat.tolerance * 100:g} % "
             f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level(top.level)}."
         )
-    out.append(ADVICE.get(f.verdict.kind, ""))
+    if f.verdict.kind == "compute" and not s.gpus_in_config:
+        out.append(CPU_COMPUTE_ADVICE)  # no GPU in this run: "the GPUs are the limit" would be false
+    else:
+        out.append(ADVICE.get(f.verdict.kind, ""))
     for finding in f.verdict.findings:
         if finding.kind == "gpu-imbalance":
             out.append("Spread the model over every GPU (instance_group with a count per GPU, no fixed gpus list).")

@@ -75,6 +75,7 @@ class ReplaySource(EventSource):
         self._paused = paused
         self._stopped = False
         self._seek_to: float | None = None
+        self._target: float | None = None  # the last seek asked for, until it is done
         self._steps = 0
         self._anchor_pos = 0.0
         self._anchor_wall = time.monotonic()
@@ -110,7 +111,7 @@ class ReplaySource(EventSource):
         if not isinstance(seconds_from_start, (int, float)) or not math.isfinite(seconds_from_start):
             raise UserError(f"seek target must be a number of seconds, found {seconds_from_start!r}")
         with self._cond:
-            self._seek_to = min(max(float(seconds_from_start), 0.0), self.duration_s)
+            self._seek_to = self._target = min(max(float(seconds_from_start), 0.0), self.duration_s)
             self._cond.notify_all()
 
     def seek_level(self, index: int) -> None:
@@ -142,8 +143,15 @@ class ReplaySource(EventSource):
 
     @property
     def position_s(self) -> float:
+        """Where playback is; while a seek is under way, where it is going: three quick seeks
+        of 10 s then add up to 30 s instead of each starting from the old position."""
         with self._cond:
-            return self._clock()
+            return self._target if self._target is not None else self._clock()
+
+    @property
+    def seeking(self) -> bool:
+        """A seek is asked for and its events are not all published yet."""
+        return self._target is not None
 
     @property
     def duration_s(self) -> float:
@@ -242,6 +250,8 @@ class ReplaySource(EventSource):
         ok = self._publish_until(target)
         with self._cond:
             self._anchor_pos, self._anchor_wall = target, time.monotonic()
+            if self._seek_to is None:  # no newer seek queued meanwhile
+                self._target = None
         return ok
 
     def _run(self) -> None:

@@ -43,24 +43,31 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
     doc.add(*_box_check(s))
     # a probe-only session has no sweep: its sections would only say "no level" five times
     sweep = bool(f.points) or s.mode != "probe"
+    tag = f" ({f.sweep_note})" if f.sweep_note else ""
     if sweep:
-        doc.add(*_levels(f))
-        doc.add(*_breakdown(f))
-        doc.add(Heading("Saturation point"),
-                Para(f.saturation.describe() if f.saturation else "No level produced a result."),
-                Para("Definition: the lowest level whose throughput is within 5 % of the sweep's maximum; "
+        if tag:  # several sweeps: each gets its own tables; none is merged with another
+            doc.add(Para(f"This session ran {len(s.sweeps)} sweeps, reported one by one. The peak, cost, "
+                         f"bottleneck and recommendation are from {f.sweep_note}."))
+        for run in s.sweeps if tag else [None]:
+            per = f if run is None or run.number == f.sweep else analyze(s, run.number)
+            per_tag = f" ({per.sweep_note})" if tag else ""
+            doc.add(*_levels(per, per_tag))
+            doc.add(*_breakdown(per, per_tag))
+            doc.add(Heading("Saturation point" + per_tag),
+                    Para(per.saturation.describe() if per.saturation else "No level produced a result."))
+        doc.add(Para("Saturation point: the lowest level whose throughput is within 5 % of the sweep's maximum; "
                      "beyond it, more load adds almost no throughput and only queueing latency."))
     doc.add(*_scaling(f))
     if sweep:
-        doc.add(*_cost(f))
+        doc.add(*_cost(f, tag))
     doc.add(*_telemetry(f))
     if sweep:
-        doc.add(Heading("Bottlenecks found"), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
+        doc.add(Heading("Bottlenecks found" + tag), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
         if f.verdict.evidence:
             doc.add(Bullets(f.verdict.evidence))
         if f.verdict.findings:
             doc.add(Para("Also found:"), Bullets([x.text for x in f.verdict.findings]))
-        doc.add(Heading("Recommendation"), Bullets(f.recommendation))
+        doc.add(Heading("Recommendation" + tag), Bullets(f.recommendation))
     if s.warnings or s.errors:
         doc.add(Heading("Warnings and errors"), Bullets([*s.errors, *s.warnings]))
     return doc
@@ -116,11 +123,11 @@ def _host_text(host: dict) -> str:
     return ", ".join(parts)
 
 
-def _levels(f: RunFindings) -> list:
+def _levels(f: RunFindings, tag: str = "") -> list:
     s = f.summary
     unit = "Rate (req/s)" if s.load_mode == "rate" else "Concurrency"
     rows = []
-    for lv in s.levels:
+    for lv in f.levels:
         r = lv.result
         cost = cost_per_1000(s.cost_per_hour, r.throughput_ips) if s.cost_per_hour and r.throughput_ips > 0 else None
         rows.append([
@@ -128,7 +135,7 @@ def _levels(f: RunFindings) -> list:
             fmt.ms(r.latency.p50), fmt.ms(r.latency.p90), fmt.ms(r.latency.p95), fmt.ms(r.latency.p99),
             fmt.ms(r.latency.mean), str(r.errors), fmt.pct_points(lv.gpu_util_mean), fmt.money(cost, 5),
         ])
-    blocks: list = [Heading("Throughput and latency per level")]
+    blocks: list = [Heading("Throughput and latency per level" + tag)]
     if not rows:
         return blocks + [Para("No level produced a result.")]
     blocks.append(Table([unit, "Status", "Images/s", "Requests/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
@@ -144,9 +151,9 @@ def _levels(f: RunFindings) -> list:
     return blocks
 
 
-def _breakdown(f: RunFindings) -> list:
+def _breakdown(f: RunFindings, tag: str = "") -> list:
     rows, cats, queue, compute, outside = [], [], [], [], []
-    for lv in f.summary.levels:
+    for lv in f.levels:
         sv = lv.result.server
         if sv is None:
             continue
@@ -161,7 +168,7 @@ def _breakdown(f: RunFindings) -> list:
         queue.append(sv.queue * 1000 if sv.queue is not None else None)
         compute.append(comp * 1000 if comp is not None else None)
         outside.append(sv.client_minus_server * 1000 if sv.client_minus_server is not None else None)
-    blocks: list = [Heading("Queue vs compute (server statistics)")]
+    blocks: list = [Heading("Queue vs compute (server statistics)" + tag)]
     if not rows:
         return blocks + [Para("The server reported no statistics for this run.")]
     blocks.append(Table(["Level", "Queue ms", "Input ms", "Infer ms", "Output ms", "Server ms", "Outside server ms",
@@ -218,12 +225,12 @@ def _scaling(f: RunFindings) -> list:
     return blocks
 
 
-def _cost(f: RunFindings) -> list:
+def _cost(f: RunFindings, tag: str = "") -> list:
     s = f.summary
     if f.cost_per_1000_at_peak is None:
         why = "hardware.cost_per_hour is not set in the profile" if not s.cost_per_hour else "no level produced a result"
-        return [Heading("Cost per 1000 images"), Para(f"Not available: {why}.")]
-    return [Heading("Cost per 1000 images"), Para(
+        return [Heading("Cost per 1000 images" + tag), Para(f"Not available: {why}.")]
+    return [Heading("Cost per 1000 images" + tag), Para(
         f"{fmt.money(f.cost_per_1000_at_peak)} per 1000 images at the peak ({fmt.rate(f.peak.throughput if f.peak else None)} "
         f"images/s, ${s.cost_per_hour:g}/hr): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
 

@@ -39,6 +39,7 @@ class GpuSummary:
 @dataclass
 class LevelSummary:
     result: LevelResult
+    sweep: int  # which sweep of the session (1, 2, ...): a session can run several; figures never mix
     t_start: float | None  # the measured span: non-warmup windows (or the level's own span)
     t_end: float | None
     gpu_util: dict[str, float] = field(default_factory=dict)  # uuid -> mean util % in the span
@@ -55,6 +56,26 @@ class LevelSummary:
     @property
     def gpu_util_mean(self) -> float | None:
         return fmean(self.gpu_util.values()) if self.gpu_util else None
+
+
+@dataclass
+class SweepRun:
+    """One sweep of a session (a TUI user can run several): its number, the levels it planned
+    and measured, and its SweepFinished if it got that far."""
+
+    number: int
+    planned: int
+    measured: int = 0
+    interrupted: bool = False
+    finished: SweepFinished | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.measured >= self.planned > 0 and not self.interrupted
+
+    def describe(self, of: int) -> str:
+        state = "complete" if self.complete else f"stopped after {self.measured} of {self.planned} levels"
+        return f"sweep {self.number} of {of}, {state}"
 
 
 @dataclass
@@ -78,7 +99,7 @@ class RecordingSummary:
     error: str | None
     first_ts: float | None
     last_ts: float | None
-    levels: list[LevelSummary]
+    levels: list[LevelSummary]  # every sweep's, ordered by sweep then level
     sweep: SweepFinished | None
     probe: list[ProbeResult]
     allreduce: list[AllReduceResult]
@@ -96,6 +117,23 @@ class RecordingSummary:
     server: dict[str, Any]
     model_config: dict[str, Any]
     box_check: BoxCheck | None = None  # the check at the session's start, where it ran
+    sweeps: list[SweepRun] = field(default_factory=list)  # those that measured at least one level
+
+    @property
+    def main_sweep(self) -> int | None:
+        """The sweep headline figures (peak, saturation, cost, verdict) come from: the last
+        complete one, else the one that measured most (the later on a tie)."""
+        complete = [s for s in self.sweeps if s.complete]
+        if complete:
+            return complete[-1].number
+        best = max(reversed(self.sweeps), key=lambda s: s.measured, default=None)
+        return best.number if best else None
+
+    def levels_of(self, sweep: int | None) -> list[LevelSummary]:
+        return [lv for lv in self.levels if lv.sweep == sweep]
+
+    def sweep_run(self, number: int | None) -> SweepRun | None:
+        return next((s for s in self.sweeps if s.number == number), None)
 
     @property
     def duration_s(self) -> float:
@@ -144,10 +182,13 @@ def summarize(recording: Recording) -> RecordingSummary:
     model_section = _table(profile.get("model"))
     server = _table(meta.get("server"))
 
-    results: dict[int, LevelResult] = {}
-    level_open: dict[int, float] = {}
-    windows: dict[int, list[tuple[float, float]]] = {}
-    window_counts: dict[int, int] = {}
+    # keyed by (sweep, level index): a second sweep's level 0 is not the first one's
+    results: dict[tuple[int, int], LevelResult] = {}
+    level_open: dict[tuple[int, int], float] = {}
+    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    window_counts: dict[tuple[int, int], int] = {}
+    sweep_runs: dict[int, SweepRun] = {}
+    sweep_no = 0
     sweep: SweepFinished | None = None
     probe: list[ProbeResult] = []
     allreduce: list[AllReduceResult] = []
@@ -159,7 +200,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     first_ts = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
     last_ts = next(recording.query("SELECT ts FROM events ORDER BY seq DESC LIMIT 1"), (None,))[0]
     ended: dict[str, Any] = {}
-    current = -1
+    current = (0, -1)
 
     for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
         if not isinstance(data, dict):
@@ -175,14 +216,23 @@ def summarize(recording: Recording) -> RecordingSummary:
             index = data.get("index")
             if not isinstance(index, int) or isinstance(index, bool):
                 raise _bad(recording, seq, kind, f"index must be an integer, found {index!r:.40}")
-            current = index
+            if index == 0 or sweep_no == 0:
+                sweep_no += 1
+            current = (sweep_no, index)
             level_open[current] = ts
+            sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, int(data.get("total") or 0)))
         elif kind in _DECODED_KINDS:
             event = recording.decode(seq, data)
             if isinstance(event, LevelResult):
-                results[event.index] = event
+                sweep_no = max(sweep_no, 1)  # a recording that starts mid-level
+                results[(sweep_no, event.index)] = event
+                run = sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, event.index + 1))
+                run.measured += 1
+                run.interrupted = run.interrupted or event.status == "interrupted"
             elif isinstance(event, SweepFinished):
                 sweep = event
+                if sweep_no in sweep_runs:
+                    sweep_runs[sweep_no].finished = event
             elif isinstance(event, ProbeResult):
                 probe.append(event)
             elif isinstance(event, AllReduceResult):
@@ -201,7 +251,7 @@ def summarize(recording: Recording) -> RecordingSummary:
             recording.decode(seq, data)  # counts kinds this version does not know
 
     # The measured span of each level: its non-warmup windows, else start..result.
-    spans: dict[int, tuple[float, float]] = {}
+    spans: dict[tuple[int, int], tuple[float, float]] = {}
     for index, result in results.items():
         if windows.get(index):
             spans[index] = (min(s for s, _ in windows[index]), max(e for _, e in windows[index]))
@@ -215,6 +265,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     levels = [
         LevelSummary(
             result=result,
+            sweep=index[0],
             t_start=spans.get(index, (None, None))[0],
             t_end=spans.get(index, (None, None))[1],
             gpu_util=level_gpu.get(index, {}).get("util", {}),
@@ -226,7 +277,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         )
         for index, result in results.items()
     ]
-    levels.sort(key=lambda s: (s.result.level, s.result.index))
+    levels.sort(key=lambda s: (s.sweep, s.result.level, s.result.index))
 
     variant = str(server.get("config_variant") or model_section.get("variant") or "")
     gpu_count = int(_number(hardware.get("gpu_count")) or 0)
@@ -272,6 +323,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         server=dict(server),
         model_config=dict(_table(meta.get("model_config"))),
         box_check=box_check,
+        sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
     )
 
 

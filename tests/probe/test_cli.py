@@ -98,3 +98,26 @@ def test_output_writes_every_event_and_prints_the_tables(tmp_path):
     text = out.tables()
     assert "1,000.0" in text and "100%" in text
     assert "1 GiB" in text and "5,000.0" in text and "48%" in text  # 214.7 / 450 busbw of the link
+
+
+@pytest.mark.slow
+def test_a_torchrun_rank_skips_interpreter_teardown(tmp_path, no_ranks_left):
+    """Issue 16.10: a rank that exits normally runs torch's static destructors with C++ threads
+    still joinable and sometimes aborts after its tables ("terminate called without an active
+    exception"). Like the local worker, a rank must leave with os._exit once flushed: an atexit
+    hook (run by a normal exit only) shows which way it left. One rank, so no timing involved."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = ("import atexit, sys; atexit.register(lambda: print('TEARDOWN RAN', flush=True)); "
+            "from engine.probe.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "TORCHELASTIC_RUN_ID": "t", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+           "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-c", code, "--models", "mlp_258k", "--jsonl", str(tmp_path / "r.jsonl"),
+                           *TINY], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mlp_258k" in done.stdout  # the tables were printed (and flushed) before leaving
+    assert "TEARDOWN RAN" not in done.stdout

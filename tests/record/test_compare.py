@@ -114,3 +114,54 @@ def test_comparison_gates(scaling_study: list[Path]) -> None:
         "1x RTX 4080 (1x_rtx4080): min_throughput: best 200/s (at 4) < 300/s",
         "4x RTX 4080 (4x_rtx4080): min_efficiency: 0.750 < 0.8",
     ]
+
+
+def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int = 1) -> Path:
+    """A recording of ``sweeps`` sweeps over (level, images/s, status), written by the real Recorder."""
+    from engine.events import LatencyStats, LevelResult, LevelStarted, SessionEnded, SessionStarted, SweepFinished
+    from engine.profiles import Hardware, Load, Model, Profile
+    from engine.record.synthetic import record_events
+
+    profile = Profile(name="hand", hardware=Hardware(gpu_model="A100", gpu_count=1), model=Model(variant="1x"),
+                      load=Load(concurrency=[int(lv) for lv, _, _ in levels]))
+    events: list = [SessionStarted(ts=900.0, session_id="s", profile_name="hand", profile=profile.to_dict(),
+                                   mode="sweep")]
+    t = 1000.0
+    for sweep in range(sweeps):
+        for index, (level, ips, status) in enumerate(levels):
+            ips = ips * (1 + sweep)  # each sweep its own figures: a mix would show
+            events.append(LevelStarted(ts=t, mode="concurrency", level=level, index=index, total=len(levels)))
+            events.append(LevelResult(ts=t + 5, mode="concurrency", level=level, index=index, status=status,
+                                      batch_size=1, windows=3, merged_windows=3, requests=300, errors=0,
+                                      throughput_rps=ips, throughput_ips=ips,
+                                      latency=LatencyStats(count=300, mean=0.02, p50=0.02, p90=0.03, p95=0.03,
+                                                           p99=0.04)))
+            t += 10
+        events.append(SweepFinished(ts=t, levels=len(levels), stable=len(levels), failed=0))
+        t += 10
+    events.append(SessionEnded(ts=t, status="ok"))
+    return record_events(path, events)
+
+
+def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -> None:
+    """Issue 16.8: no stability column, and a peak taken from an unstable level without a word."""
+    steady = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
+    shaky = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 500.0, "unstable")])
+    c = compare(_open([steady, shaky]))
+    text = render_compare(c, "md")
+    header = next(line for line in text.splitlines() if line.startswith("| Run"))
+    assert "Stability" in header
+    rows = [line for line in text.splitlines() if line.startswith("| 1x A100 (hand)")]
+    assert any("| unstable |" in row for row in rows) and any("| stable |" in row for row in rows)
+    assert any("its peak (500.0 images/s at level 8) is from an unstable level" in n for n in c.notes)
+    assert "500.0 (unstable)" in text  # the per-level table marks it too
+
+
+def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
+    """Issue 16.2: a session with two sweeps is compared by one of them, named, never a mix."""
+    once = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
+    twice = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")], sweeps=2)
+    c = compare(_open([once, twice]))
+    (two,) = [r for r in c.runs if len(r.summary.sweeps) == 2]
+    assert [(p.level, p.throughput) for p in two.findings.points] == [(1, 200.0), (8, 800.0)]  # sweep 2's own
+    assert any("2 sweeps recorded; compared: sweep 2 of 2, complete" in n for n in c.notes)

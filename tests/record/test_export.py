@@ -142,3 +142,79 @@ def test_exports_stay_inside_the_chosen_folder_and_never_overwrite(recording_4x:
     assert first.read_text() == "edited by hand"
     assert not (tmp_path / "escape.md").exists() and not Path("/tmp/escape.md").exists()
     assert recording_4x.exists()
+
+
+def test_a_cpu_only_run_is_not_told_the_gpus_are_the_limit(tmp_path: Path) -> None:
+    """Issue 16.7: the compute verdict on a CPU-only run recommended more or faster GPUs."""
+    from engine.profiles import Model
+    from engine.record.findings import analyze
+    from engine.record.report import build_report
+    from engine.record.doc import to_markdown
+
+    profile = Profile(name="local", hardware=Hardware(gpu_count=0), model=Model(name="vit_tiny", variant="cpu"),
+                      load=Load(concurrency=[1, 8]))
+    events = [SessionStarted(ts=990.0, session_id="s", profile_name="local", profile=profile.to_dict(), mode="sweep")]
+    for index, (level, ips) in enumerate([(1, 50.0), (8, 51.0)]):
+        events.append(LevelStarted(ts=995.0 + 10 * index, mode="concurrency", level=level, index=index, total=2))
+        events.append(_level(level, index, ips))
+    events.append(SessionEnded(ts=1100.0, status="ok"))
+    with Recording.open(record_events(tmp_path / "cpu.sqlite", events)) as rec:
+        summary = rec.summary()
+    findings = analyze(summary)
+    assert summary.gpus_in_config is None and findings.verdict.kind == "compute"
+    text = to_markdown(build_report(summary, findings))
+    assert "GPUs are the limit" not in text and "more or faster GPUs" not in text
+    assert "Model execution on the CPU is the limit" in text
+
+
+def _two_sweeps(tmp_path: Path) -> Path:
+    """The issue's session: a full sweep over 1, 4, 8, then `s` again and `x` after level 1."""
+    from engine.events import SweepFinished
+
+    profile = Profile(name="hand", hardware=Hardware(gpu_model="A100", gpu_count=1, cost_per_hour=3.6),
+                      load=Load(concurrency=[1, 4, 8]))
+    events: list = [SessionStarted(ts=990.0, session_id="s", profile_name="hand", profile=profile.to_dict(),
+                                   mode="sweep")]
+    t = 1000.0
+    for sweep in ([(1, 100.0), (4, 380.0), (8, 400.0)], [(1, 111.0)]):
+        for index, (level, ips) in enumerate(sweep):
+            events.append(LevelStarted(ts=t, mode="concurrency", level=level, index=index, total=3))
+            events.append(replace(_level(level, index, ips), ts=t + 5))
+            t += 10
+        events.append(SweepFinished(ts=t, levels=len(sweep), stable=len(sweep), failed=0))
+    events.append(SessionEnded(ts=t + 10, status="ok"))
+    return record_events(tmp_path / "two.sqlite", events)
+
+
+def test_two_sweeps_stay_apart_in_every_export(tmp_path: Path) -> None:
+    """Issue 16.2: level 1 from the second sweep and 4..8 from the first exported as one table,
+    with a saturation point computed from the mix."""
+    from engine.record.findings import analyze
+
+    path = _two_sweeps(tmp_path)
+    with Recording.open(path) as rec:
+        summary = rec.summary()
+        assert [(s.number, s.measured, s.complete) for s in summary.sweeps] == [(1, 3, True), (2, 1, False)]
+        assert summary.main_sweep == 1
+        findings = analyze(summary)
+        assert [(p.level, p.throughput) for p in findings.points] == [(1, 100.0), (4, 380.0), (8, 400.0)]
+        assert [(p.level, p.throughput) for p in analyze(summary, 2).points] == [(1, 111.0)]
+        assert findings.saturation.level == 4
+        rows = list(csv.reader(io.StringIO((export(rec, "csv", tmp_path / "out")).read_text())))
+        md = export(rec, "md", tmp_path / "out").read_text()
+    assert rows[0][-1] == "Sweep"
+    assert [(r[0], r[1], r[-1]) for r in rows[1:]] == [("1", "100.00", "1"), ("4", "380.00", "1"), ("8", "400.00", "1"),
+                                                        ("1", "111.00", "2")]
+    assert "## Throughput and latency per level (sweep 1 of 2, complete)" in md
+    assert "## Throughput and latency per level (sweep 2 of 2, stopped after 1 of 3 levels)" in md
+    assert "## Recommendation (sweep 1 of 2, complete)" in md
+    first, second = md.split("(sweep 2 of 2", 1)
+    assert "| 1 | stable | 100.0 |" in first and "111.0" not in first.split("## Recommendation")[0]
+    assert "| 1 | stable | 111.0 |" in second
+
+
+def test_one_sweep_reports_carry_no_sweep_column(hand_recording: Path, tmp_path: Path) -> None:
+    with Recording.open(hand_recording) as rec:
+        text = export(rec, "csv", tmp_path).read_text()
+        md = export(rec, "md", tmp_path).read_text()
+    assert "Sweep" not in text.splitlines()[0] and "sweep 1 of" not in md

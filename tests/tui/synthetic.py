@@ -153,3 +153,18 @@ def session_events(
         out.append(ev.PhaseChanged(phase="finished", ts=T0 + t + 0.5))
         out.append(ev.SessionEnded(status="ok", exit_code=0, ts=T0 + t + 1.0))
     return out
+
+
+def two_sweep_events() -> list[ev.Event]:
+    """A full sweep, then a second one stopped after its first level (`s`, then `x`)."""
+    out = session_events(probe=False, end=False)
+    t = out[-1].ts + 1.0
+    out.append(ev.LevelStarted(mode="concurrency", level=1, index=0, total=4, workers=2, ts=t))
+    out.append(ev.LevelResult(
+        mode="concurrency", level=1, index=0, status="stable", batch_size=1, windows=3, merged_windows=3,
+        requests=1300, errors=0, throughput_rps=217.0, throughput_ips=217.0, latency=latency(0.0029),
+        server=breakdown(0.0, 0.0016, 0.9), audit=ev.ClientAudit(cpu_percent=34.0, cpu_cores=16), duration_s=8.0,
+        ts=t + 8.0,
+    ))
+    out.append(ev.SweepFinished(levels=1, stable=1, failed=0, ts=t + 8.5))
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,7 @@ async def test_replay_controls() -> None:
         assert replay.calls == [
             ("pause",), ("resume",), ("seek", 10.0), ("seek", 20.0), ("seek", 10.0),
             ("speed", 2.0), ("speed", 5.0), ("speed", 2.0),
-            ("seek_level", 3), ("seek_level", 1), ("step",),
+            ("seek_level", 3), ("seek_level", 2), ("step",),  # `[` counts from the level `]` is seeking to
         ]
         bar = app.screen.query_one("#replay-bar")
         assert bar.display and "2x" in str(bar.render())
@@ -258,3 +259,205 @@ async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -
             assert app.state.elapsed_s <= end - 10.0 + 1e-6
     finally:
         assert not app.stop_sources(timeout=5.0)
+
+
+async def test_the_command_palette_offers_start_stop_and_probe() -> None:
+    """Issue 16.1: the palette is a modal screen; the live controls must still be listed there."""
+    from textual.command import CommandList, CommandPalette
+
+    app, source, controls = live_app(busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"start")
+        prompts: list[str] = []
+        for _ in range(30):  # the palette searches in a worker: bounded wait for its results
+            await pilot.pause(0.1)
+            found = app.screen.query_one(CommandList)
+            prompts = [str(found.get_option_at_index(i).prompt) for i in range(found.option_count)]
+            if prompts:
+                break
+        assert any("Start the sweep" in p for p in prompts), prompts
+        await pilot.press("enter")
+        await pilot.pause()
+        assert controls.calls == ["sweep"]
+
+
+async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
+    """Issue 16.4: three `right` in one burst seek 30 s, three `]` advance three levels, even
+    before the replay thread has caught up with the first (here it has not started at all)."""
+    from engine.record.replay import ReplaySource
+
+    source = ReplaySource(recording, speed=1.0, paused=True)
+    app = GpuscaleApp(replay=source)
+    app.attach(source, replay=source, start=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            assert source.duration_s > 30
+            await pilot.press("right", "right", "right")
+            assert source.position_s == pytest.approx(30.0)
+            await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
+            assert source.position_s == pytest.approx(source.levels[2])
+            source.start()  # now the seek happens, and the screen shows level 2
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if not source.seeking and not app.inbox and app.state.current_level == 2:
+                    break
+            assert app.state.current_level == 2 and not source.seeking
+            await pilot.press("right_square_bracket")
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if not source.seeking and not app.inbox and app.state.current_level == 3:
+                    break
+            assert app.state.current_level == 3
+    finally:
+        assert not app.stop_sources(timeout=5.0)
+
+
+def panel_text(panel) -> str:  # noqa: ANN001
+    return "".join(segment.text for segment in panel._segments)
+
+
+async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
+    """Issue 16.2: the live screen dropped the first sweep's table when a second one started."""
+    from tests.tui.synthetic import two_sweep_events
+    from tui.widgets.status import StatusBar
+
+    events = two_sweep_events()
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("2")  # the sweep view: room for both tables
+        await pilot.pause()
+        panel = app.screen.query_one(SweepPanel)
+        text = panel_text(panel)
+        assert panel.border_title.startswith("sweep 2 · concurrency · 1/4 levels")
+        assert "sweep 1 · 4 levels measured" in text
+        assert "217.0" in text and " 1500 " in text  # this sweep's level 1, the first sweep's top level
+        status = str(app.screen.query_one(StatusBar).render())
+        assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
+
+
+async def test_displays_that_misled() -> None:
+    """Issue 16.6 at 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
+    "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
+    from tests.tui.synthetic import profile
+    from tui.format import SPARK_CHARS
+    from tui.widgets.gpus import GpuPanel
+    from tui.widgets.status import StatusBar
+
+    remote = {**profile(gpu_count=0), "server": {"kind": "remote", "url": "http://gpu-box:8000"}}
+    events: list[ev.Event] = [ev.SessionStarted(session_id="s", profile_name="remote", profile=remote, mode="sweep",
+                                                host={"cpu_cores": 4}, ts=T0)]
+    events += [ev.HostSample(cpu_percent=50.0, own_cpu_percent=4.0, mem_used=2**30, mem_total=2**32, ts=T0 + i)
+               for i in range(1, 6)]  # 4 % of one core = 1 % of this 4-core machine
+    events += [ev.Error(source="session", message="cannot reach Triton at http://gpu-box:8000: refused", fatal=True,
+                        ts=T0 + 6), ev.SessionEnded(status="failed", error="cannot reach Triton", exit_code=2, ts=T0 + 6)]
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.pause()
+        gpus = panel_text(app.screen.query_one(GpuPanel))
+        assert "the server is remote" in gpus and "runs on the CPU" not in gpus
+        ours = gpus.split("ours ", 1)[1].strip().split(" ", 1)[0]
+        assert ours and set(ours) <= set(SPARK_CHARS[:2]), ours  # near the floor, not full bars
+        assert "1%" in gpus.split("ours ", 1)[1]
+        status = str(app.screen.query_one(StatusBar).render())
+        assert status.lstrip().startswith("FAILED") and "WAITING" not in status
+
+
+async def test_the_end_of_a_replay_does_not_say_playing() -> None:
+    app, replay = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, session_events())
+        app.drain()
+        replay.finished = True  # the real source: every event published and a SessionEnded among them
+        app.screen.query_one("#replay-bar").tick()
+        await pilot.pause()
+        text = str(app.screen.query_one("#replay-bar").render())
+        assert "end" in text and "playing" not in text
+
+
+async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Path) -> None:
+    """Issue 16.12: the path was printed only after the screen closed, relative to the current folder."""
+    path = tmp_path / "rec.sqlite"
+    app, source, _ = live_app(recording=path)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=1, end=False))
+        app.drain()
+        await pilot.pause()
+        assert any(str(path.resolve()) in n.message for n in app._notifications)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert f"This session is recorded to `{path.resolve()}`" in app.screen.text
+
+
+def screen_lines(app) -> list[str]:  # noqa: ANN001
+    """The terminal as a person sees it, one string per row, from the app's own screenshot (SVG:
+    each run of text carries its column as x, in cells of 12.2 px; blank cells are not text)."""
+    import html
+
+    rows = [[" "] * app.size.width for _ in range(app.size.height)]
+    for x, line, chunk in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
+                                     app.export_screenshot()):
+        column = round(float(x) / 12.2)
+        for i, char in enumerate(html.unescape(chunk).replace("\xa0", " ")):
+            if 0 <= column + i < app.size.width and int(line) < app.size.height:
+                rows[int(line)][column + i] = char
+    return ["".join(row) for row in rows]
+
+
+async def test_at_80x24_every_view_keeps_its_headers() -> None:
+    """Issue 16.5: the replay footer was cut, the windows table lost its header, the over-time
+    panel's queue/compute rows fell below the fold, warnings and the probe status were cut mid-word."""
+    events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
+    events.append(ev.Warning(source="load", message="level 64 took " + "much longer than its windows " * 3 + "planned",
+                             ts=events[-1].ts))
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("2")
+        await pilot.pause(0.5)
+        rows = screen_lines(app)
+        assert len(rows) == 24 and rows[1].strip().startswith("SWEEP")  # nothing scrolled off the top
+        text = "\n".join(rows)
+        assert "windows of level 64" in text and re.search(r"\n#?\s*(window|#)\s+kind\s+infer/s", text), text
+        assert "queue ms" in text and "compute ms" in text  # the over-time rows that say where time goes
+        assert re.search(r"level\s+infer/s", text)
+        await pilot.press("4")
+        await pilot.pause(0.3)
+        text = "\n".join(screen_lines(app))
+        assert "planned" in text  # the long warning wrapped whole, not cut
+    probe = [e for e in session_events(end=False) if not isinstance(e, ev.AllReduceResult)]
+    app, replay = replay_app(probe)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(replay, probe)
+        app.drain()
+        await pilot.pause(1.0)  # the footer composes its keys after the first refresh
+        rows = screen_lines(app)
+        assert rows[-1].rstrip().endswith("^p palette") and "-+ Speed" in rows[-1]
+        status = rows[2]
+        assert "3 probe results" in status and "…" not in status, status
+
+
+async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
+    """Issue 16.9: only over-time sparklines; the throughput-vs-concurrency curve was missing."""
+    events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
+    app, source, _ = live_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.pause(0.3)
+        rows = screen_lines(app)
+        header = next(i for i, row in enumerate(rows) if re.match(r"level\s+infer/s", row))
+        assert rows[header].rstrip().endswith("throughput")
+        column = rows[header].index("throughput")
+        bars = [row[column:].rstrip() for row in rows[header + 2: header + 9]]
+        assert all(set(bar) <= set("█▏▎▍▌▋▊▉") and bar for bar in bars), bars
+        cells = [len(bar) for bar in bars]  # infer/s 180, 360, 720, 1440, 1500, 1500, 1500
+        assert cells == sorted(cells) and cells[0] < cells[3] and cells[4] == cells[5] == cells[6] >= 10

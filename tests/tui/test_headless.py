@@ -124,3 +124,25 @@ def test_concurrent_publishers_do_not_interleave_lines() -> None:
     lines = out.getvalue().splitlines()[1:]
     assert len(lines) == 800
     assert all(line.endswith("x" * 40) and line.count("warning (") == 1 for line in lines)
+
+
+def test_a_second_sweep_prints_under_its_own_name() -> None:
+    """Issue 16.2: which sweep a figure belongs to is said in the log too."""
+    from tests.tui.synthetic import two_sweep_events
+
+    lines = printed(two_sweep_events()).splitlines()
+    first = lines.index("sweep result")
+    second = lines.index("sweep 2 result")
+    assert first < lines.index("sweep 2") < second
+    assert "1500" in "\n".join(lines[first:second]) and "217.0" in lines[second + 2]
+    best = next(line for line in lines[second:] if line.startswith("  best:"))
+    assert "217.0 infer/s at level 1" in best
+
+
+def test_each_level_start_says_the_time_left() -> None:
+    """Issue 16.9: the TUI shows the time left; the headless log did not."""
+    lines = [line for line in printed(session_events()).splitlines() if "] level " in line and "/4:" in line]
+    assert len(lines) == 4
+    assert all("left in the sweep" in line for line in lines)
+    # the first from the profile's plan, the last from the three levels measured (8.1 s each)
+    assert "≈8s left in the sweep" in lines[-1], lines[-1]

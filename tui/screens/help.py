@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -42,6 +44,10 @@ HELP = """\
 * **avg batch**: inference count / execution count, the dynamic batcher at work.
 * **client BOUND**: the load generator judged itself the limit (CPU, event-loop lag,
   late sends); the server may be faster than measured.
+* **throughput** (bars): each level's infer/s against the highest on screen; read top to
+  bottom they are the throughput-vs-concurrency curve (equal bars at the bottom: saturated).
+* **host cpu / ours**: the machine's CPU, and the share of it this tool's own processes use
+  (load generator included, the embedded server excluded), both 0-100 %.
 * **$/1k img**: hardware.cost_per_hour / (infer/s x 3600) x 1000.
 * **scaling efficiency**: throughput at N GPUs / (N x throughput at 1 GPU).
 
@@ -50,14 +56,26 @@ exactly what the live run showed.
 """
 
 
+def recording_section(path: Path | None, live: bool) -> str:
+    """Where this session's recording is (absolute: the folder you started in is easy to forget)."""
+    if path is None:
+        return "## Recording\n\nThis session is not recorded.\n\n"
+    what = "This session is recorded to" if live else "Replaying"
+    return f"## Recording\n\n{what} `{path.resolve()}`\n\n"
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close"),
     ]
 
     def compose(self) -> ComposeResult:
+        app = self.app
+        path = app.recording_path() if hasattr(app, "recording_path") else None
+        live = getattr(app, "controls", None) is not None
+        self.text = HELP.replace("## Keys", recording_section(path, live) + "## Keys", 1)
         with VerticalScroll(id="help-box"):
-            yield Static(Markdown(HELP))  # Rich's Markdown: one widget, cheap to open
+            yield Static(Markdown(self.text))  # Rich's Markdown: one widget, cheap to open
 
     def on_mount(self) -> None:
         self.query_one("#help-box").border_title = "help · esc closes"

@@ -79,7 +79,7 @@ def gpu_detail(track: GpuTrack) -> Text:
     return Text("   " + " · ".join(parts) if parts else "", style="dim", no_wrap=True, overflow="ellipsis")
 
 
-def host_row(host: HostTrack, width: int) -> Text:
+def host_row(host: HostTrack, width: int, cores: int | None = None) -> Text:
     h = host.latest
     spark_w = max(3, min(40, (width - 50) // 2))
     row = Text(no_wrap=True, overflow="ellipsis")
@@ -87,9 +87,13 @@ def host_row(host: HostTrack, width: int) -> Text:
     row.append("cpu ", style="dim")
     row.append(fmt.spark(host.cpu, spark_w, 0.0, 100.0), style="green")
     row.append(f" {fmt.percent(h.cpu_percent):>4} ")
+    # "ours" is measured in % of one core; shown as a share of the machine, on the host bar's
+    # 0-100 scale (an auto-scaled chart drew 1 % as full bars beside it)
+    cores = max(1, cores or len(h.per_core) or 1)
     row.append("ours ", style="dim")
-    row.append(fmt.spark(host.own_cpu, spark_w, 0.0, None), style="yellow")
-    row.append(f" {fmt.percent(h.own_cpu_percent):>4} ")
+    row.append(fmt.spark([None if v is None else v / cores for v in host.own_cpu], spark_w, 0.0, 100.0), style="yellow")
+    own = None if h.own_cpu_percent is None else h.own_cpu_percent / cores
+    row.append(f" {fmt.percent(own):>4} ")
     if h.mem_total:
         row.append("mem ", style="dim")
         row.append(f"{fmt.gib(h.mem_used)}/{fmt.gib(h.mem_total, 0)}G")
@@ -107,11 +111,19 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
             if extra.plain:
                 lines.append(extra)
     if not tracks:
+        server_kind = (state.profile.get("server") or {}).get("kind") if isinstance(state.profile.get("server"), dict) else None
+        remote = (state.server is not None and not state.server.embedded) or server_kind == "remote"
         cpu_run = state.server is not None and state.server.config_variant == "cpu"
-        note = "no GPU: the model runs on the CPU" if cpu_run or state.gpu_count == 0 else "waiting for GPU telemetry"
+        if remote and not cpu_run:  # its GPUs are on another machine: only its metrics URL shows them
+            note = "no GPU telemetry: the server is remote (server.metrics_url shows its GPUs)"
+        elif cpu_run or state.gpu_count == 0:
+            note = "no GPU: the model runs on the CPU"
+        else:
+            note = "waiting for GPU telemetry"
         lines.append(Text(note, style="dim"))
     if state.host is not None:
-        lines.append(host_row(state.host, width))
+        cores = state.session.host.get("cpu_cores") if state.session else None
+        lines.append(host_row(state.host, width, cores if isinstance(cores, int) else None))
     return Text("\n").join(lines)
 
 

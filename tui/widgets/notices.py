@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.table import Table
 from rich.text import Text
 
 from tui import format as fmt
@@ -10,23 +11,27 @@ from tui.state import SessionState
 from tui.widgets.panel import Panel
 
 
-def render_notices(state: SessionState, newest_first: bool = True) -> Text:
+def render_notices(state: SessionState, newest_first: bool = True) -> RenderableType:
+    """One notice per row; a long one wraps at word boundaries under its own text (a narrow
+    terminal cut warnings mid-word), so the whole message is there to scroll to."""
     notices = list(state.notices.values())
     if not notices:
         return Text("no warnings", style="dim")
     ordered = sorted(notices, key=lambda n: n.last_t, reverse=newest_first)
-    lines = []
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1, overflow="fold")
     for n in ordered:
         style = "bold red" if n.severity == "error" else "yellow"
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"{fmt.clock(n.last_t)} ", style="dim")
-        line.append("✗ " if n.severity == "error" else "! ", style=style)
+        stamp = Text(f"{fmt.clock(n.last_t)} ", style="dim")
+        stamp.append("✗" if n.severity == "error" else "!", style=style)
+        line = Text(no_wrap=False)
         line.append(f"{n.source}: ", style="bold")
         line.append(n.message.splitlines()[0] if n.message else "")
         if n.count > 1:
             line.append(f" (x{n.count})", style="dim")
-        lines.append(line)
-    return Text("\n").join(lines)
+        grid.add_row(stamp, line)
+    return grid
 
 
 class NoticesPanel(Panel):

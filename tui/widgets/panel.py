@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.segment import Segment, Segments
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -24,6 +25,7 @@ class Panel(VerticalScroll):
     SECTIONS: ClassVar[tuple[str, ...]] = ()
     TITLE: ClassVar[str] = ""
     FOLLOW_TAIL: ClassVar[bool] = False  # keep the newest line in view (logs)
+    STICKY_HEAD: ClassVar[bool] = False  # a table's header stays on top while its rows scroll
 
     def __init__(self, *, id: str | None = None, classes: str = "") -> None:  # noqa: A002
         super().__init__(id=id, classes=f"panel state-view {classes}".strip())
@@ -32,20 +34,31 @@ class Panel(VerticalScroll):
         self._state: SessionState | None = None
         self._height = -1
         self._segments: list[Segment] = []
+        self._head: list[Segment] = []
 
-    def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int]:
+    def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int, list[Segment]]:
         """Render once, here, at the body's width: the line count decides whether a layout
-        pass is needed, and Textual then only copies the segments."""
+        pass is needed, and Textual then only copies the segments. With STICKY_HEAD, a leading
+        table's header and rule come back apart, for the docked head."""
         console = self.app.console
         options = console.options.update(width=width, height=None, no_wrap=True, overflow="ellipsis")
         lines = console.render_lines(renderable, options, pad=False)
-        segments: list[Segment] = []
-        for line in lines:  # every line ends in a newline: that is how Textual counts them
-            segments.extend(line)
-            segments.append(Segment.line())
-        return segments, len(lines)
+        first = renderable.renderables[0] if isinstance(renderable, Group) and renderable.renderables else renderable
+        sticky = 2 if self.STICKY_HEAD and isinstance(first, Table) and first.show_header and len(lines) > 2 else 0
+
+        def joined(part: list[list[Segment]]) -> list[Segment]:
+            segments: list[Segment] = []
+            for line in part:  # every line ends in a newline: that is how Textual counts them
+                segments.extend(line)
+                segments.append(Segment.line())
+            return segments
+
+        return joined(lines[sticky:]), len(lines) - sticky, joined(lines[:sticky])
 
     def compose(self) -> ComposeResult:
+        head = Static(classes="panel-head")
+        head.display = False
+        yield head
         yield Static(classes="panel-body")
 
     def on_mount(self) -> None:
@@ -67,7 +80,12 @@ class Panel(VerticalScroll):
             return
         self._seen, self._width = seen, width
         at_end = self.scroll_y >= self.max_scroll_y
-        segments, height = self._prerender(self.render_state(state, width), width)
+        segments, height, head = self._prerender(self.render_state(state, width), width)
+        if head != self._head:
+            self._head = head
+            head_widget = self.query_one(".panel-head", Static)
+            head_widget.display = bool(head)
+            head_widget.update(Segments(head))
         if segments == self._segments:
             pass  # same picture (a new sample that rounds to the same text): no repaint
         else:

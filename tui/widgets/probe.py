@@ -18,6 +18,7 @@ from tui.widgets.panel import Panel
 class ProbePanel(Panel):
     SECTIONS = ("probe",)
     TITLE = "training probe"
+    STICKY_HEAD = True
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.probe:
@@ -28,7 +29,7 @@ class ProbePanel(Panel):
         if not state.probe:
             return self.TITLE
         first = state.probe[0]
-        return f"training probe · {len(state.probe)} results · {first.backend} on {first.device}, {first.precision}"
+        return f"training probe · {fmt.plural(len(state.probe), 'result')} · {first.backend} on {first.device}, {first.precision}"
 
 
 def efficiency_bars(results: list[ev.ProbeResult], width: int) -> Text:

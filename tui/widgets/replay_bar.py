@@ -15,7 +15,10 @@ def replay_line(replay: object, width: int) -> Text:
     speed = getattr(replay, "speed", 1.0)
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(" REPLAY ", style="reverse bold")
-    line.append(" ❚❚ paused " if paused else " ▶ playing ", style="yellow" if paused else "green")
+    if getattr(replay, "finished", False):  # every event shown: nothing is playing any more
+        line.append(" ■ end ", style="bold")
+    else:
+        line.append(" ❚❚ paused " if paused else " ▶ playing ", style="yellow" if paused else "green")
     line.append("max" if speed is None else f"{speed:g}x", style="bold")
     line.append(f"  {fmt.clock(position)} / {fmt.clock(total)} ")
     bar_w = max(10, width - len(line.plain) - 2)

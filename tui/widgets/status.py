@@ -15,16 +15,38 @@ def _short_level(mode: str, level: float) -> str:
     return fmt.level_label(mode, level) if mode == "rate" else f"c={fmt.level_label(mode, level)}"
 
 
-def progress_line(state: SessionState) -> Text:
+class Parts:
+    """A status line built from parts; each optional part has a rank, and when the line is too
+    wide the highest ranks give way whole, so nothing is cut in the middle of a word."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[float, Text]] = []
+
+    def append(self, text: str, style: str = "", rank: float = 0) -> None:
+        self.parts.append((rank, Text(text, style=style)))
+
+    def fit(self, width: int | None) -> Text:
+        parts = list(self.parts)
+        while width is not None and sum(len(t) for _, t in parts) > width and any(r for r, _ in parts):
+            worst = max(r for r, _ in parts)
+            parts = [(r, t) for r, t in parts if r != worst]
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for _, text in parts:
+            line.append_text(text)
+        return line
+
+
+def progress_line(state: SessionState, width: int | None = None) -> Text:
     p = state.progress()
-    line = Text(no_wrap=True, overflow="ellipsis")
+    line = Parts()
     line.append(f" {p.phase.upper()} ", style="reverse bold")
     line.append(" ")
     row = state.levels.get(p.level_index) if p.level_index is not None else None
     if row is not None and not p.sweep_done:
         line.append(f"level {p.level_index + 1}/{p.level_total} {_short_level(row.mode, row.level)}", style="bold")
         if p.window_index is not None:
-            line.append(f" · window {p.window_index} · ")
+            line.append(f" · window {p.window_index}", rank=3)
+            line.append(" · ")
         if row.result is not None:
             line.append(row.status, style="green" if row.status == "stable" else "yellow")
         elif p.warmup:
@@ -35,22 +57,25 @@ def progress_line(state: SessionState) -> Text:
             line.append("not stable yet", style="yellow")
     elif p.phase in ("probe", "all-reduce") and state.probe:
         last = state.probe[-1]
-        line.append(f"{len(state.probe)} probe result{'s' if len(state.probe) != 1 else ''} · ", style="bold")
-        line.append(f"last {last.model} {last.strategy} x{last.world_size} {fmt.rate(last.samples_per_s.mean)}/s")
+        line.append(f"{fmt.plural(len(state.probe), 'probe result')}", style="bold")
+        line.append(f" · last {last.model} {last.strategy} x{last.world_size}", rank=2)
+        line.append(f" {fmt.rate(last.samples_per_s.mean)}/s", rank=2)
         if last.efficiency is not None:
-            line.append(f" eff {fmt.percent(last.efficiency * 100)}", style="bold")
-        line.append(" (3 shows all)", style="dim")
+            line.append(f" eff {fmt.percent(last.efficiency * 100)}", style="bold", rank=2)
+        line.append(" (3 shows all)", style="dim", rank=4)
     elif p.sweep_done and state.sweep_finished is not None:
         s = state.sweep_finished
-        line.append(f"sweep done: {s.levels} levels, {s.stable} stable, {s.failed} failed")
+        number = f" {state.sweep_number}" if state.past_sweeps else ""
+        line.append(f"sweep{number} done: {fmt.plural(s.levels, 'level')}, {s.stable} stable, {s.failed} failed")
     elif p.detail:
-        line.append(p.detail)
-    line.append(f" · {fmt.clock(state.elapsed_s)}", style="dim")
+        for i, word in enumerate(p.detail.split(" ")):  # a long detail (an error) gives way word by word
+            line.append(("" if i == 0 else " ") + word, rank=0.5 + i / 1000 if i else 0)  # the last goes first
+    line.append(f" · {fmt.clock(state.elapsed_s)}", style="dim", rank=0 if state.ended is None else 1)
     if p.eta_s is not None:
         line.append(f" · ≈{fmt.duration(p.eta_s)} left", style="bold")
         if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
-            line.append(f" (≤{fmt.duration(p.eta_max_s)})", style="dim")
-    return line
+            line.append(f" (≤{fmt.duration(p.eta_max_s)})", style="dim", rank=5)
+    return line.fit(width)
 
 
 def summary_line(state: SessionState, width: int = 200) -> Text:
@@ -74,6 +99,8 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
     if row is not None and row.result is not None:
         ips = row.result.throughput_ips
         best.append(f"best {fmt.rate(ips)} infer/s @ {_short_level(row.mode, row.level)}")
+        if state.past_sweeps:
+            best.append(f" (sweep {state.sweep_number})")
         if state.gpu_count:
             best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
         cost = state.cost_per_1000(ips)
@@ -119,7 +146,8 @@ class StatusBar(Static):
         self._seen = seen
         self._state = state
         width = self.size.width or 200
-        lines = Text("\n", no_wrap=True, overflow="ellipsis").join([progress_line(state), summary_line(state, width)])
+        room = max(10, width - 2)  # the bar's padding
+        lines = Text("\n", no_wrap=True, overflow="ellipsis").join([progress_line(state, room), summary_line(state, room)])
         if lines == self._shown:
             return  # most events leave these lines as they were (the clock shows whole seconds)
         self._shown = lines

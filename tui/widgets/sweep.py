@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from tui import format as fmt
+from tui.format import plural
 from tui import tables
 from engine.events import WindowResult
 from tui.state import SessionState, compute_seconds
@@ -17,11 +18,20 @@ class SweepPanel(Panel):
     SECTIONS = ("sweep", "session")
     TITLE = "sweep"
     FOLLOW_TAIL = True  # the running level is the last row
+    STICKY_HEAD = True
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.levels:
             return Text("no level measured yet", style="dim")
-        return tables.sweep_table(state, width)
+        if not state.past_sweeps:
+            return tables.sweep_table(state, width)
+        # Earlier sweeps stay on screen, each under its own label, newest first below this one.
+        parts: list[RenderableType] = [tables.sweep_table(state, width)]
+        for past in reversed(state.past_sweeps):
+            done = sum(1 for r in past.levels if r.result is not None)
+            parts.append(Text(f"sweep {past.number} · {plural(done, 'level')} measured", style="bold dim"))
+            parts.append(tables.sweep_table(state, width, past.levels))
+        return Group(*parts)
 
     def title_for(self, state: SessionState) -> str | None:
         if not state.levels:
@@ -29,7 +39,8 @@ class SweepPanel(Panel):
         row = next(iter(state.levels.values()))
         done = sum(1 for r in state.levels.values() if r.result is not None)
         mode = "concurrency" if row.mode == "concurrency" else "request rate"
-        return f"sweep · {mode} · {done}/{row.total} levels · times in ms"
+        number = f" {state.sweep_number}" if state.past_sweeps else ""
+        return f"sweep{number} · {mode} · {done}/{row.total} levels · times in ms"
 
 
 WINDOW_COLUMNS: tuple[tables.Column, ...] = (
@@ -75,6 +86,7 @@ class WindowsPanel(Panel):
     SECTIONS = ("windows",)
     TITLE = "windows of the current level"
     FOLLOW_TAIL = True
+    STICKY_HEAD = True  # the newest window is in view, and so are the column names
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.windows:

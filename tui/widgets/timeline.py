@@ -10,6 +10,7 @@ from tui.state import SessionState, WindowPoint, compute_seconds
 from tui.widgets.panel import Panel
 
 LABEL_W = 11
+SHORT_ROWS = 34  # app.py's VERTICAL_BREAKPOINTS: below this the screen is "-short"
 VALUE_W = 9
 
 
@@ -52,14 +53,17 @@ def series_line(label: str, values: list[float | None], width: int, style: str, 
     return text
 
 
-def render_timeline(points: list[WindowPoint], state: SessionState, width: int) -> Text:
+def render_timeline(points: list[WindowPoint], state: SessionState, width: int, compact: bool = False) -> Text:
+    """``compact`` (a short terminal): p50 and p95 give way, so that queue and compute, the rows
+    that say where the time goes, stay in view; the tables above carry every percentile."""
     lines = [breakdown_line(state, width)]
     if not points:
         lines.append(Text("no window yet", style="dim"))
         return Text("\n").join(lines)
     lines.append(series_line("infer/s", [p.throughput_ips for p in points], width, "bold green", False))
-    lines.append(series_line("p50 ms", [p.p50 for p in points], width, "cyan", True))
-    lines.append(series_line("p95 ms", [p.p95 for p in points], width, "yellow", True))
+    if not compact:
+        lines.append(series_line("p50 ms", [p.p50 for p in points], width, "cyan", True))
+        lines.append(series_line("p95 ms", [p.p95 for p in points], width, "yellow", True))
     lines.append(series_line("p99 ms", [p.p99 for p in points], width, "red", True))
     lines.append(series_line("queue ms", [p.queue for p in points], width, "yellow", True))
     lines.append(series_line("compute ms", [p.compute for p in points], width, "green", True))
@@ -71,10 +75,10 @@ class TimelinePanel(Panel):
     TITLE = "over time (one bar per window)"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
-        return render_timeline(list(state.timeline), state, width)
+        return render_timeline(list(state.timeline), state, width, compact=self.app.size.height < SHORT_ROWS)
 
     def title_for(self, state: SessionState) -> str | None:
         if not state.timeline:
             return self.TITLE
         first, last = state.timeline[0], state.timeline[-1]
-        return f"over time · {len(state.timeline)} windows · {fmt.clock(first.t)}–{fmt.clock(last.t)}"
+        return f"over time · {fmt.plural(len(state.timeline), 'window')} · {fmt.clock(first.t)}–{fmt.clock(last.t)}"
