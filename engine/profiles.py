@@ -85,6 +85,9 @@ class Load:
     server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    # how inputs reach the server: in the HTTP body, or in shared memory the server maps
+    # (perf_analyzer's --shared-memory system|cuda; a server on this machine only)
+    transport: str = "http"  # "http", "system_shm" or "cuda_shm"
 
 
 @dataclass
@@ -346,6 +349,7 @@ SPEC: dict[str, dict[str, Check]] = {
     },
     "load": {
         "mode": _one_of("concurrency", "rate"),
+        "transport": _one_of("http", "system_shm", "cuda_shm"),
         "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
         "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
         "arrival": _one_of("constant", "poisson"),
@@ -480,6 +484,9 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
         raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
     if p.server.kind == "embedded" and p.server.url:
         raise fail("server.url", "expected no URL when server.kind = 'embedded' (set kind = 'remote')")
+    if p.load.transport != "http" and p.server.kind == "remote":
+        raise fail("load.transport", f"expected 'http' with a remote server (shared memory needs the server on this "
+                   f"machine), found {p.load.transport!r}")
     if p.load.mode == "rate" and not p.load.rates:
         raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
     if p.load.stable_windows > p.load.max_windows:

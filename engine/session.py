@@ -497,8 +497,9 @@ class Session(EventSource):
                 self._late_target = await self._start_server()
             target, info = self._late_target
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
+        gpus = self._server.prepared.gpus if self._server is not None and self._server.prepared else ()
         results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
-                                  more_levels=self.options.more_levels)
+                                  more_levels=self.options.more_levels, gpus=tuple(gpus))
         load = self.profile.load
         planned = len(load.concurrency if load.mode == "concurrency" else load.rates)
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)

@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.errors import UserError
 from engine.load.http1 import Endpoint, encode_request
+from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo
 
 # KServe v2 datatype -> numpy dtype (BF16 has none: built from FP32 bits; BYTES is special)
@@ -110,35 +111,60 @@ def tensor_bytes(datatype: str, shape: list[int], data: str, rng: np.random.Gene
     return values.astype(np.dtype(dtype).newbyteorder("<")).tobytes()
 
 
-def prepare_request(
-    target: Target, info: TargetInfo, endpoint: Endpoint, batch_size: int, data: str = "random", seed: int = 0
-) -> PreparedRequest:
+def request_inputs(
+    target: Target, info: TargetInfo, batch_size: int, data: str = "random", seed: int = 0
+) -> tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]]:
+    """Each input's shape, (metadata, raw bytes) and any warnings, for one request."""
     shapes, warnings = request_shapes(target, info, batch_size)
     rng = np.random.default_rng(seed)
+    tensors = [(t, tensor_bytes(t["datatype"], shapes[t["name"]], data, rng)) for t in info.inputs]
+    return shapes, tensors, warnings
+
+
+def output_sizes(info: TargetInfo, batch_size: int) -> list[tuple[str, int]]:
+    """(name, bytes) of each output whose size is known before the response (fixed dims, not
+    BYTES): those a shared-memory transport can place in a region."""
+    sizes = []
+    for tensor in info.outputs:
+        dims = list(tensor.get("shape", []))
+        if info.max_batch_size > 0 and dims:
+            dims = [batch_size] + dims[1:]
+        dtype = NUMPY_DTYPES.get(tensor.get("datatype", ""))
+        if dtype is None or any(d < 0 for d in dims):
+            continue
+        sizes.append((tensor["name"], math.prod(dims) * np.dtype(dtype).itemsize))
+    return sizes
+
+
+def prepare_request(
+    target: Target, info: TargetInfo, endpoint: Endpoint, batch_size: int, data: str = "random", seed: int = 0,
+    shm: ShmPlan | None = None,
+) -> PreparedRequest:
+    """The whole HTTP request. With ``shm`` (a shared-memory transport) the inputs, and the
+    outputs it places, are named by region instead of carried in the body: a JSON-only body."""
+    shapes, tensors, warnings = request_inputs(target, info, batch_size, data, seed)
     header_inputs = []
     blobs = []
-    for tensor in info.inputs:
-        blob = tensor_bytes(tensor["datatype"], shapes[tensor["name"]], data, rng)
-        blobs.append(blob)
-        header_inputs.append(
-            {
-                "name": tensor["name"],
-                "shape": shapes[tensor["name"]],
-                "datatype": tensor["datatype"],
-                "parameters": {"binary_data_size": len(blob)},
-            }
-        )
-    header = {
-        "inputs": header_inputs,
-        "outputs": [{"name": t["name"], "parameters": {"binary_data": True}} for t in info.outputs],
-    }
-    header_bytes = json.dumps(header, separators=(",", ":")).encode()
+    for tensor, blob in tensors:
+        entry = {"name": tensor["name"], "shape": shapes[tensor["name"]], "datatype": tensor["datatype"]}
+        if shm is not None:
+            entry["parameters"] = shm.inputs[tensor["name"]].parameters()
+        else:
+            entry["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        header_inputs.append(entry)
+    outputs = []
+    for t in info.outputs:
+        placed = shm.outputs.get(t["name"]) if shm is not None else None
+        outputs.append({"name": t["name"], "parameters": placed.parameters() if placed else {"binary_data": True}})
+    header_bytes = json.dumps({"inputs": header_inputs, "outputs": outputs}, separators=(",", ":")).encode()
     body = header_bytes + b"".join(blobs)
     path = f"{target.model_path}/infer"
-    headers = {
-        **target.headers,
-        "Content-Type": "application/octet-stream",
-        "Inference-Header-Content-Length": str(len(header_bytes)),
-    }
+    headers = {**target.headers}
+    if blobs:
+        headers["Content-Type"] = "application/octet-stream"
+        headers["Inference-Header-Content-Length"] = str(len(header_bytes))
+    else:
+        headers["Content-Type"] = "application/json"
     raw = encode_request("POST", endpoint, path, headers, body)
     return PreparedRequest(raw=raw, path=path, shapes=shapes, body_bytes=len(body), warnings=warnings)

@@ -43,7 +43,8 @@ from engine.load.audit import client_audit
 from engine.load.http1 import parse_endpoint
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.request import prepare_request
+from engine.load.request import output_sizes, prepare_request, request_inputs
+from engine.load.shm import open_regions
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot
 from engine.analysis.saturation import saturation_point
 from engine.load.error_text import errors_line
@@ -385,11 +386,13 @@ async def run_sweep(
     stop: asyncio.Event,
     tick_ns: int | None = None,
     more_levels: Callable[[list[LevelResult]], float | None] | None = None,
+    gpus: tuple[int, ...] = (),
 ) -> list[LevelResult]:
     """Run every level of ``load`` against ``target``; see the module docstring.
 
     ``more_levels``: after the planned levels, asked with the results so far for one more level
-    to run (the latency-target search of engine/study) until it answers None.
+    to run (the latency-target search of engine/study) until it answers None. ``gpus``: where the
+    model has instances (cuda_shm puts a copy of the inputs on each).
 
     Raises UserError before any load is generated when the request cannot be built (batch size
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
@@ -404,12 +407,19 @@ async def run_sweep(
     prepared = prepare_request(target, info, endpoint, load.batch_size, load.data)
     for text in prepared.warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
+    raws = [prepared.raw]
+    regions = None
+    if load.transport != "http":
+        _shapes, tensors, _ = request_inputs(target, info, load.batch_size, load.data)
+        regions = await open_regions(load.transport, target.http_url, target.headers,
+                                     [(t["name"], blob) for t, blob in tensors], output_sizes(info, load.batch_size), gpus)
+        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan).raw for plan in regions.plans]
     tick_ns = tick_ns or tick_for(load.window_ms)
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels)))
     results: list[LevelResult] = []
     try:
         await pool.start()
-        pool.send_all(("request", prepared.raw, [o["name"] for o in info.outputs]))
+        pool.send_all(("request", raws, [o["name"] for o in info.outputs]))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -445,6 +455,8 @@ async def run_sweep(
         publish(Error(source="load", message=f"load generator failed: {exc}", fatal=True))
     finally:
         await pool.close()
+        if regions is not None:
+            await regions.close()
     publish(
         SweepFinished(
             levels=len(results),

@@ -202,6 +202,7 @@ class Slot(asyncio.BufferedProtocol):
         self.unread_ns = 0  # how long the response may have waited in our socket (upper bound)
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
+        self.raw = worker.next_raw()  # the request this connection sends (a shm transport: one per GPU copy)
 
     # -- asyncio callbacks
 
@@ -291,7 +292,7 @@ class Slot(asyncio.BufferedProtocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self.written_ns = 0
-        self.tr.write(self.w.raw)  # type: ignore[union-attr]
+        self.tr.write(self.raw)  # type: ignore[union-attr]
         if not self.paused:
             self.written_ns = monotonic_ns()
         return now
@@ -325,6 +326,8 @@ class Worker:
         self.conn = conn
         self.loop = asyncio.get_running_loop()
         self.raw = b""
+        self.raws: list[bytes] = [b""]
+        self.turn = 0
         self.outputs: list[str] = []
         self.plan: LevelPlan | None = None
         self.rec: Recorder | None = None
@@ -340,6 +343,12 @@ class Worker:
         self.rng = random.Random()
         self.next_ns = 0
         self.gap_ns = 0.0
+
+    def next_raw(self) -> bytes:
+        """The request for the next new connection: the copies (one per GPU with cuda_shm) in turn."""
+        raw = self.raws[self.turn % len(self.raws)]
+        self.turn += 1
+        return raw
 
     # -- control channel
 
@@ -359,7 +368,10 @@ class Worker:
     def handle(self, msg: tuple[Any, ...]) -> None:
         cmd = msg[0]
         if cmd == "request":
-            self.raw, self.outputs = msg[1], list(msg[2])
+            raws = msg[1] if isinstance(msg[1], list) else [msg[1]]
+            self.raws, self.outputs = raws, list(msg[2])
+            self.raw = raws[0]
+            self.turn = self.index  # workers start at different copies: spread over the GPUs
         elif cmd == "level":
             self.stop_level()
             self.spawn(self.prepare(msg[1]))

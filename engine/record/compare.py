@@ -142,6 +142,9 @@ def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
     if level_sets and not set.intersection(*level_sets.values()):
         c.mismatches.append("no level was measured by every run: level-by-level figures are empty")
     load = {r.label: (r.summary.metadata.get("profile") or {}).get("load") or {} for r in runs}
+    if (diff := _differs(runs, lambda r: r.summary.transport)) is not None:
+        c.notes.append(f"transport differs: {diff}: the inputs took different paths to the server, so the runs "
+                       "compare serving paths as well as GPUs")
     for key in MEASUREMENT_KEYS:
         if (diff := _differs(runs, lambda r, k=key: load[r.label].get(k))) is not None:
             c.notes.append(f"measurement setting load.{key} differs: {diff}")

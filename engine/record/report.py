@@ -18,6 +18,9 @@ from engine.record.summary import RecordingSummary
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
 
 
+TRANSPORT_WORDS = {"http": "HTTP body", "system_shm": "system shared memory", "cuda_shm": "CUDA shared memory"}
+
+
 def utc(ts: float | None) -> str:
     if ts is None:
         return fmt.NA
@@ -81,7 +84,7 @@ def _setup(s: RecordingSummary) -> list:
         ["Model config", f"{s.model or fmt.NA}, variant {s.config_variant or fmt.NA}"
                          + (f" ({n} GPU{'s' if n != 1 else ''})" if n else "")],
         ["Weights", s.weights or "random (no weights file)"],
-        ["Load", f"{s.load_mode or fmt.NA}, batch {s.batch_size or fmt.NA}, levels "
+        ["Load", f"{s.load_mode or fmt.NA}, inputs by {TRANSPORT_WORDS.get(s.transport, s.transport)}, batch {s.batch_size or fmt.NA}, levels "
                  + (", ".join(fmt.level(x) for x in s.levels_planned) or fmt.NA)],
         ["Cost", f"${s.cost_per_hour:g}/hr" if s.cost_per_hour else "not set (hardware.cost_per_hour)"],
     ]

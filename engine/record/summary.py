@@ -93,6 +93,7 @@ class RecordingSummary:
     batch_size: int | None
     load_mode: str | None
     levels_planned: list[float]
+    transport: str  # load.transport: how inputs reached the server (recordings made before it: http)
     cost_per_hour: float | None
     status: str | None
     exit_code: int | None
@@ -298,6 +299,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         weights=_text(model_section.get("weights")),
         batch_size=int(batch_size) if batch_size else None,
         load_mode=_text(load.get("mode")),
+        transport=_text(load.get("transport")) or "http",
         levels_planned=[float(x) for x in planned or []],
         cost_per_hour=float(cost) if isinstance(cost, (int, float)) and cost > 0 else None,
         status=_text(ended.get("status") or meta.get("status")),

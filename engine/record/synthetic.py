@@ -43,6 +43,7 @@ class SyntheticRun:
     t0: float = 1_771_169_400.0  # 2026-02-15T15:30:00Z
     seed: int = 0
     client_bound_from: int | None = None  # concurrency from which the client audit says so
+    transport: str = "http"  # load.transport
     max_batch_size: int = 64
 
 
@@ -65,7 +66,8 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
         name=run.profile_name,
         hardware=Hardware(gpu_model=run.gpu_model, gpu_count=run.gpu_count, cost_per_hour=run.cost_per_hour),
         model=Model(name=run.model, variant=run.variant, weights=run.weights),
-        load=Load(concurrency=list(run.levels), batch_size=run.batch_size, window_ms=int(run.window_s * 1000)),
+        load=Load(concurrency=list(run.levels), batch_size=run.batch_size, window_ms=int(run.window_s * 1000),
+                  transport=run.transport),
     )
     uuids = [f"GPU-{uuidlib.UUID(int=rng.getrandbits(128))}" for _ in range(run.gpu_count)]
     t = run.t0

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 from engine.errors import RunFailed
+from engine.load.shm import segment_prefix
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import visible_gpu_count
 from engine.server.repository import PreparedModel, prepare_repository
@@ -227,7 +228,8 @@ class EmbeddedServer:
         read_end, write_end = os.pipe()
         # The guard's stdin is a pipe whose write end only we hold: it sees EOF when we die.
         self._guard = subprocess.Popen(
-            [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir), "--", *args],
+            [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir),
+             "--shm-prefix", segment_prefix(), "--", *args],
             stdin=read_end,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,

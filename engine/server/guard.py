@@ -9,7 +9,8 @@ SIGKILL after a grace period. No orphaned tritonserver, whatever happens to the 
 If the guard itself is killed first (SIGKILL), tritonserver gets SIGKILL from the kernel
 (PR_SET_PDEATHSIG), and its Python-backend stubs end when they see their parent gone. With
 ``--cleanup DIR`` the guard removes the server's scratch folder when the tool died without
-doing so, so a SIGKILL of the tool leaves no /tmp/gpuscale-triton-* behind.
+doing so, so a SIGKILL of the tool leaves no /tmp/gpuscale-triton-* behind; with
+``--shm-prefix P`` it also removes the tool's /dev/shm/P* shared-memory segments.
 """
 
 from __future__ import annotations
@@ -79,12 +80,31 @@ def exit_status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
+def _remove_segments(prefix: str) -> None:
+    """The tool's shared-memory segments (engine/load/shm.py names them ``gpuscale-<pid>-...``)."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
+
+
 def main(argv: list[str]) -> int:
     cleanup = None
-    if len(argv) >= 2 and argv[0] == "--cleanup":
-        cleanup, argv = argv[1], argv[2:]
+    shm_prefix = None
+    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix"):
+        if argv[0] == "--cleanup":
+            cleanup = argv[1]
+        else:
+            shm_prefix = argv[1]
+        argv = argv[2:]
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python -m engine.server.guard [--cleanup DIR] -- COMMAND [ARGS]", file=sys.stderr)
+        print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] -- COMMAND [ARGS]", file=sys.stderr)
         return 2
     orphaned = threading.Event()
     try:
@@ -92,6 +112,8 @@ def main(argv: list[str]) -> int:
     finally:
         if cleanup and orphaned.is_set():  # the tool is gone and cannot clean up after itself
             shutil.rmtree(cleanup, ignore_errors=True)
+        if shm_prefix and orphaned.is_set():
+            _remove_segments(shm_prefix)
 
 
 def _guard(command: list[str], orphaned: threading.Event) -> int:

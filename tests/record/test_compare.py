@@ -165,3 +165,22 @@ def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
     (two,) = [r for r in c.runs if len(r.summary.sweeps) == 2]
     assert [(p.level, p.throughput) for p in two.findings.points] == [(1, 200.0), (8, 800.0)]  # sweep 2's own
     assert any("2 sweeps recorded; compared: sweep 2 of 2, complete" in n for n in c.notes)
+
+
+def test_runs_over_different_transports_are_compared_with_a_warning(tmp_path: Path) -> None:
+    from engine.record.summary import summarize
+
+    http = make_recording(tmp_path, "http.sqlite", SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080"))
+    shm = make_recording(tmp_path, "shm.sqlite", SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080",
+                                                            transport="cuda_shm"))
+    with Recording.open(shm) as rec:
+        assert summarize(rec).transport == "cuda_shm"
+    c = compare(_open([http, shm]))
+    notes = "\n".join(c.notes)
+    assert "transport differs: " in notes and "cuda_shm" in notes and "http" in notes
+    assert not any("transport" in m for m in c.mismatches)  # comparing the paths is a purpose, not an error
+    from engine.record.export import export
+
+    with Recording.open(shm) as rec:
+        report = Path(export(rec, "md", tmp_path)).read_text()
+    assert "inputs by CUDA shared memory" in report
