@@ -1,0 +1,140 @@
+"""Our engine's transports against perf_analyzer's, same server, in one run (issue 14).
+
+For each config variant the embedded server is started once; at each level our engine with
+load.transport = http | system_shm | cuda_shm and perf_analyzer 2.41 with --shared-memory
+none | system | cuda run in alternation (the order flips every round). Per run: images/s, p50,
+p99, GPU busy % (NVML, mean over the GPUs the variant uses), and ours / perf_analyzer. At the
+end, each tool's scaling efficiency per transport: peak_N / (N x peak_1x).
+
+    python bench/transport_vs_perf_analyzer.py --variants 1x,2x --levels 256 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.load_pa_setup import ensure_perf_analyzer  # noqa: E402
+from bench.load_vs_perf_analyzer import Measure, RunAccount, _ours_measure, run_perf_analyzer  # noqa: E402
+from engine.load.sweep import run_sweep  # noqa: E402
+from engine.load.target import Target, describe_target  # noqa: E402
+from engine.profiles import Load  # noqa: E402
+
+PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
+
+
+class GpuBusy(threading.Thread):
+    """Mean NVML utilization of some GPUs while a run lasts (None without NVML)."""
+
+    def __init__(self, gpus: tuple[int, ...]) -> None:
+        super().__init__(daemon=True)
+        self.gpus, self.stop, self.samples = gpus, threading.Event(), []
+
+    def run(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.gpus]
+        except Exception:  # noqa: BLE001 - no NVML here: no figure
+            return
+        while not self.stop.wait(0.25):
+            self.samples.append(sum(pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles) / len(handles))
+
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+async def run_ours(url: str, model: str, level: int, transport: str, gpus: tuple[int, ...], args) -> Measure:
+    target = Target(url, model)
+    info = await describe_target(target)
+    load = Load(concurrency=[level], window_ms=args.window_ms, stability_percent=args.stability,
+                max_windows=args.max_windows, warmup_s=0.0, transport=transport)
+    with RunAccount(url, model, "engine.load.worker", include_self=True) as acct:
+        (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
+    return acct.fill(_ours_measure(r))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="openclip_vit_b32")
+    p.add_argument("--variants", default="1x,2x")
+    p.add_argument("--transports", default="http,system_shm,cuda_shm")
+    p.add_argument("--levels", default="256")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--window-ms", type=int, default=1500)
+    p.add_argument("--max-windows", type=int, default=5)
+    p.add_argument("--stability", type=float, default=10.0)
+    args = p.parse_args()
+    args.batch = 1
+    binary, env = ensure_perf_analyzer()
+    from engine.server.embedded import EmbeddedServer
+
+    rows = []
+    for variant in args.variants.split(","):
+        try:
+            with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=variant, log_dir=Path(logs)) as srv:
+                gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
+                print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}", flush=True)
+                for level in (int(x) for x in args.levels.split(",")):
+                    for transport in args.transports.split(","):
+                        for rnd in range(args.rounds):
+                            order = ["pa", "ours"] if rnd % 2 == 0 else ["ours", "pa"]
+                            got = {}
+                            for tool in order:
+                                busy = GpuBusy(gpus)
+                                busy.start()
+                                if tool == "pa":
+                                    args.pa_extra = PA_SHM[transport]
+                                    m = run_perf_analyzer(binary, env, srv.http_url, args.model, level, args)
+                                else:
+                                    try:
+                                        m = asyncio.run(run_ours(srv.http_url, args.model, level, transport, gpus, args))
+                                    except Exception as exc:  # noqa: BLE001 - a bench reports, it does not stop
+                                        m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:160])
+                                busy.stop.set()
+                                busy.join()
+                                m.extra["gpu_busy"] = busy.mean()
+                                got[tool] = m
+                            ours, pa = got["ours"], got["pa"]
+                            ratio = ours.throughput / pa.throughput if ours.throughput and pa.throughput else None
+                            rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd,
+                                         "ours": asdict(ours), "perf_analyzer": asdict(pa), "throughput_ratio": ratio})
+                            fmt = lambda x, s: format(x, s) if x is not None else "n/a"  # noqa: E731
+                            print(f"  {variant} c={level:<4} {transport:<10} r{rnd}  ours {fmt(ours.throughput, '7.0f')}"
+                                  f" ({fmt(ours.p50_ms, '.1f')}/{fmt(ours.p99_ms, '.1f')} ms, gpu {fmt(ours.extra.get('gpu_busy'), '.0f')} %)"
+                                  f"  pa {fmt(pa.throughput, '7.0f')} ({fmt(pa.p50_ms, '.1f')}/{fmt(pa.p99_ms, '.1f')} ms,"
+                                  f" gpu {fmt(pa.extra.get('gpu_busy'), '.0f')} %)  ratio {fmt(ratio, '.2f')}"
+                                  f"  [{ours.status}; pa {pa.status}]", flush=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. a variant needing more GPUs than here
+            print(f"== {variant}: {type(exc).__name__}: {exc}", flush=True)
+    print("\nsummary: peak images/s per tool, transport and variant; efficiency = peak_N / (N x peak_1x)")
+    for tool in ("ours", "perf_analyzer"):
+        for transport in args.transports.split(","):
+            peaks = {}
+            for r in rows:
+                if r["transport"] == transport and r[tool]["throughput"]:
+                    peaks[r["variant"]] = max(peaks.get(r["variant"], 0.0), r[tool]["throughput"])
+            base = peaks.get("1x")
+            parts = [f"{v} {x:,.0f}" + (f" ({x / (int(v[:-1]) * base):.0%})" if base and v != "1x" and v.endswith("x") else "")
+                     for v, x in peaks.items()]
+            print(f"  {tool:<14}{transport:<11}" + "   ".join(parts))
+    out = Path(os.environ.get("OUT", ROOT / "bench" / "out"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"transport_vs_perf_analyzer-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
