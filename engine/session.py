@@ -316,8 +316,8 @@ class Session(EventSource):
         """Bad input found after the start (an unreachable URL, a wrong input shape): nothing was
         measured, the one line on stderr says why; a "failed" file would only be clutter."""
         path = self.recording_path
-        if path is None or (self._recorder is not None and self._recorder.error):
-            return
+        if path is None or self._recorder is None or self._recorder.error:
+            return  # not ours (a name that was taken: never touch it), or kept for the record error
         for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             try:
                 leftover.unlink()

@@ -7,9 +7,11 @@ both duck-typed.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
@@ -29,6 +31,7 @@ from tui.state import SessionState
 
 REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
 MAX_EVENTS_PER_TICK = 50_000  # a replay at max speed must not stall a frame for long
+HANG_UP_GRACE_S = 5.0  # after a hang-up, how long the sessions' end waits for Textual's own exit
 JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
 SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
 SEEK_STEP_S = 10.0
@@ -132,9 +135,9 @@ class GpuscaleApp(App[int]):
 
     def stop_sources(self, timeout: float = JOIN_TIMEOUT_S) -> list[EventSource]:
         """Stop every source; return those still running after ``timeout`` seconds."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        unsubscribe, self._unsubscribe = self._unsubscribe, None  # also called from the hang-up thread
+        if unsubscribe is not None:
+            unsubscribe()
         for source in self.sources:
             source.stop()
         return [s for s in self.sources if not s.join(timeout)]
@@ -163,7 +166,18 @@ class GpuscaleApp(App[int]):
     def _on_terminal_gone(self, sig: int) -> None:
         """SIGHUP (the SSH connection dropped) or SIGTERM: leave now, no questions asked."""
         self.hung_up = sig == signal.SIGHUP
+        if self.hung_up:
+            # Stop the sessions now, not after Textual's shutdown: with the terminal gone that
+            # shutdown can block for good (its writer thread's queue, seen under tmux kill-session),
+            # and the recording and the server must not wait on it.
+            threading.Thread(target=self._end_without_terminal, name="HangUp", daemon=True).start()
         self.exit(0)
+
+    def _end_without_terminal(self) -> None:
+        stuck = self.stop_sources()
+        time.sleep(HANG_UP_GRACE_S)  # Textual's own exit normally wins; if not, leave without it
+        code = self.sources[-1].exit_code if self.sources and not stuck else 1
+        os._exit(code)
 
     def drain(self) -> None:
         """The refresh tick: fold queued events into the state, then render the visible view."""

@@ -104,7 +104,7 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     y_ticks = nice_ticks(min(0.0, min(p[1] for p in pts)), max(tops))
     ylo, yhi = y_ticks[0], y_ticks[-1]
     if yhi <= ylo:  # ticks rounded to 12 decimals collapse for values below 1e-12
-        ylo, yhi = ylo, ylo + 1.0
+        yhi = ylo + 1.0
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
 
     def px(x: float) -> float:

@@ -6,8 +6,9 @@ waits. When the pipe closes — the tool exited, crashed, or was killed with SIG
 gets SIGTERM, it ends the whole group (tritonserver and its Python-backend stubs): SIGTERM, then
 SIGKILL after a grace period. No orphaned tritonserver, whatever happens to the tool.
 
-If the guard itself is killed first (SIGKILL), tritonserver gets SIGKILL from the kernel
-(PR_SET_PDEATHSIG), and its Python-backend stubs end when they see their parent gone. With
+If the guard itself is killed first (SIGKILL), tritonserver gets SIGTERM from the kernel
+(PR_SET_PDEATHSIG): its own shutdown ends its Python-backend stubs (a SIGKILL would leave them
+running, as nobody is left to kill the group). With
 ``--cleanup DIR`` the guard removes the server's scratch folder when the tool died without
 doing so, so a SIGKILL of the tool leaves no /tmp/gpuscale-triton-* behind; with
 ``--shm-prefix P`` it also removes the tool's /dev/shm/P* shared-memory segments.
@@ -66,9 +67,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: the kernel sends SIGKILL when the guard dies, however it dies."""
+    """In the child, before exec: the kernel sends SIGTERM when the guard dies, however it dies."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the pipe and the group kill still hold
         pass
     if os.getppid() == 1:  # the guard died before prctl took effect

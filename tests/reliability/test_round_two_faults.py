@@ -167,3 +167,60 @@ def test_sigkill_a_copy_without_its_wal_keeps_all_but_the_last_seconds(tmp_path)
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "-wal file next to it" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- the TUI in a terminal
+
+
+def _tui(tmux, out_dir: Path) -> int:
+    from tests.tui.test_tmux_e2e import app_command
+
+    pid = tmux.start(app_command(out_dir, "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
+                                 "--set", "load.stability_percent=0.001", "--set", "load.workers=1"), 120, 40)
+    tmux.wait_for(r"level 1/5", timeout=180)
+    return pid
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_tui_hang_up_keeps_the_level_and_ends_interrupted(tmp_path):
+    from tests.tui.test_tmux_e2e import Tmux
+
+    tmux = Tmux()
+    try:
+        pid = _tui(tmux, tmp_path)
+        procs = family(pid)
+        rec = recording_in(tmp_path)
+        wait_for_kind(rec, "window", count=2)
+        tmux.kill()  # SIGHUP to the terminal's foreground process group: the app and its load workers
+        assert wait_all_gone(procs, timeout=90) == []
+    finally:
+        tmux.kill()
+    events, ended = _ended(rec)
+    assert ended is not None and ended.status == "interrupted" and ended.exit_code == 130
+    assert not [e.message for e in events if e.kind == "error" and e.fatal]
+    levels = [e for e in events if e.kind == "level_result"]
+    assert levels and levels[-1].status == "interrupted"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_tui_hang_up_after_a_load_worker_died_records_failed(tmp_path):
+    from tests.tui.test_tmux_e2e import Tmux
+
+    tmux = Tmux()
+    try:
+        pid = _tui(tmux, tmp_path)
+        procs = family(pid)
+        rec = recording_in(tmp_path)
+        wait_for_kind(rec, "window", count=2)
+        (worker, *_) = _named(procs, "engine.load.worker")
+        os.kill(worker.pid, signal.SIGKILL)
+        wait_for_kind(rec, "sweep_finished")
+        tmux.kill()
+        assert wait_all_gone(procs, timeout=90) == []
+    finally:
+        tmux.kill()
+    _events, ended = _ended(rec)
+    assert ended is not None and ended.status == "failed" and ended.exit_code == 1
+    assert "load worker" in (ended.error or "")

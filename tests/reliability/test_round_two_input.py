@@ -244,6 +244,7 @@ def test_model_not_available_line_shows_no_credentials(tmp_path, fake_triton):
     assert_clean(proc.stdout + proc.stderr)
     # the URL's credentials were sent, as HTTP Basic auth
     assert _FakeTriton.seen and all(auth == f"Basic {BASIC}" for _path, auth in _FakeTriton.seen)
+    assert not list(tmp_path.glob("*.sqlite")) and not list(tmp_path.glob("*.logs")), "a 'failed' recording was left"
 
 
 def test_url_credentials_reach_inference_and_metrics_as_basic_auth(tmp_path, fake_triton):
@@ -303,3 +304,25 @@ def test_headless_replay_ends_also_without_a_terminal(recording, tmp_path):
         assert proc.returncode == 0, (args, proc.stderr)
         assert "Traceback" not in proc.stdout + proc.stderr
         assert "level" in proc.stdout
+
+
+def test_replay_of_a_crashed_recording_keeps_the_recordings_clock(recording, tmp_path):
+    """Replay's own notices (no end yet, gave up) carry the recording's time, not today's: the
+    screen's elapsed time stays that of the recording (not the months since it was made)."""
+    from engine.record.replay import ReplaySource
+    from tui.state import SessionState
+
+    crashed = tmp_path / "crashed.sqlite"
+    shutil.copy(recording, crashed)
+    with sqlite3.connect(crashed) as conn:
+        conn.execute("DELETE FROM events WHERE kind = 'session_ended'")
+        conn.execute("DELETE FROM meta WHERE key IN ('status', 'exit_code', 'ended_ts')")
+    with Recording.open(crashed) as rec:
+        duration = rec.summary().duration_s
+    state = SessionState()
+    source = ReplaySource(crashed, speed=None, linger=False, idle_timeout_s=0.6)
+    source.bus.subscribe(state.apply)
+    source.start()
+    assert source.join(30)
+    assert any("no end yet" in n.message for n in state.notices.values()), "the notice was not published"
+    assert 0 < state.elapsed_s <= duration + 1e-6
