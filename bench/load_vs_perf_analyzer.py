@@ -2,16 +2,28 @@
 
 For each model it starts the embedded Triton once, then for each concurrency level runs both
 tools alternately (the order flips every level and round) and prints, per level, our throughput
-/ theirs, our p50 / theirs and our p99 / theirs, plus what each client cost in CPU. Results go
-to bench/out/load_vs_perf_analyzer-<time>.json.
+/ theirs, our p50 / theirs and our p99 / theirs, plus what each client cost in CPU per request.
+With --rates-of-peak it then takes the peak (the best concurrency level's mean throughput in
+this run, perf_analyzer's unless --peak-from says otherwise) and runs both tools open-loop at
+those fractions of it: ours in rate mode, perf_analyzer with --request-rate-range (both constant
+arrival). Ours is reported corrected for coordinated omission (latency from each request's
+intended send time) and uncorrected (from its actual send, perf_analyzer's way), beside our
+late-send share and our side's share of the latency, and perf_analyzer's own overhead figure
+and its "not able to keep up" warning. A summary table per mode ends the run; the JSON goes to
+$OUT if set, else bench/out/ (rewritten after every level, so a cut-off run keeps its rows).
 
     .venv/bin/python bench/load_vs_perf_analyzer.py                       # identity and vit_tiny, 1/8/32
     .venv/bin/python bench/load_vs_perf_analyzer.py --models identity --levels 8 --rounds 3
+    .venv/bin/python bench/load_vs_perf_analyzer.py --models identity --levels 4 --rates-of-peak 0.5 --window-ms 500
+    .venv/bin/python bench/load_vs_perf_analyzer.py ... --estimate        # the plan and its duration only
 
 Both tools use perf_analyzer's method with the same settings: windows of --window-ms, stable
 when 3 windows agree within --stability %, at most --max-windows windows. perf_analyzer gives
-no result for a level it cannot stabilise; that shows as "n/a" (and is retried --pa-retries
-times). Targets (issue 3): throughput ratio >= 1.0 at every level, p50 within 10 %.
+no result for a level it cannot stabilise (or cannot run, e.g. 512 threads): that shows as "n/a"
+with its error line (and is retried --pa-retries times); the bench goes on. --budget-s starts no
+pair of runs that would end past it (exit 1 then: incomplete); SIGTERM stops it with the summary
+of what was measured (exit 130). Targets (issue 13): throughput ratio in [0.95, 1.05] unless
+perf_analyzer's client is the limit, p50 within 10 %, our spread <= 5 %.
 """
 
 from __future__ import annotations
@@ -292,12 +304,15 @@ class Budget:
         self.walls: dict[tuple[str, str], list[float]] = {}
         self.skipped = 0
 
-    def allows(self, tool: str, mode: str) -> bool:
+    def expect(self, tool: str, mode: str) -> float:
+        seen = self.walls.get((tool, mode))
+        return sum(seen) / len(seen) if seen else self.default_s
+
+    def allows_pair(self, mode: str) -> bool:
+        """Whether both tools' runs at one level fit before the deadline."""
         if self.deadline is None:
             return True
-        seen = self.walls.get((tool, mode))
-        expect = sum(seen) / len(seen) if seen else self.default_s
-        if time.monotonic() + expect <= self.deadline:
+        if time.monotonic() + self.expect("pa", mode) + self.expect("ours", mode) <= self.deadline:
             return True
         self.skipped += 1
         return False
@@ -310,7 +325,7 @@ def run_pair(model: str, mode: str, level: float, rnd: int, flip: int, url: str,
     """Both tools at one level, in an order that flips every level and round. None when the
     budget leaves no time for both."""
     order = ["pa", "ours"] if flip % 2 == 0 else ["ours", "pa"]
-    if not (budget.allows("pa", mode) and budget.allows("ours", mode)):
+    if not budget.allows_pair(mode):
         return None
     got: dict[str, Measure] = {}
     for tool in order:
@@ -635,6 +650,9 @@ def main() -> int:
         print("\ninterrupted: the summary of what was measured follows", flush=True)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        save(status)
+    if budget.skipped and status == "finished":
+        status, code = "incomplete", 1  # planned runs were left out: not a finished comparison
         save(status)
     print_summary(rows, args)
     if budget.skipped:
