@@ -37,12 +37,14 @@ echo "hard limit: $(( VIT_BUDGET_S + 20 )) s + $(( ID_BUDGET_S + 20 )) s (timeou
 
 echo "=== $MODEL: concurrency $LEVELS, rate at $RATES of the peak"
 timeout -k 5 $(( VIT_BUDGET_S + 20 )) $PY bench/load_vs_perf_analyzer.py "${VIT[@]}"
-echo "vit bench exit $? at $(( $(date +%s) - t0 )) s"
+vit_code=$?; echo "$MODEL bench exit $vit_code at $(( $(date +%s) - t0 )) s"
 
 echo "=== identity: client CPU per request at $ID_LEVELS"
 timeout -k 5 $(( ID_BUDGET_S + 20 )) $PY bench/load_vs_perf_analyzer.py "${IDENT[@]}"
-echo "identity bench exit $? at $(( $(date +%s) - t0 )) s"
+id_code=$?; echo "identity bench exit $id_code at $(( $(date +%s) - t0 )) s"
 
 sleep 1; ps aux | grep -E 'tritonserver|backend_stub|perf_analyzer|engine.load.worker' | grep -v grep | grep -v defunct | head -3 || true
 ls "$OUT"
 echo "total $(( $(date +%s) - t0 )) s"
+# 0 only when both finished every planned run (1: a budget left runs out, 124/130: cut off)
+exit $(( vit_code != 0 ? vit_code : id_code ))

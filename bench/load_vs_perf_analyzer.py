@@ -164,7 +164,9 @@ def pa_error_line(text: str) -> str:
     return lines[-1][:160] if lines else "no output"
 
 
-def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: float, args, mode: str = "concurrency") -> Measure:
+def run_perf_analyzer(
+    binary: Path, env: dict, url: str, model: str, level: float, args, mode: str = "concurrency", extra: tuple[str, ...] = ()
+) -> Measure:
     """One perf_analyzer run at one level: a concurrency, or (mode "rate") a request rate per
     second with its default constant arrival. -v makes it print its own client overhead."""
     load = ["--concurrency-range", str(int(level))] if mode == "concurrency" else ["--request-rate-range", f"{level:.2f}"]
@@ -175,7 +177,7 @@ def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: floa
             str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http", *load, "-b", str(args.batch),
             "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
             "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv", "-v",
-            *getattr(args, "pa_extra", []),
+            *extra, *getattr(args, "pa_extra", []),
         ]
         with RunAccount(url, model, str(binary), include_self=False) as acct:
             try:
@@ -321,7 +323,10 @@ class Budget:
         self.walls.setdefault((tool, mode), []).append(m.wall_s)
 
 
-def run_pair(model: str, mode: str, level: float, rnd: int, flip: int, url: str, args, binary: Path, env: dict, budget: Budget) -> dict | None:
+def run_pair(
+    model: str, mode: str, level: float, rnd: int, flip: int, url: str, args, binary: Path, env: dict, budget: Budget,
+    pa_extra: tuple[str, ...] = (),
+) -> dict | None:
     """Both tools at one level, in an order that flips every level and round. None when the
     budget leaves no time for both."""
     order = ["pa", "ours"] if flip % 2 == 0 else ["ours", "pa"]
@@ -331,7 +336,7 @@ def run_pair(model: str, mode: str, level: float, rnd: int, flip: int, url: str,
     for tool in order:
         if tool == "pa":
             for _ in range(1 + args.pa_retries):
-                m = run_perf_analyzer(binary, env, url, model, level, args, mode)
+                m = run_perf_analyzer(binary, env, url, model, level, args, mode, pa_extra)
                 budget.ran("pa", mode, m)
                 if m.ok:
                     break
@@ -382,7 +387,7 @@ def print_row(row: dict) -> None:
         print(f"      perf_analyzer: {w}", flush=True)
 
 
-def find_peak(rows: list[dict], model: str, source: str) -> tuple[float, str] | None:
+def find_peak(rows: list[dict], model: str, source: str) -> tuple[float, float, str] | None:
     """The peak throughput of this model's concurrency levels in this run: the best level's
     mean over rounds, from perf_analyzer ("pa"), ours ("ours") or whichever is higher ("max");
     "pa" and "ours" fall back to the other tool when the first has no result."""
@@ -405,7 +410,7 @@ def find_peak(rows: list[dict], model: str, source: str) -> tuple[float, str] | 
     thr, level, n = best[tool]
     who = "perf_analyzer" if tool == "perf_analyzer" else "our engine"
     fallback = source != "max" and tool != ("perf_analyzer" if source == "pa" else "ours")
-    return thr, (f"the best concurrency level by {who}: {thr:,.0f} infer/s at c={level:g} (mean of {n} round{'s' * (n > 1)})"
+    return thr, level, (f"the best concurrency level by {who}: {thr:,.0f} infer/s at c={level:g} (mean of {n} round{'s' * (n > 1)})"
                  + (" - the other tool gave no result at any level" if fallback else ""))
 
 
@@ -429,19 +434,24 @@ def bench_model(model: str, args, binary: Path, env: dict, budget: Budget, rows:
         if not args.rates_of_peak:
             return
         if args.peak:
-            peak, how = args.peak, f"given (--peak {args.peak:g})"
+            peak, peak_level, how = args.peak, max(args.levels, default=64), f"given (--peak {args.peak:g})"
         else:
             found = find_peak(rows, model, args.peak_from)
             if found is None:
                 print(f"  rate mode skipped: no concurrency level of {model} gave a throughput to take the peak from", flush=True)
                 return
-            peak, how = found
-        print(f"\n  rate mode (constant arrival): peak {peak:,.0f} infer/s, {how}", flush=True)
-        args.peaks[model] = {"infer_per_s": peak, "from": how}
+            peak, peak_level, how = found
+        # perf_analyzer's rate mode sends synchronously from --max-threads threads (default 4),
+        # one request in flight per thread: 4 threads cap it at 4 / latency requests/s, far
+        # below a GPU server's rates. The peak's concurrency is enough threads for any fraction
+        # of the peak (in flight = rate x latency, both lower than at the peak).
+        threads = args.pa_rate_threads or max(16, int(peak_level))
+        print(f"\n  rate mode (constant arrival): peak {peak:,.0f} infer/s, {how}; perf_analyzer --max-threads {threads}", flush=True)
+        args.peaks[model] = {"infer_per_s": peak, "from": how, "pa_max_threads": threads}
         for fraction in args.rates_of_peak:
             rate = fraction * peak / args.batch  # requests/s, both tools
             for rnd in range(args.rounds):
-                row = run_pair(model, "rate", rate, rnd, flip, srv.http_url, args, binary, env, budget)
+                row = run_pair(model, "rate", rate, rnd, flip, srv.http_url, args, binary, env, budget, ("--max-threads", str(threads)))
                 flip += 1
                 if row is None:
                     continue
@@ -595,6 +605,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
     parser.add_argument("--pa-retries", type=int, default=1)
+    parser.add_argument("--pa-rate-threads", type=int, default=0,
+                        help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, at least 16)")
     parser.add_argument("--variant", default="cpu")
     parser.add_argument("--budget-s", type=float, default=0.0, help="start no run that would end later than this (0 = no limit)")
     parser.add_argument("--run-overhead-s", type=float, default=2.0, help="estimate: a tool run's start-up and end, seconds")
