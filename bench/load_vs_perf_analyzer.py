@@ -2,16 +2,28 @@
 
 For each model it starts the embedded Triton once, then for each concurrency level runs both
 tools alternately (the order flips every level and round) and prints, per level, our throughput
-/ theirs, our p50 / theirs and our p99 / theirs, plus what each client cost in CPU. Results go
-to bench/out/load_vs_perf_analyzer-<time>.json.
+/ theirs, our p50 / theirs and our p99 / theirs, plus what each client cost in CPU per request.
+With --rates-of-peak it then takes the peak (the best concurrency level's mean throughput in
+this run, perf_analyzer's unless --peak-from says otherwise) and runs both tools open-loop at
+those fractions of it: ours in rate mode, perf_analyzer with --request-rate-range (both constant
+arrival). Ours is reported corrected for coordinated omission (latency from each request's
+intended send time) and uncorrected (from its actual send, perf_analyzer's way), beside our
+late-send share and our side's share of the latency, and perf_analyzer's own overhead figure
+and its "not able to keep up" warning. A summary table per mode ends the run; the JSON goes to
+$OUT if set, else bench/out/ (rewritten after every level, so a cut-off run keeps its rows).
 
     .venv/bin/python bench/load_vs_perf_analyzer.py                       # identity and vit_tiny, 1/8/32
     .venv/bin/python bench/load_vs_perf_analyzer.py --models identity --levels 8 --rounds 3
+    .venv/bin/python bench/load_vs_perf_analyzer.py --models identity --levels 4 --rates-of-peak 0.5 --window-ms 500
+    .venv/bin/python bench/load_vs_perf_analyzer.py ... --estimate        # the plan and its duration only
 
 Both tools use perf_analyzer's method with the same settings: windows of --window-ms, stable
 when 3 windows agree within --stability %, at most --max-windows windows. perf_analyzer gives
-no result for a level it cannot stabilise; that shows as "n/a" (and is retried --pa-retries
-times). Targets (issue 3): throughput ratio >= 1.0 at every level, p50 within 10 %.
+no result for a level it cannot stabilise (or cannot run, e.g. 512 threads): that shows as "n/a"
+with its error line (and is retried --pa-retries times); the bench goes on. --budget-s starts no
+pair of runs that would end past it (exit 1 then: incomplete); SIGTERM stops it with the summary
+of what was measured (exit 130). Targets (issue 13): throughput ratio in [0.95, 1.05] unless
+perf_analyzer's client is the limit, p50 within 10 %, our spread <= 5 %.
 """
 
 from __future__ import annotations
@@ -20,7 +32,10 @@ import argparse
 import asyncio
 import csv
 import json
+import os
+import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +66,10 @@ class Measure:
     p50_ms: float | None = None
     p99_ms: float | None = None
     mean_ms: float | None = None
+    # rate mode, ours: latency from the actual send (our p50_ms/p99_ms are then from the
+    # intended send time, corrected for coordinated omission); perf_analyzer measures this way
+    p50_uncorrected_ms: float | None = None
+    p99_uncorrected_ms: float | None = None
     client_cpu_cores: float | None = None  # client CPU seconds / wall seconds over the whole run
     client_cpu_us_per_request: float | None = None  # client CPU / requests the server served in the run
     client_wait_us_per_request: float | None = None  # client threads' run-queue wait / requests served
@@ -112,21 +131,70 @@ class RunAccount:
         return m
 
 
-def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int, args) -> Measure:
+PA_FIGURES = {
+    # perf_analyzer's own view of its client (printed with -v); absent when it does not print them
+    "overhead_pct": re.compile(r"Avg client overhead:\s*([\d.]+)\s*%"),
+    "send_rate": re.compile(r"Avg send request rate:\s*([\d.]+)"),
+    "delayed_pct": re.compile(r"([\d.]+)\s*% of the requests were delayed"),
+}
+
+
+def pa_client_figures(text: str) -> dict:
+    """perf_analyzer's statements about its own client: its overhead figure, the send rate it
+    achieved, the share of requests it sent late, and any warning lines, verbatim."""
+    got: dict = {}
+    for key, pattern in PA_FIGURES.items():
+        found = pattern.findall(text)
+        if found:
+            got[key] = float(found[-1])
+    warnings = list(dict.fromkeys(line.strip() for line in text.splitlines() if "WARNING" in line.upper()))
+    if warnings:
+        got["warnings"] = warnings
+    return got
+
+
+def pa_error_line(text: str) -> str:
+    """The line that says why perf_analyzer gave no result: the first error/failure line, else
+    its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        low = line.lower()
+        if any(w in low for w in ("error", "failed", "unable", "cannot", "can't", "resource", "abort", "terminate")):
+            return line[:160]
+    return lines[-1][:160] if lines else "no output"
+
+
+def run_perf_analyzer(
+    binary: Path, env: dict, url: str, model: str, level: float, args, mode: str = "concurrency", extra: tuple[str, ...] = ()
+) -> Measure:
+    """One perf_analyzer run at one level: a concurrency, or (mode "rate") a request rate per
+    second with its default constant arrival. -v makes it print its own client overhead."""
+    load = ["--concurrency-range", str(int(level))] if mode == "concurrency" else ["--request-rate-range", f"{level:.2f}"]
+    limit_s = args.window_ms / 1000 * (args.max_windows + 4) + 60
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
         cmd = [
-            str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http",
-            "--concurrency-range", str(level), "-b", str(args.batch),
+            str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http", *load, "-b", str(args.batch),
             "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
-            "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv",
-            *getattr(args, "pa_extra", []),
+            "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv", "-v",
+            *extra, *getattr(args, "pa_extra", []),
         ]
         with RunAccount(url, model, str(binary), include_self=False) as acct:
-            run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.window_ms / 1000 * (args.max_windows + 4) + 60)
-        if run.returncode != 0 or not csv_path.exists():
-            tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["?"]
-            return acct.fill(Measure("perf_analyzer", False, f"no result: {tail[0][:90]}"))
+            try:
+                run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit_s, check=False)
+                text, code = run.stdout + run.stderr, run.returncode
+            except subprocess.TimeoutExpired as exc:
+                text, code = f"timed out after {limit_s:.0f} s", None
+                text += "\n" + "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+            except OSError as exc:
+                text, code = f"could not start: {exc}", None
+        figures = pa_client_figures(text)
+        if code != 0 or not csv_path.exists():
+            why = f"timed out after {limit_s:.0f} s" if code is None and text.startswith("timed out") else pa_error_line(text)
+            m = acct.fill(Measure("perf_analyzer", False, f"no result (exit {code}): {why}"))
+            m.extra.update(figures)
+            m.extra["output_tail"] = text.strip().splitlines()[-6:]
+            return m
         rows = list(csv.DictReader(csv_path.open()))
     row = rows[-1]
     return acct.fill(Measure(
@@ -141,17 +209,22 @@ def run_perf_analyzer(binary: Path, env: dict, url: str, model: str, level: int,
             **{k: float(row[c]) for k, c in (("client_send_us", "Client Send"), ("network_server_us", "Network+Server Send/Recv"),
                                               ("client_recv_us", "Client Recv"), ("server_input_us", "Server Compute Input"))
                if row.get(c) not in (None, "")},
+            **figures,
         },
     ))
 
 
-async def run_ours(url: str, model: str, level: int, args) -> Measure:
+async def run_ours(url: str, model: str, level: float, args, mode: str = "concurrency") -> Measure:
     target = Target(url, model)
     info = await describe_target(target)
-    load = Load(
-        concurrency=[level], batch_size=args.batch, window_ms=args.window_ms, stability_percent=args.stability,
-        max_windows=args.max_windows, warmup_s=0.0, workers=args.workers, request_timeout_s=30.0,
-    )
+    common = {
+        "batch_size": args.batch, "window_ms": args.window_ms, "stability_percent": args.stability,
+        "max_windows": args.max_windows, "warmup_s": 0.0, "workers": args.workers, "request_timeout_s": 30.0,
+    }
+    if mode == "concurrency":
+        load = Load(mode="concurrency", concurrency=[int(level)], **common)
+    else:  # constant arrival, as perf_analyzer's --request-rate-range by default
+        load = Load(mode="rate", rates=[level], arrival="constant", **common)
     events: list = []
     with RunAccount(url, model, "engine.load.worker", include_self=True) as acct:
         results = await run_sweep(target, info, load, events.append, asyncio.Event())
@@ -159,18 +232,43 @@ async def run_ours(url: str, model: str, level: int, args) -> Measure:
     return acct.fill(_ours_measure(r))
 
 
+class Stopped(BaseException):
+    """SIGTERM (e.g. from `timeout`): stop, keep what was measured, print the summary."""
+
+
+def measure_ours(url: str, model: str, level: float, args, mode: str) -> Measure:
+    """Our engine at one level; a failure becomes a failed Measure with its reason, so that one
+    level (say 512 connections) cannot end the whole comparison."""
+    started = time.monotonic()
+    try:
+        return asyncio.run(run_ours(url, model, level, args, mode))
+    except Exception as exc:  # noqa: BLE001 - reported in the row, the bench goes on
+        m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:160])
+        m.wall_s = time.monotonic() - started
+        return m
+
+
+def _ms(x: float | None) -> float | None:
+    return x * 1e3 if x is not None else None
+
+
 def _ours_measure(r: LevelResult) -> Measure:
     ok = r.status in ("stable", "unstable") and r.latency.count > 0
+    unc = r.latency_uncorrected if ok else None
     return Measure(
         "ours", ok, r.status,
         throughput=r.throughput_ips if ok else None,
         p50_ms=r.latency.p50 * 1e3 if ok else None,
         p99_ms=r.latency.p99 * 1e3 if ok else None,
         mean_ms=r.latency.mean * 1e3 if ok else None,
+        p50_uncorrected_ms=_ms(unc.p50) if unc else None,
+        p99_uncorrected_ms=_ms(unc.p99) if unc else None,
         extra={
-            "windows": r.windows, "errors": r.errors,
+            "windows": r.windows, "errors": r.errors, "target_rate": r.target_rate,
             "worker_cpu_percent": r.audit.cpu_percent, "client_bound": r.audit.client_bound,
             "reasons": r.audit.reasons, "loop_lag_p99_ms": r.audit.loop_lag_p99 and r.audit.loop_lag_p99 * 1e3,
+            "late_sends": r.audit.late_sends, "sent": r.audit.sent,
+            "late_share": r.audit.late_sends / r.audit.sent if r.audit.sent else None,
             "server_queue_us": r.server.queue * 1e6 if r.server and r.server.queue is not None else None,
             "server_infer_us": r.server.compute_infer * 1e6 if r.server and r.server.compute_infer is not None else None,
             "avg_batch": r.server.avg_batch_size if r.server else None,
@@ -192,51 +290,314 @@ def _fmt(x: float | None, spec: str) -> str:
     return format(x, spec) if x is not None else "n/a"
 
 
-def bench_model(model: str, args, binary: Path, env: dict) -> list[dict]:
+def _pct(x: float | None, spec: str = ".1f") -> str:
+    return f"{format(100 * x, spec)} %" if x is not None else "n/a"
+
+
+class Budget:
+    """A time limit for the whole bench (--budget-s): a run is not started when it would end
+    past the limit, so a wrapper's `timeout` never has to cut one off (the summary and the
+    JSON then still come). A run's expected length: the mean wall time of the same tool's runs
+    in this mode so far, else every window plus a start-up allowance."""
+
+    def __init__(self, budget_s: float, args) -> None:
+        self.deadline = time.monotonic() + budget_s if budget_s > 0 else None
+        self.default_s = args.window_ms / 1000 * args.max_windows + args.run_overhead_s
+        self.walls: dict[tuple[str, str], list[float]] = {}
+        self.skipped = 0
+
+    def expect(self, tool: str, mode: str) -> float:
+        seen = self.walls.get((tool, mode))
+        return sum(seen) / len(seen) if seen else self.default_s
+
+    def allows_pair(self, mode: str) -> bool:
+        """Whether both tools' runs at one level fit before the deadline."""
+        if self.deadline is None:
+            return True
+        if time.monotonic() + self.expect("pa", mode) + self.expect("ours", mode) <= self.deadline:
+            return True
+        self.skipped += 1
+        return False
+
+    def ran(self, tool: str, mode: str, m: Measure) -> None:
+        self.walls.setdefault((tool, mode), []).append(m.wall_s)
+
+
+def run_pair(
+    model: str, mode: str, level: float, rnd: int, flip: int, url: str, args, binary: Path, env: dict, budget: Budget,
+    pa_extra: tuple[str, ...] = (),
+) -> dict | None:
+    """Both tools at one level, in an order that flips every level and round. None when the
+    budget leaves no time for both."""
+    order = ["pa", "ours"] if flip % 2 == 0 else ["ours", "pa"]
+    if not budget.allows_pair(mode):
+        return None
+    got: dict[str, Measure] = {}
+    for tool in order:
+        if tool == "pa":
+            for _ in range(1 + args.pa_retries):
+                m = run_perf_analyzer(binary, env, url, model, level, args, mode, pa_extra)
+                budget.ran("pa", mode, m)
+                if m.ok:
+                    break
+            got["pa"] = m
+        else:
+            got["ours"] = measure_ours(url, model, level, args, mode)
+            budget.ran("ours", mode, got["ours"])
+    ours, pa = got["ours"], got["pa"]
+    row = {
+        "model": model, "mode": mode, "level": level, "round": rnd, "order": order,
+        "ours": asdict(ours), "perf_analyzer": asdict(pa),
+        "throughput_ratio": _ratio(ours.throughput, pa.throughput),
+        "p50_ratio": _ratio(ours.p50_ms, pa.p50_ms),
+        "p99_ratio": _ratio(ours.p99_ms, pa.p99_ms),
+    }
+    if mode == "rate":
+        row["p50_uncorrected_ratio"] = _ratio(ours.p50_uncorrected_ms, pa.p50_ms)
+        row["p99_uncorrected_ratio"] = _ratio(ours.p99_uncorrected_ms, pa.p99_ms)
+    return row
+
+
+def print_row(row: dict) -> None:
+    o, p = row["ours"], row["perf_analyzer"]
+    head = f"c={row['level']:<4g}" if row["mode"] == "concurrency" else f"rate {row['level']:.0f}/s ({100 * row['fraction']:.0f} % of peak)"
+    print(
+        f"  {head} r{row['round']}  thr {_fmt(o['throughput'], '8.1f')} / {_fmt(p['throughput'], '8.1f')} = {_fmt(row['throughput_ratio'], '5.2f')}"
+        f"   p50 {_fmt(o['p50_ms'], '7.3f')} / {_fmt(p['p50_ms'], '7.3f')} ms = {_fmt(row['p50_ratio'], '5.2f')}"
+        f"   p99 {_fmt(o['p99_ms'], '7.3f')} / {_fmt(p['p99_ms'], '7.3f')} ms = {_fmt(row['p99_ratio'], '5.2f')}",
+        flush=True,
+    )
+    if row["mode"] == "rate":
+        oe, pe = o["extra"], p["extra"]
+        print(
+            f"      uncorrected (from the actual send): p50 {_fmt(o['p50_uncorrected_ms'], '7.3f')} ms = {_fmt(row['p50_uncorrected_ratio'], '5.2f')}"
+            f"   p99 {_fmt(o['p99_uncorrected_ms'], '7.3f')} ms = {_fmt(row['p99_uncorrected_ratio'], '5.2f')}"
+            f"   ours: late sends {_pct(oe.get('late_share'), '.2f')}, our side {_pct(oe.get('client_delay_fraction'))} of latency"
+            f"   pa: overhead {_fmt(pe.get('overhead_pct'), '.2f')} %, sent {_fmt(pe.get('send_rate'), '.0f')}/s, delayed {_fmt(pe.get('delayed_pct'), '.1f')} %",
+            flush=True,
+        )
+    print(
+        f"      per request: client cpu {_fmt(o['client_cpu_us_per_request'], '.0f')} / {_fmt(p['client_cpu_us_per_request'], '.0f')} us,"
+        f" client run-queue wait {_fmt(o['client_wait_us_per_request'], '.0f')} / {_fmt(p['client_wait_us_per_request'], '.0f')} us,"
+        f" server {_fmt(o['server_us_per_request'], '.0f')} / {_fmt(p['server_us_per_request'], '.0f')} us"
+        f"   [ours {o['status']}{' CLIENT-BOUND' if o['extra'].get('client_bound') else ''}; pa {p['status']}]",
+        flush=True,
+    )
+    for w in p["extra"].get("warnings", []):
+        print(f"      perf_analyzer: {w}", flush=True)
+
+
+def find_peak(rows: list[dict], model: str, source: str) -> tuple[float, float, str] | None:
+    """The peak throughput of this model's concurrency levels in this run: the best level's
+    mean over rounds, from perf_analyzer ("pa"), ours ("ours") or whichever is higher ("max");
+    "pa" and "ours" fall back to the other tool when the first has no result."""
+    best: dict[str, tuple[float, float, int]] = {}
+    for tool in ("perf_analyzer", "ours"):
+        by_level: dict[float, list[float]] = {}
+        for r in rows:
+            if r["model"] == model and r["mode"] == "concurrency" and r[tool]["throughput"]:
+                by_level.setdefault(r["level"], []).append(r[tool]["throughput"])
+        if by_level:
+            level, xs = max(by_level.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+            best[tool] = (sum(xs) / len(xs), level, len(xs))
+    if not best:
+        return None
+    if source == "max":
+        tool = max(best, key=lambda t: best[t][0])
+    else:
+        first = "perf_analyzer" if source == "pa" else "ours"
+        tool = first if first in best else next(iter(best))
+    thr, level, n = best[tool]
+    who = "perf_analyzer" if tool == "perf_analyzer" else "our engine"
+    fallback = source != "max" and tool != ("perf_analyzer" if source == "pa" else "ours")
+    return thr, level, (f"the best concurrency level by {who}: {thr:,.0f} infer/s at c={level:g} (mean of {n} round{'s' * (n > 1)})"
+                 + (" - the other tool gave no result at any level" if fallback else ""))
+
+
+def bench_model(model: str, args, binary: Path, env: dict, budget: Budget, rows: list[dict], save) -> None:
     from engine.server.embedded import EmbeddedServer
 
-    rows = []
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=model, variant=args.variant, log_dir=Path(logs)) as srv:
-        print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}", flush=True)
-        for li, level in enumerate(args.levels):
+        print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}, ready in {time.monotonic() - t0:.0f} s", flush=True)
+        flip = 0
+        for level in args.levels:
             for rnd in range(args.rounds):
-                order = ["pa", "ours"] if (li + rnd) % 2 == 0 else ["ours", "pa"]
-                got: dict[str, Measure] = {}
-                for tool in order:
-                    if tool == "pa":
-                        for _ in range(1 + args.pa_retries):
-                            m = run_perf_analyzer(binary, env, srv.http_url, model, level, args)
-                            if m.ok:
-                                break
-                        got["pa"] = m
-                    else:
-                        got["ours"] = asyncio.run(run_ours(srv.http_url, model, level, args))
-                ours, pa = got["ours"], got["pa"]
-                row = {
-                    "model": model, "level": level, "round": rnd, "order": order,
-                    "ours": asdict(ours), "perf_analyzer": asdict(pa),
-                    "throughput_ratio": _ratio(ours.throughput, pa.throughput),
-                    "p50_ratio": _ratio(ours.p50_ms, pa.p50_ms),
-                    "p99_ratio": _ratio(ours.p99_ms, pa.p99_ms),
-                }
+                row = run_pair(model, "concurrency", level, rnd, flip, srv.http_url, args, binary, env, budget)
+                flip += 1
+                if row is None:
+                    continue
                 rows.append(row)
-                print(
-                    f"  c={level:<3} r{rnd}  thr {_fmt(ours.throughput, '8.1f')} / {_fmt(pa.throughput, '8.1f')} = {_fmt(row['throughput_ratio'], '5.2f')}"
-                    f"   p50 {_fmt(ours.p50_ms, '7.3f')} / {_fmt(pa.p50_ms, '7.3f')} ms = {_fmt(row['p50_ratio'], '5.2f')}"
-                    f"   p99 {_fmt(ours.p99_ms, '7.3f')} / {_fmt(pa.p99_ms, '7.3f')} ms = {_fmt(row['p99_ratio'], '5.2f')}"
-                    f"   per request: client cpu {_fmt(ours.client_cpu_us_per_request, '.0f')} / {_fmt(pa.client_cpu_us_per_request, '.0f')} us,"
-                    f" client run-queue wait {_fmt(ours.client_wait_us_per_request, '.0f')} / {_fmt(pa.client_wait_us_per_request, '.0f')} us,"
-                    f" server {_fmt(ours.server_us_per_request, '.0f')} / {_fmt(pa.server_us_per_request, '.0f')} us"
-                    f"   [{ours.status}; pa {pa.status}]",
-                    flush=True,
-                )
-    return rows
+                print_row(row)
+                save()
+            flip += 1 - args.rounds % 2  # the next level starts with the other tool
+        if not args.rates_of_peak:
+            return
+        if args.peak:
+            peak, peak_level, how = args.peak, max(args.levels, default=64), f"given (--peak {args.peak:g})"
+        else:
+            found = find_peak(rows, model, args.peak_from)
+            if found is None:
+                print(f"  rate mode skipped: no concurrency level of {model} gave a throughput to take the peak from", flush=True)
+                return
+            peak, peak_level, how = found
+        # perf_analyzer's rate mode sends synchronously from --max-threads threads (default 4),
+        # one request in flight per thread: 4 threads cap it at 4 / latency requests/s, far
+        # below a GPU server's rates. The peak's concurrency is enough threads for any fraction
+        # of the peak (in flight = rate x latency, both lower than at the peak).
+        threads = args.pa_rate_threads or max(16, int(peak_level))
+        print(f"\n  rate mode (constant arrival): peak {peak:,.0f} infer/s, {how}; perf_analyzer --max-threads {threads}", flush=True)
+        args.peaks[model] = {"infer_per_s": peak, "from": how, "pa_max_threads": threads}
+        for fraction in args.rates_of_peak:
+            rate = fraction * peak / args.batch  # requests/s, both tools
+            for rnd in range(args.rounds):
+                row = run_pair(model, "rate", rate, rnd, flip, srv.http_url, args, binary, env, budget, ("--max-threads", str(threads)))
+                flip += 1
+                if row is None:
+                    continue
+                row["fraction"] = fraction
+                rows.append(row)
+                print_row(row)
+                save()
+            flip += 1 - args.rounds % 2
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _band(xs: list[float]) -> str:
+    return f"{sum(xs) / len(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "n/a"
+
+
+def _spread(xs: list[float]) -> str:
+    """(max - min) / mean over rounds: a tool's round-to-round spread."""
+    if len(xs) < 2:
+        return "n/a"
+    return f"{100 * (max(xs) - min(xs)) / (sum(xs) / len(xs)):.1f} %"
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _vals(sel: list[dict], *path: str) -> list[float]:
+    out = []
+    for r in sel:
+        x = r
+        for key in path:
+            x = x.get(key) if isinstance(x, dict) else None
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            out.append(float(x))
+    return out
+
+
+def _failures(sel: list[dict]) -> str:
+    notes = []
+    for tool, name in (("ours", "ours"), ("perf_analyzer", "pa")):
+        bad = [r[tool]["status"] for r in sel if not r[tool]["ok"]]
+        if bad:
+            notes.append(f"{name} {len(bad)}/{len(sel)} without result: {bad[0]}")
+    return "; ".join(notes)
+
+
+def print_summary(rows: list[dict], args) -> None:
+    models = args.models.split(",")
+    conc = [r for r in rows if r["mode"] == "concurrency"]
+    rate = [r for r in rows if r["mode"] == "rate"]
+    print("\nsummary, ours / perf_analyzer. Ratios: mean [min-max] over the rounds where both gave a result."
+          " Spread: a tool's (max - min) / mean over its rounds.")
+    if conc:
+        print("\nconcurrency mode: ratios")
+        print(f"  {'model':<18}{'c':>5}{'thr ratio':>20}{'p50 ratio':>20}{'p99 ratio':>20}{'rounds':>8}")
+        for model in models:
+            for level in args.levels:
+                sel = [r for r in conc if r["model"] == model and r["level"] == level]
+                if not sel:
+                    continue
+                both = [r for r in sel if r["throughput_ratio"] is not None]
+                print(f"  {model:<18}{level:>5}{_band(_vals(both, 'throughput_ratio')):>20}{_band(_vals(both, 'p50_ratio')):>20}"
+                      f"{_band(_vals(both, 'p99_ratio')):>20}{len(both):>5}/{len(sel)}")
+        print("\nconcurrency mode: each client (ours | perf_analyzer)")
+        print(f"  {'model':<18}{'c':>5}{'infer/s':>18}{'thr spread':>18}{'p50 spread':>18}{'cpu us/req':>14}{'wait us/req':>14}"
+              f"{'our side':>10}{'pa ovh':>8}  notes")
+        for model in models:
+            for level in args.levels:
+                sel = [r for r in conc if r["model"] == model and r["level"] == level]
+                if not sel:
+                    continue
+                thr = {t: _vals(sel, t, "throughput") for t in ("ours", "perf_analyzer")}
+                p50 = {t: _vals(sel, t, "p50_ms") for t in ("ours", "perf_analyzer")}
+                cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
+                wait = {t: _mean(_vals(sel, t, "client_wait_us_per_request")) for t in ("ours", "perf_analyzer")}
+                side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
+                ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
+                bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
+                notes = "; ".join(x for x in (f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel)) if x)
+                print(f"  {model:<18}{level:>5}{_fmt(_mean(thr['ours']), '8.0f'):>9} |{_fmt(_mean(thr['perf_analyzer']), '7.0f'):>7}"
+                      f"{_spread(thr['ours']):>9} |{_spread(thr['perf_analyzer']):>7}{_spread(p50['ours']):>9} |{_spread(p50['perf_analyzer']):>7}"
+                      f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}{_fmt(wait['ours'], '.0f'):>7} |{_fmt(wait['perf_analyzer'], '.0f'):>5}"
+                      f"{_pct(side, '.0f'):>10}{_fmt(ovh, '.1f') + ' %' if ovh is not None else 'n/a':>8}  {notes}")
+    if rate:
+        print("\nrate mode (constant arrival): ratios; ours corrected = from the intended send time, uncorrected = from the actual send (perf_analyzer's way)")
+        print(f"  {'model':<18}{'of peak':>8}{'req/s':>8}{'thr ratio':>20}{'p50 corr':>20}{'p50 uncorr':>20}{'p99 corr':>20}{'p99 uncorr':>20}{'rounds':>8}")
+        for model in models:
+            for fraction in args.rates_of_peak:
+                sel = [r for r in rate if r["model"] == model and r["fraction"] == fraction]
+                if not sel:
+                    continue
+                both = [r for r in sel if r["throughput_ratio"] is not None]
+                print(f"  {model:<18}{100 * fraction:>6.0f} %{sel[0]['level']:>8.0f}{_band(_vals(both, 'throughput_ratio')):>20}"
+                      f"{_band(_vals(both, 'p50_ratio')):>20}{_band(_vals(both, 'p50_uncorrected_ratio')):>20}"
+                      f"{_band(_vals(both, 'p99_ratio')):>20}{_band(_vals(both, 'p99_uncorrected_ratio')):>20}{len(both):>5}/{len(sel)}")
+        print("\nrate mode: each client (ours | perf_analyzer); p50 spread of ours is of the uncorrected p50")
+        print(f"  {'model':<18}{'of peak':>8}{'infer/s':>18}{'p50 spread':>18}{'late sends':>12}{'our side':>10}{'cpu us/req':>14}"
+              f"{'pa ovh':>8}{'pa delayed':>11}  notes")
+        for model in models:
+            for fraction in args.rates_of_peak:
+                sel = [r for r in rate if r["model"] == model and r["fraction"] == fraction]
+                if not sel:
+                    continue
+                late = _vals(sel, "ours", "extra", "late_share")
+                side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
+                ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
+                delayed = _vals(sel, "perf_analyzer", "extra", "delayed_pct")
+                cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
+                warns = sorted({w for r in sel for w in r["perf_analyzer"]["extra"].get("warnings", [])})
+                bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
+                notes = "; ".join(x for x in (
+                    f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel),
+                    f"pa warned: {warns[0][:110]}" if warns else "",
+                ) if x)
+                print(f"  {model:<18}{100 * fraction:>6.0f} %{_fmt(_mean(_vals(sel, 'ours', 'throughput')), '8.0f'):>9} |{_fmt(_mean(_vals(sel, 'perf_analyzer', 'throughput')), '7.0f'):>7}"
+                      f"{_spread(_vals(sel, 'ours', 'p50_uncorrected_ms')):>9} |{_spread(_vals(sel, 'perf_analyzer', 'p50_ms')):>7}"
+                      f"{_pct(max(late) if late else None, '.2f') + ' max' if late else 'n/a':>12}{_pct(side, '.0f'):>10}"
+                      f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}"
+                      f"{_fmt(ovh, '.2f') + ' %' if ovh is not None else 'n/a':>8}{_fmt(max(delayed), '.1f') + ' %' if delayed else 'n/a':>11}  {notes}")
+
+
+def estimate(args) -> tuple[int, float, float]:
+    """Runs planned, and the bench's duration from them (seconds, low and high): each run is
+    start-up + 3 windows (stable at once) .. max windows, plus one server start per model."""
+    models = len(args.models.split(","))
+    runs = models * 2 * args.rounds * (len(args.levels) + len(args.rates_of_peak))
+    window = args.window_ms / 1000
+    low = runs * (args.run_overhead_s + min(3, args.max_windows) * window) + models * args.server_start_s
+    high = runs * (args.run_overhead_s + args.max_windows * window) + models * args.server_start_s
+    return runs, low, high
+
+
+def out_dir() -> Path:
+    return Path(os.environ["OUT"]) if os.environ.get("OUT") else OUT
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="identity,vit_tiny")
-    parser.add_argument("--levels", default="1,8,32")
+    parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
+    parser.add_argument("--rates-of-peak", default="", help="rate mode at these fractions of the peak, e.g. 0.25,0.5,0.75")
+    parser.add_argument("--peak-from", choices=("pa", "ours", "max"), default="pa",
+                        help="whose best concurrency level gives the peak (default perf_analyzer's, the independent one)")
+    parser.add_argument("--peak", type=float, default=0.0, help="the peak in infer/s, instead of finding it")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--window-ms", type=int, default=2000)
     parser.add_argument("--stability", type=float, default=10.0)
@@ -244,46 +605,72 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
     parser.add_argument("--pa-retries", type=int, default=1)
+    parser.add_argument("--pa-rate-threads", type=int, default=0,
+                        help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, at least 16)")
     parser.add_argument("--variant", default="cpu")
+    parser.add_argument("--budget-s", type=float, default=0.0, help="start no run that would end later than this (0 = no limit)")
+    parser.add_argument("--run-overhead-s", type=float, default=2.0, help="estimate: a tool run's start-up and end, seconds")
+    parser.add_argument("--server-start-s", type=float, default=30.0, help="estimate: one embedded server start, seconds")
+    parser.add_argument("--estimate", action="store_true", help="print the planned runs and the duration estimate, run nothing")
     args = parser.parse_args()
-    args.levels = [int(x) for x in args.levels.split(",")]
+    try:
+        args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
+        args.rates_of_peak = [float(x) for x in args.rates_of_peak.split(",") if x.strip()]
+    except ValueError as exc:
+        print(f"error: --levels / --rates-of-peak: {exc}", file=sys.stderr)
+        return 2
+    if any(f <= 0 for f in args.rates_of_peak) or any(c <= 0 for c in args.levels) or args.rounds < 1:
+        print("error: levels, fractions of the peak and rounds must be > 0", file=sys.stderr)
+        return 2
+    if args.rates_of_peak and not args.levels and not args.peak:
+        print("error: rate mode needs concurrency levels to find the peak from, or --peak", file=sys.stderr)
+        return 2
+    runs, low, high = estimate(args)
+    print(f"plan: {runs} tool runs ({args.models}: {len(args.levels)} concurrency levels + {len(args.rates_of_peak)} rates,"
+          f" {args.rounds} rounds, 2 tools), {args.window_ms} ms windows, 3..{args.max_windows} windows per run;"
+          f" estimate {low:.0f}-{high:.0f} s (assuming {args.run_overhead_s:g} s start-up per run, {args.server_start_s:g} s per server start)"
+          + (f"; budget {args.budget_s:.0f} s" if args.budget_s else ""), flush=True)
+    if args.estimate:
+        return 0
     try:
         binary, env = ensure_perf_analyzer()
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     started = time.strftime("%Y%m%d-%H%M%S")
-    rows = []
-    for model in args.models.split(","):
-        rows += bench_model(model, args, binary, env)
-    print("\nsummary (ours / perf_analyzer; ratios: mean [min-max] over rounds with both results;"
-          " spread: each tool's (max - min) / mean throughput over its rounds):")
-    print(f"  {'model':<18}{'conc':>5}{'thr ratio':>20}{'p50 ratio':>20}{'p99 ratio':>20}{'ours spread':>13}{'pa spread':>11}{'ours thr':>10}{'pa thr':>9}")
-    for model in args.models.split(","):
-        for level in args.levels:
-            sel = [r for r in rows if r["model"] == model and r["level"] == level and r["throughput_ratio"]]
-            if not sel:
-                print(f"  {model:<18}{level:>5}{'n/a':>20}{'n/a':>20}{'n/a':>20}")
-                continue
+    path = out_dir() / f"load_vs_perf_analyzer-{started}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    args.peaks = {}
+    budget = Budget(args.budget_s, args)
+    t0 = time.monotonic()
 
-            def band(key: str) -> str:
-                xs = [r[key] for r in sel if r[key] is not None]
-                return f"{sum(xs) / len(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "n/a"
+    def save(status: str = "running") -> None:
+        doc = {"args": vars(args), "status": status, "elapsed_s": time.monotonic() - t0, "skipped_runs": budget.skipped, "rows": rows}
+        path.write_text(json.dumps(doc, indent=1))
 
-            def spread(tool: str) -> tuple[str, float]:
-                xs = [r[tool]["throughput"] for r in rows if r["model"] == model and r["level"] == level and r[tool]["throughput"]]
-                if len(xs) < 2:
-                    return "n/a", (xs[0] if xs else 0.0)
-                mean = sum(xs) / len(xs)
-                return f"{100 * (max(xs) - min(xs)) / mean:.1f} %", mean
+    def on_term(signum: int, frame: object) -> None:
+        raise Stopped()
 
-            (os_, om), (ps, pm) = spread("ours"), spread("perf_analyzer")
-            print(f"  {model:<18}{level:>5}{band('throughput_ratio'):>20}{band('p50_ratio'):>20}{band('p99_ratio'):>20}{os_:>13}{ps:>11}{om:>10.0f}{pm:>9.0f}")
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"load_vs_perf_analyzer-{started}.json"
-    path.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    print(f"\nwritten: {path.relative_to(ROOT)}")
-    return 0
+    signal.signal(signal.SIGTERM, on_term)
+    status, code = "finished", 0
+    try:
+        for model in args.models.split(","):
+            bench_model(model, args, binary, env, budget, rows, save)
+    except (Stopped, KeyboardInterrupt):
+        status, code = "interrupted", 130
+        print("\ninterrupted: the summary of what was measured follows", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        save(status)
+    if budget.skipped and status == "finished":
+        status, code = "incomplete", 1  # planned runs were left out: not a finished comparison
+        save(status)
+    print_summary(rows, args)
+    if budget.skipped:
+        print(f"\nbudget: {budget.skipped} pairs of runs were not started (--budget-s {args.budget_s:g})")
+    print(f"\n{status} in {time.monotonic() - t0:.0f} s; written: {path}")
+    return code
 
 
 if __name__ == "__main__":
