@@ -192,9 +192,28 @@ async def _cuda_region(regions: SharedRegions, name: str, data: bytes, gpu: int)
     regions.cuda.append(name)
     await regions._call(
         f"/v2/cudasharedmemory/region/{name}/register",
-        {"raw_handle": {"b64": base64.b64encode(handle).decode()}, "device_id": gpu, "byte_size": int(offset) + len(data)},
+        {"raw_handle": {"b64": base64.b64encode(ipc_mem_handle(handle)).decode()}, "device_id": gpu,
+         "byte_size": int(offset) + len(data)},
     )
     return int(offset)
+
+
+IPC_HANDLE_SIZE = 64  # sizeof(cudaIpcMemHandle_t)
+
+
+def ipc_mem_handle(shared: bytes) -> bytes:
+    """The cudaIpcMemHandle_t inside torch's storage handle. torch 2.x writes
+    ``[version][type]['c': the 64-byte handle of a cudaMalloc block | 'e': an expandable
+    segment]``; older torch wrote the bare 64 bytes. Triton wants the bare handle (measured on
+    H200: the versioned form is refused as "not a valid base64 encoded cudaIpcMemHandle_t")."""
+    if len(shared) == IPC_HANDLE_SIZE:
+        return shared
+    if len(shared) == IPC_HANDLE_SIZE + 2 and shared[1:2] == b"c":
+        return shared[2:]
+    if len(shared) >= 2 and shared[1:2] == b"e":
+        raise UserError("load.transport = 'cuda_shm' cannot share torch's expandable segments: unset "
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments for this run")
+    raise UserError(f"load.transport = 'cuda_shm': unknown CUDA IPC handle layout from torch ({len(shared)} bytes)")
 
 
 def remove_segments(prefix: str) -> int:

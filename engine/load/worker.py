@@ -15,6 +15,7 @@ worker starts in tens of milliseconds of CPU, not hundreds).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 import json
 import random
 import select
@@ -332,9 +333,10 @@ class Worker:
         self.plan: LevelPlan | None = None
         self.rec: Recorder | None = None
         self.running = False  # between "go" and "stop": requests may be sent
+        self.warming = False  # between "level" and "go" in concurrency mode: open connections keep busy
         self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
         self.slots: list[Slot] = []
-        self.idle: list[Slot] = []
+        self.idle: deque[Slot] = deque()
         self.open_count = 0
         self.checked = False
         self.handles: list[asyncio.TimerHandle] = []
@@ -414,17 +416,21 @@ class Worker:
             results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
         else:
-            first_error = await self.open_spread(self.slots)
+            # concurrency: the connections opened first carry load while the next are opened
+            self.warming = plan.mode == "concurrency"
+            first_error = await self.open_spread(self.slots, wait=not self.warming)
         connected = sum(1 for s in self.slots if s.tr is not None)
         if plan.mode == "rate":
-            self.idle = [s for s in self.slots if s.tr is not None]
+            self.idle = deque(s for s in self.slots if s.tr is not None)
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
         self.send_msg(("ready", plan.level_index, connected, first_error))
 
-    async def open_spread(self, slots: list[Slot]) -> str | None:
+    async def open_spread(self, slots: list[Slot], wait: bool) -> str | None:
         """Open the level's connections one at a time, each carrying a first (unmeasured)
-        request before the next is opened; return once every first response is back.
+        request before the next is opened. In concurrency mode (``wait`` False) the connections
+        already open keep sending (``warming``, until T0) while the next ones are opened; in
+        rate mode the first responses are awaited before the level is ready.
 
         Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection to the first
         worker thread whose queue is empty and that is not busy. Connections opened in one burst
@@ -442,6 +448,11 @@ class Worker:
         connecting lazily at T0 (still a burst) did not spread the threads either. A connection
         that already carries a request keeps its server thread busy reading it while the next
         one is accepted, so the next goes to another thread: the spread real clients get.
+        A single first request was not enough where the server reads fast: on 2x H200 at
+        concurrency 64 the thread a connection got had often finished reading it before the
+        next connection arrived (ours 4.6k infer/s against perf_analyzer's 7.8k); with every
+        open connection kept busy, as under perf_analyzer's many threads, the next one meets
+        busy threads. Rate mode reuses its idle connections in turn (FIFO), not the last freed.
         """
         first_error: str | None = None
         primed: list[Slot] = []
@@ -454,6 +465,8 @@ class Worker:
             if self.raw:
                 slot.send()
                 primed.append(slot)
+        if not wait:
+            return first_error
         deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)
         while any(s.busy for s in primed) and monotonic_ns() < deadline:
             await asyncio.sleep(0.002)
@@ -507,9 +520,11 @@ class Worker:
         plan = self.plan
         assert plan is not None and self.rec is not None
         if plan.mode == "concurrency":
+            self.warming = False
             for slot in self.slots:
                 if slot.tr is not None:
-                    self.rec.sent_one(slot.send(), False)
+                    if not slot.busy:  # a request sent while warming is already in flight
+                        self.rec.sent_one(slot.send(), False)
                 else:
                     self.reconnect(slot, immediately=True)
         else:
@@ -519,6 +534,7 @@ class Worker:
 
     def stop_level(self) -> None:
         self.running = False
+        self.warming = False
         self.generation += 1
         for handle in self.handles:
             handle.cancel()
@@ -529,7 +545,7 @@ class Worker:
             slot.busy = False
             slot.abort()
         self.slots = []
-        self.idle = []
+        self.idle = deque()
         self.open_count = 0
         self.rec = None
 
@@ -573,6 +589,8 @@ class Worker:
         slot.busy = False
         rec = self.rec
         if rec is None or slot.generation != self.generation:
+            if self.warming and rec is None and slot.generation == self.generation and head.status == 200 and not head.close:
+                slot.send()  # before T0: keep this connection's server thread busy (open_spread)
             return
         if head.status == 200:
             if not self.checked:
@@ -681,7 +699,7 @@ class Worker:
         rec, plan = self.rec, self.plan
         assert rec is not None and plan is not None
         if self.idle:
-            slot = self.idle.pop()
+            slot = self.idle.popleft()  # the longest idle: load turns over every connection
             sent = slot.send(intended)
             rec.sent_one(sent, sent - intended > LATE_SEND_NS)
         elif self.open_count < plan.max_in_flight:

@@ -106,3 +106,17 @@ def test_a_transport_that_cannot_work_here_is_one_line_and_exit_2(tmp_path: Path
     assert run.returncode == 2, run.stderr
     errors = [line for line in run.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in run.stderr
+
+
+def test_the_bare_cuda_ipc_handle_is_taken_out_of_torchs_storage_handle():
+    from engine.errors import UserError
+    from engine.load.shm import ipc_mem_handle
+
+    bare = bytes(range(64))
+    assert ipc_mem_handle(bare) == bare  # older torch: the handle itself
+    assert ipc_mem_handle(bytes([2]) + b"c" + bare) == bare  # torch 2.x: [version]['c'][handle]
+    assert ipc_mem_handle(bytes([3]) + b"c" + bare) == bare  # a later version byte, same layout
+    with pytest.raises(UserError, match="expandable"):
+        ipc_mem_handle(bytes([2]) + b"e" + bytes(80))
+    with pytest.raises(UserError, match="unknown CUDA IPC handle layout"):
+        ipc_mem_handle(b"\x02x" + bytes(10))
