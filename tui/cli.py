@@ -510,7 +510,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
         print("Ctrl-C stops the server.", flush=True)
         while not done.wait(0.5):
             if not server.alive():
-                raise RunFailed(f"tritonserver exited; log: {server.log_path}")
+                raise RunFailed(f"tritonserver exited ({server.exit_reason()}); log: {server.log_path}")
     print("server stopped")
     return 0
 
