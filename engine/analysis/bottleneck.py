@@ -140,7 +140,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
         evidence = [
             f"the model peaked at {rate_text(best.throughput)} images/s at {level_text(mode, best.level)}; the wire "
             f"model, same bytes, transport and batch, at {rate_text(wire.peak_ips or 0)} images/s at "
-            f"{level_text(mode, wire.peak_level or 0)} ({best.throughput / (wire.peak_ips or 1):.0%} of it)",
+            f"{level_text(mode, wire.peak_level or 0)} ({best.throughput / (wire.peak_ips or 1) * 100:.0f} % of it)",
             capacity.describe(mode) if capacity is not None else
             "no server statistics at the peak to say what the model's instances would do",
             *wire_notes(wire),

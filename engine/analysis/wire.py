@@ -165,7 +165,7 @@ def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity:
         return f"the request path is the limit: {carries(wire)}{gpus}"
     text = carries(wire)
     if model_peak_ips is not None and wire.peak_ips:
-        text += f"; the model peaked at {rate_text(model_peak_ips)} images/s ({model_peak_ips / wire.peak_ips:.0%} of it)"
+        text += f"; the model peaked at {rate_text(model_peak_ips)} images/s ({model_peak_ips / wire.peak_ips * 100:.0f} % of it)"
     if wire.peak_client_bound:
         text += "; the wire's peak was client-bound: the path carries more than measured"
     elif not wire.saturated and wire.peak_ips is not None:
@@ -175,10 +175,10 @@ def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity:
 
 def wire_notes(wire: WireCeiling) -> list[str]:
     """What the reader must know to read the wire's figures right."""
-    notes = [f"{wire.bytes_per_item:,} bytes per item of {wire.model!r}'s input sent as FP32 "
+    notes = [f"{wire.bytes_per_item:,} bytes per item of {wire.model}'s input sent as FP32 "
              f"{wire.wire_model}.INPUT0 {wire.input_shape} x batch {wire.batch_size}"]
     if wire.approximated:
-        notes.append(f"{wire.model!r}'s input is not one FP32 tensor: the wire carries the same bytes "
+        notes.append(f"{wire.model}'s input is not one FP32 tensor: the wire carries the same bytes "
                      "as FP32 (approximated by bytes)")
     return notes
 
