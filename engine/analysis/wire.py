@@ -12,8 +12,9 @@ execution time Triton measured there. Pure functions, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
@@ -175,8 +176,8 @@ def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity:
 
 def wire_notes(wire: WireCeiling) -> list[str]:
     """What the reader must know to read the wire's figures right."""
-    notes = [f"{wire.bytes_per_item:,} bytes per item of {wire.model}'s input sent as FP32 "
-             f"{wire.wire_model}.INPUT0 {wire.input_shape} x batch {wire.batch_size}"]
+    notes = [(f"{wire.bytes_per_item:,} bytes per item of {wire.model}'s input sent as FP32 "
+              f"{wire.wire_model}.INPUT0 {wire.input_shape} x batch {wire.batch_size}")]
     if wire.approximated:
         notes.append(f"{wire.model}'s input is not one FP32 tensor: the wire carries the same bytes "
                      "as FP32 (approximated by bytes)")

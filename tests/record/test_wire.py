@@ -11,10 +11,24 @@ import pytest
 from engine.analysis.bottleneck import diagnose
 from engine.analysis.saturation import saturation_point
 from engine.analysis.wire import (
-    assess, instance_capacity, model_instances, request_path_line, size_text, wire_ceiling, wire_elements,
+    assess,
+    instance_capacity,
+    model_instances,
+    request_path_line,
+    size_text,
+    wire_ceiling,
+    wire_elements,
     wire_is_the_limit,
 )
-from engine.events import ClientAudit, LatencyStats, LevelResult, ServerBreakdown, SessionEnded, WireCeiling, WireLevel
+from engine.events import (
+    ClientAudit,
+    LatencyStats,
+    LevelResult,
+    ServerBreakdown,
+    SessionEnded,
+    WireCeiling,
+    WireLevel,
+)
 from engine.record.doc import to_markdown
 from engine.record.findings import analyze
 from engine.record.reader import Recording
