@@ -317,6 +317,45 @@ class SweepFinished(Event):
     saturation_level: float | None = None
 
 
+@dataclass
+class WireLevel:
+    """One level of the wire check: the request path alone (see WireCeiling)."""
+
+    level: float
+    status: str  # as LevelResult.status
+    throughput_ips: float  # items (images) / s
+    throughput_rps: float
+    p50: float | None = None  # seconds
+    p99: float | None = None
+    errors: int = 0
+    client_bound: bool = False  # the load generator's own audit flagged this level
+
+
+@register
+@dataclass
+class WireCeiling(Event):
+    """The wire's ceiling: after a sweep, the same levels sent to the no-compute ``wire`` model
+    with the model-under-test's bytes per item, the same transport and batch size: what the
+    request path alone carries (client, HTTP body or shared memory, Triton's front end and
+    batcher, the backend's hand-over)."""
+
+    kind: ClassVar[str] = "wire_ceiling"
+    model: str  # the model under test, whose input the wire carried
+    transport: str  # load.transport: "http", "system_shm", "cuda_shm"
+    batch_size: int
+    bytes_per_item: int  # the model's real input bytes per item (all inputs)
+    request_bytes: int  # input bytes per request as sent to the wire (batch x FP32 elements x 4)
+    input_shape: list[int] = field(default_factory=list)  # the wire's INPUT0 per item, e.g. [150528]
+    approximated: bool = False  # the model's input is not one FP32 tensor: the same bytes as FP32
+    wire_model: str = "wire"
+    mode: str = "concurrency"  # as the sweep's load.mode
+    levels: list[WireLevel] = field(default_factory=list)
+    peak_ips: float | None = None  # the highest throughput of a level that did not fail
+    peak_level: float | None = None
+    peak_client_bound: bool = False  # the peak level measured the load generator, not the path
+    saturated: bool = False  # the wire's throughput stopped rising within the levels run
+
+
 # --------------------------------------------------------------------------- telemetry
 
 

@@ -88,6 +88,9 @@ class Load:
     # how inputs reach the server: in the HTTP body, or in shared memory the server maps
     # (perf_analyzer's --shared-memory system|cuda; a server on this machine only)
     transport: str = "http"  # "http", "system_shm" or "cuda_shm"
+    # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
+    # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
+    wire_check: bool = False
 
 
 @dataclass
@@ -350,6 +353,7 @@ SPEC: dict[str, dict[str, Check]] = {
     "load": {
         "mode": _one_of("concurrency", "rate"),
         "transport": _one_of("http", "system_shm", "cuda_shm"),
+        "wire_check": _bool,
         "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
         "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
         "arrival": _one_of("constant", "poisson"),

@@ -29,6 +29,7 @@ from engine.source import EventSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATES, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 SERVER_CHECK_S = 0.5  # how soon a dead embedded server is named
+WIRE_MODEL = "wire"  # model_repository/embedded/wire: no compute, measures the request path alone
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
 
@@ -388,6 +389,7 @@ class Session(EventSource):
                 bind_address=server.bind_address,
                 startup_timeout_s=server.startup_timeout_s,
                 model_control=self.options.model_control,
+                extra_models=(WIRE_MODEL,) if self.profile.load.wire_check else (),
             )
             await asyncio.get_running_loop().run_in_executor(None, self._server.start)
             http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
@@ -508,6 +510,67 @@ class Session(EventSource):
             self._incomplete = f"the sweep ended after {len(results)} of {planned} levels"
         if self.profile.load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
+        if load.wire_check and results and not (self._stopping.is_set() or self._cancelled or self._server_lost):
+            await self._wire_check(target, info, results, tuple(gpus))
+
+    async def _wire_check(self, target: Any, info: Any, results: list[ev.LevelResult], gpus: tuple[int, ...]) -> None:
+        """The wire's ceiling: the sweep's levels against the no-compute `wire` model, sending
+        this model's bytes per item with the same transport and batch size. A server without
+        `wire`, or a wire that cannot take the request, is one warning line, not a failed run."""
+        from engine.analysis.wire import assess, level_text, size_text, wire_ceiling, wire_elements
+        from engine.load.request import request_inputs
+        from engine.load.sweep import run_sweep
+        from engine.load.target import Target, describe_target
+
+        load = self.profile.load
+        if target.model == WIRE_MODEL:
+            self._publish(ev.Warning(source="wire", key="wire-skipped",
+                                     message="wire check skipped: the model under test is the wire model itself"))
+            return
+        _shapes, tensors, _ = request_inputs(target, info, 1, load.data)
+        bytes_per_item = sum(len(blob) for _t, blob in tensors)
+        approximated = not (len(tensors) == 1 and tensors[0][0].get("datatype") == "FP32")
+        wire_target = Target(http_url=target.http_url, model=WIRE_MODEL, headers=dict(target.headers),
+                             input_shapes={"INPUT0": [wire_elements(bytes_per_item)]})
+        try:
+            wire_info = await describe_target(wire_target)
+            if [(t.get("name"), t.get("datatype")) for t in wire_info.inputs] != [("INPUT0", "FP32")]:
+                raise UserError(f"model {WIRE_MODEL!r} on this server does not take one FP32 input INPUT0")
+            check_input_shapes(wire_target.input_shapes, wire_info)
+        except UserError as exc:
+            self._publish(ev.Warning(source="wire", key="wire-skipped", message=(
+                f"wire check skipped: {exc} (the server needs model_repository/embedded/wire served as {WIRE_MODEL!r})")))
+            return
+        size = size_text(bytes_per_item * load.batch_size)
+        self._publish(ev.PhaseChanged(phase="wire check", detail=(
+            f"the request path alone: the sweep's levels against {WIRE_MODEL!r} with {size} per request "
+            f"over {load.transport}")))
+
+        def publish(event: ev.Event) -> None:
+            # the wire's levels are not the model's: they stay out of the sweep's tables and
+            # summaries, and reach the recording as one WireCeiling event
+            if isinstance(event, ev.LevelStarted):
+                self._publish(ev.PhaseChanged(phase="wire check", detail=(
+                    f"level {event.index + 1}/{event.total}: {level_text(event.mode, event.level)}")))
+            elif isinstance(event, ev.Warning):
+                self._publish(replace(event, source="wire", message=f"wire check: {event.message}",
+                                      key=f"wire-{event.key}" if event.key else ""))
+            elif isinstance(event, ev.Error):
+                self._publish(replace(event, source="wire", message=f"wire check: {event.message}"))
+
+        try:
+            wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes),
+                                           publish, self._sweep_stop or asyncio.Event(), gpus=gpus)
+        except UserError as exc:  # e.g. a batch size beyond the wire's max_batch_size
+            self._publish(ev.Warning(source="wire", key="wire-skipped", message=f"wire check skipped: {exc}"))
+            return
+        if not wire_results:
+            return
+        wire = wire_ceiling(target.model, load.transport, load.batch_size, bytes_per_item, approximated,
+                            wire_results, mode=load.mode, wire_model=WIRE_MODEL)
+        self._publish(wire)
+        found = assess(wire, results, getattr(info, "model_config", {}) or {}, len(gpus) or None)
+        self._publish(ev.PhaseChanged(phase="wire check done", detail=found.line))
 
     async def _probe(self) -> None:
         from engine.probe.runner import run_allreduce_sweep, run_probe

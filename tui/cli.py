@@ -79,6 +79,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="folder for the recording (default: recordings/)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
     p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
+    p.add_argument("--wire", action="store_true",
+                   help="after the sweep, measure the request path alone: the same levels against the no-compute "
+                        "`wire` model with this model's bytes per request (load.wire_check = true)")
 
 
 def _add_study_flags(p: argparse.ArgumentParser) -> None:
@@ -251,7 +254,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.profiles import load_profile
     from engine.session import Session, SessionOptions
 
-    profile = load_profile(args.profile, args.overrides)
+    overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else [])]
+    profile = load_profile(args.profile, overrides)
     options = SessionOptions(
         sweep=not args.probe_only,
         probe=True if (args.probe or args.probe_only) else None,

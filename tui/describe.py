@@ -6,6 +6,7 @@ Telemetry samples are not described: they arrive every second and belong to char
 from __future__ import annotations
 
 from engine import events as ev
+from engine.analysis.wire import carries, level_text
 from tui import format as fmt
 
 
@@ -75,6 +76,9 @@ def describe(event: ev.Event) -> str | None:
             f"all-reduce x{event.world_size} ({event.backend}, {event.device}): "
             f"peak busbw {fmt.ratio(peak, 1)} GB/s over {len(event.rows)} sizes"
         )
+    if isinstance(event, ev.WireCeiling):
+        at = f" (peak at {level_text(event.mode, event.peak_level)})" if event.peak_level is not None else ""
+        return f"wire check: {carries(event)}{at}"
     if isinstance(event, ev.Topology):
         return f"topology: {event.summary or f'{len(event.gpus)} GPUs'}"
     if isinstance(event, ev.BoxCheck):

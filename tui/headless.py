@@ -72,6 +72,9 @@ class HeadlessPrinter:
         if isinstance(event, ev.AllReduceResult):
             self._print_allreduce(event)
             return
+        if isinstance(event, ev.WireCeiling):
+            self._print_wire(event)
+            return
         text = describe(event)
         if text is not None and isinstance(event, ev.LevelStarted):
             text += self._time_left()
@@ -146,6 +149,14 @@ class HeadlessPrinter:
         self._plain("  " + tables.header_line(columns), "bold")
         for row in event.rows:
             self._plain("  " + tables.fixed_line(columns, tables.allreduce_cells(event, row)))
+
+    def _print_wire(self, event: ev.WireCeiling) -> None:
+        text = describe(event)
+        if text is not None:
+            self._line(text, "bold", event.ts)
+        self._plain("  " + tables.header_line(tables.WIRE_COLUMNS), "bold")
+        for level in event.levels:
+            self._plain("  " + tables.fixed_line(tables.WIRE_COLUMNS, tables.wire_cells(level)))
 
     def _maybe_telemetry(self, ts: float) -> None:
         t = self.state.rel(ts)

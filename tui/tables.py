@@ -172,6 +172,29 @@ def allreduce_title(result: ev.AllReduceResult) -> str:
     return f"all-reduce, {result.world_size} ranks ({result.backend} on {result.device}{link}{limit})"
 
 
+WIRE_COLUMNS: tuple[Column, ...] = (
+    Column("level", "level", 6),
+    Column("status", "status", 11, justify="left"),
+    Column("ips", "wire infer/s", 12),
+    Column("p50", "p50 ms", 7),
+    Column("p99", "p99 ms", 7),
+    Column("errors", "errors", 6),
+    Column("bound", "client-bound", 12),
+)
+
+
+def wire_cells(level: ev.WireLevel) -> dict[str, str]:
+    return {
+        "level": f"{level.level:g}",
+        "status": level.status,
+        "ips": fmt.rate(level.throughput_ips),
+        "p50": fmt.ms(level.p50),
+        "p99": fmt.ms(level.p99),
+        "errors": str(level.errors),
+        "bound": "yes" if level.client_bound else "no",
+    }
+
+
 # --------------------------------------------------------------------------- plain lines
 
 

@@ -6,6 +6,9 @@ order, the first that holds is the verdict:
 
 1. client-bound: the load generator's own audit says so (its CPU, event-loop lag, late sends),
    at the decisive level or any higher one;
+   request-path (with a wire check, engine/analysis/wire.py): the model's peak is within 15 % of
+   what the no-compute wire model carried with the same bytes, transport and batch size (a
+   wire that saturated, not client-bound): the request path, not the model, is the limit;
 2. network: client latency minus the server's own request time is over half the latency. That
    gap is time outside Triton's model statistics: network, Triton's HTTP front end (reading
    and writing request bodies, its thread pool) and client I/O. It is not the client's own CPU
@@ -27,7 +30,8 @@ from statistics import fmean
 from typing import Sequence
 
 from engine.analysis.saturation import Saturation
-from engine.events import LevelResult
+from engine.analysis.wire import Capacity, level_text, rate_text, request_path_line, wire_is_the_limit, wire_notes
+from engine.events import LevelResult, WireCeiling
 
 NETWORK_SHARE_LIMIT = 0.5
 QUEUE_SHARE_LIMIT = 0.5
@@ -36,7 +40,7 @@ GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
 OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
 HOST_CPU_BUSY_PCT = 90.0  # the measuring host itself is out of CPU
 
-VERDICTS = ("client-bound", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
+VERDICTS = ("client-bound", "request-path", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,11 @@ def _in_use(gpu_util: dict[str, float], gpus_in_config: int | None) -> dict[str,
 
 
 def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
-             gpus_in_config: int | None = None) -> Verdict:
-    """``gpus_in_config``: N of the config variant ("2x" -> 2); None when unknown (all GPUs seen count)."""
+             gpus_in_config: int | None = None, wire: WireCeiling | None = None,
+             capacity: Capacity | None = None) -> Verdict:
+    """``gpus_in_config``: N of the config variant ("2x" -> 2); None when unknown (all GPUs seen count).
+    ``wire``: the session's wire check, if it ran; ``capacity``: what the model's instances would
+    do by Triton's compute times at the peak (engine.analysis.wire.instance_capacity)."""
     levels = [replace(e, gpu_util=_in_use(e.gpu_util, gpus_in_config)) for e in sorted(levels, key=lambda e: e.level)]
     if not levels:
         return Verdict("unknown", "no level produced a result", [], None)
@@ -114,6 +121,9 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     ev = next(e for e in levels if e.level == decisive_level)
     at = f"at concurrency {ev.level:g}"
     findings = _findings(levels, ev)
+    best = max(levels, key=lambda e: (e.throughput, -e.level))
+    if wire is not None:
+        findings.append(Finding("wire", request_path_line(wire, best.throughput, capacity)))
 
     for e in (x for x in levels if x.level >= ev.level):
         if e.client_bound:
@@ -123,6 +133,20 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
             evidence += list(e.client_reasons)
             return Verdict("client-bound", "the load generator, not the server, limits throughput: "
                            "these figures understate the server", evidence, ev.level, findings)
+
+    if wire is not None and wire_is_the_limit(best.throughput, wire):
+        findings = [f for f in findings if f.kind != "wire"]  # the verdict says it
+        mode = wire.mode
+        evidence = [
+            f"the model peaked at {rate_text(best.throughput)} images/s at {level_text(mode, best.level)}; the wire "
+            f"model, same bytes, transport and batch, at {rate_text(wire.peak_ips or 0)} images/s at "
+            f"{level_text(mode, wire.peak_level or 0)} ({best.throughput / (wire.peak_ips or 1) * 100:.0f} % of it)",
+            capacity.describe(mode) if capacity is not None else
+            "no server statistics at the peak to say what the model's instances would do",
+            *wire_notes(wire),
+        ]
+        return Verdict("request-path", request_path_line(wire, best.throughput, capacity), evidence, ev.level,
+                       findings)
 
     if not reached:
         evidence = [saturation.describe()] if saturation else []

@@ -9,6 +9,8 @@ from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.saturation import Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
+from engine.analysis.wire import Assessment, assess
+from engine.events import WireCeiling
 from engine.record import fmt
 from engine.record.summary import LevelSummary, RecordingSummary
 
@@ -20,6 +22,9 @@ RANDOM_WEIGHTS_NOTE = (
 ADVICE = {
     "client-bound": "Give the load generator more room (more workers, a bigger client machine, or run it on "
                     "another host): until then these figures understate the server.",
+    "request-path": "Move the inputs off the HTTP body (load.transport = system_shm or cuda_shm with the client "
+                    "beside the server), send more items per request (load.batch_size), or spread the clients: "
+                    "the model's instances have room that the request path cannot feed.",
     "network": "Run the client next to the server (same host or network), or cut the payload "
                "(smaller inputs, binary/shared-memory transfers): the wire, not the GPUs, sets the pace.",
     "queueing": "Add model instances (instance_group count) or tune dynamic batching "
@@ -49,6 +54,8 @@ class RunFindings:
     recommendation: list[str] = field(default_factory=list)
     sweep: int | None = None  # which of the session's sweeps these figures come from
     levels: list[LevelSummary] = field(default_factory=list)  # that sweep's levels
+    wire: WireCeiling | None = None  # the wire check after that sweep (run --wire)
+    wire_assessment: Assessment | None = None  # the wire against that sweep
 
     @property
     def sweep_note(self) -> str:
@@ -78,14 +85,17 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     usable = {p.level for p in points}
     evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
                 if float(lv.level) in usable]
-    verdict = diagnose(evidence, saturation, summary.gpus_in_config)
+    wire = summary.wires.get(sweep) if sweep is not None else None
+    assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
+    verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
+                       assessment.capacity if assessment else None)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
     n = summary.gpus_in_config
     findings = RunFindings(
         summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
         cost_per_1000_at_peak=cost,
         per_gpu_throughput=best.throughput / n if best and n else None,
-        sweep=sweep, levels=levels,
+        sweep=sweep, levels=levels, wire=wire, wire_assessment=assessment,
     )
     findings.recommendation = _recommend(findings)
     return findings

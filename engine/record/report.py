@@ -10,6 +10,7 @@ from pathlib import Path
 from datetime import datetime, timezone
 
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.wire import wire_notes
 from engine.record import fmt, svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
@@ -65,6 +66,7 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
         doc.add(*_cost(f, tag))
     doc.add(*_telemetry(f))
     if sweep:
+        doc.add(*_wire(f, tag))
         doc.add(Heading("Bottlenecks found" + tag), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
         if f.verdict.evidence:
             doc.add(Bullets(f.verdict.evidence))
@@ -181,6 +183,29 @@ def _breakdown(f: RunFindings, tag: str = "") -> list:
                                       [("queue", queue), ("compute", compute), ("outside server", outside)],
                                       "ms per request", stacked=True), "Queue vs compute per level"))
     return blocks
+
+
+def _wire(f: RunFindings, tag: str = "") -> list:
+    """The wire check (run --wire): the request path alone, level by level beside the model."""
+    wire, found = f.wire, f.wire_assessment
+    if wire is None or found is None:
+        return []
+    model = {float(lv.level): lv.result.throughput_ips for lv in f.levels if lv.result.status != "failed"}
+    rows = [[fmt.level(w.level), w.status, fmt.rate(w.throughput_ips), fmt.rate(w.throughput_rps), fmt.ms(w.p50),
+             fmt.ms(w.p99), str(w.errors), "yes" if w.client_bound else "no", fmt.rate(model.get(w.level)),
+             fmt.pct(model[w.level] / w.throughput_ips) if model.get(w.level) is not None and w.throughput_ips > 0
+             else fmt.NA]
+            for w in wire.levels]
+    unit = "Rate (req/s)" if wire.mode == "rate" else "Concurrency"
+    how = TRANSPORT_WORDS.get(wire.transport, wire.transport)
+    return [
+        Heading("The wire's ceiling" + tag),
+        Para(f"The same levels against the no-compute {wire.wire_model!r} model, inputs by {how}, batch "
+             f"{wire.batch_size}, {wire.request_bytes:,} input bytes per request: what the request path alone "
+             f"carries. {found.line[0].upper() + found.line[1:]}."),
+        Table([unit, "Status", "Wire images/s", "Wire requests/s", "p50 ms", "p99 ms", "Errors", "Client-bound",
+               "Model images/s", "Model / wire"], rows, "; ".join(wire_notes(wire)), left=2),
+    ]
 
 
 def _scaling(f: RunFindings) -> list:

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from engine.events import AllReduceResult, BoxCheck, LevelResult, ProbeResult, SweepFinished, Topology
+from engine.events import AllReduceResult, BoxCheck, LevelResult, ProbeResult, SweepFinished, Topology, WireCeiling
 
 if TYPE_CHECKING:
     from engine.record.reader import Recording
 
 TIMELINE_POINTS = 600  # per GPU: enough for a chart, small enough for an HTML file
 _TELEMETRY_KINDS = ("gpu_sample", "host_sample")  # summarised from their index tables
-_DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology", "box_check")
+_DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology", "box_check",
+                  "wire_ceiling")
 
 
 @dataclass
@@ -119,6 +120,7 @@ class RecordingSummary:
     model_config: dict[str, Any]
     box_check: BoxCheck | None = None  # the check at the session's start, where it ran
     sweeps: list[SweepRun] = field(default_factory=list)  # those that measured at least one level
+    wires: dict[int, WireCeiling] = field(default_factory=dict)  # sweep number -> its wire check (--wire)
 
     @property
     def main_sweep(self) -> int | None:
@@ -195,6 +197,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     allreduce: list[AllReduceResult] = []
     topology: Topology | None = None
     box_check: BoxCheck | None = None
+    wires: dict[int, WireCeiling] = {}
     warnings: dict[str, str] = {}
     errors: list[str] = []
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
@@ -242,6 +245,8 @@ def summarize(recording: Recording) -> RecordingSummary:
                 topology = event
             elif isinstance(event, BoxCheck):
                 box_check = event
+            elif isinstance(event, WireCeiling):
+                wires[max(sweep_no, 1)] = event  # it follows the sweep it measured the path of
         elif kind == "warning":
             warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
         elif kind == "error":
@@ -326,6 +331,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         model_config=dict(_table(meta.get("model_config"))),
         box_check=box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
+        wires=wires,
     )
 
 

@@ -75,8 +75,12 @@ class EmbeddedServer:
         startup_timeout_s: float = 180.0,
         http_port: int | None = None,
         model_control: str | None = None,
+        extra_models: tuple[str, ...] = (),
     ) -> None:
         self.model = model
+        # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
+        # default, so that a plain run starts no more Python stubs than it needs
+        self.extra_models = tuple(m for m in extra_models if m != model)
         self.requested_variant = variant
         self.log_dir = log_dir
         self.gpu_count = visible_gpu_count() if gpu_count is None else gpu_count
@@ -145,6 +149,8 @@ class EmbeddedServer:
                 self.model, self.requested_variant, self._work_dir / "models", gpu_count=self.gpu_count,
                 weights=self.weights,
             )
+            for extra in self.extra_models:
+                prepare_repository(extra, "auto", self._work_dir / "models", gpu_count=self.gpu_count)
             backends = assemble_backends(dist, self._work_dir / "backends")
             log_dir = self.log_dir or self._work_dir
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -215,7 +221,8 @@ class EmbeddedServer:
             "--strict-readiness=true",
             "--exit-on-error=true",
             "--log-verbose=0",
-            *([f"--model-control-mode={self.model_control}", f"--load-model={self.model}"]
+            *([f"--model-control-mode={self.model_control}",
+               *(f"--load-model={m}" for m in (self.model, *self.extra_models))]
               if self.model_control == "explicit" else
               [f"--model-control-mode={self.model_control}"] if self.model_control else []),
             # room for a batch of 224x224 images per request without regrowing shared memory
@@ -243,13 +250,14 @@ class EmbeddedServer:
     def _wait_ready(self) -> None:
         assert self._guard is not None
         deadline = time.monotonic() + self.startup_timeout_s
-        ready_url = f"{self.http_url}/v2/models/{self.model}/ready"
+        waiting = [f"{self.http_url}/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
         while time.monotonic() < deadline:
             if self._guard.poll() is not None:
                 raise ServerStartError(self._failure("tritonserver exited during start-up"))
             try:
-                status, _ = _get(ready_url, timeout=1.0)
-                if status == 200:
+                while waiting and _get(waiting[0], timeout=1.0)[0] == 200:
+                    waiting.pop(0)
+                if not waiting:
                     return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass

@@ -46,6 +46,11 @@ def _samples() -> list[ev.Event]:
         ev.StudyVariantStarted(variant="1x", position=0, how="embedded server restarted"),
         ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, recording="a.sqlite"),
         ev.StudyFinished(status="interrupted", finished=["1x"], missing=["2x"], exit_code=130),
+        ev.WireCeiling(model="openclip_vit_b32", transport="http", batch_size=1, bytes_per_item=602_112,
+                       request_bytes=602_112, input_shape=[150_528],
+                       levels=[ev.WireLevel(level=64, status="stable", throughput_ips=10_100.0, throughput_rps=10_100.0,
+                                            p50=0.006, p99=0.011, client_bound=False)],
+                       peak_ips=10_100.0, peak_level=64, saturated=True),
     ]
 
 

@@ -146,3 +146,20 @@ def test_each_level_start_says_the_time_left() -> None:
     assert all("left in the sweep" in line for line in lines)
     # the first from the profile's plan, the last from the three levels measured (8.1 s each)
     assert "≈8s left in the sweep" in lines[-1], lines[-1]
+
+
+def test_a_wire_check_prints_its_table_and_stays_out_of_the_sweep() -> None:
+    events = session_events()
+    wire = ev.WireCeiling(ts=events[-1].ts - 0.5, model="vit", transport="http", batch_size=1, bytes_per_item=602_112,
+                          request_bytes=602_112, input_shape=[150_528], peak_ips=900.0, peak_level=8, saturated=True,
+                          levels=[ev.WireLevel(level=1, status="stable", throughput_ips=300.0, throughput_rps=300.0,
+                                               p50=0.003, p99=0.005),
+                                  ev.WireLevel(level=8, status="stable", throughput_ips=900.0, throughput_rps=900.0,
+                                               p50=0.008, p99=0.012, client_bound=True)])
+    text = printed([*events[:-1], wire, events[-1]])
+    lines = text.splitlines()
+    title = next(i for i, line in enumerate(lines) if "wire check: the HTTP path caps at 900 images/s with 602 KB bodies "
+                                                         "(peak at concurrency 8)" in line)
+    assert "wire infer/s" in lines[title + 1] and "client-bound" in lines[title + 1]
+    assert lines[title + 3].split() == ["8", "stable", "900.0", "8.00", "12.0", "0", "yes"]
+    assert len([line for line in lines if line.startswith("level ")]) == 4  # the model's rows only
