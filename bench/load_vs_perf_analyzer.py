@@ -266,11 +266,11 @@ def main() -> int:
                 print(f"  {model:<18}{level:>5}{'n/a':>20}{'n/a':>20}{'n/a':>20}")
                 continue
 
-            def band(key: str) -> str:
+            def band(key: str, sel: list = sel) -> str:
                 xs = [r[key] for r in sel if r[key] is not None]
                 return f"{sum(xs) / len(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "n/a"
 
-            def spread(tool: str) -> tuple[str, float]:
+            def spread(tool: str, model: str = model, level: int = level) -> tuple[str, float]:
                 xs = [r[tool]["throughput"] for r in rows if r["model"] == model and r["level"] == level and r[tool]["throughput"]]
                 if len(xs) < 2:
                     return "n/a", (xs[0] if xs else 0.0)

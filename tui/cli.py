@@ -11,8 +11,9 @@ import argparse
 import math
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
 

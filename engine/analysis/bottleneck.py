@@ -22,9 +22,9 @@ listed as well.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
-from typing import Sequence
 
 from engine.analysis.saturation import Saturation
 from engine.events import LevelResult

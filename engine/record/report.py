@@ -5,9 +5,8 @@ HTML adds the charts."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
-
-from datetime import datetime, timezone
 
 from engine.analysis.scaling import cost_per_1000
 from engine.record import fmt, svg
@@ -21,7 +20,7 @@ VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
 def utc(ts: float | None) -> str:
     if ts is None:
         return fmt.NA
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def duration(seconds: float) -> str:

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from engine.events import AllReduceResult, BoxCheck, LevelResult, ProbeResult, SweepFinished, Topology
+from engine.events import (
+    AllReduceResult,
+    BoxCheck,
+    LevelResult,
+    ProbeResult,
+    SweepFinished,
+    Topology,
+)
 
 if TYPE_CHECKING:
     from engine.record.reader import Recording
