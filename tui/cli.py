@@ -387,6 +387,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.bus.subscribe(printer)
             study.start()
             study.join()
+            printer.close()  # the lines still queued
             return 0
         from tui.study_app import run_study_tui
 

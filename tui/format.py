@@ -6,8 +6,8 @@ Pure functions, no Textual: "not available" (None) always renders as NA, never a
 from __future__ import annotations
 
 import math
-from typing import TypeGuard
 from collections.abc import Sequence
+from typing import TypeGuard
 
 NA = "-"
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
