@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
+from engine.record.export import EXPORTERS
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
-EXPORT_FORMATS = ("json", "csv", "md", "html")
+EXPORT_FORMATS = tuple(EXPORTERS)  # engine/record/export.py: the one list
 
 
 EXIT_CODES = """\

@@ -225,3 +225,13 @@ def test_one_sweep_reports_carry_no_sweep_column(hand_recording: Path, tmp_path:
         text = export(rec, "csv", tmp_path).read_text()
         md = export(rec, "md", tmp_path).read_text()
     assert "Sweep" not in text.splitlines()[0] and "sweep 1 of" not in md
+
+
+def test_the_cli_and_the_export_dialog_read_the_one_exporter_registry() -> None:
+    from engine.record.export import EXPORTERS
+    from tui.cli import EXPORT_FORMATS as cli_formats
+    from tui.screens.dialogs import EXPORT_FORMATS as dialog_formats
+
+    assert cli_formats == tuple(EXPORTERS) == ("json", "csv", "md", "html")
+    assert [name for name, _ in dialog_formats] == list(EXPORTERS)
+    assert all(text == EXPORTERS[name].description for name, text in dialog_formats)
