@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,6 @@ class QueueSampler(threading.Thread):
         self.port, self.stop, self.samples = port, threading.Event(), []
 
     def run(self) -> None:
-        pat = re.compile(r"^(\d+)\s+(\d+)\s+\S+:(\d+)\s+\S+:(\d+)")
         while not self.stop.wait(0.3):
             srv_r = srv_s = cli_r = cli_s = n_srv = 0
             for line in open("/proc/net/tcp").read().splitlines()[1:]:
@@ -66,15 +64,15 @@ class QueueSampler(threading.Thread):
                 lport, pport = int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)
                 sq, rq = (int(x, 16) for x in f[4].split(":"))
                 if lport == self.port:
-                    srv_r += rq; srv_s += sq; n_srv += 1
+                    srv_r, srv_s, n_srv = srv_r + rq, srv_s + sq, n_srv + 1
                 elif pport == self.port:
-                    cli_r += rq; cli_s += sq
+                    cli_r, cli_s = cli_r + rq, cli_s + sq
             self.samples.append((n_srv, srv_r, srv_s, cli_r, cli_s))
 
     def summary(self) -> dict:
         if not self.samples:
             return {}
-        cols = list(zip(*self.samples))
+        cols = list(zip(*self.samples, strict=False))
         mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
         return {"server_conns": max(cols[0]), "server_recvq_mb": mean(cols[1]) / 1e6, "server_sendq_mb": mean(cols[2]) / 1e6,
                 "client_recvq_mb": mean(cols[3]) / 1e6, "client_sendq_mb": mean(cols[4]) / 1e6}
@@ -128,7 +126,8 @@ def main() -> int:
             spid = int(subprocess.run(["pgrep", "-x", "-P", str(srv.pid), "tritonserver"], capture_output=True, text=True).stdout.split()[0])
             cpu0 = thread_cpu(spid)
             m = run_perf_analyzer(binary, env, srv.http_url, args.model, level, args) if tool == "pa" else asyncio.run(run_ours(srv.http_url, args.model, level, args))
-            sampler.stop.set(); sampler.join()
+            sampler.stop.set()
+            sampler.join()
             secs = time.monotonic() - t0
             threads = spread(cpu0, thread_cpu(spid), secs)
             row = {"case": case, "tool": tool, "level": level, **asdict(m), "queues": sampler.summary(), "secs": secs, "server_threads": threads}

@@ -108,7 +108,7 @@ def cmd_forward(args) -> int:
         gen = torch.Generator().manual_seed(0)
         parts = [torch.rand(k, 3, 224, 224, generator=gen) for k in (3, 2, 1, 2)]
         places = ["cpu", "cuda:0", f"cuda:{min(1, torch.cuda.device_count() - 1)}", "cpu"]
-        inputs = [p.to(place) for p, place in zip(parts, places)]
+        inputs = [p.to(place) for p, place in zip(parts, places, strict=False)]
         with torch.cuda.stream(stream):
             n = stager.stage(inputs)
             got = runner.run(n).cpu()
@@ -128,7 +128,7 @@ def cmd_forward(args) -> int:
         with torch.cuda.stream(stream):
             prepare_s = runner.prepare()
             for b in batches:
-                ips = _rate(torch, lambda b=b: runner.run(b), b, args.seconds)
+                ips = _rate(torch, lambda b=b, runner=runner: runner.run(b), b, args.seconds)
                 emit(out, {"step": args.step_name, "what": "forward", "runner": mode, "batch": b,
                            "images_per_s": round(ips, 1), "prepare_s": round(prepare_s, 1),
                            "fallback": runner.fallback})

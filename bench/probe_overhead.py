@@ -174,7 +174,7 @@ def main() -> int:
     p_text = "-" if test is None else f"{test.p_value:.3g}" + ("" if is_significant(test.p_value) else " (not significant)")
     print(f"probe {ps.mean:,.1f} samples/s (n={ps.n}), bare DDP loop {bs.mean:,.1f} (n={bs.n}); Welch p = {p_text}")
     # alternated pairs share the machine's drift: judge on the per-pair ratios (log scale)
-    logs = [math.log(a / b) for a, b in zip(probe, bare)]
+    logs = [math.log(a / b) for a, b in zip(probe, bare, strict=False)]
     mean_log, low, high = mean_ci(logs)
     ratio = math.exp(mean_log)
     paired_p = float(scipy_stats.ttest_1samp(logs, 0.0).pvalue) if len(logs) > 1 else None

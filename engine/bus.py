@@ -9,7 +9,7 @@ consumer cannot stop a measurement.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from engine.events import Event, Warning
 
@@ -41,9 +41,9 @@ class EventBus:
                 subscriber(event)
             except Exception as exc:  # a consumer's bug must not end the measurement
                 broken.append((subscriber, exc))
-        for subscriber, exc in broken:
+        for subscriber, error in broken:
             with self._lock:
                 if subscriber in self._subscribers:
                     self._subscribers.remove(subscriber)
             name = getattr(subscriber, "__qualname__", repr(subscriber))
-            self.publish(Warning(source="bus", message=f"consumer {name} failed and was detached: {exc!r}"))
+            self.publish(Warning(source="bus", message=f"consumer {name} failed and was detached: {error!r}"))

@@ -1,7 +1,7 @@
 """An event source feeds a bus from a background thread: a live Session or a replayed recording.
 
 The TUI and the headless printer only ever see a source and its bus, so live and replay share
-one rendering path (ARCHITECTURE.md, principle 1).
+one rendering path (docs/architecture.md, "The layers").
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
+scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
 .venv/bin/python -m pytest -q "$@"
 code=$?
 if [ "$code" = 5 ]; then

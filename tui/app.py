@@ -13,11 +13,12 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 
 from engine.errors import UserError
@@ -62,8 +63,8 @@ def open_replay(path: Path) -> Any:
 class GpuscaleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpuscale-tui"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
     MODES: ClassVar[dict[str, Any]] = {
         "live": LiveScreen,
         "sweep": SweepScreen,
@@ -71,7 +72,7 @@ class GpuscaleApp(App[int]):
         "log": LogScreen,
     }
     DEFAULT_MODE = "live"
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("1", "switch_mode('live')", "Live", group=VIEWS),

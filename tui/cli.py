@@ -11,14 +11,16 @@ import argparse
 import math
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
+from engine.record.export import EXPORTERS
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
-EXPORT_FORMATS = ("json", "csv", "md", "html")
+EXPORT_FORMATS = tuple(EXPORTERS)  # engine/record/export.py: the one list
 
 
 EXIT_CODES = """\
@@ -390,6 +392,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.bus.subscribe(printer)
             study.start()
             study.join()
+            printer.close()  # the lines still queued
             return 0
         from tui.study_app import run_study_tui
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeGuard
 
 NA = "-"
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 
 
-def is_number(value: float | None) -> bool:
+def is_number(value: float | None) -> TypeGuard[float]:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -20,7 +21,7 @@ def ms(seconds: float | None, digits: int | None = None) -> str:
     """Seconds -> milliseconds with precision that suits the magnitude."""
     if not is_number(seconds):
         return NA
-    value = seconds * 1000.0  # type: ignore[operator]
+    value = seconds * 1000.0
     if digits is None:
         digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
     return f"{value:.{digits}f}"
@@ -29,7 +30,7 @@ def ms(seconds: float | None, digits: int | None = None) -> str:
 def rate(per_s: float | None) -> str:
     if not is_number(per_s):
         return NA
-    value = float(per_s)  # type: ignore[arg-type]
+    value = float(per_s)
     if abs(value) >= 10_000:
         return f"{value / 1000:.1f}k"
     return f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
@@ -58,14 +59,14 @@ def ratio(value: float | None, digits: int = 2) -> str:
 def gib(n_bytes: float | None, digits: int = 1) -> str:
     if not is_number(n_bytes):
         return NA
-    return f"{n_bytes / 2**30:.{digits}f}"  # type: ignore[operator]
+    return f"{n_bytes / 2**30:.{digits}f}"
 
 
 def size(n_bytes: float | None) -> str:
     """Message sizes in the all-reduce table: powers of two read best in binary units."""
     if not is_number(n_bytes):
         return NA
-    value = float(n_bytes)  # type: ignore[arg-type]
+    value = float(n_bytes)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
             return f"{value:.0f} {unit}" if value.is_integer() else f"{value:.1f} {unit}"
@@ -80,7 +81,7 @@ def watts(value: float | None) -> str:
 def dollars(value: float | None) -> str:
     if not is_number(value):
         return NA
-    if value >= 1:  # type: ignore[operator]
+    if value >= 1:
         return f"${value:.2f}"
     return f"${value:.4f}"
 
@@ -89,7 +90,7 @@ def duration(seconds: float | None) -> str:
     """Compact elapsed/remaining time: 45s, 3m05s, 1h02m."""
     if not is_number(seconds):
         return NA
-    total = max(0, int(round(seconds)))  # type: ignore[arg-type]
+    total = max(0, int(round(seconds)))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -103,7 +104,7 @@ def clock(seconds: float | None) -> str:
     """Session-relative time as mm:ss (h:mm:ss past an hour); never the wall clock."""
     if not is_number(seconds):
         return "--:--"
-    total = max(0, int(seconds))  # type: ignore[arg-type]
+    total = max(0, int(seconds))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
@@ -131,7 +132,7 @@ def spark(values: Sequence[float | None], width: int, lo: float | None = None, h
         if span <= 0:
             level = len(SPARK_CHARS) // 2 if v > 0 else 0  # a flat series, not an empty one
         else:
-            frac = min(1.0, max(0.0, (v - low) / span))  # type: ignore[operator]
+            frac = min(1.0, max(0.0, (v - low) / span))
             level = int(round(frac * (len(SPARK_CHARS) - 1)))
         chars.append(SPARK_CHARS[level])
     return " " * (width - len(chars)) + "".join(chars)  # newest next to the value that follows
@@ -143,7 +144,7 @@ def bar(fraction: float | None, width: int, full: str = "█", empty: str = "░
         return ""
     if not is_number(fraction):
         return " " * width
-    frac = min(1.0, max(0.0, float(fraction)))  # type: ignore[arg-type]
+    frac = min(1.0, max(0.0, float(fraction)))
     eighths = int(round(frac * width * 8))
     whole, part = divmod(eighths, 8)
     partial = " ▏▎▍▌▋▊▉"[part] if part and full == "█" else ""

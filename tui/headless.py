@@ -1,12 +1,19 @@
 """The headless printer: `--record` progress as plain lines that read well in a log file.
 
-A bus subscriber (called from the source's thread) that never imports Textual. Lines carry the
-session-relative time from the events themselves, tables use fixed-width columns, and nothing
-moves the cursor, so `nohup gpuscale-tui --record > run.log` is as readable as the terminal.
+A bus subscriber that never imports Textual. Lines carry the session-relative time from the
+events themselves, tables use fixed-width columns, and nothing moves the cursor, so
+`nohup gpuscale-tui --record > run.log` is as readable as the terminal.
+
+The bus calls subscribers on the session's thread, which also collects the workers' ticks and
+polls the server's statistics: a write to a paused terminal or a full pipe must not stall it.
+So the subscriber only queues the event; a writer thread of its own applies and prints it, and
+``finish``/``close`` wait for it to catch up.
 """
 
 from __future__ import annotations
 
+import queue
+import sys
 import threading
 from pathlib import Path
 
@@ -22,6 +29,7 @@ from tui.state import SessionState, notice_key
 TELEMETRY_EVERY_S = 30.0  # one GPU/host summary line per this much session time
 LOG_WIDTH = 160  # a file has no width: wide enough that table rows never wrap
 STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
+_CLOSE = object()  # the writer thread's last item
 
 
 class HeadlessPrinter:
@@ -37,13 +45,44 @@ class HeadlessPrinter:
         self._probe_header_printed = False
         self._last_telemetry_t: float | None = None
         self._seen_notices: set[str] = set()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # unbounded: put never blocks
+        self._writer: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.failure: BaseException | None = None  # the printer's own bug, if one stopped it
 
     # ------------------------------------------------------------------ subscriber
 
     def __call__(self, event: ev.Event) -> None:
-        with self._lock:
-            self.state.apply(event)
-            self._print_event(event)
+        """The bus's call, on the publisher's thread: queue and return (never touches stdout)."""
+        if self._writer is None:
+            with self._start_lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._drain, name="headless-printer", daemon=True)
+                    self._writer.start()
+        self._queue.put(event)
+
+    def _drain(self) -> None:
+        while (item := self._queue.get()) is not _CLOSE:
+            if self.failure is not None:
+                continue  # stopped: keep emptying the queue so close() returns
+            try:
+                with self._lock:
+                    self._handle(item)  # type: ignore[arg-type]  # only events and _CLOSE are queued
+            except Exception as exc:  # as the bus does with a broken consumer: say it once, go on measuring
+                self.failure = exc
+                print(f"gpuscale-tui: the progress printer failed and stopped: {exc!r}", file=sys.stderr)
+
+    def _handle(self, event: ev.Event) -> None:
+        self.state.apply(event)
+        self._print_event(event)
+
+    def close(self) -> None:
+        """Wait until every queued event is printed (blocks while stdout does, after the run)."""
+        with self._start_lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            self._queue.put(_CLOSE)
+            writer.join()
 
     def _line(self, text: str, style: str = "", t: float | None = None) -> None:
         stamp = fmt.clock(self.state.rel(t) if t is not None else self.state.elapsed_s)
@@ -181,6 +220,7 @@ class HeadlessPrinter:
 
     def finish(self, exit_code: int, recording_path: Path | None) -> None:
         """The last lines: probe summary, repeated warnings, where the recording is, the outcome."""
+        self.close()
         with self._lock:
             state = self.state
             if len(state.probe) > 1:

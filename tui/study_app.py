@@ -8,7 +8,7 @@ from collections import deque
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -51,7 +51,7 @@ class StudyScreen(StateScreen):
 class StudyApp(GpuscaleApp):
     MODES: ClassVar[dict[str, Any]] = {**GpuscaleApp.MODES, "study": StudyScreen}
     DEFAULT_MODE = "study"
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         *GpuscaleApp.BINDINGS, Binding("5", "switch_mode('study')", "Study", group=VIEWS),
     ]
 

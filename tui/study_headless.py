@@ -24,20 +24,19 @@ class StudyPrinter(HeadlessPrinter):
         super().__init__(console)
         self.study = StudyState()
 
-    def __call__(self, event: ev.Event) -> None:
-        with self._lock:
-            self.study.apply(event)
-            if isinstance(event, ev.SessionStarted):
-                self.state.reset()  # each variant is its own session: its own tables
-                self._sweep_header_printed = False
-            self.state.apply(event)
-            text = self._study_line(event)
-            if text is not None:
-                self._plain(text, "bold")
-            else:
-                self._print_event(event)
-            if isinstance(event, ev.LevelResult):
-                self._plain(self.progress_line(), "dim")
+    def _handle(self, event: ev.Event) -> None:  # on the writer thread, under the lock
+        self.study.apply(event)
+        if isinstance(event, ev.SessionStarted):
+            self.state.reset()  # each variant is its own session: its own tables
+            self._sweep_header_printed = False
+        self.state.apply(event)
+        text = self._study_line(event)
+        if text is not None:
+            self._plain(text, "bold")
+        else:
+            self._print_event(event)
+        if isinstance(event, ev.LevelResult):
+            self._plain(self.progress_line(), "dim")
 
     def progress_line(self) -> str:
         s = self.study
@@ -64,6 +63,7 @@ class StudyPrinter(HeadlessPrinter):
         return None
 
     def finish_study(self, exit_code: int, index_path: Path | None, report_lines: list[str]) -> None:
+        self.close()
         with self._lock:
             for line in report_lines:
                 self._plain(line)

@@ -4,6 +4,7 @@ throughput-vs-concurrency curves of every config on one log-2 axis, and the per-
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 from rich.table import Table
 from rich.text import Text
@@ -62,7 +63,7 @@ def render_curves(study: StudyState, width: int, height: int) -> Text:
     for i, track in enumerate(tracks):
         style = STYLES[i % len(STYLES)]
         pts = [(col(lv), row(tp)) for lv, tp, _lat, _s in track.points if lv > 0]
-        for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
+        for (c0, r0), (c1, r1) in pairwise(pts):
             for c in range(c0 + 1, c1):
                 r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
                 if grid[r][c][0] == " ":

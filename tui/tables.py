@@ -6,8 +6,8 @@ printer into fixed-width lines that read well in a log file. No Textual here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rich import box
 from rich.table import Table
@@ -115,7 +115,8 @@ def _baseline(result: ev.ProbeResult, results: Sequence[ev.ProbeResult]) -> ev.P
         and work(r) == work(result)
     ]
     same_strategy = [r for r in candidates if r.strategy == result.strategy]
-    return (same_strategy or candidates or [None])[-1]
+    pool = same_strategy or candidates
+    return pool[-1] if pool else None
 
 
 def probe_cells(result: ev.ProbeResult, results: Sequence[ev.ProbeResult]) -> dict[str, str]:
@@ -301,7 +302,7 @@ def sweep_table(
         table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)
         shown = [*state.levels.values(), *(r for past in state.past_sweeps for r in past.levels)]
         top = max((r.throughput_ips or 0.0 for r in shown), default=0.0)
-    for row, cells in zip(rows, all_cells):
+    for row, cells in zip(rows, all_cells, strict=True):
         styled = []
         for col in columns:
             text = cells[col.key]

@@ -25,9 +25,9 @@ listed as well.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
-from typing import Sequence
 
 from engine.analysis.saturation import Saturation
 from engine.analysis.wire import Capacity, level_text, rate_text, request_path_line, wire_is_the_limit, wire_notes

@@ -7,7 +7,7 @@ samples that do not cover the window give None, never a guess."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 Series = Sequence[tuple[float, float]]  # (UNIX seconds, joules), ascending time
 

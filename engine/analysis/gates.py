@@ -6,8 +6,9 @@ failed, no efficiency without a 1x base) fails: a CI gate must never pass by def
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from engine.errors import UserError
 from engine.events import LevelResult

@@ -7,7 +7,7 @@ with theirs sample for sample; numpy's default (linear interpolation) would not.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -8,8 +8,8 @@ measured, throughput was still rising at the end of the sweep and the point lies
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 DEFAULT_TOLERANCE = 0.05
 

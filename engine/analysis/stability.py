@@ -8,7 +8,7 @@ otherwise). A window with zero throughput is never part of a stable run.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def spread(values: Sequence[float]) -> float | None:

@@ -9,8 +9,8 @@ from scipy.stats, never from hand-written tables. Pure functions of plain floats
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats as _st
@@ -54,7 +54,7 @@ def remove_outliers(
     vals = [float(v) for v in values]
     if len(vals) < 3:
         return vals, 0
-    kept = [v for v, z in zip(vals, modified_z_scores(vals)) if abs(z) <= threshold]
+    kept = [v for v, z in zip(vals, modified_z_scores(vals), strict=True) if abs(z) <= threshold]
     return kept, len(vals) - len(kept)
 
 

@@ -8,8 +8,9 @@ the study has one (what a service can actually sell), else the peak.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from itertools import pairwise
 
 MIN_MARGINAL = 0.5  # an added GPU must give at least half of what one GPU gives in the smallest config
 
@@ -59,7 +60,7 @@ def marginal_steps(configs: Sequence[ConfigPoint]) -> list[Step]:
     base = ordered[0]
     per_unit = base.throughput / base.units if base.throughput and base.units else None
     steps = []
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in pairwise(ordered):
         added = b.units - a.units
         gain = None
         if a.throughput is not None and b.throughput is not None and added > 0:

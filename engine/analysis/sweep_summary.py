@@ -3,8 +3,8 @@ result, its peak, and scaling efficiency level by level against a base run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from engine.analysis.scaling import cost_per_1000, scaling_efficiency, speedup
 from engine.events import LevelResult

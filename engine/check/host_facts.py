@@ -28,8 +28,8 @@ def cgroup_cpu_limit(root: Path = CGROUP) -> float | None:
         if quota != "max" and period:
             return int(quota) / int(period)
         return None
-    quota, period = _read(root / "cpu" / "cpu.cfs_quota_us"), _read(root / "cpu" / "cpu.cfs_period_us")
-    if quota and period and int(quota) > 0:
+    quota_us, period_us = _read(root / "cpu" / "cpu.cfs_quota_us"), _read(root / "cpu" / "cpu.cfs_period_us")
+    if quota_us and period_us and int(quota_us) > 0:
         return int(quota) / int(period)
     return None
 

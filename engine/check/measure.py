@@ -34,7 +34,7 @@ class LoadSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="check-nvml", daemon=True)
 
-    def __enter__(self) -> "LoadSampler":
+    def __enter__(self) -> LoadSampler:
         self._thread.start()
         return self
 

@@ -8,10 +8,11 @@ A field a GPU does not support is None, never an exception.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engine.check.facts import GpuFacts, PairFacts
-from engine.events import Topology
+from engine.events import Event, Topology, Warning
 from engine.telemetry.nvml_gpus import NvmlDevice, NvmlGpus, _text
 from engine.telemetry.once import WarnOnce
 from engine.telemetry.topology import p2p_usable, read_topology
@@ -131,7 +132,12 @@ def pairs_from_topology(topology: Topology, index_of: dict[str, int]) -> list[Pa
 def read_idle_facts(nvml: Any = None) -> tuple[list[GpuFacts], list[PairFacts], Topology | None, str | None]:
     """(GPUs, pairs, topology, why there is no GPU). ``nvml``: a stand-in for unit tests."""
     reasons: list[str] = []
-    gpus = NvmlGpus(WarnOnce(lambda e: reasons.append(e.message)), nvml=nvml)
+
+    def keep(e: Event) -> None:  # WarnOnce publishes Warnings only
+        if isinstance(e, Warning):
+            reasons.append(e.message)
+
+    gpus = NvmlGpus(WarnOnce(keep), nvml=nvml)
     if not gpus.open():
         return [], [], None, (reasons[0] if reasons else "NVML found no GPU").split(": local GPU values")[0]
     try:

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.check.facts import BoxFacts, ExpectedHardware, GpuFacts, LoadSample
 from engine.check.host_facts import read_host_facts

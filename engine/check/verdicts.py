@@ -9,7 +9,7 @@ where the result would be fair but lower than the same hardware can give elsewhe
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from engine.check.facts import BoxFacts, ExpectedHardware, GpuFacts, HostFacts, PairFacts
 from engine.events import CheckItem
@@ -100,7 +100,7 @@ def judge_pcie(g: GpuFacts) -> CheckItem:
     top_gen = g.pcie_gen_max or gen
     top_width = g.pcie_width_max or width
     expected = f"Gen{top_gen} x16"
-    status, notes = OK, []
+    status, notes = OK, list[str]()
     if width <= 4:
         status, notes = FAIL, notes + [f"x{width}: a riser or a narrow slot, a quarter of x16 or less"]
     elif width < top_width or width < 16:
@@ -337,7 +337,7 @@ def judge_allreduce(facts: BoxFacts) -> CheckItem | None:
         return item("all-reduce busbw", f"{len(facts.gpus)} GPUs", NA, note=facts.allreduce_skipped)
     by_index = {g.index: g for g in facts.gpus}
     links = [pair_expected_gbps(p, by_index) for p in facts.pairs]
-    known = [x for x in links if x[0] is not None]
+    known = [(gbps, name) for gbps, name in links if gbps is not None]
     expected, link = min(known, key=lambda x: x[0]) if known else (None, "unknown")  # a ring runs at its slowest hop
     if facts.allreduce_busbw_gbps is None:
         return item("all-reduce busbw", f"{len(facts.gpus)} GPUs", NA, expected=_gb(expected),
@@ -455,7 +455,7 @@ def _judge_interconnect(exp: ExpectedHardware, facts: BoxFacts, scope: str) -> l
         gens.append(gen)
     if None in gens:
         return [item("interconnect", scope, NA, expected=f"PCIe Gen{want}", note="NVML cannot read the PCIe link")]
-    low = min(gens)  # type: ignore[type-var]
+    low = min(g for g in gens if g is not None)
     status = OK if low >= want else FAIL
     return [item("interconnect", scope, status, f"PCIe Gen{low}" + ("" if len(set(gens)) == 1 else " (slowest GPU)"),
                  f"PCIe Gen{want}", "" if status == OK else "an older PCIe generation than the listing")]

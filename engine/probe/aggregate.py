@@ -35,16 +35,17 @@ class Baselines:
 
 def run_times(ranks: list[dict[str, Any]]) -> list[float]:
     """Per run, the slowest rank's seconds."""
-    return [max(values) for values in zip(*(r["run_s"] for r in ranks))]
+    return [max(values) for values in zip(*(r["run_s"] for r in ranks), strict=False)]
 
 
 def comm_overhead(step_time_sync: float, ranks: list[dict[str, Any]], steps: int) -> float | None:
     """Fraction of the synchronised step spent on gradient communication:
     (t_sync - t_no_sync) / t_sync. Noise can make it slightly negative; it is kept as is."""
     nosync = [r.get("nosync_s") for r in ranks]
-    if step_time_sync <= 0 or any(v is None for v in nosync) or not nosync:
+    known = [float(v) for v in nosync if v is not None]
+    if step_time_sync <= 0 or len(known) != len(nosync) or not nosync:
         return None
-    t_nosync = max(nosync) / steps  # type: ignore[type-var]
+    t_nosync = max(known) / steps
     return (step_time_sync - t_nosync) / step_time_sync
 
 
@@ -105,8 +106,8 @@ def train_results(
 def allreduce_result(job: AllReduceJob, ranks: list[dict[str, Any]], device: str, backend: str) -> AllReduceResult:
     """Rows from the ranks' mean times (nccl-tests' default: time averaged over ranks)."""
     first = ranks[0]
-    mean_times = [sum(values) / len(values) for values in zip(*(r["time_s"] for r in ranks))]
-    rows = [allreduce_row(size, t, job.world_size) for size, t in zip(first["sizes"], mean_times)]
+    mean_times = [sum(values) / len(values) for values in zip(*(r["time_s"] for r in ranks), strict=False)]
+    rows = [allreduce_row(size, t, job.world_size) for size, t in zip(first["sizes"], mean_times, strict=False)]
     link = link_limit(
         first.get("gpu_name") if device == "cuda" else None,
         nvlink_links=first.get("nvlink_links"),

@@ -5,7 +5,8 @@ one operation is the mean, averaged over ranks (nccl-tests' default -a 1)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -89,12 +89,12 @@ def link_limit(
         _, gen, nominal = family
         links = nvlink_links or nominal
         return LinkInfo(links * NVLINK_GBPS_PER_LINK[gen], f"NVLink{gen} x{links}")
-    gen = pcie_gen or _guess_pcie_gen(upper)
+    pcie = pcie_gen or _guess_pcie_gen(upper)
     width = pcie_width or 16
     suffix = "" if peer_access is not False else " (no P2P: via host memory)"
-    if gen not in PCIE_GBPS_PER_LANE:
+    if pcie is None or pcie not in PCIE_GBPS_PER_LANE:
         return LinkInfo(None, f"PCIe{suffix}")
-    return LinkInfo(PCIE_GBPS_PER_LANE[gen] * width, f"PCIe Gen{gen} x{width}{suffix}")
+    return LinkInfo(PCIE_GBPS_PER_LANE[pcie] * width, f"PCIe Gen{pcie} x{width}{suffix}")
 
 
 def _guess_pcie_gen(upper_name: str) -> int | None:

@@ -16,11 +16,20 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, NoReturn, Sequence
+from typing import IO, Any, NoReturn
 
 from engine.errors import UserError
-from engine.events import AllReduceResult, Error, Event, PhaseChanged, ProbeResult, Warning, event_from_dict
+from engine.events import (
+    AllReduceResult,
+    Error,
+    Event,
+    PhaseChanged,
+    ProbeResult,
+    Warning,
+    event_from_dict,
+)
 from engine.profiles import Probe, load_profile, profile_from_dict
 
 SOURCE = "command line"
@@ -206,6 +215,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             from engine.probe.runner import run_probe
 
             stop = threading.Event()
+            assert out is not None  # not under torchrun: this process is rank 0
             try:
                 run_probe(settings, out, stop, device=args.device, include_allreduce=settings.allreduce)
             except KeyboardInterrupt:

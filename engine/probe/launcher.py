@@ -21,9 +21,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.probe.plan import Job, job_to_dict
 from engine.probe.worker import DEVICE_ENV, FORCED_ENV, STORE_ENV, THREADS_ENV, TIMEOUT_ENV

@@ -20,8 +20,8 @@ MSE otherwise; optionally ``probe_shard_units`` for FSDP).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn

@@ -53,7 +53,7 @@ class UtilizationSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "UtilizationSampler":
+    def __enter__(self) -> UtilizationSampler:
         if self._found is not None:
             self._thread = threading.Thread(target=self._run, name="gpu-util", daemon=True)
             self._thread.start()

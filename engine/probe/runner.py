@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engine.errors import UserError
 from engine.events import AllReduceResult, Error, Event, PhaseChanged, ProbeResult, Warning

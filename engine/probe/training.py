@@ -13,8 +13,9 @@ import contextlib
 import gc
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -120,14 +121,14 @@ class Trainer:
         """DDP: no_sync() skips the gradient all-reduce. FSDP2: no gradient reduce-scatter
         (parameter all-gathers still run, so FSDP's figure is the reduction share only)."""
         if self.job.strategy == "ddp":
-            with self.model.no_sync():  # type: ignore[operator]
+            with self.model.no_sync():
                 yield
         elif self.job.strategy == "fsdp":
-            self.model.set_requires_gradient_sync(False)  # type: ignore[operator]
+            self.model.set_requires_gradient_sync(False)
             try:
                 yield
             finally:
-                self.model.set_requires_gradient_sync(True)  # type: ignore[operator]
+                self.model.set_requires_gradient_sync(True)
         else:
             yield
 

@@ -16,7 +16,8 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # NVLink multicast (NVLS) stays off on every rank, whatever the caller's environment says;
 # set before torch / NCCL read them.

@@ -9,15 +9,27 @@ same GPU model and model; N = the GPU count of the run's config variant.
 from __future__ import annotations
 
 import json
-
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
 from engine.record import fmt as num
 from engine.record import svg
-from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table, to_html, to_markdown, to_text
+from engine.record.doc import (
+    Bullets,
+    Chart,
+    Doc,
+    Heading,
+    Note,
+    Para,
+    Table,
+    to_html,
+    to_markdown,
+    to_text,
+)
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
@@ -75,7 +87,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None) 
                 priced.add(i)
     findings = [analyze(s) for s in summaries]
     labels = _unique_labels([f.label for f in findings])
-    runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels)]
+    runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels, strict=True)]
     for run in runs:
         base = _base_for(run, runs)
         if base is not None and run.n:
@@ -114,7 +126,12 @@ def _differs(runs: list[RunComparison], get: Callable[[RunComparison], Any]) -> 
     return "; ".join(f"{v if v not in (None, '') else 'unset'} ({label})" for v, label in values)
 
 
-def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
+def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[RunComparison], Any]:
+    """``read`` with ``key`` bound (a lambda default argument is lost on mypy)."""
+    return lambda r: read(r, key)
+
+
+def _check_apples(c: Comparison, priced: AbstractSet[str] = frozenset()) -> None:
     runs = c.runs
     checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
         ("model", lambda r: r.summary.model, True),
@@ -129,7 +146,7 @@ def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
     configs = {r.label: {k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS} for r in runs}
     keys = sorted({k for cfg in configs.values() for k in cfg})
     for key in keys:
-        if (diff := _differs(runs, lambda r, k=key: configs[r.label].get(k))) is not None:
+        if (diff := _differs(runs, _getter(lambda r, k: configs[r.label].get(k), key))) is not None:
             c.mismatches.append(f"model config differs in {key}: {diff}")
     level_sets = {r.label: {p.level for p in r.findings.points} for r in runs}
     planned = {r.label: set(r.summary.levels_planned) for r in runs}
@@ -146,10 +163,10 @@ def _check_apples(c: Comparison, priced: set[str] = frozenset()) -> None:
         c.notes.append(f"transport differs: {diff}: the inputs took different paths to the server, so the runs "
                        "compare serving paths as well as GPUs")
     for key in MEASUREMENT_KEYS:
-        if (diff := _differs(runs, lambda r, k=key: load[r.label].get(k))) is not None:
+        if (diff := _differs(runs, _getter(lambda r, k: load[r.label].get(k), key))) is not None:
             c.notes.append(f"measurement setting load.{key} differs: {diff}")
     for key in VERSION_KEYS:
-        if (diff := _differs(runs, lambda r, k=key: _version(r, k))) is not None:
+        if (diff := _differs(runs, _getter(_version, key))) is not None:
             c.notes.append(f"{key} version differs: {diff}")
     for r in runs:
         if r.summary.status != "ok":
@@ -294,7 +311,7 @@ def _recommend(c: Comparison) -> list[str]:
 
 def _charts(c: Comparison) -> list:
     def series(key: Callable[[Any], float | None], scale: float = 1.0) -> list[svg.Series]:
-        return [svg.Series(r.label, [(p.level, key(p) * scale) for p in r.findings.points if key(p) is not None])
+        return [svg.Series(r.label, [(p.level, v * scale) for p in r.findings.points if (v := key(p)) is not None])
                 for r in c.runs]
 
     blocks: list = [

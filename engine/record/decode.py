@@ -13,7 +13,8 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 from engine.events import SCHEMA_VERSION, Event, EventSchemaError, event_kinds
 
@@ -52,7 +53,7 @@ def _optional(tp: Any) -> bool:
     return typing.get_origin(tp) in (Union, types.UnionType) and type(None) in typing.get_args(tp)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compile(tp: Any) -> Decoder | None:
     """A function that rebuilds ``tp`` from JSON values (and checks their types), or None where
     the value is used as is."""
@@ -60,7 +61,7 @@ def _compile(tp: Any) -> Decoder | None:
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         return _compile(args[0]) if args else None  # as events._decode: the first non-None type
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         fields = [f for f in dataclasses.fields(tp) if f.init]
         plan = {f.name: _compile(hints[f.name]) for f in fields}
@@ -70,7 +71,7 @@ def _compile(tp: Any) -> Decoder | None:
         def decode_dataclass(value: Any) -> Any:
             if not isinstance(value, dict):
                 raise _WrongType(f"expected a {tp.__name__} table, found {value!r:.40}")
-            kwargs = {}
+            kwargs: dict[str, Any] = {}
             for key, item in value.items():
                 if key in plan:
                     inner = plan[key]
@@ -114,7 +115,7 @@ def decode_event(data: dict[str, Any]) -> Event:
     cls = event_kinds().get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventSchemaError(f"unknown event kind {kind!r}")
-    decoder = _compile(cls)
+    decoder = _compile(typing.cast(Any, cls))  # a type is hashable; mypy reads Event's __hash__ = None
     assert decoder is not None
     try:
         return decoder({k: v for k, v in data.items() if k not in ("kind", "v")})

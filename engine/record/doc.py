@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Union
 
 from engine.record import fmt
 
@@ -48,7 +47,7 @@ class Chart:
     caption: str = ""
 
 
-Block = Union[Heading, Para, Note, Table, Bullets, Chart]
+Block = Heading | Para | Note | Table | Bullets | Chart
 
 
 @dataclass

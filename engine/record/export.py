@@ -4,7 +4,10 @@ existing file is never replaced."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from engine.errors import UserError
 from engine.record.compare import Comparison, render_compare
@@ -15,7 +18,28 @@ from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.reader import Recording
 from engine.record.report import build_report
 
-FORMATS = {"json": ".json", "csv": ".csv", "md": ".md", "html": ".html"}
+
+@dataclass(frozen=True)
+class Exporter:
+    suffix: str
+    description: str  # one line, as the export dialog lists it
+    write: Callable[[Recording, IO[str]], object]
+
+
+def _report(render: Callable[..., str]) -> Callable[[Recording, IO[str]], object]:
+    return lambda recording, fh: fh.write(render(build_report(recording.summary())))
+
+
+# The one list of export formats: the CLI's --format choices and the TUI's export dialog read it.
+# A new format is one entry here (and its writer module).
+EXPORTERS: dict[str, Exporter] = {
+    "json": Exporter(".json", "JSON: every result, machine-readable", write_json),
+    "csv": Exporter(".csv", "CSV: perf_analyzer's columns, one row per level",
+                    lambda recording, fh: fh.write(levels_csv(recording.summary()))),
+    "md": Exporter(".md", "Markdown report", _report(to_markdown)),
+    "html": Exporter(".html", "HTML report with charts", _report(to_html)),
+}
+FORMATS = {name: e.suffix for name, e in EXPORTERS.items()}
 
 
 def output_path(out_dir: Path, recording_stem: str, fmt: str, name: str | None) -> Path:
@@ -41,13 +65,7 @@ def export(recording: Recording, fmt: str, out_dir: Path, name: str | None = Non
         raise UserError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     path = output_path(out_dir, recording.path.stem, fmt, name)
     with new_file(path) as fh:
-        if fmt == "json":
-            write_json(recording, fh)
-        elif fmt == "csv":
-            fh.write(levels_csv(recording.summary()))
-        else:
-            doc = build_report(recording.summary())
-            fh.write(to_markdown(doc) if fmt == "md" else to_html(doc))
+        EXPORTERS[fmt].write(recording, fh)
     return path
 
 

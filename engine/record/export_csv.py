@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Iterable
+from collections.abc import Iterable, Mapping
 
 from engine.record.summary import LevelSummary, RecordingSummary
 
@@ -33,7 +33,7 @@ def _us(seconds: float | None) -> str:
     return "" if seconds is None else str(int(round(seconds * 1e6)))
 
 
-def _per_gpu(values: dict[str, float], scale: float = 1.0, integer: bool = False) -> str:
+def _per_gpu(values: Mapping[str, float], scale: float = 1.0, integer: bool = False) -> str:
     """perf_analyzer's per-GPU cell: "<gpu uuid>:<value>;" for each GPU."""
     parts = []
     for uuid, value in sorted(values.items()):

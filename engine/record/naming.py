@@ -7,10 +7,11 @@ import errno
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from engine.errors import UserError
 
@@ -37,7 +38,7 @@ def name_slug(text: str) -> str:
 def utc_stamp(when: datetime) -> str:
     """20260215T153000Z. A naive datetime is taken as UTC already."""
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
+        when = when.astimezone(UTC)
     return when.strftime("%Y%m%dT%H%M%SZ")
 
 

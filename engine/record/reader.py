@@ -7,15 +7,16 @@ import json
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote
 
 from engine.errors import UserError
 from engine.events import Event, EventSchemaError
 from engine.record.decode import decode_event
-from engine.record.summary import RecordingSummary, summarize
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
+from engine.record.summary import RecordingSummary, summarize
 
 HEADER_BYTES = 100
 

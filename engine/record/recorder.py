@@ -19,9 +19,10 @@ import queue
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from engine.errors import UserError
 from engine.events import SCHEMA_VERSION, Event, ServerReady, SessionEnded, SessionStarted
@@ -92,7 +93,7 @@ class Recorder:
         when: datetime | None = None, secrets: Iterable[str] = (),
     ) -> Recorder:
         """A recorder on a fresh, well-named file under ``out_dir`` (recordings/)."""
-        when = when or datetime.now(timezone.utc)
+        when = when or datetime.now(UTC)
         path = recording_path(out_dir, gpu_model=gpu_model, gpu_count=gpu_count, profile_name=profile_name, when=when)
         return cls(path, secrets=secrets)
 
@@ -144,7 +145,7 @@ class Recorder:
             meta = {
                 "recording_schema": RECORDING_SCHEMA,
                 "event_schema": SCHEMA_VERSION,
-                "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "file_name": self.path.name,
             }
             conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [(k, to_json(v)) for k, v in meta.items()])
@@ -238,11 +239,12 @@ class Recorder:
         uuid = str(reading.get("uuid"))
         gpu = self._gpu_ids.get(uuid)
         if gpu is None:
-            gpu = conn.execute(
+            row_id = conn.execute(
                 "INSERT INTO gpus (uuid, idx, name, source) VALUES (?, ?, ?, ?)",
                 (uuid, _num(reading.get("index")), _text(reading.get("name")), _text(reading.get("source"))),
             ).lastrowid
-            self._gpu_ids[uuid] = gpu
+            assert row_id is not None  # an INSERT always sets it
+            gpu = self._gpu_ids[uuid] = row_id
         return gpu
 
     @staticmethod

@@ -9,7 +9,8 @@ session hands over (the profile's header values) is masked wherever it appears.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 # scheme://userinfo@ : userinfo is everything up to '@' that is not '/', whitespace or '@'.

@@ -5,9 +5,8 @@ HTML adds the charts."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
-
-from datetime import datetime, timezone
 
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.wire import wire_notes
@@ -25,7 +24,7 @@ TRANSPORT_WORDS = {"http": "HTTP body", "system_shm": "system shared memory", "c
 def utc(ts: float | None) -> str:
     if ts is None:
         return fmt.NA
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def duration(seconds: float) -> str:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from engine.events import AllReduceResult, BoxCheck, LevelResult, ProbeResult, SweepFinished, Topology, WireCeiling
+from engine.events import (
+    AllReduceResult,
+    BoxCheck,
+    LevelResult,
+    ProbeResult,
+    SweepFinished,
+    Topology,
+    WireCeiling,
+)
 
 if TYPE_CHECKING:
     from engine.record.reader import Recording

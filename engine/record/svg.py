@@ -5,9 +5,9 @@ bars, optionally on a log-2 x axis for concurrency) and grouped or stacked bars.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import Callable, Sequence
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22"]
@@ -129,7 +129,7 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
         body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{path}"/>')
         if len(good) <= 40:
             body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{color}"/>' for x, y in good]
-        for (x, _y), (lo, hi) in zip(s.points, s.errors):
+        for (x, _y), (lo, hi) in zip(s.points, s.errors, strict=False):
             body.append(f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" '
                         f'stroke="{color}" stroke-width="1.5"/>')
         legend.append((s.name, color, s.dashed))

@@ -10,14 +10,31 @@ from __future__ import annotations
 
 import random
 import uuid as uuidlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable
 
 from engine.events import (
-    AllReduceResult, AllReduceRow, ClientAudit, Event, GpuReading, GpuSample, HostSample,
-    LatencyStats, LevelResult, LevelStarted, PhaseChanged, ProbeResult, ServerBreakdown,
-    ServerReady, SessionEnded, SessionStarted, StatSummary, SweepFinished, Topology, WindowResult,
+    AllReduceResult,
+    AllReduceRow,
+    ClientAudit,
+    Event,
+    GpuReading,
+    GpuSample,
+    HostSample,
+    LatencyStats,
+    LevelResult,
+    LevelStarted,
+    PhaseChanged,
+    ProbeResult,
+    ServerBreakdown,
+    ServerReady,
+    SessionEnded,
+    SessionStarted,
+    StatSummary,
+    SweepFinished,
+    Topology,
+    WindowResult,
 )
 from engine.profiles import Hardware, Load, Model, Profile
 

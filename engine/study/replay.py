@@ -51,7 +51,11 @@ class StudyReplaySource(EventSource):
                                                     if variant in ix.variants else position, how=run.how, ts=first))
             last = [first]
             source.bus.subscribe(self.bus.publish)
-            source.bus.subscribe(lambda e: last.__setitem__(0, e.ts))
+
+            def keep_ts(e: ev.Event, last: list[float] = last) -> None:  # bound now: the loop moves on
+                last[0] = e.ts
+
+            source.bus.subscribe(keep_ts)
             with self._lock:
                 self._current = source
             source.start()

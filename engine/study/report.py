@@ -9,7 +9,18 @@ from pathlib import Path
 from engine.errors import UserError
 from engine.record import fmt, svg
 from engine.record.compare import compare
-from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table, to_html, to_markdown, to_text
+from engine.record.doc import (
+    Bullets,
+    Chart,
+    Doc,
+    Heading,
+    Note,
+    Para,
+    Table,
+    to_html,
+    to_markdown,
+    to_text,
+)
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.study.figures import ConfigFigures, StudyFigures
@@ -89,9 +100,9 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
 
     if len(f.recordings) >= 2:
-        c = compare(f.recordings)
-        if c.mismatches:
-            doc.add(Heading("Apples-to-apples check"), *[Note(m, warning=True) for m in c.mismatches])
+        comparison = compare(f.recordings)
+        if comparison.mismatches:
+            doc.add(Heading("Apples-to-apples check"), *[Note(m, warning=True) for m in comparison.mismatches])
     doc.add(Heading("Bottlenecks"))
     for c in f.configs:
         v = c.findings.verdict

@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from engine import events as ev
 from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search_level
@@ -24,10 +24,23 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.profiles import Profile
 from engine.record.naming import name_slug, utc_stamp
-from engine.session import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRUPTED, EXIT_OK, Session, SessionOptions
+from engine.session import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_GATES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Session,
+    SessionOptions,
+)
 from engine.source import EventSource
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
-from engine.study.model_control import NoModelControl, check_model_control, load_variant, variant_sources
+from engine.study.model_control import (
+    NoModelControl,
+    check_model_control,
+    load_variant,
+    variant_sources,
+)
 from engine.study.plan import plan_variants
 
 Ask = Callable[[str], bool]  # shows a request to a person, True when they are ready, False to stop
@@ -109,7 +122,7 @@ class StudySource(EventSource):
                 self.gpu_count = visible_gpu_count()
             self.variants = plan_variants(model, self.requested, self.gpu_count)
         self.record_dir.mkdir(parents=True, exist_ok=True)
-        stamp = utc_stamp(datetime.now(timezone.utc))
+        stamp = utc_stamp(datetime.now(UTC))
         stem = f"study_{name_slug(model)}_{name_slug(self.profile.name)}_{stamp}"
         path = self.record_dir / f"{stem}{INDEX_SUFFIX}"
         n = 2

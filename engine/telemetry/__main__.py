@@ -12,7 +12,6 @@ import json
 import signal
 import sys
 import threading
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,7 +48,7 @@ def _header(text: str) -> tuple[str, str]:
 def _is_http_url(text: str) -> bool:
     try:
         parts = urlsplit(text)
-        parts.port  # raises on a malformed port
+        _ = parts.port  # raises on a malformed port
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)

@@ -12,8 +12,9 @@ silently shorten our interval.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import psutil
 
@@ -121,7 +122,7 @@ class HostReader:
         cpu_percent = cpu_busy_percent(self._cpu_total, total) if self._cpu_total is not None else None
         per_core: list[float] = []
         if self._cpu_cores is not None and len(self._cpu_cores) == len(cores):
-            values = [cpu_busy_percent(a, b) for a, b in zip(self._cpu_cores, cores)]
+            values = [cpu_busy_percent(a, b) for a, b in zip(self._cpu_cores, cores, strict=True)]
             per_core = [v for v in values if v is not None] if None not in values else []
         self._cpu_total, self._cpu_cores = total, cores
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from engine.errors import UserError
 from engine.events import Event, GpuSample, HostSample

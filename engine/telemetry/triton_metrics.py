@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 from engine.events import GpuReading, GpuSample
 from engine.profiles import redact_url

@@ -49,7 +49,7 @@ def test_vit_tiny_cpu_serves_the_models_own_outputs_for_concurrent_requests(tmp_
     model = vit.build_vit("vit_tiny")
     with torch.inference_mode():
         expected = [model(torch.from_numpy(b)).numpy() for b in batches]
-    for got, want in zip(outs, expected):
+    for got, want in zip(outs, expected, strict=False):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
 

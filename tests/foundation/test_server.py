@@ -1,7 +1,6 @@
 """The embedded server against the real tritonserver: start, infer, stop, and never an orphan."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from engine.events import Event
-from engine.load.target import Target, TargetInfo, describe_target
 from engine.load.sweep import run_sweep
+from engine.load.target import Target, TargetInfo, describe_target
 from engine.profiles import Load
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine.load.http1 import BadResponse, dechunk, encode_request, error_message, parse_endpoint, parse_head
+from engine.load.http1 import (
+    BadResponse,
+    dechunk,
+    encode_request,
+    error_message,
+    parse_endpoint,
+    parse_head,
+)
 
 TRITON_OK = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"

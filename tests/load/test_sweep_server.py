@@ -11,8 +11,8 @@ import pytest
 
 from engine.errors import UserError
 from engine.events import event_from_dict
-from engine.load.target import Target, describe_target
 from engine.load.sweep import run_sweep
+from engine.load.target import Target, describe_target
 from tests.load.conftest import Events, quick_load, sweep
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

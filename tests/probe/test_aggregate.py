@@ -3,7 +3,13 @@
 import pytest
 
 from engine.analysis.stats import welch_t_test
-from engine.probe.aggregate import Baselines, allreduce_result, comm_overhead, run_times, train_results
+from engine.probe.aggregate import (
+    Baselines,
+    allreduce_result,
+    comm_overhead,
+    run_times,
+    train_results,
+)
 from engine.probe.plan import AllReduceJob, TrainJob, View
 
 

@@ -19,7 +19,7 @@ def test_sweep_sizes_from_1_kib_to_the_maximum():
     sizes = bw.sweep_sizes(1 << 30)
     assert sizes[0] == 1024 and sizes[-1] == 1 << 30
     assert len(sizes) == 21  # 2^10 .. 2^30
-    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
     assert bw.sweep_sizes(3000) == [1024, 2048, 3000]
     assert bw.sweep_sizes(512) == [512]
 

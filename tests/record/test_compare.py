@@ -118,7 +118,14 @@ def test_comparison_gates(scaling_study: list[Path]) -> None:
 
 def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int = 1) -> Path:
     """A recording of ``sweeps`` sweeps over (level, images/s, status), written by the real Recorder."""
-    from engine.events import LatencyStats, LevelResult, LevelStarted, SessionEnded, SessionStarted, SweepFinished
+    from engine.events import (
+        LatencyStats,
+        LevelResult,
+        LevelStarted,
+        SessionEnded,
+        SessionStarted,
+        SweepFinished,
+    )
     from engine.profiles import Hardware, Load, Model, Profile
     from engine.record.synthetic import record_events
 

@@ -1,12 +1,19 @@
 import pytest
 
 from engine.events import (
-    SCHEMA_VERSION, Error, EventSchemaError, GpuReading, GpuSample, ReplayReset, ServerStopped, Warning,
-    event_from_dict, event_kinds,
+    SCHEMA_VERSION,
+    Error,
+    EventSchemaError,
+    GpuReading,
+    GpuSample,
+    ReplayReset,
+    ServerStopped,
+    Warning,
+    event_from_dict,
+    event_kinds,
 )
 from engine.record.decode import decode_event
 from engine.record.synthetic import SyntheticRun, synthetic_session
-
 
 KINDS_AT_WRITING = {
     "session_started", "session_ended", "phase", "server_ready", "server_stopped", "level_started", "window",

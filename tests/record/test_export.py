@@ -10,7 +10,14 @@ import pytest
 
 from engine.errors import UserError
 from engine.events import (
-    GpuReading, GpuSample, LatencyStats, LevelResult, LevelStarted, ServerBreakdown, SessionEnded, SessionStarted,
+    GpuReading,
+    GpuSample,
+    LatencyStats,
+    LevelResult,
+    LevelStarted,
+    ServerBreakdown,
+    SessionEnded,
+    SessionStarted,
 )
 from engine.profiles import Hardware, Load, Profile
 from engine.record.decode import decode_event
@@ -147,9 +154,9 @@ def test_exports_stay_inside_the_chosen_folder_and_never_overwrite(recording_4x:
 def test_a_cpu_only_run_is_not_told_the_gpus_are_the_limit(tmp_path: Path) -> None:
     """Issue 16.7: the compute verdict on a CPU-only run recommended more or faster GPUs."""
     from engine.profiles import Model
+    from engine.record.doc import to_markdown
     from engine.record.findings import analyze
     from engine.record.report import build_report
-    from engine.record.doc import to_markdown
 
     profile = Profile(name="local", hardware=Hardware(gpu_count=0), model=Model(name="vit_tiny", variant="cpu"),
                       load=Load(concurrency=[1, 8]))
@@ -218,3 +225,13 @@ def test_one_sweep_reports_carry_no_sweep_column(hand_recording: Path, tmp_path:
         text = export(rec, "csv", tmp_path).read_text()
         md = export(rec, "md", tmp_path).read_text()
     assert "Sweep" not in text.splitlines()[0] and "sweep 1 of" not in md
+
+
+def test_the_cli_and_the_export_dialog_read_the_one_exporter_registry() -> None:
+    from engine.record.export import EXPORTERS
+    from tui.cli import EXPORT_FORMATS as cli_formats
+    from tui.screens.dialogs import EXPORT_FORMATS as dialog_formats
+
+    assert cli_formats == tuple(EXPORTERS) == ("json", "csv", "md", "html")
+    assert [name for name, _ in dialog_formats] == list(EXPORTERS)
+    assert all(text == EXPORTERS[name].description for name, text in dialog_formats)

@@ -1,4 +1,4 @@
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from engine.errors import UserError
 from engine.record.naming import free_name, gpu_slug, new_file, recording_path, safe_output_path
 
-WHEN = datetime(2026, 2, 15, 15, 30, 0, tzinfo=timezone.utc)
+WHEN = datetime(2026, 2, 15, 15, 30, 0, tzinfo=UTC)
 
 
 def test_recording_name_follows_the_seeds(tmp_path: Path) -> None:

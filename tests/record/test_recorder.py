@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
-from engine.events import Error, HostSample, ReplayReset, ServerReady, SessionEnded, SessionStarted, Warning
+from engine.events import (
+    Error,
+    HostSample,
+    ReplayReset,
+    ServerReady,
+    SessionEnded,
+    SessionStarted,
+    Warning,
+)
 from engine.profiles import Profile, Server
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder

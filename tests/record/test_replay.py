@@ -1,7 +1,7 @@
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -59,7 +59,7 @@ def test_paused_publishes_nothing_then_steps_one_at_a_time(recording_4x: Path) -
         assert got == []
         for n in (1, 2, 3):
             source.step()
-            assert wait_until(lambda: len(got) >= n)
+            assert wait_until(lambda n=n: len(got) >= n)
         time.sleep(0.2)
         assert got == _recorded(recording_4x)[:3] and source.paused
     finally:

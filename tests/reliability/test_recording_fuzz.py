@@ -81,6 +81,8 @@ def _replay_headless(path: Path) -> int:
         source.start()
         assert source.join(30), "headless replay did not end"
         printer.finish(source.exit_code, None)
+        if printer.failure is not None:
+            failures.append(printer.failure)
     finally:
         threading.excepthook = previous
     if failures:

@@ -18,7 +18,15 @@ import pytest
 
 from engine.record.reader import Recording
 from engine.record.recorder import CHECKPOINT_INTERVAL_S
-from tests.reliability.helpers import QUICK, ROOT, family, recording_in, start_app, wait_all_gone, wait_for_kind
+from tests.reliability.helpers import (
+    QUICK,
+    ROOT,
+    family,
+    recording_in,
+    start_app,
+    wait_all_gone,
+    wait_for_kind,
+)
 
 pytestmark = pytest.mark.server
 LONG = ["--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40", "--set", "load.stability_percent=0.001"]

@@ -5,7 +5,6 @@ import pytest
 from engine.analysis.energy import counter_at, energy_between, joules_per_image
 from engine.analysis.study import ConfigPoint, efficiency, marginal_steps, stop_at
 
-
 SERIES = [(10.0, 1000.0), (11.0, 1300.0), (12.0, 1600.0), (13.0, 1900.0)]  # 300 W
 
 

@@ -145,7 +145,7 @@ def analyse(events: list[dict], record: dict, interval: float) -> tuple[list[str
         rank = g["index"]
         run = next((r for r in runs if r["rank"] == rank), None)
 
-        def series(field: str, lo: float, hi: float) -> list[float]:
+        def series(field: str, lo: float, hi: float, uuid: str = uuid) -> list[float]:
             return [r[field] for s in samples if lo <= s["ts"] <= hi for r in s["gpus"]
                     if r["uuid"] == uuid and r[field] is not None]
 

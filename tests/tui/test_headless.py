@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from engine import events as ev
+from engine.bus import EventBus
 from tests.tui.synthetic import T0, gpu_sample, session_events
 from tui.headless import HeadlessPrinter
 
@@ -121,6 +123,7 @@ def test_concurrent_publishers_do_not_interleave_lines() -> None:
         t.start()
     for t in threads:
         t.join(10)
+    printer.close()
     lines = out.getvalue().splitlines()[1:]
     assert len(lines) == 800
     assert all(line.endswith("x" * 40) and line.count("warning (") == 1 for line in lines)
@@ -163,3 +166,38 @@ def test_a_wire_check_prints_its_table_and_stays_out_of_the_sweep() -> None:
     assert "wire infer/s" in lines[title + 1] and "client-bound" in lines[title + 1]
     assert lines[title + 3].split() == ["8", "stable", "900.0", "8.00", "12.0", "0", "yes"]
     assert len([line for line in lines if line.startswith("level ")]) == 4  # the model's rows only
+
+
+def test_a_blocked_stdout_never_stalls_the_session_thread() -> None:
+    """Nobody reads the pipe (a paused terminal, a full pipe): the bus's publisher, the session's
+    thread, still gets every event through; the lines all arrive once the reader comes back."""
+    read_fd, write_fd = os.pipe()
+    reader = os.fdopen(read_fd, "r", encoding="utf-8")
+    writer = os.fdopen(write_fd, "w", encoding="utf-8")
+    printer = HeadlessPrinter(Console(file=writer, width=160))
+    bus = EventBus()
+    bus.subscribe(printer)
+    count = 2000  # about 200 kB of lines: several times a pipe's 64 KiB buffer
+    published = threading.Event()
+
+    def session_thread() -> None:
+        bus.publish(session_events()[0])
+        for i in range(count):
+            bus.publish(ev.Warning(source="load", message=f"message {i} " + "x" * 80, ts=T0 + i))
+        published.set()
+
+    publisher = threading.Thread(target=session_thread, daemon=True)
+    publisher.start()
+    try:
+        # a deadlock check, not a timing: before the fix the publisher blocked here for good
+        assert published.wait(60), "the publisher blocked on the unread pipe"
+        got: list[str] = []
+        drain = threading.Thread(target=lambda: got.extend(reader))
+        drain.start()
+        printer.close()
+        writer.close()
+        drain.join(60)
+    finally:
+        reader.close()
+    assert sum("message" in line for line in got) == count
+    assert printer.failure is None

@@ -12,12 +12,9 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-EXPORT_FORMATS = (
-    ("json", "JSON: every result, machine-readable"),
-    ("csv", "CSV: perf_analyzer's columns, one row per level"),
-    ("md", "Markdown report"),
-    ("html", "HTML report with charts"),
-)
+from engine.record.export import EXPORTERS
+
+EXPORT_FORMATS = tuple((name, exporter.description) for name, exporter in EXPORTERS.items())
 
 
 class ConfirmQuit(ModalScreen[bool]):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markdown import Markdown
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from rich.markdown import Markdown
 from textual.widgets import Static
 
 HELP = """\

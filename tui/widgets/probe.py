@@ -83,10 +83,10 @@ class AllReducePanel(Panel):
 
 def topology_table(topology: ev.Topology) -> Table | None:
     """The GPU-to-GPU matrix as nvidia-smi topo -m shows it: NV#, PIX, PXB, PHB, NODE, SYS."""
-    uuids = [g.get("uuid") for g in topology.gpus]
+    uuids = [str(g.get("uuid")) for g in topology.gpus]
     if not topology.links or len(uuids) < 2:
         return None
-    label = {g.get("uuid"): f"GPU{g.get('index', i)}" for i, g in enumerate(topology.gpus)}
+    label = {str(g.get("uuid")): f"GPU{g.get('index', i)}" for i, g in enumerate(topology.gpus)}
     cell: dict[tuple[str, str], str] = {}
     for link in topology.links:
         text = f"NV{link.nvlink_count}" if link.nvlink_count else (link.common_ancestor or "?")

@@ -6,10 +6,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tui import format as fmt
-from tui.format import plural
-from tui import tables
 from engine.events import WindowResult
+from tui import format as fmt
+from tui import tables
+from tui.format import plural
 from tui.state import SessionState, compute_seconds
 from tui.widgets.panel import Panel
 
@@ -76,7 +76,7 @@ def windows_table(state: SessionState, width: int | None = None) -> Table:
     all_cells = [window_cells(w) for w in state.windows]
     columns, short = tables.fit_columns(WINDOW_COLUMNS, all_cells, width)
     table = tables.make_table(columns, short=short)
-    for w, cells in zip(state.windows, all_cells):
+    for w, cells in zip(state.windows, all_cells, strict=True):
         styled = [Text(cells[c.key], style="green" if c.key == "stable" and w.stable_so_far else "") for c in columns]
         table.add_row(*styled, style="dim" if w.warmup else "")
     return table
