@@ -576,7 +576,7 @@ def _decode(tp: Any, value: Any) -> Any:
                 continue
             return _decode(arg, value)
         return value
-    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
         hints, names = _fields_of(tp)
         kwargs = {k: _decode(hints[k], v) for k, v in value.items() if k in names}
         return tp(**kwargs)

@@ -12,9 +12,10 @@ import ipaddress
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from engine.errors import UserError
@@ -269,7 +270,7 @@ def _http_url(v: Any) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "an http:// or https:// URL with a host"
     try:
-        parts.port
+        _ = parts.port  # urlsplit checks the port only when asked
     except ValueError:
         return "an http:// or https:// URL with a valid port"
     return None
@@ -464,11 +465,11 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
             raise fail(section, f"expected a table [{section}], found {_describe(raw)}")
         values: dict[str, Any] = {}
         for key, value in raw.items():
-            check = SPEC[section].get(key)
-            if check is None:
+            validator = SPEC[section].get(key)
+            if validator is None:
                 known = ", ".join(SPEC[section])
                 raise fail(f"{section}.{key}", f"unknown key (known: {known})")
-            if (expected := check(value)) is not None:
+            if (expected := validator(value)) is not None:
                 raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value, key)}")
             values[key] = value
         sections[section] = cls(**values)

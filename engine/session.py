@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import shutil
 import threading
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine import events as ev
 from engine.bus import EventBus
@@ -57,7 +59,7 @@ def check_input_shapes(wanted: dict[str, list[int]], info: Any) -> None:
             raise UserError(f"load.input_shapes.{name}: expected one of the model's inputs "
                             f"({', '.join(sorted(inputs))}), found {name!r}")
         declared = inputs[name][1:] if batched else inputs[name]
-        fits = len(declared) == len(dims) and all(d < 0 or d == x for d, x in zip(declared, dims))
+        fits = len(declared) == len(dims) and all(d < 0 or d == x for d, x in zip(declared, dims, strict=True))
         if not fits:
             raise UserError(f"load.input_shapes.{name}: expected a shape matching {declared} (-1 = any), "
                             f"found {dims}")
@@ -168,6 +170,7 @@ class Session(EventSource):
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(event):
             value = getattr(event, f.name)
+            clean: str | list[str]
             if isinstance(value, str) and value:
                 clean = self._redactor.text(value)
             elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -289,7 +292,7 @@ class Session(EventSource):
             gpu_model=gpu_model,
             gpu_count=gpu_count,
             profile_name=self.profile.name,
-            when=datetime.now(timezone.utc),
+            when=datetime.now(UTC),
         )
         self._recorder = Recorder(self.recording_path, secrets=profile_secrets(self.profile))
         self.bus.subscribe(self._recorder)
@@ -589,8 +592,8 @@ class Session(EventSource):
                 self._publish(ev.PhaseChanged(phase="all-reduce", detail=f"{world_size} ranks"))
                 await loop.run_in_executor(
                     None,
-                    lambda w=world_size: run_allreduce_sweep(
-                        w, self._publish, self._probe_stop, max_bytes=settings.allreduce_max_bytes
+                    functools.partial(
+                        run_allreduce_sweep, world_size, self._publish, self._probe_stop, max_bytes=settings.allreduce_max_bytes
                     ),
                 )
 

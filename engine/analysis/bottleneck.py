@@ -30,7 +30,14 @@ from dataclasses import dataclass, field, replace
 from statistics import fmean
 
 from engine.analysis.saturation import Saturation
-from engine.analysis.wire import Capacity, level_text, rate_text, request_path_line, wire_is_the_limit, wire_notes
+from engine.analysis.wire import (
+    Capacity,
+    level_text,
+    rate_text,
+    request_path_line,
+    wire_is_the_limit,
+    wire_notes,
+)
 from engine.events import LevelResult, WireCeiling
 
 NETWORK_SHARE_LIMIT = 0.5

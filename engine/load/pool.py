@@ -107,7 +107,7 @@ class WorkerPool:
     async def receive(self, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
         try:
             item = await asyncio.wait_for(self.inbox.get(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise WorkerGone(f"load workers did not answer within {timeout_s:g} s") from None
         if item[1][0] in ("gone", "fatal"):
             raise WorkerGone(item[1][1])
@@ -124,7 +124,7 @@ class WorkerPool:
 
     async def close(self) -> None:
         """Ask every worker to exit, then make sure: no worker outlives the sweep."""
-        for index, conn in enumerate(self.conns):
+        for _index, conn in enumerate(self.conns):
             try:
                 if self._loop is not None:
                     self._loop.remove_reader(conn.fileno())

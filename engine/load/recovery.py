@@ -38,6 +38,6 @@ async def wait_until_ready(target: Target, stop: asyncio.Event, timeout_s: float
             pass
         try:
             await asyncio.wait_for(stop.wait(), POLL_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     return None

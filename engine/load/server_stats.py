@@ -9,7 +9,6 @@ from other clients of the same model during the interval are included.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,5 +95,5 @@ async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapsho
         if reply.status != 200:
             return None
         return snapshot_from_json(reply.json(), target.model, target.model_version)
-    except (OSError, asyncio.TimeoutError, http1.BadResponse, ValueError):
+    except (TimeoutError, OSError, http1.BadResponse, ValueError):
         return None

@@ -32,14 +32,10 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.load.http1 import error_message, request
+from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
 TRANSPORTS = ("http", "system_shm", "cuda_shm")
-
-
-def segment_prefix(pid: int | None = None) -> str:
-    """Every /dev/shm segment this process creates starts with this (the guard's cleanup key)."""
-    return f"gpuscale-{os.getpid() if pid is None else pid}-"
 
 
 @dataclass(frozen=True)
@@ -214,6 +210,9 @@ def ipc_mem_handle(shared: bytes) -> bytes:
         raise UserError("load.transport = 'cuda_shm' cannot share torch's expandable segments: unset "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments for this run")
     raise UserError(f"load.transport = 'cuda_shm': unknown CUDA IPC handle layout from torch ({len(shared)} bytes)")
+
+
+__all__ = ["segment_prefix"]  # re-exported: the tests and the bench name segments through here
 
 
 def remove_segments(prefix: str) -> int:

@@ -22,10 +22,12 @@ import asyncio
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 from engine.analysis.percentiles import latency_stats
+from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
 from engine.errors import UserError
 from engine.events import (
@@ -40,14 +42,13 @@ from engine.events import (
     WindowResult,
 )
 from engine.load.audit import client_audit
+from engine.load.error_text import errors_line
 from engine.load.http1 import parse_endpoint
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
 from engine.load.request import output_sizes, prepare_request, request_inputs
-from engine.load.shm import open_regions
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot
-from engine.analysis.saturation import saturation_point
-from engine.load.error_text import errors_line
+from engine.load.shm import open_regions
 from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.windows import Aggregate, aggregate, merge, window_end
@@ -124,7 +125,7 @@ class _Level:
 
     def plans(self) -> list[LevelPlan]:
         load = self.load
-        common = dict(
+        common: dict[str, Any] = dict(
             level_index=self.index,
             mode=load.mode,
             host=self.endpoint.host,
@@ -274,7 +275,7 @@ class _Level:
         task = self.ensure_snapshot(boundary)
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             return None
 
     async def poll_stats(self) -> None:
@@ -299,7 +300,7 @@ class _Level:
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
         stable = is_stable(
             [w.throughput_rps for w in self.windows],
-            [w.latency.mean for w in self.windows],  # type: ignore[misc]
+            [w.latency.mean for w in self.windows],
             self.load.stable_windows,
             self.load.stability_percent,
         )
@@ -343,7 +344,7 @@ class _Level:
             chosen = self.windows
         else:
             chosen = self.windows[-load.stable_windows :]
-        base = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size,
+        base: dict[str, Any] = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size,
                     slo_search=self.slo_search)
         if not chosen:
             return LevelResult(

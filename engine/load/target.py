@@ -59,7 +59,7 @@ async def _get(target: Target, path: str, method: str = "GET", body: bytes = b""
         )
     except ValueError as exc:  # a malformed URL
         raise UserError(f"server URL: {exc}") from None
-    except (OSError, asyncio.TimeoutError, http1.BadResponse) as exc:
+    except (TimeoutError, OSError, http1.BadResponse) as exc:
         raise UserError(f"cannot reach Triton at {target.http_url}: {_describe_exc(exc)}") from None
 
 

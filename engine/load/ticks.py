@@ -11,9 +11,8 @@ numpy (0.2 s of CPU per process start, measured); the session reads them with np
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from array import array
+from dataclasses import dataclass, field
 
 TICK_NS = 250_000_000  # 250 ms: the resolution of window boundaries
 LATE_SEND_NS = 1_000_000  # rate mode: a send more than 1 ms after its intended time is late

@@ -7,8 +7,9 @@ minimum request count) or until it reaches its longest allowed length.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
     chosen = [t for t in ticks if start_tick <= t.tick < end_tick]
     agg = Aggregate(start_tick, end_tick, (end_tick - start_tick) * tick_ns / 1e9)
     lat, unc, write, wait, client = [], [], [], [], []
-    lags: dict[int, list[np.ndarray]] = {}
+    lags: dict[int, list[np.ndarray | array]] = {}
     for t in chosen:
         write.append(t.write_ns)
         wait.append(t.server_wait_ns)

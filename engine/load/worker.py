@@ -15,7 +15,6 @@ worker starts in tens of milliseconds of CPU, not hundreds).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 import json
 import random
 import select
@@ -24,8 +23,9 @@ import signal
 import socket
 import sys
 import time
-from multiprocessing.connection import Connection
 from array import array
+from collections import deque
+from multiprocessing.connection import Connection
 from typing import Any
 
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
@@ -186,7 +186,7 @@ class Slot(asyncio.BufferedProtocol):
     82-102 us without numpy, 50-58 us with it; BufferedProtocol 48-51 us.
     """
 
-    def __init__(self, worker: "Worker") -> None:
+    def __init__(self, worker: Worker) -> None:
         self.w = worker
         self.tr: asyncio.Transport | None = None
         self.buf = bytearray(INITIAL_BUFFER)
@@ -321,7 +321,7 @@ def _describe(exc: BaseException | None) -> str:
 
 
 class Worker:
-    def __init__(self, index: int, conn: Connection, selector: "PreciseEpollSelector | None" = None) -> None:
+    def __init__(self, index: int, conn: Connection, selector: PreciseEpollSelector | None = None) -> None:
         self.index = index
         self.selector = selector
         self.conn = conn
@@ -343,7 +343,7 @@ class Worker:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.done = asyncio.Event()
         self.rng = random.Random()
-        self.next_ns = 0
+        self.next_ns = 0.0  # rate mode: when the next request is due (fractional ns add up)
         self.gap_ns = 0.0
 
     def next_raw(self) -> bytes:
@@ -459,7 +459,7 @@ class Worker:
         for slot in slots:
             try:
                 await self.open(slot)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 first_error = first_error or _describe(exc)
                 continue
             if self.raw:
@@ -670,7 +670,7 @@ class Worker:
                     return
             try:
                 await self.open(slot)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 if self.rec is not None:
                     self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
                 slot.backoff = min(BACKOFF_MAX_S, slot.backoff * 2)
@@ -713,7 +713,7 @@ class Worker:
     async def _open_and_send(self, slot: Slot, intended: int) -> None:
         try:
             await self.open(slot)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             if self.rec is not None:
                 self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
             if slot in self.slots:

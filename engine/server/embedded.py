@@ -23,12 +23,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
 from engine.errors import RunFailed
-from engine.load.shm import segment_prefix
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import visible_gpu_count
 from engine.server.repository import PreparedModel, prepare_repository
+from engine.shm_segments import segment_prefix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,8 +97,8 @@ class EmbeddedServer:
         self.log_path: Path | None = None
         self._work_dir: Path | None = None
         self._guard: subprocess.Popen[bytes] | None = None
-        self._log_file = None
-        self._pipe = None
+        self._log_file: BinaryIO | None = None
+        self._pipe: BinaryIO | None = None
 
     # ----------------------------------------------------------------- public
 

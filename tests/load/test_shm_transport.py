@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.load.shm import segment_prefix
-from engine.load.target import Target
 from engine.load.sweep import run_sweep
+from engine.load.target import Target
 from tests.load.conftest import Events, quick_load
 
 REPO = Path(__file__).resolve().parents[2]
