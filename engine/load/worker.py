@@ -450,9 +450,13 @@ class Worker:
         one is accepted, so the next goes to another thread: the spread real clients get.
         A single first request was not enough where the server reads fast: on 2x H200 at
         concurrency 64 the thread a connection got had often finished reading it before the
-        next connection arrived (ours 4.6k infer/s against perf_analyzer's 7.8k); with every
-        open connection kept busy, as under perf_analyzer's many threads, the next one meets
-        busy threads. Rate mode reuses its idle connections in turn (FIFO), not the last freed.
+        next connection arrived (ours 4.6k infer/s against perf_analyzer's 7.8k), so every
+        connection opened keeps sending while the next are opened. Measured after that on 1x
+        H200: ours / perf_analyzer 1.06 at c=128 and 1.13 at 256 (where perf_analyzer's own
+        client waits 1 ms per request for a CPU), but 0.86-0.88 at 16-64 with the busiest two
+        server threads still at 93 and 81 %: better, not yet the spread perf_analyzer gets
+        (docs/results/fidelity_and_serving_h200.md). Rate mode reuses its idle connections in
+        turn (FIFO), not the last one freed, so load turns over every connection.
         """
         first_error: str | None = None
         primed: list[Slot] = []
