@@ -520,7 +520,8 @@ class Session(EventSource):
         """The wire's ceiling: the sweep's levels against the no-compute `wire` model, sending
         this model's bytes per item with the same transport and batch size. A server without
         `wire`, or a wire that cannot take the request, is one warning line, not a failed run."""
-        from engine.analysis.wire import assess, level_text, size_text, wire_ceiling, wire_elements
+        from engine.analysis.wire import assess, level_text, wire_ceiling, wire_elements
+        from engine.format import body_size
         from engine.load.request import request_inputs
         from engine.load.sweep import run_sweep
         from engine.load.target import Target, describe_target
@@ -544,7 +545,7 @@ class Session(EventSource):
             self._publish(ev.Warning(source="wire", key="wire-skipped", message=(
                 f"wire check skipped: {exc} (the server needs model_repository/embedded/wire served as {WIRE_MODEL!r})")))
             return
-        size = size_text(bytes_per_item * load.batch_size)
+        size = body_size(bytes_per_item * load.batch_size)
         self._publish(ev.PhaseChanged(phase="wire check", detail=(
             f"the request path alone: the sweep's levels against {WIRE_MODEL!r} with {size} per request "
             f"over {load.transport}")))

@@ -342,8 +342,7 @@ def _study_reports(study, say) -> list[str]:  # noqa: ANN001 - a StudySource, a 
         say(f"{PROG}: no study report: {exc}")
         return []
     doc = build_study_doc(figures)
-    from engine.record.doc import Table
-    from engine.record.fmt import text_table
+    from engine.record.doc import Table, text_table
 
     table = next(b for b in doc.blocks if isinstance(b, Table))
     lines = ["", "study result", text_table(table.header, table.rows), "",

@@ -6,8 +6,8 @@ Telemetry samples are not described: they arrive every second and belong to char
 from __future__ import annotations
 
 from engine import events as ev
+from engine import format as fmt
 from engine.analysis.wire import carries, level_text
-from tui import format as fmt
 
 
 def severity(event: ev.Event) -> str:
@@ -43,7 +43,7 @@ def describe(event: ev.Event) -> str | None:
         return f"server stopped{code}" + (f": {event.reason}" if event.reason else "")
     if isinstance(event, ev.LevelStarted):
         return (
-            f"level {event.index + 1}/{event.total}: {event.mode} {fmt.level_label(event.mode, event.level)}, "
+            f"level {event.index + 1}/{event.total}: {event.mode} {fmt.level(event.mode, event.level)}, "
             f"batch {event.batch_size}, {event.workers} worker{'s' if event.workers != 1 else ''}"
         )
     if isinstance(event, ev.WindowResult):
@@ -56,7 +56,7 @@ def describe(event: ev.Event) -> str | None:
         )
     if isinstance(event, ev.LevelResult):
         return (
-            f"level {fmt.level_label(event.mode, event.level)} {event.status}: "
+            f"level {fmt.level(event.mode, event.level)} {event.status}: "
             f"{fmt.rate(event.throughput_ips)} infer/s, p50 {fmt.ms(event.latency.p50)} / "
             f"p95 {fmt.ms(event.latency.p95)} / p99 {fmt.ms(event.latency.p99)} ms"
             + (f", {event.errors} errors" if event.errors else "")
@@ -65,7 +65,7 @@ def describe(event: ev.Event) -> str | None:
         sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""
         return f"sweep finished: {fmt.plural(event.levels, 'level')}, {event.stable} stable, {event.failed} failed{sat}"
     if isinstance(event, ev.ProbeResult):
-        eff = f", efficiency {fmt.percent(event.efficiency * 100)}" if event.efficiency is not None else ""
+        eff = f", efficiency {fmt.percent(event.efficiency)}" if event.efficiency is not None else ""
         return (
             f"probe {event.model} {event.strategy} x{event.world_size} (batch {event.per_device_batch}, "
             f"{event.scaling}): {fmt.rate(event.samples_per_s.mean)} samples/s{eff}"

@@ -20,8 +20,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from engine import columns
 from engine import events as ev
-from tui import format as fmt
+from engine import format as fmt
 from tui import tables
 from tui.describe import describe, severity
 from tui.state import SessionState, notice_key
@@ -135,67 +136,67 @@ class HeadlessPrinter:
     # ------------------------------------------------------------------ tables
 
     def _print_level_row(self, event: ev.LevelResult) -> None:
-        columns = tables.sweep_columns(self.state)
+        cols = tables.sweep_columns(self.state)
         if not self._sweep_header_printed:
             if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
                 self._plain(f"sweep {self.state.sweep_number}", "bold")
-            self._plain("sweep  " + tables.header_line(columns), "bold")
+            self._plain("sweep  " + columns.header_line(cols), "bold")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:
             return
         cells = tables.sweep_cells(row, self.state)
         style = {"failed": "bold red", "unstable": "yellow", "interrupted": "magenta"}.get(row.status, "")
-        self._plain("level  " + tables.fixed_line(columns, cells), style)
+        self._plain("level  " + columns.fixed_line(cols, cells), style)
         for message in event.error_messages[:3]:
             self._plain(f"       error: {message}", "red")
 
     def _print_sweep_summary(self) -> None:
         if not self.state.levels:
             return
-        columns = tables.sweep_columns(self.state)
+        cols = tables.sweep_columns(self.state)
         self._plain("")
         number = self.state.sweep_number
         self._plain(f"sweep {number} result" if number > 1 else "sweep result", "bold")
-        self._plain("  " + tables.header_line(columns), "bold")
+        self._plain("  " + columns.header_line(cols), "bold")
         for row in self.state.levels.values():
-            self._plain("  " + tables.fixed_line(columns, tables.sweep_cells(row, self.state)))
+            self._plain("  " + columns.fixed_line(cols, tables.sweep_cells(row, self.state)))
         best = self.state.best_level()
         if best is not None and best.result is not None:
             text = (
                 f"  best: {fmt.rate(best.result.throughput_ips)} infer/s at level "
-                f"{fmt.level_label(best.mode, best.level)} (p99 {fmt.ms(best.result.latency.p99)} ms)"
+                f"{fmt.level(best.mode, best.level)} (p99 {fmt.ms(best.result.latency.p99)} ms)"
             )
             gpus = self.state.gpu_count
             if gpus:
                 text += f", {fmt.rate(best.result.throughput_ips / gpus)} infer/s per GPU"
             cost = self.state.cost_per_1000(best.result.throughput_ips)
             if cost is not None:
-                text += f", {fmt.dollars(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
+                text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
             self._plain(text)
         self._plain("")
 
     def _print_probe_row(self, event: ev.ProbeResult) -> None:
         if not self._probe_header_printed:
-            self._plain("probe  " + tables.header_line(tables.PROBE_COLUMNS), "bold")
+            self._plain("probe  " + columns.header_line(columns.PROBE), "bold")
             self._probe_header_printed = True
-        cells = tables.probe_cells(event, self.state.probe)
-        self._plain("probe  " + tables.fixed_line(tables.PROBE_COLUMNS, cells))
+        self._plain("probe  " + columns.fixed_line(columns.PROBE, columns.cells(columns.PROBE, event)))
 
     def _print_allreduce(self, event: ev.AllReduceResult) -> None:
-        columns = tables.ALLREDUCE_COLUMNS if event.link_limit_gbps else tables.ALLREDUCE_COLUMNS[:-1]
-        self._line(tables.allreduce_title(event), "bold", event.ts)
-        self._plain("  " + tables.header_line(columns), "bold")
-        for row in event.rows:
-            self._plain("  " + tables.fixed_line(columns, tables.allreduce_cells(event, row)))
+        cols = columns.allreduce_columns(event)
+        self._line(columns.allreduce_title(event), "bold", event.ts)
+        self._plain("  " + columns.header_line(cols), "bold")
+        for item in columns.allreduce_items(event):
+            self._plain("  " + columns.fixed_line(cols, columns.cells(cols, item)))
 
     def _print_wire(self, event: ev.WireCeiling) -> None:
         text = describe(event)
         if text is not None:
             self._line(text, "bold", event.ts)
-        self._plain("  " + tables.header_line(tables.WIRE_COLUMNS), "bold")
+        cols = columns.WIRE_SCREEN
+        self._plain("  " + columns.header_line(cols), "bold")
         for level in event.levels:
-            self._plain("  " + tables.fixed_line(tables.WIRE_COLUMNS, tables.wire_cells(level)))
+            self._plain("  " + columns.fixed_line(cols, columns.cells(cols, columns.WireFigures(event.mode, level))))
 
     def _maybe_telemetry(self, ts: float) -> None:
         t = self.state.rel(ts)
@@ -206,12 +207,12 @@ class HeadlessPrinter:
             r = track.latest
             mem = f"{fmt.gib(r.mem_used)}/{fmt.gib(r.mem_total)}G" if r.mem_used is not None else fmt.NA
             label = r.index if r.index is not None else track.uuid[-4:]
-            parts.append(f"gpu{label} {fmt.percent(r.util_gpu)} {mem} {fmt.watts(r.power_w)}")
+            parts.append(f"gpu{label} {fmt.percent_points(r.util_gpu)} {mem} {fmt.watts(r.power_w)}")
         host = self.state.host
         if host is not None:
-            parts.append(f"host cpu {fmt.percent(host.latest.cpu_percent)}")
+            parts.append(f"host cpu {fmt.percent_points(host.latest.cpu_percent)}")
             if host.latest.own_cpu_percent is not None:
-                parts.append(f"ours {fmt.percent(host.latest.own_cpu_percent)}")
+                parts.append(f"ours {fmt.percent_points(host.latest.own_cpu_percent)}")
         if parts:
             self._last_telemetry_t = t
             self._line("telemetry: " + ", ".join(parts), "dim", ts)
@@ -226,9 +227,9 @@ class HeadlessPrinter:
             if len(state.probe) > 1:
                 self._plain("")
                 self._plain("probe result", "bold")
-                self._plain("  " + tables.header_line(tables.PROBE_COLUMNS), "bold")
+                self._plain("  " + columns.header_line(columns.PROBE), "bold")
                 for result in state.probe:
-                    self._plain("  " + tables.fixed_line(tables.PROBE_COLUMNS, tables.probe_cells(result, state.probe)))
+                    self._plain("  " + columns.fixed_line(columns.PROBE, columns.cells(columns.PROBE, result)))
             repeated = [n for n in state.notices.values() if n.count > 1]
             for notice in repeated:
                 self._plain(f"{notice.severity} x{notice.count} ({notice.source}): {notice.message}", STYLE[notice.severity])

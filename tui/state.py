@@ -14,8 +14,9 @@ from typing import Any
 
 from engine import events as ev
 from engine.analysis.scaling import cost_per_1000
+from engine.columns import compute_seconds
+from engine.format import level as level_label
 from tui.describe import describe, severity
-from tui.format import level_label
 
 GPU_HISTORY = 300  # samples kept per GPU: 5 minutes at the default 1 s interval
 WINDOW_HISTORY = 600  # windows kept for the "over time" charts
@@ -178,15 +179,6 @@ class Progress:
     eta_s: float | None  # estimated time left in the sweep
     eta_max_s: float | None  # if every remaining level runs to load.max_windows
     sweep_done: bool
-
-
-def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
-    """Server compute per request: input + infer + output (queue excluded)."""
-    if server is None:
-        return None
-    parts = [server.compute_input, server.compute_infer, server.compute_output]
-    known = [p for p in parts if p is not None]
-    return sum(known) if known else None
 
 
 def notice_key(event: ev.Warning | ev.Error) -> str:

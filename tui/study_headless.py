@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine import events as ev
-from tui import format as fmt
+from engine import format as fmt
 from tui.headless import HeadlessPrinter
 from tui.study_state import StudyState
 
@@ -47,7 +47,7 @@ class StudyPrinter(HeadlessPrinter):
     def _study_line(self, event: ev.Event) -> str | None:
         if isinstance(event, ev.StudyStarted):
             slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
-            levels = ", ".join(fmt.level_label(event.mode, x) for x in event.levels)
+            levels = ", ".join(fmt.level(event.mode, x) for x in event.levels)
             return (f"study of {event.model}: configs {', '.join(event.variants)} on a {event.server} server, "
                     f"levels {levels}{slo}\nindex: {event.index_path}")
         if isinstance(event, ev.StudyVariantStarted):

@@ -9,8 +9,8 @@ from itertools import pairwise
 from rich.table import Table
 from rich.text import Text
 
+from engine import format as fmt
 from engine.analysis.slo import Measured, parse_slo, slo_point
-from tui import format as fmt
 from tui.study_headless import duration
 from tui.study_state import StudyState
 

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
 
+from engine import format as fmt
 from engine.analysis.saturation import Saturation
 from engine.analysis.wire import (
     Capacity,
     level_text,
-    rate_text,
     request_path_line,
     wire_is_the_limit,
     wire_notes,
@@ -98,11 +98,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3g} ms"
-
-
-def _pct(fraction: float) -> str:
-    return f"{fraction * 100:.0f} %"
+    return f"{fmt.ms(seconds)} ms"
 
 
 def _in_use(gpu_util: dict[str, float], gpus_in_config: int | None) -> dict[str, float]:
@@ -136,7 +132,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
         if e.client_bound:
             evidence = []
             if e.client_cpu_percent is not None:
-                evidence.append(f"load workers at {e.client_cpu_percent:.0f} % CPU (100 = one core)")
+                evidence.append(f"load workers at {fmt.percent_points(e.client_cpu_percent)} CPU (100 = one core)")
             evidence += list(e.client_reasons)
             return Verdict("client-bound", "the load generator, not the server, limits throughput: "
                            "these figures understate the server", evidence, ev.level, findings)
@@ -145,9 +141,9 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
         findings = [f for f in findings if f.kind != "wire"]  # the verdict says it
         mode = wire.mode
         evidence = [
-            f"the model peaked at {rate_text(best.throughput)} images/s at {level_text(mode, best.level)}; the wire "
-            f"model, same bytes, transport and batch, at {rate_text(wire.peak_ips or 0)} images/s at "
-            f"{level_text(mode, wire.peak_level or 0)} ({best.throughput / (wire.peak_ips or 1) * 100:.0f} % of it)",
+            f"the model peaked at {fmt.rate(best.throughput)} images/s at {level_text(mode, best.level)}; the wire "
+            f"model, same bytes, transport and batch, at {fmt.rate(wire.peak_ips or 0)} images/s at "
+            f"{level_text(mode, wire.peak_level or 0)} ({fmt.percent(best.throughput / (wire.peak_ips or 1))} of it)",
             capacity.describe(mode) if capacity is not None else
             "no server statistics at the peak to say what the model's instances would do",
             *wire_notes(wire),
@@ -167,19 +163,19 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
             return Verdict("network", "time outside Triton's model statistics (network, HTTP front end, "
                            "request/response bodies) dominates latency",
                            [f"{_ms(ev.client_minus_server)} of {_ms(ev.latency_mean)} mean latency is spent outside "
-                            f"the server {at} ({_pct(share)})"], ev.level, findings)
+                            f"the server {at} ({fmt.percent(share)})"], ev.level, findings)
 
     if ev.queue is None or ev.compute is None:
         return Verdict("unknown", "no server statistics to split queue from compute",
                        [f"throughput saturates {at}"], ev.level, findings)
     server_time = ev.queue + ev.compute
     queue_share = ev.queue / server_time if server_time > 0 else 0.0
-    split = f"queue {_ms(ev.queue)} vs compute {_ms(ev.compute)} per request {at} (queue {_pct(queue_share)})"
+    split = f"queue {_ms(ev.queue)} vs compute {_ms(ev.compute)} per request {at} (queue {fmt.percent(queue_share)})"
 
     if ev.gpu_util:
         util = fmean(ev.gpu_util.values())
         count = len(ev.gpu_util)
-        busy = f"GPUs {util:.0f} % busy on average {at} ({count} GPU{'s' if count != 1 else ''})"
+        busy = f"GPUs {fmt.percent_points(util)} busy on average {at} ({count} GPU{'s' if count != 1 else ''})"
         if util >= GPU_BUSY_PCT:
             return Verdict("compute", "the GPUs are saturated: extra load only waits in the queue",
                            [busy, split], ev.level, findings)
@@ -202,7 +198,7 @@ def _server_evidence(ev: LevelEvidence, at: str) -> list[str]:
     if ev.queue is not None and ev.compute is not None:
         out.append(f"queue {_ms(ev.queue)} vs compute {_ms(ev.compute)} per request {at}")
     if ev.gpu_util:
-        out.append(f"GPUs {fmean(ev.gpu_util.values()):.0f} % busy on average {at}")
+        out.append(f"GPUs {fmt.percent_points(fmean(ev.gpu_util.values()))} busy on average {at}")
     return out
 
 
@@ -213,16 +209,16 @@ def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Findin
         idlest = min(ev.gpu_util.items(), key=lambda kv: kv[1])
         if busiest[1] - idlest[1] >= GPU_SPREAD_PCT:
             out.append(Finding("gpu-imbalance", f"GPUs used unevenly at concurrency {ev.level:g}: {busiest[0]} at "
-                               f"{busiest[1]:.0f} % vs {idlest[0]} at {idlest[1]:.0f} % (check the instance_group "
+                               f"{fmt.percent_points(busiest[1])} vs {idlest[0]} at {fmt.percent_points(idlest[1])} (check the instance_group "
                                "covers every GPU)"))
     best = max(levels, key=lambda e: e.throughput)
     last = levels[-1]
     if best.throughput > 0 and last is not best and last.throughput < (1 - OVERLOAD_DROP) * best.throughput:
         drop = 1 - last.throughput / best.throughput
-        out.append(Finding("overload", f"throughput falls {_pct(drop)} past the peak: {best.throughput:.4g}/s at "
-                           f"{best.level:g} vs {last.throughput:.4g}/s at {last.level:g}"))
+        out.append(Finding("overload", f"throughput falls {fmt.percent(drop)} past the peak: {fmt.rate(best.throughput)}/s at "
+                           f"{best.level:g} vs {fmt.rate(last.throughput)}/s at {last.level:g}"))
     if ev.host_cpu_percent is not None and ev.host_cpu_percent >= HOST_CPU_BUSY_PCT:
-        out.append(Finding("host-cpu", f"the host's CPUs were {ev.host_cpu_percent:.0f} % busy at concurrency "
+        out.append(Finding("host-cpu", f"the host's CPUs were {fmt.percent_points(ev.host_cpu_percent)} busy at concurrency "
                            f"{ev.level:g}: whatever runs there (load workers, an embedded server, other jobs) "
                            "competes for CPU"))
     for e in levels:

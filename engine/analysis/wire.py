@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine import format as fmt
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
 
@@ -32,19 +33,6 @@ PATH_WORDS = {
 def wire_elements(bytes_per_item: int) -> int:
     """FP32 elements per item that carry at least ``bytes_per_item`` bytes (at least one)."""
     return max(1, math.ceil(bytes_per_item / FP32_BYTES))
-
-
-def size_text(n_bytes: float) -> str:
-    """Decimal units, as a body size is usually quoted: 602112 -> "602 KB"."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n_bytes >= scale:
-            value = n_bytes / scale
-            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
-def rate_text(value: float) -> str:
-    return f"{value / 1000:.3g}k" if value >= 1000 else f"{value:.3g}"
 
 
 def level_text(mode: str, level: float) -> str:
@@ -118,7 +106,7 @@ class Capacity:
 
     def describe(self, mode: str = "concurrency") -> str:
         return (f"the model's {self.instances} instance{'s' if self.instances != 1 else ''} would do "
-                f"{rate_text(self.images_per_s)} images/s (from Triton's compute times: {self.instances} x "
+                f"{fmt.rate(self.images_per_s)} images/s (from Triton's compute times: {self.instances} x "
                 f"avg batch {self.avg_batch:.3g} / {self.compute_infer_s * 1000:.3g} ms compute infer per "
                 f"execution at {level_text(mode, self.level)})")
 
@@ -152,11 +140,11 @@ def wire_is_the_limit(model_peak_ips: float | None, wire: WireCeiling) -> bool:
 def carries(wire: WireCeiling) -> str:
     """"the HTTP path caps at 10.1k images/s with 602 KB requests" (or why it is a lower bound)."""
     path = PATH_WORDS.get(wire.transport, f"the {wire.transport} path")
-    size = size_text(wire.request_bytes) + (" bodies" if wire.transport == "http" else " requests")
+    size = fmt.body_size(wire.request_bytes) + (" bodies" if wire.transport == "http" else " requests")
     if wire.peak_ips is None:
         return f"{path} gave no result with {size}"
     verb = "caps at" if wire.saturated and not wire.peak_client_bound else "carried at least"
-    return f"{path} {verb} {rate_text(wire.peak_ips)} images/s with {size}"
+    return f"{path} {verb} {fmt.rate(wire.peak_ips)} images/s with {size}"
 
 
 def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity: Capacity | None) -> str:
@@ -166,7 +154,7 @@ def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity:
         return f"the request path is the limit: {carries(wire)}{gpus}"
     text = carries(wire)
     if model_peak_ips is not None and wire.peak_ips:
-        text += f"; the model peaked at {rate_text(model_peak_ips)} images/s ({model_peak_ips / wire.peak_ips * 100:.0f} % of it)"
+        text += f"; the model peaked at {fmt.rate(model_peak_ips)} images/s ({fmt.percent(model_peak_ips / wire.peak_ips)} of it)"
     if wire.peak_client_bound:
         text += "; the wire's peak was client-bound: the path carries more than measured"
     elif not wire.saturated and wire.peak_ips is not None:

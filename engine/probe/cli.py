@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from engine import format as fmt
 from engine.errors import UserError
 from engine.events import (
     AllReduceResult,
@@ -112,7 +113,7 @@ class Output:
             elif isinstance(event, ProbeResult):
                 s = event.samples_per_s
                 print(f"  {event.model} {event.strategy} {event.scaling} N={event.world_size} "
-                      f"b={event.per_device_batch}: {s.mean:,.1f} samples/s", file=self.stream, flush=True)
+                      f"b={event.per_device_batch}: {fmt.rate(s.mean)} samples/s", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.file:

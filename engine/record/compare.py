@@ -14,9 +14,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine import format as num
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
-from engine.record import fmt as num
 from engine.record import svg
 from engine.record.doc import (
     Bullets,
@@ -152,10 +152,10 @@ def _check_apples(c: Comparison, priced: AbstractSet[str] = frozenset()) -> None
     planned = {r.label: set(r.summary.levels_planned) for r in runs}
     if len({frozenset(v) for v in planned.values()}) > 1:
         c.mismatches.append("concurrency levels differ: " + "; ".join(
-            f"{', '.join(num.level(x) for x in sorted(v)) or 'none'} ({label})" for label, v in planned.items()))
+            f"{', '.join(num.level_value(x) for x in sorted(v)) or 'none'} ({label})" for label, v in planned.items()))
     for label, levels in level_sets.items():
         if missing := sorted(planned[label] - levels):
-            c.notes.append(f"{label}: no result at level {', '.join(num.level(x) for x in missing)}")
+            c.notes.append(f"{label}: no result at level {', '.join(num.level_value(x) for x in missing)}")
     if level_sets and not set.intersection(*level_sets.values()):
         c.mismatches.append("no level was measured by every run: level-by-level figures are empty")
     load = {r.label: (r.summary.metadata.get("profile") or {}).get("load") or {} for r in runs}
@@ -177,7 +177,7 @@ def _check_apples(c: Comparison, priced: AbstractSet[str] = frozenset()) -> None
             c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
         peak = r.findings.peak
         if peak is not None and peak.status != "stable":
-            c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level(peak.level)}) "
+            c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
                            f"is from an {peak.status} level (its windows did not agree within the tolerance): "
                            "measure again, or with more windows, before relying on it")
         if r.findings.label in priced:
@@ -210,7 +210,7 @@ def render_compare(comparison: Comparison, fmt: str = "text") -> str:
 def _eff(r: RunComparison) -> str:
     if r.n == 1 and r.base_label == r.label:
         return "100 % (base)"
-    return num.pct(r.scaling.efficiency) if r.scaling else num.NA
+    return num.percent(r.scaling.efficiency) if r.scaling else num.NA
 
 
 def build_compare_doc(c: Comparison) -> Doc:
@@ -232,10 +232,10 @@ def build_compare_doc(c: Comparison) -> Doc:
         sat = f.saturation
         rows.append([
             r.label, str(r.n) if r.n else num.NA, num.rate(f.peak.throughput if f.peak else None),
-            num.level(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
+            num.level_value(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
             num.ms(f.peak.p99 if f.peak else None),
-            num.level(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
-            f"{r.scaling.speedup:.2f}x" if r.scaling and r.scaling.speedup is not None else num.NA, _eff(r),
+            num.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+            num.times(r.scaling.speedup if r.scaling else None), _eff(r),
             f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
             f.verdict.kind,
         ])
@@ -259,7 +259,7 @@ def _per_level(c: Comparison) -> list:
     header = ["Level", *(r.label for r in c.runs)]
 
     def table(get: Callable[[RunComparison, float], str], caption: str) -> Table:
-        return Table(header, [[num.level(lv), *(get(r, lv) for r in c.runs)] for lv in c.levels], caption)
+        return Table(header, [[num.level_value(lv), *(get(r, lv) for r in c.runs)] for lv in c.levels], caption)
 
     def tp(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)
@@ -272,7 +272,7 @@ def _per_level(c: Comparison) -> list:
         return num.ms(p.p99) if p else num.NA
 
     def eff(r: RunComparison, lv: float) -> str:
-        return num.pct(r.scaling.by_level.get(lv)) if r.scaling else num.NA
+        return num.percent(r.scaling.by_level.get(lv)) if r.scaling else num.NA
 
     blocks: list = [Heading("Per level"), table(tp, "Throughput, images/s"), table(p99, "p99 latency, ms")]
     if any(r.scaling and r.n and r.n > 1 for r in c.runs):
@@ -295,14 +295,14 @@ def _recommend(c: Comparison) -> list[str]:
             continue
         e = r.scaling.efficiency
         if e > SUPERLINEAR:
-            out.append(f"{r.label} scales beyond linear ({num.pct(e)} of {r.n}x the 1x run): check that the runs "
+            out.append(f"{r.label} scales beyond linear ({num.percent(e)} of {r.n}x the 1x run): check that the runs "
                        "are comparable (batch size, model config) before trusting it.")
         elif e >= NEAR_LINEAR:
-            out.append(f"{r.label} scales near-linearly ({num.pct(e)} of {r.n}x the 1x run): multi-GPU pays off.")
+            out.append(f"{r.label} scales near-linearly ({num.percent(e)} of {r.n}x the 1x run): multi-GPU pays off.")
         elif e >= SCALES_WELL:
-            out.append(f"{r.label} scales well ({num.pct(e)}): multi-GPU is worth it where one box must serve the load.")
+            out.append(f"{r.label} scales well ({num.percent(e)}): multi-GPU is worth it where one box must serve the load.")
         else:
-            out.append(f"{r.label} scales poorly ({num.pct(e)}, verdict {r.findings.verdict.kind}): several 1-GPU "
+            out.append(f"{r.label} scales poorly ({num.percent(e)}, verdict {r.findings.verdict.kind}): several 1-GPU "
                        "boxes behind a load balancer may serve more per dollar.")
     if c.mismatches:
         out.append("Fix the apples-to-apples differences above before drawing conclusions from these figures.")

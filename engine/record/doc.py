@@ -4,9 +4,11 @@ Reports and comparisons build blocks once; the renderers own all escaping."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from engine.record import fmt
+from engine import columns
 
 
 @dataclass
@@ -35,6 +37,12 @@ class Table:
     caption: str = ""
     left: int = 1  # leading text columns (left-aligned); the rest hold numbers
 
+    @classmethod
+    def of(cls, cols: Sequence[columns.Column[Any]], items: Sequence[Any], caption: str = "") -> Table:
+        """One of the shared tables (engine/columns.py), read as the screen reads it."""
+        return cls(columns.headers(cols), [columns.row(cols, i) for i in items], caption,
+                   left=max(1, columns.leading_left(cols)))
+
 
 @dataclass
 class Bullets:
@@ -59,6 +67,43 @@ class Doc:
         self.blocks.extend(blocks)
 
 
+# --------------------------------------------------------------------------- table renderers
+
+
+def md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align_right_from: int = 1) -> str:
+    """A GitHub Markdown table; numbers right-aligned from column ``align_right_from``."""
+    marks = ["---" if i < align_right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "|".join(marks) + "|"]
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Fixed-width columns for a terminal: first column left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """Columns from ``left`` on hold numbers: right-aligned (class "n")."""
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    numeric = ' class="n"'
+    body = "".join(
+        "<tr>" + "".join(f"<td{numeric if i >= left else ''}>{html.escape(str(c))}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 def to_markdown(doc: Doc) -> str:
     out = [f"# {doc.title}", ""]
     for b in doc.blocks:
@@ -71,9 +116,9 @@ def to_markdown(doc: Doc) -> str:
         elif isinstance(b, Table):
             if b.caption:
                 out += [f"*{b.caption}*", ""]
-            out += [fmt.md_table(b.header, b.rows, align_right_from=b.left), ""]
+            out += [md_table(b.header, b.rows, align_right_from=b.left), ""]
         elif isinstance(b, Bullets):
-            out += [f"- {fmt.md_escape(item)}" for item in b.items] + [""]
+            out += [f"- {md_escape(item)}" for item in b.items] + [""]
         elif isinstance(b, Chart):
             pass  # charts live in the HTML report
     return "\n".join(out).rstrip() + "\n"
@@ -91,7 +136,7 @@ def to_text(doc: Doc) -> str:
         elif isinstance(b, Table):
             if b.caption:
                 out.append(b.caption)
-            out += [fmt.text_table(b.header, b.rows), ""]
+            out += [text_table(b.header, b.rows), ""]
         elif isinstance(b, Bullets):
             out += [f"  * {item}" for item in b.items] + [""]
     return "\n".join(out).rstrip() + "\n"
@@ -123,7 +168,7 @@ def to_html(doc: Doc) -> str:
         elif isinstance(b, Note):
             out.append(f'<p class="{"warn" if b.warning else "note"}">{e(b.text)}</p>')
         elif isinstance(b, Table):
-            table = fmt.html_table(b.header, b.rows, left=b.left)
+            table = html_table(b.header, b.rows, left=b.left)
             if b.caption:
                 table = table.replace("<table>", f"<table><caption>{e(b.caption)}</caption>", 1)
             out.append(table)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import format as fmt
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.saturation import Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
 from engine.analysis.wire import Assessment, assess
 from engine.events import WireCeiling
-from engine.record import fmt
 from engine.record.summary import LevelSummary, RecordingSummary
 
 RANDOM_WEIGHTS_NOTE = (
@@ -111,9 +111,9 @@ def _recommend(f: RunFindings) -> list[str]:
         at = point_at(f.points, sat.level)
         top = f.points[-1]
         out.append(
-            f"Serve at up to concurrency {fmt.level(sat.level)}: {fmt.rate(at.throughput if at else None)} images/s "
+            f"Serve at up to concurrency {fmt.level_value(sat.level)}: {fmt.rate(at.throughput if at else None)} images/s "
             f"with p99 {fmt.ms(at.p99 if at else None)} ms; more load adds under {sat.tolerance * 100:g} % "
-            f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level(top.level)}."
+            f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level_value(top.level)}."
         )
     if f.verdict.kind == "compute" and not s.gpus_in_config:
         out.append(CPU_COMPUTE_ADVICE)  # no GPU in this run: "the GPUs are the limit" would be false

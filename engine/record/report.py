@@ -8,9 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine import columns
+from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.wire import wire_notes
-from engine.record import fmt, svg
+from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
 from engine.record.summary import RecordingSummary
@@ -27,18 +29,12 @@ def utc(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def duration(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
-
-
 def build_report(summary: RecordingSummary, findings: RunFindings | None = None) -> Doc:
     f = findings or analyze(summary)
     s = summary
     doc = Doc(f"gpuscale-tui results: {s.label}")
     status = s.status or "no end recorded (interrupted, or still running)"
-    doc.add(Para(f"Recorded {utc(s.first_ts)}, {duration(s.duration_s)}, status: {status}. "
+    doc.add(Para(f"Recorded {utc(s.first_ts)}, {fmt.duration(s.duration_s)}, status: {status}. "
                  f"File: {Path(s.path).name}"))
     if s.random_weights:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
@@ -86,7 +82,7 @@ def _setup(s: RecordingSummary) -> list:
                          + (f" ({n} GPU{'s' if n != 1 else ''})" if n else "")],
         ["Weights", s.weights or "random (no weights file)"],
         ["Load", f"{s.load_mode or fmt.NA}, inputs by {TRANSPORT_WORDS.get(s.transport, s.transport)}, batch {s.batch_size or fmt.NA}, levels "
-                 + (", ".join(fmt.level(x) for x in s.levels_planned) or fmt.NA)],
+                 + (", ".join(fmt.level_value(x) for x in s.levels_planned) or fmt.NA)],
         ["Cost", f"${s.cost_per_hour:g}/hr" if s.cost_per_hour else "not set (hardware.cost_per_hour)"],
     ]
     if s.server.get("triton_version"):
@@ -121,7 +117,7 @@ def _host_text(host: dict) -> str:
     parts = []
     for key, value in host.items():
         if key.endswith("_bytes") and isinstance(value, (int, float)):
-            parts.append(f"{key[:-6].replace('_', ' ')} {fmt.gib(value)}")
+            parts.append(f"{key[:-6].replace('_', ' ')} {fmt.gib(value)} GiB")
         else:
             parts.append(f"{key.replace('_', ' ')} {value}")
     return ", ".join(parts)
@@ -130,20 +126,17 @@ def _host_text(host: dict) -> str:
 def _levels(f: RunFindings, tag: str = "") -> list:
     s = f.summary
     unit = "Rate (req/s)" if s.load_mode == "rate" else "Concurrency"
-    rows = []
-    for lv in f.levels:
-        r = lv.result
-        cost = cost_per_1000(s.cost_per_hour, r.throughput_ips) if s.cost_per_hour and r.throughput_ips > 0 else None
-        rows.append([
-            fmt.level(r.level), r.status, fmt.rate(r.throughput_ips), fmt.rate(r.throughput_rps),
-            fmt.ms(r.latency.p50), fmt.ms(r.latency.p90), fmt.ms(r.latency.p95), fmt.ms(r.latency.p99),
-            fmt.ms(r.latency.mean), str(r.errors), fmt.pct_points(lv.gpu_util_mean), fmt.money(cost, 5),
-        ])
+    figures = [
+        columns.LevelFigures.of(
+            lv.result, gpu_util=lv.gpu_util_mean,
+            cost_per_1000=cost_per_1000(s.cost_per_hour, lv.result.throughput_ips)
+            if s.cost_per_hour and lv.result.throughput_ips > 0 else None)
+        for lv in f.levels
+    ]
     blocks: list = [Heading("Throughput and latency per level" + tag)]
-    if not rows:
+    if not figures:
         return blocks + [Para("No level produced a result.")]
-    blocks.append(Table([unit, "Status", "Images/s", "Requests/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
-                         "Mean ms", "Errors", "GPU util", "$ / 1000 images"], rows, left=2))
+    blocks.append(Table.of(columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour), figures))
     pts = f.points
     blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
                                        unit, "images/s", log2_x=s.load_mode != "rate"), "Throughput at each level"))
@@ -165,10 +158,10 @@ def _breakdown(f: RunFindings, tag: str = "") -> list:
         if None not in (sv.compute_input, sv.compute_infer, sv.compute_output):
             comp = sv.compute_input + sv.compute_infer + sv.compute_output  # type: ignore[operator]
         share = sv.queue / (sv.queue + comp) if sv.queue is not None and comp and (sv.queue + comp) > 0 else None
-        rows.append([fmt.level(lv.level), fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
+        rows.append([fmt.level_value(lv.level), fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
                      fmt.ms(sv.compute_output), fmt.ms(sv.server_total), fmt.ms(sv.client_minus_server),
-                     fmt.pct(share), f"{sv.avg_batch_size:.2f}" if sv.avg_batch_size else fmt.NA])
-        cats.append(fmt.level(lv.level))
+                     fmt.percent(share), fmt.batch(sv.avg_batch_size)])
+        cats.append(fmt.level_value(lv.level))
         queue.append(sv.queue * 1000 if sv.queue is not None else None)
         compute.append(comp * 1000 if comp is not None else None)
         outside.append(sv.client_minus_server * 1000 if sv.client_minus_server is not None else None)
@@ -190,20 +183,14 @@ def _wire(f: RunFindings, tag: str = "") -> list:
     if wire is None or found is None:
         return []
     model = {float(lv.level): lv.result.throughput_ips for lv in f.levels if lv.result.status != "failed"}
-    rows = [[fmt.level(w.level), w.status, fmt.rate(w.throughput_ips), fmt.rate(w.throughput_rps), fmt.ms(w.p50),
-             fmt.ms(w.p99), str(w.errors), "yes" if w.client_bound else "no", fmt.rate(model.get(w.level)),
-             fmt.pct(model[w.level] / w.throughput_ips) if model.get(w.level) is not None and w.throughput_ips > 0
-             else fmt.NA]
-            for w in wire.levels]
-    unit = "Rate (req/s)" if wire.mode == "rate" else "Concurrency"
+    wire_rows = [columns.WireFigures(wire.mode, w, model.get(w.level)) for w in wire.levels]
     how = TRANSPORT_WORDS.get(wire.transport, wire.transport)
     return [
         Heading("The wire's ceiling" + tag),
         Para(f"The same levels against the no-compute {wire.wire_model!r} model, inputs by {how}, batch "
              f"{wire.batch_size}, {wire.request_bytes:,} input bytes per request: what the request path alone "
              f"carries. {found.line[0].upper() + found.line[1:]}."),
-        Table([unit, "Status", "Wire images/s", "Wire requests/s", "p50 ms", "p99 ms", "Errors", "Client-bound",
-               "Model images/s", "Model / wire"], rows, "; ".join(wire_notes(wire)), left=2),
+        Table.of(columns.WIRE, wire_rows, "; ".join(wire_notes(wire))),
     ]
 
 
@@ -219,14 +206,7 @@ def _scaling(f: RunFindings) -> list:
         blocks.append(Para(text))
     probe = sorted(s.probe, key=lambda p: (p.model, p.strategy != "single", p.scaling, p.per_device_batch, p.world_size))
     if probe:
-        rows = [[p.model, p.strategy, p.scaling, str(p.world_size), str(p.per_device_batch),
-                 f"{fmt.rate(p.samples_per_s.mean)} [{fmt.rate(p.samples_per_s.ci_low)}, {fmt.rate(p.samples_per_s.ci_high)}]",
-                 f"{p.speedup:.2f}x" if p.speedup is not None else fmt.NA, fmt.pct(p.efficiency), fmt.pct(p.comm_overhead),
-                 fmt.gib(max(p.peak_mem_bytes)) if p.peak_mem_bytes else fmt.NA,
-                 f"{p.p_value:.3g}" if p.p_value is not None else fmt.NA]
-                for p in probe]
-        blocks.append(Table(["Model", "Strategy", "Scaling", "GPUs", "Batch/GPU", "Samples/s [95 % CI]", "Speedup",
-                             "Efficiency", "Comm overhead", "Peak mem", "p (Welch)"], rows, "Training probe", left=3))
+        blocks.append(Table.of(columns.PROBE, probe, "Training probe"))
         groups: dict[str, list] = {}
         for p in probe:
             groups.setdefault(f"{p.model} {p.scaling} b{p.per_device_batch}", []).append(p)
@@ -242,11 +222,7 @@ def _scaling(f: RunFindings) -> list:
                                 for p in v]) for k, v in groups.items()],
             "GPUs (world size)", "samples/s"), "Probe throughput by world size"))
     for ar in s.allreduce:
-        rows = [[f"{r.size_bytes:,}", f"{r.time_s * 1e6:.1f}", f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}"] for r in ar.rows]
-        cap = f"All-reduce, {ar.world_size} ranks, {ar.backend} on {ar.device}" + (f", link {ar.link}" if ar.link else "")
-        if ar.link_limit_gbps:
-            cap += f" (limit {ar.link_limit_gbps:g} GB/s)"
-        blocks.append(Table(["Bytes", "Time us", "algbw GB/s", "busbw GB/s"], rows, cap))
+        blocks.append(Table.of(columns.allreduce_columns(ar), columns.allreduce_items(ar), columns.allreduce_title(ar)))
     if len(blocks) == 1:
         blocks.append(Para("No scaling data in this recording."))
     return blocks
@@ -267,10 +243,9 @@ def _telemetry(f: RunFindings) -> list:
     blocks: list = [Heading("GPU and host telemetry")]
     if s.gpus:
         rows = [[str(g.index) if g.index is not None else fmt.NA, g.name or fmt.NA, g.uuid[:16],
-                 fmt.pct_points(g.util_mean), fmt.pct_points(g.util_max),
-                 f"{fmt.gib(g.mem_used_max)} / {fmt.gib(g.mem_total)}",
-                 f"{g.power_mean:.0f} W" if g.power_mean is not None else fmt.NA,
-                 f"{g.power_max:.0f} W" if g.power_max is not None else fmt.NA, g.source]
+                 fmt.percent_points(g.util_mean), fmt.percent_points(g.util_max),
+                 f"{fmt.gib(g.mem_used_max)} / {fmt.gib(g.mem_total)} GiB",
+                 fmt.watts(g.power_mean), fmt.watts(g.power_max), g.source]
                 for g in s.gpus]
         blocks.append(Table(["GPU", "Name", "UUID", "Util mean", "Util max", "Memory max / total", "Power mean",
                              "Power max", "Source"], rows, "Over the whole session", left=3))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine import format as fmt
 from engine.errors import UserError
-from engine.record import fmt, svg
+from engine.record import svg
 from engine.record.compare import compare
 from engine.record.doc import (
     Bullets,
@@ -36,7 +37,7 @@ def _slo_cells(c: ConfigFigures) -> list[str]:
         return [fmt.NA, fmt.NA, fmt.NA]
     if p.level is None:
         return ["none meets it", fmt.NA, fmt.NA]
-    level = fmt.level(p.level) + ("" if p.bounded else " (not bounded)")
+    level = fmt.level_value(p.level) + ("" if p.bounded else " (not bounded)")
     return [level, fmt.rate(p.throughput), fmt.ms(p.latency_s)]
 
 
@@ -57,12 +58,12 @@ def build_study_doc(f: StudyFigures) -> Doc:
         fi = c.findings
         sat = fi.saturation
         rows.append([
-            c.variant, str(c.units), fmt.rate(c.peak_throughput), fmt.level(fi.peak.level) if fi.peak else fmt.NA,
+            c.variant, str(c.units), fmt.rate(c.peak_throughput), fmt.level_value(fi.peak.level) if fi.peak else fmt.NA,
             fmt.ms(fi.peak.p99 if fi.peak else None), *(_slo_cells(c) if f.slo else []),
-            fmt.pct(c.efficiency_peak), *([fmt.pct(c.efficiency_slo)] if f.slo else []),
+            fmt.percent(c.efficiency_peak), *([fmt.percent(c.efficiency_slo)] if f.slo else []),
             fmt.money(c.cost_peak), *([fmt.money(c.cost_slo)] if f.slo else []),
             _j(c.j_per_image_peak), *([_j(c.j_per_image_slo)] if f.slo else []),
-            fmt.level(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+            fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             fi.verdict.kind,
         ])
     units = "GPUs" if f.unit == "GPU" else "Instances"
@@ -91,7 +92,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Heading("Cost basis"), Bullets([f"{c.variant}: {c.cost_basis}" for c in f.configs]))
 
     step_rows = [[f"{s.from_variant} -> {s.to_variant}", str(s.added_units),
-                  fmt.NA if s.gain_per_unit is None else f"{s.gain_per_unit:+,.1f}", fmt.pct(s.marginal),
+                  fmt.NA if s.gain_per_unit is None else f"{s.gain_per_unit:+,.1f}", fmt.percent(s.marginal),
                   fmt.NA if s.cost_change is None else f"{s.cost_change:+.4g}"] for s in f.steps]
     if step_rows:
         doc.add(Heading(f"Marginal gain per added {f.unit}"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import format as fmt
 from engine.events import Event, GpuSample, HostSample, Topology, Warning
 
 
@@ -36,13 +37,18 @@ HOST_FIELDS = ("cpu_percent", "own_cpu_percent", "mem_used", "net_tx_bps", "net_
 
 
 def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
+    """One figure with its unit, read as engine/format.py reads it everywhere else."""
     if unit == "B":
-        return f"{value / 2**30:.2f} GiB"
+        return fmt.NA if value is None else f"{fmt.gib(value)} GiB"
     if unit == "B/s":
-        return f"{value / 1e9:.3f} GB/s" if value >= 1e8 else f"{value / 1e6:.2f} MB/s"
-    return f"{value:.1f}{unit}"
+        return fmt.bytes_rate(value)
+    if unit == "%":
+        return fmt.percent_points(value)
+    if unit == "% of a core":
+        return fmt.NA if value is None else f"{fmt.percent_points(value)} of a core"
+    if unit == " W":
+        return fmt.watts(value)
+    return fmt.NA if value is None else f"{value:.0f}{unit}"
 
 
 _UNITS = {
@@ -96,7 +102,7 @@ class TelemetrySummary:
                 s = series[f]
                 if s.values or f in ("util_gpu", "mem_used", "power_w"):
                     lines.append(f"    {f:<14} {_fmt(s.mean, _UNITS[f]):>14} / {_fmt(s.peak, _UNITS[f]):>14}"
-                                 + (f"   ({s.missing} n/a)" if s.missing else ""))
+                                 + (f"   ({s.missing} not available)" if s.missing else ""))
             procs = sorted(self.processes.get(key, ()))
             if procs:
                 lines.append(f"    processes      {', '.join(procs[:8])}" + (" ..." if len(procs) > 8 else ""))

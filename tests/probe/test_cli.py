@@ -96,7 +96,7 @@ def test_output_writes_every_event_and_prints_the_tables(tmp_path):
     out.close()
     assert [type(e) for e in _events(tmp_path / "all.jsonl")] == [PhaseChanged, ProbeResult, AllReduceResult]
     text = out.tables()
-    assert "1,000.0" in text and "100%" in text
+    assert "1,000" in text and "1.00x" in text and "100%" in text
     assert "1 GiB" in text and "5,000.0" in text and "48%" in text  # 214.7 / 450 busbw of the link
 
 

@@ -21,7 +21,7 @@ def verdict(levels: list[LevelEvidence], n: int | None = None):
 def test_client_bound_wins() -> None:
     v = verdict(sweep(client_bound=True, client_overhead=0.62, client_cpu_percent=100.0, gpu_util={"g": 95.0}))
     assert v.kind == "client-bound" and v.level == 8
-    assert "100 % CPU" in v.evidence[0]
+    assert "100% CPU" in v.evidence[0]
 
 
 def test_client_bound_above_the_saturation_point_counts() -> None:
@@ -32,22 +32,22 @@ def test_client_bound_above_the_saturation_point_counts() -> None:
 def test_a_large_gap_outside_the_server_is_not_blamed_on_an_idle_client() -> None:
     # the gap is network + HTTP front end; the audit (CPU, loop lag) is what says "client"
     v = verdict(sweep(latency_mean=0.010, client_minus_server=0.007, client_overhead=0.7, client_cpu_percent=60.0))
-    assert v.kind == "network" and "70 %" in v.evidence[0]
+    assert v.kind == "network" and "70%" in v.evidence[0]
 
 
 def test_network() -> None:
     v = verdict(sweep(latency_mean=0.010, queue=0.001, compute=0.003, client_minus_server=0.006))
-    assert v.kind == "network" and "60 %" in v.evidence[0]
+    assert v.kind == "network" and "60%" in v.evidence[0]
 
 
 def test_compute_with_busy_gpus() -> None:
     v = verdict(sweep(gpu_util={"0": 90.0, "1": 84.0}, queue=0.012, compute=0.004))
-    assert v.kind == "compute" and "87 % busy" in v.evidence[0]
+    assert v.kind == "compute" and "87% busy" in v.evidence[0]
 
 
 def test_queueing_with_idle_gpus() -> None:
     v = verdict(sweep(gpu_util={"0": 40.0}, queue=0.008, compute=0.002, latency_mean=0.011))
-    assert v.kind == "queueing" and "queue 80 %" in v.evidence[0]
+    assert v.kind == "queueing" and "queue 80%" in v.evidence[0]
 
 
 def test_gpus_not_saturated() -> None:
@@ -74,13 +74,13 @@ def test_only_the_configs_gpus_count() -> None:
     assert verdict(sweep(gpu_util=util, queue=0.006, compute=0.004), n=2).kind == "compute"  # a 2x config
     v = verdict(sweep(gpu_util=util, queue=0.006, compute=0.004), n=4)  # a 4x config using half its GPUs
     assert v.kind == "queueing"
-    assert [f.kind for f in v.findings] == ["gpu-imbalance"] and "B at 96 % vs" in v.findings[0].text
+    assert [f.kind for f in v.findings] == ["gpu-imbalance"] and "B at 96% vs" in v.findings[0].text
 
 
 def test_overload_finding() -> None:
     levels = [ev(1, 200), ev(4, 1000), ev(8, 1000), ev(16, 800)]
     v = verdict(levels)
-    assert any(f.kind == "overload" and "20 %" in f.text for f in v.findings)
+    assert any(f.kind == "overload" and "20%" in f.text for f in v.findings)
 
 
 def test_empty() -> None:
@@ -101,5 +101,5 @@ def test_evidence_from_a_level_result() -> None:
 
 def test_host_out_of_cpu_is_a_finding() -> None:
     v = verdict(sweep(host_cpu_percent=97.0, queue=0.006, compute=0.003))
-    assert v.kind == "queueing" and any(f.kind == "host-cpu" and "97 % busy" in f.text for f in v.findings)
+    assert v.kind == "queueing" and any(f.kind == "host-cpu" and "97% busy" in f.text for f in v.findings)
     assert not verdict(sweep(host_cpu_percent=60.0)).findings

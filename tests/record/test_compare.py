@@ -75,7 +75,7 @@ def test_renderings(scaling_study: list[Path]) -> None:
     for out in (text, md, page):
         for r in c.runs:
             assert r.label in out
-        assert "75.0 %" in out and "90.0 %" in out
+        assert "75%" in out and "90%" in out
     assert "| Run | GPUs |" in md
     assert "<script" not in page and "src=" not in page and "href=" not in page
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}

@@ -15,7 +15,6 @@ from engine.analysis.wire import (
     instance_capacity,
     model_instances,
     request_path_line,
-    size_text,
     wire_ceiling,
     wire_elements,
     wire_is_the_limit,
@@ -29,6 +28,7 @@ from engine.events import (
     WireCeiling,
     WireLevel,
 )
+from engine.format import body_size
 from engine.record.doc import to_markdown
 from engine.record.findings import analyze
 from engine.record.reader import Recording
@@ -59,7 +59,7 @@ def wire(peak: float = 10_100.0, saturated: bool = True, client_bound: bool = Fa
 def test_the_wire_carries_the_models_bytes_as_fp32() -> None:
     assert wire_elements(VIT_ITEM) == 150_528
     assert wire_elements(5) == 2 and wire_elements(0) == 1  # never fewer bytes than the model's
-    assert size_text(VIT_ITEM) == "602 KB" and size_text(64) == "64 B" and size_text(4_816_896) == "4.82 MB"
+    assert body_size(VIT_ITEM) == "602 KB" and body_size(64) == "64 B" and body_size(4_816_896) == "4.82 MB"
 
 
 @pytest.mark.parametrize("config, gpus, expected", [
@@ -82,7 +82,7 @@ def test_capacity_is_instances_times_batch_over_the_execution_time() -> None:
                              avg_batch_size=16.0)
     cap = instance_capacity(12, server, 64)
     assert cap is not None and cap.images_per_s == pytest.approx(12 * 16 / 0.020)
-    assert "12 instances would do 9.6k images/s (from Triton's compute times" in cap.describe()
+    assert "12 instances would do 9,600 images/s (from Triton's compute times" in cap.describe()
     assert instance_capacity(None, server, 64) is None
     assert instance_capacity(12, replace(server, compute_infer=None), 64) is None
     assert instance_capacity(12, None, 64) is None
@@ -113,11 +113,11 @@ def test_the_line_says_it_with_numbers() -> None:
                              avg_batch_size=16.0)
     cap = instance_capacity(12, server, 64)
     line = request_path_line(wire(), 9_500.0, cap)
-    assert line.startswith("the request path is the limit: the HTTP path caps at 10.1k images/s with 602 KB bodies; "
-                           "the model's 12 instances would do 9.6k images/s (from Triton's compute times")
+    assert line.startswith("the request path is the limit: the HTTP path caps at 10,100 images/s with 602 KB bodies; "
+                           "the model's 12 instances would do 9,600 images/s (from Triton's compute times")
     shm = request_path_line(wire(transport="cuda_shm"), 6_000.0, None)
-    assert shm == ("the CUDA shared-memory path caps at 10.1k images/s with 602 KB requests; "
-                   "the model peaked at 6k images/s (59 % of it)")
+    assert shm == ("the CUDA shared-memory path caps at 10,100 images/s with 602 KB requests; "
+                   "the model peaked at 6,000 images/s (59% of it)")
     assert "still rising" in request_path_line(wire(saturated=False), 6_000.0, None)
     assert "carried at least" in request_path_line(wire(client_bound=True), 6_000.0, None)
 
@@ -142,7 +142,7 @@ def test_request_path_verdict() -> None:
     levels = sweep()  # peak 1020 at 16
     v = _diagnose(levels, wire(peak=1_100.0))
     assert v.kind == "request-path" and v.summary.startswith("the request path is the limit: the HTTP path caps at")
-    assert "93 % of it" in v.evidence[0] and "602,112 bytes per item" in v.evidence[2]
+    assert "93% of it" in v.evidence[0] and "602,112 bytes per item" in v.evidence[2]
     assert not [f for f in v.findings if f.kind == "wire"]
 
 
@@ -150,7 +150,7 @@ def test_a_far_wire_is_a_finding_not_the_verdict() -> None:
     v = _diagnose(sweep(), wire(peak=3_000.0))
     assert v.kind != "request-path"
     (line,) = [f.text for f in v.findings if f.kind == "wire"]
-    assert "the model peaked at 1.02k images/s (34 % of it)" in line
+    assert "the model peaked at 1,020 images/s (34% of it)" in line
 
 
 def test_client_bound_still_wins_over_the_wire() -> None:
@@ -175,5 +175,5 @@ def test_the_report_carries_the_wire_table_and_the_line(tmp_path: Path) -> None:
     assert f.verdict.kind == "request-path" and f.recommendation[1].startswith("Move the inputs off the HTTP body")
     text = to_markdown(build_report(summary, f))
     assert "## The wire's ceiling" in text and "| 64 | stable | 620" in text
-    assert "Verdict: request-path: the request path is the limit: the HTTP path caps at 620 images/s with 602 KB bodies" in text
+    assert "Verdict: request-path: the request path is the limit: the HTTP path caps at 620.0 images/s with 602 KB bodies" in text
     assert "from Triton's compute times" in text

@@ -128,6 +128,7 @@ def session_events(
         out.append(ev.ProbeResult(
             model="mlp_6.9m", params=6_900_000, strategy="ddp", scaling="weak", world_size=1, per_device_batch=32,
             global_batch=32, device="cuda", backend="nccl", precision="bf16", samples_per_s=single, step_time_s=step1,
+            speedup=1.0, efficiency=1.0,  # as engine/probe/aggregate.py fills them in at one device
             peak_mem_bytes=[512 * 2**20], gpu_util=[71.0], repeats=3, steps=30, warmup_steps=5, ts=T0 + t + 5,
         ))
         for k, world in enumerate((2, 4)):
@@ -139,6 +140,7 @@ def session_events(
                 samples_per_s=multi, step_time_s=step1, speedup=world * eff, efficiency=eff, comm_overhead=0.05 + 0.05 * k,
                 peak_mem_bytes=[530 * 2**20] * world, gpu_util=[68.0 - k] * world, p_value=0.0001, significant=True,
                 repeats=3, steps=30, warmup_steps=5, ts=T0 + t + 10 + 5 * k,
+                baseline_samples_per_s=single, baseline_step_time_s=step1.mean, baseline_gpu_util=[71.0],
             ))
         sizes = [2**p for p in (10, 16, 20, 24, 26)]
         rows = [

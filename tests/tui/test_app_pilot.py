@@ -336,7 +336,7 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
         text = panel_text(panel)
         assert panel.border_title.startswith("sweep 2 · concurrency · 1/4 levels")
         assert "sweep 1 · 4 levels measured" in text
-        assert "217.0" in text and " 1500 " in text  # this sweep's level 1, the first sweep's top level
+        assert "217.0" in text and " 1,500 " in text  # this sweep's level 1, the first sweep's top level
         status = str(app.screen.query_one(StatusBar).render())
         assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
 
@@ -345,7 +345,7 @@ async def test_displays_that_misled() -> None:
     """Issue 16.6 at 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
     "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
     from tests.tui.synthetic import profile
-    from tui.format import SPARK_CHARS
+    from tui.glyphs import SPARK_CHARS
     from tui.widgets.gpus import GpuPanel
     from tui.widgets.status import StatusBar
 
@@ -365,7 +365,7 @@ async def test_displays_that_misled() -> None:
         assert "the server is remote" in gpus and "runs on the CPU" not in gpus
         ours = gpus.split("ours ", 1)[1].strip().split(" ", 1)[0]
         assert ours and set(ours) <= set(SPARK_CHARS[:2]), ours  # near the floor, not full bars
-        assert "1%" in gpus.split("ours ", 1)[1]
+        assert "1.0%" in gpus.split("ours ", 1)[1]
         status = str(app.screen.query_one(StatusBar).render())
         assert status.lstrip().startswith("FAILED") and "WAITING" not in status
 

@@ -56,9 +56,9 @@ def test_sweep_rows_print_as_levels_finish_with_every_column() -> None:
 
 def test_sweep_summary_names_the_best_level_and_its_cost() -> None:
     text = printed(session_events(cost_per_hour=1.2))
-    assert "best: 1500 infer/s at level 16" in text
+    assert "best: 1,500 infer/s at level 16" in text
     assert "375.0 infer/s per GPU" in text
-    assert "$0.0002 per 1000 images at $1.2/h" in text
+    assert "$0.000222 per 1000 images at $1.2/h" in text
 
 
 def test_no_cost_column_without_a_price() -> None:
@@ -71,9 +71,9 @@ def test_probe_and_allreduce_tables() -> None:
     probe_rows = [line for line in lines if line.startswith("probe  mlp")]
     assert len(probe_rows) == 3
     assert probe_rows[1].split()[:5] == ["probe", "mlp_6.9m", "ddp", "weak", "32"]
-    assert "1.86x" in probe_rows[1] and "93%" in probe_rows[1] and "0.52G" in probe_rows[1]
+    assert "1.86x" in probe_rows[1] and "93%" in probe_rows[1] and "0.52" in probe_rows[1].split()
     header = next(line for line in lines if line.startswith("probe  model"))
-    for column in ("batch", "GPUs", "single/s", "multi/s", "speedup", "effic.", "mem/GPU", "GPU util"):
+    for column in ("batch", "GPUs", "single/s", "multi/s", "speedup", "effic.", "GiB/GPU", "GPU util"):
         assert column in header
     start = next(i for i, line in enumerate(lines) if "all-reduce, 4 ranks" in line)
     assert "busbw GB/s" in lines[start + 1]
@@ -137,7 +137,7 @@ def test_a_second_sweep_prints_under_its_own_name() -> None:
     first = lines.index("sweep result")
     second = lines.index("sweep 2 result")
     assert first < lines.index("sweep 2") < second
-    assert "1500" in "\n".join(lines[first:second]) and "217.0" in lines[second + 2]
+    assert "1,500" in "\n".join(lines[first:second]) and "217.0" in lines[second + 2]
     best = next(line for line in lines[second:] if line.startswith("  best:"))
     assert "217.0 infer/s at level 1" in best
 
@@ -161,7 +161,7 @@ def test_a_wire_check_prints_its_table_and_stays_out_of_the_sweep() -> None:
                                                p50=0.008, p99=0.012, client_bound=True)])
     text = printed([*events[:-1], wire, events[-1]])
     lines = text.splitlines()
-    title = next(i for i, line in enumerate(lines) if "wire check: the HTTP path caps at 900 images/s with 602 KB bodies "
+    title = next(i for i, line in enumerate(lines) if "wire check: the HTTP path caps at 900.0 images/s with 602 KB bodies "
                                                          "(peak at concurrency 8)" in line)
     assert "wire infer/s" in lines[title + 1] and "client-bound" in lines[title + 1]
     assert lines[title + 3].split() == ["8", "stable", "900.0", "8.00", "12.0", "0", "yes"]

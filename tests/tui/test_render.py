@@ -51,7 +51,7 @@ def test_status_lines_during_a_level_and_after() -> None:
     line = progress_line(running).plain
     assert "level 3/4 c=8" in line and "window 1" in line and "not stable yet" in line and "left" in line
     summary = summary_line(running, 80).plain
-    assert "best 720.0 infer/s @ c=4" in summary and "$0.0005/1k img" in summary and len(summary) <= 80
+    assert "best 720.0 infer/s @ c=4" in summary and "$0.000463/1k img" in summary and len(summary) <= 80
     done = state_of(session_events())
     assert summary_line(done, 200).plain.startswith("✓ finished")
 

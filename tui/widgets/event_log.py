@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from tui import format as fmt
+from engine import format as fmt
 from tui.state import SessionState
 from tui.widgets.panel import Panel
 

@@ -7,7 +7,8 @@ import re
 from rich.console import RenderableType
 from rich.text import Text
 
-from tui import format as fmt
+from engine import format as fmt
+from tui import glyphs
 from tui.state import GpuTrack, HostTrack, SessionState
 from tui.widgets.panel import Panel
 
@@ -45,15 +46,15 @@ def gpu_row(track: GpuTrack, width: int) -> Text:
     row.append(f"{label:>2} ", style="bold")
     row.append(f"{short_name(r.name)[:10]:<10} ")
     row.append("util ", style="dim")
-    row.append(fmt.spark(track.util, util_w, 0.0, 100.0), style=_util_style(r.util_gpu))
-    row.append(f" {fmt.percent(r.util_gpu):>4} ")
+    row.append(glyphs.spark(track.util, util_w, 0.0, 100.0), style=_util_style(r.util_gpu))
+    row.append(f" {fmt.percent_points(r.util_gpu):>4} ")
     row.append("mem ", style="dim")
     frac = track.mem_fraction[-1] if track.mem_fraction else None
-    row.append(fmt.bar(frac, mem_w), style="magenta")
-    row.append(f" {fmt.gib(r.mem_used):>5}/{fmt.gib(r.mem_total, 0)}G ")
+    row.append(glyphs.bar(frac, mem_w), style="magenta")
+    row.append(f" {fmt.gib(r.mem_used, 1):>5}/{fmt.gib(r.mem_total, 0)}G ")
     row.append("pwr ", style="dim")
     limit = r.power_limit_w or max((p for p in track.power if p is not None), default=None)
-    row.append(fmt.spark(track.power, pwr_w, 0.0, limit), style="cyan")
+    row.append(glyphs.spark(track.power, pwr_w, 0.0, limit), style="cyan")
     row.append(f" {fmt.watts(r.power_w):>5}")
     return row
 
@@ -85,18 +86,18 @@ def host_row(host: HostTrack, width: int, cores: int | None = None) -> Text:
     row = Text(no_wrap=True, overflow="ellipsis")
     row.append("host ", style="bold")
     row.append("cpu ", style="dim")
-    row.append(fmt.spark(host.cpu, spark_w, 0.0, 100.0), style="green")
-    row.append(f" {fmt.percent(h.cpu_percent):>4} ")
+    row.append(glyphs.spark(host.cpu, spark_w, 0.0, 100.0), style="green")
+    row.append(f" {fmt.percent_points(h.cpu_percent):>4} ")
     # "ours" is measured in % of one core; shown as a share of the machine, on the host bar's
     # 0-100 scale (an auto-scaled chart drew 1 % as full bars beside it)
     cores = max(1, cores or len(h.per_core) or 1)
     row.append("ours ", style="dim")
-    row.append(fmt.spark([None if v is None else v / cores for v in host.own_cpu], spark_w, 0.0, 100.0), style="yellow")
+    row.append(glyphs.spark([None if v is None else v / cores for v in host.own_cpu], spark_w, 0.0, 100.0), style="yellow")
     own = None if h.own_cpu_percent is None else h.own_cpu_percent / cores
-    row.append(f" {fmt.percent(own):>4} ")
+    row.append(f" {fmt.percent_points(own):>4} ")
     if h.mem_total:
         row.append("mem ", style="dim")
-        row.append(f"{fmt.gib(h.mem_used)}/{fmt.gib(h.mem_total, 0)}G")
+        row.append(f"{fmt.gib(h.mem_used, 1)}/{fmt.gib(h.mem_total, 0)}G")
     return row
 
 

@@ -6,7 +6,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tui import format as fmt
+from engine import format as fmt
 from tui.state import SessionState
 from tui.widgets.panel import Panel
 

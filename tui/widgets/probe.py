@@ -8,9 +8,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine import columns
 from engine import events as ev
-from tui import format as fmt
-from tui import tables
+from engine import format as fmt
+from engine.columns import Column
+from tui import glyphs, tables
 from tui.state import SessionState
 from tui.widgets.panel import Panel
 
@@ -50,8 +52,8 @@ def efficiency_bars(results: list[ev.ProbeResult], width: int) -> Text:
             line = Text(no_wrap=True, overflow="ellipsis")
             line.append(f"{key + f' x{r.world_size}':<{label_w}}", style="dim")
             style = "dim" if eff is None else "green" if eff >= 0.9 else "yellow" if eff >= 0.7 else "red"
-            line.append(fmt.bar(eff, bar_w), style=style)
-            line.append(f" {fmt.percent(eff * 100) if eff is not None else fmt.NA:>5}")
+            line.append(glyphs.bar(eff, bar_w), style=style)
+            line.append(f" {fmt.percent(eff):>5}")
             lines.append(line)
     return Text("\n").join(lines)
 
@@ -76,7 +78,7 @@ class AllReducePanel(Panel):
             latest[result.world_size] = result
         parts: list[RenderableType] = []
         for result in latest.values():
-            parts.append(Text(tables.allreduce_title(result), style="bold"))
+            parts.append(Text(columns.allreduce_title(result), style="bold"))
             parts.append(tables.allreduce_table(result, width))
         return Group(*parts)
 
@@ -91,7 +93,8 @@ def topology_table(topology: ev.Topology) -> Table | None:
     for link in topology.links:
         text = f"NV{link.nvlink_count}" if link.nvlink_count else (link.common_ancestor or "?")
         cell[(link.a, link.b)] = cell[(link.b, link.a)] = text
-    table = tables.make_table([tables.Column("gpu", "", 6, "left")] + [tables.Column(u, label[u], 5) for u in uuids])
+    layout: list[Column[object]] = [Column("gpu", "", str, 6, "left"), *(Column(u, label[u], str, 5) for u in uuids)]
+    table = tables.make_table(layout)  # the cells are filled in below
     for a in uuids:
         table.add_row(label[a], *("X" if a == b else cell.get((a, b), fmt.NA) for b in uuids))
     return table

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui import format as fmt
+from engine import format as fmt
+from tui import glyphs
 
 
 def replay_line(replay: object, width: int) -> Text:
@@ -22,7 +23,7 @@ def replay_line(replay: object, width: int) -> Text:
     line.append("max" if speed is None else f"{speed:g}x", style="bold")
     line.append(f"  {fmt.clock(position)} / {fmt.clock(total)} ")
     bar_w = max(10, width - len(line.plain) - 2)
-    line.append(fmt.bar(position / total if total > 0 else None, bar_w, "━", "─"), style="cyan")
+    line.append(glyphs.bar(position / total if total > 0 else None, bar_w, "━", "─"), style="cyan")
     return line
 
 

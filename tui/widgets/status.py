@@ -5,14 +5,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui import format as fmt
+from engine import format as fmt
 from tui.state import SessionState
 
 SECTIONS = ("session", "progress", "sweep")
 
 
 def _short_level(mode: str, level: float) -> str:
-    return fmt.level_label(mode, level) if mode == "rate" else f"c={fmt.level_label(mode, level)}"
+    return fmt.level(mode, level) if mode == "rate" else f"c={fmt.level(mode, level)}"
 
 
 class Parts:
@@ -61,7 +61,7 @@ def progress_line(state: SessionState, width: int | None = None) -> Text:
         line.append(f" · last {last.model} {last.strategy} x{last.world_size}", rank=2)
         line.append(f" {fmt.rate(last.samples_per_s.mean)}/s", rank=2)
         if last.efficiency is not None:
-            line.append(f" eff {fmt.percent(last.efficiency * 100)}", style="bold", rank=2)
+            line.append(f" eff {fmt.percent(last.efficiency)}", style="bold", rank=2)
         line.append(" (3 shows all)", style="dim", rank=4)
     elif p.sweep_done and state.sweep_finished is not None:
         s = state.sweep_finished
@@ -105,7 +105,7 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
             best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
         cost = state.cost_per_1000(ips)
         if cost is not None:
-            best.append(f" · {fmt.dollars(cost)}/1k img", style="bold green")
+            best.append(f" · {fmt.money(cost)}/1k img", style="bold green")
         elif state.session is not None:
             best.append(" · $/1k img: set hardware.cost_per_hour", style="dim")
     if server.plain and len(head) + len(server) + len(best) + 2 > width:

@@ -6,11 +6,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine import columns as shared
+from engine import format as fmt
+from engine.columns import Column, compute_seconds
 from engine.events import WindowResult
-from tui import format as fmt
+from engine.format import plural
 from tui import tables
-from tui.format import plural
-from tui.state import SessionState, compute_seconds
+from tui.state import SessionState
 from tui.widgets.panel import Panel
 
 
@@ -43,33 +45,22 @@ class SweepPanel(Panel):
         return f"sweep{number} · {mode} · {done}/{row.total} levels · times in ms"
 
 
-WINDOW_COLUMNS: tuple[tables.Column, ...] = (
-    tables.Column("w", "window", 6, short="#"),
-    tables.Column("kind", "kind", 7, "left"),
-    tables.Column("req", "requests", 8, optional=True),
-    tables.Column("ips", "infer/s", 8),
-    tables.Column("p50", "p50 ms", 7, short="p50"),
-    tables.Column("p95", "p95 ms", 7, short="p95"),
-    tables.Column("p99", "p99 ms", 7, short="p99"),
-    tables.Column("queue", "queue ms", 8, short="queue"),
-    tables.Column("compute", "compute ms", 10, short="compute"),
-    tables.Column("stable", "stable", 6, "left"),
+WINDOW_COLUMNS: tuple[Column[WindowResult], ...] = (
+    Column("w", "window", lambda w: str(w.index), 6, short="#"),
+    Column("kind", "kind", lambda w: "warmup" if w.warmup else "measure", 7, "left"),
+    Column("req", "requests", lambda w: str(w.requests), 8, optional=True),
+    Column("ips", "infer/s", lambda w: fmt.rate(w.throughput_ips), 8),
+    Column("p50", "p50 ms", lambda w: fmt.ms(w.latency.p50), 7, short="p50"),
+    Column("p95", "p95 ms", lambda w: fmt.ms(w.latency.p95), 7, short="p95"),
+    Column("p99", "p99 ms", lambda w: fmt.ms(w.latency.p99), 7, short="p99"),
+    Column("queue", "queue ms", lambda w: fmt.ms(w.server.queue if w.server else None), 8, short="queue"),
+    Column("compute", "compute ms", lambda w: fmt.ms(compute_seconds(w.server)), 10, short="compute"),
+    Column("stable", "stable", lambda w: "yes" if w.stable_so_far else "no", 6, "left"),
 )
 
 
 def window_cells(w: WindowResult) -> dict[str, str]:
-    return {
-        "w": str(w.index),
-        "kind": "warmup" if w.warmup else "measure",
-        "req": str(w.requests),
-        "ips": fmt.rate(w.throughput_ips),
-        "p50": fmt.ms(w.latency.p50),
-        "p95": fmt.ms(w.latency.p95),
-        "p99": fmt.ms(w.latency.p99),
-        "queue": fmt.ms(w.server.queue if w.server else None),
-        "compute": fmt.ms(compute_seconds(w.server)),
-        "stable": "yes" if w.stable_so_far else "no",
-    }
+    return shared.cells(WINDOW_COLUMNS, w)
 
 
 def windows_table(state: SessionState, width: int | None = None) -> Table:

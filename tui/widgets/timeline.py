@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.text import Text
 
-from tui import format as fmt
+from engine import format as fmt
+from tui import glyphs
 from tui.state import SessionState, WindowPoint, compute_seconds
 from tui.widgets.panel import Panel
 
@@ -48,7 +49,7 @@ def series_line(label: str, values: list[float | None], width: int, style: str, 
     last = next((v for v in reversed(values) if v is not None), None)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{label:<{LABEL_W}}", style="dim")
-    text.append(fmt.spark(values, spark_w, 0.0, None), style=style)
+    text.append(glyphs.spark(values, spark_w, 0.0, None), style=style)
     text.append(f" {(fmt.ms(last) if unit_ms else fmt.rate(last)):>{VALUE_W - 1}}")
     return text
 

@@ -1,0 +1,267 @@
+"""The shared tables' columns, declared once: the sweep's levels, the training probe's results,
+the all-reduce sweep and the wire check. Each column has its header (with the unit), the cell
+it renders (through engine/format.py) and its layout hints; the TUI's tables, the headless
+printer, the probe CLI and the reports (text, Markdown, HTML) all render these, so a figure
+reads the same wherever it is shown. A renderer picks which columns it shows (a report has room
+for p90, a terminal drops optional columns first), never how a column reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from engine import events as ev
+from engine import format as fmt
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Column(Generic[T]):
+    key: str
+    header: str  # the name and its unit: "p99 ms"
+    cell: Callable[[T], str]
+    width: int  # fixed width in plain text; a minimum on screen
+    justify: Literal["left", "right"] = "right"
+    optional: bool = False  # dropped first where room is short
+    short: str = ""  # the header without its unit, when even the required columns are too wide
+
+    @property
+    def short_header(self) -> str:
+        return self.short or self.header
+
+
+def cells(columns: Sequence[Column[T]], item: T) -> dict[str, str]:
+    return {c.key: c.cell(item) for c in columns}
+
+
+def headers(columns: Sequence[Column[T]]) -> list[str]:
+    return [c.header for c in columns]
+
+
+def row(columns: Sequence[Column[T]], item: T) -> list[str]:
+    return [c.cell(item) for c in columns]
+
+
+def leading_left(columns: Sequence[Column[T]]) -> int:
+    """How many columns, from the first, hold text (left-aligned) rather than numbers."""
+    n = 0
+    for c in columns:
+        if c.justify != "left":
+            break
+        n += 1
+    return n
+
+
+def select(columns: Iterable[Column[T]], keys: Sequence[str]) -> tuple[Column[T], ...]:
+    """The columns named by ``keys``, in that order (a renderer's choice of what to show)."""
+    by_key = {c.key: c for c in columns}
+    return tuple(by_key[k] for k in keys)
+
+
+# --------------------------------------------------------------------------- plain text
+
+
+def fixed_line(columns: Sequence[Column[T]], cells: dict[str, str]) -> str:
+    """One table row as fixed-width text (cells wider than their column push, never cut)."""
+    parts = []
+    for col in columns:
+        text = cells.get(col.key, fmt.NA)
+        parts.append(text.ljust(col.width) if col.justify == "left" else text.rjust(col.width))
+    return "  ".join(parts).rstrip()
+
+
+def header_line(columns: Sequence[Column[T]]) -> str:
+    return fixed_line(columns, {c.key: c.header for c in columns})
+
+
+def text_table(columns: Sequence[Column[T]], items: Iterable[T]) -> str:
+    """A whole table as fixed-width lines: header, then one line per item."""
+    return "\n".join([header_line(columns), *(fixed_line(columns, cells(columns, i)) for i in items)])
+
+
+# --------------------------------------------------------------------------- sweep levels
+
+
+@dataclass(frozen=True)
+class LevelFigures:
+    """One sweep level as its table row shows it: a merged LevelResult, or a running level's
+    latest window (the TUI's live row). Cost and GPU utilisation come from outside the event."""
+
+    mode: str
+    level: float
+    status: str
+    throughput_ips: float | None = None
+    throughput_rps: float | None = None
+    latency: ev.LatencyStats | None = None
+    server: ev.ServerBreakdown | None = None
+    audit: ev.ClientAudit | None = None
+    errors: int = 0
+    cost_per_1000: float | None = None  # dollars per 1000 images at this level's throughput
+    gpu_util: float | None = None  # mean utilisation of the level's GPUs, percent points
+
+    @classmethod
+    def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
+           gpu_util: float | None = None) -> LevelFigures:
+        return cls(
+            mode=result.mode, level=result.level, status=result.status, throughput_ips=result.throughput_ips,
+            throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
+            audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
+        )
+
+
+def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
+    """Server compute per request: input + infer + output (queue excluded)."""
+    if server is None:
+        return None
+    known = [p for p in (server.compute_input, server.compute_infer, server.compute_output) if p is not None]
+    return sum(known) if known else None
+
+
+def _latency(key: str) -> Callable[[LevelFigures], str]:
+    return lambda f: fmt.ms(getattr(f.latency, key) if f.latency else None)
+
+
+def _client(f: LevelFigures) -> str:
+    return fmt.NA if f.audit is None else ("BOUND" if f.audit.client_bound else "ok")
+
+
+SWEEP: tuple[Column[LevelFigures], ...] = (
+    Column("level", "level", lambda f: fmt.level(f.mode, f.level), 6),
+    Column("status", "status", lambda f: f.status, 11, "left"),
+    Column("ips", "infer/s", lambda f: fmt.rate(f.throughput_ips), 8),
+    Column("rps", "req/s", lambda f: fmt.rate(f.throughput_rps), 8, optional=True),
+    Column("p50", "p50 ms", _latency("p50"), 7, short="p50"),
+    Column("p90", "p90 ms", _latency("p90"), 7, optional=True, short="p90"),
+    Column("p95", "p95 ms", _latency("p95"), 7, short="p95"),
+    Column("p99", "p99 ms", _latency("p99"), 7, short="p99"),
+    Column("mean", "mean ms", _latency("mean"), 7, optional=True, short="mean"),
+    Column("queue", "queue ms", lambda f: fmt.ms(f.server.queue if f.server else None), 8, short="queue"),
+    Column("compute", "compute ms", lambda f: fmt.ms(compute_seconds(f.server)), 10, short="compute"),
+    Column("batch", "avg batch", lambda f: fmt.batch(f.server.avg_batch_size if f.server else None), 9,
+           optional=True, short="batch"),
+    Column("client", "client", _client, 6, "left"),
+    Column("errors", "errors", lambda f: str(f.errors), 6, optional=True),
+    Column("gpu_util", "GPU util", lambda f: fmt.percent_points(f.gpu_util), 8, optional=True, short="util"),
+    Column("cost", "$/1k img", lambda f: fmt.money(f.cost_per_1000), 8, optional=True),
+)
+
+# what a terminal shows (the TUI, the headless log) and what a report shows
+SWEEP_SCREEN = select(SWEEP, ("level", "ips", "p50", "p95", "p99", "queue", "compute", "batch", "status", "client",
+                              "errors", "cost"))
+SWEEP_REPORT = select(SWEEP, ("level", "status", "ips", "rps", "p50", "p90", "p95", "p99", "mean", "errors",
+                              "gpu_util", "cost"))
+
+
+def without_cost(columns: Sequence[Column[LevelFigures]], cost_per_hour: float | None) -> tuple[Column[LevelFigures], ...]:
+    """No cost column when the profile has no price: an empty column says nothing."""
+    return tuple(columns) if (cost_per_hour or 0) > 0 else tuple(c for c in columns if c.key != "cost")
+
+
+# --------------------------------------------------------------------------- training probe
+
+
+def _single(r: ev.ProbeResult) -> float | None:
+    """The 1-GPU samples/s this row scales from (the engine fills the baseline in)."""
+    if r.world_size == 1:
+        return r.samples_per_s.mean
+    return r.baseline_samples_per_s.mean if r.baseline_samples_per_s else None
+
+
+def _ci(r: ev.ProbeResult) -> str:
+    s = r.samples_per_s
+    if s.ci_low is None or s.ci_high is None:
+        return fmt.NA
+    return "±" + fmt.rate((s.ci_high - s.ci_low) / 2)
+
+
+PROBE: tuple[Column[ev.ProbeResult], ...] = (
+    Column("model", "model", lambda r: r.model, 12, "left"),
+    Column("strategy", "strategy", lambda r: r.strategy, 8, "left", short="strat"),
+    Column("scaling", "scaling", lambda r: r.scaling, 7, "left", optional=True),
+    Column("batch", "batch", lambda r: str(r.per_device_batch), 5),
+    Column("gpus", "GPUs", lambda r: str(r.world_size), 4),
+    Column("single", "single/s", lambda r: fmt.rate(_single(r)), 9, short="single"),
+    Column("multi", "multi/s", lambda r: fmt.rate(r.samples_per_s.mean if r.world_size > 1 else None), 9,
+           short="multi"),
+    Column("ci", "95% CI", _ci, 9, optional=True),
+    Column("speedup", "speedup", lambda r: fmt.times(r.speedup), 7, short="spd"),
+    Column("efficiency", "effic.", lambda r: fmt.percent(r.efficiency), 6, short="eff"),
+    Column("comm", "comm", lambda r: fmt.percent(r.comm_overhead), 5, optional=True),
+    Column("mem", "GiB/GPU", lambda r: fmt.gib(max(r.peak_mem_bytes) if r.peak_mem_bytes else None), 7,
+           short="mem"),
+    Column("util", "GPU util", lambda r: fmt.percent_points(sum(r.gpu_util) / len(r.gpu_util) if r.gpu_util
+                                                            else None), 8, short="util"),
+    Column("p", "p-value", lambda r: fmt.p_value(r.p_value, r.significant), 7, optional=True),
+    Column("step", "step ms", lambda r: fmt.ms(r.step_time_s.mean), 7, optional=True, short="step"),
+)
+
+
+# --------------------------------------------------------------------------- all-reduce
+
+AllReduceItem = tuple[ev.AllReduceResult, ev.AllReduceRow]
+
+
+def _of_link(item: AllReduceItem) -> str:
+    result, r = item
+    return fmt.percent(r.busbw_gbps / result.link_limit_gbps) if result.link_limit_gbps else fmt.NA
+
+
+ALLREDUCE: tuple[Column[AllReduceItem], ...] = (
+    Column("size", "size", lambda i: fmt.size(i[1].size_bytes), 9),
+    Column("time", "time us", lambda i: fmt.us(i[1].time_s), 9, short="us"),
+    Column("algbw", "algbw GB/s", lambda i: fmt.gbps(i[1].algbw_gbps), 10),
+    Column("busbw", "busbw GB/s", lambda i: fmt.gbps(i[1].busbw_gbps), 10),
+    Column("limit", "% of link", _of_link, 9, optional=True),
+)
+
+
+def allreduce_columns(result: ev.AllReduceResult) -> tuple[Column[AllReduceItem], ...]:
+    """No "% of link" column where the link's limit is unknown."""
+    return ALLREDUCE if result.link_limit_gbps else tuple(c for c in ALLREDUCE if c.key != "limit")
+
+
+def allreduce_items(result: ev.AllReduceResult) -> list[AllReduceItem]:
+    return [(result, r) for r in result.rows]
+
+
+def allreduce_title(result: ev.AllReduceResult) -> str:
+    link = f", {result.link}" if result.link else ""
+    limit = f", link limit {result.link_limit_gbps:g} GB/s" if result.link_limit_gbps else ""
+    return f"all-reduce, {result.world_size} ranks, {result.backend} on {result.device}{link}{limit}"
+
+
+# --------------------------------------------------------------------------- wire check
+
+
+@dataclass(frozen=True)
+class WireFigures:
+    """One level of the wire check, beside the model's throughput at that level (where known)."""
+
+    mode: str
+    wire: ev.WireLevel
+    model_ips: float | None = None
+
+
+def _model_share(f: WireFigures) -> str:
+    if f.model_ips is None or f.wire.throughput_ips <= 0:
+        return fmt.NA
+    return fmt.percent(f.model_ips / f.wire.throughput_ips)
+
+
+WIRE: tuple[Column[WireFigures], ...] = (
+    Column("level", "level", lambda f: fmt.level(f.mode, f.wire.level), 6),
+    Column("status", "status", lambda f: f.wire.status, 11, "left"),
+    Column("ips", "wire infer/s", lambda f: fmt.rate(f.wire.throughput_ips), 12),
+    Column("rps", "wire req/s", lambda f: fmt.rate(f.wire.throughput_rps), 10, optional=True),
+    Column("p50", "p50 ms", lambda f: fmt.ms(f.wire.p50), 7),
+    Column("p99", "p99 ms", lambda f: fmt.ms(f.wire.p99), 7),
+    Column("errors", "errors", lambda f: str(f.wire.errors), 6),
+    Column("bound", "client-bound", lambda f: "yes" if f.wire.client_bound else "no", 12),
+    Column("model_ips", "model infer/s", lambda f: fmt.rate(f.model_ips), 13, optional=True),
+    Column("share", "model / wire", _model_share, 12, optional=True),
+)
+
+WIRE_SCREEN = select(WIRE, ("level", "status", "ips", "p50", "p99", "errors", "bound"))
