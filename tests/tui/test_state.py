@@ -182,7 +182,7 @@ def test_state_module_does_not_import_textual() -> None:
     import subprocess
     import sys
 
-    code = "import sys, tui.state, tui.tables, tui.format; sys.exit('textual' in sys.modules)"
+    code = "import sys, tui.state, tui.tables, tui.glyphs; sys.exit('textual' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
