@@ -118,7 +118,7 @@ def test_sweep_renders_keys_work_and_quit_finalises_the_recording(tmux: Tmux, tm
     pid = tmux.start(app_command(tmp_path, "--set", "load.concurrency=1,4"))
     screen = tmux.wait_for(r"sweep done: \d+ levels", timeout=180)
     assert "sweep · concurrency · 2/2 levels" in screen
-    rows = [line for line in screen.splitlines() if re.match(r"^\s+(1|4)\s+[\d.]+k?\s", line)]
+    rows = [line for line in screen.splitlines() if re.match(r"^\s+(1|4)\s+[\d.,]+\s", line)]
     assert len(rows) == 2, screen
     assert "infer/s" in screen and "p99" in screen
     assert "the model runs on the CPU" in screen  # no GPU here: said, not drawn as zeros
