@@ -71,7 +71,7 @@ def test_per_config_figures(study):
 def test_report_has_every_config_and_the_chart(study):
     f = study_figures(study)
     md = render_study(f, "md")
-    assert "| 1x | 1 | 200.0 | 4 | 32.00 | 8 |" in md and "| 2x | 2 | 400.0 | 8 | 32.00 | 16 |" in md
+    assert "| 1x | 1 | 200.0 | 4 | 32.0 | 8 |" in md and "| 2x | 2 | 400.0 | 8 | 32.0 | 16 |" in md
     assert "Stop at 2 GPUs, the largest config measured" in md
     assert "NVML total-energy counter" in md
     html = render_study(f, "html")

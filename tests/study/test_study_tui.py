@@ -52,13 +52,13 @@ def test_curves_and_table_from_study_state():
     for e in study_events():
         state.apply(e)
     curves = _text(render_curves(state, 90, 14))
-    assert "● 1x" in curves and "■ 2x" in curves and "1900" in curves  # the y axis tops at 2x's peak
+    assert "● 1x" in curves and "■ 2x" in curves and "1,900" in curves  # the y axis tops at 2x's peak
     # 4 points each + the legend; at level 1 the two configs share a cell (2x drawn last)
     assert curves.count("●") >= 4 and curves.count("■") >= 5
     table = _text(config_table(state))
     rows = {line.split()[0]: line.split() for line in table.splitlines() if line.strip().startswith(("1x", "2x"))}
-    assert rows["1x"][:5] == ["1x", "ok", "4", "1000", "64"]
-    assert rows["2x"][:5] == ["2x", "running", "4", "1900", "64"]
+    assert rows["1x"][:5] == ["1x", "ok", "4", "1,000", "64"]
+    assert rows["2x"][:5] == ["2x", "running", "4", "1,900", "64"]
     assert rows["1x"][5:7] == ["8", "700.0"]  # p99 <= 50 ms up to 8 (32 measured 60 ms)
     head = _text(headline(state))
     assert "config 2/2 (2x)" in head and "left" in head and "p99=50ms" in head
@@ -76,7 +76,7 @@ async def test_study_view_fills_in_live():
         assert isinstance(app.screen, StudyScreen)
         assert app.study.finished is not None and set(app.study.configs) == {"1x", "2x"}
         shot = app.export_screenshot().replace("&#160;", " ")
-        for needle in ("study ok", "1900", "1x", "2x", "SLO point"):
+        for needle in ("study ok", "1,900", "1x", "2x", "SLO point"):
             assert needle in shot
         # the session views show the config measured last, not both sessions' levels mixed
         assert len(app.state.levels) == 4
