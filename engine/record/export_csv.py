@@ -17,6 +17,7 @@ import csv
 import io
 from collections.abc import Iterable, Mapping
 
+from engine.record.gpu_fields import FIELDS
 from engine.record.summary import LevelSummary, RecordingSummary
 
 HEADER_CONCURRENCY = "Concurrency"
@@ -26,7 +27,8 @@ COLUMNS = [
     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency", "p90 latency",
     "p95 latency", "p99 latency", "Avg latency", "request/response", "response wait",
 ]
-GPU_COLUMNS = ["Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usage", "Total GPU Memory"]
+GPU_FIELDS = [f for f in FIELDS if f.csv_header is not None]
+GPU_COLUMNS = [f.csv_header for f in GPU_FIELDS]
 
 
 def _us(seconds: float | None) -> str:
@@ -56,12 +58,7 @@ def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
         _us(lat.mean), "", "",
     ]
     if with_gpu:
-        row += [
-            _per_gpu(lv.gpu_util, scale=0.01),  # perf_analyzer reports utilization as a fraction
-            _per_gpu(lv.gpu_power_w),
-            _per_gpu(lv.gpu_mem_used_max, integer=True),
-            _per_gpu(lv.gpu_mem_total, integer=True),
-        ]
+        row += [_per_gpu(lv.gpu.get(f.column, {}), f.csv_scale, f.csv_integer) for f in GPU_FIELDS]
     return row
 
 

@@ -13,6 +13,7 @@ from engine.analysis.wire import wire_notes
 from engine.record import fmt, svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
@@ -267,13 +268,10 @@ def _telemetry(f: RunFindings) -> list:
     blocks: list = [Heading("GPU and host telemetry")]
     if s.gpus:
         rows = [[str(g.index) if g.index is not None else fmt.NA, g.name or fmt.NA, g.uuid[:16],
-                 fmt.pct_points(g.util_mean), fmt.pct_points(g.util_max),
-                 f"{fmt.gib(g.mem_used_max)} / {fmt.gib(g.mem_total)}",
-                 f"{g.power_mean:.0f} W" if g.power_mean is not None else fmt.NA,
-                 f"{g.power_max:.0f} W" if g.power_max is not None else fmt.NA, g.source]
+                 *(cell(g.stats) for _heading, cell in REPORT_COLUMNS), g.source]
                 for g in s.gpus]
-        blocks.append(Table(["GPU", "Name", "UUID", "Util mean", "Util max", "Memory max / total", "Power mean",
-                             "Power max", "Source"], rows, "Over the whole session", left=3))
+        blocks.append(Table(["GPU", "Name", "UUID", *(heading for heading, _cell in REPORT_COLUMNS), "Source"], rows,
+                            "Over the whole session", left=3))
         series = [svg.Series(f"GPU {g.index if g.index is not None else g.uuid[:8]}",
                              [(t, u[g.uuid]) for t, u in s.gpu_timeline if g.uuid in u]) for g in s.gpus]
         blocks.append(Chart(svg.line_chart("GPU utilization over time", series, "seconds from start", "utilization %",
