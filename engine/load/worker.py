@@ -30,6 +30,7 @@ from typing import Any
 
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
+from engine.modes import mode_of
 
 monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
 LAG_PROBE_NS = 10_000_000  # how often the loop-lag probe asks to run
@@ -334,6 +335,7 @@ class Worker:
         self.tick_buffer: TickBuffer | None = None
         self.running = False  # between "go" and "stop": requests may be sent
         self.warming = False  # between "level" and "go" in concurrency mode: open connections keep busy
+        self.open_loop = False  # the level's mode sends on a schedule (rate), not on each response
         self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
         self.slots: list[Slot] = []
         self.idle: deque[Slot] = deque()
@@ -401,15 +403,17 @@ class Worker:
 
     async def prepare(self, plan: LevelPlan) -> None:
         self.plan = plan
+        # the mode's strategy, read once per level: the per-response paths test this flag
+        self.open_loop = mode_of(plan.mode).open_loop
         if self.selector is not None:
-            self.selector.precise = plan.mode == "rate"  # sends on schedule need timers on time
+            self.selector.precise = self.open_loop  # sends on schedule need timers on time
         self.generation += 1
         self.checked = False
         self.rng = random.Random(plan.seed)
-        count = plan.slots if plan.mode == "concurrency" else plan.preopen
+        count = plan.preopen if self.open_loop else plan.slots
         self.slots = [Slot(self) for _ in range(count)]
         self.open_count = len(self.slots)
-        if _DIAG_LAZY and plan.mode == "concurrency":
+        if _DIAG_LAZY and not self.open_loop:
             self.send_msg(("ready", plan.level_index, len(self.slots), None))
             return
         if _DIAG_BURST:
@@ -417,10 +421,10 @@ class Worker:
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
         else:
             # concurrency: the connections opened first carry load while the next are opened
-            self.warming = plan.mode == "concurrency"
+            self.warming = not self.open_loop
             first_error = await self.open_spread(self.slots, wait=not self.warming)
         connected = sum(1 for s in self.slots if s.tr is not None)
-        if plan.mode == "rate":
+        if self.open_loop:
             self.idle = deque(s for s in self.slots if s.tr is not None)
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
@@ -497,7 +501,7 @@ class Worker:
     def go(self, t0_ns: int) -> None:
         plan = self.plan
         assert plan is not None
-        self.tick_buffer = TickBuffer(self.index, plan.level_index, t0_ns, plan.tick_ns, plan.mode == "rate")
+        self.tick_buffer = TickBuffer(self.index, plan.level_index, t0_ns, plan.tick_ns, self.open_loop)
         self.running = True
         self.at(t0_ns, self.start_sending)
         self.at(t0_ns + plan.tick_ns, self.flush, 0)
@@ -523,7 +527,7 @@ class Worker:
     def start_sending(self) -> None:
         plan = self.plan
         assert plan is not None and self.tick_buffer is not None
-        if plan.mode == "concurrency":
+        if not self.open_loop:
             self.warming = False
             for slot in self.slots:
                 if slot.tr is not None:
@@ -622,7 +626,7 @@ class Worker:
         if close:
             slot.abort()  # the server said Connection: close; lost() reconnects it
             return
-        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
+        if not self.open_loop:
             self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]
         else:
             self.idle.append(slot)
@@ -651,7 +655,7 @@ class Worker:
                 self.tick_buffer.error("connection_reset", f"connection lost: {_describe(exc)}", monotonic_ns())
         if not self.running:
             return
-        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
+        if not self.open_loop:
             # a connection closed cleanly (Connection: close, idle timeout, our timeout abort)
             # comes back at once; one that broke under a request backs off
             self.reconnect(slot, immediately=not broke)

@@ -17,11 +17,12 @@ import csv
 import io
 from collections.abc import Iterable, Mapping
 
+from engine.modes import CONCURRENCY, RATE, mode_of
 from engine.record.gpu_fields import FIELDS
 from engine.record.summary import LevelSummary, RecordingSummary
 
-HEADER_CONCURRENCY = "Concurrency"
-HEADER_RATE = "Request Rate"
+HEADER_CONCURRENCY = CONCURRENCY.csv_header
+HEADER_RATE = RATE.csv_header
 COLUMNS = [
     "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input",
     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency", "p90 latency",
@@ -71,7 +72,8 @@ def levels_csv(summary: RecordingSummary) -> str:
     levels = sorted(levels, key=lambda lv: (lv.sweep, lv.result.level))
     several = len({lv.sweep for lv in levels}) > 1
     with_gpu = any(lv.gpu_util for lv in levels)
-    first = HEADER_RATE if summary.load_mode == "rate" or any(lv.result.mode == "rate" for lv in levels) else HEADER_CONCURRENCY
+    open_loop = mode_of(summary.load_mode).open_loop or any(mode_of(lv.result.mode).open_loop for lv in levels)
+    first = HEADER_RATE if open_loop else HEADER_CONCURRENCY
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(["Sweep"] if several else [])])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.wire import wire_notes
+from engine.modes import mode_of
 from engine.record import fmt, svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
@@ -130,7 +131,7 @@ def _host_text(host: dict) -> str:
 
 def _levels(f: RunFindings, tag: str = "") -> list:
     s = f.summary
-    unit = "Rate (req/s)" if s.load_mode == "rate" else "Concurrency"
+    unit = mode_of(s.load_mode).heading
     rows = []
     for lv in f.levels:
         r = lv.result
@@ -147,12 +148,12 @@ def _levels(f: RunFindings, tag: str = "") -> list:
                          "Mean ms", "Errors", "GPU util", "$ / 1000 images"], rows, left=2))
     pts = f.points
     blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
-                                       unit, "images/s", log2_x=s.load_mode != "rate"), "Throughput at each level"))
+                                       unit, "images/s", log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
     blocks.append(Chart(svg.line_chart(
         "Latency percentiles",
         [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])
          for name, key in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"))],
-        unit, "latency (ms)", log2_x=s.load_mode != "rate"), "Client latency percentiles at each level"))
+        unit, "latency (ms)", log2_x=mode_of(s.load_mode).log2_axis), "Client latency percentiles at each level"))
     return blocks
 
 
@@ -196,7 +197,7 @@ def _wire(f: RunFindings, tag: str = "") -> list:
              fmt.pct(model[w.level] / w.throughput_ips) if model.get(w.level) is not None and w.throughput_ips > 0
              else fmt.NA]
             for w in wire.levels]
-    unit = "Rate (req/s)" if wire.mode == "rate" else "Concurrency"
+    unit = mode_of(wire.mode).heading
     how = TRANSPORT_WORDS.get(wire.transport, wire.transport)
     return [
         Heading("The wire's ceiling" + tag),

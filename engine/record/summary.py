@@ -20,6 +20,7 @@ from engine.events import (
     Topology,
     WireCeiling,
 )
+from engine.modes import mode_of
 from engine.record.gpu_fields import FIELDS, TIMELINE, column_or_null
 
 if TYPE_CHECKING:
@@ -295,7 +296,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     variant = str(server.get("config_variant") or model_section.get("variant") or "")
     gpu_count = int(_number(hardware.get("gpu_count")) or 0)
     cost = _number(hardware.get("cost_per_hour"))
-    planned = load.get("rates") if load.get("mode") == "rate" else load.get("concurrency")
+    planned = load.get(mode_of(_text(load.get("mode"))).levels_key)
     planned = [x for x in planned if _number(x) is not None] if isinstance(planned, list) else []
     batch_size = _number(load.get("batch_size"))
     return RecordingSummary(
