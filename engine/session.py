@@ -25,6 +25,7 @@ from engine import events as ev
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.hostinfo import host_facts, software_versions
+from engine.modes import mode_of
 from engine.profiles import Profile
 from engine.record.redact import Redactor
 from engine.source import EventSource
@@ -542,7 +543,7 @@ class Session(EventSource):
             watcher.cancel()
             self._frontend = None
         load = self.profile.load
-        planned = len(load.concurrency if load.mode == "concurrency" else load.rates)
+        planned = len(mode_of(load.mode).levels(load))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
         asked = self._stopping.is_set() or self._cancelled
         if cut_short and not asked and load.on_level_failure != "stop" and not self._incomplete:

@@ -18,9 +18,9 @@ from engine.events import (
     ServerBreakdown,
     SessionEnded,
     SessionStarted,
+    event_from_dict,
 )
 from engine.profiles import Hardware, Load, Profile
-from engine.record.decode import decode_event
 from engine.record.export import export
 from engine.record.export_csv import COLUMNS
 from engine.record.reader import Recording
@@ -97,7 +97,7 @@ def test_json_is_complete(recording_4x: Path, tmp_path: Path) -> None:
         path = export(r, "json", tmp_path)
         doc = json.loads(path.read_text())
         assert doc["metadata"] == r.metadata
-        assert [decode_event(e) for e in doc["events"]] == list(r.events())
+        assert [event_from_dict(e) for e in doc["events"]] == list(r.events())
 
 
 def test_markdown_report(recording_4x: Path, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.modes import mode_of
 from tui import format as fmt
 from tui.state import SessionState
 
@@ -12,7 +13,7 @@ SECTIONS = ("session", "progress", "sweep")
 
 
 def _short_level(mode: str, level: float) -> str:
-    return fmt.level_label(mode, level) if mode == "rate" else f"c={fmt.level_label(mode, level)}"
+    return fmt.level_label(mode, level) if mode_of(mode).open_loop else f"c={fmt.level_label(mode, level)}"
 
 
 class Parts:

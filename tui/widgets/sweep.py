@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.events import WindowResult
+from engine.modes import mode_of
 from tui import format as fmt
 from tui import tables
 from tui.format import plural
@@ -38,7 +39,7 @@ class SweepPanel(Panel):
             return "sweep"
         row = next(iter(state.levels.values()))
         done = sum(1 for r in state.levels.values() if r.result is not None)
-        mode = "concurrency" if row.mode == "concurrency" else "request rate"
+        mode = "request rate" if mode_of(row.mode).open_loop else "concurrency"
         number = f" {state.sweep_number}" if state.past_sweeps else ""
         return f"sweep{number} · {mode} · {done}/{row.total} levels · times in ms"
 
