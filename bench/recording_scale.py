@@ -5,7 +5,7 @@ real Recorder, then opened, summarised, exported, replayed and compared.
 Each figure is printed beside its anchor, measured in the same run, with the ratio:
   write       Recorder (queue + writer thread + redaction)  vs  bare executemany of the same JSON rows
   open+sum    Recording.open + summary()                      vs  the 1 s target, and vs reading + parsing every row
-  replay      ReplaySource at max speed (fast decoder)        vs  engine.events.event_from_dict on every row
+  replay      ReplaySource at max speed                       vs  engine.events.event_from_dict on every row (decoding alone)
 The synthetic figures inside the recording are invented by engine/record/synthetic.py; only
 the timings and sizes printed here are measurements.
 
@@ -163,7 +163,7 @@ def main() -> int:
         stock_s = time.perf_counter() - t
         assert published == decoded == len(events), (published, decoded, len(events))
         print(f"{'replay, max speed (s)':28}{replay_s:10.3f}{stock_s:10.3f}{replay_s / stock_s:8.2f}  "
-              "engine.events.event_from_dict on every row")
+              "engine.events.event_from_dict on every row (decoding alone)")
 
         base = work / "one_hour_1x.sqlite"
         write_with_recorder(base, synthetic_session(one_hour_run(args.minutes, args.gpus, "1x")))

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from engine.errors import UserError
+from engine.modes import LoadMode
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = "local"
@@ -68,7 +69,7 @@ class Model:
 
 @dataclass
 class Load:
-    mode: str = "concurrency"  # "concurrency" (closed loop) or "rate" (open loop)
+    mode: str = "concurrency"  # an engine.modes.LoadMode name: "concurrency" (closed loop) or "rate" (open loop)
     concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     rates: list[float] = field(default_factory=list)  # requests/s, rate mode
     arrival: str = "constant"  # rate mode: "constant" or "poisson"
@@ -352,7 +353,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "version": lambda v: None if isinstance(v, str) else "a string",
     },
     "load": {
-        "mode": _one_of("concurrency", "rate"),
+        "mode": _one_of(*(m.value for m in LoadMode)),
         "transport": _one_of("http", "system_shm", "cuda_shm"),
         "wire_check": _bool,
         "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
@@ -492,7 +493,7 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
     if p.load.transport != "http" and p.server.kind == "remote":
         raise fail("load.transport", f"expected 'http' with a remote server (shared memory needs the server on this "
                    f"machine), found {p.load.transport!r}")
-    if p.load.mode == "rate" and not p.load.rates:
+    if p.load.mode == LoadMode.RATE and not p.load.rates:  # concurrency has a default list
         raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
     if p.load.stable_windows > p.load.max_windows:
         raise fail(

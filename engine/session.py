@@ -25,12 +25,14 @@ from engine import events as ev
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.hostinfo import host_facts, software_versions
+from engine.modes import mode_of
 from engine.profiles import Profile
 from engine.record.redact import Redactor
 from engine.source import EventSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATES, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 SERVER_CHECK_S = 0.5  # how soon a dead embedded server is named
+FRONTEND_SAMPLE_S = 0.25  # how often a level samples the server's HTTP-thread spread of our connections
 WIRE_MODEL = "wire"  # model_repository/embedded/wire: no compute, measures the request path alone
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
@@ -103,6 +105,7 @@ class Session(EventSource):
         self._redactor = Redactor(profile_secrets(profile))
         self._fatal_error: str | None = None  # the first fatal error published by any part
         self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
+        self._frontend: Any = None  # engine.server.frontend.SpreadWatch while a sweep runs
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
         self._cancelled = False
@@ -437,8 +440,37 @@ class Session(EventSource):
         self._probe_stop.set()
         self._wake()
 
+    async def _watch_frontend(self, target: Any) -> None:
+        """The embedded server only: sample which HTTP thread holds each of our connections
+        (engine/server/frontend.py), per level; _sweep_publish judges it at the level's end."""
+        from engine.server.frontend import SpreadWatch, child_named
+
+        server = self._server
+        pid = child_named(server.pid, "tritonserver") if server is not None and server.pid else None
+        if pid is None:
+            return
+        port = int(target.http_url.rsplit(":", 1)[1].split("/")[0])
+        self._frontend = SpreadWatch(pid, port)
+        while True:
+            await asyncio.sleep(FRONTEND_SAMPLE_S)
+            watch = self._frontend
+            if watch is not None:
+                await asyncio.to_thread(watch.sample)
+
     def _sweep_publish(self, event: ev.Event) -> None:
-        """The level cut short by the server's death failed (it was not stopped by the user)."""
+        """The level cut short by the server's death failed (it was not stopped by the user).
+        At each level's start and end, the server's HTTP-thread spread of our connections."""
+        watch = self._frontend
+        if watch is not None and isinstance(event, ev.LevelStarted):
+            watch.owners.clear()
+        elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners:
+            from engine.server.embedded import http_threads
+            from engine.server.frontend import uneven
+
+            finding = uneven(watch.per_thread(), http_threads())
+            if finding:
+                self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
+                                         message=f"level {event.level:g}: {finding}"))
         if self._server_lost and isinstance(event, ev.LevelResult) and event.status in ("interrupted", "failed"):
             self._rewritten_levels += event.status == "interrupted"
             event = dataclasses.replace(event, status="failed",
@@ -503,10 +535,15 @@ class Session(EventSource):
             target, info = self._late_target
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
         gpus = self._server.prepared.gpus if self._server is not None and self._server.prepared else ()
-        results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
-                                  more_levels=self.options.more_levels, gpus=tuple(gpus))
+        watcher = asyncio.create_task(self._watch_frontend(target))
+        try:
+            results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
+                                      more_levels=self.options.more_levels, gpus=tuple(gpus))
+        finally:
+            watcher.cancel()
+            self._frontend = None
         load = self.profile.load
-        planned = len(load.concurrency if load.mode == "concurrency" else load.rates)
+        planned = len(mode_of(load.mode).levels(load))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
         asked = self._stopping.is_set() or self._cancelled
         if cut_short and not asked and load.on_level_failure != "stop" and not self._incomplete:

@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
-from engine.record.export import EXPORTERS
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
-EXPORT_FORMATS = tuple(EXPORTERS)  # engine/record/export.py: the one list
 
 
 EXIT_CODES = """\
@@ -145,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a recording: json, csv (perf_analyzer columns), md, html")
     p.add_argument("file", type=Path, help="a recording (.sqlite)")
-    p.add_argument("--format", "-f", choices=EXPORT_FORMATS, action="append", required=True,
+    from engine.record.export import (
+        EXPORTERS,  # here, not at import: main() checks the Python first
+    )
+
+    p.add_argument("--format", "-f", choices=tuple(EXPORTERS), action="append", required=True,
                    help="json, csv, md or html; repeat for several")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: beside the file)")
 

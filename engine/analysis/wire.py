@@ -19,6 +19,7 @@ from typing import Any
 from engine import format as fmt
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
+from engine.modes import mode_of
 
 NEAR_WIRE = 0.15  # the model's peak this close to the wire's: the request path is the limit
 FP32_BYTES = 4
@@ -36,7 +37,7 @@ def wire_elements(bytes_per_item: int) -> int:
 
 
 def level_text(mode: str, level: float) -> str:
-    return f"{level:g} req/s" if mode == "rate" else f"concurrency {level:g}"
+    return mode_of(mode).level_text(level)
 
 
 def wire_ceiling(

@@ -53,6 +53,7 @@ from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
+from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load
 
 Publish = Callable[[Event], None]
@@ -102,7 +103,7 @@ class _Level:
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
         self.tick_ns = tick_ns
-        self.rate_mode = load.mode == "rate"
+        self.rate_mode = mode_of(load.mode).open_loop
         self.endpoint = parse_endpoint(target.http_url)
         self.active = workers_for_level(load, level, pool.count)
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
@@ -402,9 +403,10 @@ async def run_sweep(
         endpoint = parse_endpoint(target.http_url)
     except ValueError as exc:
         raise UserError(f"server URL: {exc}") from None
-    levels: list[float] = [float(c) for c in load.concurrency] if load.mode == "concurrency" else list(load.rates)
+    mode = mode_of(load.mode)
+    levels = mode.levels(load)
     if not levels:
-        raise UserError(f"load.{'concurrency' if load.mode == 'concurrency' else 'rates'}: no levels to run")
+        raise UserError(f"load.{mode.levels_key}: no levels to run")
     prepared = prepare_request(target, info, endpoint, load.batch_size, load.data)
     for text in prepared.warnings:
         publish(Warning(source="load", message=text, key="input-shape"))

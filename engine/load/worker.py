@@ -30,6 +30,7 @@ from typing import Any
 
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
+from engine.modes import mode_of
 
 monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
 LAG_PROBE_NS = 10_000_000  # how often the loop-lag probe asks to run
@@ -69,7 +70,7 @@ def run_queue_wait_ns() -> int | None:
         return None
 
 
-class Recorder:
+class TickBuffer:
     """Accumulates one tick at a time; completions are attributed by their completion time."""
 
     def __init__(self, worker: int, level_index: int, t0_ns: int, tick_ns: int, rate_mode: bool) -> None:
@@ -331,9 +332,10 @@ class Worker:
         self.turn = 0
         self.outputs: list[str] = []
         self.plan: LevelPlan | None = None
-        self.rec: Recorder | None = None
+        self.tick_buffer: TickBuffer | None = None
         self.running = False  # between "go" and "stop": requests may be sent
         self.warming = False  # between "level" and "go" in concurrency mode: open connections keep busy
+        self.open_loop = False  # the level's mode sends on a schedule (rate), not on each response
         self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
         self.slots: list[Slot] = []
         self.idle: deque[Slot] = deque()
@@ -401,15 +403,17 @@ class Worker:
 
     async def prepare(self, plan: LevelPlan) -> None:
         self.plan = plan
+        # the mode's strategy, read once per level: the per-response paths test this flag
+        self.open_loop = mode_of(plan.mode).open_loop
         if self.selector is not None:
-            self.selector.precise = plan.mode == "rate"  # sends on schedule need timers on time
+            self.selector.precise = self.open_loop  # sends on schedule need timers on time
         self.generation += 1
         self.checked = False
         self.rng = random.Random(plan.seed)
-        count = plan.slots if plan.mode == "concurrency" else plan.preopen
+        count = plan.preopen if self.open_loop else plan.slots
         self.slots = [Slot(self) for _ in range(count)]
         self.open_count = len(self.slots)
-        if _DIAG_LAZY and plan.mode == "concurrency":
+        if _DIAG_LAZY and not self.open_loop:
             self.send_msg(("ready", plan.level_index, len(self.slots), None))
             return
         if _DIAG_BURST:
@@ -417,10 +421,10 @@ class Worker:
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
         else:
             # concurrency: the connections opened first carry load while the next are opened
-            self.warming = plan.mode == "concurrency"
+            self.warming = not self.open_loop
             first_error = await self.open_spread(self.slots, wait=not self.warming)
         connected = sum(1 for s in self.slots if s.tr is not None)
-        if plan.mode == "rate":
+        if self.open_loop:
             self.idle = deque(s for s in self.slots if s.tr is not None)
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
@@ -497,7 +501,7 @@ class Worker:
     def go(self, t0_ns: int) -> None:
         plan = self.plan
         assert plan is not None
-        self.rec = Recorder(self.index, plan.level_index, t0_ns, plan.tick_ns, plan.mode == "rate")
+        self.tick_buffer = TickBuffer(self.index, plan.level_index, t0_ns, plan.tick_ns, self.open_loop)
         self.running = True
         self.at(t0_ns, self.start_sending)
         self.at(t0_ns + plan.tick_ns, self.flush, 0)
@@ -522,18 +526,18 @@ class Worker:
 
     def start_sending(self) -> None:
         plan = self.plan
-        assert plan is not None and self.rec is not None
-        if plan.mode == "concurrency":
+        assert plan is not None and self.tick_buffer is not None
+        if not self.open_loop:
             self.warming = False
             for slot in self.slots:
                 if slot.tr is not None:
                     if not slot.busy:  # a request sent while warming is already in flight
-                        self.rec.sent_one(slot.send(), False)
+                        self.tick_buffer.sent_one(slot.send(), False)
                 else:
                     self.reconnect(slot, immediately=True)
         else:
             self.gap_ns = 1e9 / plan.rate
-            self.next_ns = self.rec.t0 + plan.phase_ns
+            self.next_ns = self.tick_buffer.t0 + plan.phase_ns
             self.fire()
 
     def stop_level(self) -> None:
@@ -551,37 +555,37 @@ class Worker:
         self.slots = []
         self.idle = deque()
         self.open_count = 0
-        self.rec = None
+        self.tick_buffer = None
 
     # -- ticks, lag, timeouts
 
     def flush(self, k: int) -> None:
-        rec = self.rec
-        if rec is None:
+        tick_buffer = self.tick_buffer
+        if tick_buffer is None:
             return
-        ticks = rec.flush(k)
+        ticks = tick_buffer.flush(k)
         if ticks:
             ticks[-1].in_flight = sum(1 for slot in self.slots if slot.busy)
         for tick in ticks:
             self.send_msg(("tick", tick))
-        self.at(rec.t0 + (k + 2) * rec.tick_ns, self.flush, k + 1)
+        self.at(tick_buffer.t0 + (k + 2) * tick_buffer.tick_ns, self.flush, k + 1)
 
     def probe_lag(self, expected_ns: int) -> None:
         now = monotonic_ns()
-        if self.rec is not None:
-            self.rec.lag(max(0, now - expected_ns), now)
+        if self.tick_buffer is not None:
+            self.tick_buffer.lag(max(0, now - expected_ns), now)
         self.at(now + LAG_PROBE_NS, self.probe_lag, now + LAG_PROBE_NS)
 
     def scan_timeouts(self) -> None:
-        plan, rec = self.plan, self.rec
-        if plan is None or rec is None:
+        plan, tick_buffer = self.plan, self.tick_buffer
+        if plan is None or tick_buffer is None:
             return
         now = monotonic_ns()
         limit = plan.timeout_ns
         for slot in self.slots:
             if slot.busy and now - slot.sent_ns > limit:
                 slot.busy = False
-                rec.error("timeout", f"no response within {limit / 1e9:g} s", now)
+                tick_buffer.error("timeout", f"no response within {limit / 1e9:g} s", now)
                 slot.abort()  # connection_lost reconnects it
         self.at(now + TIMEOUT_SCAN_NS, self.scan_timeouts)
 
@@ -591,9 +595,9 @@ class Worker:
         """A whole response is in ``buf[:end]`` (valid only during this call)."""
         now = monotonic_ns()
         slot.busy = False
-        rec = self.rec
-        if rec is None or slot.generation != self.generation:
-            if self.warming and rec is None and slot.generation == self.generation and head.status == 200 and not head.close:
+        tick_buffer = self.tick_buffer
+        if tick_buffer is None or slot.generation != self.generation:
+            if self.warming and tick_buffer is None and slot.generation == self.generation and head.status == 200 and not head.close:
                 slot.send()  # before T0: keep this connection's server thread busy (open_spread)
             return
         if head.status == 200:
@@ -601,18 +605,18 @@ class Worker:
                 self.checked = True
                 problem = check_first_response(head, bytes(buf[:end]), self.outputs)
                 if problem:
-                    rec.error("bad_response", problem, now)
+                    tick_buffer.error("bad_response", problem, now)
                     self.after(slot, head.close)
                     return
             written = slot.written_ns or now  # a response before the write ended: no wait
             first = min(max(slot.first_ns, written), now)
             # our side: the response unread in our socket, reading it, and (rate mode) sending late
             ours = max(0, min(slot.unread_ns, first - written)) + (now - first) + (slot.sent_ns - slot.intended_ns)
-            rec.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, ours)
+            tick_buffer.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, ours)
         else:
             kind = "http_4xx" if 400 <= head.status < 500 else "http_5xx" if head.status >= 500 else "bad_response"
             body = bytes(buf[head.head_len : end]) if head.content_length is not None else b""
-            rec.error(kind, f"HTTP {head.status}: {error_message(body)}", now)
+            tick_buffer.error(kind, f"HTTP {head.status}: {error_message(body)}", now)
         self.after(slot, head.close)
 
     def after(self, slot: Slot, close: bool) -> None:
@@ -622,23 +626,23 @@ class Worker:
         if close:
             slot.abort()  # the server said Connection: close; lost() reconnects it
             return
-        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
-            self.rec.sent_one(slot.send(), False)  # type: ignore[union-attr]
+        if not self.open_loop:
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]
         else:
             self.idle.append(slot)
 
     def failed(self, slot: Slot, kind: str, message: str) -> None:
         """A response we cannot frame: count it and start over on a new connection."""
-        if self.rec is not None and slot.busy and slot.generation == self.generation:
-            self.rec.error(kind, message, monotonic_ns())
+        if self.tick_buffer is not None and slot.busy and slot.generation == self.generation:
+            self.tick_buffer.error(kind, message, monotonic_ns())
         slot.busy = False
         slot.filled = slot.need = 0
         slot.head = None
         slot.abort()
 
     def unexpected(self, slot: Slot, message: str) -> None:
-        if self.rec is not None and slot.generation == self.generation:
-            self.rec.error("bad_response", message, monotonic_ns())
+        if self.tick_buffer is not None and slot.generation == self.generation:
+            self.tick_buffer.error("bad_response", message, monotonic_ns())
         slot.abort()
 
     def lost(self, slot: Slot, exc: Exception | None) -> None:
@@ -647,11 +651,11 @@ class Worker:
         broke = slot.busy
         if slot.busy:
             slot.busy = False
-            if self.rec is not None:
-                self.rec.error("connection_reset", f"connection lost: {_describe(exc)}", monotonic_ns())
+            if self.tick_buffer is not None:
+                self.tick_buffer.error("connection_reset", f"connection lost: {_describe(exc)}", monotonic_ns())
         if not self.running:
             return
-        if self.plan.mode == "concurrency":  # type: ignore[union-attr]
+        if not self.open_loop:
             # a connection closed cleanly (Connection: close, idle timeout, our timeout abort)
             # comes back at once; one that broke under a request backs off
             self.reconnect(slot, immediately=not broke)
@@ -675,12 +679,12 @@ class Worker:
             try:
                 await self.open(slot)
             except (TimeoutError, OSError) as exc:
-                if self.rec is not None:
-                    self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
+                if self.tick_buffer is not None:
+                    self.tick_buffer.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
                 slot.backoff = min(BACKOFF_MAX_S, slot.backoff * 2)
                 delay = slot.backoff
                 continue
-            self.rec.sent_one(slot.send(), False)  # type: ignore[union-attr]
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]
             return
 
     # -- rate mode
@@ -700,34 +704,34 @@ class Worker:
         self.at(int(self.next_ns), self.fire)
 
     def dispatch(self, intended: int, now: int) -> None:
-        rec, plan = self.rec, self.plan
-        assert rec is not None and plan is not None
+        tick_buffer, plan = self.tick_buffer, self.plan
+        assert tick_buffer is not None and plan is not None
         if self.idle:
             slot = self.idle.popleft()  # the longest idle: load turns over every connection
             sent = slot.send(intended)
-            rec.sent_one(sent, sent - intended > LATE_SEND_NS)
+            tick_buffer.sent_one(sent, sent - intended > LATE_SEND_NS)
         elif self.open_count < plan.max_in_flight:
             slot = Slot(self)
             self.slots.append(slot)
             self.open_count += 1
             self.spawn(self._open_and_send(slot, intended))
         else:
-            rec.error("dropped", f"{plan.max_in_flight} requests already in flight (the worker's cap)", now)
+            tick_buffer.error("dropped", f"{plan.max_in_flight} requests already in flight (the worker's cap)", now)
 
     async def _open_and_send(self, slot: Slot, intended: int) -> None:
         try:
             await self.open(slot)
         except (TimeoutError, OSError) as exc:
-            if self.rec is not None:
-                self.rec.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
+            if self.tick_buffer is not None:
+                self.tick_buffer.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
             if slot in self.slots:
                 self.slots.remove(slot)
             self.open_count -= 1
             return
-        if not self.running or self.rec is None:
+        if not self.running or self.tick_buffer is None:
             return
         sent = slot.send(intended)
-        self.rec.sent_one(sent, sent - intended > LATE_SEND_NS)
+        self.tick_buffer.sent_one(sent, sent - intended > LATE_SEND_NS)
 
     # -- main
 

@@ -11,7 +11,8 @@ Rule, when load.workers = 0:
 * pool size: a quarter of the client's cores (at least 1), leaving the rest to the server's
   HTTP threads and Python backend stubs (embedded) or the session and TUI;
 * a concurrency level uses one worker per 32 requests in flight (1..32 -> 1), a rate level
-  one worker per 5000 requests/s, never more than the pool.
+  one worker per 5000 requests/s, never more than the pool (each mode's ``per_worker`` in
+  engine/modes.py).
 When load.workers is set, the pool has that many and every level uses them all (a concurrency
 level never more workers than requests in flight). A client-bound level (see audit.py) says
 when more workers would help.
@@ -19,12 +20,8 @@ when more workers would help.
 
 from __future__ import annotations
 
-import math
-
+from engine.modes import mode_of
 from engine.profiles import Load
-
-IN_FLIGHT_PER_WORKER = 32
-RATE_PER_WORKER = 5000.0
 
 
 def pool_size(load: Load, cpu_count: int) -> int:
@@ -34,8 +31,5 @@ def pool_size(load: Load, cpu_count: int) -> int:
 
 
 def workers_for_level(load: Load, level: float, pool: int) -> int:
-    if load.mode == "rate":
-        wanted = pool if load.workers > 0 else math.ceil(level / RATE_PER_WORKER)
-    else:
-        wanted = min(int(level), pool if load.workers > 0 else math.ceil(level / IN_FLIGHT_PER_WORKER))
-    return max(1, min(pool, wanted))
+    """The mode's share per worker is its strategy's ``per_worker`` (engine/modes.py)."""
+    return mode_of(load.mode).workers_wanted(level, pool, fixed=load.workers > 0)

@@ -17,16 +17,19 @@ import csv
 import io
 from collections.abc import Iterable, Mapping
 
+from engine.modes import CONCURRENCY, RATE, mode_of
+from engine.record.gpu_fields import FIELDS
 from engine.record.summary import LevelSummary, RecordingSummary
 
-HEADER_CONCURRENCY = "Concurrency"
-HEADER_RATE = "Request Rate"
+HEADER_CONCURRENCY = CONCURRENCY.csv_header
+HEADER_RATE = RATE.csv_header
 COLUMNS = [
     "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input",
     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency", "p90 latency",
     "p95 latency", "p99 latency", "Avg latency", "request/response", "response wait",
 ]
-GPU_COLUMNS = ["Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usage", "Total GPU Memory"]
+GPU_FIELDS = [f for f in FIELDS if f.csv_header is not None]
+GPU_COLUMNS = [f.csv_header for f in GPU_FIELDS]
 
 
 def _us(seconds: float | None) -> str:
@@ -56,12 +59,7 @@ def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
         _us(lat.mean), "", "",
     ]
     if with_gpu:
-        row += [
-            _per_gpu(lv.gpu_util, scale=0.01),  # perf_analyzer reports utilization as a fraction
-            _per_gpu(lv.gpu_power_w),
-            _per_gpu(lv.gpu_mem_used_max, integer=True),
-            _per_gpu(lv.gpu_mem_total, integer=True),
-        ]
+        row += [_per_gpu(lv.gpu.get(f.column, {}), f.csv_scale, f.csv_integer) for f in GPU_FIELDS]
     return row
 
 
@@ -74,7 +72,8 @@ def levels_csv(summary: RecordingSummary) -> str:
     levels = sorted(levels, key=lambda lv: (lv.sweep, lv.result.level))
     several = len({lv.sweep for lv in levels}) > 1
     with_gpu = any(lv.gpu_util for lv in levels)
-    first = HEADER_RATE if summary.load_mode == "rate" or any(lv.result.mode == "rate" for lv in levels) else HEADER_CONCURRENCY
+    open_loop = mode_of(summary.load_mode).open_loop or any(mode_of(lv.result.mode).open_loop for lv in levels)
+    first = HEADER_RATE if open_loop else HEADER_CONCURRENCY
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(["Sweep"] if several else [])])

@@ -13,8 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from engine.errors import UserError
-from engine.events import Event, EventSchemaError
-from engine.record.decode import decode_event
+from engine.events import Event, EventSchemaError, UnknownEventKind, event_from_dict
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
 from engine.record.summary import RecordingSummary, summarize
 
@@ -187,11 +186,11 @@ class Recording:
     def decode(self, seq: int, data: dict[str, Any]) -> Event | None:
         """The event, or None for a kind this version does not know (counted, skipped)."""
         try:
-            return decode_event(data)
+            return event_from_dict(data)
+        except UnknownEventKind:
+            self.unknown_events += 1
+            return None
         except EventSchemaError as exc:
-            if "unknown event kind" in str(exc):
-                self.unknown_events += 1
-                return None
             raise RecordingError(f"{self.path}: event #{seq}: {exc}") from None
 
     def events(self, kinds: tuple[str, ...] | None = None) -> Iterator[Event]:

@@ -27,6 +27,7 @@ from typing import Any
 from engine.errors import UserError
 from engine.events import SCHEMA_VERSION, Event, ServerReady, SessionEnded, SessionStarted
 from engine.profiles import redact_server
+from engine.record import gpu_fields
 from engine.record.naming import recording_path
 from engine.record.redact import Redactor
 from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORDING_SCHEMA
@@ -39,6 +40,10 @@ CLOSE_TIMEOUT_S = 30.0
 BUSY_TIMEOUT_S = 30.0  # another process holding a lock on our file (a reader checkpointing) waits, not fails
 
 _STOP = object()
+_INSERT_GPU_SAMPLE = (
+    f"INSERT INTO gpu_samples (seq, ts, gpu, {', '.join(f.column for f in gpu_fields.FIELDS)}) "
+    f"VALUES (?, ?, ?{', ?' * len(gpu_fields.FIELDS)})"
+)
 
 
 def _finite(value: Any) -> Any:
@@ -221,9 +226,8 @@ class Recorder:
         seq = conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)", (float(ts), event.kind, text)).lastrowid
         if event.kind == "gpu_sample":
             conn.executemany(
-                "INSERT INTO gpu_samples (seq, ts, gpu, util, mem_used, mem_total, power) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(seq, ts, self._gpu_id(conn, g), _num(g.get("util_gpu")), _num(g.get("mem_used")),
-                  _num(g.get("mem_total")), _num(g.get("power_w")))
+                _INSERT_GPU_SAMPLE,
+                [(seq, ts, self._gpu_id(conn, g), *(_num(g.get(f.reading)) for f in gpu_fields.FIELDS))
                  for g in data.get("gpus") or [] if isinstance(g, dict)],
             )
         elif event.kind == "host_sample":

@@ -12,9 +12,11 @@ from engine import columns
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.wire import wire_notes
+from engine.modes import mode_of
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
@@ -125,7 +127,7 @@ def _host_text(host: dict) -> str:
 
 def _levels(f: RunFindings, tag: str = "") -> list:
     s = f.summary
-    unit = "Rate (req/s)" if s.load_mode == "rate" else "Concurrency"
+    unit = mode_of(s.load_mode).heading
     figures = [
         columns.LevelFigures.of(
             lv.result, gpu_util=lv.gpu_util_mean,
@@ -139,12 +141,12 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     blocks.append(Table.of(columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour), figures))
     pts = f.points
     blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
-                                       unit, "images/s", log2_x=s.load_mode != "rate"), "Throughput at each level"))
+                                       unit, "images/s", log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
     blocks.append(Chart(svg.line_chart(
         "Latency percentiles",
         [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])
          for name, key in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"))],
-        unit, "latency (ms)", log2_x=s.load_mode != "rate"), "Client latency percentiles at each level"))
+        unit, "latency (ms)", log2_x=mode_of(s.load_mode).log2_axis), "Client latency percentiles at each level"))
     return blocks
 
 
@@ -243,12 +245,10 @@ def _telemetry(f: RunFindings) -> list:
     blocks: list = [Heading("GPU and host telemetry")]
     if s.gpus:
         rows = [[str(g.index) if g.index is not None else fmt.NA, g.name or fmt.NA, g.uuid[:16],
-                 fmt.percent_points(g.util_mean), fmt.percent_points(g.util_max),
-                 f"{fmt.gib(g.mem_used_max)} / {fmt.gib(g.mem_total)} GiB",
-                 fmt.watts(g.power_mean), fmt.watts(g.power_max), g.source]
+                 *(cell(g.stats) for _heading, cell in REPORT_COLUMNS), g.source]
                 for g in s.gpus]
-        blocks.append(Table(["GPU", "Name", "UUID", "Util mean", "Util max", "Memory max / total", "Power mean",
-                             "Power max", "Source"], rows, "Over the whole session", left=3))
+        blocks.append(Table(["GPU", "Name", "UUID", *(heading for heading, _cell in REPORT_COLUMNS), "Source"], rows,
+                            "Over the whole session", left=3))
         series = [svg.Series(f"GPU {g.index if g.index is not None else g.uuid[:8]}",
                              [(t, u[g.uuid]) for t, u in s.gpu_timeline if g.uuid in u]) for g in s.gpus]
         blocks.append(Chart(svg.line_chart("GPU utilization over time", series, "seconds from start", "utilization %",

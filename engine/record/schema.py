@@ -14,6 +14,8 @@ changes meaning; readers refuse files of a newer schema.
 
 from __future__ import annotations
 
+from engine.record.gpu_fields import table_ddl
+
 APPLICATION_ID = 0x47505354  # "GPST": gpuscale-tui recording
 RECORDING_SCHEMA = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -21,7 +23,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # Events that are control signals for consumers, not data: never written.
 NOT_RECORDED_KINDS = frozenset({"replay_reset"})
 
-DDL = """
+DDL = f"""
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL            -- JSON text
@@ -34,7 +36,8 @@ CREATE TABLE events (
 );
 CREATE INDEX events_kind ON events (kind, seq);
 -- Telemetry again, one row per GPU reading: an index for summaries (SQL aggregates instead of
--- parsing an hour of JSON). Written in the same transaction as its event row.
+-- parsing an hour of JSON). Written in the same transaction as its event row. gpu_samples' metric
+-- columns come from engine/record/gpu_fields.py.
 CREATE TABLE gpus (
     id     INTEGER PRIMARY KEY,
     uuid   TEXT NOT NULL UNIQUE,
@@ -42,15 +45,7 @@ CREATE TABLE gpus (
     name   TEXT,
     source TEXT
 );
-CREATE TABLE gpu_samples (
-    seq       INTEGER NOT NULL,    -- the gpu_sample event's seq
-    ts        REAL NOT NULL,
-    gpu       INTEGER NOT NULL,    -- gpus.id
-    util      REAL,                -- percent
-    mem_used  INTEGER,             -- bytes
-    mem_total INTEGER,
-    power     REAL                 -- watts
-);
+{table_ddl()};
 CREATE INDEX gpu_samples_ts ON gpu_samples (ts);
 CREATE TABLE host_samples (
     seq INTEGER NOT NULL,

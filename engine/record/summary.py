@@ -20,6 +20,8 @@ from engine.events import (
     Topology,
     WireCeiling,
 )
+from engine.modes import mode_of
+from engine.record.gpu_fields import FIELDS, TIMELINE, column_or_null
 
 if TYPE_CHECKING:
     from engine.record.reader import Recording
@@ -37,12 +39,9 @@ class GpuSummary:
     name: str | None
     source: str
     samples: int = 0
-    util_mean: float | None = None
-    util_max: float | None = None
-    mem_used_max: int | None = None
-    mem_total: int | None = None
-    power_mean: float | None = None
-    power_max: float | None = None
+    # "<column>_<aggregate>" -> value over the whole session, for each field of gpu_fields.FIELDS
+    # ("util_mean", "power_max", ...); None where the GPU's source did not give it
+    stats: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,16 +50,19 @@ class LevelSummary:
     sweep: int  # which sweep of the session (1, 2, ...): a session can run several; figures never mix
     t_start: float | None  # the measured span: non-warmup windows (or the level's own span)
     t_end: float | None
-    gpu_util: dict[str, float] = field(default_factory=dict)  # uuid -> mean util % in the span
-    gpu_power_w: dict[str, float] = field(default_factory=dict)  # uuid -> mean power in the span
-    gpu_mem_used_max: dict[str, int] = field(default_factory=dict)  # uuid -> bytes, max in the span
-    gpu_mem_total: dict[str, int] = field(default_factory=dict)
+    # gpu_samples column -> uuid -> the field's in_level aggregate over the span (gpu_fields.FIELDS)
+    gpu: dict[str, dict[str, float]] = field(default_factory=dict)
     host_cpu_percent: float | None = None
     windows_recorded: int = 0
 
     @property
     def level(self) -> float:
         return self.result.level
+
+    @property
+    def gpu_util(self) -> dict[str, float]:
+        """uuid -> mean utilization % in the span."""
+        return self.gpu.get("util", {})
 
     @property
     def gpu_util_mean(self) -> float | None:
@@ -271,8 +273,9 @@ def summarize(recording: Recording) -> RecordingSummary:
             spans[index] = (min(s for s, _ in windows[index]), max(e for _, e in windows[index]))
         elif index in level_open:
             spans[index] = (level_open[index], result.ts)
-    gpus, timeline = _gpu_telemetry(recording, first_ts, last_ts)
-    level_gpu = {index: _gpu_in_span(recording, span) for index, span in spans.items()}
+    present = frozenset(name for _cid, name, *_rest in recording.query("PRAGMA table_info(gpu_samples)"))
+    gpus, timeline = _gpu_telemetry(recording, first_ts, last_ts, present)
+    level_gpu = {index: _gpu_in_span(recording, span, present) for index, span in spans.items()}
     level_host = {index: _host_in_span(recording, span) for index, span in spans.items()}
     host_mean, host_max = next(recording.query("SELECT avg(cpu), max(cpu) FROM host_samples"))
 
@@ -282,10 +285,7 @@ def summarize(recording: Recording) -> RecordingSummary:
             sweep=index[0],
             t_start=spans.get(index, (None, None))[0],
             t_end=spans.get(index, (None, None))[1],
-            gpu_util=level_gpu.get(index, {}).get("util", {}),
-            gpu_power_w=level_gpu.get(index, {}).get("power", {}),
-            gpu_mem_used_max=level_gpu.get(index, {}).get("mem", {}),
-            gpu_mem_total=level_gpu.get(index, {}).get("total", {}),
+            gpu=level_gpu.get(index, {}),
             host_cpu_percent=level_host.get(index),
             windows_recorded=window_counts.get(index, 0),
         )
@@ -296,7 +296,7 @@ def summarize(recording: Recording) -> RecordingSummary:
     variant = str(server.get("config_variant") or model_section.get("variant") or "")
     gpu_count = int(_number(hardware.get("gpu_count")) or 0)
     cost = _number(hardware.get("cost_per_hour"))
-    planned = load.get("rates") if load.get("mode") == "rate" else load.get("concurrency")
+    planned = load.get(mode_of(_text(load.get("mode"))).levels_key)
     planned = [x for x in planned if _number(x) is not None] if isinstance(planned, list) else []
     batch_size = _number(load.get("batch_size"))
     return RecordingSummary(
@@ -353,20 +353,26 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _gpu_telemetry(
-    recording: Recording, t0: float | None, t_last: float | None
+    recording: Recording, t0: float | None, t_last: float | None, present: frozenset[str]
 ) -> tuple[list[GpuSummary], list[tuple[float, dict[str, float]]]]:
     """Per-GPU figures for the whole session and the utilization timeline (at most
-    TIMELINE_POINTS buckets), from one grouped pass over gpu_samples."""
+    TIMELINE_POINTS buckets), from one grouped pass over gpu_samples. Means are sums over
+    counts, so merging buckets gives the exact mean of the samples."""
     if t0 is None or t_last is None:
         return [], []
-    gpus = {gid: GpuSummary(uuid=uuid, index=idx, name=name, source=source or "")
+    gpus = {gid: GpuSummary(uuid=uuid, index=idx, name=name, source=source or "",
+                            stats={f"{f.column}_{agg}": None for f in FIELDS for agg in f.session})
             for gid, uuid, idx, name, source in recording.query("SELECT id, uuid, idx, name, source FROM gpus")}
     width = max((t_last - t0) / TIMELINE_POINTS, 1e-9)
-    totals: dict[int, list[float]] = {gid: [0.0, 0.0, 0.0, 0.0] for gid in gpus}  # util sum, n, power sum, n
+    selected: list[str] = []  # per field, per aggregate: sum and count for a mean, max for a max
+    for f in FIELDS:
+        col = column_or_null(f, present)
+        for agg in f.session:
+            selected += [f"sum({col})", f"count({col})"] if agg == "mean" else [f"max({col})"]
+    totals: dict[tuple[int, str], list[float]] = {}  # (gpu, key) -> [sum, count]
     buckets: dict[int, tuple[list[float], dict[str, float]]] = {}
-    for b, gid, count, offset, u_sum, u_n, u_max, m_max, t_max, p_sum, p_n, p_max in recording.query(
-        "SELECT min(CAST((ts - ?) / ? AS INTEGER), ?) AS b, gpu, count(*), avg(ts - ?), sum(util), count(util), "
-        "max(util), max(mem_used), max(mem_total), sum(power), count(power), max(power) "
+    for b, gid, count, offset, *values in recording.query(
+        f"SELECT min(CAST((ts - ?) / ? AS INTEGER), ?) AS b, gpu, count(*), avg(ts - ?), {', '.join(selected)} "
         "FROM gpu_samples GROUP BY b, gpu",
         (t0, width, TIMELINE_POINTS - 1, t0),
     ):
@@ -374,40 +380,46 @@ def _gpu_telemetry(
         if g is None:
             continue
         g.samples += count
-        acc = totals[gid]
-        if u_n:
-            acc[0] += u_sum
-            acc[1] += u_n
-            g.util_max = u_max if g.util_max is None else max(g.util_max, u_max)
-            times, utils = buckets.setdefault(b, ([], {}))
-            times.append(offset)
-            utils[g.uuid] = u_sum / u_n
-        if p_n:
-            acc[2] += p_sum
-            acc[3] += p_n
-            g.power_max = p_max if g.power_max is None else max(g.power_max, p_max)
-        if m_max is not None:
-            g.mem_used_max = m_max if g.mem_used_max is None else max(g.mem_used_max, m_max)
-        if t_max is not None:
-            g.mem_total = t_max if g.mem_total is None else max(g.mem_total, t_max)
-    for gid, (u_sum, u_n, p_sum, p_n) in totals.items():
-        gpus[gid].util_mean = u_sum / u_n if u_n else None
-        gpus[gid].power_mean = p_sum / p_n if p_n else None
+        at = 0
+        for f in FIELDS:
+            for agg in f.session:
+                key = f"{f.column}_{agg}"
+                if agg == "mean":
+                    total, n = values[at], values[at + 1]
+                    at += 2
+                    if n:
+                        acc = totals.setdefault((gid, key), [0.0, 0.0])
+                        acc[0] += total
+                        acc[1] += n
+                        if f is TIMELINE:
+                            times, utils = buckets.setdefault(b, ([], {}))
+                            times.append(offset)
+                            utils[g.uuid] = total / n
+                else:
+                    top = values[at]
+                    at += 1
+                    if top is not None:
+                        known = g.stats.get(key)
+                        g.stats[key] = top if known is None else max(known, top)
+    for (gid, key), (total, n) in totals.items():
+        gpus[gid].stats[key] = total / n
     ordered = sorted(gpus.values(), key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid))
     timeline = [(fmean(times), utils) for _b, (times, utils) in sorted(buckets.items())]
     return ordered, timeline
 
 
-def _gpu_in_span(recording: Recording, span: tuple[float, float]) -> dict[str, dict[str, Any]]:
-    """metric -> GPU -> value over the samples taken while a level was measured."""
-    out: dict[str, dict[str, Any]] = {"util": {}, "power": {}, "mem": {}, "total": {}}
-    for uuid, util, power, mem, total in recording.query(
-        "SELECT g.uuid, avg(s.util), avg(s.power), max(s.mem_used), max(s.mem_total) FROM gpu_samples s "
-        "JOIN gpus g ON g.id = s.gpu WHERE s.ts BETWEEN ? AND ? GROUP BY s.gpu", span,
+def _gpu_in_span(recording: Recording, span: tuple[float, float], present: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """column -> GPU -> value over the samples taken while a level was measured."""
+    out: dict[str, dict[str, Any]] = {f.column: {} for f in FIELDS}
+    selected = ", ".join(f"{'avg' if f.in_level == 'mean' else 'max'}({column_or_null(f, present, 's.')})"
+                         for f in FIELDS)
+    for uuid, *values in recording.query(
+        f"SELECT g.uuid, {selected} FROM gpu_samples s JOIN gpus g ON g.id = s.gpu WHERE s.ts BETWEEN ? AND ? "
+        "GROUP BY s.gpu", span,
     ):
-        for metric, value in (("util", util), ("power", power), ("mem", mem), ("total", total)):
+        for f, value in zip(FIELDS, values, strict=True):
             if value is not None:
-                out[metric][uuid] = value
+                out[f.column][uuid] = value
     return out
 
 

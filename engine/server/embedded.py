@@ -38,6 +38,11 @@ class ServerStartError(RunFailed):
     """tritonserver did not become ready. The message ends with the tail of its log."""
 
 
+class PortTaken(ServerStartError):
+    """tritonserver could not bind a port (taken between probing and binding): worth a retry
+    on new ports. Told from its log, the only place Triton says so."""
+
+
 def http_threads() -> int:
     return max(8, min(64, os.cpu_count() or 8))
 
@@ -162,10 +167,13 @@ class EmbeddedServer:
                 try:
                     self._wait_ready()
                     return self
-                except ServerStartError as exc:
+                except PortTaken:
                     self._terminate()
-                    if "address already in use" not in str(exc).lower() or attempt == 2:
+                    if attempt == 2:
                         raise
+                except ServerStartError:
+                    self._terminate()
+                    raise
         except BaseException:
             self.stop()
             raise
@@ -254,7 +262,7 @@ class EmbeddedServer:
         waiting = [f"{self.http_url}/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
         while time.monotonic() < deadline:
             if self._guard.poll() is not None:
-                raise ServerStartError(self._failure("tritonserver exited during start-up"))
+                raise self._start_error("tritonserver exited during start-up")
             try:
                 while waiting and _get(waiting[0], timeout=1.0)[0] == 200:
                     waiting.pop(0)
@@ -263,7 +271,11 @@ class EmbeddedServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.2)
-        raise ServerStartError(self._failure(f"tritonserver not ready after {self.startup_timeout_s:.0f} s"))
+        raise self._start_error(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")
+
+    def _start_error(self, what: str) -> ServerStartError:
+        message = self._failure(what)
+        return (PortTaken if "address already in use" in message.lower() else ServerStartError)(message)
 
     def _failure(self, what: str) -> str:
         """The reason first: Triton's error lines (E1121 ...), then the log's last lines."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine import format as fmt
 from engine.errors import UserError
+from engine.modes import mode_of
 from engine.record import svg
 from engine.record.compare import compare
 from engine.record.doc import (
@@ -78,7 +79,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
                  "saturation = the lowest level within 5 % of the config's peak; "
                  "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))
     if f.slo:
-        doc.add(Para(f"SLO point: the highest {'concurrency' if first.load_mode != 'rate' else 'rate'} whose "
+        doc.add(Para(f"SLO point: the highest {mode_of(first.load_mode).name} whose "
                      f"{f.slo.percentile} stays under {f.slo.target_s * 1000:g} ms below the lowest level that "
                      f"missed it, found by bisection after the planned levels (at most {ix.search_steps} extra "
                      "levels per config, as perf_analyzer's --latency-threshold --binary-search). "
@@ -115,7 +116,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
 
 
 def _charts(f: StudyFigures) -> list:
-    unit = "rate (req/s)" if f.configs[0].summary.load_mode == "rate" else "concurrency"
+    mode = mode_of(f.configs[0].summary.load_mode)
+    unit = mode.axis
     tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points]) for c in f.configs]
     lat = [svg.Series(c.variant, [(p.level, p.p99 * 1000) for p in c.findings.points if p.p99 is not None])
            for c in f.configs]
@@ -129,10 +131,10 @@ def _charts(f: StudyFigures) -> list:
             lat = pct + [target]
     name = f.slo.percentile if f.slo else "p99"
     return [
-        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=unit == "concurrency"),
+        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=mode.log2_axis),
               "One line per config; the SLO search adds levels between the planned ones"),
         Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms)",
-                             log2_x=unit == "concurrency"), "Dashed: the latency target"),
+                             log2_x=mode.log2_axis), "Dashed: the latency target"),
     ]
 
 

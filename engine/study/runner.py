@@ -22,6 +22,7 @@ from engine import events as ev
 from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search_level
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
+from engine.modes import mode_of
 from engine.profiles import Profile
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import (
@@ -54,7 +55,7 @@ def search_for(slo: Slo, mode: str, max_steps: int) -> Callable[[list[ev.LevelRe
     def more(results: list[ev.LevelResult]) -> float | None:
         points = [Measured(r.level, getattr(r.latency, slo.percentile) if r.status != "failed" and r.requests else None,
                            r.throughput_ips) for r in results if r.status != "interrupted"]
-        return next_search_level(points, slo.target_s, integer=mode == "concurrency",
+        return next_search_level(points, slo.target_s, integer=mode_of(mode).integer_levels,
                                  steps_done=sum(1 for r in results if r.slo_search), max_steps=max_steps)
 
     return more
@@ -163,7 +164,7 @@ class StudySource(EventSource):
         load = self.profile.load
         self.bus.publish(ev.StudyStarted(
             study_id=self.index.study_id, model=self.index.model, variants=list(self.variants),
-            levels=[float(x) for x in (load.concurrency if load.mode == "concurrency" else load.rates)],
+            levels=[float(x) for x in mode_of(load.mode).levels(load)],
             mode=load.mode, server=self.server_kind, slo=self.index.slo, search_steps=self.search_steps,
             index_path=str(self.index_path),
         ))

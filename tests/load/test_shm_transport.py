@@ -37,9 +37,9 @@ async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identit
     load = quick_load(concurrency=[2, 4], transport="system_shm", stability_percent=50)
     events = Events()
     task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
-    seen: list[str] = []
+    seen: set[str] = set()
     while not task.done():  # while the sweep runs: our input and output regions are registered
-        seen = seen or [n for n in await asyncio.to_thread(_registered, identity_server.http_url) if n.startswith(segment_prefix())]
+        seen |= {n for n in await asyncio.to_thread(_registered, identity_server.http_url) if n.startswith(segment_prefix())}
         await asyncio.sleep(0.05)
     results = task.result()
     assert [r.status for r in results] != [] and all(r.status in ("stable", "unstable") for r in results)

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import UserError
 from engine.load.target import Target, target_info_from
-from engine.load.worker import Recorder
+from engine.load.worker import TickBuffer
 
 T = Target("http://127.0.0.1:1", "m")
 
@@ -36,13 +36,13 @@ def test_unusable_metadata_is_one_clear_line(meta, message):
 
 def test_recorder_attributes_by_completion_time_and_flushes_every_tick():
     t0, tick = 1_000_000_000, 250_000_000
-    rec = Recorder(worker=3, level_index=2, t0_ns=t0, tick_ns=tick, rate_mode=True)
-    rec.ok(5, 4, t0 + 10, 1, 3, 1)  # tick 0
-    rec.error("timeout", "slow", t0 + tick - 1)  # tick 0
-    rec.ok(6, 6, t0 + tick, 1, 4, 1)  # tick 1 (boundary belongs to the next tick)
-    rec.ok(7, 7, t0 + 3 * tick + 5, 2, 4, 1)  # tick 3: tick 2 stays empty
-    rec.sent_one(t0 + 3 * tick + 6, late=True)
-    ticks = rec.flush(3)
+    tick_buffer = TickBuffer(worker=3, level_index=2, t0_ns=t0, tick_ns=tick, rate_mode=True)
+    tick_buffer.ok(5, 4, t0 + 10, 1, 3, 1)  # tick 0
+    tick_buffer.error("timeout", "slow", t0 + tick - 1)  # tick 0
+    tick_buffer.ok(6, 6, t0 + tick, 1, 4, 1)  # tick 1 (boundary belongs to the next tick)
+    tick_buffer.ok(7, 7, t0 + 3 * tick + 5, 2, 4, 1)  # tick 3: tick 2 stays empty
+    tick_buffer.sent_one(t0 + 3 * tick + 6, late=True)
+    ticks = tick_buffer.flush(3)
     assert [t.tick for t in ticks] == [0, 1, 2, 3]
     assert [t.ok for t in ticks] == [1, 1, 0, 1]
     assert ticks[0].errors == {"timeout": 1} and ticks[0].messages == {"timeout": ["slow"]}
@@ -50,5 +50,5 @@ def test_recorder_attributes_by_completion_time_and_flushes_every_tick():
     assert ticks[3].sent == 1 and ticks[3].late == 1
     assert all(t.worker == 3 and t.level_index == 2 for t in ticks)
     # nothing more completed: the next flush still reports the (empty) tick 4
-    (empty,) = rec.flush(4)
+    (empty,) = tick_buffer.flush(4)
     assert empty.tick == 4 and empty.ok == 0 and empty.completed == 0

@@ -18,9 +18,9 @@ from engine.events import (
     ServerBreakdown,
     SessionEnded,
     SessionStarted,
+    event_from_dict,
 )
 from engine.profiles import Hardware, Load, Profile
-from engine.record.decode import decode_event
 from engine.record.export import export
 from engine.record.export_csv import COLUMNS
 from engine.record.reader import Recording
@@ -97,7 +97,7 @@ def test_json_is_complete(recording_4x: Path, tmp_path: Path) -> None:
         path = export(r, "json", tmp_path)
         doc = json.loads(path.read_text())
         assert doc["metadata"] == r.metadata
-        assert [decode_event(e) for e in doc["events"]] == list(r.events())
+        assert [event_from_dict(e) for e in doc["events"]] == list(r.events())
 
 
 def test_markdown_report(recording_4x: Path, tmp_path: Path) -> None:
@@ -229,9 +229,12 @@ def test_one_sweep_reports_carry_no_sweep_column(hand_recording: Path, tmp_path:
 
 def test_the_cli_and_the_export_dialog_read_the_one_exporter_registry() -> None:
     from engine.record.export import EXPORTERS
-    from tui.cli import EXPORT_FORMATS as cli_formats
+    from tui.cli import build_parser
     from tui.screens.dialogs import EXPORT_FORMATS as dialog_formats
 
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    export_format = next(a for a in sub.choices["export"]._actions if a.dest == "format")
+    cli_formats = tuple(export_format.choices)
     assert cli_formats == tuple(EXPORTERS) == ("json", "csv", "md", "html")
     assert [name for name, _ in dialog_formats] == list(EXPORTERS)
     assert all(text == EXPORTERS[name].description for name, text in dialog_formats)

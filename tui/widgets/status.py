@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine import format as fmt
+from engine.modes import mode_of
 from tui.state import SessionState
 
 SECTIONS = ("session", "progress", "sweep")
 
 
 def _short_level(mode: str, level: float) -> str:
-    return fmt.level(mode, level) if mode == "rate" else f"c={fmt.level(mode, level)}"
+    return fmt.level(mode, level) if mode_of(mode).open_loop else f"c={fmt.level(mode, level)}"
 
 
 class Parts:

@@ -11,6 +11,7 @@ from engine import format as fmt
 from engine.columns import Column, compute_seconds
 from engine.events import WindowResult
 from engine.format import plural
+from engine.modes import mode_of
 from tui import tables
 from tui.state import SessionState
 from tui.widgets.panel import Panel
@@ -40,7 +41,7 @@ class SweepPanel(Panel):
             return "sweep"
         row = next(iter(state.levels.values()))
         done = sum(1 for r in state.levels.values() if r.result is not None)
-        mode = "concurrency" if row.mode == "concurrency" else "request rate"
+        mode = "request rate" if mode_of(row.mode).open_loop else "concurrency"
         number = f" {state.sweep_number}" if state.past_sweeps else ""
         return f"sweep{number} · {mode} · {done}/{row.total} levels · times in ms"
 
