@@ -267,15 +267,15 @@ class GpuscaleApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_start_sweep(self) -> None:
-        self.controls.request_sweep()  # type: ignore[union-attr]
+        self.controls.request_sweep()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
         self.notify("sweep requested")
 
     def action_cancel_sweep(self) -> None:
-        self.controls.cancel_sweep()  # type: ignore[union-attr]
+        self.controls.cancel_sweep()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
         self.notify("stopping the current job")
 
     def action_run_probe(self) -> None:
-        self.controls.request_probe()  # type: ignore[union-attr]
+        self.controls.request_probe()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
         self.notify("training probe requested")
 
     def _replay_do(self, method: str, *args: Any) -> bool:

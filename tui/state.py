@@ -471,7 +471,7 @@ class SessionState:
         """Highest throughput among merged levels that were measured to the end (not failed,
         not interrupted)."""
         done = [r for r in self.levels.values() if r.result is not None and r.status not in ("failed", "interrupted")]
-        return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]
+        return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]  # done holds levels with a result
 
     @property
     def running(self) -> bool:

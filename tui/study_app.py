@@ -45,7 +45,7 @@ class StudyScreen(StateScreen):
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
-        self.show_study(self.app.study)  # type: ignore[attr-defined]
+        self.show_study(self.app.study)  # type: ignore[attr-defined]  # only the study app shows this screen
 
 
 class StudyApp(GpuscaleApp):

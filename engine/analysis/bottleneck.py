@@ -86,7 +86,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
     s = result.server
     compute = None
     if s is not None and None not in (s.compute_input, s.compute_infer, s.compute_output):
-        compute = s.compute_input + s.compute_infer + s.compute_output  # type: ignore[operator]
+        compute = s.compute_input + s.compute_infer + s.compute_output  # type: ignore[operator]  # all three are set when server stats are
     return LevelEvidence(
         level=float(result.level), throughput=result.throughput_ips, latency_mean=result.latency.mean,
         queue=s.queue if s else None, compute=compute,

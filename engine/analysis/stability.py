@@ -37,4 +37,4 @@ def is_stable(
         return False
     tail_t = list(throughputs[-stable_windows:])
     tail_l = list(latencies[-stable_windows:])
-    return within(tail_t, percent) and within(tail_l, percent)  # type: ignore[arg-type]
+    return within(tail_t, percent) and within(tail_l, percent)  # type: ignore[arg-type]  # callers drop windows without a mean latency

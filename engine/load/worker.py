@@ -209,11 +209,11 @@ class Slot(asyncio.BufferedProtocol):
     # -- asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.tr = transport  # type: ignore[assignment]
+        self.tr = transport  # type: ignore[assignment]  # a TCP connection: asyncio hands a Transport
         # pause_writing as soon as the transport keeps any byte back, resume_writing when it has
         # handed the last one to the kernel: the end of each request's write, at no cost when
         # the kernel takes the whole request at once
-        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]  # a WriteTransport
         self.paused = False
         if _DIAG_SNDBUF:  # diagnosis only (bench/diag_fidelity.py): a fixed send buffer
             sock = transport.get_extra_info("socket")
@@ -294,7 +294,7 @@ class Slot(asyncio.BufferedProtocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self.written_ns = 0
-        self.tr.write(self.raw)  # type: ignore[union-attr]
+        self.tr.write(self.raw)  # type: ignore[union-attr]  # only connected slots send
         if not self.paused:
             self.written_ns = monotonic_ns()
         return now
@@ -627,7 +627,7 @@ class Worker:
             slot.abort()  # the server said Connection: close; lost() reconnects it
             return
         if not self.open_loop:
-            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
         else:
             self.idle.append(slot)
 
@@ -684,13 +684,13 @@ class Worker:
                 slot.backoff = min(BACKOFF_MAX_S, slot.backoff * 2)
                 delay = slot.backoff
                 continue
-            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
             return
 
     # -- rate mode
 
     def next_gap(self) -> float:
-        if self.plan.arrival == "poisson":  # type: ignore[union-attr]
+        if self.plan.arrival == "poisson":  # type: ignore[union-attr]  # rate mode runs with a plan
             return self.rng.expovariate(1.0) * self.gap_ns
         return self.gap_ns
 
@@ -787,7 +787,7 @@ class PreciseEpollSelector(selectors.EpollSelector):
         self.previous = self.returned
         self.entered = monotonic_ns()
         if self.precise and timeout is not None and timeout > 0:
-            select.select([self._selector.fileno()], [], [], timeout)  # type: ignore[attr-defined]
+            select.select([self._selector.fileno()], [], [], timeout)  # type: ignore[attr-defined]  # EpollSelector's private epoll object
             timeout = 0
         events = super().select(timeout)
         self.returned = monotonic_ns()

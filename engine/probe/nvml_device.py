@@ -65,7 +65,7 @@ class UtilizationSampler:
             self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
-        nvml, handle = self._found  # type: ignore[misc]
+        nvml, handle = self._found  # type: ignore[misc]  # set before the thread starts, never None here
         while not self._stop.is_set():
             try:
                 self._samples.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))

@@ -287,7 +287,7 @@ def _recommend(c: Comparison) -> list[str]:
         best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)
         out.append(f"Cheapest per image: {best.label} at {num.money(best.findings.cost_per_1000_at_peak)} per 1000 images "
                    f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s).")
-    fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]
+    fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]  # filtered to runs that have one
     if fastest is not None and fastest.findings.peak is not None:
         out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s.")
     for r in c.runs:
@@ -323,7 +323,7 @@ def _charts(c: Comparison) -> list:
     scaled = [r for r in c.runs if r.scaling and r.scaling.efficiency is not None]
     if scaled:
         blocks.append(Chart(svg.bar_chart("Scaling efficiency at the peak", [r.label[:18] for r in scaled],
-                                          [("efficiency %", [(r.scaling.efficiency or 0) * 100 for r in scaled])],  # type: ignore[union-attr]
+                                          [("efficiency %", [(r.scaling.efficiency or 0) * 100 for r in scaled])],  # type: ignore[union-attr]  # filtered to runs that have one
                                           "%"), "peak_N / (N x peak_1)"))
     priced = [r for r in c.runs if r.findings.cost_per_1000_at_peak is not None]
     if priced:

@@ -51,7 +51,7 @@ def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
     lat = r.latency
     network = None
     if s is not None and lat.mean is not None and None not in (s.queue, s.compute_input, s.compute_infer, s.compute_output):
-        network = max(lat.mean - s.queue - s.compute_input - s.compute_infer - s.compute_output, 0.0)  # type: ignore[operator]
+        network = max(lat.mean - s.queue - s.compute_input - s.compute_infer - s.compute_output, 0.0)  # type: ignore[operator]  # all set together with the server stats
     row = [
         f"{r.level:g}", f"{r.throughput_ips:.2f}", "", _us(network),
         _us(s.queue if s else None), _us(s.compute_input if s else None), _us(s.compute_infer if s else None),

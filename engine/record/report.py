@@ -158,7 +158,7 @@ def _breakdown(f: RunFindings, tag: str = "") -> list:
             continue
         comp = None
         if None not in (sv.compute_input, sv.compute_infer, sv.compute_output):
-            comp = sv.compute_input + sv.compute_infer + sv.compute_output  # type: ignore[operator]
+            comp = sv.compute_input + sv.compute_infer + sv.compute_output  # type: ignore[operator]  # all three are set when server stats are
         share = sv.queue / (sv.queue + comp) if sv.queue is not None and comp and (sv.queue + comp) > 0 else None
         rows.append([fmt.level_value(lv.level), fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
                      fmt.ms(sv.compute_output), fmt.ms(sv.server_total), fmt.ms(sv.client_minus_server),

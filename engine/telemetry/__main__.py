@@ -55,7 +55,7 @@ def _is_http_url(text: str) -> bool:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> None:  # type: ignore[override]  # exits with code 2 like argparse's, printed our way
         raise UserError(f"{self.prog}: {message}")
 
 

@@ -23,7 +23,7 @@ class StateScreen(Screen):
 
     @property
     def gpuscale(self) -> GpuscaleApp:
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # screens run only inside GpuscaleApp
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")  # no clock: screens show session time only
@@ -39,7 +39,7 @@ class StateScreen(Screen):
 
     def show_state(self, state: SessionState, force: bool = False) -> None:
         for widget in self.query(".state-view"):
-            widget.show_state(state, force)  # type: ignore[attr-defined]
+            widget.show_state(state, force)  # type: ignore[attr-defined]  # .state-view widgets all define show_state
 
     def tick_replay(self) -> None:
         bars = self.query(ReplayBar)
