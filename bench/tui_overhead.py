@@ -82,8 +82,8 @@ def read_results(out_dir: Path, run: Run) -> None:
     (path,) = out_dir.glob("*.sqlite")
     with Recording.open(path) as recording:
         for event in recording.events(("level_result",)):
-            run.levels[event.level] = (event.throughput_ips, event.latency.p99 or math.nan)  # type: ignore[attr-defined]
-            run.statuses[event.level] = event.status  # type: ignore[attr-defined]
+            run.levels[event.level] = (event.throughput_ips, event.latency.p99 or math.nan)  # type: ignore[attr-defined]  # a LevelResult (kind checked above)
+            run.statuses[event.level] = event.status  # type: ignore[attr-defined]  # a LevelResult
 
 
 def sweep_finished(out_dir: Path) -> bool:

@@ -188,7 +188,7 @@ def test_kill_9_keeps_everything_up_to_the_last_second(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            line = child.stdout.readline()  # type: ignore[union-attr]
+            line = child.stdout.readline()  # type: ignore[union-attr]  # stdout=PIPE
             if not line:
                 break
             i, ts = line.split()
@@ -200,7 +200,7 @@ def test_kill_9_keeps_everything_up_to_the_last_second(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(10)
-        child.stdout.close()  # type: ignore[union-attr]
+        child.stdout.close()  # type: ignore[union-attr]  # stdout=PIPE
     assert len(published) >= 250
     with Recording.open(path) as r:  # opens as is: no repair step
         got = [int(e.message) for e in r.events(("warning",))]

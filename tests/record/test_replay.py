@@ -113,7 +113,7 @@ def test_speed_controls(recording_4x: Path) -> None:
     try:
         for bad in (0, -1, float("nan"), "fast"):
             with pytest.raises(UserError):
-                source.set_speed(bad)  # type: ignore[arg-type]
+                source.set_speed(bad)  # type: ignore[arg-type]  # the wrong type on purpose
         source.set_speed(10)
         assert source.speed == 10.0
         source.set_speed(None)

@@ -50,8 +50,8 @@ def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
 
 def _set(data: object, path: tuple, value: object) -> None:
     for key in path[:-1]:
-        data = data[key]  # type: ignore[index]
-    data[path[-1]] = value  # type: ignore[index]
+        data = data[key]  # type: ignore[index]  # a JSON tree: dicts and lists
+    data[path[-1]] = value  # type: ignore[index]  # a JSON tree: dicts and lists
 
 
 def _mutate(source: Path, target: Path, rng: random.Random) -> str:

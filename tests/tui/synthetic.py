@@ -107,7 +107,7 @@ def session_events(
                 mode="concurrency", level=level, index=index, status=status, batch_size=1, windows=3,
                 merged_windows=3, requests=int(ips * 6), errors=0, throughput_rps=ips, throughput_ips=ips,
                 latency=latency(base / 1000), server=breakdown(queue_s, 0.0016, min(level, 8) * 0.9),
-                audit=out[-1].audit, duration_s=8.1, ts=T0 + t,  # type: ignore[attr-defined]
+                audit=out[-1].audit, duration_s=8.1, ts=T0 + t,  # type: ignore[attr-defined]  # out[-1] is a WindowResult here
             ))
         else:
             break
