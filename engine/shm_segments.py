@@ -2,6 +2,7 @@
 
 A leaf both sides need: engine/load/shm.py creates ``/dev/shm/gpuscale-<pid>-...`` segments, and
 the embedded server's guard (engine/server) removes those of a tool killed before it could.
+Standard library only: the guard imports it.
 """
 
 from __future__ import annotations
@@ -12,3 +13,20 @@ import os
 def segment_prefix(pid: int | None = None) -> str:
     """Every /dev/shm segment process ``pid`` (default: this one) creates starts with this."""
     return f"gpuscale-{os.getpid() if pid is None else pid}-"
+
+
+def remove_segments(prefix: str, root: str = "/dev/shm") -> int:
+    """Remove the segments whose names start with ``prefix``; returns how many were removed."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join(root, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.profiles import Hardware
+
 
 @dataclass
 class LoadSample:
@@ -73,16 +75,11 @@ class HostFacts:
 
 
 @dataclass
-class ExpectedHardware:
-    """The profile's [hardware] block; gpu_count 0 means "whatever this machine has"."""
+class ExpectedHardware(Hardware):
+    """The profile's [hardware] block and the profile's name; gpu_count 0 means "whatever this
+    machine has"."""
 
     profile: str = ""
-    gpu_model: str = "none"
-    gpu_count: int = 0
-    vram_gb: float = 0.0
-    interconnect: str = "none"
-    vcpus: int = 0
-    ram_gb: float = 0.0
 
 
 @dataclass

@@ -9,6 +9,7 @@ the all-reduce group starts its ranks once and sweeps 1 KiB .. 256 MiB.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -37,9 +38,7 @@ AllReducer = Callable[[int], tuple[float | None, int | None, str | None]]
 
 
 def expected_from_profile(profile: Any) -> ExpectedHardware:
-    hw = profile.hardware
-    return ExpectedHardware(profile=profile.name, gpu_model=hw.gpu_model, gpu_count=hw.gpu_count,
-                            vram_gb=hw.vram_gb, interconnect=hw.interconnect, vcpus=hw.vcpus, ram_gb=hw.ram_gb)
+    return ExpectedHardware(profile=profile.name, **dataclasses.asdict(profile.hardware))
 
 
 def run_measure_child(timeout_s: float = MEASURE_TIMEOUT_S) -> dict[str, Any]:

@@ -210,24 +210,3 @@ def ipc_mem_handle(shared: bytes) -> bytes:
         raise UserError("load.transport = 'cuda_shm' cannot share torch's expandable segments: unset "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments for this run")
     raise UserError(f"load.transport = 'cuda_shm': unknown CUDA IPC handle layout from torch ({len(shared)} bytes)")
-
-
-__all__ = ["segment_prefix"]  # re-exported: the tests and the bench name segments through here
-
-
-def remove_segments(prefix: str) -> int:
-    """Remove /dev/shm segments whose names start with ``prefix`` (the guard, after a SIGKILL of
-    the tool). Returns how many were removed."""
-    removed = 0
-    try:
-        names = os.listdir(SHM_ROOT)
-    except OSError:
-        return 0
-    for name in names:
-        if name.startswith(prefix):
-            try:
-                os.unlink(os.path.join(SHM_ROOT, name))
-                removed += 1
-            except OSError:
-                pass
-    return removed

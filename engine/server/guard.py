@@ -24,6 +24,8 @@ import subprocess
 import sys
 import threading
 
+from engine.shm_segments import remove_segments
+
 GRACE_S = 10.0
 
 
@@ -81,20 +83,6 @@ def exit_status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _remove_segments(prefix: str) -> None:
-    """The tool's shared-memory segments (engine/load/shm.py names them ``gpuscale-<pid>-...``)."""
-    try:
-        names = os.listdir("/dev/shm")
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(prefix):
-            try:
-                os.unlink(os.path.join("/dev/shm", name))
-            except OSError:
-                pass
-
-
 def main(argv: list[str]) -> int:
     cleanup = None
     shm_prefix = None
@@ -114,7 +102,7 @@ def main(argv: list[str]) -> int:
         if cleanup and orphaned.is_set():  # the tool is gone and cannot clean up after itself
             shutil.rmtree(cleanup, ignore_errors=True)
         if shm_prefix and orphaned.is_set():
-            _remove_segments(shm_prefix)
+            remove_segments(shm_prefix)
 
 
 def _guard(command: list[str], orphaned: threading.Event) -> int:

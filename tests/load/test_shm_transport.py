@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.shm import segment_prefix
 from engine.load.sweep import run_sweep
 from engine.load.target import Target
+from engine.shm_segments import segment_prefix
 from tests.load.conftest import Events, quick_load
 
 REPO = Path(__file__).resolve().parents[2]
