@@ -139,10 +139,12 @@ def output_sizes(info: TargetInfo, batch_size: int) -> list[tuple[str, int]]:
 def prepare_request(
     target: Target, info: TargetInfo, endpoint: Endpoint, batch_size: int, data: str = "random", seed: int = 0,
     shm: ShmPlan | None = None,
+    inputs: tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]] | None = None,
 ) -> PreparedRequest:
     """The whole HTTP request. With ``shm`` (a shared-memory transport) the inputs, and the
-    outputs it places, are named by region instead of carried in the body: a JSON-only body."""
-    shapes, tensors, warnings = request_inputs(target, info, batch_size, data, seed)
+    outputs it places, are named by region instead of carried in the body: a JSON-only body.
+    ``inputs``: request_inputs' answer when the caller already has it (made once per sweep)."""
+    shapes, tensors, warnings = inputs or request_inputs(target, info, batch_size, data, seed)
     header_inputs = []
     blobs = []
     for tensor, blob in tensors:

@@ -407,16 +407,17 @@ async def run_sweep(
     levels = mode.levels(load)
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")
-    prepared = prepare_request(target, info, endpoint, load.batch_size, load.data)
-    for text in prepared.warnings:
+    inputs = request_inputs(target, info, load.batch_size, load.data)  # the tensors, made once
+    for text in inputs[2]:
         publish(Warning(source="load", message=text, key="input-shape"))
-    raws = [prepared.raw]
     regions = None
-    if load.transport != "http":
-        _shapes, tensors, _ = request_inputs(target, info, load.batch_size, load.data)
+    if load.transport == "http":
+        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, inputs=inputs).raw]
+    else:
         regions = await open_regions(load.transport, target.http_url, target.headers,
-                                     [(t["name"], blob) for t, blob in tensors], output_sizes(info, load.batch_size), gpus)
-        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan).raw for plan in regions.plans]
+                                     [(t["name"], blob) for t, blob in inputs[1]], output_sizes(info, load.batch_size), gpus)
+        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
+                for plan in regions.plans]
     tick_ns = tick_ns or tick_for(load.window_ms)
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels)))
     results: list[LevelResult] = []
