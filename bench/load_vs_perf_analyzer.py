@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -50,6 +51,8 @@ sys.path.insert(0, str(ROOT))
 from bench.load_pa_setup import SetupError, ensure_perf_analyzer  # noqa: E402
 from bench.load_sched import SchedWatcher  # noqa: E402
 from engine.events import LevelResult  # noqa: E402
+from engine.frontend import SpreadWatch, listener_pid  # noqa: E402
+from engine.load.http1 import parse_endpoint  # noqa: E402
 from engine.load.sweep import run_sweep  # noqa: E402
 from engine.load.target import Target, describe_target  # noqa: E402
 from engine.profiles import Load  # noqa: E402
@@ -103,11 +106,13 @@ class RunAccount:
     session's thread, which does its share of the client's work), client run-queue wait
     (schedstat), and the server's request count and time (statistics extension)."""
 
-    def __init__(self, url: str, model: str, match: str, include_self: bool) -> None:
+    def __init__(self, url: str, model: str, match: str, include_self: bool, level: int = 0) -> None:
         self.url, self.model, self.include_self = url, model, include_self
         self.watch = SchedWatcher(match)
+        self.spread = FrontendSampler(url, level)
 
     def __enter__(self) -> RunAccount:
+        self.spread.start()
         self.n0, self.ns0 = server_totals(self.url, self.model)
         self.cpu0, self.self0, self.t0 = _children_cpu(), _self_cpu(), time.monotonic()
         self.watch.__enter__()
@@ -115,6 +120,7 @@ class RunAccount:
 
     def __exit__(self, *exc: object) -> None:
         self.watch.__exit__()
+        self.spread.stop.set()
         self.wall = time.monotonic() - self.t0
         self.cpu = _children_cpu() - self.cpu0 + ((_self_cpu() - self.self0) if self.include_self else 0.0)
         n1, ns1 = server_totals(self.url, self.model)
@@ -128,7 +134,38 @@ class RunAccount:
         m.server_us_per_request = self.server_ns / self.served / 1e3 if self.served else None
         m.wall_s = self.wall
         m.extra["client_threads"] = self.watch.threads
+        self.spread.join()
+        if self.spread.per_thread:
+            m.extra["frontend"] = self.spread.per_thread
         return m
+
+
+class FrontendSampler(threading.Thread):
+    """Which of the (local) server's HTTP threads hold the tool's connections during a run
+    (engine/frontend.py): the same reading for both tools, so a difference in throughput can be
+    set beside a difference in spread. ``level``: pictures with more connections than that
+    (plus the statistics poller's) are our engine's spares, opened and closed before T0."""
+
+    def __init__(self, url: str, level: int) -> None:
+        super().__init__(daemon=True)
+        self.url, self.level = url, level
+        self.stop = threading.Event()
+        self.per_thread: list[int] = []
+
+    def run(self) -> None:
+        endpoint = parse_endpoint(self.url)
+        pid = listener_pid(endpoint.port)
+        if pid is None:
+            return
+        watch = SpreadWatch(pid, endpoint.port, most=self.level + 2 if self.level else 0)
+        while not self.stop.wait(0.2):
+            watch.sample()
+        self.per_thread = watch.per_thread()
+
+
+def spread_text(per_thread: list[int] | None) -> str:
+    """'busiest/threads used', e.g. '4/32' (n/a without a reading)."""
+    return f"{per_thread[0]}/{len(per_thread)}" if per_thread else "n/a"
 
 
 PA_FIGURES = {
@@ -179,7 +216,7 @@ def run_perf_analyzer(
             "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv", "-v",
             *extra, *getattr(args, "pa_extra", []),
         ]
-        with RunAccount(url, model, str(binary), include_self=False) as acct:
+        with RunAccount(url, model, str(binary), include_self=False, level=int(level) if mode == "concurrency" else 0) as acct:
             try:
                 run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit_s, check=False)
                 text, code = run.stdout + run.stderr, run.returncode
@@ -226,7 +263,7 @@ async def run_ours(url: str, model: str, level: float, args, mode: str = "concur
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default
         load = Load(mode="rate", rates=[level], arrival="constant", **common)
     events: list = []
-    with RunAccount(url, model, "engine.load.worker", include_self=True) as acct:
+    with RunAccount(url, model, "engine.load.worker", include_self=True, level=int(level) if mode == "concurrency" else 0) as acct:
         results = await run_sweep(target, info, load, events.append, asyncio.Event())
     (r,) = results
     return acct.fill(_ours_measure(r))
@@ -379,7 +416,8 @@ def print_row(row: dict) -> None:
     print(
         f"      per request: client cpu {_fmt(o['client_cpu_us_per_request'], '.0f')} / {_fmt(p['client_cpu_us_per_request'], '.0f')} us,"
         f" client run-queue wait {_fmt(o['client_wait_us_per_request'], '.0f')} / {_fmt(p['client_wait_us_per_request'], '.0f')} us,"
-        f" server {_fmt(o['server_us_per_request'], '.0f')} / {_fmt(p['server_us_per_request'], '.0f')} us"
+        f" server {_fmt(o['server_us_per_request'], '.0f')} / {_fmt(p['server_us_per_request'], '.0f')} us,"
+        f" busiest HTTP thread/threads used {spread_text(o['extra'].get('frontend'))} / {spread_text(p['extra'].get('frontend'))}"
         f"   [ours {o['status']}{' CLIENT-BOUND' if o['extra'].get('client_bound') else ''}; pa {p['status']}]",
         flush=True,
     )

@@ -51,10 +51,10 @@ class ModeStrategy:
         """A level in a sentence: "concurrency 8", "250 req/s"."""
         return f"{level:g} req/s" if self.open_loop else f"concurrency {level:g}"
 
-    def workers_wanted(self, level: float, pool: int, fixed: bool) -> int:
-        """Workers a level uses: all of a fixed pool, else one per ``per_worker``; a closed-loop
-        level never more than its requests in flight."""
-        wanted = pool if fixed else math.ceil(level / self.per_worker)
+    def workers_wanted(self, level: float, pool: int, fixed: bool, per_worker: float = 0.0) -> int:
+        """Workers a level uses: all of a fixed pool, else one per ``per_worker`` (the mode's
+        own unless given); a closed-loop level never more than its requests in flight."""
+        wanted = pool if fixed else math.ceil(level / (per_worker or self.per_worker))
         if self.integer_levels:
             wanted = min(int(level), wanted)
         return max(1, min(pool, wanted))

@@ -105,7 +105,7 @@ class Session(EventSource):
         self._redactor = Redactor(profile_secrets(profile))
         self._fatal_error: str | None = None  # the first fatal error published by any part
         self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
-        self._frontend: Any = None  # engine.server.frontend.SpreadWatch while a sweep runs
+        self._frontend: Any = None  # engine.frontend.SpreadWatch while a sweep runs
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
         self._cancelled = False
@@ -442,8 +442,8 @@ class Session(EventSource):
 
     async def _watch_frontend(self, target: Any) -> None:
         """The embedded server only: sample which HTTP thread holds each of our connections
-        (engine/server/frontend.py), per level; _sweep_publish judges it at the level's end."""
-        from engine.server.frontend import SpreadWatch, child_named
+        (engine/frontend.py), per level; _sweep_publish judges it at the level's end."""
+        from engine.frontend import SpreadWatch, child_named
 
         server = self._server
         pid = child_named(server.pid, "tritonserver") if server is not None and server.pid else None
@@ -462,10 +462,10 @@ class Session(EventSource):
         At each level's start and end, the server's HTTP-thread spread of our connections."""
         watch = self._frontend
         if watch is not None and isinstance(event, ev.LevelStarted):
-            watch.owners.clear()
+            watch.reset()
         elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners:
+            from engine.frontend import uneven
             from engine.server.embedded import http_threads
-            from engine.server.frontend import uneven
 
             finding = uneven(watch.per_thread(), http_threads())
             if finding:

@@ -41,6 +41,7 @@ from engine.events import (
     Warning,
     WindowResult,
 )
+from engine.frontend import http_thread_count, listener_pid
 from engine.load.audit import client_audit
 from engine.load.error_text import errors_line
 from engine.load.http1 import parse_endpoint
@@ -97,15 +98,18 @@ class _Level:
         stop: asyncio.Event,
         tick_ns: int = TICK_NS,
         slo_search: bool = False,
+        frontend: tuple[int, int] = (0, 0),
+        request_bytes: int = 0,
     ) -> None:
         self.slo_search = slo_search
+        self.frontend = frontend  # (pid, HTTP threads) of a server on this machine, else (0, 0)
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
         self.tick_ns = tick_ns
         self.rate_mode = mode_of(load.mode).open_loop
         self.endpoint = parse_endpoint(target.http_url)
-        self.active = workers_for_level(load, level, pool.count)
+        self.active = workers_for_level(load, level, pool.count, request_bytes)
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
         # a window waits for min_window_requests at most until every request that was in
         # flight when it reached its nominal length has either completed or timed out
@@ -138,8 +142,10 @@ class _Level:
             arrival=load.arrival,
         )
         if not self.rate_mode:
+            pid, threads = self.frontend
             return [
-                LevelPlan(**common, slots=n, seed=self.index * 1000 + w)
+                LevelPlan(**common, slots=n, seed=self.index * 1000 + w, frontend_pid=pid,
+                          frontend_threads=threads, level_total=int(self.level))
                 for w, n in enumerate(_interleave(int(self.level), self.active))
             ]
         share = self.level / self.active
@@ -419,7 +425,9 @@ async def run_sweep(
         raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
                 for plan in regions.plans]
     tick_ns = tick_ns or tick_for(load.window_ms)
-    pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels)))
+    frontend = await asyncio.to_thread(local_frontend, endpoint.host, endpoint.port, endpoint.tls)
+    request_bytes = max(len(raw) for raw in raws)
+    pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
     results: list[LevelResult] = []
     try:
         await pool.start()
@@ -434,7 +442,8 @@ async def run_sweep(
                 queue.append(float(extra))
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
-            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search).run()
+            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search, frontend,
+                                  request_bytes).run()
             results.append(result)
             publish(result)
             _report_errors(result, publish)
@@ -472,10 +481,29 @@ async def run_sweep(
     return results
 
 
-def _most_workers(load: Load, levels: list[float]) -> int:
+def local_frontend(host: str, port: int, tls: bool) -> tuple[int, int]:
+    """(pid, HTTP thread count) of the server when it runs on this machine and we may read its
+    /proc entries, so that the workers can spread their connections over its HTTP threads
+    (engine/frontend.py); (0, 0) otherwise (a remote box, TLS, another user's process)."""
+    import ipaddress
+    import socket
+
+    if tls:
+        return (0, 0)
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
+        if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
+            return (0, 0)
+    except (OSError, ValueError):
+        return (0, 0)
+    pid = listener_pid(port)
+    return (pid, http_thread_count(pid)) if pid else (0, 0)
+
+
+def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
     """No more processes than the busiest level will use."""
     big = pool_size(load, os.cpu_count() or 1)
-    return max(workers_for_level(load, level, big) for level in levels)
+    return max(workers_for_level(load, level, big, request_bytes) for level in levels)
 
 
 def _saturation(results: list[LevelResult]) -> float | None:

@@ -24,10 +24,11 @@ import socket
 import sys
 import time
 from array import array
-from collections import deque
+from collections import Counter, deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+from engine.frontend import ThreadMap, fair_cap, plan_swaps
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.modes import mode_of
@@ -39,13 +40,19 @@ SELECT_WAITED_NS = 50_000  # select() that took longer than this waited for the 
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
+BALANCE_ROUNDS = 12  # re-opening rounds at most, per level (Worker.balance)
+BALANCE_BUDGET_NS = 2_000_000_000  # and no round starts later than this after the first
+TRACK_NS = 300_000_000  # how long a new connection may take to appear on a server thread
+MAX_SPARES = 64  # connections opened at once in one round
+IDLE_ROUNDS = 4  # give up after this many rounds in a row that moved nothing
 
 
 def _diagnosis_knobs(text: str) -> dict[str, int]:
     """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
     injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
     socket send buffer; burst: open a level's connections all at once (the old way); lazy:
-    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker)."""
+    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker);
+    nobalance: do not spread the connections over a local server's HTTP threads."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -57,6 +64,7 @@ _DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
+_DIAG_NOBALANCE = "nobalance" in _DIAG
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
@@ -304,6 +312,11 @@ class Slot(asyncio.BufferedProtocol):
             self.tr.abort()
 
 
+def _port(slot: Slot) -> int:
+    """The connection's local port (0 when not connected)."""
+    return int(slot.tr.get_extra_info("sockname")[1]) if slot.tr is not None else 0
+
+
 def _connect_error_kind(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection_refused"
@@ -419,6 +432,10 @@ class Worker:
         if _DIAG_BURST:
             results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
+        elif not self.open_loop and plan.frontend_pid and not _DIAG_NOBALANCE:
+            # concurrency against a server on this machine: spread over its HTTP threads, measured
+            self.warming = True
+            first_error = await self.balance()
         else:
             # concurrency: the connections opened first carry load while the next are opened
             self.warming = not self.open_loop
@@ -483,6 +500,73 @@ class Worker:
                 slot.busy = False
                 slot.abort()
         return first_error
+
+    async def balance(self) -> str | None:
+        """Open the level's connections and spread them over the local server's HTTP threads:
+        re-open those that landed on a thread holding more than its fair share (over all the
+        workers' connections) until none does, or the rounds or the time run out.
+
+        Why (issue 13, engine/frontend.py): Triton gives each new connection, for good, to the
+        first of its HTTP threads that is idle at that instant, so where the connections land is
+        a race, and one crowded thread that reads every 602 KB body of its connections caps the
+        server below its GPUs while neither Triton's statistics nor the client's timing sees it.
+        One at a time with the open ones carrying load (open_spread, the way for a server we
+        cannot see) still put 16 of 16 connections on one of 64 threads at concurrency 16 on a
+        4x H200 box, and 45/36/30/15/2 at 128. Here the outcome is measured, not hoped for:
+        each new connection is found on its thread before it sends anything (a fresh
+        connection is always listed), and one on a crowded thread is replaced by a new one
+        that landed on a thread with room, which the open ones' load makes likely (their
+        threads are busy when the new one is accepted). The rest of the level's connections
+        keep sending while this runs (warming, as in open_spread), and it all ends before T0.
+        """
+        plan = self.plan
+        assert plan is not None
+        threads = ThreadMap(plan.frontend_pid, plan.port)
+        first_error = await self._open_all(self.slots)
+        await self._track(threads, self.slots)
+        for slot in self.slots:
+            if slot.tr is not None and self.raw:
+                slot.send()
+        cap = fair_cap(plan.level_total or len(self.slots), plan.frontend_threads)
+        deadline = monotonic_ns() + BALANCE_BUDGET_NS
+        idle_rounds = 0  # rounds in a row that moved nothing: the race is not going our way
+        for _ in range(BALANCE_ROUNDS):
+            await asyncio.sleep(0.002)  # asyncio closes an aborted connection's socket a loop turn later
+            counts = Counter(threads.sample().values())
+            crowded = [s for s in self.slots if s.tr is not None and counts[threads.known.get(_port(s), -1)] > cap]
+            if not crowded or monotonic_ns() > deadline or idle_rounds >= IDLE_ROUNDS:
+                break
+            spares = [Slot(self) for _ in range(min(MAX_SPARES, 4 * len(crowded)))]
+            await self._open_all(spares)
+            await self._track(threads, spares)
+            known = threads.known
+            counts = threads.counts()
+            landed = [known.get(_port(spare)) if spare.tr is not None else None for spare in spares]
+            pairs = plan_swaps(counts, cap, [known[_port(s)] for s in crowded], landed)
+            idle_rounds = 0 if pairs else idle_rounds + 1
+            kept = dict(pairs)
+            for i, spare in enumerate(spares):
+                if i not in kept:
+                    spare.abort()
+                    continue
+                old = crowded[kept[i]]
+                spare.raw = old.raw
+                self.slots[self.slots.index(old)] = spare
+                old.abort()  # its request in flight (before T0) is not measured
+                if self.raw:
+                    spare.send()
+        return first_error
+
+    async def _open_all(self, slots: list[Slot]) -> str | None:
+        results = await asyncio.gather(*(self.open(s) for s in slots), return_exceptions=True)
+        return next((_describe(r) for r in results if isinstance(r, BaseException)), None)
+
+    async def _track(self, threads: ThreadMap, slots: list[Slot]) -> None:
+        """Sample the server until every connected slot is seen on a thread (or TRACK_NS)."""
+        ports = {_port(s) for s in slots if s.tr is not None}
+        end = monotonic_ns() + TRACK_NS
+        while not ports <= threads.sample().keys() and monotonic_ns() < end:
+            await asyncio.sleep(0.003)
 
     async def open(self, slot: Slot) -> None:
         plan = self.plan

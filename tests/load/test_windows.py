@@ -102,7 +102,13 @@ def test_workers_rule():
     assert [workers_for_level(auto, c, 4) for c in (1, 8, 32, 33, 64, 128, 4096)] == [1, 1, 1, 2, 2, 4, 4]
     rate = Load(mode="rate", rates=[100.0])
     assert [workers_for_level(rate, r, 4) for r in (100.0, 5000.0, 5001.0, 1e6)] == [1, 1, 2, 4]
+    # a 602 KB image (the embedded ViT-B/32): one worker per 4 connections, per 500 requests/s
+    image = 3 * 224 * 224 * 4 + 500
+    assert [workers_for_level(auto, c, 64, image) for c in (1, 4, 5, 16, 64, 512)] == [1, 1, 2, 4, 16, 64]
+    assert [workers_for_level(rate, r, 64, image) for r in (400.0, 1000.0, 4000.0)] == [1, 2, 8]
+    assert workers_for_level(auto, 64, 64, 64 * 1024) == 2  # up to 64 KiB: the mode's own share
     fixed = Load(workers=3)
     assert pool_size(fixed, 2) == 3
+    assert workers_for_level(fixed, 64, 3, image) == 3
     assert [workers_for_level(fixed, c, 3) for c in (1, 2, 8)] == [1, 2, 3]
     assert workers_for_level(Load(mode="rate", rates=[1.0], workers=3), 1.0, 3) == 3

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The 4x H200 runs, in stages that each fit one device call (10 min):
+#   STAGE=check_study   the box check (issue 19), then the scaling study 1x -> 2x -> 4x over one
+#                       transport (issue 15; TRANSPORT=http by default)          about 6 minutes
+#   STAGE=transports    our transports against perf_analyzer's, 1x/2x/4x, 3 rounds (issue 14)   about 6 minutes
+#   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
+#                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 9 minutes
+# Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
+source bench/gpu_env.sh
+export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+STAGE=${STAGE:-check_study}
+exec > >(tee "$OUT/$STAGE.log") 2>&1
+nvidia-smi -L
+t0=$(date +%s)
+case "$STAGE" in
+  check_study)
+    PROFILE=4x_h200 timeout 120 bash bench/gpu_check.sh > /dev/null 2>&1
+    cat "$OUT/gpu_check.log"
+    (cd "$OUT" && tar -czf check.tgz check*.out check*.err nvidia_smi_* && rm -f check*.out check*.err nvidia_smi_*)
+    TRANSPORT=${TRANSPORT:-http}
+    REC=/tmp/study; rm -rf "$REC"; mkdir -p "$REC"
+    timeout $(( 560 - ($(date +%s) - t0) )) $PY -m tui.cli study --record --profile 4x_h200 --variants 1x,2x,4x \
+      --slo p99=50ms --search-steps 3 --set load.concurrency=16,64,128,256,512 --set load.window_ms=1000 \
+      --set load.warmup_s=1 --set load.max_windows=4 --set telemetry.nvml_interval_s=0.5 \
+      --set load.transport="$TRANSPORT" --output "$REC"
+    echo "study exit $? in $(( $(date +%s) - t0 )) s (whole stage)"
+    idx=$(ls "$REC"/*.study.json 2>/dev/null | head -1)
+    [ -n "$idx" ] && $PY -m tui.cli compare "$idx" --format md > "$REC/study_compare.md" 2>&1
+    tar -C "$REC" -czf "$OUT/study_$TRANSPORT.tgz" . ;;
+  transports)
+    timeout 560 $PY bench/transport_vs_perf_analyzer.py --variants 1x,2x,4x --levels 256 --rounds 3 \
+      --window-ms 800 --max-windows 4 ;;
+  fidelity)
+    timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
+      --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --rounds 3 --window-ms 1000 --max-windows 4 \
+      --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
+esac
+echo "stage $STAGE done in $(( $(date +%s) - t0 )) s"
+ps aux | grep -E 'tritonserver|backend_stub|engine\.load' | grep -v grep | grep -v defunct || echo "no server or worker left"
