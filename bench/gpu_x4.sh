@@ -32,8 +32,8 @@ case "$STAGE" in
       --window-ms 800 --max-windows 4 ;;
   fidelity)
     timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
-      --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --rounds 3 --window-ms 1000 --max-windows 4 \
-      --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
+      --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \
+      --max-windows 6 --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
 esac
 echo "stage $STAGE done in $(( $(date +%s) - t0 )) s"
 ps aux | grep -E 'tritonserver|backend_stub|engine\.load' | grep -v grep | grep -v defunct || echo "no server or worker left"
