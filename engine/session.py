@@ -647,3 +647,6 @@ class Session(EventSource):
             server, self._server = self._server, None  # the watcher knows: stopped by us
             await asyncio.get_running_loop().run_in_executor(None, server.stop)
             self._publish(ev.ServerStopped(reason="session ended"))
+            if server.left_behind:  # e.g. a stub stuck in the driver: it may still hold GPU memory
+                self._publish(ev.Warning(source="server", key="left-behind", message=(
+                    f"still alive after the server's stop: {', '.join(server.left_behind)}")))
