@@ -60,6 +60,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     done = _cli("study", "--record", *sets, "--slo", "p99=8ms", "--search-steps", "2", "-o", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "left for the whole study" in done.stdout and "study ok: finished cpu, cpu2" in done.stdout
+    assert "on an embedded server" in done.stdout and "1 level done" in done.stdout
     (index_path,) = out.glob("*.study.json")
     index = read_index(index_path)
     assert index.finished == ["cpu", "cpu2"] and index.missing == [] and index.status == "ok"
