@@ -427,6 +427,9 @@ class BoxCheck(Event):
     gpus: int = 0  # GPUs NVML found
     facts: dict[str, Any] = field(default_factory=dict)  # the measured facts, as plain data
     duration_s: float = 0.0
+    # "": measured for this session; otherwise where it was measured, e.g. "the study's check, taken
+    # before config 1x": a study checks the box once and records that result in every config
+    reused: str = ""
 
 
 # --------------------------------------------------------------------------- training probe

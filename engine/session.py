@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import shutil
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -45,6 +46,9 @@ class SessionOptions:
     interactive: bool = False  # keep the server up after the plan, waiting for requests (TUI)
     gpu_count: int | None = None  # None: detect
     check: bool = True  # the box check (engine/check) before the server starts
+    # a check already taken (a study's, before its first config; its ``reused`` says so): recorded
+    # and shown as this session's check instead of measuring the box again
+    box_check: ev.BoxCheck | None = None
     # after the planned levels, asked for one more level to run until it answers None (the
     # latency-target search of a scaling study); see engine.load.sweep.run_sweep
     more_levels: Callable[[list[ev.LevelResult]], float | None] | None = None
@@ -359,15 +363,18 @@ class Session(EventSource):
             return  # the GPUs being measured are on another machine
         from engine.check.run import expected_from_profile, publish_progress, run_check
 
-        self._publish(ev.PhaseChanged(phase="box check", detail="is this box fit for the run"))
-        record_dir = self.options.record_dir or Path(".")
-        try:
-            result = await asyncio.get_running_loop().run_in_executor(None, lambda: run_check(
-                expected_from_profile(self.profile), record_dir, allreduce=self._probe_wanted(),
-                progress=publish_progress(self._publish), stop=self._probe_stop))
-        except Exception as exc:  # the check informs the run; it must never be why it failed
-            self._publish(ev.Warning(source="check", key="check-failed", message=f"box check did not run: {exc!r}"))
-            return
+        if self.options.box_check is not None:  # taken already: the box has not changed since
+            result = replace(self.options.box_check, ts=time.time())
+        else:
+            self._publish(ev.PhaseChanged(phase="box check", detail="is this box fit for the run"))
+            record_dir = self.options.record_dir or Path(".")
+            try:
+                result = await asyncio.get_running_loop().run_in_executor(None, lambda: run_check(
+                    expected_from_profile(self.profile), record_dir, allreduce=self._probe_wanted(),
+                    progress=publish_progress(self._publish), stop=self._probe_stop))
+            except Exception as exc:  # the check informs the run; it must never be why it failed
+                self._publish(ev.Warning(source="check", key="check-failed", message=f"box check did not run: {exc!r}"))
+                return
         self._publish(result)
         if result.verdict == "no-go":
             self._publish(ev.Error(source="check", message=result.summary))
@@ -647,3 +654,6 @@ class Session(EventSource):
             server, self._server = self._server, None  # the watcher knows: stopped by us
             await asyncio.get_running_loop().run_in_executor(None, server.stop)
             self._publish(ev.ServerStopped(reason="session ended"))
+            if server.left_behind:  # e.g. a stub stuck in the driver: it may still hold GPU memory
+                self._publish(ev.Warning(source="server", key="left-behind", message=(
+                    f"still alive after the server's stop: {', '.join(server.left_behind)}")))

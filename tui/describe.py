@@ -84,8 +84,9 @@ def describe(event: ev.Event) -> str | None:
     if isinstance(event, ev.BoxCheck):
         counts = {s: sum(1 for i in event.items if i.status == s) for s in ("fail", "warn", "ok")}
         verdict = {"no-go": "NO-GO", "warn": "go, with warnings", "go": "GO"}.get(event.verdict, event.verdict)
-        return (f"box check done in {event.duration_s:.0f} s: {verdict} "
-                f"({', '.join(f'{n} {s}' for s, n in counts.items() if n)})")
+        done = (f"box check ({event.reused}, not repeated)" if event.reused
+                else f"box check done in {event.duration_s:.0f} s")
+        return f"{done}: {verdict} ({', '.join(f'{n} {s}' for s, n in counts.items() if n)})"
     if isinstance(event, ev.Warning):
         return f"warning ({event.source}): {event.message}"
     if isinstance(event, ev.Error):

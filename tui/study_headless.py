@@ -41,14 +41,15 @@ class StudyPrinter(HeadlessPrinter):
     def progress_line(self) -> str:
         s = self.study
         n, total = s.position()
-        return (f"study: config {n}/{total} ({s.current or '-'}), {s.levels_done()} levels done, "
+        return (f"study: config {n}/{total} ({s.current or '-'}), {fmt.plural(s.levels_done(), 'level')} done, "
                 f"{duration(s.elapsed_s)} elapsed, about {duration(s.time_left_s())} left for the whole study")
 
     def _study_line(self, event: ev.Event) -> str | None:
         if isinstance(event, ev.StudyStarted):
             slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
             levels = ", ".join(fmt.level(event.mode, x) for x in event.levels)
-            return (f"study of {event.model}: configs {', '.join(event.variants)} on a {event.server} server, "
+            article = "an" if event.server[:1] in "aeiou" else "a"
+            return (f"study of {event.model}: configs {', '.join(event.variants)} on {article} {event.server} server, "
                     f"levels {levels}{slo}\nindex: {event.index_path}")
         if isinstance(event, ev.StudyVariantStarted):
             n = event.position + 1

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from engine import format as fmt
+
 MIN_MARGINAL = 0.5  # an added GPU must give at least half of what one GPU gives in the smallest config
 
 
@@ -88,10 +90,11 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
         step = steps[(current.variant, nxt.variant)]
         if step.marginal is None or step.marginal < min_marginal:
             plural = "s" if current.units != 1 else ""
-            gain = f"{step.gain_per_unit:+.4g}" if step.gain_per_unit is not None else "n/a"
+            gain = f"{step.gain_per_unit:+,.0f}" if step.gain_per_unit is not None else "n/a"
             cost = ""
             if current.cost_per_1000 is not None and nxt.cost_per_1000 is not None:
-                cost = f"; $/1000 images goes from {current.cost_per_1000:.4g} to {nxt.cost_per_1000:.4g}"
+                cost = (f"; $/1000 images goes from {fmt.money(current.cost_per_1000)} to "
+                        f"{fmt.money(nxt.cost_per_1000)}")
             share = f"{step.marginal * 100:.0f} %" if step.marginal is not None else "n/a"
             return StopAt(current.variant, current.units,
                           f"{lead}stop at {current.units} {unit}{plural}: going to {nxt.variant} adds {gain} images/s "
@@ -106,8 +109,20 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
                           f"{lead}stop at {current.units} {unit}{plural}: {', '.join(missing)} gave no usable result "
                           f"({basis})")
     plural = "s" if current.units != 1 else ""
-    more = (f"every added {unit} still gives at least {min_marginal * 100:.0f} % of one {unit}'s worth ({basis})"
-            if len(usable) > 1 else f"it is the only config with a result ({basis})")
+    if len(usable) > 1:
+        # the figures of the last step, not only "at least 50 %": a step just over the bar and a
+        # linear one read the same otherwise, and the cost per image may have risen all along
+        last = steps[(usable[-2].variant, current.variant)]
+        assert last.gain_per_unit is not None and last.marginal is not None  # it passed the bar above
+        more = (f"every step still paid; the last one ({last.from_variant} -> {last.to_variant}) "
+                f"adds {last.gain_per_unit:+,.0f} images/s per added {unit} ({basis}), "
+                f"{last.marginal * 100:.0f} % of what one {unit} gives in {usable[0].variant} "
+                f"(the bar: {min_marginal * 100:.0f} %)")
+        if usable[0].cost_per_1000 is not None and current.cost_per_1000 is not None:
+            more += (f"; $/1000 images goes from {fmt.money(usable[0].cost_per_1000)} in {usable[0].variant} "
+                     f"to {fmt.money(current.cost_per_1000)} in {current.variant}")
+    else:
+        more = f"it is the only config with a result ({basis})"
     return StopAt(current.variant, current.units,
-                  f"{lead}stop at {current.units} {unit}{plural}, the largest config measured: {more}; "
-                  "measure a larger config to find the limit")
+                  f"{lead}stop at {current.units} {unit}{plural}, the largest config measured, with no limit found: "
+                  f"{more}; measure a larger config to find the limit")

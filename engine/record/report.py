@@ -110,9 +110,11 @@ def _box_check(s: RecordingSummary) -> list:
         return []
     rows = [[i.status, i.scope, i.name, i.measured or fmt.NA, i.expected or fmt.NA, i.note if i.status != "ok" else ""]
             for i in sorted(check.items, key=lambda i: {"fail": 0, "warn": 1, "n/a": 2}.get(i.status, 3))]
-    return [Heading("Box check"), Para(f"{check.summary} (in {check.duration_s:.0f} s)"),
+    taken = f"{check.reused}, in {check.duration_s:.0f} s" if check.reused else f"in {check.duration_s:.0f} s"
+    when = f"{check.reused}; not repeated for this config" if check.reused else "run at the start of the session"
+    return [Heading("Box check"), Para(f"{check.summary} ({taken})"),
             Table(["Status", "Where", "Check", "Measured", "Expected", "Note"], rows,
-                  "gpuscale-tui check, run at the start of the session", left=6)]
+                  f"gpuscale-tui check, {when}", left=6)]
 
 
 def _host_text(host: dict) -> str:

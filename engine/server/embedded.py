@@ -5,7 +5,9 @@ Lifecycle guarantees:
 * readiness awaited with a timeout; failure raises ServerStartError carrying the log's tail;
 * the log is kept where the caller asks (with the session's recording);
 * tritonserver runs under engine.server.guard in its own process group, so it dies with us even
-  when we are killed with SIGKILL — never an orphaned server or Python-backend stub.
+  when we are killed with SIGKILL — never an orphaned server or Python-backend stub;
+* stop() returns when that whole group is gone (the server and its stubs, their GPU memory
+  freed), not merely signalled: the next server, or a check of the GPUs, must not meet them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import BinaryIO
 from engine.errors import RunFailed
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import visible_gpu_count
+from engine.server.guard import GRACE_S, REAP_S, kill_group_and_wait, process_name
 from engine.server.repository import PreparedModel, prepare_repository
 from engine.shm_segments import segment_prefix
 
@@ -104,6 +107,9 @@ class EmbeddedServer:
         self._guard: subprocess.Popen[bytes] | None = None
         self._log_file: BinaryIO | None = None
         self._pipe: BinaryIO | None = None
+        # processes of the server's group still alive when stop() gave up on them (normally none):
+        # "name (pid)", for the session to say so
+        self.left_behind: list[str] = []
 
     # ----------------------------------------------------------------- public
 
@@ -179,8 +185,9 @@ class EmbeddedServer:
             raise
         return self
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """Stop the server and its whole process group. Idempotent."""
+    def stop(self, timeout: float = GRACE_S + REAP_S + 5.0) -> None:
+        """Stop the server and its whole process group; returns when no process of the group is
+        alive (or, past a bounded wait, with those left named in ``left_behind``). Idempotent."""
         self._terminate(timeout)
         if self._log_file is not None:
             self._log_file.close()
@@ -287,22 +294,37 @@ class EmbeddedServer:
         shown = "\n".join([*errors, *tail])
         return f"{what} (log: {self.log_path})\n--- last lines of the server log ---\n{shown}"
 
-    def _terminate(self, timeout: float = 20.0) -> None:
+    def _terminate(self, timeout: float = GRACE_S + REAP_S + 5.0) -> None:
         guard, self._guard = self._guard, None
         pipe = self._pipe
         if guard is None:
             return
-        if guard.poll() is None:
-            try:
-                guard.send_signal(signal.SIGTERM)  # the guard ends tritonserver and its group
-                guard.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(guard.pid, signal.SIGKILL)  # whatever is left in the server's group
-        except (ProcessLookupError, PermissionError):
-            pass
+        if guard.returncode is None:
+            os.kill(guard.pid, signal.SIGTERM)  # the guard ends tritonserver and waits for its group
+            _wait_unreaped(guard, timeout)
+        # Left unreaped until here, the guard's pid (its group's id) cannot be given to another
+        # process: what the group id names below is the server's group and nothing else.
+        # The guard normally leaves it empty; not when it was killed or ran out of time: then the
+        # stubs may still be on their way out (a SIGKILL is not an exit), so wait for them here.
+        left = kill_group_and_wait(guard.pid, REAP_S)
         guard.wait()
+        self.left_behind = [process_name(pid) for pid in left]
+        if left and self._log_file is not None:
+            self._log_file.write(f"# gpuscale-tui: still alive after stop: {', '.join(self.left_behind)}\n".encode())
+            self._log_file.flush()
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+def _wait_unreaped(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait up to ``timeout`` for ``proc`` to exit without reaping it (WNOWAIT): its pid stays
+    taken until proc.wait()."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:  # reaped elsewhere
+            return
+        time.sleep(0.05)

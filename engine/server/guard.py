@@ -6,6 +6,12 @@ waits. When the pipe closes — the tool exited, crashed, or was killed with SIG
 gets SIGTERM, it ends the whole group (tritonserver and its Python-backend stubs): SIGTERM, then
 SIGKILL after a grace period. No orphaned tritonserver, whatever happens to the tool.
 
+The guard exits only when the group is empty: a SIGKILLed process is not gone when kill()
+returns (a Python-backend stub holding GPU memory takes a moment, the driver frees its memory
+first), and a study that starts the next server and reads the GPUs at once saw the previous
+server's stub still there. The guard is the child subreaper of its group (PR_SET_CHILD_SUBREAPER),
+so the stubs that tritonserver's death orphans come to it, and it reaps them before it exits.
+
 If the guard itself is killed first (SIGKILL), tritonserver gets SIGTERM from the kernel
 (PR_SET_PDEATHSIG): its own shutdown ends its Python-backend stubs (a SIGKILL would leave them
 running, as nobody is left to kill the group). With
@@ -23,13 +29,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from engine.shm_segments import remove_segments
 
-GRACE_S = 10.0
+GRACE_S = 10.0  # tritonserver's own shutdown (unload, stubs' finalize) before SIGKILL
+REAP_S = 10.0  # after SIGKILL, how long the group's processes get to leave (the driver frees GPU memory)
 
 
-def _end_group(child: subprocess.Popen[bytes]) -> None:
+def _end_group(child: subprocess.Popen[bytes]) -> list[int]:
+    """End tritonserver and everything else in our group; the pids still alive after REAP_S
+    (normally none)."""
     if child.poll() is None:
         child.send_signal(signal.SIGTERM)
         try:
@@ -41,18 +51,48 @@ def _end_group(child: subprocess.Popen[bytes]) -> None:
     # stubs and anything else left in our group; not the guard itself, which still has to clean
     # up and say how tritonserver ended (its exit status)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for pid in _group_members(os.getpgid(0)):
-        if pid != os.getpid():
+    return kill_group_and_wait(os.getpgid(0), REAP_S, reap=True)
+
+
+def kill_group_and_wait(pgid: int, timeout_s: float, *, reap: bool = False) -> list[int]:
+    """SIGKILL every live process of group ``pgid`` (but the caller) until none is left or
+    ``timeout_s`` passed; the pids still alive then. ``reap``: also collect our own ended
+    children (the guard, as subreaper, inherits the orphaned stubs: unreaped, they would stay
+    zombies in the group)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if reap:
+            _reap_children()
+        left = group_members(pgid)
+        if not left or time.monotonic() >= deadline:
+            break
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
+        time.sleep(0.05)
+    if reap:
+        _reap_children()
+    return left
 
 
-def _group_members(pgid: int) -> list[int]:
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of a process group, but the caller. A zombie is not counted: it has ended
+    and released its memory (GPU memory included); only its exit status waits for its parent."""
     members = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:
@@ -60,12 +100,30 @@ def _group_members(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid:
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             members.append(int(entry))
     return members
 
 
+def process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return f"{fh.read().strip()} ({pid})"
+    except OSError:
+        return str(pid)
+
+
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Orphaned descendants (the stubs, once tritonserver is gone) are re-parented to us, not to
+    the container's init, so that we can reap them and know when they are gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the wait for the group still holds
+        pass
 
 
 def _die_with_parent() -> None:
@@ -106,6 +164,7 @@ def main(argv: list[str]) -> int:
 
 
 def _guard(command: list[str], orphaned: threading.Event) -> int:
+    _become_subreaper()
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -128,7 +187,10 @@ def _guard(command: list[str], orphaned: threading.Event) -> int:
     code = child.poll()
     if code is not None:
         print(f"[guard] tritonserver exited with code {code}", file=sys.stderr, flush=True)
-    _end_group(child)  # also when tritonserver exited by itself: its stubs go with it
+    left = _end_group(child)  # also when tritonserver exited by itself: its stubs go with it
+    if left:
+        print(f"[guard] still alive {REAP_S:.0f} s after SIGKILL: {', '.join(map(process_name, left))}",
+              file=sys.stderr, flush=True)
     return 0 if code is None else exit_status(code)
 
 

@@ -32,6 +32,13 @@ def _j(value: float | None) -> str:
     return fmt.NA if value is None else f"{value:.4g}"
 
 
+def _money_change(value: float | None) -> str:
+    """+$0.0000218, -$0.000105: as the table's other dollar figures, with a sign (not +2.181e-05)."""
+    if value is None:
+        return fmt.NA
+    return ("+" if value > 0 else "-" if value < 0 else "") + fmt.money(abs(value))
+
+
 def _slo_cells(c: ConfigFigures) -> list[str]:
     p = c.slo
     if p is None:
@@ -94,7 +101,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
 
     step_rows = [[f"{s.from_variant} -> {s.to_variant}", str(s.added_units),
                   fmt.NA if s.gain_per_unit is None else f"{s.gain_per_unit:+,.1f}", fmt.percent(s.marginal),
-                  fmt.NA if s.cost_change is None else f"{s.cost_change:+.4g}"] for s in f.steps]
+                  _money_change(s.cost_change)] for s in f.steps]
     if step_rows:
         doc.add(Heading(f"Marginal gain per added {f.unit}"),
                 Table(["Step", f"Added {units}", f"images/s per added {f.unit} ({f.basis})",

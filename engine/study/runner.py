@@ -1,11 +1,17 @@
 """The study source: the same sweep on each config variant in turn, one Session per variant.
 
 Per variant: the embedded server is started with that variant (each Session starts and stops its
-own server, so every variant gets a fresh one); a remote Triton with model control loads the
+own server, so every variant gets a fresh one, and stop() returns once the previous one and its
+stubs are gone); a remote Triton with model control loads the
 variant's instance groups through the repository API; a remote one without it is asked for by a
 person (``ask``). Each Session's events are forwarded to the study's bus, with the study's own
 events (StudyStarted, StudyVariantStarted/Finished, StudyFinished) around them; each Session
 records itself; the index file is rewritten after each variant.
+
+The box check runs once, in the first variant's session (before its server starts): the box does
+not change between variants, and the check costs 15-35 s on a GPU box. The later sessions record
+that same result (marked as the study's, ``BoxCheck.reused``), so each variant's recording, replay
+and report still carry the check.
 """
 
 from __future__ import annotations
@@ -93,6 +99,8 @@ class StudySource(EventSource):
         self._stopping = threading.Event()
         self._session: Session | None = None
         self._lock = threading.Lock()
+        self.box_check: ev.BoxCheck | None = None  # the study's one check, from the first session
+        self._check_tried = False  # a session has had its go at the check (it may not have given one)
 
     # ----------------------------------------------------------------- before start
 
@@ -220,8 +228,16 @@ class StudySource(EventSource):
                           probe=replace(self.profile.probe, enabled=False))
         options = SessionOptions(sweep=True, probe=False, record_dir=self.record_dir, gpu_count=self.gpu_count,
                                  more_levels=search_for(self.slo, profile.load.mode, self.search_steps)
-                                 if self.slo else None)
+                                 if self.slo else None,
+                                 check=not self._check_tried or self.box_check is not None, box_check=self.box_check)
+        self._check_tried = True
         session = Session(profile, options)
+
+        def keep_check(event: ev.Event) -> None:
+            if isinstance(event, ev.BoxCheck) and not event.reused and self.box_check is None:
+                self.box_check = replace(event, reused=f"the study's check, taken before config {variant}")
+
+        session.bus.subscribe(keep_check)
         session.bus.subscribe(self.bus.publish)
         with self._lock:
             self._session = session

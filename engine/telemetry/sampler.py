@@ -101,19 +101,25 @@ class TelemetrySampler:
 
         return run
 
-    def _every(self, interval_s: float, tick: Callable[[float], None], key: str) -> None:
+    def _every(self, interval_s: float, tick: Callable[[float], None], key: str, *, last: bool = False) -> None:
         """Call tick(wall time) every interval on a fixed schedule until stopped. A tick that
-        overruns skips the missed slots instead of bursting to catch up."""
+        overruns skips the missed slots instead of bursting to catch up. ``last``: one more tick
+        when stopped, so that cumulative counters (energy) are read after the run's last window."""
         next_t = time.monotonic() + interval_s
         while not self._stop.wait(max(0.0, next_t - time.monotonic())):
-            try:
-                tick(time.time())
-            except Exception as exc:  # one bad sample is reported once; the next one is tried
-                self._warn(key, f"telemetry {key} sample failed ({exc!r}); retrying each interval")
+            self._tick(tick, key)
             next_t += interval_s
             now = time.monotonic()
             if next_t < now:
                 next_t = now + interval_s
+        if last:
+            self._tick(tick, key)
+
+    def _tick(self, tick: Callable[[float], None], key: str) -> None:
+        try:
+            tick(time.time())
+        except Exception as exc:  # one bad sample is reported once; the next one is tried
+            self._warn(key, f"telemetry {key} sample failed ({exc!r}); retrying each interval")
 
     def _host_loop(self) -> None:
         reader = HostReader(root_pid=self._host_root_pid)
@@ -145,7 +151,9 @@ class TelemetrySampler:
             def tick(ts: float) -> None:
                 self._publish(GpuSample(gpus=gpus.read(), source="nvml", interval_s=self.nvml_interval_s, ts=ts))
 
-            self._every(self.nvml_interval_s, tick, "nvml")
+            # the last sample at stop: without it the energy counter ended up to one interval
+            # before the last level's end, and that level had no J/image (often the SLO point)
+            self._every(self.nvml_interval_s, tick, "nvml", last=True)
         finally:
             gpus.close()
 

@@ -1,6 +1,7 @@
 """The embedded server against the real tritonserver: start, infer, stop, and never an orphan."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -70,6 +71,58 @@ def test_start_infer_stop_leaves_nothing(tmp_path):
         assert any("tritonserver" in " ".join(psutil.Process(p).cmdline()) for p in ours)
     assert not _wait_gone(ours), "tritonserver or a stub outlived stop()"
     assert (tmp_path / "tritonserver.log").stat().st_size > 0
+
+
+def _group(pgid: int) -> dict[int, str]:
+    """Every process of a process group, zombies included: pid -> "comm state" (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        comm = stat[stat.index(b"(") + 1:stat.rfind(b")")].decode(errors="replace")
+        state, _ppid, pgrp = stat[stat.rfind(b")") + 2:].split()[:3]
+        if int(pgrp) == pgid:
+            found[int(entry.name)] = f"{comm} {state.decode()}"
+    return found
+
+
+def _stubs(group: dict[int, str]) -> list[int]:
+    return [pid for pid, what in group.items() if what.startswith("triton_python_b")]
+
+
+def test_stop_returns_when_the_server_and_its_stubs_are_gone(tmp_path):
+    # cpu2: two model instances, two Python-backend stubs. Right when stop() returns, nothing of
+    # the server's process group may be left (not even a zombie): a study starts the next
+    # server, and reads the GPUs, at once
+    server = EmbeddedServer(model="identity", variant="cpu2", log_dir=tmp_path).start()
+    pgid = server.pid
+    assert pgid is not None
+    try:
+        assert len(_stubs(_group(pgid))) == 2, _group(pgid)
+    finally:
+        server.stop()
+    assert _group(pgid) == {}
+
+
+def test_stop_after_the_server_died_leaves_no_stub(tmp_path):
+    # tritonserver killed under its stubs (a crash): they are orphaned and must still be gone,
+    # and reaped, when stop() returns
+    server = EmbeddedServer(model="identity", variant="cpu2", log_dir=tmp_path).start()
+    pgid = server.pid
+    assert pgid is not None
+    try:
+        group = _group(pgid)
+        (triton,) = [pid for pid, what in group.items() if what.startswith("tritonserver")]
+        assert len(_stubs(group)) == 2, group
+        os.kill(triton, signal.SIGKILL)
+    finally:
+        server.stop()
+    assert _group(pgid) == {}
+    assert server.left_behind == []
 
 
 CRASHER = """

@@ -51,12 +51,24 @@ def test_stop_where_an_added_gpu_gives_less_than_half():
                        ConfigPoint("2x", 2, 1900.0, 0.52)])
     assert (verdict.variant, verdict.units) == ("2x", 2)
     assert "stop at 2 GPUs" in verdict.reason and "4x" in verdict.reason and "30 %" in verdict.reason
-    assert "0.52 to 0.8" in verdict.reason
+    assert "$/1000 images goes from $0.520 to $0.800" in verdict.reason and "adds +300 images/s" in verdict.reason
 
 
 def test_linear_scaling_stops_at_the_largest_measured():
     verdict = stop_at([ConfigPoint("1x", 1, 1000.0), ConfigPoint("2x", 2, 1950.0), ConfigPoint("4x", 4, 3800.0)])
     assert verdict.variant == "4x" and "largest config measured" in verdict.reason
+    assert "the last one (2x -> 4x) adds +925 images/s per added GPU (peak), 92 % of what one GPU gives in 1x" \
+        in verdict.reason
+
+
+def test_the_largest_measured_says_how_close_the_last_step_came_and_the_cost():
+    # the 4x H200 study's figures at p99 <= 50 ms: the last step just over the bar, the cost per
+    # image up by 41 % from 1x
+    verdict = stop_at([ConfigPoint("1x", 1, 4904.0, 0.000198), ConfigPoint("2x", 2, 8835.0, 0.000220),
+                       ConfigPoint("4x", 4, 13881.0, 0.000280)], basis="at p99 <= 50 ms")
+    assert verdict.variant == "4x"
+    assert "adds +2,523 images/s per added GPU (at p99 <= 50 ms), 51 % of what one GPU gives in 1x" in verdict.reason
+    assert "$/1000 images goes from $0.000198 in 1x to $0.000280 in 4x" in verdict.reason
 
 
 def test_a_larger_config_without_result_ends_the_climb():

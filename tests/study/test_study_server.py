@@ -60,6 +60,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     done = _cli("study", "--record", *sets, "--slo", "p99=8ms", "--search-steps", "2", "-o", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "left for the whole study" in done.stdout and "study ok: finished cpu, cpu2" in done.stdout
+    assert "on an embedded server" in done.stdout and "1 level done" in done.stdout
     (index_path,) = out.glob("*.study.json")
     index = read_index(index_path)
     assert index.finished == ["cpu", "cpu2"] and index.missing == [] and index.status == "ok"
@@ -68,6 +69,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
         with Recording.open(recordings[variant]) as rec:
             assert rec.summary().config_variant == variant and _instances(rec) == instances
             _check_search(rec, "p99=8ms", 2)
+    _check_taken_once(index, index_path, done.stdout)
     figures = study_figures(index_path)
     assert [c.variant for c in figures.configs] == ["cpu", "cpu2"] and figures.unit == "CPU instance"
     assert all(c.peak_throughput and c.cost_peak for c in figures.configs)
@@ -82,6 +84,34 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     assert exported.returncode == 0 and "Stop at" in Path(exported.stdout.strip()).read_text()
     replayed = _cli("replay", str(index_path), "--headless")
     assert replayed.returncode == 0 and "=== config 2/2: cpu2" in replayed.stdout
+    assert "box check (the study's check, taken before config cpu, not repeated)" in replayed.stdout
+    cpu2 = dict(recording_paths(index, index_path))["cpu2"]
+    one = _cli("export", str(cpu2), "-f", "md", "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr
+    report = Path(one.stdout.strip()).read_text()
+    assert "## Box check" in report and "the study's check, taken before config cpu" in report
+
+
+def _check_taken_once(index, index_path: Path, stdout: str) -> None:  # noqa: ANN001 - a StudyIndex
+    """The box check ran in the first config's session only; every config's recording carries
+    that same result, the later ones marked as the study's."""
+    checks = {}
+    for variant, path in recording_paths(index, index_path):
+        with Recording.open(path) as rec:
+            events = list(rec.events())
+        kinds = [e.kind for e in events]
+        assert kinds.count("box_check") == 1 and kinds.index("box_check") < kinds.index("server_ready"), variant
+        checks[variant] = next(e for e in events if e.kind == "box_check")
+        # the check's own progress lines appear only where it was measured
+        progress = [e for e in events if e.kind == "phase" and e.phase == "box check"]
+        assert bool(progress) == (variant == "cpu"), (variant, progress)
+    measured = [v for v, c in checks.items() if not c.reused]
+    assert measured == ["cpu"], checks
+    assert checks["cpu2"].reused == "the study's check, taken before config cpu"
+    assert (checks["cpu2"].summary, checks["cpu2"].items, checks["cpu2"].facts) == \
+        (checks["cpu"].summary, checks["cpu"].items, checks["cpu"].facts)
+    assert stdout.count("box check done in") == 1 and stdout.count("box check: reading the host") == 1
+    assert "box check (the study's check, taken before config cpu, not repeated)" in stdout
 
 
 def test_remote_model_control_loads_each_variant(tmp_path):

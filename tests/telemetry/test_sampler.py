@@ -128,3 +128,17 @@ def test_bad_intervals_are_user_errors(kw):
     with pytest.raises(UserError) as info:
         TelemetrySampler(lambda e: None, **kw)
     assert "\n" not in str(info.value)
+
+
+def test_nvml_is_read_once_more_at_stop(monkeypatch):
+    # the energy per image of a run's last level needs a counter reading after its last window:
+    # the sampler reads NVML once more when stopped, however far the next tick was
+    from tests.telemetry.fake_nvml import FakeGpu, FakeNvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([FakeGpu(0, "GPU-0")]))
+    got = Collector()
+    sampler = TelemetrySampler(got, nvml_interval_s=30.0, host_interval_s=30.0)
+    _run(sampler, lambda: got.wait_for(Topology, 1))
+    assert got.of(Topology), got.events
+    (sample,) = got.of(GpuSample)
+    assert sample.gpus[0].energy_j is not None

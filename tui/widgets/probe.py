@@ -121,7 +121,8 @@ def box_check_lines(check: ev.BoxCheck | None, most: int = 6) -> Text | None:
     """The box check's go/no-go line and its worst items (fails first)."""
     if check is None:
         return None
-    text = Text(f"box check: {check.summary}", style=CHECK_STYLE.get(check.verdict, ""))
+    label = f"box check ({check.reused})" if check.reused else "box check"
+    text = Text(f"{label}: {check.summary}", style=CHECK_STYLE.get(check.verdict, ""))
     bad = sorted((i for i in check.items if i.status in ("fail", "warn")), key=lambda i: i.status != "fail")
     for i in bad[:most]:
         expected = f" (expected {i.expected})" if i.expected else ""
