@@ -24,7 +24,7 @@ import socket
 import sys
 import time
 from array import array
-from collections import Counter, deque
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -40,11 +40,9 @@ SELECT_WAITED_NS = 50_000  # select() that took longer than this waited for the 
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
-BALANCE_ROUNDS = 12  # re-opening rounds at most, per level (Worker.balance)
-BALANCE_BUDGET_NS = 2_000_000_000  # and no round starts later than this after the first
-TRACK_NS = 300_000_000  # how long a new connection may take to appear on a server thread
-MAX_SPARES = 64  # connections opened at once in one round
-IDLE_ROUNDS = 4  # give up after this many rounds in a row that moved nothing
+BALANCE_BUDGET_NS = 2_000_000_000  # Worker.balance re-opens connections for this long at most
+TRACK_NS = 100_000_000  # how long a new connection may take to appear on a server thread
+MISSES_PER_CROWDED = 4  # give up after this many new connections in a row found no room, per crowded one
 
 
 def _diagnosis_knobs(text: str) -> dict[str, int]:
@@ -503,70 +501,81 @@ class Worker:
 
     async def balance(self) -> str | None:
         """Open the level's connections and spread them over the local server's HTTP threads:
-        re-open those that landed on a thread holding more than its fair share (over all the
-        workers' connections) until none does, or the rounds or the time run out.
+        each one is seen on its thread before it sends, and one that landed on a thread holding
+        more than its fair share (over all the workers' connections) is replaced by a new one,
+        kept only if it landed on a thread with room, until none is over or the tries run out.
 
         Why (issue 13, engine/frontend.py): Triton gives each new connection, for good, to the
         first of its HTTP threads that is idle at that instant, so where the connections land is
         a race, and one crowded thread that reads every 602 KB body of its connections caps the
         server below its GPUs while neither Triton's statistics nor the client's timing sees it.
-        One at a time with the open ones carrying load (open_spread, the way for a server we
-        cannot see) still put 16 of 16 connections on one of 64 threads at concurrency 16 on a
-        4x H200 box, and 45/36/30/15/2 at 128. Here the outcome is measured, not hoped for:
-        each new connection is found on its thread before it sends anything (a fresh
-        connection is always listed), and one on a crowded thread is replaced by a new one
-        that landed on a thread with room, which the open ones' load makes likely (their
-        threads are busy when the new one is accepted). The rest of the level's connections
-        keep sending while this runs (warming, as in open_spread), and it all ends before T0.
+        Measured on a 4x H200 box (64 HTTP threads, ``busiest thread / threads used`` in
+        bench/load_vs_perf_analyzer.py): opened one at a time while the open ones carry load
+        (open_spread), 16 of 16 connections sat on one thread at concurrency 16 and 45/36/30/15/2
+        at 128; opened in bursts, worse (334 of 512 on one thread of 9: a thread that wakes in
+        microseconds takes the whole burst). So connections are opened one at a time while the
+        open ones carry load, which keeps the crowded threads busy when the next is accepted,
+        and where each lands is measured, not hoped for. The rest of the level's connections
+        keep sending meanwhile (warming, as in open_spread); it all ends before T0.
         """
         plan = self.plan
         assert plan is not None
         threads = ThreadMap(plan.frontend_pid, plan.port)
-        first_error = await self._open_all(self.slots)
-        await self._track(threads, self.slots)
+        first_error: str | None = None
         for slot in self.slots:
-            if slot.tr is not None and self.raw:
+            try:
+                await self.open(slot)
+            except (TimeoutError, OSError) as exc:
+                first_error = first_error or _describe(exc)
+                continue
+            await self._track(threads, slot)
+            if self.raw:
                 slot.send()
         cap = fair_cap(plan.level_total or len(self.slots), plan.frontend_threads)
         deadline = monotonic_ns() + BALANCE_BUDGET_NS
-        idle_rounds = 0  # rounds in a row that moved nothing: the race is not going our way
-        for _ in range(BALANCE_ROUNDS):
-            await asyncio.sleep(0.002)  # asyncio closes an aborted connection's socket a loop turn later
-            counts = Counter(threads.sample().values())
-            crowded = [s for s in self.slots if s.tr is not None and counts[threads.known.get(_port(s), -1)] > cap]
-            if not crowded or monotonic_ns() > deadline or idle_rounds >= IDLE_ROUNDS:
-                break
-            spares = [Slot(self) for _ in range(min(MAX_SPARES, 4 * len(crowded)))]
-            await self._open_all(spares)
-            await self._track(threads, spares)
-            known = threads.known
+        misses = 0  # new connections in a row that found no room: the race is not going our way
+        while monotonic_ns() < deadline:
             counts = threads.counts()
-            landed = [known.get(_port(spare)) if spare.tr is not None else None for spare in spares]
-            pairs = plan_swaps(counts, cap, [known[_port(s)] for s in crowded], landed)
-            idle_rounds = 0 if pairs else idle_rounds + 1
-            kept = dict(pairs)
+            crowded = [s for s in self.slots if s.tr is not None and counts[threads.known.get(_port(s), -1)] > cap]
+            if not crowded or misses >= MISSES_PER_CROWDED * len(crowded):
+                break
+            # one new connection at a time; after misses, a few at once: where a thread takes its
+            # connections slower than the accept loop hands them out (a small, loaded box), a
+            # burst spreads, while on a large box the first idle thread takes a whole burst
+            spares = [Slot(self) for _ in range(1 << min(misses // 2, 5))]
+            for spare in spares:
+                try:
+                    await self.open(spare)
+                except (TimeoutError, OSError):
+                    continue
+            for spare in spares:
+                if spare.tr is not None:
+                    await self._track(threads, spare)
+            counts = threads.counts()
+            landed = [threads.known.get(_port(spare)) if spare.tr is not None else None for spare in spares]
+            kept = dict(plan_swaps(counts, cap, [threads.known[_port(s)] for s in crowded], landed))
+            misses = 0 if kept else misses + len(spares)
             for i, spare in enumerate(spares):
                 if i not in kept:
+                    threads.known.pop(_port(spare), None)
                     spare.abort()
                     continue
                 old = crowded[kept[i]]
+                threads.known.pop(_port(old), None)
                 spare.raw = old.raw
                 self.slots[self.slots.index(old)] = spare
                 old.abort()  # its request in flight (before T0) is not measured
                 if self.raw:
                     spare.send()
+            await asyncio.sleep(0)  # asyncio closes an aborted connection's socket a loop turn later
         return first_error
 
-    async def _open_all(self, slots: list[Slot]) -> str | None:
-        results = await asyncio.gather(*(self.open(s) for s in slots), return_exceptions=True)
-        return next((_describe(r) for r in results if isinstance(r, BaseException)), None)
-
-    async def _track(self, threads: ThreadMap, slots: list[Slot]) -> None:
-        """Sample the server until every connected slot is seen on a thread (or TRACK_NS)."""
-        ports = {_port(s) for s in slots if s.tr is not None}
+    async def _track(self, threads: ThreadMap, slot: Slot) -> None:
+        """Sample the server until this new connection is seen on a thread (or TRACK_NS)."""
+        port = _port(slot)
         end = monotonic_ns() + TRACK_NS
-        while not ports <= threads.sample().keys() and monotonic_ns() < end:
-            await asyncio.sleep(0.003)
+        while port not in threads.sample() and monotonic_ns() < end:
+            await asyncio.sleep(0.001)
 
     async def open(self, slot: Slot) -> None:
         plan = self.plan
