@@ -62,7 +62,7 @@ _DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
-_DIAG_NOBALANCE = "nobalance" in _DIAG
+_DIAG_BALANCE = "balance" in _DIAG
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
@@ -430,7 +430,7 @@ class Worker:
         if _DIAG_BURST:
             results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
-        elif not self.open_loop and plan.frontend_pid and not _DIAG_NOBALANCE:
+        elif not self.open_loop and plan.frontend_pid and _DIAG_BALANCE:
             # concurrency against a server on this machine: spread over its HTTP threads, measured
             self.warming = True
             first_error = await self.balance()
