@@ -367,19 +367,11 @@ def run_pair(
     """Both tools at one level, in an order that flips every level and round. None when the
     budget leaves no time for both."""
     order = ["pa", "ours"] if flip % 2 == 0 else ["ours", "pa"]
-    if args.ab_nobalance and mode == "concurrency":  # the same engine opening connections the old way, in between
-        order.insert(1, "ours_nobalance")
     if not budget.allows_pair(mode):
         return None
     got: dict[str, Measure] = {}
     for tool in order:
-        if tool == "ours_nobalance":
-            os.environ["GPUSCALE_LOAD_DIAG"] = "nobalance"  # read by the workers this sweep starts
-            try:
-                got[tool] = measure_ours(url, model, level, args, mode)
-            finally:
-                os.environ.pop("GPUSCALE_LOAD_DIAG", None)
-        elif tool == "pa":
+        if tool == "pa":
             for _ in range(1 + args.pa_retries):
                 m = run_perf_analyzer(binary, env, url, model, level, args, mode, pa_extra)
                 budget.ran("pa", mode, m)
@@ -397,10 +389,6 @@ def run_pair(
         "p50_ratio": _ratio(ours.p50_ms, pa.p50_ms),
         "p99_ratio": _ratio(ours.p99_ms, pa.p99_ms),
     }
-    if "ours_nobalance" in got:
-        nb = got["ours_nobalance"]
-        row["ours_nobalance"] = asdict(nb)
-        row["nobalance_throughput_ratio"] = _ratio(nb.throughput, pa.throughput)
     if mode == "rate":
         row["p50_uncorrected_ratio"] = _ratio(ours.p50_uncorrected_ms, pa.p50_ms)
         row["p99_uncorrected_ratio"] = _ratio(ours.p99_uncorrected_ms, pa.p99_ms)
@@ -433,11 +421,6 @@ def print_row(row: dict) -> None:
         f"   [ours {o['status']}{' CLIENT-BOUND' if o['extra'].get('client_bound') else ''}; pa {p['status']}]",
         flush=True,
     )
-    if "ours_nobalance" in row:
-        nb = row["ours_nobalance"]
-        print(f"      ours without balancing (connections opened one at a time, not re-opened): thr {_fmt(nb['throughput'], '8.1f')}"
-              f" = {_fmt(row['nobalance_throughput_ratio'], '5.2f')} of pa, p50 {_fmt(nb['p50_ms'], '7.3f')} ms,"
-              f" busiest HTTP thread/threads used {spread_text(nb['extra'].get('frontend'))}   [{nb['status']}]", flush=True)
     for w in p["extra"].get("warnings", []):
         print(f"      perf_analyzer: {w}", flush=True)
 
@@ -555,26 +538,6 @@ def _failures(sel: list[dict]) -> str:
     return "; ".join(notes)
 
 
-def print_balance_summary(conc: list[dict]) -> None:
-    """With --ab-nobalance: per level, the mean throughput and spread of ours with and without
-    balancing the connections over the server's HTTP threads, beside perf_analyzer's."""
-    sel = [r for r in conc if "ours_nobalance" in r]
-    if not sel:
-        return
-    print("\nconcurrency mode: connection balancing, A/B (mean infer/s over rounds; busiest HTTP thread/threads used, per round)")
-    print(f"  {'model':<18}{'c':>5}  {'balanced':>9}  {'unbalanced':>10}  {'perf_analyzer':>13}   spreads balanced | unbalanced | pa")
-    for key in dict.fromkeys((r["model"], r["level"]) for r in sel):
-        rs = [r for r in sel if (r["model"], r["level"]) == key]
-
-        def mean(tool: str, rs: list[dict] = rs) -> str:
-            xs = [r[tool]["throughput"] for r in rs if r[tool]["throughput"]]
-            return f"{sum(xs) / len(xs):,.0f}" if xs else "n/a"
-
-        spreads = " | ".join(" ".join(spread_text(r[t]["extra"].get("frontend")) for r in rs)
-                             for t in ("ours", "ours_nobalance", "perf_analyzer"))
-        print(f"  {key[0]:<18}{key[1]:>5g}  {mean('ours'):>9}  {mean('ours_nobalance'):>10}  {mean('perf_analyzer'):>13}   {spreads}")
-
-
 def print_summary(rows: list[dict], args) -> None:
     models = args.models.split(",")
     conc = [r for r in rows if r["mode"] == "concurrency"]
@@ -679,8 +642,6 @@ def main() -> int:
     parser.add_argument("--max-windows", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
-    parser.add_argument("--ab-nobalance", action="store_true",
-                        help="concurrency levels: also run ours without spreading its connections over the server's HTTP threads")
     parser.add_argument("--pa-retries", type=int, default=1)
     parser.add_argument("--pa-rate-threads", type=int, default=0,
                         help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, at least 16)")
@@ -744,7 +705,6 @@ def main() -> int:
         status, code = "incomplete", 1  # planned runs were left out: not a finished comparison
         save(status)
     print_summary(rows, args)
-    print_balance_summary([r for r in rows if r["mode"] == "concurrency"])
     if budget.skipped:
         print(f"\nbudget: {budget.skipped} pairs of runs were not started (--budget-s {args.budget_s:g})")
     print(f"\n{status} in {time.monotonic() - t0:.0f} s; written: {path}")

@@ -8,16 +8,18 @@ connections of a level opened one at a time while the open ones carried load wen
 one thread at concurrency 16, 33/20/7/2/2 at 64 and 45/36/30/15/2 at 128. A thread that reads
 every 602 KB body of a third of the connections caps the server below what its GPUs do, and
 neither Triton's statistics (its timer starts after the body is read) nor the client can see
-why. Connections opened in a burst spread further (here 32 at once: 32 on one thread in one
-trial, 13/5/5/4/2/1/1/1 in another): the outcome is a race, so the load engine measures it and
-re-opens the connections that landed on a crowded thread (engine/load/worker.py, balance).
+why. Where a connection lands is a race the client does not control (engine/load/worker.py,
+open_spread, says what was tried and measured); this module makes it visible: the session
+warns when one thread holds more than twice its share, and bench/load_vs_perf_analyzer.py
+prints each tool's spread beside its throughput.
 
 How: each HTTP thread runs its own epoll instance, and /proc/<pid>/fdinfo/<epoll fd> lists the
 sockets it watches (``tfd:`` lines). A connection is listed while its thread waits for its next
 request (always, for a new connection with nothing sent yet), so samples are unioned; a
 connection never moves, so what was seen once stays true while the connection lives. Pure reads
 of /proc: nothing here can disturb the server. Works for any server process this user may read
-(the embedded one, or a remote-mode server on this machine); elsewhere every answer is empty.
+(the embedded one, or a remote-mode server on this machine, found from its port by
+listener_pid); elsewhere every answer is empty.
 """
 
 from __future__ import annotations
@@ -143,33 +145,6 @@ def connection_owners(pid: int, port: int) -> dict[int, int]:
     """Client port -> the server's epoll fd now watching that connection (one sample).
     Empty where /proc cannot be read (another OS, another user's process)."""
     return ThreadMap(pid, port).sample()
-
-
-def plan_swaps(counts: Counter[int], cap: int, crowded: list[int], landed: list[int | None]) -> list[tuple[int, int]]:
-    """Which new connection replaces which crowded one: (index in ``landed``, index in
-    ``crowded``) pairs. ``counts``: connections per thread, the new ones included; ``crowded``:
-    the threads of our connections on a thread over ``cap``; ``landed``: the thread each new
-    connection got (None: not seen). A new one is kept where its thread, itself included, stays
-    within the cap, in place of one on the thread that is then most over it. Updates ``counts``
-    as if the swaps and the closing of the unused new ones were done."""
-    pairs: list[tuple[int, int]] = []
-    free = set(range(len(crowded)))
-    for i, thread in enumerate(landed):
-        if thread is None:
-            continue
-        worst = max(free, key=lambda j: counts[crowded[j]], default=None)
-        if counts[thread] <= cap and worst is not None and counts[crowded[worst]] > cap:
-            pairs.append((i, worst))
-            free.discard(worst)
-            counts[crowded[worst]] -= 1
-        else:
-            counts[thread] -= 1
-    return pairs
-
-
-def fair_cap(connections: int, threads: int) -> int:
-    """The most connections any one HTTP thread holds when ``connections`` are spread evenly."""
-    return -(-connections // max(1, min(threads, connections)))
 
 
 class SpreadWatch:

@@ -41,7 +41,6 @@ from engine.events import (
     Warning,
     WindowResult,
 )
-from engine.frontend import http_thread_count, listener_pid
 from engine.load.audit import client_audit
 from engine.load.error_text import errors_line
 from engine.load.http1 import parse_endpoint
@@ -98,11 +97,9 @@ class _Level:
         stop: asyncio.Event,
         tick_ns: int = TICK_NS,
         slo_search: bool = False,
-        frontend: tuple[int, int] = (0, 0),
         request_bytes: int = 0,
     ) -> None:
         self.slo_search = slo_search
-        self.frontend = frontend  # (pid, HTTP threads) of a server on this machine, else (0, 0)
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
@@ -142,10 +139,8 @@ class _Level:
             arrival=load.arrival,
         )
         if not self.rate_mode:
-            pid, threads = self.frontend
             return [
-                LevelPlan(**common, slots=n, seed=self.index * 1000 + w, frontend_pid=pid,
-                          frontend_threads=threads, level_total=int(self.level))
+                LevelPlan(**common, slots=n, seed=self.index * 1000 + w)
                 for w, n in enumerate(_interleave(int(self.level), self.active))
             ]
         share = self.level / self.active
@@ -425,7 +420,6 @@ async def run_sweep(
         raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
                 for plan in regions.plans]
     tick_ns = tick_ns or tick_for(load.window_ms)
-    frontend = await asyncio.to_thread(local_frontend, endpoint.host, endpoint.port, endpoint.tls)
     request_bytes = max(len(raw) for raw in raws)
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
     results: list[LevelResult] = []
@@ -442,7 +436,7 @@ async def run_sweep(
                 queue.append(float(extra))
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
-            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search, frontend,
+            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
                                   request_bytes).run()
             results.append(result)
             publish(result)
@@ -479,25 +473,6 @@ async def run_sweep(
         )
     )
     return results
-
-
-def local_frontend(host: str, port: int, tls: bool) -> tuple[int, int]:
-    """(pid, HTTP thread count) of the server when it runs on this machine and we may read its
-    /proc entries, so that the workers can spread their connections over its HTTP threads
-    (engine/frontend.py); (0, 0) otherwise (a remote box, TLS, another user's process)."""
-    import ipaddress
-    import socket
-
-    if tls:
-        return (0, 0)
-    try:
-        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
-        if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
-            return (0, 0)
-    except (OSError, ValueError):
-        return (0, 0)
-    pid = listener_pid(port)
-    return (pid, http_thread_count(pid)) if pid else (0, 0)
 
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:

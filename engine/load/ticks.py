@@ -36,11 +36,6 @@ class LevelPlan:
     seed: int = 0
     max_in_flight: int = 0  # rate mode: cap of this worker's open requests
     preopen: int = 0  # rate mode: connections opened before T0
-    # concurrency mode, a server on this machine: its pid and HTTP thread count, and the level's
-    # connections over all workers, to spread them over its threads (engine/frontend.py)
-    frontend_pid: int = 0
-    frontend_threads: int = 0
-    level_total: int = 0
 
 
 @dataclass

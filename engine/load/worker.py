@@ -28,7 +28,6 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-from engine.frontend import ThreadMap, fair_cap, plan_swaps
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.modes import mode_of
@@ -40,17 +39,13 @@ SELECT_WAITED_NS = 50_000  # select() that took longer than this waited for the 
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
-BALANCE_BUDGET_NS = 2_000_000_000  # Worker.balance re-opens connections for this long at most
-TRACK_NS = 100_000_000  # how long a new connection may take to appear on a server thread
-MISSES_PER_CROWDED = 4  # give up after this many new connections in a row found no room, per crowded one
 
 
 def _diagnosis_knobs(text: str) -> dict[str, int]:
     """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
     injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
     socket send buffer; burst: open a level's connections all at once (the old way); lazy:
-    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker);
-    nobalance: do not spread the connections over a local server's HTTP threads."""
+    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker)."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -62,7 +57,6 @@ _DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
-_DIAG_BALANCE = "balance" in _DIAG
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
@@ -310,11 +304,6 @@ class Slot(asyncio.BufferedProtocol):
             self.tr.abort()
 
 
-def _port(slot: Slot) -> int:
-    """The connection's local port (0 when not connected)."""
-    return int(slot.tr.get_extra_info("sockname")[1]) if slot.tr is not None else 0
-
-
 def _connect_error_kind(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection_refused"
@@ -430,10 +419,6 @@ class Worker:
         if _DIAG_BURST:
             results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
-        elif not self.open_loop and plan.frontend_pid and _DIAG_BALANCE:
-            # concurrency against a server on this machine: spread over its HTTP threads, measured
-            self.warming = True
-            first_error = await self.balance()
         else:
             # concurrency: the connections opened first carry load while the next are opened
             self.warming = not self.open_loop
@@ -470,12 +455,19 @@ class Worker:
         A single first request was not enough where the server reads fast: on 2x H200 at
         concurrency 64 the thread a connection got had often finished reading it before the
         next connection arrived (ours 4.6k infer/s against perf_analyzer's 7.8k), so every
-        connection opened keeps sending while the next are opened. Measured after that on 1x
-        H200: ours / perf_analyzer 1.06 at c=128 and 1.13 at 256 (where perf_analyzer's own
-        client waits 1 ms per request for a CPU), but 0.86-0.88 at 16-64 with the busiest two
-        server threads still at 93 and 81 %: better, not yet the spread perf_analyzer gets
-        (docs/results/fidelity_and_serving_h200.md). Rate mode reuses its idle connections in
-        turn (FIFO), not the last one freed, so load turns over every connection.
+        connection opened keeps sending while the next are opened. Rate mode reuses its idle
+        connections in turn (FIFO), not the last one freed, so load turns over every connection.
+
+        What did not work, measured on a 4x H200 box (64 HTTP threads, 3 alternating rounds,
+        engine/frontend.py reading where each connection sat): opening a level's connections
+        in bursts and then re-opening those that landed on a crowded thread, keeping a new one
+        only where its thread had room. The connections ended up MORE crowded (busiest thread /
+        threads used at c=256: 108-121/6-10 against 49-54/8-10 opened this way) and read 0.58x
+        of perf_analyzer at c=256 against 1.02x this way (c=128: 0.59x against 0.93x). Why the
+        re-opened ones crowd is not established (a guess: each is accepted at an instant when
+        the crowded thread is idle, and the first idle thread takes it). The race is not steered
+        from the client, so the engine opens connections the way that measured best, and the
+        session shows the outcome (engine/frontend.py).
         """
         first_error: str | None = None
         primed: list[Slot] = []
@@ -498,84 +490,6 @@ class Worker:
                 slot.busy = False
                 slot.abort()
         return first_error
-
-    async def balance(self) -> str | None:
-        """Open the level's connections and spread them over the local server's HTTP threads:
-        each one is seen on its thread before it sends, and one that landed on a thread holding
-        more than its fair share (over all the workers' connections) is replaced by a new one,
-        kept only if it landed on a thread with room, until none is over or the tries run out.
-
-        Why (issue 13, engine/frontend.py): Triton gives each new connection, for good, to the
-        first of its HTTP threads that is idle at that instant, so where the connections land is
-        a race, and one crowded thread that reads every 602 KB body of its connections caps the
-        server below its GPUs while neither Triton's statistics nor the client's timing sees it.
-        Measured on a 4x H200 box (64 HTTP threads, ``busiest thread / threads used`` in
-        bench/load_vs_perf_analyzer.py): opened one at a time while the open ones carry load
-        (open_spread), 16 of 16 connections sat on one thread at concurrency 16 and 45/36/30/15/2
-        at 128; opened in bursts, worse (334 of 512 on one thread of 9: a thread that wakes in
-        microseconds takes the whole burst). So connections are opened one at a time while the
-        open ones carry load, which keeps the crowded threads busy when the next is accepted,
-        and where each lands is measured, not hoped for. The rest of the level's connections
-        keep sending meanwhile (warming, as in open_spread); it all ends before T0.
-        """
-        plan = self.plan
-        assert plan is not None
-        threads = ThreadMap(plan.frontend_pid, plan.port)
-        first_error: str | None = None
-        for slot in self.slots:
-            try:
-                await self.open(slot)
-            except (TimeoutError, OSError) as exc:
-                first_error = first_error or _describe(exc)
-                continue
-            await self._track(threads, slot)
-            if self.raw:
-                slot.send()
-        cap = fair_cap(plan.level_total or len(self.slots), plan.frontend_threads)
-        deadline = monotonic_ns() + BALANCE_BUDGET_NS
-        misses = 0  # new connections in a row that found no room: the race is not going our way
-        while monotonic_ns() < deadline:
-            counts = threads.counts()
-            crowded = [s for s in self.slots if s.tr is not None and counts[threads.known.get(_port(s), -1)] > cap]
-            if not crowded or misses >= MISSES_PER_CROWDED * len(crowded):
-                break
-            # one new connection at a time; after misses, a few at once: where a thread takes its
-            # connections slower than the accept loop hands them out (a small, loaded box), a
-            # burst spreads, while on a large box the first idle thread takes a whole burst
-            spares = [Slot(self) for _ in range(1 << min(misses // 2, 5))]
-            for spare in spares:
-                try:
-                    await self.open(spare)
-                except (TimeoutError, OSError):
-                    continue
-            for spare in spares:
-                if spare.tr is not None:
-                    await self._track(threads, spare)
-            counts = threads.counts()
-            landed = [threads.known.get(_port(spare)) if spare.tr is not None else None for spare in spares]
-            kept = dict(plan_swaps(counts, cap, [threads.known[_port(s)] for s in crowded], landed))
-            misses = 0 if kept else misses + len(spares)
-            for i, spare in enumerate(spares):
-                if i not in kept:
-                    threads.known.pop(_port(spare), None)
-                    spare.abort()
-                    continue
-                old = crowded[kept[i]]
-                threads.known.pop(_port(old), None)
-                spare.raw = old.raw
-                self.slots[self.slots.index(old)] = spare
-                old.abort()  # its request in flight (before T0) is not measured
-                if self.raw:
-                    spare.send()
-            await asyncio.sleep(0)  # asyncio closes an aborted connection's socket a loop turn later
-        return first_error
-
-    async def _track(self, threads: ThreadMap, slot: Slot) -> None:
-        """Sample the server until this new connection is seen on a thread (or TRACK_NS)."""
-        port = _port(slot)
-        end = monotonic_ns() + TRACK_NS
-        while port not in threads.sample() and monotonic_ns() < end:
-            await asyncio.sleep(0.001)
 
     async def open(self, slot: Slot) -> None:
         plan = self.plan

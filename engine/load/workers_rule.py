@@ -17,7 +17,9 @@ Rule, when load.workers = 0:
   BODY_SHARE_BYTES / request bytes (floors: 4 connections, 500 requests/s per worker). Why (issue 13): with the 602 KB ViT-B/32 image on a 4x H200
   box, 64 connections on 2 workers (2.1 GB/s written per process) were client-bound by our own
   audit at 6.9k images/s, while 8 workers at 256 (0.8 GB/s each) were not; the kernel's loopback
-  copy of each body is paid by the sending process, so bytes, not requests, load a worker.
+  copy of each body is paid by the sending process, so bytes, not requests, load a worker. With
+  this rule (16 workers at 64), the same box read 1.03x of perf_analyzer at c=64 and 1.02x at
+  256 (3 alternating rounds, docs/results/fidelity_and_serving_h200.md).
 When load.workers is set, the pool has that many and every level uses them all (a concurrency
 level never more workers than requests in flight). A client-bound level (see audit.py) says
 when more workers would help.
