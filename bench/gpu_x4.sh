@@ -5,7 +5,6 @@
 #   STAGE=transports    our transports against perf_analyzer's, 1x/2x/4x, 3 rounds (issue 14)   about 6 minutes
 #   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
 #                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 5 minutes
-#   STAGE=fidelity_ab   the concurrency levels only, ours with and without connection balancing   about 6 minutes
 # Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
 source bench/gpu_env.sh
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -35,10 +34,6 @@ case "$STAGE" in
     timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
       --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \
       --max-windows 6 --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
-  fidelity_ab)  # concurrency levels only: ours with and without connection balancing, and perf_analyzer
-    timeout -k 5 500 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
-      --levels 16,64,128,256,512 --ab-nobalance --rounds 3 --window-ms 1000 \
-      --max-windows 5 --pa-retries 0 --budget-s 480 --run-overhead-s 1.5 --server-start-s 10 ;;
 esac
 echo "stage $STAGE done in $(( $(date +%s) - t0 )) s"
 ps aux | grep -E 'tritonserver|backend_stub|engine\.load' | grep -v grep | grep -v defunct || echo "no server or worker left"
