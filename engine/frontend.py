@@ -173,18 +173,21 @@ class SpreadWatch:
         return sorted(Counter(self.owners.values()).values(), reverse=True)
 
 
-def uneven(per_thread: list[int], http_threads: int) -> str | None:
+def uneven(per_thread: list[int], http_threads: int, opened: int = 0) -> str | None:
     """A one-line finding when the busiest thread holds more than UNEVEN_FACTOR times its fair
-    share of the connections (fair: spread over min(threads, connections)); None otherwise."""
+    share of the connections seen (fair: spread over min(threads, connections)); None otherwise.
+    ``opened``: the level's connections, when known. A connection is seen only while its thread
+    waits for its next request, so with short requests some are never caught between two."""
     total = sum(per_thread)
     if total < 2 or http_threads < 2:
         return None
     fair = total / min(http_threads, total)
     if per_thread[0] <= UNEVEN_FACTOR * fair:
         return None
-    return (f"the server's HTTP front end holds {per_thread[0]} of our {total} connections on one of its "
-            f"{http_threads} threads ({len(per_thread)} in use: {'/'.join(map(str, per_thread))}): that thread "
-            f"may cap throughput below what the model can do")
+    unseen = f"; {opened - total} more were busy at every sample" if opened > total else ""
+    return (f"the server's HTTP front end holds {per_thread[0]} of our {total} connections seen on one of its "
+            f"{http_threads} threads ({len(per_thread)} in use: {'/'.join(map(str, per_thread))}{unseen}): that "
+            f"thread may cap throughput below what the model can do")
 
 
 def child_named(parent: int, name: str) -> int | None:

@@ -474,7 +474,8 @@ class Session(EventSource):
             from engine.frontend import uneven
             from engine.server.embedded import http_threads
 
-            finding = uneven(watch.per_thread(), http_threads())
+            opened = int(event.level) if not mode_of(event.mode).open_loop else 0
+            finding = uneven(watch.per_thread(), http_threads(), opened)
             if finding:
                 self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
                                          message=f"level {event.level:g}: {finding}"))

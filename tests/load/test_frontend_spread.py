@@ -27,7 +27,9 @@ def test_uneven_names_a_thread_holding_more_than_twice_its_share():
     assert uneven([4, 4, 4, 4, 4, 4, 4, 4], 8) is None
     assert uneven([8, 7, 6, 5, 2, 2, 1, 1], 8) is None  # perf_analyzer's spread here: at most 2x fair
     text = uneven([32], 8)
-    assert text is not None and "holds 32 of our 32 connections on one of its 8 threads (1 in use: 32)" in text
+    assert text is not None and "holds 32 of our 32 connections seen on one of its 8 threads (1 in use: 32)" in text
+    text = uneven([6, 4], 64, opened=16)  # the level opened 16: 6 were never caught idle
+    assert text is not None and "(2 in use: 6/4; 6 more were busy at every sample)" in text
     assert uneven([29, 3], 8) is not None
     assert uneven([2, 1], 8) is None  # three connections: fair is one per thread, 2 is not over 2x
     assert uneven([5], 1) is None  # one thread: nothing to spread over
