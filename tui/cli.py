@@ -471,15 +471,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.study.index import is_index, read_index, recording_paths
 
     files: list[Path] = []
+    study = False  # a study prices each config as its share of the box: so does its comparison
     for path in args.files:  # a study index stands for its finished variants' recordings
         if is_index(path):
             index = read_index(path)
             files += [p for v, p in recording_paths(index, path) if v in index.finished]
+            study = True
+            for gpus, dollars in index.costs.items():  # the study's own --cost, unless given again
+                costs.setdefault(int(gpus), float(dollars))
         else:
             files.append(path)
     recordings = [Recording.open(path) for path in files]
     _print_notes(recordings)
-    comparison = compare(recordings, costs)
+    comparison = compare(recordings, costs, pro_rata=study)
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:

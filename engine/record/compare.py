@@ -9,8 +9,7 @@ same GPU model and model; N = the GPU count of the run's config variant.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,18 +72,23 @@ class Comparison:
         return min(values) if values else None
 
 
-def compare(recordings: list[Recording], costs: dict[int, float] | None = None) -> Comparison:
+def compare(recordings: list[Recording], costs: dict[int, float] | None = None, pro_rata: bool = False) -> Comparison:
     """``costs``: $/hr by GPU count of the config variant (seed 001's "1gpu:1.5,2gpu:3.0"), for runs
-    made on one big box that stand for smaller boxes; it replaces each profile's cost_per_hour."""
+    made on one big box that stand for smaller boxes; it replaces each profile's cost_per_hour.
+    ``pro_rata``: a run on part of the box, not priced by ``costs``, costs its share of the box
+    (what the study's own table does, so that its report and this comparison agree)."""
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
-    priced: set[int] = set()
-    if costs:
-        for i, summary in enumerate(summaries):
-            if summary.gpus_in_config in costs:
-                summaries[i] = replace(summary, cost_per_hour=costs[summary.gpus_in_config])
-                priced.add(i)
+    priced: dict[int, str] = {}  # run index -> how its price was set
+    for i, summary in enumerate(summaries):
+        n, box, count = summary.gpus_in_config, summary.cost_per_hour, summary.gpu_count
+        if costs and n in costs:
+            summaries[i] = replace(summary, cost_per_hour=costs[n])
+            priced[i] = "given on the command line"
+        elif pro_rata and n and count and n < count and box:
+            summaries[i] = replace(summary, cost_per_hour=box * n / count)
+            priced[i] = f"{n} of the box's {count} GPUs at ${box:g}/hr, pro rata, as the study prices it"
     findings = [analyze(s) for s in summaries]
     labels = _unique_labels([f.label for f in findings])
     runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels, strict=True)]
@@ -95,7 +99,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None) 
             run.scaling = scaling_vs_base(run.findings.points, base.findings.points, run.n)
     runs.sort(key=lambda r: (gpu_slug(r.summary.gpu_model, r.summary.gpu_count), r.n or 0, r.label))
     comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}))
-    _check_apples(comparison, {findings[i].label for i in priced})
+    _check_apples(comparison, {findings[i].label: how for i, how in priced.items()})
     return comparison
 
 
@@ -131,7 +135,8 @@ def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[Ru
     return lambda r: read(r, key)
 
 
-def _check_apples(c: Comparison, priced: AbstractSet[str] = frozenset()) -> None:
+def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None) -> None:
+    priced = priced or {}
     runs = c.runs
     checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
         ("model", lambda r: r.summary.model, True),
@@ -181,8 +186,7 @@ def _check_apples(c: Comparison, priced: AbstractSet[str] = frozenset()) -> None
                            f"is from an {peak.status} level (its windows did not agree within the tolerance): "
                            "measure again, or with more windows, before relying on it")
         if r.findings.label in priced:
-            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) (given on the "
-                           "command line)")
+            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) ({priced[r.findings.label]})")
         elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
             c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
                            f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")

@@ -191,3 +191,17 @@ def test_runs_over_different_transports_are_compared_with_a_warning(tmp_path: Pa
     with Recording.open(shm) as rec:
         report = Path(export(rec, "md", tmp_path)).read_text()
     assert "inputs by CUDA shared memory" in report
+
+
+def test_a_study_comparison_prices_part_of_the_box_pro_rata(scaling_study: list[Path]) -> None:
+    """The 2x run used 2 of a 4-GPU box at $2/hr: as a study's own table does, its comparison
+    prices it at $1/hr (the same figure in both reports); a --cost given wins; a run on the
+    whole box keeps the box's price."""
+    c = compare(_open(scaling_study), pro_rata=True)
+    by_n = {r.n: r for r in c.runs}
+    assert by_n[2].summary.cost_per_hour == pytest.approx(1.0) and by_n[4].summary.cost_per_hour == pytest.approx(2.0)
+    assert by_n[2].findings.cost_per_1000_at_peak == pytest.approx(1.0 / (360 * 3600) * 1000)
+    assert any("2 of the box's 4 GPUs at $2/hr, pro rata" in n for n in c.notes)
+    c = compare(_open(scaling_study), costs={2: 1.5}, pro_rata=True)
+    assert {r.n: r for r in c.runs}[2].summary.cost_per_hour == pytest.approx(1.5)
+    assert any("$1.5/hr for 2 GPU(s) (given on the command line)" in n for n in c.notes)
