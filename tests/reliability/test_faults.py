@@ -134,7 +134,7 @@ def test_remote_server_that_stops_answering_counts_timeouts_and_does_not_hang(tm
     assert "server not ready within 2 s: the sweep stops" in errors, errors
 
 
-def test_disk_full_while_recording_is_a_clear_error_and_the_file_stays_readable(tmp_path):
+def test_disk_full_while_recording_is_a_clear_error_and_the_file_stays_readable(identity_server, tmp_path):
     # RLIMIT_FSIZE makes writes past the limit fail (EFBIG) as a full disk would (ENOSPC)
     limit = 96 * 1024
     code = (
@@ -147,17 +147,15 @@ def test_disk_full_while_recording_is_a_clear_error_and_the_file_stays_readable(
 
     from tests.reliability.helpers import ROOT
 
-    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "s").start()
     out_dir = tmp_path / "rec"
-    try:  # a remote server, so that only the recording is written under the limit
-        proc = subprocess.run(
-            [sys.executable, "-c", code, "--record", "--output", str(out_dir),
-             "--profile", _remote_profile(tmp_path, server.http_url), *QUICK[2:], *LONG[:2],
-             "--set", "load.max_windows=60", "--set", "load.stability_percent=0.001"],
-            cwd=ROOT, capture_output=True, text=True, timeout=240,
-        )
-    finally:
-        server.stop()
+    # a remote server (the session's, tests/conftest.py), so that only the recording is written
+    # under the limit
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--record", "--output", str(out_dir),
+         "--profile", _remote_profile(tmp_path, identity_server.http_url), *QUICK[2:], *LONG[:2],
+         "--set", "load.max_windows=60", "--set", "load.stability_percent=0.001"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text
     assert "Traceback" not in text

@@ -106,10 +106,10 @@ def test_remote_model_control_loads_each_variant(tmp_path):
         assert current_config(srv.http_url, "identity", {})["instance_group"][0]["count"] == 2
 
 
-def test_remote_without_model_control_and_no_terminal_is_bad_input(tmp_path):
-    with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "srv") as srv:
-        done = _cli("study", "--set", "model.name=identity", "--set", "server.kind=remote", "--set",
-                    f"server.url={srv.http_url}", "-o", str(tmp_path / "rec"), timeout=60)
+def test_remote_without_model_control_and_no_terminal_is_bad_input(identity_server, tmp_path):
+    # the session's server (tests/conftest.py) runs without model control
+    done = _cli("study", "--set", "model.name=identity", "--set", "server.kind=remote", "--set",
+                f"server.url={identity_server.http_url}", "-o", str(tmp_path / "rec"), timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no model control" in done.stderr and "explicit" in done.stderr
     assert "Traceback" not in done.stderr
