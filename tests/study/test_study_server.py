@@ -1,6 +1,6 @@
 """The study against the real embedded Triton (identity model, CPU variants cpu and cpu2): the
 headless CLI end to end, the remote model-control path (a server in explicit mode), bad input,
-and an interrupted study. Tiny windows and two levels keep each study to seconds."""
+and an interrupted study. Tiny windows (200 ms) and two levels keep each study to seconds."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from engine.study.runner import StudySource
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = ["model.name=identity", "load.window_ms=300", "load.warmup_s=0.3", "load.min_window_requests=20",
+QUICK = ["model.name=identity", "load.window_ms=200", "load.warmup_s=0.2", "load.min_window_requests=20",
          "load.max_windows=4", "load.request_timeout_s=5"]
 # the CLI as a person runs it, with textual made unimportable: headless must not need it
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
