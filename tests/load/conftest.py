@@ -1,4 +1,4 @@
-"""Fixtures: one real embedded Triton (identity model) for the whole test session."""
+"""Fixtures: what the identity model looks like on the session's embedded Triton (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,6 @@ from engine.events import Event
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target
 from engine.profiles import Load
-
-
-@pytest.fixture(scope="session")
-def identity_server(tmp_path_factory):
-    from engine.server.embedded import EmbeddedServer
-
-    with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-load")) as srv:
-        yield srv
 
 
 @pytest.fixture(scope="session")

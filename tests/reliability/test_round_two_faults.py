@@ -128,11 +128,13 @@ def test_guard_killed_first_then_the_tool_leaves_no_server(tmp_path):
     assert left == [], f"outlived the tool and its guard: {[p.cmdline()[:1] for p in left]}"
 
 
-def test_embedded_server_killed_is_named_at_once_and_fails_the_level(tmp_path):
-    # long request timeouts and server wait: without naming the death the sweep would sit them out
-    app = start_app(tmp_path, *QUICK, *LONG, "--set", "load.request_timeout_s=60", "--set", "load.server_wait_s=60")
+def test_embedded_server_killed_is_named_at_once_and_fails_the_level_with_counted_errors(tmp_path):
+    # long request timeouts and server wait: without naming the death the sweep would sit them out;
+    # four connections in flight when it dies
+    app = start_app(tmp_path, *QUICK, *LONG, "--set", "load.concurrency=4,8", "--set", "load.request_timeout_s=60",
+                    "--set", "load.server_wait_s=60")
     rec = recording_in(tmp_path)
-    wait_for_kind(rec, "window", count=2)
+    wait_for_kind(rec, "window", count=3)
     procs = family(app.pid)
     (server,) = [p for p in _named(procs, "tritonserver") if p.cmdline()[0].endswith("tritonserver")]
     os.kill(server.pid, signal.SIGKILL)
@@ -142,30 +144,48 @@ def test_embedded_server_killed_is_named_at_once_and_fails_the_level(tmp_path):
     events, ended = _ended(rec)
     named = [e for e in events if e.kind == "error" and e.source == "server" and e.fatal]
     assert named and "exited" in named[0].message and "SIGKILL" in named[0].message
+    messages = [e.message for e in events if e.kind in ("warning", "error")]
+    assert any("embedded Triton server exited" in m and "SIGKILL" in m for m in messages), messages
     levels = [e for e in events if e.kind == "level_result"]
-    assert levels and levels[-1].status == "failed"
+    assert levels, "the level in progress must still be reported"
+    first = levels[0]
+    assert first.errors > 0 and sum(first.errors_by_kind.values()) == first.errors
+    assert set(first.errors_by_kind) & {"connection_refused", "connection_reset", "bad_response", "timeout"}
+    assert levels[-1].status == "failed"
     assert "server exited" in levels[-1].error_messages[0]
     assert ended is not None and ended.status == "failed" and "SIGKILL" in (ended.error or "")
     assert wait_all_gone(procs) == []
 
 
-def test_sigkill_a_copy_without_its_wal_keeps_all_but_the_last_seconds(tmp_path):
+def test_sigkill_keeps_all_but_the_last_seconds_also_in_a_copy_without_its_wal(tmp_path):
+    """SIGKILL of the tool: no process and no scratch folder left; the recording opens without
+    repair and keeps everything but the last second; a copy taken without its -wal file keeps
+    all but the last checkpoint interval and says why. (One run of the app for both files.)"""
     out_dir = tmp_path / "rec"
     app = start_app(out_dir, *QUICK, *LONG)
     rec = recording_in(out_dir)
-    wait_for_kind(rec, "window", count=3)
+    wait_for_kind(rec, "window", count=4)
     procs = family(app.pid)
     scratch = _scratch_dir(procs)
     with Recording.open(rec) as recording:
         windows_before = recording.event_counts().get("window", 0)
     time.sleep(2 * CHECKPOINT_INTERVAL_S + 1.0)  # at least one checkpoint after those windows
+    killed_at = time.time()
     os.kill(app.pid, signal.SIGKILL)
     app.communicate(timeout=30)
-    assert wait_all_gone(procs) == []
+    assert wait_all_gone(procs) == [], "SIGKILL of the app left processes behind"
     assert not scratch.exists(), "the server's scratch folder outlived a SIGKILL of the tool"
     copy = tmp_path / "copy" / rec.name  # what `cp recording.sqlite elsewhere/` takes
     copy.parent.mkdir()
-    shutil.copy(rec, copy)
+    shutil.copy(rec, copy)  # before the original is opened: opening it folds its -wal file in
+
+    with Recording.open(rec) as recording:  # opens without repair
+        events = list(recording.events())
+    assert events[0].kind == "session_started"
+    assert "session_ended" not in [e.kind for e in events]
+    last = max(e.ts for e in events)
+    assert killed_at - last < 2.0, f"lost {killed_at - last:.1f} s of events"
+
     with Recording.open(copy) as recording:
         windows = recording.event_counts().get("window", 0)
         notes = recording.notes
@@ -198,17 +218,21 @@ def test_tui_hang_up_keeps_the_level_and_ends_interrupted(tmp_path):
     try:
         pid = _tui(tmux, tmp_path)
         procs = family(pid)
+        assert procs[1:], "the app should have started the embedded server and its load workers"
         rec = recording_in(tmp_path)
         wait_for_kind(rec, "window", count=2)
-        tmux.kill()  # SIGHUP to the terminal's foreground process group: the app and its load workers
-        assert wait_all_gone(procs, timeout=90) == []
+        tmux.kill()  # SIGHUP to the terminal's foreground process group, as when an SSH connection drops
+        assert wait_all_gone(procs[:1], timeout=90) == [], "the app did not exit after SIGHUP"
+        assert wait_all_gone(procs, timeout=20) == [], "child processes outlived the app"
     finally:
         tmux.kill()
     events, ended = _ended(rec)
+    assert [e.kind for e in events].count("session_ended") == 1
     assert ended is not None and ended.status == "interrupted" and ended.exit_code == 130
     assert not [e.message for e in events if e.kind == "error" and e.fatal]
     levels = [e for e in events if e.kind == "level_result"]
     assert levels and levels[-1].status == "interrupted"
+    assert len(levels) < 5  # it was stopped mid-sweep, not run to the end
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The study against the real embedded Triton (identity model, CPU variants cpu and cpu2): the
 headless CLI end to end, the remote model-control path (a server in explicit mode), bad input,
-and an interrupted study. Tiny windows and two levels keep each study to seconds."""
+and an interrupted study. Tiny windows (200 ms) and two levels keep each study to seconds."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from engine.study.runner import StudySource
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = ["model.name=identity", "load.window_ms=300", "load.warmup_s=0.3", "load.min_window_requests=20",
+QUICK = ["model.name=identity", "load.window_ms=200", "load.warmup_s=0.2", "load.min_window_requests=20",
          "load.max_windows=4", "load.request_timeout_s=5"]
 # the CLI as a person runs it, with textual made unimportable: headless must not need it
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -136,10 +136,10 @@ def test_remote_model_control_loads_each_variant(tmp_path):
         assert current_config(srv.http_url, "identity", {})["instance_group"][0]["count"] == 2
 
 
-def test_remote_without_model_control_and_no_terminal_is_bad_input(tmp_path):
-    with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / "srv") as srv:
-        done = _cli("study", "--set", "model.name=identity", "--set", "server.kind=remote", "--set",
-                    f"server.url={srv.http_url}", "-o", str(tmp_path / "rec"), timeout=60)
+def test_remote_without_model_control_and_no_terminal_is_bad_input(identity_server, tmp_path):
+    # the session's server (tests/conftest.py) runs without model control
+    done = _cli("study", "--set", "model.name=identity", "--set", "server.kind=remote", "--set",
+                f"server.url={identity_server.http_url}", "-o", str(tmp_path / "rec"), timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no model control" in done.stderr and "explicit" in done.stderr
     assert "Traceback" not in done.stderr

@@ -18,12 +18,10 @@ from tests.telemetry.test_sampler import Collector
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from engine.server.embedded import EmbeddedServer
-
-    with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton")) as srv:
-        yield srv
+@pytest.fixture
+def server(identity_server):
+    """The session's embedded identity server (tests/conftest.py)."""
+    return identity_server
 
 
 def test_real_metrics_page_parses_cleanly_and_has_no_gpu_values(server):
