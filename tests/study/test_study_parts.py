@@ -1,5 +1,6 @@
 """The study's pure parts: config text -> JSON, variant planning, the index file, the progress state."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -133,3 +134,24 @@ def test_study_state_follows_configs_and_time_left():
     assert state.levels_left() == 4 and state.position() == (1, 2)
     state.apply(ev.StudyFinished(status="ok", finished=["1x"], missing=["2x"], ts=111.0))
     assert state.time_left_s() == 0.0
+
+
+def test_time_left_counts_level_time_and_one_server_start_per_config_still_waiting():
+    """On a 4x H200 box the study said "11m 58s left" after its first level, where 3 minutes
+    were: the box check and the server start had gone into the first level's pace."""
+    state = StudyState()
+    state.apply(ev.StudyStarted(study_id="s", model="m", variants=["1x", "2x", "4x"], levels=[16, 64, 128, 256, 512],
+                                mode="concurrency", server="embedded", slo="p99=50ms", search_steps=3, ts=0.0))
+    state.apply(ev.StudyVariantStarted(variant="1x", position=0, ts=0.0))
+    state.apply(ev.LevelStarted(mode="concurrency", level=16, index=0, total=5, ts=35.0))  # after the check and the start
+    result = _result(16, 2000.0, 0.005)
+    state.apply(dataclasses.replace(result, ts=40.0))
+    # 5 s per level x 23 levels left (7 of 1x, 8 each of 2x and 4x) + 35 s per config waiting
+    assert state.levels_left() == 23 and state.time_left_s() == pytest.approx(5 * 23 + 35 * 2)
+    assert time_left(state.elapsed_s, 1, 23) == pytest.approx(40 * 23)  # the old pace: 15 minutes
+    state.apply(ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, ts=41.0))
+    state.apply(ev.StudyVariantStarted(variant="2x", position=1, ts=41.0))
+    state.apply(ev.LevelStarted(mode="concurrency", level=16, index=0, total=5, ts=49.0))  # no check: 8 s
+    state.apply(dataclasses.replace(result, ts=53.0))
+    # levels: 9 s over 2 levels; left: 7 of 2x + 8 of 4x; the shortest start (8 s) for 4x
+    assert state.levels_left() == 15 and state.time_left_s() == pytest.approx(9 / 2 * 15 + 8)
