@@ -1,8 +1,9 @@
 """Which HTTP thread of a Triton server on this machine serves each connection (Linux /proc).
 
 Why (issue 13): Triton's HTTP front end (libevhtp) hands each new connection to one of its
-threads, for good: the first thread in its list that is neither busy nor has a connection
-waiting to be taken. Measured with /proc (below): 16 connections opened one by one against the
+threads, for good (in the libevhtp sources we read, the first thread in its list with no
+connection waiting to be taken; which variant Triton builds is not verified). Measured with
+/proc (below): 16 connections opened one by one against the
 idle CPU server all went to the same thread of 8; on a 4x H200 box (64 HTTP threads) the
 connections of a level opened one at a time while the open ones carried load went 16 of 16 on
 one thread at concurrency 16, 33/20/7/2/2 at 64 and 45/36/30/15/2 at 128. A thread that reads
@@ -52,8 +53,8 @@ def _port(address: str) -> int:
 
 def listener_pid(port: int) -> int | None:
     """The process on this machine listening on TCP ``port`` (None where none is visible). A
-    child that inherited the listening socket (Triton's Python-backend stubs do) is skipped:
-    the one asked for is the holder whose parent does not hold it too."""
+    child that inherited the listening socket would hold it too: the one asked for is the
+    holder whose parent does not."""
     inodes = {f"socket:[{cols[9]}]" for cols in _tcp_rows("/proc") if cols[3] == "0A" and _port(cols[1]) == port}
     if not inodes:
         return None
