@@ -436,8 +436,9 @@ class Worker:
         already open keep sending (``warming``, until T0) while the next ones are opened; in
         rate mode the first responses are awaited before the level is ready.
 
-        Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection to the first
-        worker thread whose queue is empty and that is not busy. Connections opened in one burst
+        Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
+        one of its threads (the first idle one, as far as its sources and the measurements in
+        engine/frontend.py say). Connections opened in one burst
         while the server is idle - what a load generator does at the start of a level - all
         find thread 0 (or the first few) idle and pile onto them, and one thread then reads
         every 602 KB request body of those connections. Measured with the embedded ViT-B/32
