@@ -3,7 +3,10 @@ sweep's points, peak, saturation point, cost, bottleneck verdict and a recommend
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
 
 from engine import format as fmt
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
@@ -36,6 +39,14 @@ ADVICE = {
     "not-saturated": "Extend load.concurrency (or rates) until throughput stops rising before sizing a box.",
     "unknown": "Enable Triton's statistics (server side) to split queue from compute time.",
 }
+
+# "network" where the client already runs beside the server: on loopback the time outside Triton's
+# statistics is its HTTP front end reading the bodies (measured on 4x H200: 602 KB images, the
+# connections on a few of its 64 threads), so "run the client next to the server" would be wrong
+LOCAL_NETWORK_ADVICE = ("The client already runs beside the server, so the time outside Triton's statistics is its "
+                        "HTTP front end reading the request bodies, not a wire: move the inputs off the body "
+                        "(load.transport = system_shm or cuda_shm), send more items per request (load.batch_size), "
+                        "or give Triton more HTTP threads (--http-thread-count).")
 
 CPU_COMPUTE_ADVICE = ("Model execution on the CPU is the limit (no GPU in this run): a GPU variant of the model "
                       "config, or more and faster CPU cores, raise throughput; compare cost per 1000 images across "
@@ -97,11 +108,24 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
         per_gpu_throughput=best.throughput / n if best and n else None,
         sweep=sweep, levels=levels, wire=wire, wire_assessment=assessment,
     )
-    findings.recommendation = _recommend(findings)
+    findings.recommendation = recommend(findings)
     return findings
 
 
-def _recommend(f: RunFindings) -> list[str]:
+def _server_on_this_machine(server: dict[str, Any]) -> bool:
+    """The embedded server, or a URL on a loopback address."""
+    if server.get("embedded"):
+        return True
+    host = urlsplit(str(server.get("http_url") or "")).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def recommend(f: RunFindings) -> list[str]:
     s = f.summary
     out: list[str] = []
     if f.peak is None:
@@ -117,6 +141,8 @@ def _recommend(f: RunFindings) -> list[str]:
         )
     if f.verdict.kind == "compute" and not s.gpus_in_config:
         out.append(CPU_COMPUTE_ADVICE)  # no GPU in this run: "the GPUs are the limit" would be false
+    elif f.verdict.kind == "network" and _server_on_this_machine(s.server):
+        out.append(LOCAL_NETWORK_ADVICE)
     else:
         out.append(ADVICE.get(f.verdict.kind, ""))
     for finding in f.verdict.findings:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.bottleneck import diagnose
+from engine.analysis.bottleneck import Verdict, diagnose
 from engine.analysis.saturation import saturation_point
 from engine.analysis.wire import (
     assess,
@@ -24,13 +24,14 @@ from engine.events import (
     LatencyStats,
     LevelResult,
     ServerBreakdown,
+    ServerReady,
     SessionEnded,
     WireCeiling,
     WireLevel,
 )
 from engine.format import body_size
 from engine.record.doc import to_markdown
-from engine.record.findings import analyze
+from engine.record.findings import analyze, recommend
 from engine.record.reader import Recording
 from engine.record.report import build_report
 from engine.record.summary import summarize
@@ -177,3 +178,31 @@ def test_the_report_carries_the_wire_table_and_the_line(tmp_path: Path) -> None:
     assert "## The wire's ceiling" in text and "| 64 | stable | 620" in text
     assert "Verdict: request-path: the request path is the limit: the HTTP path caps at 620.0 images/s with 602 KB bodies" in text
     assert "from Triton's compute times" in text
+
+
+@pytest.mark.parametrize("embedded, url, local", [
+    (True, "http://10.0.0.5:8000", True),  # the embedded server is ours, whatever address it binds
+    (False, "http://127.0.0.1:8000", True),
+    (False, "http://localhost:8000", True),
+    (False, "http://[::1]:8000", True),
+    (False, "http://10.0.0.5:8000", False),
+    (False, "http://triton.example:8000", False),
+])
+def test_the_network_verdict_advises_by_where_the_server_runs(tmp_path: Path, embedded: bool, url: str, local: bool) -> None:
+    """Time outside Triton's statistics that dominates (the "network" verdict): across a real
+    network the client belongs next to the server; on loopback it already is, and the time is
+    Triton's HTTP front end reading the bodies (measured on 4x H200), so the advice differs."""
+    # a synthetic session (invented figures) given the "network" verdict: its generator cannot
+    # put the time outside the server above half the latency at the saturation level
+    events = synthetic_session(SyntheticRun(variant="1x", gpu_count=1, probe=False))
+    events = [replace(e, embedded=embedded, http_url=url) if isinstance(e, ServerReady) else e for e in events]
+    path = record_events(tmp_path / "net.sqlite", events)
+    with Recording.open(path) as rec:
+        f = analyze(summarize(rec))
+    f.verdict = Verdict("network", "time outside Triton's model statistics dominates latency", [], f.verdict.level)
+    f.recommendation = recommend(f)
+    advice = " ".join(f.recommendation)
+    if local:
+        assert "HTTP front end reading the request bodies" in advice and "next to the server" not in advice
+    else:
+        assert "Run the client next to the server" in advice
