@@ -42,8 +42,10 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -538,6 +540,15 @@ def _failures(sel: list[dict]) -> str:
     return "; ".join(notes)
 
 
+def _cells(rows: list[dict], models: list[str], key: str, values: list) -> Iterator[tuple[str, Any, list[dict]]]:
+    """(model, value, its rows) for each model and level (or rate fraction) that has any."""
+    for model in models:
+        for value in values:
+            sel = [r for r in rows if r["model"] == model and r[key] == value]
+            if sel:
+                yield model, value, sel
+
+
 def print_summary(rows: list[dict], args) -> None:
     models = args.models.split(",")
     conc = [r for r in rows if r["mode"] == "concurrency"]
@@ -547,70 +558,54 @@ def print_summary(rows: list[dict], args) -> None:
     if conc:
         print("\nconcurrency mode: ratios")
         print(f"  {'model':<18}{'c':>5}{'thr ratio':>20}{'p50 ratio':>20}{'p99 ratio':>20}{'rounds':>8}")
-        for model in models:
-            for level in args.levels:
-                sel = [r for r in conc if r["model"] == model and r["level"] == level]
-                if not sel:
-                    continue
-                both = [r for r in sel if r["throughput_ratio"] is not None]
-                print(f"  {model:<18}{level:>5}{_band(_vals(both, 'throughput_ratio')):>20}{_band(_vals(both, 'p50_ratio')):>20}"
-                      f"{_band(_vals(both, 'p99_ratio')):>20}{len(both):>5}/{len(sel)}")
+        for model, level, sel in _cells(conc, models, "level", args.levels):
+            both = [r for r in sel if r["throughput_ratio"] is not None]
+            print(f"  {model:<18}{level:>5}{_band(_vals(both, 'throughput_ratio')):>20}{_band(_vals(both, 'p50_ratio')):>20}"
+                  f"{_band(_vals(both, 'p99_ratio')):>20}{len(both):>5}/{len(sel)}")
         print("\nconcurrency mode: each client (ours | perf_analyzer)")
         print(f"  {'model':<18}{'c':>5}{'infer/s':>18}{'thr spread':>18}{'p50 spread':>18}{'cpu us/req':>14}{'wait us/req':>14}"
               f"{'our side':>10}{'pa ovh':>8}  notes")
-        for model in models:
-            for level in args.levels:
-                sel = [r for r in conc if r["model"] == model and r["level"] == level]
-                if not sel:
-                    continue
-                thr = {t: _vals(sel, t, "throughput") for t in ("ours", "perf_analyzer")}
-                p50 = {t: _vals(sel, t, "p50_ms") for t in ("ours", "perf_analyzer")}
-                cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
-                wait = {t: _mean(_vals(sel, t, "client_wait_us_per_request")) for t in ("ours", "perf_analyzer")}
-                side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
-                ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
-                bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
-                notes = "; ".join(x for x in (f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel)) if x)
-                print(f"  {model:<18}{level:>5}{_fmt(_mean(thr['ours']), '8.0f'):>9} |{_fmt(_mean(thr['perf_analyzer']), '7.0f'):>7}"
-                      f"{_spread(thr['ours']):>9} |{_spread(thr['perf_analyzer']):>7}{_spread(p50['ours']):>9} |{_spread(p50['perf_analyzer']):>7}"
-                      f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}{_fmt(wait['ours'], '.0f'):>7} |{_fmt(wait['perf_analyzer'], '.0f'):>5}"
-                      f"{_pct(side, '.0f'):>10}{_fmt(ovh, '.1f') + ' %' if ovh is not None else 'n/a':>8}  {notes}")
+        for model, level, sel in _cells(conc, models, "level", args.levels):
+            thr = {t: _vals(sel, t, "throughput") for t in ("ours", "perf_analyzer")}
+            p50 = {t: _vals(sel, t, "p50_ms") for t in ("ours", "perf_analyzer")}
+            cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
+            wait = {t: _mean(_vals(sel, t, "client_wait_us_per_request")) for t in ("ours", "perf_analyzer")}
+            side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
+            ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
+            bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
+            notes = "; ".join(x for x in (f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel)) if x)
+            print(f"  {model:<18}{level:>5}{_fmt(_mean(thr['ours']), '8.0f'):>9} |{_fmt(_mean(thr['perf_analyzer']), '7.0f'):>7}"
+                  f"{_spread(thr['ours']):>9} |{_spread(thr['perf_analyzer']):>7}{_spread(p50['ours']):>9} |{_spread(p50['perf_analyzer']):>7}"
+                  f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}{_fmt(wait['ours'], '.0f'):>7} |{_fmt(wait['perf_analyzer'], '.0f'):>5}"
+                  f"{_pct(side, '.0f'):>10}{_fmt(ovh, '.1f') + ' %' if ovh is not None else 'n/a':>8}  {notes}")
     if rate:
         print("\nrate mode (constant arrival): ratios; ours corrected = from the intended send time, uncorrected = from the actual send (perf_analyzer's way)")
         print(f"  {'model':<18}{'of peak':>8}{'req/s':>8}{'thr ratio':>20}{'p50 corr':>20}{'p50 uncorr':>20}{'p99 corr':>20}{'p99 uncorr':>20}{'rounds':>8}")
-        for model in models:
-            for fraction in args.rates_of_peak:
-                sel = [r for r in rate if r["model"] == model and r["fraction"] == fraction]
-                if not sel:
-                    continue
-                both = [r for r in sel if r["throughput_ratio"] is not None]
-                print(f"  {model:<18}{100 * fraction:>6.0f} %{sel[0]['level']:>8.0f}{_band(_vals(both, 'throughput_ratio')):>20}"
-                      f"{_band(_vals(both, 'p50_ratio')):>20}{_band(_vals(both, 'p50_uncorrected_ratio')):>20}"
-                      f"{_band(_vals(both, 'p99_ratio')):>20}{_band(_vals(both, 'p99_uncorrected_ratio')):>20}{len(both):>5}/{len(sel)}")
+        for model, fraction, sel in _cells(rate, models, "fraction", args.rates_of_peak):
+            both = [r for r in sel if r["throughput_ratio"] is not None]
+            print(f"  {model:<18}{100 * fraction:>6.0f} %{sel[0]['level']:>8.0f}{_band(_vals(both, 'throughput_ratio')):>20}"
+                  f"{_band(_vals(both, 'p50_ratio')):>20}{_band(_vals(both, 'p50_uncorrected_ratio')):>20}"
+                  f"{_band(_vals(both, 'p99_ratio')):>20}{_band(_vals(both, 'p99_uncorrected_ratio')):>20}{len(both):>5}/{len(sel)}")
         print("\nrate mode: each client (ours | perf_analyzer); p50 spread of ours is of the uncorrected p50")
         print(f"  {'model':<18}{'of peak':>8}{'infer/s':>18}{'p50 spread':>18}{'late sends':>12}{'our side':>10}{'cpu us/req':>14}"
               f"{'pa ovh':>8}{'pa delayed':>11}  notes")
-        for model in models:
-            for fraction in args.rates_of_peak:
-                sel = [r for r in rate if r["model"] == model and r["fraction"] == fraction]
-                if not sel:
-                    continue
-                late = _vals(sel, "ours", "extra", "late_share")
-                side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
-                ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
-                delayed = _vals(sel, "perf_analyzer", "extra", "delayed_pct")
-                cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
-                warns = sorted({w for r in sel for w in r["perf_analyzer"]["extra"].get("warnings", [])})
-                bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
-                notes = "; ".join(x for x in (
-                    f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel),
-                    f"pa warned: {warns[0][:110]}" if warns else "",
-                ) if x)
-                print(f"  {model:<18}{100 * fraction:>6.0f} %{_fmt(_mean(_vals(sel, 'ours', 'throughput')), '8.0f'):>9} |{_fmt(_mean(_vals(sel, 'perf_analyzer', 'throughput')), '7.0f'):>7}"
-                      f"{_spread(_vals(sel, 'ours', 'p50_uncorrected_ms')):>9} |{_spread(_vals(sel, 'perf_analyzer', 'p50_ms')):>7}"
-                      f"{_pct(max(late) if late else None, '.2f') + ' max' if late else 'n/a':>12}{_pct(side, '.0f'):>10}"
-                      f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}"
-                      f"{_fmt(ovh, '.2f') + ' %' if ovh is not None else 'n/a':>8}{_fmt(max(delayed), '.1f') + ' %' if delayed else 'n/a':>11}  {notes}")
+        for model, fraction, sel in _cells(rate, models, "fraction", args.rates_of_peak):
+            late = _vals(sel, "ours", "extra", "late_share")
+            side = _mean(_vals(sel, "ours", "extra", "client_delay_fraction"))
+            ovh = _mean(_vals(sel, "perf_analyzer", "extra", "overhead_pct"))
+            delayed = _vals(sel, "perf_analyzer", "extra", "delayed_pct")
+            cpu = {t: _mean(_vals(sel, t, "client_cpu_us_per_request")) for t in ("ours", "perf_analyzer")}
+            warns = sorted({w for r in sel for w in r["perf_analyzer"]["extra"].get("warnings", [])})
+            bound = sum(bool(r["ours"]["extra"].get("client_bound")) for r in sel)
+            notes = "; ".join(x for x in (
+                f"ours client-bound {bound}/{len(sel)}" if bound else "", _failures(sel),
+                f"pa warned: {warns[0][:110]}" if warns else "",
+            ) if x)
+            print(f"  {model:<18}{100 * fraction:>6.0f} %{_fmt(_mean(_vals(sel, 'ours', 'throughput')), '8.0f'):>9} |{_fmt(_mean(_vals(sel, 'perf_analyzer', 'throughput')), '7.0f'):>7}"
+                  f"{_spread(_vals(sel, 'ours', 'p50_uncorrected_ms')):>9} |{_spread(_vals(sel, 'perf_analyzer', 'p50_ms')):>7}"
+                  f"{_pct(max(late) if late else None, '.2f') + ' max' if late else 'n/a':>12}{_pct(side, '.0f'):>10}"
+                  f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}"
+                  f"{_fmt(ovh, '.2f') + ' %' if ovh is not None else 'n/a':>8}{_fmt(max(delayed), '.1f') + ' %' if delayed else 'n/a':>11}  {notes}")
 
 
 def estimate(args) -> tuple[int, float, float]:

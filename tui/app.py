@@ -180,12 +180,19 @@ class GpuscaleApp(App[int]):
         code = self.sources[-1].exit_code if self.sources and not stuck else 1
         os._exit(code)
 
+    def fold(self, event: Event) -> None:
+        """One queued event into the state (the study app folds it into its study state too)."""
+        self.state.apply(event)
+
+    def show_more(self, screen: StateScreen) -> None:
+        """After the visible view has the state: what a subclass's own views need (nothing here)."""
+
     def drain(self) -> None:
         """The refresh tick: fold queued events into the state, then render the visible view."""
         applied = 0
-        inbox, apply = self.inbox, self.state.apply
+        inbox, fold = self.inbox, self.fold
         while inbox and applied < MAX_EVENTS_PER_TICK:
-            apply(inbox.popleft())
+            fold(inbox.popleft())
             applied += 1
         if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
             self._level_target = None  # arrived
@@ -196,6 +203,7 @@ class GpuscaleApp(App[int]):
             if applied:
                 screen.show_state(self.state)
             screen.tick_replay()
+            self.show_more(screen)
         self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:

@@ -4,7 +4,6 @@ per-config table. Each config is its own session: the session views start afresh
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -14,7 +13,7 @@ from textual.widgets import Static
 
 from engine import events as ev
 from engine.source import EventSource
-from tui.app import MAX_EVENTS_PER_TICK, VIEWS, GpuscaleApp
+from tui.app import VIEWS, GpuscaleApp
 from tui.screens.base import StateScreen
 from tui.study_state import StudyState
 from tui.study_view import config_table, headline, render_curves
@@ -64,31 +63,18 @@ class StudyApp(GpuscaleApp):
         self.study = StudyState()
         super().attach(source, replay=replay, start=start)
 
-    def drain(self) -> None:
-        """As the base app's refresh tick, with each event also folded into the study state; a
-        new config's session starts the session views afresh."""
-        inbox: deque[ev.Event] = self.inbox
-        applied = 0
-        while inbox and applied < MAX_EVENTS_PER_TICK:
-            event = inbox.popleft()
-            self.study.apply(event)
-            if isinstance(event, ev.SessionStarted):
-                self.state.reset()
-            self.state.apply(event)
-            applied += 1
-        views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
-        screen = views[-1] if views else None
-        if screen is not None and screen.is_mounted:
-            if applied:
-                screen.show_state(self.state)
-            screen.tick_replay()
-            if isinstance(screen, StudyScreen) and self.study.version != self._study_seen:
-                self._study_seen = self.study.version
-                screen.show_study(self.study)
-        control_state = (self.controls_busy, self.live_running, self.replay is not None)
-        if control_state != self._control_state:
-            self._control_state = control_state
-            self.refresh_bindings()
+    def fold(self, event: ev.Event) -> None:
+        """Each event also goes into the study state; a new config's session starts the session
+        views afresh."""
+        self.study.apply(event)
+        if isinstance(event, ev.SessionStarted):
+            self.state.reset()
+        self.state.apply(event)
+
+    def show_more(self, screen: StateScreen) -> None:
+        if isinstance(screen, StudyScreen) and self.study.version != self._study_seen:
+            self._study_seen = self.study.version
+            screen.show_study(self.study)
 
     @property
     def live_running(self) -> bool:
