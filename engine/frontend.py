@@ -142,12 +142,6 @@ class ThreadMap:
         return Counter(self.known.values())
 
 
-def connection_owners(pid: int, port: int) -> dict[int, int]:
-    """Client port -> the server's epoll fd now watching that connection (one sample).
-    Empty where /proc cannot be read (another OS, another user's process)."""
-    return ThreadMap(pid, port).sample()
-
-
 class SpreadWatch:
     """Where a level's live connections sit, from samples over the level: the fullest picture
     of the connections live at one time (one closed early, or a spare the workers opened and

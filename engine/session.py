@@ -471,11 +471,10 @@ class Session(EventSource):
         if watch is not None and isinstance(event, ev.LevelStarted):
             watch.reset()
         elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners:
-            from engine.frontend import uneven
-            from engine.server.embedded import http_threads
+            from engine.frontend import http_thread_count, uneven
 
             opened = int(event.level) if not mode_of(event.mode).open_loop else 0
-            finding = uneven(watch.per_thread(), http_threads(), opened)
+            finding = uneven(watch.per_thread(), http_thread_count(watch.threads.pid), opened)
             if finding:
                 self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
                                          message=f"level {event.level:g}: {finding}"))
