@@ -89,9 +89,18 @@ def read_index(path: Path) -> StudyIndex:
     try:
         runs = [VariantRun(**r) for r in data.get("runs", [])]
         fields = {k: v for k, v in data.items() if k not in ("runs", "missing")}
-        return StudyIndex(**fields, runs=runs)
+        index = StudyIndex(**fields, runs=runs)
     except TypeError as exc:
         raise UserError(f"{path}: malformed study index ({exc})") from None
+    # costs: GPU count -> $/hr, read as numbers by the study's figures and by compare
+    costs = index.costs if isinstance(index.costs, dict) else None
+    try:
+        valid = costs is not None and all(int(k) > 0 and float(v) > 0 for k, v in costs.items())
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise UserError(f"{path}: malformed study index (costs: expected GPU count -> $/hr, found {index.costs!r})")
+    return index
 
 
 def recording_paths(index: StudyIndex, index_path: Path) -> list[tuple[str, Path]]:

@@ -98,6 +98,8 @@ def test_index_round_trip_and_missing(tmp_path):
     (None, "no such study index"), ("{", "not a readable"), ('{"kind": "other"}', "not a gpuscale-tui study"),
     ('{"kind": "gpuscale-tui study", "version": 99}', "newer"),
     ('{"kind": "gpuscale-tui study", "version": 1, "bogus": 1}', "malformed"),
+    ('{"kind": "gpuscale-tui study", "version": 1, "study_id": "s", "profile": "p", "model": "m", "variants": ["1x"], '
+     '"server": "embedded", "slo": null, "costs": {"two": "abc"}}', r"malformed study index \(costs"),
 ])
 def test_bad_index_is_one_line_user_error(tmp_path, content, needle):
     path = tmp_path / "bad.study.json"
