@@ -246,13 +246,28 @@ def stats_delta(a: dict, b: dict) -> dict:
     }
 
 
-def make_root(dest: Path, model: str, count: int | None) -> Path:
-    """A copy of the embedded models with every instance_group count of ``model`` set to count."""
+def make_root(dest: Path, model: str, count: int | None, settings: list[str] | None = None) -> Path:
+    """A copy of the embedded models with every instance_group count of ``model`` set to count and
+    each "key=value" of settings applied to its configs: max_queue_delay_microseconds and
+    preferred_batch_size ("32 64") change the batcher, any other key is a model parameter."""
     root = dest / "embedded"
     shutil.copytree(EMBEDDED / model, root / model)
-    if count is not None:
-        for cfg in (root / model).glob("config*.pbtxt"):
-            cfg.write_text(re.sub(r"count:\s*\d+", f"count: {count}", cfg.read_text()))
+    for cfg in (root / model).glob("config*.pbtxt"):
+        text = cfg.read_text()
+        if count is not None:
+            text = re.sub(r"count:\s*\d+", f"count: {count}", text)
+        for item in settings or []:
+            key, _, value = item.partition("=")
+            if key == "max_queue_delay_microseconds":
+                text = re.sub(r"max_queue_delay_microseconds:\s*\d+", f"{key}: {int(value)}", text)
+            elif key == "preferred_batch_size":
+                sizes = ", ".join(value.replace(",", " ").split())
+                text = re.sub(r"preferred_batch_size:\s*\[[^\]]*\]", f"preferred_batch_size: [ {sizes} ]", text)
+            else:
+                line = f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}'
+                pattern = rf'parameters \{{ key: "{re.escape(key)}"[^\n]*'
+                text = re.sub(pattern, line, text) if re.search(pattern, text) else text.rstrip("\n") + "\n" + line + "\n"
+        cfg.write_text(text)
     return root
 
 
@@ -347,14 +362,15 @@ def cmd_serve(args) -> int:
     deadline = time.monotonic() + args.budget_s
     failures = 0
     with tempfile.TemporaryDirectory(prefix="gms-") as tmp:
-        root = make_root(Path(tmp), args.model, count)
+        root = make_root(Path(tmp), args.model, count, args.set)
         start = time.monotonic()
         try:
             server = Server(out, args.step_name, root, args.model, args.variant, args.start_timeout_s)
         except RuntimeError as exc:
             emit(out, {"step": args.step_name, "status": str(exc)})
             return 1
-        base = {"step": args.step_name, "model": args.model, "variant": args.variant, "count": args.count or "config"}
+        base = {"step": args.step_name, "model": args.model, "variant": args.variant, "count": args.count or "config",
+                **({"settings": args.set} if args.set else {})}
         emit(out, {**base, "what": "server_start", "seconds": round(elapsed_since(start), 1)})
         try:
             for mode in args.modes.split(","):
@@ -408,6 +424,15 @@ def plan(args) -> list[tuple[str, list[str], float]]:
         ]
         return [s for s in steps if only is None or s[0] in only]
     modes, levels = args.modes or "none,system,cuda", args.levels or "64,256"
+    if args.serves:  # an A/B of server configs: these steps only, in this order
+        steps = []
+        for spec in filter(None, (x.strip() for x in args.serves.split(";"))):
+            name, variant, count, *rest = spec.split(":")
+            sets = [f"--set={kv}" for kv in (rest[0].split(",") if rest and rest[0] else [])]
+            steps.append((f"serve_{name}", ["serve", *common, "--model", "openclip_vit_b32", "--variant", variant,
+                                            "--count", count, "--modes", modes, "--levels", levels,
+                                            "--budget-s", "150", *sets], 240))
+        return steps
 
     def serve(variant: str, count: int) -> tuple[str, list[str], float]:
         return (f"serve_{variant}_i{count}", ["serve", *common, "--model", "openclip_vit_b32", "--variant", variant,
@@ -530,6 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--levels", default="", help="concurrency levels (default 64,256)")
     a.add_argument("--compile-batches", default="64,128")
     a.add_argument("--compile-timeout-s", type=float, default=100.0)
+    a.add_argument("--serves", default="",
+                   help="only these serve steps: 'name:variant:count[:key=value,...];...' (an A/B of configs)")
     a.add_argument("--cpu-check", action="store_true", help="no GPU: vit_tiny CPU variant and the wire, small levels")
     pa_flags(a)
 
@@ -552,6 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--budget-s", type=float, default=150.0)
     s.add_argument("--start-timeout-s", type=float, default=150.0)
     s.add_argument("--step-name", default="serve")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config change in the copy (model parameter, max_queue_delay_microseconds, preferred_batch_size)")
     pa_flags(s)
 
     v = sub.add_parser("server", help="(internal) tui.cli server on a repository copy")
