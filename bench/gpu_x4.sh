@@ -6,20 +6,24 @@
 #   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
 #                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 5 minutes
 # Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
+# On a 2-GPU box: GPUS=2 (profile 2x_h200, variants 1x,2x) for every stage but fidelity.
 source bench/gpu_env.sh
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGE=${STAGE:-check_study}
+GPUS=${GPUS:-4}
+PROFILE=${PROFILE:-${GPUS}x_h200}
+VARIANTS=${VARIANTS:-$( [ "$GPUS" = 2 ] && echo 1x,2x || echo 1x,2x,4x )}
 exec > >(tee "$OUT/$STAGE.log") 2>&1
 nvidia-smi -L
 t0=$(date +%s)
 case "$STAGE" in
   check_study)
-    PROFILE=4x_h200 timeout 120 bash bench/gpu_check.sh > /dev/null 2>&1
+    PROFILE=$PROFILE timeout 120 bash bench/gpu_check.sh > /dev/null 2>&1
     cat "$OUT/gpu_check.log"
     (cd "$OUT" && tar -czf check.tgz check*.out check*.err nvidia_smi_* && rm -f check*.out check*.err nvidia_smi_*)
     TRANSPORT=${TRANSPORT:-http}
     REC=/tmp/study; rm -rf "$REC"; mkdir -p "$REC"
-    timeout $(( 560 - ($(date +%s) - t0) )) $PY -m tui.cli study --record --profile 4x_h200 --variants 1x,2x,4x \
+    timeout $(( 560 - ($(date +%s) - t0) )) $PY -m tui.cli study --record --profile "$PROFILE" --variants "$VARIANTS" \
       --slo p99=50ms --search-steps 3 --set load.concurrency=16,64,128,256,512 --set load.window_ms=1000 \
       --set load.warmup_s=1 --set load.max_windows=4 --set telemetry.nvml_interval_s=0.5 \
       --set load.transport="$TRANSPORT" --output "$REC"
@@ -28,8 +32,8 @@ case "$STAGE" in
     [ -n "$idx" ] && $PY -m tui.cli compare "$idx" --format md > "$REC/study_compare.md" 2>&1
     tar -C "$REC" -czf "$OUT/study_$TRANSPORT.tgz" . ;;
   transports)
-    timeout 560 $PY bench/transport_vs_perf_analyzer.py --variants 1x,2x,4x --levels 256 --rounds 3 \
-      --window-ms 800 --max-windows 4 ;;
+    timeout 560 $PY bench/transport_vs_perf_analyzer.py --variants "$VARIANTS" --levels ${LEVELS:-256} \
+      --rounds ${ROUNDS:-3} --window-ms ${WINDOW_MS:-800} --max-windows ${MAX_WINDOWS:-4} ;;
   fidelity)
     timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
       --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \

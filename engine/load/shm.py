@@ -1,13 +1,21 @@
 """Shared-memory transports (load.transport), as perf_analyzer's ``--shared-memory system|cuda``.
 
 With ``system_shm`` the request's input tensors are written once into a POSIX shared-memory
-segment (/dev/shm) that the server maps; with ``cuda_shm`` into GPU memory that the server opens
-through a CUDA IPC handle, one copy on every GPU the model has an instance on (the Python
-backend then takes the input on the GPU through DLPack, with no host copy). Either way each
-request is a small JSON body naming the region, its offset and size: the 602 KB image no longer
-crosses the HTTP connection. Outputs go to one system shared-memory region that every request
-writes into (perf_analyzer does the same: the values are not read, so their interleaving is
-harmless); outputs whose size is not known in advance stay binary in the HTTP response.
+segment (/dev/shm) that the server maps; with ``cuda_shm`` into the memory of the first GPU the
+model has an instance on, which the server opens through a CUDA IPC handle (the Python backend
+then takes the input on the GPU through DLPack, with no host copy). Either way each request is a
+small JSON body naming the region, its offset and size: the 602 KB image no longer crosses the
+HTTP connection. Outputs go to one system shared-memory region that every request writes into
+(perf_analyzer does the same: the values are not read, so their interleaving is harmless);
+outputs whose size is not known in advance stay binary in the HTTP response.
+
+Why one GPU's copy and not one per GPU: Triton hands a request to whichever instance is free,
+so a copy per GPU (each load worker on one of them) does not keep inputs local; it makes every
+batch mix inputs of every GPU. Measured on 2x H200 (bench/transport_vs_perf_analyzer.py,
+cuda_shm, 2 rounds each, the same call): a copy per GPU gave 9.8-9.9k images/s at concurrency
+128 with 6.1 ms of Triton compute per batch of 15, against perf_analyzer's 13.7-14.2k (its
+region lives on GPU 0); one copy on the first GPU gave 14.3-14.4k (1.04-1.08x perf_analyzer)
+and 11.6-12.0k at 256 (10.9k with copies per GPU).
 
 The regions are registered with Triton when a sweep starts and unregistered and removed when
 it ends, whatever ended it. Segment names start with ``gpuscale-<pid>-``: the embedded server's
@@ -56,7 +64,7 @@ class TensorRef:
 
 @dataclass
 class ShmPlan:
-    """What one load worker's requests reference (CUDA: each worker on one GPU's copy)."""
+    """What a load worker's requests reference: the input region and the output region."""
 
     inputs: dict[str, TensorRef]
     outputs: dict[str, TensorRef]
@@ -69,7 +77,7 @@ class SharedRegions:
     headers: dict[str, str]
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
-    plans: list[ShmPlan] = field(default_factory=list)  # one per GPU copy (one for system_shm)
+    plans: list[ShmPlan] = field(default_factory=list)  # one: the inputs' region and the outputs'
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
 
     def plan_for(self, worker: int) -> ShmPlan:
@@ -130,13 +138,11 @@ async def open_regions(
             name = f"{segment_prefix()}{tag}-in"
             await _system_region(regions, name, blob)
             regions.plans.append(ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs))
-        else:
-            for gpu in gpus:
-                name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
-                base = await _cuda_region(regions, name, blob, gpu)
-                regions.plans.append(
-                    ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)
-                )
+        else:  # on the first of the model's GPUs: see the module's docstring for why not on each
+            gpu = gpus[0]
+            name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
+            base = await _cuda_region(regions, name, blob, gpu)
+            regions.plans.append(ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs))
     except BaseException:
         await regions.close()
         raise

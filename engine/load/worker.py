@@ -204,7 +204,7 @@ class Slot(asyncio.BufferedProtocol):
         self.unread_ns = 0  # how long the response may have waited in our socket (upper bound)
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
-        self.raw = worker.next_raw()  # the request this connection sends (a shm transport: one per GPU copy)
+        self.raw = worker.next_raw()  # the request this connection sends
 
     # -- asyncio callbacks
 
@@ -349,7 +349,7 @@ class Worker:
         self.gap_ns = 0.0
 
     def next_raw(self) -> bytes:
-        """The request for the next new connection: the copies (one per GPU with cuda_shm) in turn."""
+        """The request for the next new connection (the prepared requests in turn)."""
         raw = self.raws[self.turn % len(self.raws)]
         self.turn += 1
         return raw

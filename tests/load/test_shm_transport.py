@@ -120,3 +120,27 @@ def test_the_bare_cuda_ipc_handle_is_taken_out_of_torchs_storage_handle():
         ipc_mem_handle(bytes([2]) + b"e" + bytes(80))
     with pytest.raises(UserError, match="unknown CUDA IPC handle layout"):
         ipc_mem_handle(b"\x02x" + bytes(10))
+
+
+def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest.MonkeyPatch):
+    """One input region for every worker, on the model's first GPU (a copy per GPU made every
+    batch mix GPUs and read 0.7x of perf_analyzer on 2x H200: engine/load/shm.py's docstring).
+    The GPU copy itself needs CUDA; what is placed where is checked with it stubbed out."""
+    from engine.load import shm
+
+    placed: list[tuple[str, int]] = []
+
+    async def fake_cuda_region(regions, name: str, data: bytes, gpu: int) -> int:
+        placed.append((name, gpu))
+        regions.cuda.append(name)
+        return 128  # the data's offset in the allocation the IPC handle maps
+
+    monkeypatch.setattr(shm, "_cuda_region", fake_cuda_region)
+    regions = asyncio.run(
+        shm.open_regions("cuda_shm", "http://127.0.0.1:9", {}, [("a", b"x" * 100), ("b", b"y" * 10)], [], gpus=(2, 3))
+    )
+    assert [gpu for _name, gpu in placed] == [2]
+    assert len(regions.plans) == 1
+    plan = regions.plans[0]
+    assert (plan.inputs["a"].offset, plan.inputs["b"].offset) == (128, 128 + 128)  # 64-byte aligned after a
+    assert regions.plan_for(0) is regions.plan_for(5)
