@@ -83,3 +83,19 @@ def test_non_monotone_latency_uses_the_lowest_miss():
     points = _points([1, 8, 16, 32], {1: 1, 8: 9, 16: 3, 32: 50}.get)
     assert bracket(points, 0.005) == (1, 8)  # 16 met it again, but 8 already missed
     assert slo_point(points, 0.005).level == 1
+
+
+def test_the_slo_point_is_the_most_throughput_within_the_target_not_the_boundary():
+    # throughput peaks at 128 and falls after it while p99 still meets 50 ms up to 208 (the shape
+    # of the cuda_shm study on 4x H200): the point is 128's throughput, the boundary stays 208
+    shape = {16: (4.0, 3_970), 64: (9.0, 11_849), 128: (17.2, 16_818), 192: (41.7, 12_697),
+             208: (47.9, 11_818), 224: (61.7, 11_250), 256: (77.3, 11_551)}
+    points = [Measured(lv, ms / 1000, thr) for lv, (ms, thr) in shape.items()]
+    assert bracket(points, 0.05) == (208, 224)
+    point = slo_point(points, 0.05)
+    assert (point.level, point.throughput, point.latency_s, point.bounded) == (128, 16_818, 0.0172, True)
+
+
+def test_a_level_above_the_first_miss_never_becomes_the_slo_point():
+    points = [Measured(8, 0.004, 1_000), Measured(16, 0.009, 1_500), Measured(32, 0.004, 9_000)]
+    assert slo_point(points, 0.005).level == 8  # 32 met it again with more throughput, but 16 missed
