@@ -57,7 +57,10 @@ def _check_search(recording: Recording, slo: str, max_steps: int) -> None:
 def test_cpu_study_headless_end_to_end(tmp_path):
     out = tmp_path / "rec"
     sets = [x for kv in [*QUICK, "load.concurrency=1,32", "hardware.cost_per_hour=1.5"] for x in ("--set", kv)]
-    done = _cli("study", "--record", *sets, "--slo", "p99=8ms", "--search-steps", "2", "-o", str(out))
+    # p50=4ms: c=1 meets it with a wide margin also on a loaded box (p50 0.5-0.9 ms here, also next
+    # to 8 gloo ranks, where p99 reached 15-17 ms and a p99=8ms target made the first config's
+    # result "no usable result"), while c=32 (p50 ~7.6 ms on a quiet box) misses it: the search runs
+    done = _cli("study", "--record", *sets, "--slo", "p50=4ms", "--search-steps", "2", "-o", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "left for the whole study" in done.stdout and "study ok: finished cpu, cpu2" in done.stdout
     assert "on an embedded server" in done.stdout and "1 level done" in done.stdout
@@ -68,7 +71,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     for variant, instances in (("cpu", 1), ("cpu2", 2)):
         with Recording.open(recordings[variant]) as rec:
             assert rec.summary().config_variant == variant and _instances(rec) == instances
-            _check_search(rec, "p99=8ms", 2)
+            _check_search(rec, "p50=4ms", 2)
     _check_taken_once(index, index_path, done.stdout)
     figures = study_figures(index_path)
     assert [c.variant for c in figures.configs] == ["cpu", "cpu2"] and figures.unit == "CPU instance"
@@ -81,7 +84,9 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     compared = _cli("compare", str(index_path))
     assert compared.returncode == 0 and "cpu (local)" in compared.stdout and "cpu2 (local)" in compared.stdout
     exported = _cli("export", str(index_path), "-f", "md", "--out", str(tmp_path / "x"))
-    assert exported.returncode == 0 and "Stop at" in Path(exported.stdout.strip()).read_text()
+    recommendation = figures.stop.reason[0].upper() + figures.stop.reason[1:]  # "Stop at 2 CPU instances..."
+    assert exported.returncode == 0
+    assert f"## Recommendation\n\n{recommendation}." in Path(exported.stdout.strip()).read_text()
     replayed = _cli("replay", str(index_path), "--headless")
     assert replayed.returncode == 0 and "=== config 2/2: cpu2" in replayed.stdout
     assert "box check (the study's check, taken before config cpu, not repeated)" in replayed.stdout
