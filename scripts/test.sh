@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
 scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
-.venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" "$@"
+.venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
 code=$?
 if [ "$code" = 5 ]; then
   echo "test: pytest selected no tests" >&2

@@ -54,6 +54,7 @@ def _check_search(recording: Recording, slo: str, max_steps: int) -> None:
                              max_steps=max_steps) is None
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_cpu_study_headless_end_to_end(tmp_path):
     out = tmp_path / "rec"
     sets = [x for kv in [*QUICK, "load.concurrency=1,32", "hardware.cost_per_hour=1.5"] for x in ("--set", kv)]
@@ -119,6 +120,7 @@ def _check_taken_once(index, index_path: Path, stdout: str) -> None:  # noqa: AN
     assert "box check (the study's check, taken before config cpu, not repeated)" in stdout
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_remote_model_control_loads_each_variant(tmp_path):
     with EmbeddedServer(model="identity", variant="cpu", model_control="explicit", log_dir=tmp_path / "srv") as srv:
         profile = load_profile("local", [*QUICK, "load.concurrency=2", "server.kind=remote",
@@ -166,6 +168,7 @@ def test_bad_study_input_is_one_line_and_exit_2(args, needle, tmp_path, capsys, 
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_interrupted_study_keeps_finished_variants_and_names_the_missing(tmp_path):
     profile = load_profile("local", [*QUICK, "load.concurrency=1,2"])
     study = StudySource(profile, None, record_dir=tmp_path, gpu_count=0)
