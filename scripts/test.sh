@@ -2,9 +2,10 @@
 # Set up (if needed) and run the whole test suite. Exit code 5 (no tests selected) counts as a
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
 # The tests run on TEST_WORKERS pytest-xdist workers (default 2): most of the suite's time is real
-# parts starting up (Triton, torch ranks, apps) and waiting on them, so two workers about halve it
-# even on a 2-core box. Each worker starts its own session-wide identity server. TEST_WORKERS=0
-# (or a later "-n 0" in the arguments) runs everything in one process.
+# parts starting up (Triton, torch ranks, apps) and waiting on them, so two workers take it from
+# about 11 to about 6.5 minutes even on a 2-core box. Each worker starts its own session-wide
+# identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
+# (tests/conftest.py). TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit $?
