@@ -117,6 +117,7 @@ PROBE_TINY = ["--set", "probe.models=mlp_258k", "--set", "probe.batch_sizes=4", 
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
 @pytest.mark.parametrize("server", [
     [],  # the local profile: an embedded server it must not start
     ["--set", "server.kind=remote", "--set", "server.url=http://127.0.0.1:9"],  # a remote one that is down

@@ -13,6 +13,8 @@ import torch
 from engine.errors import UserError
 from engine.server.export import _load_vit_module, export_onnx
 
+pytestmark = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
+
 
 def test_export_small_variant_loads_and_matches_torch(tmp_path: Path):
     path = export_onnx("vit_tiny", tmp_path, model_name="vit_tiny")

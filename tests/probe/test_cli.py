@@ -50,6 +50,7 @@ def _baseline_file(path, mean: float, std: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
 def test_torchrun_ranks_report_against_a_baseline(tmp_path, no_ranks_left):
     """What docs/probe.md gives for multi-node, here as 2 local ranks: torchrun starts them."""
     ws1, ws2 = tmp_path / "ws1.jsonl", tmp_path / "ws2.jsonl"
@@ -101,6 +102,7 @@ def test_output_writes_every_event_and_prints_the_tables(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
 def test_a_torchrun_rank_skips_interpreter_teardown(tmp_path, no_ranks_left):
     """Issue 16.10: a rank that exits normally runs torch's static destructors with C++ threads
     still joinable and sometimes aborts after its tables ("terminate called without an active

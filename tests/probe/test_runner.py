@@ -11,7 +11,7 @@ from engine.probe.runner import run_allreduce_sweep, run_probe
 from engine.profiles import Probe
 from tests.probe.conftest import FIXTURES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cpu_heavy")]  # cpu_heavy: tests/conftest.py
 
 
 def _tiny(**kw) -> Probe:

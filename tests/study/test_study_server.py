@@ -54,10 +54,14 @@ def _check_search(recording: Recording, slo: str, max_steps: int) -> None:
                              max_steps=max_steps) is None
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_cpu_study_headless_end_to_end(tmp_path):
     out = tmp_path / "rec"
     sets = [x for kv in [*QUICK, "load.concurrency=1,32", "hardware.cost_per_hour=1.5"] for x in ("--set", kv)]
-    done = _cli("study", "--record", *sets, "--slo", "p99=8ms", "--search-steps", "2", "-o", str(out))
+    # p50=4ms: c=1 meets it with a wide margin also on a loaded box (p50 0.5-0.9 ms here, also next
+    # to 8 gloo ranks, where p99 reached 15-17 ms and a p99=8ms target made the first config's
+    # result "no usable result"), while c=32 (p50 ~7.6 ms on a quiet box) misses it: the search runs
+    done = _cli("study", "--record", *sets, "--slo", "p50=4ms", "--search-steps", "2", "-o", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "left for the whole study" in done.stdout and "study ok: finished cpu, cpu2" in done.stdout
     assert "on an embedded server" in done.stdout and "1 level done" in done.stdout
@@ -68,7 +72,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     for variant, instances in (("cpu", 1), ("cpu2", 2)):
         with Recording.open(recordings[variant]) as rec:
             assert rec.summary().config_variant == variant and _instances(rec) == instances
-            _check_search(rec, "p99=8ms", 2)
+            _check_search(rec, "p50=4ms", 2)
     _check_taken_once(index, index_path, done.stdout)
     figures = study_figures(index_path)
     assert [c.variant for c in figures.configs] == ["cpu", "cpu2"] and figures.unit == "CPU instance"
@@ -81,7 +85,9 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     compared = _cli("compare", str(index_path))
     assert compared.returncode == 0 and "cpu (local)" in compared.stdout and "cpu2 (local)" in compared.stdout
     exported = _cli("export", str(index_path), "-f", "md", "--out", str(tmp_path / "x"))
-    assert exported.returncode == 0 and "Stop at" in Path(exported.stdout.strip()).read_text()
+    recommendation = figures.stop.reason[0].upper() + figures.stop.reason[1:]  # "Stop at 2 CPU instances..."
+    assert exported.returncode == 0
+    assert f"## Recommendation\n\n{recommendation}." in Path(exported.stdout.strip()).read_text()
     replayed = _cli("replay", str(index_path), "--headless")
     assert replayed.returncode == 0 and "=== config 2/2: cpu2" in replayed.stdout
     assert "box check (the study's check, taken before config cpu, not repeated)" in replayed.stdout
@@ -114,6 +120,7 @@ def _check_taken_once(index, index_path: Path, stdout: str) -> None:  # noqa: AN
     assert "box check (the study's check, taken before config cpu, not repeated)" in stdout
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_remote_model_control_loads_each_variant(tmp_path):
     with EmbeddedServer(model="identity", variant="cpu", model_control="explicit", log_dir=tmp_path / "srv") as srv:
         profile = load_profile("local", [*QUICK, "load.concurrency=2", "server.kind=remote",
@@ -161,6 +168,7 @@ def test_bad_study_input_is_one_line_and_exit_2(args, needle, tmp_path, capsys, 
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_interrupted_study_keeps_finished_variants_and_names_the_missing(tmp_path):
     profile = load_profile("local", [*QUICK, "load.concurrency=1,2"])
     study = StudySource(profile, None, record_dir=tmp_path, gpu_count=0)
