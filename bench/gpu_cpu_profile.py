@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -134,9 +133,7 @@ def pyspy(pid: int, seconds: float, out: Path) -> subprocess.Popen | None:
 
 def run_case(args, server: gms.Server, binary: Path, env: dict, mode: str, level: int, out: Path) -> dict:
     csv_path = out / f"pa_{mode}_c{level}.csv"
-    cmd = [str(binary), "-m", args.model, "-u", server.url.removeprefix("http://"), "-i", "http", "-b", "1",
-           "--concurrency-range", str(level), "--shared-memory", mode, "--output-shared-memory-size", "65536",
-           "--measurement-interval", "3000", "-s", "15", "-r", "6", "-f", str(csv_path)]
+    cmd = gms.pa_command(binary, server.url, args.model, level, mode, 3000, 15, 6, csv_path)
     before = gms.model_stats(server.url, args.model)
     pa = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     time.sleep(args.warmup_s)
@@ -157,10 +154,7 @@ def run_case(args, server: gms.Server, binary: Path, env: dict, mode: str, level
         pa_text = pa.communicate()[0] + "\nTIMEOUT"
     (out / f"pa_{mode}_c{level}.log").write_text(" ".join(cmd) + "\n" + pa_text)
     stats = gms.stats_delta(before, gms.model_stats(server.url, args.model))
-    # the stable result, else the median of the windows it measured (unstable runs still count)
-    stable = re.findall(r"Throughput: ([\d.]+) infer/sec", pa_text)
-    passes = sorted(float(x) for x in re.findall(r"Pass \[\d+\] throughput: ([\d.]+) infer/sec", pa_text))
-    thr = [stable[-1]] if stable else [passes[len(passes) // 2]] if passes else []
+    thr = re.findall(r"Throughput: ([\d.]+) infer/sec", pa_text)  # none when perf_analyzer did not stabilise
     groups = cores_by_group(ta, tb, seconds)
     record = {
         "mode": mode, "level": level, "pa_infer_per_s": float(thr[-1]) if thr else None,
@@ -229,6 +223,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if shutil.which("nvidia-smi") is None and "--cpu-ok" not in sys.argv:
-        print("note: no GPU here; the embedded 1x variant needs one", file=sys.stderr)
-    sys.exit(main([a for a in sys.argv[1:] if a != "--cpu-ok"]))
+    sys.exit(main())

@@ -316,14 +316,20 @@ class Server:
         self.stdout.close()
 
 
-def run_pa(binary: Path, env: dict, url: str, model: str, level: int, mode: str, args, extra: list[str], log: Path) -> dict:
-    csv_path = log.with_suffix(".csv")
-    cmd = [
+def pa_command(binary: Path, url: str, model: str, level: int, mode: str, window_ms: int, stability: float,
+               max_windows: int, csv_path: Path) -> list[str]:
+    """perf_analyzer at one concurrency, batch 1, --shared-memory ``mode``, its CSV to csv_path."""
+    return [
         str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http", "-b", "1",
         "--concurrency-range", str(level), "--shared-memory", mode, "--output-shared-memory-size", "65536",
-        "--measurement-interval", str(args.window_ms), "-s", str(args.stability), "-r", str(args.max_windows),
-        "-f", str(csv_path), "--verbose-csv", *extra,
+        "--measurement-interval", str(window_ms), "-s", str(stability), "-r", str(max_windows), "-f", str(csv_path),
     ]
+
+
+def run_pa(binary: Path, env: dict, url: str, model: str, level: int, mode: str, args, extra: list[str], log: Path) -> dict:
+    csv_path = log.with_suffix(".csv")
+    cmd = [*pa_command(binary, url, model, level, mode, args.window_ms, args.stability, args.max_windows, csv_path),
+           "--verbose-csv", *extra]
     timeout = args.window_ms / 1000 * (args.max_windows + 3) + 45
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)

@@ -77,7 +77,7 @@ class SharedRegions:
     headers: dict[str, str]
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
-    plans: list[ShmPlan] = field(default_factory=list)  # one: the inputs' region and the outputs'
+    plans: list[ShmPlan] = field(default_factory=list)  # one once opened: every worker sends the same request
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
 
     def plan_for(self, worker: int) -> ShmPlan:

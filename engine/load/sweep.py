@@ -413,19 +413,18 @@ async def run_sweep(
         publish(Warning(source="load", message=text, key="input-shape"))
     regions = None
     if load.transport == "http":
-        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, inputs=inputs).raw]
+        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, inputs=inputs).raw
     else:
         regions = await open_regions(load.transport, target.http_url, target.headers,
                                      [(t["name"], blob) for t, blob in inputs[1]], output_sizes(info, load.batch_size), gpus)
-        raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
-                for plan in regions.plans]
+        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, shm=regions.plans[0], inputs=inputs).raw
     tick_ns = tick_ns or tick_for(load.window_ms)
-    request_bytes = max(len(raw) for raw in raws)
+    request_bytes = len(raw)
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
     results: list[LevelResult] = []
     try:
         await pool.start()
-        pool.send_all(("request", raws, [o["name"] for o in info.outputs]))
+        pool.send_all(("request", raw, [o["name"] for o in info.outputs]))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():

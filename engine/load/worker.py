@@ -204,7 +204,7 @@ class Slot(asyncio.BufferedProtocol):
         self.unread_ns = 0  # how long the response may have waited in our socket (upper bound)
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
-        self.raw = worker.next_raw()  # the request this connection sends
+        self.raw = worker.raw  # the request this connection sends
 
     # -- asyncio callbacks
 
@@ -328,8 +328,6 @@ class Worker:
         self.conn = conn
         self.loop = asyncio.get_running_loop()
         self.raw = b""
-        self.raws: list[bytes] = [b""]
-        self.turn = 0
         self.outputs: list[str] = []
         self.plan: LevelPlan | None = None
         self.tick_buffer: TickBuffer | None = None
@@ -347,12 +345,6 @@ class Worker:
         self.rng = random.Random()
         self.next_ns = 0.0  # rate mode: when the next request is due (fractional ns add up)
         self.gap_ns = 0.0
-
-    def next_raw(self) -> bytes:
-        """The request for the next new connection (the prepared requests in turn)."""
-        raw = self.raws[self.turn % len(self.raws)]
-        self.turn += 1
-        return raw
 
     # -- control channel
 
@@ -372,10 +364,7 @@ class Worker:
     def handle(self, msg: tuple[Any, ...]) -> None:
         cmd = msg[0]
         if cmd == "request":
-            raws = msg[1] if isinstance(msg[1], list) else [msg[1]]
-            self.raws, self.outputs = raws, list(msg[2])
-            self.raw = raws[0]
-            self.turn = self.index  # workers start at different copies: spread over the GPUs
+            self.raw, self.outputs = msg[1], list(msg[2])
         elif cmd == "level":
             self.stop_level()
             self.spawn(self.prepare(msg[1]))

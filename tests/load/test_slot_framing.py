@@ -16,8 +16,7 @@ class Recording:
     generation = 0
     selector = None  # no event loop: no unread-time estimate
 
-    def next_raw(self):
-        return b""
+    raw = b""
 
     def __init__(self):
         self.done = []
