@@ -51,9 +51,22 @@ def http_threads() -> int:
 
 
 def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, address)[0]
+
+
+def free_ports(count: int, address: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct free ports: each probe socket stays bound until all are picked. Probed
+    one at a time and released, two probes can get the same port: Triton then refuses to start
+    ("cannot listen to GRPC requests and metrics requests at the same address and port"), seen
+    with the test suite on two workers."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((address, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
@@ -216,9 +229,8 @@ class EmbeddedServer:
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None
-        self.http_port = self.fixed_http_port or free_port()
-        self.grpc_port = free_port()
-        self.metrics_port = free_port()
+        http, self.grpc_port, self.metrics_port = free_ports(3)
+        self.http_port = self.fixed_http_port or http
         args = [
             str(binary),
             f"--model-repository={self.prepared.repository}",

@@ -167,3 +167,12 @@ def test_start_failure_reports_the_log_tail(tmp_path, monkeypatch):
     assert "last lines of the server log" in str(info.value)
     assert "this model cannot load" in str(info.value)
     assert not server.alive()
+
+
+def test_the_ports_of_one_server_are_distinct():
+    """Probed one at a time, the gRPC and metrics ports once came out equal and Triton refused
+    to start; picked together, they cannot."""
+    from engine.server.embedded import free_ports
+
+    for _ in range(50):
+        assert len(set(free_ports(3))) == 3
