@@ -3,6 +3,7 @@
 #   STAGE=check_study   the box check (issue 19), then the scaling study 1x -> 2x -> 4x over one
 #                       transport (issue 15; TRANSPORT=http by default)          about 6 minutes
 #   STAGE=transports    our transports against perf_analyzer's, 1x/2x/4x, 3 rounds (issue 14)   about 6 minutes
+#                       (TRANSPORTS=..., BATCH=images per request, LEVELS=...)
 #   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
 #                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 5 minutes
 # Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
@@ -33,7 +34,7 @@ case "$STAGE" in
     tar -C "$REC" -czf "$OUT/study_$TRANSPORT.tgz" . ;;
   transports)
     timeout 560 $PY bench/transport_vs_perf_analyzer.py --variants "$VARIANTS" --levels ${LEVELS:-256} \
-      --rounds ${ROUNDS:-3} --window-ms ${WINDOW_MS:-800} --max-windows ${MAX_WINDOWS:-4} ;;
+      --transports ${TRANSPORTS:-http,system_shm,cuda_shm} --batch ${BATCH:-1} --rounds ${ROUNDS:-3} --window-ms ${WINDOW_MS:-800} --max-windows ${MAX_WINDOWS:-4} ;;
   fidelity)
     timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
       --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \

@@ -60,7 +60,7 @@ async def run_ours(url: str, model: str, level: int, transport: str, gpus: tuple
     target = Target(url, model)
     info = await describe_target(target)
     load = Load(concurrency=[level], window_ms=args.window_ms, stability_percent=args.stability,
-                max_windows=args.max_windows, warmup_s=0.0, transport=transport)
+                max_windows=args.max_windows, warmup_s=0.0, transport=transport, batch_size=args.batch)
     with RunAccount(url, model, "engine.load.worker", include_self=True) as acct:
         (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
     return acct.fill(_ours_measure(r))
@@ -76,8 +76,9 @@ def main() -> int:
     p.add_argument("--window-ms", type=int, default=1500)
     p.add_argument("--max-windows", type=int, default=5)
     p.add_argument("--stability", type=float, default=10.0)
+    p.add_argument("--batch", type=int, default=1,
+                   help="images per request (perf_analyzer -b); figures are images/s either way")
     args = p.parse_args()
-    args.batch = 1
     binary, env = ensure_perf_analyzer()
     from engine.server.embedded import EmbeddedServer
 
@@ -86,7 +87,7 @@ def main() -> int:
         try:
             with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=variant, log_dir=Path(logs)) as srv:
                 gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
-                print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}", flush=True)
+                print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}, {args.batch} image(s) per request", flush=True)
                 for level in (int(x) for x in args.levels.split(",")):
                     for transport in args.transports.split(","):
                         for rnd in range(args.rounds):
@@ -109,7 +110,7 @@ def main() -> int:
                                 got[tool] = m
                             ours, pa = got["ours"], got["pa"]
                             ratio = ours.throughput / pa.throughput if ours.throughput and pa.throughput else None
-                            rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd,
+                            rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd, "batch": args.batch,
                                          "ours": asdict(ours), "perf_analyzer": asdict(pa), "throughput_ratio": ratio})
                             fmt = lambda x, s: format(x, s) if x is not None else "n/a"  # noqa: E731
                             print(f"  {variant} c={level:<4} {transport:<10} r{rnd}  ours {fmt(ours.throughput, '7.0f')}"

@@ -45,7 +45,8 @@ def _diagnosis_knobs(text: str) -> dict[str, int]:
     """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
     injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
     socket send buffer; burst: open a level's connections all at once (the old way); lazy:
-    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker)."""
+    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker);
+    pace_us: pause that long after opening each connection (open_spread says what it did)."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -57,6 +58,7 @@ _DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
+_DIAG_PACE_S = _DIAG.get("pace_us", 0) / 1e6
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
@@ -458,6 +460,19 @@ class Worker:
         the crowded thread is idle, and the first idle thread takes it). The race is not steered
         from the client, so the engine opens connections the way that measured best, and the
         session shows the outcome (engine/frontend.py).
+
+        Two more that did not work (2x H200, 2x variant, http, against perf_analyzer in the same
+        runs, 2 rounds each; docs/results/images_per_request_and_placement_h200.md):
+        - Choosing from a burst: each worker opened its connections and as many spares at once,
+          read from /proc which thread took each, kept those that evened out the threads and
+          closed the rest. The bursts landed on 2-3 threads (busiest 140-205 of 256 live), so
+          there was nothing to choose from: c=128 read 0.46-0.52x of perf_analyzer against
+          0.82-0.94x this way; only c=16 gained (0.93-1.05x against 0.81x).
+        - Pacing: a pause of 2 or 6 ms after each connection (GPUSCALE_LOAD_DIAG pace_us), so
+          that the server has more load when the next arrives. c=128 crowded more (busiest
+          62-73 of 128, against 38-46) and read 0.59-0.74x against 0.82-0.98x unpaced.
+        perf_analyzer, whose threads each connect and send at once, spread its 128 over 8-27
+        threads (busiest 18-38) in the same runs; what it does differently is not established.
         """
         first_error: str | None = None
         primed: list[Slot] = []
@@ -470,6 +485,8 @@ class Worker:
             if self.raw:
                 slot.send()
                 primed.append(slot)
+            if _DIAG_PACE_S:
+                await asyncio.sleep(_DIAG_PACE_S)
         if not wait:
             return first_error
         deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)

@@ -35,7 +35,9 @@ ADVICE = {
     "compute": "The GPUs are the limit: more or faster GPUs raise throughput; compare cost per 1000 images "
                "across boxes before buying either.",
     "gpus-not-saturated": "Look at the server's CPU side (Python backend, pre/post-processing, PCIe copies): "
-                          "the GPUs idle while throughput is flat.",
+                          "the GPUs idle while throughput is flat. Work the server does per request (a Python "
+                          "backend hands each request to its model process) is shared by more items when each "
+                          "request carries several (load.batch_size).",
     "not-saturated": "Extend load.concurrency (or rates) until throughput stops rising before sizing a box.",
     "unknown": "Enable Triton's statistics (server side) to split queue from compute time.",
 }
