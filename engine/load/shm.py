@@ -77,11 +77,8 @@ class SharedRegions:
     headers: dict[str, str]
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
-    plans: list[ShmPlan] = field(default_factory=list)  # one once opened: every worker sends the same request
+    plan: ShmPlan | None = None  # set once opened: every load worker sends the same request
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
-
-    def plan_for(self, worker: int) -> ShmPlan:
-        return self.plans[worker % len(self.plans)]
 
     async def close(self) -> None:
         """Unregister every region and remove every segment; never raises (runs in finally)."""
@@ -137,12 +134,12 @@ async def open_regions(
         if transport == "system_shm":
             name = f"{segment_prefix()}{tag}-in"
             await _system_region(regions, name, blob)
-            regions.plans.append(ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs))
+            regions.plan = ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs)
         else:  # on the first of the model's GPUs: see the module's docstring for why not on each
             gpu = gpus[0]
             name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
             base = await _cuda_region(regions, name, blob, gpu)
-            regions.plans.append(ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs))
+            regions.plan = ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)
     except BaseException:
         await regions.close()
         raise

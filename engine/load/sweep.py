@@ -417,7 +417,7 @@ async def run_sweep(
     else:
         regions = await open_regions(load.transport, target.http_url, target.headers,
                                      [(t["name"], blob) for t, blob in inputs[1]], output_sizes(info, load.batch_size), gpus)
-        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, shm=regions.plans[0], inputs=inputs).raw
+        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, shm=regions.plan, inputs=inputs).raw
     tick_ns = tick_ns or tick_for(load.window_ms)
     request_bytes = len(raw)
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))

@@ -140,7 +140,7 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
         shm.open_regions("cuda_shm", "http://127.0.0.1:9", {}, [("a", b"x" * 100), ("b", b"y" * 10)], [], gpus=(2, 3))
     )
     assert [gpu for _name, gpu in placed] == [2]
-    assert len(regions.plans) == 1
-    plan = regions.plans[0]
+    plan = regions.plan
+    assert plan is not None and set(plan.inputs) == {"a", "b"}
+    assert {ref.region for ref in plan.inputs.values()} == {placed[0][0]}  # one region, on GPU 2
     assert (plan.inputs["a"].offset, plan.inputs["b"].offset) == (128, 128 + 128)  # 64-byte aligned after a
-    assert regions.plan_for(0) is regions.plan_for(5)
