@@ -206,7 +206,6 @@ class Slot(asyncio.BufferedProtocol):
         self.unread_ns = 0  # how long the response may have waited in our socket (upper bound)
         self.backoff = BACKOFF_MIN_S
         self.generation = worker.generation
-        self.raw = worker.raw  # the request this connection sends
 
     # -- asyncio callbacks
 
@@ -296,7 +295,7 @@ class Slot(asyncio.BufferedProtocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self.written_ns = 0
-        self.tr.write(self.raw)  # type: ignore[union-attr]  # only connected slots send
+        self.tr.write(self.w.raw)  # type: ignore[union-attr]  # only connected slots send
         if not self.paused:
             self.written_ns = monotonic_ns()
         return now
@@ -329,7 +328,7 @@ class Worker:
         self.selector = selector
         self.conn = conn
         self.loop = asyncio.get_running_loop()
-        self.raw = b""
+        self.raw = b""  # the request every connection sends (one per sweep: the "request" message)
         self.outputs: list[str] = []
         self.plan: LevelPlan | None = None
         self.tick_buffer: TickBuffer | None = None
