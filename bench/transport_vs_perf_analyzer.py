@@ -35,11 +35,13 @@ PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": [
 
 
 class GpuBusy(threading.Thread):
-    """Mean NVML utilization of some GPUs while a run lasts (None without NVML)."""
+    """NVML utilization of some GPUs while a run lasts, mean and per GPU (None without NVML)."""
 
     def __init__(self, gpus: tuple[int, ...]) -> None:
         super().__init__(daemon=True)
-        self.gpus, self.stop, self.samples = gpus, threading.Event(), []
+        self.gpus, self.stop = gpus, threading.Event()
+        self.samples: list[float] = []
+        self.per_gpu: list[list[int]] = [[] for _ in gpus]
 
     def run(self) -> None:
         try:
@@ -50,10 +52,17 @@ class GpuBusy(threading.Thread):
         except Exception:  # noqa: BLE001 - no NVML here: no figure
             return
         while not self.stop.wait(0.25):
-            self.samples.append(sum(pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles) / len(handles))
+            now = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
+            for seen, value in zip(self.per_gpu, now, strict=True):
+                seen.append(value)
+            self.samples.append(sum(now) / len(now))
 
     def mean(self) -> float | None:
         return sum(self.samples) / len(self.samples) if self.samples else None
+
+    def each(self) -> list[float]:
+        """Mean busy % of each GPU, in the order of ``gpus`` (GPU 0 holds cuda_shm's inputs)."""
+        return [round(sum(v) / len(v), 1) for v in self.per_gpu if v]
 
 
 async def run_ours(url: str, model: str, level: int, transport: str, gpus: tuple[int, ...], args) -> Measure:
@@ -107,6 +116,7 @@ def main() -> int:
                                 busy.stop.set()
                                 busy.join()
                                 m.extra["gpu_busy"] = busy.mean()
+                                m.extra["gpu_busy_each"] = busy.each()
                                 got[tool] = m
                             ours, pa = got["ours"], got["pa"]
                             ratio = ours.throughput / pa.throughput if ours.throughput and pa.throughput else None
@@ -117,7 +127,8 @@ def main() -> int:
                                   f" ({fmt(ours.p50_ms, '.1f')}/{fmt(ours.p99_ms, '.1f')} ms, gpu {fmt(ours.extra.get('gpu_busy'), '.0f')} %)"
                                   f"  pa {fmt(pa.throughput, '7.0f')} ({fmt(pa.p50_ms, '.1f')}/{fmt(pa.p99_ms, '.1f')} ms,"
                                   f" gpu {fmt(pa.extra.get('gpu_busy'), '.0f')} %)  ratio {fmt(ratio, '.2f')}"
-                                  f"  [{ours.status}; pa {pa.status}]", flush=True)
+                                  f"  [{ours.status}; pa {pa.status}]"
+                                  f"  busy per GPU ours {ours.extra.get('gpu_busy_each')} pa {pa.extra.get('gpu_busy_each')}", flush=True)
         except Exception as exc:  # noqa: BLE001 - e.g. a variant needing more GPUs than here
             print(f"== {variant}: {type(exc).__name__}: {exc}", flush=True)
     print("\nsummary: peak images/s per tool, transport and variant; efficiency = peak_N / (N x peak_1x)")

@@ -10,7 +10,7 @@ one thread at concurrency 16, 33/20/7/2/2 at 64 and 45/36/30/15/2 at 128. A thre
 every 602 KB body of a third of the connections caps the server below what its GPUs do, and
 neither Triton's statistics (its timer starts after the body is read) nor the client can see
 why. Where a connection lands is a race the client does not control (engine/load/worker.py,
-open_spread, says what was tried and measured); this module makes it visible: the session
+open_grouped, says what was tried and measured); this module makes it visible: the session
 warns when one thread holds more than twice its share, and bench/load_vs_perf_analyzer.py
 prints each tool's spread beside its throughput.
 

@@ -62,6 +62,9 @@ TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
 
 
+OPEN_LEAD_NS = 50_000_000  # plans reach the workers well within this
+
+
 @dataclass
 class _Window:
     agg: Aggregate
@@ -137,6 +140,9 @@ class _Level:
             tick_ns=self.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
+            # every worker opens its connections at the same instant: the server accepts them
+            # in one batch (Worker.open_tight)
+            open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,
         )
         if not self.rate_mode:
             return [

@@ -15,7 +15,9 @@ worker starts in tens of milliseconds of CPU, not hundreds).
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import random
 import select
 import selectors
@@ -44,9 +46,10 @@ INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on i
 def _diagnosis_knobs(text: str) -> dict[str, int]:
     """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
     injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
-    socket send buffer; burst: open a level's connections all at once (the old way); lazy:
-    connect at T0; stall_ms: busy the loop that long every 20 ms (a deliberately slowed worker);
-    pace_us: pause that long after opening each connection (open_spread says what it did)."""
+    socket send buffer; burst: open a level's connections all at once from asyncio (the first
+    way); one_by_one: open them one at a time (the second way, open_one_by_one); group=G:
+    connect in tight groups of G instead of OPEN_GROUP; lazy: connect at T0; stall_ms: busy
+    the loop that long every 20 ms (a deliberately slowed worker)."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -54,12 +57,18 @@ def _diagnosis_knobs(text: str) -> dict[str, int]:
     return knobs
 
 
-_DIAG = _diagnosis_knobs(__import__("os").environ.get("GPUSCALE_LOAD_DIAG", ""))
+_DIAG = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", ""))
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
-_DIAG_PACE_S = _DIAG.get("pace_us", 0) / 1e6
+_DIAG_ONE_BY_ONE = "one_by_one" in _DIAG
+OPEN_GROUP = _DIAG.get("group", 0) or 8  # sockets per tight group of connects (open_grouped says why)
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def run_queue_wait_ns() -> int | None:
@@ -412,7 +421,8 @@ class Worker:
         else:
             # concurrency: the connections opened first carry load while the next are opened
             self.warming = not self.open_loop
-            first_error = await self.open_spread(self.slots, wait=not self.warming)
+            opener = self.open_one_by_one if _DIAG_ONE_BY_ONE else self.open_grouped
+            first_error = await opener(self.slots, wait=not self.warming)
         connected = sum(1 for s in self.slots if s.tr is not None)
         if self.open_loop:
             self.idle = deque(s for s in self.slots if s.tr is not None)
@@ -420,59 +430,21 @@ class Worker:
             self.open_count = len(self.slots)
         self.send_msg(("ready", plan.level_index, connected, first_error))
 
-    async def open_spread(self, slots: list[Slot], wait: bool) -> str | None:
-        """Open the level's connections one at a time, each carrying a first (unmeasured)
-        request before the next is opened. In concurrency mode (``wait`` False) the connections
-        already open keep sending (``warming``, until T0) while the next ones are opened; in
-        rate mode the first responses are awaited before the level is ready.
+    async def await_first_answers(self, primed: list[Slot]) -> None:
+        """Rate mode: the level is ready when the first requests are answered; a slot with no
+        answer by the timeout starts afresh."""
+        deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)
+        while any(s.busy for s in primed) and monotonic_ns() < deadline:
+            await asyncio.sleep(0.002)
+        for slot in primed:
+            if slot.busy:
+                slot.busy = False
+                slot.abort()
 
-        Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
-        one of its threads (the first idle one, as far as its sources and the measurements in
-        engine/frontend.py say). Connections opened in one burst
-        while the server is idle - what a load generator does at the start of a level - all
-        find thread 0 (or the first few) idle and pile onto them, and one thread then reads
-        every 602 KB request body of those connections. Measured with the embedded ViT-B/32
-        (Python backend, 602 KB FP32 per request): on 1x H200 (16 cores) at concurrency 128 the
-        tritonserver threads' CPU was 78/36/20/20 % on the busiest four and 3-5 threads above
-        20 % with our burst-opened connections, against 33/24/22/22/14/13/12/10 % (12 threads
-        above 5 %) with perf_analyzer, whose 128 client threads each connect and send at once.
-        On 2x H200 (32 cores) the same burst gave 3.6k infer/s against perf_analyzer's 4.5k,
-        with 30 ms from our last byte written to the first byte back while Triton accounted
-        for 15 ms: the rest was requests waiting for the overloaded front-end threads. More
-        load workers (16: 3.8k) or 4 MB socket send buffers (3.8k) did not change it, and
-        connecting lazily at T0 (still a burst) did not spread the threads either. A connection
-        that already carries a request keeps its server thread busy reading it while the next
-        one is accepted, so the next goes to another thread: the spread real clients get.
-        A single first request was not enough where the server reads fast: on 2x H200 at
-        concurrency 64 the thread a connection got had often finished reading it before the
-        next connection arrived (ours 4.6k infer/s against perf_analyzer's 7.8k), so every
-        connection opened keeps sending while the next are opened. Rate mode reuses its idle
-        connections in turn (FIFO), not the last one freed, so load turns over every connection.
-
-        What did not work, measured on a 4x H200 box (64 HTTP threads, 3 alternating rounds,
-        engine/frontend.py reading where each connection sat): opening a level's connections
-        in bursts and then re-opening those that landed on a crowded thread, keeping a new one
-        only where its thread had room. The connections ended up MORE crowded (busiest thread /
-        threads used at c=256: 108-121/6-10 against 49-54/8-10 opened this way) and read 0.58x
-        of perf_analyzer at c=256 against 1.02x this way (c=128: 0.59x against 0.93x). Why the
-        re-opened ones crowd is not established (a guess: each is accepted at an instant when
-        the crowded thread is idle, and the first idle thread takes it). The race is not steered
-        from the client, so the engine opens connections the way that measured best, and the
-        session shows the outcome (engine/frontend.py).
-
-        Two more that did not work (2x H200, 2x variant, http, against perf_analyzer in the same
-        runs, 2 rounds each; docs/results/images_per_request_and_placement_h200.md):
-        - Choosing from a burst: each worker opened its connections and as many spares at once,
-          read from /proc which thread took each, kept those that evened out the threads and
-          closed the rest. The bursts landed on 2-3 threads (busiest 140-205 of 256 live), so
-          there was nothing to choose from: c=128 read 0.46-0.52x of perf_analyzer against
-          0.82-0.94x this way; only c=16 gained (0.93-1.05x against 0.81x).
-        - Pacing: a pause of 2 or 6 ms after each connection (GPUSCALE_LOAD_DIAG pace_us), so
-          that the server has more load when the next arrives. c=128 crowded more (busiest
-          62-73 of 128, against 38-46) and read 0.59-0.74x against 0.82-0.98x unpaced.
-        perf_analyzer, whose threads each connect and send at once, spread its 128 over 8-27
-        threads (busiest 18-38) in the same runs; what it does differently is not established.
-        """
+    async def open_one_by_one(self, slots: list[Slot], wait: bool) -> str | None:
+        """The second way (sessions 4-5), kept for A/B runs (GPUSCALE_LOAD_DIAG one_by_one):
+        open the connections one at a time, each carrying a first request before the next is
+        opened. open_grouped says what it measured."""
         first_error: str | None = None
         primed: list[Slot] = []
         for slot in slots:
@@ -484,17 +456,109 @@ class Worker:
             if self.raw:
                 slot.send()
                 primed.append(slot)
-            if _DIAG_PACE_S:
-                await asyncio.sleep(_DIAG_PACE_S)
-        if not wait:
-            return first_error
-        deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)
-        while any(s.busy for s in primed) and monotonic_ns() < deadline:
-            await asyncio.sleep(0.002)
-        for slot in primed:
-            if slot.busy:  # no answer to the first request: start this slot afresh
-                slot.busy = False
-                slot.abort()
+        if wait:
+            await self.await_first_answers(primed)
+        return first_error
+
+    async def open_grouped(self, slots: list[Slot], wait: bool) -> str | None:
+        """Open the level's connections in tight groups of OPEN_GROUP: each group's sockets
+        connect in one loop of non-blocking connects (no await between them), then carry a
+        first (unmeasured) request while the next group connects. Every worker connects its
+        first group at the plan's common instant (LevelPlan.open_at_ns). In concurrency mode
+        (``wait`` False) the connections keep sending (``warming``, until T0); in rate mode the
+        first responses are awaited before the level is ready.
+
+        Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
+        the first of its threads that is not running a request handler and has no connection
+        waiting in its pipe (read from the tritonserver binary). A thread that holds a third of
+        the connections reads every request body of them, and caps the server below what its
+        GPUs do; neither Triton's statistics (its timer starts after the body is read) nor the
+        client can see why (engine/frontend.py shows where each connection sits).
+        - Connections that arrive apart find the first thread idle again, and pile onto it. That
+          is what asyncio's connects are, one await apart, whether one at a time or gathered.
+        - Connections that arrive together are accepted in one batch by the listener, and each
+          finds the threads before it with a connection still in their pipes: they spread. A
+          tight loop of connects delivers them together.
+        - A thread that runs request handlers is skipped: connections opened while earlier
+          ones carry load spread further. Hence groups, each sending before the next connects.
+
+        Measured on 2x H200 (32 cores), 2x variant of the embedded ViT-B/32, http, perf_analyzer
+        in the same runs, 2 rounds per arm; ours / perf_analyzer (busiest thread of ours):
+        | images per request, c | one at a time | one tight burst | groups of 8 |
+        | 8 (4.8 MB), 16 | 0.50-0.62 (13-15) | 1.02-1.36 (4-8) | 1.61, 1 run (4-6) |
+        | 8, 64          | 0.66-0.74 (41-42) | 0.94-0.98 (30-40) | 0.97 (29-37) |
+        | 1 (602 KB), 64  | 0.95-1.10 (28-31) | 0.86-0.90 (35-36) | 0.78-0.97 (25-37) |
+        | 1, 128         | 0.95 (38-43) | 0.73-0.76 (86-90) | 0.96-1.01 (41-43) |
+        One burst of a worker's 32-64 sockets crowds again (86-90 of 128 on one thread): its
+        later connects find the first threads drained. docs/results/connection_placement_h200.md
+        has the tables; perf_analyzer's own throughput varied by up to 40 % between rounds at a
+        level with its placement (3.9k infer/s with 14 of 16 on one thread, 8.4k spread).
+
+        What did not work before (one connection at a time from asyncio in every arm): bursts
+        from asyncio, re-opening connections that landed on a crowded thread, choosing from a
+        burst of spares via /proc, pacing opens 2-6 ms apart (docs/results/
+        images_per_request_and_placement_h200.md and four_h200_fidelity_transports_study.md).
+        """
+        plan = self.plan
+        assert plan is not None
+        infos = await self.loop.getaddrinfo(plan.host, plan.port, type=socket.SOCK_STREAM)
+        first_error: str | None = None
+        primed: list[Slot] = []
+        for start in range(0, len(slots), OPEN_GROUP):
+            group = slots[start : start + OPEN_GROUP]
+            error = await self.connect_tight(group, infos[0], plan.open_at_ns if start == 0 else 0)
+            first_error = first_error or error
+            for slot in group:
+                if slot.tr is not None and self.raw:
+                    slot.send()
+                    primed.append(slot)
+        if wait:
+            await self.await_first_answers(primed)
+        return first_error
+
+    async def connect_tight(self, slots: list[Slot], info: Any, at_ns: int) -> str | None:
+        """Connect one socket per slot in one loop of non-blocking connects (at ``at_ns`` when
+        given), then hand each to asyncio; returns the first failure, if any."""
+        plan = self.plan
+        assert plan is not None
+        loop = self.loop
+        family, _, proto, _, address = info
+        socks = []
+        for _ in slots:
+            sock = socket.socket(family, socket.SOCK_STREAM, proto)
+            sock.setblocking(False)
+            socks.append(sock)
+        if at_ns:
+            ahead = (at_ns - monotonic_ns()) / 1e9 - 0.002
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            while monotonic_ns() < at_ns:
+                pass
+        codes = [sock.connect_ex(address) for sock in socks]
+        first_error: str | None = None
+        for slot, sock, code in zip(slots, socks, codes, strict=True):
+            try:
+                if code not in (0, errno.EINPROGRESS):
+                    raise OSError(code, os.strerror(code))
+                if code:
+                    done: asyncio.Future[None] = loop.create_future()
+                    loop.add_writer(sock.fileno(), _resolve, done)
+                    try:
+                        await asyncio.wait_for(done, plan.timeout_ns / 1e9)
+                    finally:
+                        loop.remove_writer(sock.fileno())
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if code:
+                        raise OSError(code, os.strerror(code))
+                await loop.create_connection(
+                    lambda s=slot: s,
+                    sock=sock,
+                    ssl=_ssl_context() if plan.tls else None,
+                    server_hostname=plan.server_hostname if plan.tls else None,
+                )
+            except (TimeoutError, OSError) as exc:
+                sock.close()
+                first_error = first_error or _describe(exc)
         return first_error
 
     async def open(self, slot: Slot) -> None:
@@ -611,7 +675,7 @@ class Worker:
         tick_buffer = self.tick_buffer
         if tick_buffer is None or slot.generation != self.generation:
             if self.warming and tick_buffer is None and slot.generation == self.generation and head.status == 200 and not head.close:
-                slot.send()  # before T0: keep this connection's server thread busy (open_spread)
+                slot.send()  # before T0: keep this connection's server thread busy (open_grouped)
             return
         if head.status == 200:
             if not self.checked:

@@ -1,0 +1,69 @@
+"""The load worker's way of opening a level's connections (Worker.open_grouped): every slot gets
+a connection, the first group connects no earlier than the plan's common instant, the groups
+connect in tight loops, and a refused connect is reported, not raised. Against a real loopback
+TCP listener; no requests are sent (the worker has no request yet)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from multiprocessing import Pipe
+
+from engine.load import worker as worker_module
+from engine.load.ticks import LevelPlan
+from engine.load.worker import Slot, Worker
+
+
+def _plan(port: int, open_at_ns: int) -> LevelPlan:
+    return LevelPlan(level_index=0, mode="concurrency", host="127.0.0.1", port=port, tls=False,
+                     server_hostname="127.0.0.1", tick_ns=100_000_000, timeout_ns=2_000_000_000,
+                     slots=0, open_at_ns=open_at_ns)
+
+
+async def _open(count: int, port: int, lead_ns: int) -> tuple[Worker, list[Slot], int, str | None]:
+    ours, _theirs = Pipe()
+    w = Worker(0, ours)
+    w.plan = _plan(port, time.monotonic_ns() + lead_ns)
+    slots = [Slot(w) for _ in range(count)]
+    error = await w.open_grouped(slots, wait=False)
+    return w, slots, w.plan.open_at_ns, error
+
+
+def test_every_slot_is_connected_in_groups_and_none_before_the_common_instant(monkeypatch):
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 4)
+    accepted: list[int] = []
+
+    async def main():
+        def on_connect(reader, writer):
+            accepted.append(time.monotonic_ns())
+
+        server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        w, slots, open_at, error = await _open(10, port, 60_000_000)
+        await asyncio.sleep(0.05)  # the listener's accept callbacks
+        peers = {s.tr.get_extra_info("sockname")[1] for s in slots if s.tr is not None}
+        for s in slots:
+            s.tr.close()
+        server.close()
+        await server.wait_closed()
+        return open_at, error, peers
+
+    open_at, error, peers = asyncio.run(main())
+    assert error is None
+    assert len(peers) == 10  # ten distinct connections, one per slot
+    assert len(accepted) == 10
+    assert min(accepted) >= open_at  # nobody connected before the instant every worker shares
+
+
+def test_a_refused_connect_is_reported_and_leaves_the_slot_unconnected():
+    with socket.socket() as probe:  # a port nobody listens on: bound, closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def main():
+        return await _open(3, port, 0)
+
+    _, slots, _, error = asyncio.run(main())
+    assert all(s.tr is None for s in slots)
+    assert error is not None and "refused" in error.lower(), error
