@@ -483,16 +483,19 @@ class Worker:
           ones carry load spread further. Hence groups, each sending before the next connects.
 
         Measured on 2x H200 (32 cores), 2x variant of the embedded ViT-B/32, http, perf_analyzer
-        in the same runs, 2 rounds per arm; ours / perf_analyzer (busiest thread of ours):
-        | images per request, c | one at a time | one tight burst | groups of 8 |
-        | 8 (4.8 MB), 16 | 0.50-0.62 (13-15) | 1.02-1.36 (4-8) | 1.61, 1 run (4-6) |
-        | 8, 64          | 0.66-0.74 (41-42) | 0.94-0.98 (30-40) | 0.97 (29-37) |
-        | 1 (602 KB), 64  | 0.95-1.10 (28-31) | 0.86-0.90 (35-36) | 0.78-0.97 (25-37) |
-        | 1, 128         | 0.95 (38-43) | 0.73-0.76 (86-90) | 0.96-1.01 (41-43) |
+        in the same runs, 2 rounds per arm (docs/results/connection_placement_h200.md, calls 2,
+        3 and 5); ours / perf_analyzer, and the busiest HTTP thread's share of ours:
+        | images per request, c | one at a time     | one tight burst    | groups of 8 (kept)         |
+        | 8 (4.8 MB), 16        | 0.47-0.62 (11-15) | 1.02-2.47 (4-8)    | 1.18-1.61 (4-8)            |
+        | 8, 64                 | 0.49-0.77 (40-42) | 0.81-1.04 (30-40)  | 0.97-1.08 (29-44)          |
+        | 1 (602 KB), 64        | 0.95-1.10 (28-31) | 0.86-0.90 (35-36)  | 0.69-0.97 (25-40)          |
+        | 1, 128                | 0.92-0.95 (38-43) | 0.67-0.80 (86-90)  | 0.96-1.01 (41-47)          |
         One burst of a worker's 32-64 sockets crowds again (86-90 of 128 on one thread): its
-        later connects find the first threads drained. docs/results/connection_placement_h200.md
-        has the tables; perf_analyzer's own throughput varied by up to 40 % between rounds at a
-        level with its placement (3.9k infer/s with 14 of 16 on one thread, 8.4k spread).
+        later connects find the first threads drained. Neither did one OS thread per connect,
+        released together (call 5: 0.59-0.90 at 8 images, 0.81-0.93 at 1). perf_analyzer's own
+        throughput varied by up to 40 % between rounds at a level, with its placement (3.9k
+        images/s with 14 of 16 connections on one thread, 8.4k spread). c=64 with one image per
+        request still crowds (busiest 35-44 of 64, against 13-30 for perf_analyzer): open.
 
         What did not work before (one connection at a time from asyncio in every arm): bursts
         from asyncio, re-opening connections that landed on a crowded thread, choosing from a
