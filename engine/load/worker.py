@@ -47,9 +47,10 @@ def _diagnosis_knobs(text: str) -> dict[str, int]:
     """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
     injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
     socket send buffer; burst: open a level's connections all at once from asyncio (the first
-    way); one_by_one: open them one at a time (the second way, open_one_by_one); group=G:
-    connect in tight groups of G instead of OPEN_GROUP; lazy: connect at T0; stall_ms: busy
-    the loop that long every 20 ms (a deliberately slowed worker)."""
+    way); one_by_one: open them one at a time (the second way, open_one_by_one); group=G and
+    stagger_us=S: tight groups of G, workers' first groups S apart, instead of OPEN_GROUP and
+    OPEN_STAGGER_NS; lazy: connect at T0; stall_ms: busy the loop that long every 20 ms (a
+    deliberately slowed worker)."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")
@@ -63,6 +64,8 @@ _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
 _DIAG_ONE_BY_ONE = "one_by_one" in _DIAG
 OPEN_GROUP = _DIAG.get("group", 0) or 8  # sockets per tight group of connects (open_grouped says why)
+# worker w connects its first group w x this after the level's common instant (open_grouped)
+OPEN_STAGGER_NS = _DIAG["stagger_us"] * 1000 if "stagger_us" in _DIAG else 3_000_000
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
@@ -463,10 +466,10 @@ class Worker:
     async def open_grouped(self, slots: list[Slot], wait: bool) -> str | None:
         """Open the level's connections in tight groups of OPEN_GROUP: each group's sockets
         connect in one loop of non-blocking connects (no await between them), then carry a
-        first (unmeasured) request while the next group connects. Every worker connects its
-        first group at the plan's common instant (LevelPlan.open_at_ns). In concurrency mode
-        (``wait`` False) the connections keep sending (``warming``, until T0); in rate mode the
-        first responses are awaited before the level is ready.
+        first (unmeasured) request while the next group connects. Worker w connects its first
+        group at the plan's common instant (LevelPlan.open_at_ns) plus w x OPEN_STAGGER_NS. In
+        concurrency mode (``wait`` False) the connections keep sending (``warming``, until T0);
+        in rate mode the first responses are awaited before the level is ready.
 
         Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
         the first of its threads that is not running a request handler and has no connection
@@ -476,26 +479,30 @@ class Worker:
         client can see why (engine/frontend.py shows where each connection sits).
         - Connections that arrive apart find the first thread idle again, and pile onto it. That
           is what asyncio's connects are, one await apart, whether one at a time or gathered.
-        - Connections that arrive together are accepted in one batch by the listener, and each
-          finds the threads before it with a connection still in their pipes: they spread. A
-          tight loop of connects delivers them together.
-        - A thread that runs request handlers is skipped: connections opened while earlier
-          ones carry load spread further. Hence groups, each sending before the next connects.
+        - A few connections that arrive together are accepted in one batch by the listener,
+          and each finds the threads before it with a connection still in their pipes: they
+          spread. A tight loop of connects delivers them together.
+        - Many at once crowd again: the later ones find the first threads drained. One burst of
+          every socket put 86-90 of 128 on one thread; every worker's group of 8 at the same
+          instant (c=64: 8 workers, 64 connects) put 25-41 of 64 on one thread.
+        - A thread that runs request handlers is skipped: connections that arrive while earlier
+          ones carry load spread further. Hence groups, each sending before the next connects,
+          and workers whose first groups arrive 3 ms apart.
 
-        Measured on 2x H200 (32 cores), 2x variant of the embedded ViT-B/32, http, perf_analyzer
-        in the same runs, 2 rounds per arm (docs/results/connection_placement_h200.md, calls 2,
-        3 and 5); ours / perf_analyzer, and the busiest HTTP thread's share of ours:
-        | images per request, c | one at a time     | one tight burst    | groups of 8 (kept)         |
-        | 8 (4.8 MB), 16        | 0.47-0.62 (11-15) | 1.02-2.47 (4-8)    | 1.18-1.61 (4-8)            |
-        | 8, 64                 | 0.49-0.77 (40-42) | 0.81-1.04 (30-40)  | 0.97-1.08 (29-44)          |
-        | 1 (602 KB), 64        | 0.95-1.10 (28-31) | 0.86-0.90 (35-36)  | 0.69-0.97 (25-40)          |
-        | 1, 128                | 0.92-0.95 (38-43) | 0.67-0.80 (86-90)  | 0.96-1.01 (41-47)          |
-        One burst of a worker's 32-64 sockets crowds again (86-90 of 128 on one thread): its
-        later connects find the first threads drained. Neither did one OS thread per connect,
-        released together (call 5: 0.59-0.90 at 8 images, 0.81-0.93 at 1). perf_analyzer's own
+        Measured on 2x H200 (32 cores, 8 load workers), 2x variant of the embedded ViT-B/32,
+        http, perf_analyzer in the same runs, 2 rounds per arm (docs/results/
+        connection_placement_h200.md, calls 2, 3, 5 and 6); ours / perf_analyzer, and how many
+        of ours the busiest HTTP thread held:
+        | images per request, c | one at a time     | one tight burst   | groups of 8       | groups of 8, staggered 3 ms (kept) |
+        | 8 (4.8 MB), 16        | 0.47-0.62 (11-15) | 1.02-2.47 (4-8)   | 1.18-1.61 (4-8)   | 0.84, 1 run (8)                    |
+        | 8, 64                 | 0.49-0.77 (40-42) | 0.81-1.04 (30-40) | 0.97-1.08 (29-44) | 1.06-1.09 (18-20)                  |
+        | 1 (602 KB), 64        | 0.95-1.10 (28-31) | 0.86-0.90 (35-36) | 0.69-0.97 (25-41) | 0.94-0.96 (17-18)                  |
+        | 1, 128                | 0.92-0.95 (38-43) | 0.67-0.80 (86-90) | 0.96-1.04 (40-47) | 1.02-1.17 (29-30)                  |
+        perf_analyzer's busiest thread held 14-19 of 64 and 21-29 of 128 in those runs. Its own
         throughput varied by up to 40 % between rounds at a level, with its placement (3.9k
-        images/s with 14 of 16 connections on one thread, 8.4k spread). c=64 with one image per
-        request still crowds (busiest 35-44 of 64, against 13-30 for perf_analyzer): open.
+        images/s with 14 of 16 connections on one thread, 8.4k spread), so single ratios far
+        from 1 at c=16 are often its draw. One OS thread per connect, released together, did
+        not spread better (call 5: 0.59-0.93).
 
         What did not work before (one connection at a time from asyncio in every arm): bursts
         from asyncio, re-opening connections that landed on a crowded thread, choosing from a
@@ -509,7 +516,8 @@ class Worker:
         primed: list[Slot] = []
         for start in range(0, len(slots), OPEN_GROUP):
             group = slots[start : start + OPEN_GROUP]
-            error = await self.connect_tight(group, infos[0], plan.open_at_ns if start == 0 else 0)
+            at_ns = plan.open_at_ns + self.index * OPEN_STAGGER_NS if plan.open_at_ns and start == 0 else 0
+            error = await self.connect_tight(group, infos[0], at_ns)
             first_error = first_error or error
             for slot in group:
                 if slot.tr is not None and self.raw:

@@ -10,6 +10,8 @@ import socket
 import time
 from multiprocessing import Pipe
 
+import pytest
+
 from engine.load import worker as worker_module
 from engine.load.ticks import LevelPlan
 from engine.load.worker import Slot, Worker
@@ -21,17 +23,19 @@ def _plan(port: int, open_at_ns: int) -> LevelPlan:
                      slots=0, open_at_ns=open_at_ns)
 
 
-async def _open(count: int, port: int, lead_ns: int) -> tuple[Worker, list[Slot], int, str | None]:
+async def _open(count: int, port: int, lead_ns: int, index: int = 0) -> tuple[Worker, list[Slot], int, str | None]:
     ours, _theirs = Pipe()
-    w = Worker(0, ours)
+    w = Worker(index, ours)
     w.plan = _plan(port, time.monotonic_ns() + lead_ns)
     slots = [Slot(w) for _ in range(count)]
     error = await w.open_grouped(slots, wait=False)
     return w, slots, w.plan.open_at_ns, error
 
 
-def test_every_slot_is_connected_in_groups_and_none_before_the_common_instant(monkeypatch):
+@pytest.mark.parametrize("index", [0, 2])
+def test_every_slot_is_connected_in_groups_and_none_before_the_workers_instant(monkeypatch, index):
     monkeypatch.setattr(worker_module, "OPEN_GROUP", 4)
+    monkeypatch.setattr(worker_module, "OPEN_STAGGER_NS", 30_000_000)
     accepted: list[int] = []
 
     async def main():
@@ -40,7 +44,7 @@ def test_every_slot_is_connected_in_groups_and_none_before_the_common_instant(mo
 
         server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        w, slots, open_at, error = await _open(10, port, 60_000_000)
+        w, slots, open_at, error = await _open(10, port, 60_000_000, index)
         await asyncio.sleep(0.05)  # the listener's accept callbacks
         peers = {s.tr.get_extra_info("sockname")[1] for s in slots if s.tr is not None}
         for s in slots:
@@ -53,7 +57,8 @@ def test_every_slot_is_connected_in_groups_and_none_before_the_common_instant(mo
     assert error is None
     assert len(peers) == 10  # ten distinct connections, one per slot
     assert len(accepted) == 10
-    assert min(accepted) >= open_at  # nobody connected before the instant every worker shares
+    # worker w's first group waits for the level's common instant plus w staggers
+    assert min(accepted) >= open_at + index * 30_000_000
 
 
 def test_a_refused_connect_is_reported_and_leaves_the_slot_unconnected():
