@@ -7,7 +7,7 @@
 #   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
 #                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 5 minutes
 # Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
-# On a 2-GPU box: GPUS=2 (profile 2x_h200, variants 1x,2x) for every stage but fidelity.
+# On a 2-GPU box: GPUS=2 (profile 2x_h200, variants 1x,2x; fidelity on the 2x variant).
 source bench/gpu_env.sh
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGE=${STAGE:-check_study}
@@ -36,7 +36,7 @@ case "$STAGE" in
     timeout 560 $PY bench/transport_vs_perf_analyzer.py --variants "$VARIANTS" --levels ${LEVELS:-256} \
       --transports ${TRANSPORTS:-http,system_shm,cuda_shm} --batch ${BATCH:-1} --rounds ${ROUNDS:-3} --window-ms ${WINDOW_MS:-800} --max-windows ${MAX_WINDOWS:-4} ;;
   fidelity)
-    timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant 4x \
+    timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant ${GPUS}x \
       --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \
       --max-windows 6 --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
 esac
