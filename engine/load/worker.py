@@ -511,13 +511,16 @@ class Worker:
         """
         plan = self.plan
         assert plan is not None
-        infos = await self.loop.getaddrinfo(plan.host, plan.port, type=socket.SOCK_STREAM)
+        try:
+            infos = await self.resolve()
+        except OSError as exc:  # an unknown host: every slot stays unconnected, the level says why
+            return _describe(exc)
         first_error: str | None = None
         primed: list[Slot] = []
         for start in range(0, len(slots), OPEN_GROUP):
             group = slots[start : start + OPEN_GROUP]
             at_ns = plan.open_at_ns + self.index * OPEN_STAGGER_NS if plan.open_at_ns and start == 0 else 0
-            error = await self.connect_tight(group, infos[0], at_ns)
+            error = await self.connect_tight(group, infos, at_ns)
             first_error = first_error or error
             for slot in group:
                 if slot.tr is not None and self.raw:
@@ -527,9 +530,31 @@ class Worker:
             await self.await_first_answers(primed)
         return first_error
 
-    async def connect_tight(self, slots: list[Slot], info: Any, at_ns: int) -> str | None:
-        """Connect one socket per slot in one loop of non-blocking connects (at ``at_ns`` when
-        given), then hand each to asyncio; returns the first failure, if any."""
+    async def resolve(self) -> list[Any]:
+        """The server's addresses, in getaddrinfo's order (e.g. ::1 before 127.0.0.1)."""
+        plan = self.plan
+        assert plan is not None
+        return list(await self.loop.getaddrinfo(plan.host, plan.port, type=socket.SOCK_STREAM))
+
+    async def connect_tight(self, slots: list[Slot], infos: list[Any], at_ns: int) -> str | None:
+        """Connect the slots to the first address of ``infos`` in one tight loop (at ``at_ns``
+        when given); those that fail try the next address, as asyncio's own connect does (a
+        name such as localhost may resolve to ::1 first while the server listens on IPv4 only).
+        An address that served after the first failed moves to the front for the next groups.
+        Returns the first failure when some slot stayed unconnected."""
+        pending, error = slots, None
+        for n, info in enumerate(list(infos)):
+            pending, error = await self.connect_once(pending, info, at_ns if n == 0 else 0)
+            if n and len(pending) < len(slots):
+                infos.remove(info)
+                infos.insert(0, info)
+            if not pending:
+                return None
+        return error
+
+    async def connect_once(self, slots: list[Slot], info: Any, at_ns: int) -> tuple[list[Slot], str | None]:
+        """One socket per slot, connected in one loop of non-blocking connects, then handed to
+        asyncio; returns the slots that failed and the first failure."""
         plan = self.plan
         assert plan is not None
         loop = self.loop
@@ -547,6 +572,7 @@ class Worker:
                 pass
         codes = [sock.connect_ex(address) for sock in socks]
         first_error: str | None = None
+        failed: list[Slot] = []
         for slot, sock, code in zip(slots, socks, codes, strict=True):
             try:
                 if code not in (0, errno.EINPROGRESS):
@@ -569,8 +595,9 @@ class Worker:
                 )
             except (TimeoutError, OSError) as exc:
                 sock.close()
+                failed.append(slot)
                 first_error = first_error or _describe(exc)
-        return first_error
+        return failed, first_error
 
     async def open(self, slot: Slot) -> None:
         plan = self.plan

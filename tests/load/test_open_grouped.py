@@ -72,3 +72,56 @@ def test_a_refused_connect_is_reported_and_leaves_the_slot_unconnected():
     _, slots, _, error = asyncio.run(main())
     assert all(s.tr is None for s in slots)
     assert error is not None and "refused" in error.lower(), error
+
+
+def test_slots_refused_at_the_first_address_connect_to_the_next(monkeypatch):
+    """A name such as localhost can resolve to ::1 first while the server listens on IPv4 only:
+    the slots refused at the first address take the next one, as asyncio's own connect does."""
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+
+    async def main():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        live = server.sockets[0].getsockname()[1]
+        ours, _theirs = Pipe()
+        w = Worker(0, ours)
+        w.plan = _plan(live, 0)
+        infos = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)) for port in (dead, live)]
+
+        async def resolve():
+            return list(infos)
+
+        w.resolve = resolve  # the resolver's answer, in the order that needs the fallback
+        slots = [Slot(w) for _ in range(5)]
+        error = await w.open_grouped(slots, wait=False)
+        ports = [s.tr.get_extra_info("peername")[1] for s in slots if s.tr is not None]
+        for s in slots:
+            if s.tr is not None:
+                s.tr.close()
+        server.close()
+        await server.wait_closed()
+        return error, ports, live
+
+    error, ports, live = asyncio.run(main())
+    assert error is None
+    assert ports == [live] * 5
+
+
+def test_a_name_that_does_not_resolve_is_reported_not_raised():
+    async def main():
+        ours, _theirs = Pipe()
+        w = Worker(0, ours)
+        w.plan = _plan(1, 0)
+
+        async def resolve():
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+        w.resolve = resolve
+        slots = [Slot(w) for _ in range(3)]
+        return slots, await w.open_grouped(slots, wait=False)
+
+    slots, error = asyncio.run(main())
+    assert all(s.tr is None for s in slots)
+    assert error is not None and "not known" in error, error
