@@ -711,8 +711,10 @@ class Worker:
         now = monotonic_ns()
         slot.busy = False
         tick_buffer = self.tick_buffer
-        if tick_buffer is None or slot.generation != self.generation:
-            if self.warming and tick_buffer is None and slot.generation == self.generation and head.status == 200 and not head.close:
+        # measurement starts at T0: a response before it (a warming request, also between the
+        # "go" message and T0) is not a result, and its replacement is not a counted send
+        if tick_buffer is None or slot.generation != self.generation or now < tick_buffer.t0:
+            if self.warming and slot.generation == self.generation and head.status == 200 and not head.close:
                 slot.send()  # before T0: keep this connection's server thread busy (open_grouped)
             return
         if head.status == 200:
