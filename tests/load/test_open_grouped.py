@@ -6,7 +6,10 @@ TCP listener; no requests are sent (the worker has no request yet)."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import ssl
+import subprocess
 import time
 from multiprocessing import Pipe
 
@@ -125,3 +128,42 @@ def test_a_name_that_does_not_resolve_is_reported_not_raised():
     slots, error = asyncio.run(main())
     assert all(s.tr is None for s in slots)
     assert error is not None and "not known" in error, error
+
+
+def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
+    """https endpoints: the tightly connected sockets get their TLS handshake from asyncio, with
+    the plan's server name checked against a real certificate."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl binary to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context()
+    client_ctx.load_verify_locations(cert)
+    monkeypatch.setattr(worker_module, "_SSL", client_ctx)  # trusts this test's certificate
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
+
+    async def main():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        ours, _theirs = Pipe()
+        w = Worker(0, ours)
+        w.plan = LevelPlan(level_index=0, mode="concurrency", host="127.0.0.1", port=port, tls=True,
+                           server_hostname="localhost", tick_ns=100_000_000, timeout_ns=5_000_000_000)
+        slots = [Slot(w) for _ in range(3)]
+        error = await w.open_grouped(slots, wait=False)
+        secured = [s.tr.get_extra_info("ssl_object") is not None for s in slots if s.tr is not None]
+        for s in slots:
+            if s.tr is not None:
+                s.tr.close()
+        server.close()
+        await server.wait_closed()
+        return error, secured
+
+    error, secured = asyncio.run(main())
+    assert error is None
+    assert secured == [True, True, True]
