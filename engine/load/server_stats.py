@@ -9,6 +9,8 @@ from other clients of the same model during the interval are included.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,24 @@ class StatsSnapshot:
     execution_count: int
     counts: dict[str, int]  # PARTS -> count
     ns: dict[str, int]  # PARTS -> total nanoseconds
+    # when we asked and when the answer came (monotonic): the server read its counters in between
+    asked_ns: int = 0
+    answered_ns: int = 0
+
+
+LATE_SHARE = 0.25  # a snapshot this far (share of the interval) from its boundary spans another interval
+
+
+def taken_in_time(snapshot: StatsSnapshot | None, boundary_ns: int, interval_ns: int) -> bool:
+    """Whether ``snapshot`` was read close enough to ``boundary_ns`` to stand for it: asked no
+    earlier and answered no later than LATE_SHARE of the interval from it (pure). A snapshot
+    without timing (built elsewhere) is taken as on time. Why: on a loaded machine a reply that
+    comes most of a window late makes a window's server counts cover a different interval (seen
+    once: 2 requests counted against our 142)."""
+    if snapshot is None or not snapshot.answered_ns:
+        return True
+    slack = LATE_SHARE * interval_ns
+    return boundary_ns - snapshot.asked_ns <= slack and snapshot.answered_ns - boundary_ns <= slack
 
 
 def snapshot_from_json(doc: Any, model: str, version: str = "") -> StatsSnapshot | None:
@@ -89,11 +109,13 @@ def breakdown(
 async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapshot | None:
     """One snapshot, or None when the server cannot give it (stopped, extension disabled)."""
     try:
+        asked = time.monotonic_ns()
         reply = await http1.request(
             target.http_url, f"{target.model_path}/stats", headers=target.headers, timeout_s=timeout_s
         )
         if reply.status != 200:
             return None
-        return snapshot_from_json(reply.json(), target.model, target.model_version)
+        found = snapshot_from_json(reply.json(), target.model, target.model_version)
+        return dataclasses.replace(found, asked_ns=asked, answered_ns=time.monotonic_ns()) if found else None
     except (TimeoutError, OSError, http1.BadResponse, ValueError):
         return None

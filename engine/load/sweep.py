@@ -47,7 +47,7 @@ from engine.load.http1 import parse_endpoint
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
 from engine.load.request import output_sizes, prepare_request, request_inputs
-from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot
+from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, taken_in_time
 from engine.load.shm import open_regions
 from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
@@ -286,6 +286,19 @@ class _Level:
         except (TimeoutError, asyncio.CancelledError):
             return None
 
+    async def server_over(self, start: int, end: int, client_mean_s: float | None) -> ServerBreakdown | None:
+        """The server's per-request times between two tick boundaries; None, with a warning,
+        when a snapshot was read too far from its boundary to stand for it (server_stats)."""
+        before, after = await self.snapshot(start), await self.snapshot(end)
+        interval = (end - start) * self.tick_ns
+        if not (taken_in_time(before, self.t0 + start * self.tick_ns, interval)
+                and taken_in_time(after, self.t0 + end * self.tick_ns, interval)):
+            self.publish(Warning(source="load", key=f"late-stats-{self.index}",
+                                 message=f"level {self.level:g}: the server's statistics came too late to stand for "
+                                         "a window's edges (a busy machine?): its server breakdown is not shown"))
+            return None
+        return breakdown(before, after, client_mean_s)
+
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
         boundary = self.warmup_ticks
@@ -301,7 +314,7 @@ class _Level:
         start = self.cur_start
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns)
-        server = breakdown(await self.snapshot(start), await self.snapshot(end), lat.mean)
+        server = await self.server_over(start, end, lat.mean)
         window = _Window(agg, lat, server, agg.ok / agg.duration_s)
         self.windows.append(window)
         self.cur_start = end
@@ -362,7 +375,7 @@ class _Level:
             )
         agg = merge([w.agg for w in chosen], self.rate_mode)
         lat = latency_stats(agg.latency_ns)
-        server = breakdown(await self.snapshot(chosen[0].agg.start_tick), await self.snapshot(chosen[-1].agg.end_tick), lat.mean)
+        server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode)
         # Errors are counted over every measured window, not only the merged ones: an outage in
         # the level's early windows must not vanish because the last windows were clean.

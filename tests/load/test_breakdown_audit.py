@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.load.audit import client_audit
-from engine.load.server_stats import breakdown, snapshot_from_json
+from engine.load.server_stats import StatsSnapshot, breakdown, snapshot_from_json, taken_in_time
 from engine.load.windows import Aggregate
 
 
@@ -120,3 +120,25 @@ def test_no_saturation_point_is_drawn_from_a_client_bound_level():
     # the same curve where the flat part was our own limit: nothing is said about the server
     ours = [level(8, 1000.0), level(16, 2000.0, True), level(32, 2010.0, True), level(64, 2020.0, True)]
     assert _saturation(ours) != 16
+
+
+def _timed(asked_ms: float, answered_ms: float) -> StatsSnapshot:
+    return StatsSnapshot(0, 0, {}, {}, asked_ns=int(asked_ms * 1e6), answered_ns=int(answered_ms * 1e6))
+
+
+@pytest.mark.parametrize(
+    "asked_ms, answered_ms, on_time",
+    [
+        (1000, 1003, True),  # asked on the boundary, answered at once
+        (1040, 1070, True),  # a little late: within a quarter of the 300 ms interval
+        (1000, 1900, False),  # the answer came most of a window late (the counters are of later)
+        (900, 910, False),  # asked a third of a window early
+    ],
+)
+def test_a_snapshot_stands_for_its_boundary_only_when_read_near_it(asked_ms, answered_ms, on_time):
+    assert taken_in_time(_timed(asked_ms, answered_ms), boundary_ns=1_000_000_000, interval_ns=300_000_000) is on_time
+
+
+def test_snapshots_without_timing_or_missing_are_not_judged_late():
+    assert taken_in_time(StatsSnapshot(0, 0, {}, {}), 1_000_000_000, 300_000_000)
+    assert taken_in_time(None, 1_000_000_000, 300_000_000)

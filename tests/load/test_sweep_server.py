@@ -76,8 +76,14 @@ async def test_short_sweep_counts_stability_and_breakdown(identity_server, ident
         # Little's law: N in flight -> throughput x mean latency ~ N (below it by the client's
         # turnaround between a response and the next send; test_worker_process checks N exactly)
         assert 0.6 * r.level <= r.throughput_rps * lat.mean <= 1.05 * r.level, (r.throughput_rps, lat.mean)
+        # sends are counted when sent, completions when complete: at the edges they differ by
+        # the requests in flight
+        assert r.audit.cpu_percent is not None and abs(r.audit.sent - r.requests) <= 2 * r.level
         s = r.server
-        assert s is not None and s.request_count > 0
+        if s is None:  # on a loaded machine the statistics can come a window late: then said, not shown
+            assert any(w.key == f"late-stats-{r.index}" for w in events.of("warning")), r
+            continue
+        assert s.request_count > 0
         # Triton reads its counters one after another while requests complete, so the parts can
         # exceed the total by a hair when its own overhead is tiny (identity: ~1 %)
         parts = s.queue + s.compute_input + s.compute_infer + s.compute_output
@@ -86,9 +92,6 @@ async def test_short_sweep_counts_stability_and_breakdown(identity_server, ident
         assert s.client_minus_server == pytest.approx(lat.mean - s.server_total)
         # the server counted what we sent, give or take the requests in flight at the edges
         assert abs(s.request_count - r.requests) <= 0.2 * r.requests + 4 * r.level, (s.request_count, r.requests)
-        # sends are counted when sent, completions when complete: at the edges they differ by
-        # the requests in flight
-        assert r.audit.cpu_percent is not None and abs(r.audit.sent - r.requests) <= 2 * r.level
     windows = [w for w in events.of("window") if w.level == 4.0]
     warmup = [w for w in windows if w.warmup]
     measured = [w for w in windows if not w.warmup]
@@ -96,10 +99,12 @@ async def test_short_sweep_counts_stability_and_breakdown(identity_server, ident
     assert [w.index for w in measured] == list(range(1, len(measured) + 1))
     assert len(measured) == results[1].windows
     assert measured[-1].stable_so_far == (results[1].status == "stable")
+    late = any(w.key == f"late-stats-{results[1].index}" for w in events.of("warning"))
     for w in measured:
-        assert w.requests >= 20 and w.server is not None
-        parts = w.server.queue + w.server.compute_input + w.server.compute_infer + w.server.compute_output
-        assert parts <= 1.02 * w.server.server_total, w.server
+        assert w.requests >= 20 and (w.server is not None or late)
+        if w.server is not None:
+            parts = w.server.queue + w.server.compute_input + w.server.compute_infer + w.server.compute_output
+            assert parts <= 1.02 * w.server.server_total, w.server
         assert w.t_end > w.t_start
         assert w.throughput_rps == pytest.approx(w.requests / (w.t_end - w.t_start), rel=1e-6)
     # every event survives the JSON round trip the recorder does
