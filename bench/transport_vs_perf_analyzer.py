@@ -40,7 +40,6 @@ class GpuBusy(threading.Thread):
     def __init__(self, gpus: tuple[int, ...]) -> None:
         super().__init__(daemon=True)
         self.gpus, self.stop = gpus, threading.Event()
-        self.samples: list[float] = []
         self.per_gpu: list[list[int]] = [[] for _ in gpus]
 
     def run(self) -> None:
@@ -52,13 +51,13 @@ class GpuBusy(threading.Thread):
         except Exception:  # noqa: BLE001 - no NVML here: no figure
             return
         while not self.stop.wait(0.25):
-            now = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
-            for seen, value in zip(self.per_gpu, now, strict=True):
-                seen.append(value)
-            self.samples.append(sum(now) / len(now))
+            for seen, h in zip(self.per_gpu, handles, strict=True):
+                seen.append(pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
 
     def mean(self) -> float | None:
-        return sum(self.samples) / len(self.samples) if self.samples else None
+        """Mean over every sample of every GPU (each GPU has the same number of samples)."""
+        values = [v for seen in self.per_gpu for v in seen]
+        return sum(values) / len(values) if values else None
 
     def each(self) -> list[float]:
         """Mean busy % of each GPU, in the order of ``gpus`` (GPU 0 holds cuda_shm's inputs)."""

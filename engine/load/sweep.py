@@ -60,8 +60,6 @@ Publish = Callable[[Event], None]
 T0_LEAD_NS = 50_000_000  # time for "go" to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
-
-
 OPEN_LEAD_NS = 50_000_000  # plans reach the workers well within this
 
 
@@ -140,8 +138,8 @@ class _Level:
             tick_ns=self.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
-            # every worker opens its connections at the same instant: the server accepts them
-            # in one batch (Worker.open_tight)
+            # the workers open their connections from one instant, each its stagger later
+            # (Worker.open_grouped)
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,
         )
         if not self.rate_mode:

@@ -36,7 +36,7 @@ class LevelPlan:
     seed: int = 0
     max_in_flight: int = 0  # rate mode: cap of this worker's open requests
     preopen: int = 0  # rate mode: connections opened before T0
-    open_at_ns: int = 0  # monotonic instant at which every worker opens its connections (0: at once)
+    open_at_ns: int = 0  # monotonic instant the workers' connection groups start from (0: at once)
 
 
 @dataclass

@@ -69,7 +69,7 @@ OPEN_STAGGER_NS = _DIAG["stagger_us"] * 1000 if "stagger_us" in _DIAG else 3_000
 _DIAG_STALL_NS = _DIAG.get("stall_ms", 0) * 1_000_000
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _set_done(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
 
@@ -579,7 +579,7 @@ class Worker:
                     raise OSError(code, os.strerror(code))
                 if code:
                     done: asyncio.Future[None] = loop.create_future()
-                    loop.add_writer(sock.fileno(), _resolve, done)
+                    loop.add_writer(sock.fileno(), _set_done, done)
                     try:
                         await asyncio.wait_for(done, plan.timeout_ns / 1e9)
                     finally:

@@ -26,6 +26,14 @@ def _plan(port: int, open_at_ns: int) -> LevelPlan:
                      slots=0, open_at_ns=open_at_ns)
 
 
+async def _close(slots: list[Slot], server: asyncio.Server) -> None:
+    for slot in slots:
+        if slot.tr is not None:
+            slot.tr.close()
+    server.close()
+    await server.wait_closed()
+
+
 async def _open(count: int, port: int, lead_ns: int, index: int = 0) -> tuple[Worker, list[Slot], int, str | None]:
     ours, _theirs = Pipe()
     w = Worker(index, ours)
@@ -50,10 +58,7 @@ def test_every_slot_is_connected_in_groups_and_none_before_the_workers_instant(m
         w, slots, open_at, error = await _open(10, port, 60_000_000, index)
         await asyncio.sleep(0.05)  # the listener's accept callbacks
         peers = {s.tr.get_extra_info("sockname")[1] for s in slots if s.tr is not None}
-        for s in slots:
-            s.tr.close()
-        server.close()
-        await server.wait_closed()
+        await _close(slots, server)
         return open_at, error, peers
 
     open_at, error, peers = asyncio.run(main())
@@ -100,11 +105,7 @@ def test_slots_refused_at_the_first_address_connect_to_the_next(monkeypatch):
         slots = [Slot(w) for _ in range(5)]
         error = await w.open_grouped(slots, wait=False)
         ports = [s.tr.get_extra_info("peername")[1] for s in slots if s.tr is not None]
-        for s in slots:
-            if s.tr is not None:
-                s.tr.close()
-        server.close()
-        await server.wait_closed()
+        await _close(slots, server)
         return error, ports, live
 
     error, ports, live = asyncio.run(main())
@@ -157,11 +158,7 @@ def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
         slots = [Slot(w) for _ in range(3)]
         error = await w.open_grouped(slots, wait=False)
         secured = [s.tr.get_extra_info("ssl_object") is not None for s in slots if s.tr is not None]
-        for s in slots:
-            if s.tr is not None:
-                s.tr.close()
-        server.close()
-        await server.wait_closed()
+        await _close(slots, server)
         return error, secured
 
     error, secured = asyncio.run(main())
