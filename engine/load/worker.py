@@ -498,7 +498,7 @@ class Worker:
         | 8, 64                 | 0.49-0.77 (40-42) | 0.81-1.04 (30-40) | 0.97-1.08 (29-44) | 1.06-1.09 (18-20)                  |
         | 1 (602 KB), 64        | 0.95-1.10 (28-31) | 0.86-0.90 (35-36) | 0.69-0.97 (25-41) | 0.94-0.96 (17-18)                  |
         | 1, 128                | 0.92-0.95 (38-43) | 0.67-0.80 (86-90) | 0.96-1.04 (40-47) | 1.02-1.17 (29-30)                  |
-        perf_analyzer's busiest thread held 14-19 of 64 and 21-29 of 128 in those runs. Its own
+        perf_analyzer's busiest thread held 14-26 of 64 and 21-29 of 128 in call 6. Its own
         throughput varied by up to 40 % between rounds at a level, with its placement (3.9k
         images/s with 14 of 16 connections on one thread, 8.4k spread), so single ratios far
         from 1 at c=16 are often its draw. One OS thread per connect, released together, did
