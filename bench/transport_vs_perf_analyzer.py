@@ -31,6 +31,53 @@ from engine.load.sweep import run_sweep  # noqa: E402
 from engine.load.target import Target, describe_target  # noqa: E402
 from engine.profiles import Load  # noqa: E402
 
+EMBEDDED = ROOT / "model_repository" / "embedded"
+
+
+def instance_snapshots(directory: Path | None) -> dict[str, dict]:
+    """The embedded ViT's per-instance timing files (execute_clock.py), by file name."""
+    if directory is None or not directory.is_dir():
+        return {}
+    out = {}
+    for path in directory.glob("*.json"):
+        try:
+            out[path.name] = json.loads(path.read_text())
+        except (OSError, ValueError):  # being replaced right now: the next snapshot has it
+            continue
+    return out
+
+
+def instance_timing(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """Per GPU (device string), mean µs per batch of each execute section over its instances,
+    and the batches and images they ran, between two sets of snapshots."""
+    sys.path.insert(0, str(EMBEDDED))
+    from execute_clock import per_batch_us
+
+    by_device: dict[str, list[dict[str, float]]] = {}
+    for name, snap in after.items():
+        delta = per_batch_us(before.get(name), snap)
+        if delta["batches"]:
+            by_device.setdefault(snap["device"], []).append(delta)
+    out = {}
+    for device, rows in sorted(by_device.items()):
+        batches = sum(r["batches"] for r in rows)
+        merged = {k: sum(r[k] * r["batches"] for r in rows) / batches for k in rows[0] if k.endswith("_us")}
+        merged.update(instances=len(rows), batches=batches, images=sum(r["images"] for r in rows),
+                      inputs_elsewhere=sum(r["inputs_elsewhere"] for r in rows),
+                      requests=sum(r["requests"] for r in rows))
+        out[device] = merged
+    return out
+
+
+def timing_line(timing: dict[str, dict[str, float]]) -> str:
+    parts = []
+    for device, t in timing.items():
+        sections = " ".join(f"{k[:-3]} {v:.0f}" for k, v in t.items() if k.endswith("_us"))
+        parts.append(f"{device} x{t['instances']:.0f}: {t['batches']:.0f} batches, {t['images'] / t['batches']:.0f} img/batch,"
+                     f" {t['inputs_elsewhere']:.0f}/{t['requests']:.0f} inputs on another GPU; us/batch {sections}")
+    return "\n      ".join(parts)
+
+
 PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
 
 
@@ -86,12 +133,18 @@ def main() -> int:
     p.add_argument("--stability", type=float, default=10.0)
     p.add_argument("--batch", type=int, default=1,
                    help="images per request (perf_analyzer -b); figures are images/s either way")
+    p.add_argument("--instance-timing", type=Path, default=None,
+                   help="directory: the ViT's instances time their executes (GPUSCALE_VIT_TIMING) and each run"
+                        " prints where a batch's time went, per GPU")
     args = p.parse_args()
     binary, env = ensure_perf_analyzer()
     from engine.server.embedded import EmbeddedServer
 
     rows = []
     for variant in args.variants.split(","):
+        timing_dir = args.instance_timing / variant if args.instance_timing else None
+        if timing_dir:  # the server's environment, and so its stubs', is copied from ours at start
+            os.environ["GPUSCALE_VIT_TIMING"] = str(timing_dir)
         try:
             with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=variant, log_dir=Path(logs)) as srv:
                 gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
@@ -103,6 +156,7 @@ def main() -> int:
                             got = {}
                             for tool in order:
                                 busy = GpuBusy(gpus)
+                                snapshots = instance_snapshots(timing_dir)
                                 busy.start()
                                 if tool == "pa":
                                     args.pa_extra = PA_SHM[transport]
@@ -116,6 +170,8 @@ def main() -> int:
                                 busy.join()
                                 m.extra["gpu_busy"] = busy.mean()
                                 m.extra["gpu_busy_each"] = busy.each()
+                                if timing_dir:
+                                    m.extra["instance_timing"] = instance_timing(snapshots, instance_snapshots(timing_dir))
                                 got[tool] = m
                             ours, pa = got["ours"], got["pa"]
                             ratio = ours.throughput / pa.throughput if ours.throughput and pa.throughput else None
@@ -128,6 +184,9 @@ def main() -> int:
                                   f" gpu {fmt(pa.extra.get('gpu_busy'), '.0f')} %)  ratio {fmt(ratio, '.2f')}"
                                   f"  [{ours.status}; pa {pa.status}]"
                                   f"  busy per GPU ours {ours.extra.get('gpu_busy_each')} pa {pa.extra.get('gpu_busy_each')}", flush=True)
+                            for tool_name, m in (("ours", ours), ("pa", pa)):
+                                if m.extra.get("instance_timing"):
+                                    print(f"    {tool_name}: {timing_line(m.extra['instance_timing'])}", flush=True)
         except Exception as exc:  # noqa: BLE001 - e.g. a variant needing more GPUs than here
             print(f"== {variant}: {type(exc).__name__}: {exc}", flush=True)
     print("\nsummary: peak images/s per tool, transport and variant; efficiency = peak_N / (N x peak_1x)")

@@ -21,6 +21,7 @@ EMBEDDED_ROOT = REPOSITORY_ROOT / "embedded"
 VIT_SOURCE = REPOSITORY_ROOT / "vit.py"
 VIT_MODEL_SOURCE = EMBEDDED_ROOT / "vit_model.py"
 VIT_BATCHING_SOURCE = EMBEDDED_ROOT / "vit_batching.py"
+EXECUTE_CLOCK_SOURCE = EMBEDDED_ROOT / "execute_clock.py"
 _MULTIGPU = re.compile(r"^config\.multigpu\.(\d+)x\.pbtxt$")
 _CPU_INSTANCES = re.compile(r"^config\.cpu(\d+)\.pbtxt$")  # "cpu2": a CPU variant with 2 instances
 
@@ -113,4 +114,5 @@ def prepare_repository(
         shutil.copy2(VIT_MODEL_SOURCE, version_dir / "model.py")
         shutil.copy2(VIT_SOURCE, version_dir / "vit.py")
         shutil.copy2(VIT_BATCHING_SOURCE, version_dir / "vit_batching.py")
+        shutil.copy2(EXECUTE_CLOCK_SOURCE, version_dir / "execute_clock.py")
     return PreparedModel(dest, model, chosen, config_text, instance_gpus(config_text))

@@ -34,6 +34,7 @@ class TritonPythonModel:
     def initialize(self, args):
         import torch
 
+        from execute_clock import ExecuteClock
         from vit import build_vit
         from vit_batching import Runner, Stager, parse_buckets
 
@@ -69,6 +70,8 @@ class TritonPythonModel:
                 seconds = self.runner.prepare()
         else:
             seconds = self.runner.prepare()
+        # per-instance section timings, only when GPUSCALE_VIT_TIMING names a directory (diagnosis)
+        self.clock = ExecuteClock.from_env(config["name"], str(self.device))
         state = f"eager fallback ({self.runner.fallback})" if self.runner.fallback else self.runner.mode
         _log(f"{config['name']} on {self.device}: runner {state}, buckets {buckets}, ready in {seconds:.1f} s")
 
@@ -80,18 +83,30 @@ class TritonPythonModel:
         ]
 
     def _run(self, inputs) -> int:
+        clock = self.clock
         n = self.stager.stage(inputs)
+        if clock:
+            clock.section("stage")
         out = self.runner.run(n)
+        if clock:
+            clock.section("run")
         if out.device.type == "cpu":
             self.out_host[:n].copy_(out)
         else:
             self.out_host[:n].copy_(out, non_blocking=True)  # one device-to-host copy per batch
             self.stream.synchronize()  # also keeps the inputs' buffers alive until the GPU is done
+        if clock:
+            clock.section("sync")
         return n
 
     def execute(self, requests):
+        clock = self.clock
+        if clock:
+            clock.begin()
         try:
             inputs = self._inputs(requests)
+            if clock:
+                clock.section("inputs")
             if self.stream is not None:
                 with self.torch.cuda.stream(self.stream):
                     self._run(inputs)
@@ -107,4 +122,11 @@ class TritonPythonModel:
             rows = self.out_numpy[start : start + size].copy()
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(self.output_name, rows)]))
             start += size
+        if clock:
+            elsewhere = sum(1 for t in inputs if t.device != self.device)
+            clock.end(len(requests), start, elsewhere)
         return responses
+
+    def finalize(self):
+        if self.clock:
+            self.clock.write()

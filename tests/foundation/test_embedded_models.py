@@ -38,7 +38,9 @@ def _infer(url: str, model: str, name: str, data: np.ndarray, output: str) -> np
     return np.frombuffer(body[json_len:], dtype=dtype).reshape(meta["shape"])
 
 
-def test_vit_tiny_cpu_serves_the_models_own_outputs_for_concurrent_requests(tmp_path):
+def test_vit_tiny_cpu_serves_the_models_own_outputs_for_concurrent_requests(tmp_path, monkeypatch):
+    # with its per-instance timing on (GPUSCALE_VIT_TIMING), which must not change an answer
+    monkeypatch.setenv("GPUSCALE_VIT_TIMING", str(tmp_path / "timing"))
     vit = _load_vit_module()
     rng = np.random.default_rng(0)
     batches = [rng.random((k, 3, 224, 224), dtype=np.float32) for k in (1, 2, 3)]
@@ -52,6 +54,11 @@ def test_vit_tiny_cpu_serves_the_models_own_outputs_for_concurrent_requests(tmp_
     for got, want in zip(outs, expected, strict=False):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    # the server has stopped: each instance wrote its totals when it was unloaded
+    (written,) = [json.loads(p.read_text()) for p in (tmp_path / "timing").glob("vit_tiny-cpu-*.json")]
+    assert written["images"] == 6 and written["requests"] == 3 and 1 <= written["batches"] <= 3
+    assert {"gap", "inputs", "stage", "run", "sync", "responses"} <= set(written["totals_ns"])
+    assert written["totals_ns"]["run"] > 0
 
 
 def _send(endpoint, raw: bytes) -> tuple[int, bytes, int]:

@@ -63,7 +63,7 @@ def test_prepare_copies_one_model_with_the_chosen_config(tmp_path):
     assert prepared.variant == "cpu" and prepared.gpus == ()
     model_dir = tmp_path / "repo" / "vit_tiny"
     assert "KIND_CPU" in (model_dir / "config.pbtxt").read_text()
-    assert {p.name for p in (model_dir / "1").iterdir()} == {"model.py", "vit.py", "vit_batching.py"}
+    assert {p.name for p in (model_dir / "1").iterdir()} == {"model.py", "vit.py", "vit_batching.py", "execute_clock.py"}
     with pytest.raises(UserError, match="unknown embedded model 'resnet'.*identity"):
         prepare_repository("resnet", "auto", tmp_path / "other")
 
