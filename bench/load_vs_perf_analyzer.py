@@ -310,6 +310,9 @@ def _ours_measure(r: LevelResult) -> Measure:
             "late_share": r.audit.late_sends / r.audit.sent if r.audit.sent else None,
             "server_queue_us": r.server.queue * 1e6 if r.server and r.server.queue is not None else None,
             "server_infer_us": r.server.compute_infer * 1e6 if r.server and r.server.compute_infer is not None else None,
+            # the backend's own work around the model: preparing inputs, and handling outputs and responses
+            "server_input_us": r.server.compute_input * 1e6 if r.server and r.server.compute_input is not None else None,
+            "server_output_us": r.server.compute_output * 1e6 if r.server and r.server.compute_output is not None else None,
             "avg_batch": r.server.avg_batch_size if r.server else None,
             "client_minus_server_us": r.server.client_minus_server * 1e6 if r.server and r.server.client_minus_server is not None else None,
             "write_p50_us": r.audit.write_p50 and r.audit.write_p50 * 1e6,

@@ -40,10 +40,14 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.load.http1 import error_message, request
+from engine.load.worker import _diagnosis_knobs
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
 TRANSPORTS = ("http", "system_shm", "cuda_shm")
+# diagnosis (GPUSCALE_LOAD_DIAG=cuda_gpu=K): cuda_shm's inputs on the model's GPU K instead of
+# its first, to tell whether the GPU holding the inputs is the one that works harder
+_DIAG_CUDA_GPU = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", "")).get("cuda_gpu")
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ async def open_regions(
             await _system_region(regions, name, blob)
             regions.plan = ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs)
         else:  # on the first of the model's GPUs: see the module's docstring for why not on each
-            gpu = gpus[0]
+            gpu = _DIAG_CUDA_GPU if _DIAG_CUDA_GPU in gpus else gpus[0]
             name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
             base = await _cuda_region(regions, name, blob, gpu)
             regions.plan = ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)

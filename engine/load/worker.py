@@ -50,7 +50,7 @@ def _diagnosis_knobs(text: str) -> dict[str, int]:
     way); one_by_one: open them one at a time (the second way, open_one_by_one); group=G and
     stagger_us=S: tight groups of G, workers' first groups S apart, instead of OPEN_GROUP and
     OPEN_STAGGER_NS; lazy: connect at T0; stall_ms: busy the loop that long every 20 ms (a
-    deliberately slowed worker)."""
+    deliberately slowed worker); cuda_gpu=K: cuda_shm's inputs on GPU K (engine/load/shm.py)."""
     knobs: dict[str, int] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = item.partition("=")

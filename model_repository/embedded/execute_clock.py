@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 WRITE_EVERY_S = 0.25
+# a longer pause between two executes is the load stopping (between a bench's runs), not a cost
+# of serving: counted apart, so that it does not swell the next run's mean gap
+IDLE_GAP_S = 0.5
 TIMING_ENV = "GPUSCALE_VIT_TIMING"
 
 
@@ -28,7 +31,7 @@ class ExecuteClock:
     def __init__(self, path: Path, device: str, clock=time.perf_counter_ns) -> None:
         self.path, self.device, self._clock = path, device, clock
         self.totals: dict[str, int] = {"gap": 0}
-        self.counts = {"batches": 0, "requests": 0, "images": 0, "inputs_elsewhere": 0}
+        self.counts = {"batches": 0, "requests": 0, "images": 0, "inputs_elsewhere": 0, "idle_gaps": 0}
         self._last_end: int | None = None
         self._mark = 0
         self._written_at: int | None = None  # the first batch is written at once
@@ -45,7 +48,11 @@ class ExecuteClock:
     def begin(self) -> None:
         now = self._clock()
         if self._last_end is not None:  # the first execute has no gap before it
-            self.totals["gap"] += now - self._last_end
+            gap = now - self._last_end
+            if gap < IDLE_GAP_S * 1e9:
+                self.totals["gap"] += gap
+            else:
+                self.counts["idle_gaps"] += 1
         self._mark = now
 
     def section(self, name: str) -> None:
@@ -81,7 +88,9 @@ def per_batch_us(before: dict | None, after: dict) -> dict[str, float]:
     base_totals = before["totals_ns"] if before else {}
     batches = after["batches"] - (before["batches"] if before else 0)
     out: dict[str, float] = {k: after[k] - (before[k] if before else 0)
-                             for k in ("batches", "requests", "images", "inputs_elsewhere")}
+                             for k in ("batches", "requests", "images", "inputs_elsewhere", "idle_gaps")}
     for name, total in after["totals_ns"].items():
-        out[f"{name}_us"] = (total - base_totals.get(name, 0)) / batches / 1e3 if batches else 0.0
+        # gaps: one fewer than batches per idle pause (the batch after it has no gap counted)
+        count = batches - out["idle_gaps"] if name == "gap" else batches
+        out[f"{name}_us"] = (total - base_totals.get(name, 0)) / count / 1e3 if count > 0 else 0.0
     return out

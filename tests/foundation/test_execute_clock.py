@@ -40,7 +40,7 @@ def test_sections_and_gaps_are_summed_per_batch(tmp_path):
     _batch(clock, tick, [("inputs", 5_000), ("stage", 60_000)], gap=11_000)
     assert first["totals_ns"] == {"gap": 0, "inputs": 5_000, "stage": 20_000, "responses": 1_000}
     delta = ec.per_batch_us(first, clock.snapshot())
-    assert delta["batches"] == 2 and delta["images"] == 128 and delta["inputs_elsewhere"] == 2
+    assert delta["batches"] == 2 and delta["images"] == 128 and delta["inputs_elsewhere"] == 2 and delta["idle_gaps"] == 0
     assert delta["gap_us"] == 10.0 and delta["inputs_us"] == 4.0 and delta["stage_us"] == 50.0
     assert delta["responses_us"] == 1.0
 
@@ -64,3 +64,15 @@ def test_off_unless_the_environment_names_a_directory(tmp_path, monkeypatch):
     monkeypatch.setenv(ec.TIMING_ENV, str(tmp_path / "t"))
     clock = ec.ExecuteClock.from_env("vit", "cuda:0")
     assert clock is not None and clock.path.parent == tmp_path / "t" and clock.path.name.startswith("vit-cuda0-")
+
+
+def test_a_pause_between_runs_is_not_a_gap(tmp_path):
+    tick = FakeClock()
+    clock = ec.ExecuteClock(tmp_path / "m.json", "cuda:0", clock=tick)
+    _batch(clock, tick, [("inputs", 1_000)], gap=0)
+    first = clock.snapshot()
+    _batch(clock, tick, [("inputs", 1_000)], gap=int(ec.IDLE_GAP_S * 1e9) + 1)  # the load paused
+    _batch(clock, tick, [("inputs", 1_000)], gap=4_000)
+    delta = ec.per_batch_us(first, clock.snapshot())
+    assert delta["idle_gaps"] == 1 and delta["batches"] == 2
+    assert delta["gap_us"] == 4.0  # one real gap, over the one batch that had it
