@@ -46,8 +46,11 @@ from engine.shm_segments import segment_prefix
 SHM_ROOT = "/dev/shm"
 TRANSPORTS = ("http", "system_shm", "cuda_shm")
 # diagnosis (GPUSCALE_LOAD_DIAG=cuda_gpu=K): cuda_shm's inputs on the model's GPU K instead of
-# its first, to tell whether the GPU holding the inputs is the one that works harder
-_DIAG_CUDA_GPU = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", "")).get("cuda_gpu")
+# its first, to tell whether the GPU holding the inputs is the one that works harder;
+# cuda_each: a copy on each of the model's GPUs, load worker w using copy w mod N
+_DIAG = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", ""))
+_DIAG_CUDA_GPU = _DIAG.get("cuda_gpu")
+_DIAG_CUDA_EACH = "cuda_each" in _DIAG
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class SharedRegions:
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
     plan: ShmPlan | None = None  # set once opened: every load worker sends the same request
+    plans: list[ShmPlan] = field(default_factory=list)  # diagnosis cuda_each: one per GPU
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
 
     async def close(self) -> None:
@@ -140,10 +144,13 @@ async def open_regions(
             await _system_region(regions, name, blob)
             regions.plan = ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs)
         else:  # on the first of the model's GPUs: see the module's docstring for why not on each
-            gpu = _DIAG_CUDA_GPU if _DIAG_CUDA_GPU in gpus else gpus[0]
-            name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
-            base = await _cuda_region(regions, name, blob, gpu)
-            regions.plan = ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)
+            first = _DIAG_CUDA_GPU if _DIAG_CUDA_GPU in gpus else gpus[0]
+            for gpu in gpus if _DIAG_CUDA_EACH else (first,):
+                name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
+                base = await _cuda_region(regions, name, blob, gpu)
+                regions.plans.append(
+                    ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs))
+            regions.plan = regions.plans[0]
     except BaseException:
         await regions.close()
         raise
