@@ -37,7 +37,7 @@ class ExecuteClock:
         self._written_at: int | None = None  # the first batch is written at once
 
     @classmethod
-    def from_env(cls, model: str, device: str) -> "ExecuteClock | None":
+    def from_env(cls, model: str, device: str) -> ExecuteClock | None:
         directory = os.environ.get(TIMING_ENV)
         if not directory:
             return None

@@ -33,10 +33,9 @@ def _log(message: str) -> None:
 class TritonPythonModel:
     def initialize(self, args):
         import torch
-
         from execute_clock import ExecuteClock
         from vit import build_vit
-        from vit_batching import Runner, Stager, parse_buckets
+        from vit_batching import Runner, Stager, driver_peer_copy, parse_buckets
 
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
@@ -60,7 +59,9 @@ class TritonPythonModel:
         mode = params.get("runner", "graph") if on_gpu else "eager"
 
         self.torch = torch
-        self.stager = Stager(capacity, item_shape, self.device)
+        # diagnosis (GPUSCALE_VIT_DIAG=peer_copy): inputs on another GPU copied on this GPU's stream
+        peer = driver_peer_copy() if on_gpu and "peer_copy" in os.environ.get("GPUSCALE_VIT_DIAG", "") else None
+        self.stager = Stager(capacity, item_shape, self.device, peer_copy=peer)
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.out_host = torch.zeros((capacity, out_dim), dtype=torch.float32, pin_memory=on_gpu)
         self.out_numpy = self.out_host.numpy()
