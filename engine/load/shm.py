@@ -15,7 +15,11 @@ batch mix inputs of every GPU. Measured on 2x H200 (bench/transport_vs_perf_anal
 cuda_shm, 2 rounds each, the same call): a copy per GPU gave 9.8-9.9k images/s at concurrency
 128 with 6.1 ms of Triton compute per batch of 15, against perf_analyzer's 13.7-14.2k (its
 region lives on GPU 0); one copy on the first GPU gave 14.3-14.4k (1.04-1.08x perf_analyzer)
-and 11.6-12.0k at 256 (10.9k with copies per GPU).
+and 11.6-12.0k at 256 (10.9k with copies per GPU). Re-measured in session 7 (2x H200, 3 rounds,
+docs/results/staggered_fidelity_and_cuda_shm_instances_h200.md): at one image per request a copy
+per GPU still reads 0.72-0.75x perf_analyzer's one copy; at 32 images per request (4 requests a
+batch) it reads 1.05-1.07x, with both GPUs' batches equally fast. So it is the diagnosis knob
+``cuda_each``, not the default, until a 4-GPU run says which way it goes there.
 
 The regions are registered with Triton when a sweep starts and unregistered and removed when
 it ends, whatever ended it. Segment names start with ``gpuscale-<pid>-``: the embedded server's
