@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
+from engine.load.diagnosis import diagnosis_knobs
 from engine.load.http1 import error_message, request
-from engine.load.worker import _diagnosis_knobs
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
@@ -52,7 +52,7 @@ TRANSPORTS = ("http", "system_shm", "cuda_shm")
 # diagnosis (GPUSCALE_LOAD_DIAG=cuda_gpu=K): cuda_shm's inputs on the model's GPU K instead of
 # its first, to tell whether the GPU holding the inputs is the one that works harder;
 # cuda_each: a copy on each of the model's GPUs, load worker w using copy w mod N
-_DIAG = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", ""))
+_DIAG = diagnosis_knobs()
 _DIAG_CUDA_GPU = _DIAG.get("cuda_gpu")
 _DIAG_CUDA_EACH = "cuda_each" in _DIAG
 

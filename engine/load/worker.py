@@ -30,6 +30,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+from engine.load.diagnosis import diagnosis_knobs
 from engine.load.http1 import BadResponse, Head, dechunk, error_message, parse_head
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.modes import mode_of
@@ -43,22 +44,7 @@ BACKOFF_MAX_S = 0.5
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
 
 
-def _diagnosis_knobs(text: str) -> dict[str, int]:
-    """GPUSCALE_LOAD_DIAG="sndbuf=4194304,burst,lazy,stall_ms=15": experiments and fault
-    injection for bench/diag_fidelity.py and the tests, never a user setting. sndbuf: a fixed
-    socket send buffer; burst: open a level's connections all at once from asyncio (the first
-    way); one_by_one: open them one at a time (the second way, open_one_by_one); group=G and
-    stagger_us=S: tight groups of G, workers' first groups S apart, instead of OPEN_GROUP and
-    OPEN_STAGGER_NS; lazy: connect at T0; stall_ms: busy the loop that long every 20 ms (a
-    deliberately slowed worker); cuda_gpu=K: cuda_shm's inputs on GPU K (engine/load/shm.py)."""
-    knobs: dict[str, int] = {}
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        name, _, value = item.partition("=")
-        knobs[name] = int(value or 1)
-    return knobs
-
-
-_DIAG = _diagnosis_knobs(os.environ.get("GPUSCALE_LOAD_DIAG", ""))
+_DIAG = diagnosis_knobs()
 _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
