@@ -31,7 +31,8 @@ from engine.load.sweep import run_sweep  # noqa: E402
 from engine.load.target import Target, describe_target  # noqa: E402
 from engine.profiles import Load  # noqa: E402
 
-EMBEDDED = ROOT / "model_repository" / "embedded"
+sys.path.insert(0, str(ROOT / "model_repository" / "embedded"))  # the ViT's own timing module
+from execute_clock import per_batch_us  # noqa: E402
 
 
 def instance_snapshots(directory: Path | None) -> dict[str, dict]:
@@ -50,9 +51,6 @@ def instance_snapshots(directory: Path | None) -> dict[str, dict]:
 def instance_timing(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict[str, float]]:
     """Per GPU (device string), mean µs per batch of each execute section over its instances,
     and the batches and images they ran, between two sets of snapshots."""
-    sys.path.insert(0, str(EMBEDDED))
-    from execute_clock import per_batch_us
-
     by_device: dict[str, list[dict[str, float]]] = {}
     for name, snap in after.items():
         delta = per_batch_us(before.get(name), snap)

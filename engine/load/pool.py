@@ -100,10 +100,6 @@ class WorkerPool:
         except (OSError, EOFError) as exc:
             raise WorkerGone(f"load worker {index} is gone: {exc}") from None
 
-    def send_all(self, msg: tuple[Any, ...]) -> None:
-        for index in range(self.count):
-            self.send(index, msg)
-
     async def receive(self, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
         try:
             item = await asyncio.wait_for(self.inbox.get(), timeout_s)

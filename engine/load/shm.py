@@ -88,9 +88,15 @@ class SharedRegions:
     headers: dict[str, str]
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
-    plan: ShmPlan | None = None  # set once opened: every load worker sends the same request
-    plans: list[ShmPlan] = field(default_factory=list)  # diagnosis cuda_each: one per GPU
+    # once opened: the request plan(s) the load workers send, worker w plans[w mod len]; one
+    # plan, except with the diagnosis cuda_each (a copy of the inputs per GPU)
+    plans: list[ShmPlan] = field(default_factory=list)
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
+
+    @property
+    def plan(self) -> ShmPlan:
+        """The first plan: the one every load worker sends outside the diagnosis."""
+        return self.plans[0]
 
     async def close(self) -> None:
         """Unregister every region and remove every segment; never raises (runs in finally)."""
@@ -146,7 +152,7 @@ async def open_regions(
         if transport == "system_shm":
             name = f"{segment_prefix()}{tag}-in"
             await _system_region(regions, name, blob)
-            regions.plan = ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs)
+            regions.plans.append(ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs))
         else:  # on the first of the model's GPUs: see the module's docstring for why not on each
             first = _DIAG_CUDA_GPU if _DIAG_CUDA_GPU in gpus else gpus[0]
             for gpu in gpus if _DIAG_CUDA_EACH else (first,):
@@ -154,7 +160,6 @@ async def open_regions(
                 base = await _cuda_region(regions, name, blob, gpu)
                 regions.plans.append(
                     ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs))
-            regions.plan = regions.plans[0]
     except BaseException:
         await regions.close()
         raise

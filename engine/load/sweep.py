@@ -429,27 +429,21 @@ async def run_sweep(
     for text in inputs[2]:
         publish(Warning(source="load", message=text, key="input-shape"))
     regions = None
-    per_worker: list[bytes] = []
-    if load.transport == "http":
-        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, inputs=inputs).raw
-    else:
+    if load.transport != "http":
         regions = await open_regions(load.transport, target.http_url, target.headers,
                                      [(t["name"], blob) for t, blob in inputs[1]], output_sizes(info, load.batch_size), gpus)
-        raw = prepare_request(target, info, endpoint, load.batch_size, load.data, shm=regions.plan, inputs=inputs).raw
-        # diagnosis cuda_each (engine/load/shm.py): worker w's requests name the copy on GPU w mod N
-        per_worker = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
-                      for plan in regions.plans] if len(regions.plans) > 1 else []
+    # one request for every worker; worker w sends raws[w mod len] (several only with the
+    # diagnosis cuda_each, engine/load/shm.py: a copy of the inputs per GPU)
+    raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
+            for plan in (regions.plans if regions else [None])]
     tick_ns = tick_ns or tick_for(load.window_ms)
-    request_bytes = len(raw)
+    request_bytes = len(raws[0])
     pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
     results: list[LevelResult] = []
     try:
         await pool.start()
-        if per_worker:
-            for w in range(pool.count):
-                pool.send(w, ("request", per_worker[w % len(per_worker)], [o["name"] for o in info.outputs]))
-        else:
-            pool.send_all(("request", raw, [o["name"] for o in info.outputs]))
+        for w in range(pool.count):
+            pool.send(w, ("request", raws[w % len(raws)], [o["name"] for o in info.outputs]))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():

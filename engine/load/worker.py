@@ -573,12 +573,8 @@ class Worker:
                     code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     if code:
                         raise OSError(code, os.strerror(code))
-                await loop.create_connection(
-                    lambda s=slot: s,
-                    sock=sock,
-                    ssl=_ssl_context() if plan.tls else None,
-                    server_hostname=plan.server_hostname if plan.tls else None,
-                )
+                # the factory runs within this await, so it sees this iteration's slot
+                await loop.create_connection(lambda: slot, sock=sock, **_tls(plan))  # noqa: B023
             except (TimeoutError, OSError) as exc:
                 sock.close()
                 failed.append(slot)
@@ -589,13 +585,7 @@ class Worker:
         plan = self.plan
         assert plan is not None
         await asyncio.wait_for(
-            self.loop.create_connection(
-                lambda: slot,
-                plan.host,
-                plan.port,
-                ssl=_ssl_context() if plan.tls else None,
-                server_hostname=plan.server_hostname if plan.tls else None,
-            ),
+            self.loop.create_connection(lambda: slot, plan.host, plan.port, **_tls(plan)),
             plan.timeout_ns / 1e9,
         )
 
@@ -919,6 +909,11 @@ def _ssl_context() -> Any:
 
         _SSL = ssl.create_default_context()
     return _SSL
+
+
+def _tls(plan: LevelPlan) -> dict[str, Any]:
+    """create_connection's TLS arguments for the plan's server (none for http)."""
+    return {"ssl": _ssl_context(), "server_hostname": plan.server_hostname} if plan.tls else {}
 
 
 def main(argv: list[str]) -> int:
