@@ -6,6 +6,8 @@ For bench/ A/B runs and the tests, never a user setting: "sndbuf=4194304,burst,l
 - one_by_one: open them one at a time (the second way, Worker.open_one_by_one);
 - group=G and stagger_us=S: tight groups of G, workers' first groups S apart, instead of
   OPEN_GROUP and OPEN_STAGGER_NS (engine/load/worker.py);
+- rate_cold: rate mode as before session 8: each connection sends one request while the level
+  opens (no warming), and a busy worker opens one connection at a time (Worker.open_more);
 - lazy: connect at T0;
 - stall_ms: busy a worker's loop that long every 20 ms (a deliberately slowed worker);
 - cuda_gpu=K: cuda_shm's inputs on GPU K; cuda_each: a copy on each GPU, load worker w naming

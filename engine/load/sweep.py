@@ -156,7 +156,9 @@ class _Level:
                 phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
                 seed=self.index * 1000 + w,
                 max_in_flight=caps[w],
-                preopen=min(caps[w], 4 + math.ceil(share / 100)),
+                # 20 ms of this worker's sends: a connection opened mid-level (Worker.open_more)
+                # lands where Triton's idle threads are, so few should be needed
+                preopen=min(caps[w], 4 + math.ceil(share / 50)),
             )
             for w in range(self.active)
         ]

@@ -49,6 +49,7 @@ _DIAG_SNDBUF = _DIAG.get("sndbuf", 0)
 _DIAG_LAZY = "lazy" in _DIAG
 _DIAG_BURST = "burst" in _DIAG
 _DIAG_ONE_BY_ONE = "one_by_one" in _DIAG
+_DIAG_RATE_COLD = "rate_cold" in _DIAG  # rate mode opens as before session 8: no warming, one by one
 OPEN_GROUP = _DIAG.get("group", 0) or 8  # sockets per tight group of connects (open_grouped says why)
 # worker w connects its first group w x this after the level's common instant (open_grouped)
 OPEN_STAGGER_NS = _DIAG["stagger_us"] * 1000 if "stagger_us" in _DIAG else 3_000_000
@@ -331,12 +332,17 @@ class Worker:
         self.plan: LevelPlan | None = None
         self.tick_buffer: TickBuffer | None = None
         self.running = False  # between "go" and "stop": requests may be sent
-        self.warming = False  # between "level" and "go" in concurrency mode: open connections keep busy
+        self.warming = False  # while a level's connections open: those open keep busy (open_grouped)
         self.open_loop = False  # the level's mode sends on a schedule (rate), not on each response
         self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
         self.slots: list[Slot] = []
         self.idle: deque[Slot] = deque()
         self.open_count = 0
+        # rate mode, when every connection is busy: intended send times waiting for a group of
+        # connections being opened (open_more), and how many of those no request has claimed yet
+        self.waiting: deque[int] = deque()
+        self.coming = 0
+        self.infos: list[Any] = []  # the server's addresses, resolved once per level
         self.checked = False
         self.handles: list[asyncio.TimerHandle] = []
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -408,10 +414,11 @@ class Worker:
             results = await asyncio.gather(*(self.open(s) for s in self.slots), return_exceptions=True)
             first_error = next((_describe(r) for r in results if isinstance(r, BaseException)), None)
         else:
-            # concurrency: the connections opened first carry load while the next are opened
-            self.warming = not self.open_loop
+            # the connections opened first carry load while the next are opened (open_grouped);
+            # in concurrency mode until T0, in rate mode until the last group is connected
+            self.warming = not (self.open_loop and _DIAG_RATE_COLD)
             opener = self.open_one_by_one if _DIAG_ONE_BY_ONE else self.open_grouped
-            first_error = await opener(self.slots, wait=not self.warming)
+            first_error = await opener(self.slots, wait=self.open_loop)
         connected = sum(1 for s in self.slots if s.tr is not None)
         if self.open_loop:
             self.idle = deque(s for s in self.slots if s.tr is not None)
@@ -420,8 +427,10 @@ class Worker:
         self.send_msg(("ready", plan.level_index, connected, first_error))
 
     async def await_first_answers(self, primed: list[Slot]) -> None:
-        """Rate mode: the level is ready when the first requests are answered; a slot with no
-        answer by the timeout starts afresh."""
+        """Rate mode: every connection is open, so stop warming; the level is ready when the
+        requests in flight are answered (the schedule starts with every connection idle); a
+        slot with no answer by the timeout starts afresh."""
+        self.warming = False
         deadline = monotonic_ns() + (self.plan.timeout_ns if self.plan else 10**10)
         while any(s.busy for s in primed) and monotonic_ns() < deadline:
             await asyncio.sleep(0.002)
@@ -453,9 +462,16 @@ class Worker:
         """Open the level's connections in tight groups of OPEN_GROUP: each group's sockets
         connect in one loop of non-blocking connects (no await between them), then carry a
         first (unmeasured) request while the next group connects. Worker w connects its first
-        group at the plan's common instant (LevelPlan.open_at_ns) plus w x OPEN_STAGGER_NS. In
-        concurrency mode (``wait`` False) the connections keep sending (``warming``, until T0);
-        in rate mode the first responses are awaited before the level is ready.
+        group at the plan's common instant (LevelPlan.open_at_ns) plus w x OPEN_STAGGER_NS. The
+        open connections keep sending (``warming``): in concurrency mode (``wait`` False) until
+        T0; in rate mode until the last group is connected, and then their answers are awaited
+        before the level is ready.
+
+        Rate mode warmed nothing until session 8: each connection sent one request and went
+        idle, so every group found the first threads idle again. At 75 % of the 2x variant's
+        peak the busiest Triton thread held 45-82 of ours on 6-7 threads (perf_analyzer's
+        connections used 15-32), and ours read p50 0.98-1.93x of perf_analyzer's
+        (docs/results/staggered_fidelity_and_cuda_shm_instances_h200.md, call 1b).
 
         Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
         the first of its threads that is not running a request handler and has no connection
@@ -498,7 +514,7 @@ class Worker:
         plan = self.plan
         assert plan is not None
         try:
-            infos = await self.resolve()
+            infos = self.infos = await self.resolve()
         except OSError as exc:  # an unknown host: every slot stays unconnected, the level says why
             return _describe(exc)
         first_error: str | None = None
@@ -507,7 +523,7 @@ class Worker:
             group = slots[start : start + OPEN_GROUP]
             at_ns = plan.open_at_ns + self.index * OPEN_STAGGER_NS if plan.open_at_ns and start == 0 else 0
             error = await self.connect_tight(group, infos, at_ns)
-            first_error = first_error or error
+            first_error = first_error or (_describe(error) if error else None)
             for slot in group:
                 if slot.tr is not None and self.raw:
                     slot.send()
@@ -522,7 +538,7 @@ class Worker:
         assert plan is not None
         return list(await self.loop.getaddrinfo(plan.host, plan.port, type=socket.SOCK_STREAM))
 
-    async def connect_tight(self, slots: list[Slot], infos: list[Any], at_ns: int) -> str | None:
+    async def connect_tight(self, slots: list[Slot], infos: list[Any], at_ns: int) -> BaseException | None:
         """Connect the slots to the first address of ``infos`` in one tight loop (at ``at_ns``
         when given); those that fail try the next address, as asyncio's own connect does (a
         name such as localhost may resolve to ::1 first while the server listens on IPv4 only).
@@ -538,7 +554,7 @@ class Worker:
                 return None
         return error
 
-    async def connect_once(self, slots: list[Slot], info: Any, at_ns: int) -> tuple[list[Slot], str | None]:
+    async def connect_once(self, slots: list[Slot], info: Any, at_ns: int) -> tuple[list[Slot], BaseException | None]:
         """One socket per slot, connected in one loop of non-blocking connects, then handed to
         asyncio; returns the slots that failed and the first failure."""
         plan = self.plan
@@ -557,7 +573,7 @@ class Worker:
             while monotonic_ns() < at_ns:
                 pass
         codes = [sock.connect_ex(address) for sock in socks]
-        first_error: str | None = None
+        first_error: BaseException | None = None
         failed: list[Slot] = []
         for slot, sock, code in zip(slots, socks, codes, strict=True):
             try:
@@ -578,7 +594,7 @@ class Worker:
             except (TimeoutError, OSError) as exc:
                 sock.close()
                 failed.append(slot)
-                first_error = first_error or _describe(exc)
+                first_error = first_error or exc
         return failed, first_error
 
     async def open(self, slot: Slot) -> None:
@@ -646,6 +662,9 @@ class Worker:
         self.slots = []
         self.idle = deque()
         self.open_count = 0
+        self.waiting = deque()
+        self.coming = 0
+        self.infos = []
         self.tick_buffer = None
 
     # -- ticks, lag, timeouts
@@ -803,28 +822,58 @@ class Worker:
             slot = self.idle.popleft()  # the longest idle: load turns over every connection
             sent = slot.send(intended)
             tick_buffer.sent_one(sent, sent - intended > LATE_SEND_NS)
+        elif self.coming:
+            self.coming -= 1  # a connection of a group being opened will carry it
+            self.waiting.append(intended)
         elif self.open_count < plan.max_in_flight:
-            slot = Slot(self)
-            self.slots.append(slot)
-            self.open_count += 1
-            self.spawn(self._open_and_send(slot, intended))
+            size = 1 if _DIAG_RATE_COLD else OPEN_GROUP
+            group = [Slot(self) for _ in range(min(size, plan.max_in_flight - self.open_count))]
+            self.slots.extend(group)
+            self.open_count += len(group)
+            self.coming += len(group) - 1
+            self.waiting.append(intended)
+            self.spawn(self.open_more(group))
         else:
             tick_buffer.error("dropped", f"{plan.max_in_flight} requests already in flight (the worker's cap)", now)
 
-    async def _open_and_send(self, slot: Slot, intended: int) -> None:
+    async def open_more(self, group: list[Slot]) -> None:
+        """Rate mode ran out of idle connections: open a tight group of them (one connection
+        opened alone lands on Triton's first idle HTTP thread, and so did every one of them:
+        in session 7 the busiest thread held 81-148 of ours at 75 % of the peak; open_grouped
+        says why a group spreads). Each connection sends the oldest request waiting for one;
+        the rest join the idle ones."""
+        generation = self.generation
+        error: BaseException | None
         try:
-            await self.open(slot)
-        except (TimeoutError, OSError) as exc:
-            if self.tick_buffer is not None:
-                self.tick_buffer.error(_connect_error_kind(exc), _describe(exc), monotonic_ns())
-            if slot in self.slots:
-                self.slots.remove(slot)
-            self.open_count -= 1
-            return
-        if not self.running or self.tick_buffer is None:
-            return
-        sent = slot.send(intended)
-        self.tick_buffer.sent_one(sent, sent - intended > LATE_SEND_NS)
+            if not self.infos:
+                self.infos = await self.resolve()
+            error = await self.connect_tight(group, self.infos, 0)
+        except OSError as exc:
+            error = exc
+        if generation != self.generation or self.tick_buffer is None:
+            return  # the level ended meanwhile: stop_level closed these slots
+        connected = [slot for slot in group if slot.tr is not None]
+        lost = len(group) - len(connected)
+        if lost:
+            for slot in group:
+                if slot.tr is None and slot in self.slots:
+                    self.slots.remove(slot)
+            self.open_count -= lost
+            unclaimed = min(self.coming, lost)
+            self.coming -= unclaimed
+            kind = _connect_error_kind(error) if error else "connect_error"
+            now = monotonic_ns()
+            for _ in range(lost - unclaimed):  # requests that were to go on a failed connection
+                if self.waiting:
+                    self.waiting.popleft()
+                    self.tick_buffer.error(kind, _describe(error), now)
+        for slot in connected:
+            if self.waiting and self.running:
+                intended = self.waiting.popleft()
+                sent = slot.send(intended)
+                self.tick_buffer.sent_one(sent, sent - intended > LATE_SEND_NS)
+            else:
+                self.idle.append(slot)
 
     # -- main
 

@@ -1,0 +1,152 @@
+"""How rate mode opens connections. Before the level (Worker.open_grouped), as concurrency mode
+does: the connections already open keep sending while later groups connect, so that Triton's
+HTTP front end spreads the later ones over other threads; once the last group is connected the
+warming stops, and the level is ready only when every connection is idle. During the level,
+when every connection is busy (Worker.open_more): a tight group is opened, whose connections
+carry the requests waiting for one, in order. Against the real embedded identity server, one
+worker in this process."""
+
+from __future__ import annotations
+
+import asyncio
+from multiprocessing import Pipe
+
+import pytest
+
+from engine.load import worker as worker_module
+from engine.load.http1 import parse_endpoint
+from engine.load.request import prepare_request
+from engine.load.target import Target
+from engine.load.ticks import LevelPlan
+from engine.load.worker import Slot, TickBuffer, Worker
+
+pytestmark = [pytest.mark.server]
+
+
+def _plan(url: str, mode: str) -> LevelPlan:
+    e = parse_endpoint(url)
+    extra = dict(rate=100.0, arrival="constant", max_in_flight=16, preopen=6) if mode == "rate" else dict(slots=6)
+    return LevelPlan(level_index=0, mode=mode, host=e.host, port=e.port, tls=False, server_hostname=e.host,
+                     tick_ns=100_000_000, timeout_ns=5_000_000_000, **extra)
+
+
+@pytest.mark.parametrize("mode", ["rate", "concurrency"])
+def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, identity_server, identity_info, mode):
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
+    sends: dict[int, int] = {}
+    real_send = Slot.send
+
+    def counting_send(slot: Slot, intended_ns: int = 0) -> int:
+        sends[id(slot)] = sends.get(id(slot), 0) + 1
+        return real_send(slot, intended_ns)
+
+    monkeypatch.setattr(Slot, "send", counting_send)
+    real_connect = Worker.connect_tight
+
+    async def slow_connect(self, slots, infos, at_ns):
+        await asyncio.sleep(0.2)  # ample time for the open connections' answers to come back
+        return await real_connect(self, slots, infos, at_ns)
+
+    monkeypatch.setattr(Worker, "connect_tight", slow_connect)
+    url = identity_server.http_url
+
+    async def main():
+        ours, theirs = Pipe()
+        w = Worker(0, ours)
+        w.raw = prepare_request(Target(url, "identity"), identity_info, parse_endpoint(url), 1).raw
+        w.outputs = ["OUTPUT0"]
+        await w.prepare(_plan(url, mode))
+        ready = theirs.recv()
+        state = ([sends.get(id(s), 0) for s in w.slots], [s.busy for s in w.slots], w.warming)
+        w.stop_level()
+        return ready, state
+
+    ready, (per_slot, busy, warming) = asyncio.run(main())
+    assert ready == ("ready", 0, 6, None)
+    # three groups of two, 0.2 s apart: the first group sent again while the others connected
+    assert min(per_slot[:2]) >= 2, per_slot
+    assert all(n >= 1 for n in per_slot), per_slot
+    if mode == "rate":
+        # the schedule starts from idle connections: no warming request left in flight
+        assert not warming and not any(busy)
+    else:
+        assert warming  # concurrency mode keeps every connection busy until T0
+
+
+def _counting_sends(monkeypatch) -> list[int]:
+    intended_times: list[int] = []
+    real_send = Slot.send
+
+    def counting_send(slot: Slot, intended_ns: int = 0) -> int:
+        intended_times.append(intended_ns)
+        return real_send(slot, intended_ns)
+
+    monkeypatch.setattr(Slot, "send", counting_send)
+    return intended_times
+
+
+async def _ready_rate_worker(url: str, info) -> Worker:
+    ours, theirs = Pipe()
+    w = Worker(0, ours)
+    w.raw = prepare_request(Target(url, "identity"), info, parse_endpoint(url), 1).raw
+    w.outputs = ["OUTPUT0"]
+    plan = _plan(url, "rate")
+    plan.preopen = 1
+    await w.prepare(plan)
+    assert theirs.recv() == ("ready", 0, 1, None)
+    # what go() sets up, without the schedule: the test dispatches by hand
+    w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
+    w.running = True
+    return w
+
+
+def test_a_busy_worker_opens_a_group_whose_connections_carry_the_waiting_requests(monkeypatch, identity_server,
+                                                                                   identity_info):
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 4)
+    url = identity_server.http_url
+
+    async def main():
+        w = await _ready_rate_worker(url, identity_info)
+        intended_times = _counting_sends(monkeypatch)
+        for intended in (11, 12, 13):  # in one turn of the loop: no answer can free a connection
+            w.dispatch(intended, 100)
+        queued = (w.open_count, w.coming, list(w.waiting))
+        await asyncio.sleep(0.5)  # the group connects; the three requests are answered
+        state = (w.open_count, w.coming, list(w.waiting), len(w.idle), dict(w.tick_buffer.errors), intended_times)
+        w.stop_level()
+        return queued, state
+
+    queued, (open_count, coming, waiting, idle, errors, intended_times) = asyncio.run(main())
+    # the first request took the idle connection; the second opened a group of 4, which the
+    # third waits for too, leaving 2 of the group unclaimed
+    assert queued == (5, 2, [12, 13])
+    assert intended_times == [11, 12, 13]  # each sent once, in order, with its intended time
+    assert (open_count, coming, waiting, errors) == (5, 2, [], {})
+    assert idle == 5  # all answered: every connection is idle again
+
+
+def test_a_group_that_cannot_connect_counts_each_waiting_request_as_refused(monkeypatch):
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 4)
+
+    async def main():
+        # a port that had a listener when the level was planned, and has none now
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        ours, _theirs = Pipe()
+        w = Worker(0, ours)
+        w.plan = _plan(url, "rate")
+        w.infos = await w.resolve()
+        w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
+        w.running = True
+        server.close()
+        await server.wait_closed()
+        for intended in (1, 2):  # no idle connection: the first opens a group, the second waits
+            w.dispatch(intended, 100)
+        await asyncio.sleep(0.3)
+        state = (w.open_count, w.coming, list(w.waiting), len(w.slots), dict(w.tick_buffer.errors))
+        w.stop_level()
+        return state
+
+    open_count, coming, waiting, slots, errors = asyncio.run(main())
+    assert (open_count, coming, waiting, slots) == (0, 0, [], 0)
+    assert errors == {"connection_refused": 2}
