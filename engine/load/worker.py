@@ -468,10 +468,9 @@ class Worker:
         before the level is ready.
 
         Rate mode warmed nothing until session 8: each connection sent one request and went
-        idle, so every group found the first threads idle again. At 75 % of the 2x variant's
-        peak the busiest Triton thread held 45-82 of ours on 6-7 threads (perf_analyzer's
-        connections used 15-32), and ours read p50 0.98-1.93x of perf_analyzer's
-        (docs/results/staggered_fidelity_and_cuda_shm_instances_h200.md, call 1b).
+        idle. Warming alone did not move where ours land (6-8 of 32 threads either way, calls
+        1-2 of docs/results/rate_mode_connections_h200.md); in rate mode what mattered was the
+        connections opened during the level (open_more says what was measured).
 
         Why (issue 13): Triton's HTTP front end (libevhtp) hands a new connection, for good, to
         the first of its threads that is not running a request handler and has no connection
@@ -837,11 +836,20 @@ class Worker:
             tick_buffer.error("dropped", f"{plan.max_in_flight} requests already in flight (the worker's cap)", now)
 
     async def open_more(self, group: list[Slot]) -> None:
-        """Rate mode ran out of idle connections: open a tight group of them (one connection
-        opened alone lands on Triton's first idle HTTP thread, and so did every one of them:
-        in session 7 the busiest thread held 81-148 of ours at 75 % of the peak; open_grouped
-        says why a group spreads). Each connection sends the oldest request waiting for one;
-        the rest join the idle ones."""
+        """Rate mode ran out of idle connections: open a tight group of them. Each connection
+        sends the oldest request waiting for one; the rest join the idle ones.
+
+        Why (issue 13): one connection opened alone lands on Triton's first idle HTTP thread
+        (open_grouped says why), and so did every connection opened during a level, until
+        session 8. A latency spike near the server's capacity then fed itself: more requests in
+        flight, more connections on one thread, slower reads of their bodies. Measured on 2x
+        H200 at 75 % of the 2x variant's peak (docs/results/rate_mode_connections_h200.md):
+        - one at a time, 112 opened before T0 (10 ms of sends): ours grew to 230-618
+          connections, 92-148 of them on the busiest thread, and our p50 varied 44-138 %
+          between rounds (0.96-4.49x perf_analyzer's);
+        - groups, 176-192 opened before T0 (20 ms of sends, Sweep.plans): none opened during
+          the level, 43-53 on the busiest thread, our p50 varied 8-13 %, and read 1.06-1.07x
+          perf_analyzer's where its client kept up (call 4)."""
         generation = self.generation
         error: BaseException | None
         try:
