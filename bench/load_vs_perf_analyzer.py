@@ -487,8 +487,11 @@ def bench_model(model: str, args, binary: Path, env: dict, budget: Budget, rows:
         # perf_analyzer's rate mode sends synchronously from --max-threads threads (default 4),
         # one request in flight per thread: 4 threads cap it at 4 / latency requests/s, far
         # below a GPU server's rates. The peak's concurrency is enough threads for any fraction
-        # of the peak (in flight = rate x latency, both lower than at the peak).
-        threads = args.pa_rate_threads or max(16, int(peak_level))
+        # of the peak (in flight = rate x latency, both lower than at the peak). More than 256
+        # overload its own client: with 512 on a 32-core box each request waited 0.4-6.5 ms for
+        # a CPU and it could not keep up at 75 % (docs/results/rate_mode_connections_h200.md,
+        # call 3), where 256 waited 48-133 us (call 4).
+        threads = args.pa_rate_threads or min(256, max(16, int(peak_level)))
         print(f"\n  rate mode (constant arrival): peak {peak:,.0f} infer/s, {how}; perf_analyzer --max-threads {threads}", flush=True)
         args.peaks[model] = {"infer_per_s": peak, "from": how, "pa_max_threads": threads}
         for fraction in args.rates_of_peak:
@@ -642,7 +645,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
     parser.add_argument("--pa-retries", type=int, default=1)
     parser.add_argument("--pa-rate-threads", type=int, default=0,
-                        help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, at least 16)")
+                        help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, 16 to 256)")
     parser.add_argument("--variant", default="cpu")
     parser.add_argument("--budget-s", type=float, default=0.0, help="start no run that would end later than this (0 = no limit)")
     parser.add_argument("--run-overhead-s", type=float, default=2.0, help="estimate: a tool run's start-up and end, seconds")
