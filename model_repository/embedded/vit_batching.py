@@ -61,7 +61,7 @@ def host_runs(on_host: Sequence[bool], sizes: Sequence[int]) -> list[tuple[int, 
     copy, so a batch whose inputs all came from the host moves with exactly one."""
     runs: list[tuple[int, int]] = []
     offset = 0
-    for host, size in zip(on_host, sizes):
+    for host, size in zip(on_host, sizes, strict=True):
         if host and size:
             if runs and runs[-1][1] == offset:
                 runs[-1] = (runs[-1][0], offset + size)
@@ -104,7 +104,7 @@ class Stager:
                 raise ValueError(f"input {tuple(tensor.shape)} {tensor.dtype}: expected [k, {self.item_shape}] float32")
         on_host = [t.device.type == "cpu" for t in inputs]
         offset = 0
-        for tensor, size, host in zip(inputs, sizes, on_host):
+        for tensor, size, host in zip(inputs, sizes, on_host, strict=True):
             if host:
                 self.host[offset : offset + size].copy_(tensor)
                 self.copies["host"] += 1
