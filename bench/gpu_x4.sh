@@ -6,6 +6,9 @@
 #                       (TRANSPORTS=..., BATCH=images per request, LEVELS=...)
 #   STAGE=fidelity      ours against perf_analyzer on the 4x variant, levels 16..512 and rate mode
 #                       at 25/50/75 % of the peak, 3 alternating rounds (issue 13)               about 5 minutes
+#   STAGE=cuda_copies   cuda_shm, one copy of the inputs (perf_analyzer's layout) against a copy on
+#                       each GPU (GPUSCALE_LOAD_DIAG=cuda_each), 1x and 4x, per-GPU batch timings,
+#                       3 rounds per arm (issue 14; BATCH=32 LEVELS=48,96 by default)            about 8 minutes
 # Usage (device, carry .carry and .wheels/perf_analyzer): STAGE=... bash bench/gpu_x4.sh
 # On a 2-GPU box: GPUS=2 (profile 2x_h200, variants 1x,2x; fidelity on the 2x variant).
 source bench/gpu_env.sh
@@ -39,6 +42,15 @@ case "$STAGE" in
     timeout -k 5 560 $PY bench/load_vs_perf_analyzer.py --models openclip_vit_b32 --variant ${GPUS}x \
       --levels 16,64,128,256,512 --rates-of-peak 0.25,0.5,0.75 --peak-from max --rounds 3 --window-ms 1000 \
       --max-windows 6 --pa-retries 0 --budget-s 540 --run-overhead-s 1.5 --server-start-s 10 ;;
+  cuda_copies)
+    for arm in one each; do
+      D=""; [ $arm = each ] && D=cuda_each
+      GPUSCALE_LOAD_DIAG=$D timeout -k 5 $(( (560 - ($(date +%s) - t0)) / ( $([ $arm = one ] && echo 2 || echo 1) ) )) \
+        $PY bench/transport_vs_perf_analyzer.py --variants ${VARIANTS_CUDA:-1x,${GPUS}x} --transports cuda_shm \
+        --batch ${BATCH:-32} --levels ${LEVELS:-48,96} --rounds ${ROUNDS:-3} --window-ms 800 --max-windows 4 \
+        --instance-timing "/tmp/timing_$arm" > "$OUT/cuda_$arm.log" 2>&1
+      echo "arm $arm exit $?"; tail -25 "$OUT/cuda_$arm.log"
+    done ;;
 esac
 echo "stage $STAGE done in $(( $(date +%s) - t0 )) s"
 ps aux | grep -E 'tritonserver|backend_stub|engine\.load' | grep -v grep | grep -v defunct || echo "no server or worker left"
