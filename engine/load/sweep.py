@@ -156,9 +156,10 @@ class _Level:
                 phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
                 seed=self.index * 1000 + w,
                 max_in_flight=caps[w],
-                # 20 ms of this worker's sends: a connection opened mid-level (Worker.open_more)
-                # lands where Triton's idle threads are, so few should be needed
-                preopen=min(caps[w], 4 + math.ceil(share / 50)),
+                # 20 ms of this worker's sends, so that few connections are opened mid-level
+                # (Worker.open_more says why); at most 128 before T0, which at a remote server's
+                # round trip per group of 8 is already 16 round trips
+                preopen=min(caps[w], 128, 4 + math.ceil(share / 50)),
             )
             for w in range(self.active)
         ]
