@@ -9,7 +9,8 @@ another process can touch that GPU, as the Python backend's stub does for each r
 a copy, cudaIpcCloseMemHandle when the tensor is released).
 
 One process (the "victim") owns a buffer on GPU 0 and times a fixed run of fp16 matmuls on GPU 0
-with CUDA events. A second process on GPU 1 reads slices of that buffer, phase by phase:
+with CUDA events. One or more processes on GPU 1 (--readers, as a GPU's model instances) read that buffer, phase
+by phase, the rate shared among them:
 - idle:        nothing;
 - held:        the IPC handle opened once, then cuMemcpyAsync on GPU 1's stream (peer read);
 - open_close:  open, copy, close for every read, as the stub does;
@@ -19,7 +20,7 @@ Reads are paced at --rate per second (19.3 MB each = 32 images of 602 KB). The v
 per run is printed per phase with its median and p90, against the idle phases before and after.
 
 Usage (device, 2+ GPUs; bench/gpu_env.sh): python3 bench/gpu_peer_read_cost.py --rates 300,1000
-Writes $OUT/peer_read_cost.json. About 40 s.
+Writes $OUT/peer_read_cost_<readers>.json. About 40 s.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ def main() -> int:
     p.add_argument("--rates", default="300,1000", help="reads per second, one series of phases each")
     p.add_argument("--mb", type=float, default=19.27, help="MB per read (32 images of 602 KB)")
     p.add_argument("--seconds", type=float, default=1.5, help="per phase")
+    p.add_argument("--readers", type=int, default=1, help="reader processes on GPU 1, the rate shared among them")
     args = p.parse_args()
     if torch.cuda.device_count() < 2:
         print("error: needs 2 GPUs")
@@ -173,36 +175,45 @@ def main() -> int:
     b, c = torch.randn_like(a), torch.empty_like(a)
     victim_runs(0.5, a, b, c)  # warm
     ctx = mp.get_context("spawn")
-    ours, theirs = ctx.Pipe()
-    proc = ctx.Process(target=reader, args=(theirs, bytes(handle), nbytes))
-    proc.start()
-    first = ours.recv() if ours.poll(60) else ("error", "no answer in 60 s", 0.0)
-    if first != "ready":
-        print(f"error: the reader did not start: {first[1]}")
-        return 1
+    conns, procs = [], []
+    for _ in range(args.readers):
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=reader, args=(theirs, bytes(handle), nbytes))
+        proc.start()
+        conns.append(ours)
+        procs.append(proc)
+        first = ours.recv() if ours.poll(60) else ("error", "no answer in 60 s", 0.0)
+        if first != "ready":
+            print(f"error: a reader did not start: {first[1]}")
+            return 1
     results = []
     for rate in (float(r) for r in args.rates.split(",")):
         for mode in ("idle", "held", "open_close", "torch", "idle"):
-            ours.send((mode, rate, args.seconds))
+            for ours in conns:
+                ours.send((mode, rate / args.readers, args.seconds))
             times = victim_runs(args.seconds, a, b, c)
-            if not ours.poll(args.seconds + 30):
-                print("error: the reader did not answer")
-                return 1
-            got, reads, elapsed = ours.recv()
-            if got == "error":
-                print(f"error: the reader failed: {reads}")
-                return 1
+            reads, elapsed = 0, 0.0
+            for ours in conns:
+                if not ours.poll(args.seconds + 30):
+                    print("error: a reader did not answer")
+                    return 1
+                got, n, took = ours.recv()
+                if got == "error":
+                    print(f"error: a reader failed: {n}")
+                    return 1
+                reads, elapsed = reads + n, max(elapsed, took)
             times.sort()
-            row = {"rate": rate, "mode": mode, "runs": len(times), "median_ms": statistics.median(times),
+            row = {"rate": rate, "readers": args.readers, "mode": mode, "runs": len(times), "median_ms": statistics.median(times),
                    "p90_ms": times[int(0.9 * (len(times) - 1))], "reads_per_s": reads / elapsed,
                    "read_gb_per_s": reads * nbytes / elapsed / 1e9}
             results.append(row)
-            print(f"rate {rate:6.0f}/s  {mode:<10}  victim {row['median_ms']:.3f} ms median, {row['p90_ms']:.3f} p90"
+            print(f"rate {rate:6.0f}/s, {args.readers} reader(s)  {mode:<10}  victim {row['median_ms']:.3f} ms median, {row['p90_ms']:.3f} p90"
                   f" ({row['runs']} runs)   reader {row['reads_per_s']:7.1f} reads/s, {row['read_gb_per_s']:.1f} GB/s", flush=True)
-    ours.send("exit")
-    proc.join(30)
+    for ours, proc in zip(conns, procs, strict=True):
+        ours.send("exit")
+        proc.join(30)
     out = Path(os.environ.get("OUT", "."))
-    (out / "peer_read_cost.json").write_text(json.dumps({"args": vars(args), "gpu": torch.cuda.get_device_name(0), "rows": results}, indent=1))
+    (out / f"peer_read_cost_{args.readers}.json").write_text(json.dumps({"args": vars(args), "gpu": torch.cuda.get_device_name(0), "rows": results}, indent=1))
     return 0
 
 
