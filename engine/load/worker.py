@@ -847,9 +847,9 @@ class Worker:
         - one at a time, 112 opened before T0 (10 ms of sends): ours grew to 230-618
           connections, 92-148 of them on the busiest thread, and our p50 varied 44-138 %
           between rounds (0.96-4.49x perf_analyzer's);
-        - groups, 176-192 opened before T0 (20 ms of sends, Sweep.plans): none opened during
-          the level, 43-53 on the busiest thread, our p50 varied 8-13 %, and read 1.06-1.07x
-          perf_analyzer's where its client kept up (call 4)."""
+        - groups, 176-192 opened before T0 (20 ms of sends, sweep.py's _Level.plans): none
+          opened during the level, 43-53 on the busiest thread, our p50 varied 8-13 %, and
+          read 1.06-1.07x perf_analyzer's where its client kept up (call 4)."""
         generation = self.generation
         error: BaseException | None
         try:
@@ -861,17 +861,18 @@ class Worker:
         if generation != self.generation or self.tick_buffer is None:
             return  # the level ended meanwhile: stop_level closed these slots
         connected = [slot for slot in group if slot.tr is not None]
-        lost = len(group) - len(connected)
-        if lost:
+        failed = len(group) - len(connected)
+        if failed:
             for slot in group:
+                # one that connected and was closed at once is already gone (lost() counted it)
                 if slot.tr is None and slot in self.slots:
                     self.slots.remove(slot)
-            self.open_count -= lost
-            unclaimed = min(self.coming, lost)
+                    self.open_count -= 1
+            unclaimed = min(self.coming, failed)
             self.coming -= unclaimed
             kind = _connect_error_kind(error) if error else "connect_error"
             now = monotonic_ns()
-            for _ in range(lost - unclaimed):  # requests that were to go on a failed connection
+            for _ in range(failed - unclaimed):  # requests that were to go on a failed connection
                 if self.waiting:
                     self.waiting.popleft()
                     self.tick_buffer.error(kind, _describe(error), now)
