@@ -135,6 +135,7 @@ def test_a_group_that_cannot_connect_counts_each_waiting_request_as_refused(monk
         ours, _theirs = Pipe()
         w = Worker(0, ours)
         w.plan = _plan(url, "rate")
+        w.open_loop = True
         w.infos = await w.resolve()
         w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
         w.running = True
@@ -150,3 +151,36 @@ def test_a_group_that_cannot_connect_counts_each_waiting_request_as_refused(monk
     open_count, coming, waiting, slots, errors = asyncio.run(main())
     assert (open_count, coming, waiting, slots) == (0, 0, [], 0)
     assert errors == {"connection_refused": 2}
+
+
+def test_a_group_the_server_closes_at_once_leaves_no_connection_counted(monkeypatch, identity_info):
+    """A server that closes every connection as soon as it accepts it: whichever way each close
+    lands (before or after the group's connect returns), no connection stays counted and each
+    waiting request ends as one error."""
+    monkeypatch.setattr(worker_module, "OPEN_GROUP", 4)
+
+    async def main():
+        def close_at_once(reader, writer):
+            writer.close()
+
+        server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        ours, _theirs = Pipe()
+        w = Worker(0, ours)
+        w.raw = prepare_request(Target(url, "identity"), identity_info, parse_endpoint(url), 1).raw
+        w.plan = _plan(url, "rate")
+        w.open_loop = True  # what prepare() sets for a rate-mode level
+        w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
+        w.running = True
+        for intended in (1, 2):
+            w.dispatch(intended, 100)
+        await asyncio.sleep(0.5)
+        state = (w.open_count, len(w.slots), len(w.idle), list(w.waiting), sum(w.tick_buffer.errors.values()))
+        w.stop_level()
+        server.close()
+        await server.wait_closed()
+        return state
+
+    open_count, slots, idle, waiting, errors = asyncio.run(main())
+    assert (open_count, slots, idle, waiting) == (0, 0, 0, [])
+    assert errors == 2
