@@ -45,7 +45,8 @@ case "$STAGE" in
   cuda_copies)
     for arm in one each; do
       D=""; [ $arm = each ] && D=cuda_each
-      GPUSCALE_LOAD_DIAG=$D timeout -k 5 $(( (560 - ($(date +%s) - t0)) / ( $([ $arm = one ] && echo 2 || echo 1) ) )) \
+      left=$(( 560 - ($(date +%s) - t0) )); [ $arm = one ] && left=$(( left / 2 ))  # half for the first arm
+      GPUSCALE_LOAD_DIAG=$D timeout -k 5 $left \
         $PY bench/transport_vs_perf_analyzer.py --variants ${VARIANTS_CUDA:-1x,${GPUS}x} --transports cuda_shm \
         --batch ${BATCH:-32} --levels ${LEVELS:-48,96} --rounds ${ROUNDS:-3} --window-ms 800 --max-windows 4 \
         --instance-timing "/tmp/timing_$arm" > "$OUT/cuda_$arm.log" 2>&1

@@ -445,8 +445,9 @@ async def run_sweep(
     results: list[LevelResult] = []
     try:
         await pool.start()
+        outputs = [o["name"] for o in info.outputs]
         for w in range(pool.count):
-            pool.send(w, ("request", raws[w % len(raws)], [o["name"] for o in info.outputs]))
+            pool.send(w, ("request", raws[w % len(raws)], outputs))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():

@@ -9,6 +9,7 @@ worker in this process."""
 from __future__ import annotations
 
 import asyncio
+import time
 from multiprocessing import Pipe
 
 import pytest
@@ -30,6 +31,13 @@ def _plan(url: str, mode: str) -> LevelPlan:
                      tick_ns=100_000_000, timeout_ns=5_000_000_000, **extra)
 
 
+async def _until(condition, timeout_s: float = 5.0) -> None:
+    """Wait for ``condition`` (a loaded CI box answers slowly); the test's assertions decide."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
 @pytest.mark.parametrize("mode", ["rate", "concurrency"])
 def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, identity_server, identity_info, mode):
     monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
@@ -44,7 +52,10 @@ def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, i
     real_connect = Worker.connect_tight
 
     async def slow_connect(self, slots, infos, at_ns):
-        await asyncio.sleep(0.2)  # ample time for the open connections' answers to come back
+        # the next group waits until every open connection was answered and (if warming)
+        # sent again, or 5 s
+        opened = [s for s in self.slots if s.tr is not None]
+        await _until(lambda: all(sends.get(id(s), 0) >= 2 for s in opened))
         return await real_connect(self, slots, infos, at_ns)
 
     monkeypatch.setattr(Worker, "connect_tight", slow_connect)
@@ -85,6 +96,23 @@ def _counting_sends(monkeypatch) -> list[int]:
     return intended_times
 
 
+def _start_by_hand(w: Worker) -> Worker:
+    """What go() sets up for a rate-mode level, without the schedule: the test dispatches."""
+    w.open_loop = True
+    w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
+    w.running = True
+    return w
+
+
+def _bare_rate_worker(url: str, info=None) -> Worker:
+    """A rate-mode worker with no connection open yet (prepare() not run)."""
+    w = Worker(0, Pipe()[0])
+    if info is not None:
+        w.raw = prepare_request(Target(url, "identity"), info, parse_endpoint(url), 1).raw
+    w.plan = _plan(url, "rate")
+    return _start_by_hand(w)
+
+
 async def _ready_rate_worker(url: str, info) -> Worker:
     ours, theirs = Pipe()
     w = Worker(0, ours)
@@ -94,10 +122,7 @@ async def _ready_rate_worker(url: str, info) -> Worker:
     plan.preopen = 1
     await w.prepare(plan)
     assert theirs.recv() == ("ready", 0, 1, None)
-    # what go() sets up, without the schedule: the test dispatches by hand
-    w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
-    w.running = True
-    return w
+    return _start_by_hand(w)
 
 
 def test_a_busy_worker_opens_a_group_whose_connections_carry_the_waiting_requests(monkeypatch, identity_server,
@@ -111,7 +136,7 @@ def test_a_busy_worker_opens_a_group_whose_connections_carry_the_waiting_request
         for intended in (11, 12, 13):  # in one turn of the loop: no answer can free a connection
             w.dispatch(intended, 100)
         queued = (w.open_count, w.coming, list(w.waiting))
-        await asyncio.sleep(0.5)  # the group connects; the three requests are answered
+        await _until(lambda: len(w.idle) == 5)  # the group connects; the three requests are answered
         state = (w.open_count, w.coming, list(w.waiting), len(w.idle), dict(w.tick_buffer.errors), intended_times)
         w.stop_level()
         return queued, state
@@ -132,18 +157,13 @@ def test_a_group_that_cannot_connect_counts_each_waiting_request_as_refused(monk
         # a port that had a listener when the level was planned, and has none now
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        ours, _theirs = Pipe()
-        w = Worker(0, ours)
-        w.plan = _plan(url, "rate")
-        w.open_loop = True
+        w = _bare_rate_worker(url)
         w.infos = await w.resolve()
-        w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
-        w.running = True
         server.close()
         await server.wait_closed()
         for intended in (1, 2):  # no idle connection: the first opens a group, the second waits
             w.dispatch(intended, 100)
-        await asyncio.sleep(0.3)
+        await _until(lambda: not w.waiting and not w.slots)
         state = (w.open_count, w.coming, list(w.waiting), len(w.slots), dict(w.tick_buffer.errors))
         w.stop_level()
         return state
@@ -165,16 +185,10 @@ def test_a_group_the_server_closes_at_once_leaves_no_connection_counted(monkeypa
 
         server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        ours, _theirs = Pipe()
-        w = Worker(0, ours)
-        w.raw = prepare_request(Target(url, "identity"), identity_info, parse_endpoint(url), 1).raw
-        w.plan = _plan(url, "rate")
-        w.open_loop = True  # what prepare() sets for a rate-mode level
-        w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
-        w.running = True
+        w = _bare_rate_worker(url, identity_info)
         for intended in (1, 2):
             w.dispatch(intended, 100)
-        await asyncio.sleep(0.5)
+        await _until(lambda: not w.waiting and not w.slots and sum(w.tick_buffer.errors.values()) >= 2)
         state = (w.open_count, len(w.slots), len(w.idle), list(w.waiting), sum(w.tick_buffer.errors.values()))
         w.stop_level()
         server.close()
