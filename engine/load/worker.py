@@ -637,8 +637,10 @@ class Worker:
             self.warming = False
             for slot in self.slots:
                 if slot.tr is not None:
-                    if not slot.busy:  # a request sent while warming is already in flight
+                    if not slot.busy:
                         self.tick_buffer.sent_one(slot.send(), False)
+                    else:  # a warming request in flight: its answer counts, so it counts as sent at T0
+                        self.tick_buffer.sent_one(self.tick_buffer.t0, False)
                 else:
                     self.reconnect(slot, immediately=True)
         else:
