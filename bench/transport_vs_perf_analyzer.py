@@ -134,6 +134,8 @@ def main() -> int:
     p.add_argument("--instance-timing", type=Path, default=None,
                    help="directory: the ViT's instances time their executes (GPUSCALE_VIT_TIMING) and each run"
                         " prints where a batch's time went, per GPU")
+    p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
+                   help="the embedded server's server.mps (engine/server/mps.py); default auto, as the tool")
     args = p.parse_args()
     binary, env = ensure_perf_analyzer()
     from engine.server.embedded import EmbeddedServer
@@ -144,9 +146,11 @@ def main() -> int:
         if timing_dir:  # the server's environment, and so its stubs', is copied from ours at start
             os.environ["GPUSCALE_VIT_TIMING"] = str(timing_dir)
         try:
-            with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=variant, log_dir=Path(logs)) as srv:
+            with tempfile.TemporaryDirectory() as logs, EmbeddedServer(
+                    model=args.model, variant=variant, log_dir=Path(logs), mps=args.mps) as srv:
                 gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
-                print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}, {args.batch} image(s) per request", flush=True)
+                print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}, {args.batch} image(s) per request,"
+                      f" MPS {'on' if srv.mps_used else 'off'} ({srv.mps_why})", flush=True)
                 for level in (int(x) for x in args.levels.split(",")):
                     for transport in args.transports.split(","):
                         for rnd in range(args.rounds):
@@ -174,6 +178,7 @@ def main() -> int:
                             ours, pa = got["ours"], got["pa"]
                             ratio = ours.throughput / pa.throughput if ours.throughput and pa.throughput else None
                             rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd, "batch": args.batch,
+                                         "mps": srv.mps_used,
                                          "ours": asdict(ours), "perf_analyzer": asdict(pa), "throughput_ratio": ratio})
                             fmt = lambda x, s: format(x, s) if x is not None else "n/a"  # noqa: E731
                             print(f"  {variant} c={level:<4} {transport:<10} r{rnd}  ours {fmt(ours.throughput, '7.0f')}"

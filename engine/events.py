@@ -239,6 +239,10 @@ class ServerReady(Event):
     model_config: dict[str, Any] = field(default_factory=dict)  # /v2/models/<m>/config
     inputs: list[dict[str, Any]] = field(default_factory=list)  # name, datatype, shape
     log_path: str | None = None
+    # the embedded server on GPUs: whether it runs under MPS (engine/server/mps.py), and why;
+    # None for a remote server, a CPU variant, or a recording made before MPS was known
+    mps: bool | None = None
+    mps_why: str = ""
 
 
 @register

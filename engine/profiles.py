@@ -57,6 +57,9 @@ class Server:
     headers: dict[str, str] = field(default_factory=dict)  # e.g. auth; never recorded
     startup_timeout_s: float = 180.0
     bind_address: str = "127.0.0.1"  # embedded server; loopback unless asked
+    # embedded server on GPUs: under a private MPS daemon ("auto": where the driver's
+    # nvidia-cuda-mps-control is found; see engine/server/mps.py for what it gains)
+    mps: str = "auto"  # "auto", "on" or "off"
 
 
 @dataclass
@@ -345,6 +348,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "headers": _headers,
         "startup_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "bind_address": _bind_address,
+        "mps": _one_of("auto", "on", "off"),
     },
     "model": {
         "name": _string,

@@ -403,12 +403,19 @@ class Session(EventSource):
                 startup_timeout_s=server.startup_timeout_s,
                 model_control=self.options.model_control,
                 extra_models=(WIRE_MODEL,) if self.profile.load.wire_check else (),
+                mps=server.mps,
             )
             await asyncio.get_running_loop().run_in_executor(None, self._server.start)
             http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
             log_path = str(self._server.log_path)
+            on_gpus = bool(self._server.prepared and self._server.prepared.gpus)
+            mps, mps_why = (self._server.mps_used, self._server.mps_why) if on_gpus else (None, "")
+            if on_gpus and server.mps == "auto" and not mps:
+                self._publish(ev.Warning(source="server", key="mps", message=(
+                    f"embedded server without MPS ({mps_why}): its model instances take turns on each GPU")))
         else:
             http_url, metrics_url, variant, log_path = server.url, server.metrics_url, model.variant, None
+            mps, mps_why = None, ""
         target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers),
                         input_shapes={k: list(v) for k, v in self.profile.load.input_shapes.items()})
         info = await describe_target(target)
@@ -427,6 +434,8 @@ class Session(EventSource):
                 model_config=getattr(info, "model_config", {}) or {},
                 inputs=list(getattr(info, "inputs", []) or []),
                 log_path=log_path,
+                mps=mps,
+                mps_why=mps_why,
             )
         )
         return target, info

@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model config: Nx spreads instances over N GPUs; auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
+    p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
+                   help="on GPUs, run under a private MPS daemon so the model instances share each GPU "
+                        "(default: auto, where nvidia-cuda-mps-control is found)")
     return parser
 
 
@@ -512,13 +515,16 @@ def _cmd_server(args: argparse.Namespace) -> int:
     check_bind_address(args.bind)
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
-    server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port)
+    server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
+                            mps=args.mps)
     done = threading.Event()
     _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)
     with server:
         print(f"HTTP     {server.http_url}\ngRPC     {server.grpc_url}\nmetrics  {server.metrics_url}")
         print(f"model    {args.model} (variant {server.variant})\nlog      {server.log_path}")
+        if server.prepared and server.prepared.gpus:
+            print(f"MPS      {'on' if server.mps_used else 'off'}: {server.mps_why}")
         print("Ctrl-C stops the server.", flush=True)
         while not done.wait(0.5):
             if not server.alive():

@@ -37,7 +37,8 @@ def describe(event: ev.Event) -> str | None:
         where = "embedded" if event.embedded else "remote"
         variant = f" ({event.config_variant})" if event.config_variant else ""
         version = f", Triton {event.triton_version}" if event.triton_version else ""
-        return f"server ready: {where} {event.model}{variant} at {event.http_url}{version}"
+        mps = "" if event.mps is None else ", under MPS" if event.mps else ", without MPS"
+        return f"server ready: {where} {event.model}{variant} at {event.http_url}{version}{mps}"
     if isinstance(event, ev.ServerStopped):
         code = f" (exit {event.exit_code})" if event.exit_code is not None else ""
         return f"server stopped{code}" + (f": {event.reason}" if event.reason else "")

@@ -167,6 +167,10 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None) -> Non
     if (diff := _differs(runs, lambda r: r.summary.transport)) is not None:
         c.notes.append(f"transport differs: {diff}: the inputs took different paths to the server, so the runs "
                        "compare serving paths as well as GPUs")
+    # the embedded server's MPS (engine/server/mps.py); a remote server's is not known
+    if (diff := _differs(runs, lambda r: "MPS" if r.summary.mps else "no MPS or not known")) is not None:
+        c.notes.append(f"GPU sharing differs: {diff}: with MPS the model instances share each GPU, without it they "
+                       "take turns, so the runs compare server set-ups as well as GPUs")
     for key in MEASUREMENT_KEYS:
         if (diff := _differs(runs, _getter(lambda r, k: load[r.label].get(k), key))) is not None:
             c.notes.append(f"measurement setting load.{key} differs: {diff}")

@@ -89,6 +89,10 @@ def _setup(s: RecordingSummary) -> list:
     ]
     if s.server.get("triton_version"):
         rows.append(["Triton", str(s.server["triton_version"])])
+    if s.mps is not None:
+        why = str(s.server.get("mps_why") or "")
+        rows.append(["GPU sharing", ("MPS: the model instances share each GPU" if s.mps else
+                                     "no MPS: the model instances take turns on each GPU") + (f" ({why})" if why else "")])
     ordered = [k for k in VERSION_KEYS if k in s.versions] + sorted(k for k in s.versions if k not in VERSION_KEYS)
     for key in ordered:
         if s.versions.get(key) and key != "triton":

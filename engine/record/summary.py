@@ -105,6 +105,8 @@ class RecordingSummary:
     load_mode: str | None
     levels_planned: list[float]
     transport: str  # load.transport: how inputs reached the server (recordings made before it: http)
+    # the embedded server on GPUs under MPS (True/False); None: remote, CPU, or recorded before
+    mps: bool | None
     cost_per_hour: float | None
     status: str | None
     exit_code: int | None
@@ -313,6 +315,7 @@ def summarize(recording: Recording) -> RecordingSummary:
         batch_size=int(batch_size) if batch_size else None,
         load_mode=_text(load.get("mode")),
         transport=_text(load.get("transport")) or "http",
+        mps=server.get("mps") if isinstance(server.get("mps"), bool) else None,
         levels_planned=[float(x) for x in planned or []],
         cost_per_hour=float(cost) if isinstance(cost, (int, float)) and cost > 0 else None,
         status=_text(ended.get("status") or meta.get("status")),

@@ -61,6 +61,7 @@ class SyntheticRun:
     seed: int = 0
     client_bound_from: int | None = None  # concurrency from which the client audit says so
     transport: str = "http"  # load.transport
+    mps: bool | None = None  # the embedded server under MPS (ServerReady.mps)
     max_batch_size: int = 64
 
 
@@ -99,7 +100,8 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
                     model_config={"name": run.model, "max_batch_size": run.max_batch_size,
                                   "dynamic_batching": {"max_queue_delay_microseconds": 100},
                                   "instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": list(range(n))}]},
-                    inputs=[{"name": "image", "datatype": "FP32", "shape": [3, 224, 224]}]),
+                    inputs=[{"name": "image", "datatype": "FP32", "shape": [3, 224, 224]}],
+                    mps=run.mps, mps_why="synthetic" if run.mps is not None else ""),
         PhaseChanged(ts=t + 2.1, phase="sweep"),
     ]
     t += 3.0

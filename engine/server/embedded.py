@@ -7,7 +7,11 @@ Lifecycle guarantees:
 * tritonserver runs under engine.server.guard in its own process group, so it dies with us even
   when we are killed with SIGKILL — never an orphaned server or Python-backend stub;
 * stop() returns when that whole group is gone (the server and its stubs, their GPU memory
-  freed), not merely signalled: the next server, or a check of the GPUs, must not meet them.
+  freed), not merely signalled: the next server, or a check of the GPUs, must not meet them;
+* on GPUs it runs under a private MPS daemon where it can (``mps``, engine/server/mps.py): the
+  stubs' CUDA contexts then share each GPU instead of taking turns. If the daemon or the server
+  does not start under it, ``mps="auto"`` starts the server again without it and says why
+  (``mps_why``); ``mps="on"`` fails.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import BinaryIO
 from engine.errors import RunFailed
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import visible_gpu_count
-from engine.server.guard import GRACE_S, REAP_S, kill_group_and_wait, process_name
+from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
+from engine.server.mps import choose, find_control
 from engine.server.repository import PreparedModel, prepare_repository
 from engine.shm_segments import segment_prefix
 
@@ -98,6 +103,7 @@ class EmbeddedServer:
         http_port: int | None = None,
         model_control: str | None = None,
         extra_models: tuple[str, ...] = (),
+        mps: str = "auto",
     ) -> None:
         self.model = model
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
@@ -113,6 +119,9 @@ class EmbeddedServer:
         # "explicit": models load and unload through the repository API (a remote box's setup,
         # reproduced here for the study's model-control path); the model is loaded at start
         self.model_control = model_control
+        self.mps = mps  # "auto", "on" or "off" (server.mps)
+        self.mps_used = False  # whether the running server is an MPS client
+        self.mps_why = ""  # why it is or is not, one line
         self.prepared: PreparedModel | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.log_path: Path | None = None
@@ -181,18 +190,26 @@ class EmbeddedServer:
             log_dir.mkdir(parents=True, exist_ok=True)
             self.log_path = log_dir / "tritonserver.log"
             env = server_environment(dist, [str(PROJECT_ROOT)])
-            for attempt in range(3):  # a port taken between probing and binding: try new ones
+            choice = choose(self.mps, len(self.prepared.gpus), find_control())
+            self.mps_used, self.mps_why = choice.use, choice.why
+            taken = 0
+            while True:
                 self._launch(dist.binary, backends, env)
                 try:
                     self._wait_ready()
                     return self
-                except PortTaken:
+                except PortTaken:  # taken between probing and binding: try new ones
                     self._terminate()
-                    if attempt == 2:
+                    taken += 1
+                    if taken == 3:
                         raise
-                except ServerStartError:
+                except ServerStartError as exc:
                     self._terminate()
-                    raise
+                    if not (self.mps_used and self.mps == "auto"):
+                        raise
+                    # once more, without MPS: the daemon, or the server under it, did not start
+                    self.mps_used = False
+                    self.mps_why = _mps_failure(str(exc))
         except BaseException:
             self.stop()
             raise
@@ -262,9 +279,11 @@ class EmbeddedServer:
         self._log_file.flush()
         read_end, write_end = os.pipe()
         # The guard's stdin is a pipe whose write end only we hold: it sees EOF when we die.
+        assert self._work_dir is not None
+        mps = ["--mps", str(self._work_dir / "mps")] if self.mps_used else []
         self._guard = subprocess.Popen(
             [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir),
-             "--shm-prefix", segment_prefix(), "--", *args],
+             "--shm-prefix", segment_prefix(), *mps, "--", *args],
             stdin=read_end,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -327,6 +346,17 @@ class EmbeddedServer:
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+def _mps_failure(message: str) -> str:
+    """One line on why the server did not start under MPS: the guard's line when the daemon
+    did not start, else Triton's first error line."""
+    for line in message.splitlines():
+        if MPS_FAILED in line:
+            return "the MPS daemon did not start: " + (line.split(MPS_FAILED, 1)[1].strip() or "no reason given")
+    lines = message.splitlines()
+    detail = lines[2] if len(lines) > 2 else lines[0] if lines else "no log"  # Triton's first error line
+    return f"the server did not start under it ({detail.strip()[:160]})"
 
 
 def _wait_unreaped(proc: subprocess.Popen[bytes], timeout: float) -> None:

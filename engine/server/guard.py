@@ -17,7 +17,10 @@ If the guard itself is killed first (SIGKILL), tritonserver gets SIGTERM from th
 running, as nobody is left to kill the group). With
 ``--cleanup DIR`` the guard removes the server's scratch folder when the tool died without
 doing so, so a SIGKILL of the tool leaves no /tmp/gpuscale-triton-* behind; with
-``--shm-prefix P`` it also removes the tool's /dev/shm/P* shared-memory segments.
+``--shm-prefix P`` it also removes the tool's /dev/shm/P* shared-memory segments. With ``--mps
+DIR`` it first starts a private MPS control daemon (engine/server/mps.py) whose pipe and log
+folders are in DIR, and starts tritonserver as its client; once tritonserver and its stubs are
+gone it tells the daemon to quit, and the group kill ends whatever is left of it.
 """
 
 from __future__ import annotations
@@ -30,16 +33,35 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
+from engine.server.mps import MpsDaemon, find_control
 from engine.shm_segments import remove_segments
 
 GRACE_S = 10.0  # tritonserver's own shutdown (unload, stubs' finalize) before SIGKILL
 REAP_S = 10.0  # after SIGKILL, how long the group's processes get to leave (the driver frees GPU memory)
+MPS_FAILED = "MPS daemon did not start:"  # the log line the embedded server looks for (then runs without)
+MPS_EXIT = 125  # the guard's status when it did not start tritonserver because MPS did not start
 
 
-def _end_group(child: subprocess.Popen[bytes]) -> list[int]:
+def _end_group(child: subprocess.Popen[bytes] | None, mps: MpsDaemon | None = None) -> list[int]:
     """End tritonserver and everything else in our group; the pids still alive after REAP_S
-    (normally none)."""
+    (normally none). The MPS daemon outlives its clients, then is told to quit."""
+    if child is not None:
+        _end_child(child)
+    # stubs and anything else left in our group; not the guard itself, which still has to clean
+    # up and say how tritonserver ended (its exit status)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pgid = os.getpgid(0)
+    if mps is None:
+        return kill_group_and_wait(pgid, REAP_S, reap=True)
+    kill_group_and_wait(pgid, REAP_S, reap=True, spare=mps.pids)
+    mps.quit()
+    return kill_group_and_wait(pgid, REAP_S, reap=True)
+
+
+def _end_child(child: subprocess.Popen[bytes]) -> None:
     if child.poll() is None:
         child.send_signal(signal.SIGTERM)
         try:
@@ -48,22 +70,23 @@ def _end_group(child: subprocess.Popen[bytes]) -> list[int]:
             pass
     child.kill()
     child.wait()
-    # stubs and anything else left in our group; not the guard itself, which still has to clean
-    # up and say how tritonserver ended (its exit status)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    return kill_group_and_wait(os.getpgid(0), REAP_S, reap=True)
 
 
-def kill_group_and_wait(pgid: int, timeout_s: float, *, reap: bool = False) -> list[int]:
+def kill_group_and_wait(
+    pgid: int, timeout_s: float, *, reap: bool = False, spare: Callable[[], set[int]] | None = None
+) -> list[int]:
     """SIGKILL every live process of group ``pgid`` (but the caller) until none is left or
     ``timeout_s`` passed; the pids still alive then. ``reap``: also collect our own ended
     children (the guard, as subreaper, inherits the orphaned stubs: unreaped, they would stay
-    zombies in the group)."""
+    zombies in the group). ``spare``: pids left alone, asked again at each pass."""
     deadline = time.monotonic() + timeout_s
     while True:
         if reap:
             _reap_children()
         left = group_members(pgid)
+        if spare is not None:
+            spared = spare()
+            left = [pid for pid in left if pid not in spared]
         if not left or time.monotonic() >= deadline:
             break
         for pid in left:
@@ -142,20 +165,18 @@ def exit_status(code: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    cleanup = None
-    shm_prefix = None
-    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix"):
-        if argv[0] == "--cleanup":
-            cleanup = argv[1]
-        else:
-            shm_prefix = argv[1]
+    options: dict[str, str] = {}
+    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix", "--mps"):
+        options[argv[0]] = argv[1]
         argv = argv[2:]
+    cleanup, shm_prefix = options.get("--cleanup"), options.get("--shm-prefix")
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] -- COMMAND [ARGS]", file=sys.stderr)
+        print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] [--mps DIR] -- COMMAND [ARGS]",
+              file=sys.stderr)
         return 2
     orphaned = threading.Event()
     try:
-        return _guard(argv[1:], orphaned)
+        return _guard(argv[1:], orphaned, options.get("--mps"))
     finally:
         if cleanup and orphaned.is_set():  # the tool is gone and cannot clean up after itself
             shutil.rmtree(cleanup, ignore_errors=True)
@@ -163,9 +184,19 @@ def main(argv: list[str]) -> int:
             remove_segments(shm_prefix)
 
 
-def _guard(command: list[str], orphaned: threading.Event) -> int:
+def _guard(command: list[str], orphaned: threading.Event, mps_dir: str | None = None) -> int:
     _become_subreaper()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    mps = None
+    if mps_dir is not None:
+        control = find_control()
+        mps = MpsDaemon(control, Path(mps_dir)) if control else None
+        why = mps.start(_die_with_parent) if mps else "nvidia-cuda-mps-control not found"
+        if why is not None:
+            print(f"[guard] {MPS_FAILED} {why}", file=sys.stderr, flush=True)
+            _end_group(None)
+            return MPS_EXIT
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
+                             env=mps.env if mps else None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the tool, which stops us itself
@@ -187,7 +218,7 @@ def _guard(command: list[str], orphaned: threading.Event) -> int:
     code = child.poll()
     if code is not None:
         print(f"[guard] tritonserver exited with code {code}", file=sys.stderr, flush=True)
-    left = _end_group(child)  # also when tritonserver exited by itself: its stubs go with it
+    left = _end_group(child, mps)  # also when tritonserver exited by itself: its stubs go with it
     if left:
         print(f"[guard] still alive {REAP_S:.0f} s after SIGKILL: {', '.join(map(process_name, left))}",
               file=sys.stderr, flush=True)

@@ -205,3 +205,29 @@ def test_a_study_comparison_prices_part_of_the_box_pro_rata(scaling_study: list[
     c = compare(_open(scaling_study), costs={2: 1.5}, pro_rata=True)
     assert {r.n: r for r in c.runs}[2].summary.cost_per_hour == pytest.approx(1.5)
     assert any("$1.5/hr for 2 GPU(s) (given on the command line)" in n for n in c.notes)
+
+
+def test_runs_with_and_without_mps_are_compared_with_a_warning_and_the_report_says_which(tmp_path: Path) -> None:
+    from engine.record.summary import summarize
+
+    shared = make_recording(tmp_path, "mps.sqlite", SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080",
+                                                               mps=True))
+    sliced = make_recording(tmp_path, "nomps.sqlite", SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080",
+                                                                 mps=False))
+    with Recording.open(shared) as rec:
+        assert summarize(rec).mps is True
+    c = compare(_open([shared, sliced]))
+    notes = "\n".join(c.notes)
+    assert "GPU sharing differs: MPS (" in notes and "no MPS or not known (" in notes
+    assert not any("MPS" in m for m in c.mismatches)
+    same = compare(_open([shared, make_recording(tmp_path, "mps2.sqlite", SyntheticRun(
+        variant="1x", gpu_count=1, profile_name="1x_rtx4080", mps=True, seed=1))]))
+    assert not any("GPU sharing" in n for n in same.notes)
+    from engine.record.export import export
+
+    with Recording.open(shared) as rec:
+        report = Path(export(rec, "md", tmp_path)).read_text()
+    assert "MPS: the model instances share each GPU (synthetic)" in report
+    with Recording.open(make_recording(tmp_path, "remote.sqlite", SyntheticRun(variant="1x", gpu_count=1))) as rec:
+        assert summarize(rec).mps is None
+        assert "GPU sharing" not in Path(export(rec, "md", tmp_path / "r")).read_text()
