@@ -235,6 +235,18 @@ def model_stats(url: str, model: str) -> dict[str, int]:
     }
 
 
+def gpu_memory_used_mib() -> list[int]:
+    """Memory in use on each GPU (NVML), after the server started: what its instances take."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return [pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used // 2**20
+                for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:  # noqa: BLE001 - no NVML: no figure
+        return []
+
+
 def stats_delta(a: dict, b: dict) -> dict:
     if not a or not b:
         return {}
@@ -275,12 +287,14 @@ class Server:
     """`tui.cli server` (through the `server` subcommand below, which points the repository at a
     temporary copy), its log kept under logs/."""
 
-    def __init__(self, out: Path, name: str, root: Path, model: str, variant: str, timeout_s: float) -> None:
+    def __init__(self, out: Path, name: str, root: Path, model: str, variant: str, timeout_s: float,
+                 mps: str = "auto") -> None:
         self.out, self.name, self.model = out, name, model
         self.stdout_path = out / "logs" / f"{name}.server.out"
         self.stdout = open(self.stdout_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [PY, str(Path(__file__).resolve()), "server", "--root", str(root), "--model", model, "--variant", variant],
+            [PY, str(Path(__file__).resolve()), "server", "--root", str(root), "--model", model, "--variant", variant,
+             "--mps", mps],
             stdout=self.stdout, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True,
         )
         self.url = self.log = None
@@ -368,16 +382,19 @@ def cmd_serve(args) -> int:
     deadline = time.monotonic() + args.budget_s
     failures = 0
     with tempfile.TemporaryDirectory(prefix="gms-") as tmp:
-        root = make_root(Path(tmp), args.model, count, args.set)
+        # "mps=on|off|auto" is the server's option (tui.cli server --mps), not a config setting
+        mps = next((kv.split("=", 1)[1] for kv in args.set if kv.startswith("mps=")), "auto")
+        root = make_root(Path(tmp), args.model, count, [kv for kv in args.set if not kv.startswith("mps=")])
         start = time.monotonic()
         try:
-            server = Server(out, args.step_name, root, args.model, args.variant, args.start_timeout_s)
+            server = Server(out, args.step_name, root, args.model, args.variant, args.start_timeout_s, mps)
         except RuntimeError as exc:
             emit(out, {"step": args.step_name, "status": str(exc)})
             return 1
         base = {"step": args.step_name, "model": args.model, "variant": args.variant, "count": args.count or "config",
                 **({"settings": args.set} if args.set else {})}
-        emit(out, {**base, "what": "server_start", "seconds": round(elapsed_since(start), 1)})
+        emit(out, {**base, "what": "server_start", "seconds": round(elapsed_since(start), 1),
+                   "gpu_memory_used_mib": gpu_memory_used_mib()})
         try:
             for mode in args.modes.split(","):
                 for level in [int(x) for x in args.levels.split(",")]:
@@ -409,7 +426,7 @@ def cmd_server(args) -> int:
     from tui.cli import main
 
     repository.EMBEDDED_ROOT = Path(args.root)
-    return main(["server", "--model", args.model, "--variant", args.variant])
+    return main(["server", "--model", args.model, "--variant", args.variant, "--mps", args.mps])
 
 
 # ----------------------------------------------------------------------------- orchestration
@@ -536,6 +553,9 @@ def render_table(out: Path, summary: list[tuple[str, str]]) -> str:
             else:
                 rows.append(f"  {r['step']:<18}{r['mode']:<8}{r['level']:>5}  {r['status']}")
         lines += rows
+        for r in records:
+            if r.get("what") == "server_start" and r.get("gpu_memory_used_mib"):
+                lines.append(f"  {r['step']}: GPU memory in use after start, MiB per GPU: {r['gpu_memory_used_mib']}")
     failed = [r for r in records if r.get("status") and r.get("what") is None]
     for r in failed:
         lines.append(f"  {r['step']}: {r['status']}")
@@ -593,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--root", required=True)
     v.add_argument("--model", required=True)
     v.add_argument("--variant", required=True)
+    v.add_argument("--mps", default="auto", choices=("auto", "on", "off"))
     return parser
 
 
