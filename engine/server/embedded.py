@@ -33,10 +33,16 @@ from typing import BinaryIO
 
 from engine.errors import RunFailed
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
-from engine.server.gpus import visible_gpu_count
+from engine.server.gpus import smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
-from engine.server.mps import choose, find_control
-from engine.server.repository import PreparedModel, prepare_repository
+from engine.server.mps import choose, find_control, instances_under_mps
+from engine.server.repository import (
+    PreparedModel,
+    instance_count,
+    parameter,
+    prepare_repository,
+    set_instance_count,
+)
 from engine.shm_segments import segment_prefix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -192,6 +198,9 @@ class EmbeddedServer:
             env = server_environment(dist, [str(PROJECT_ROOT)])
             choice = choose(self.mps, len(self.prepared.gpus), find_control())
             self.mps_used, self.mps_why = choice.use, choice.why
+            authored = instance_count(self.prepared.config_text)
+            if self.mps_used and authored is not None:
+                self._instances(authored, under_mps=True)
             taken = 0
             while True:
                 self._launch(dist.binary, backends, env)
@@ -210,6 +219,8 @@ class EmbeddedServer:
                     # once more, without MPS: the daemon, or the server under it, did not start
                     self.mps_used = False
                     self.mps_why = _mps_failure(str(exc))
+                    if authored is not None:
+                        self._instances(authored, under_mps=False)
         except BaseException:
             self.stop()
             raise
@@ -243,6 +254,17 @@ class EmbeddedServer:
         self.stop()
 
     # ----------------------------------------------------------------- internals
+
+    def _instances(self, authored: int, *, under_mps: bool) -> None:
+        """Instances per GPU: under MPS, as many as the config's mps_instances_per_gpu asks and
+        the GPUs' memory holds (engine/server/mps.py); without it, the config's own count."""
+        assert self.prepared is not None
+        wanted = parameter(self.prepared.config_text, "mps_instances_per_gpu")
+        gpus = self.prepared.gpus
+        count = instances_under_mps(authored, int(wanted) if wanted and wanted.isdigit() else None,
+                                    smallest_memory_gib(gpus), len(gpus), os.cpu_count() or 1) if under_mps else authored
+        if count != instance_count(self.prepared.config_text):
+            self.prepared = set_instance_count(self.prepared, count)
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None

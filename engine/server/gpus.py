@@ -22,3 +22,19 @@ def visible_gpu_count() -> int:
     if visible is not None:
         return min(count, len([x for x in visible.split(",") if x.strip()]))
     return count
+
+
+def smallest_memory_gib(indices: tuple[int, ...]) -> float | None:
+    """The memory of the smallest of these GPUs (NVML indices), GiB; None without NVML."""
+    if not indices:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return min(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total for i in indices) / 2**30
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library, an index it does not know: no figure
+        return None

@@ -65,6 +65,26 @@ def choose(setting: str, gpus: int, control: str | None) -> MpsChoice:
     return MpsChoice(True, f"one MPS daemon for the server's {gpus} GPU{'s' if gpus != 1 else ''}")
 
 
+# GPU memory one ViT-B/32 instance holds with its CUDA graphs (batch buckets 1..128): 8 per
+# H200 took 14.9 GiB against 6.3 GiB for 3 (bench/gpu_model_speed.py, docs/results/mps_h200.md)
+INSTANCE_GIB = 1.25
+MEMORY_SHARE = 0.5  # of the smallest GPU, at most, for the instances: room for the batches' work
+CORES_PER_INSTANCE = 2  # each instance's stub copies inputs on 2 threads (the config's cpu_threads)
+
+
+def instances_under_mps(authored: int, wanted: int | None, gpu_gib: float | None, gpus: int, cores: int) -> int:
+    """Instances per GPU when the server runs under MPS. ``authored``: the config's count (the
+    best without MPS); ``wanted``: the config's ``mps_instances_per_gpu`` parameter (the best
+    under MPS, measured), None when it has none; ``gpu_gib``: the smallest GPU's memory;
+    ``gpus``, ``cores``: the GPUs the model uses and the host's cores. Never below the authored
+    count, never more than half the GPU's memory holds or than the host has cores for (8 per GPU
+    were measured on 16 cores per GPU)."""
+    if wanted is None or wanted <= authored or gpu_gib is None or gpus < 1:
+        return authored
+    fits = min(int(gpu_gib * MEMORY_SHARE / INSTANCE_GIB), cores // (CORES_PER_INSTANCE * gpus))
+    return max(authored, min(wanted, fits))
+
+
 def client_environment(folder: Path) -> dict[str, str]:
     """What a process needs in its environment to be a client of the daemon in ``folder``."""
     return {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.errors import UserError
@@ -78,6 +78,28 @@ def instance_gpus(config_text: str) -> tuple[int, ...]:
     for group in re.findall(r"gpus\s*:\s*\[([^\]]*)\]", config_text):
         found.update(int(x) for x in group.replace(",", " ").split())
     return tuple(sorted(found))
+
+
+def parameter(config_text: str, key: str) -> str | None:
+    """A model parameter's string value, or None."""
+    found = re.search(r'parameters\s*\{\s*key:\s*"' + re.escape(key) + r'"\s*value:\s*\{\s*string_value:\s*"([^"]*)"',
+                      config_text)
+    return found.group(1) if found else None
+
+
+def instance_count(config_text: str) -> int | None:
+    """The count of the config's (first) instance group."""
+    found = re.search(r"instance_group\s*\[\s*\{[^}]*?count\s*:\s*(\d+)", config_text)
+    return int(found.group(1)) if found else None
+
+
+def set_instance_count(prepared: PreparedModel, count: int) -> PreparedModel:
+    """The prepared model with every instance group's count set to ``count`` (its config.pbtxt
+    rewritten; the server has not read it yet)."""
+    text = re.sub(r"(instance_group\s*\[\s*\{[^}]*?count\s*:\s*)\d+", lambda m: m.group(1) + str(count),
+                  prepared.config_text)
+    (prepared.repository / prepared.model / "config.pbtxt").write_text(text)
+    return replace(prepared, config_text=text)
 
 
 def _set_parameter(config_text: str, key: str, value: str) -> str:

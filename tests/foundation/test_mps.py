@@ -144,3 +144,39 @@ def test_the_server_ready_line_says_whether_the_server_runs_under_mps() -> None:
     assert describe(ev.ServerReady(**ready, mps=True)) == "server ready: embedded m (2x) at http://127.0.0.1:8000, under MPS"
     assert str(describe(ev.ServerReady(**ready, mps=False))).endswith("(2x) at http://127.0.0.1:8000, without MPS")
     assert str(describe(ev.ServerReady(**ready))).endswith("(2x) at http://127.0.0.1:8000")  # remote, CPU, or older
+
+
+@pytest.mark.parametrize(
+    ("authored", "wanted", "gpu_gib", "gpus", "cores", "count"),
+    [
+        (3, 8, 141.0, 2, 32, 8),  # H200 box of the measurement: 8 per GPU
+        (3, 8, 141.0, 4, 64, 8),
+        (3, 8, 141.0, 8, 64, 4),  # 64 cores for 8 GPUs: 2 cores per instance
+        (3, 8, 16.0, 4, 64, 6),  # a 16 GiB GPU holds 6 in half its memory
+        (3, 8, 8.0, 1, 16, 3),  # never below the config's own count
+        (3, 8, None, 1, 16, 3),  # GPU memory unknown: the config's own count
+        (3, None, 141.0, 1, 16, 3),  # the config asks for no more under MPS
+        (4, 2, 141.0, 1, 16, 4),
+    ],
+)
+def test_instances_under_mps_follow_the_config_within_gpu_memory_and_host_cores(
+        authored, wanted, gpu_gib, gpus, cores, count) -> None:
+    from engine.server.mps import instances_under_mps
+
+    assert instances_under_mps(authored, wanted, gpu_gib, gpus, cores) == count
+
+
+def test_the_shipped_vit_configs_ask_for_more_instances_under_mps_and_the_count_is_rewritten(tmp_path: Path) -> None:
+    from engine.server.repository import instance_count, parameter, prepare_repository, set_instance_count
+
+    for variant, gpus in (("1x", 1), ("2x", 2), ("4x", 4)):
+        prepared = prepare_repository("openclip_vit_b32", variant, tmp_path / variant, gpu_count=gpus)
+        assert instance_count(prepared.config_text) == 3
+        assert parameter(prepared.config_text, "mps_instances_per_gpu") == "8"
+        more = set_instance_count(prepared, 8)
+        written = (tmp_path / variant / "openclip_vit_b32" / "config.pbtxt").read_text()
+        assert instance_count(written) == 8 and more.config_text == written
+        assert f"gpus: [ {', '.join(map(str, range(gpus)))} ]" in written  # the rest of the group is kept
+        assert more.gpus == prepared.gpus
+    cpu = prepare_repository("openclip_vit_b32", "cpu", tmp_path / "cpu", gpu_count=0)
+    assert parameter(cpu.config_text, "mps_instances_per_gpu") is None
