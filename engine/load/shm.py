@@ -19,7 +19,10 @@ and 11.6-12.0k at 256 (10.9k with copies per GPU). Re-measured in session 7 (2x 
 docs/results/staggered_fidelity_and_cuda_shm_instances_h200.md): at one image per request a copy
 per GPU still reads 0.72-0.75x perf_analyzer's one copy; at 32 images per request (4 requests a
 batch) it reads 1.05-1.07x, with both GPUs' batches equally fast. So it is the diagnosis knob
-``cuda_each``, not the default, until a 4-GPU run says which way it goes there.
+``cuda_each``, not the default, until a 4-GPU run says which way it goes there. What made the GPU
+holding the one copy slower was its turns with the other GPUs' stubs, which hold a CUDA context
+there: under MPS (the embedded server's default on GPUs since session 9) both GPUs finish a batch
+in the same 10.2-10.7 ms with one copy (docs/results/mps_h200.md).
 
 The regions are registered with Triton when a sweep starts and unregistered and removed when
 it ends, whatever ended it. Segment names start with ``gpuscale-<pid>-``: the embedded server's
