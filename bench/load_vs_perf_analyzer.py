@@ -614,6 +614,24 @@ def print_summary(rows: list[dict], args) -> None:
                   f"{_fmt(ovh, '.2f') + ' %' if ovh is not None else 'n/a':>8}{_fmt(max(delayed), '.1f') + ' %' if delayed else 'n/a':>11}  {notes}")
 
 
+def print_targets(rows: list[dict], args) -> None:
+    """Issue 13's targets per level and rate (bench/fidelity_targets.py)."""
+    from bench.fidelity_targets import cell_verdict
+
+    models = args.models.split(",")
+    cells = [(f"c={level:g}", sel) for _, level, sel in _cells([r for r in rows if r["mode"] == "concurrency"],
+                                                               models, "level", args.levels)]
+    cells += [(f"{100 * fraction:.0f} % of peak", sel) for _, fraction, sel in
+              _cells([r for r in rows if r["mode"] == "rate"], models, "fraction", args.rates_of_peak)]
+    if not cells:
+        return
+    print("\ntargets (issue 13): throughput ratio in [0.95, 1.05] unless perf_analyzer's client was the limit,"
+          " p50 within +-10 % (rate mode: uncorrected), our spread <= 5 %")
+    for name, sel in cells:
+        model = sel[0]["model"]
+        print(f"  {model:<18}{name:<14}{cell_verdict(sel).text()}")
+
+
 def estimate(args) -> tuple[int, float, float]:
     """Runs planned, and the bench's duration from them (seconds, low and high): each run is
     start-up + 3 windows (stable at once) .. max windows, plus one server start per model."""
@@ -706,6 +724,7 @@ def main() -> int:
         status, code = "incomplete", 1  # planned runs were left out: not a finished comparison
         save(status)
     print_summary(rows, args)
+    print_targets(rows, args)
     if budget.skipped:
         print(f"\nbudget: {budget.skipped} pairs of runs were not started (--budget-s {args.budget_s:g})")
     print(f"\n{status} in {time.monotonic() - t0:.0f} s; written: {path}")

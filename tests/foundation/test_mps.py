@@ -167,7 +167,12 @@ def test_instances_under_mps_follow_the_config_within_gpu_memory_and_host_cores(
 
 
 def test_the_shipped_vit_configs_ask_for_more_instances_under_mps_and_the_count_is_rewritten(tmp_path: Path) -> None:
-    from engine.server.repository import instance_count, parameter, prepare_repository, set_instance_count
+    from engine.server.repository import (
+        instance_count,
+        parameter,
+        prepare_repository,
+        set_instance_count,
+    )
 
     for variant, gpus in (("1x", 1), ("2x", 2), ("4x", 4)):
         prepared = prepare_repository("openclip_vit_b32", variant, tmp_path / variant, gpu_count=gpus)
