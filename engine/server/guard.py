@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.server.mps import MpsDaemon, find_control
+from engine.server.procs import live_processes
 from engine.shm_segments import remove_segments
 
 GRACE_S = 10.0  # tritonserver's own shutdown (unload, stubs' finalize) before SIGKILL
@@ -113,19 +114,7 @@ def _reap_children() -> None:
 def group_members(pgid: int) -> list[int]:
     """Live processes of a process group, but the caller. A zombie is not counted: it has ended
     and released its memory (GPU memory included); only its exit status waits for its parent."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry))
-    return members
+    return [p.pid for p in live_processes() if p.pgrp == pgid and p.pid != os.getpid()]
 
 
 def process_name(pid: int) -> str:

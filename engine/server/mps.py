@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.server.procs import live_processes
 
 CONTROL = "nvidia-cuda-mps-control"
 SETTINGS = ("auto", "on", "off")
@@ -171,18 +172,5 @@ def _tail(folder: Path) -> str:
 def mps_processes(pgid: int, daemon: int) -> list[int]:
     """Live processes of group ``pgid`` named nvidia-cuda-mps-* (control daemon, server), or
     whose parent is the ``daemon``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        name = stat[stat.find(b"(") + 1:stat.rfind(b")")]
-        fields = stat[stat.rfind(b")") + 2:].split()  # state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X") \
-                and (name.startswith(b"nvidia-cuda-mps") or int(fields[1]) == daemon):
-            out.append(int(entry))
-    return out
+    return [p.pid for p in live_processes()
+            if p.pgrp == pgid and (p.name.startswith(b"nvidia-cuda-mps") or p.ppid == daemon)]
