@@ -124,6 +124,9 @@ class MpsDaemon:
 
     def __init__(self, control: str, folder: Path) -> None:
         self.control, self.folder = control, folder
+        # a pipe left by an earlier daemon in this folder (the server restarted on new ports)
+        # would read as ready before this one listens
+        shutil.rmtree(folder / "pipe", ignore_errors=True)
         self.env = {**os.environ, **prepare_folder(folder)}
         self.proc: subprocess.Popen[bytes] | None = None
 

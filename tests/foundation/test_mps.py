@@ -126,6 +126,16 @@ def test_the_guard_starts_the_daemon_first_and_stops_it_after_the_server(tmp_pat
     assert group_members(guard.pid) == []
 
 
+def test_a_pipe_left_by_an_earlier_daemon_does_not_read_as_this_ones(tmp_path: Path) -> None:
+    env = {**_stand_in(tmp_path), "STAND_IN_FAIL": "1"}
+    (tmp_path / "mps" / "pipe").mkdir(parents=True)
+    (tmp_path / "mps" / "pipe" / "control").touch()  # the server's first start, on ports taken since
+    guard = _guard(tmp_path, env)
+    out, _ = guard.communicate(timeout=30)
+    assert guard.returncode == MPS_EXIT, out.decode()
+    assert not (tmp_path / "client").exists()
+
+
 def test_a_daemon_that_does_not_start_keeps_the_server_from_starting_and_says_why(tmp_path: Path) -> None:
     env = {**_stand_in(tmp_path), "STAND_IN_FAIL": "1"}
     guard = _guard(tmp_path, env)
