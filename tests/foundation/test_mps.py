@@ -111,6 +111,17 @@ def _guard(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return proc
 
 
+def _finish(guard: subprocess.Popen[bytes], timeout: float = 30) -> str:
+    """The guard's output once it exited; past ``timeout`` its whole group is killed (so a
+    failing test leaves nothing running) and the test fails."""
+    try:
+        return guard.communicate(timeout=timeout)[0].decode()
+    except subprocess.TimeoutExpired:
+        os.killpg(guard.pid, 9)
+        guard.communicate()
+        pytest.fail(f"the guard did not exit within {timeout:.0f} s")
+
+
 def test_the_guard_starts_the_daemon_first_and_stops_it_after_the_server(tmp_path: Path) -> None:
     env = _stand_in(tmp_path)
     guard = _guard(tmp_path, env)
@@ -131,17 +142,17 @@ def test_a_pipe_left_by_an_earlier_daemon_does_not_read_as_this_ones(tmp_path: P
     (tmp_path / "mps" / "pipe").mkdir(parents=True)
     (tmp_path / "mps" / "pipe" / "control").touch()  # the server's first start, on ports taken since
     guard = _guard(tmp_path, env)
-    out, _ = guard.communicate(timeout=30)
-    assert guard.returncode == MPS_EXIT, out.decode()
+    out = _finish(guard)
+    assert guard.returncode == MPS_EXIT, out
     assert not (tmp_path / "client").exists()
 
 
 def test_a_daemon_that_does_not_start_keeps_the_server_from_starting_and_says_why(tmp_path: Path) -> None:
     env = {**_stand_in(tmp_path), "STAND_IN_FAIL": "1"}
     guard = _guard(tmp_path, env)
-    out, _ = guard.communicate(timeout=30)
+    out = _finish(guard)
     assert guard.returncode == MPS_EXIT
-    assert f"{MPS_FAILED} nvidia-cuda-mps-control exited with code 1 (control.log: cannot start: no GPU)" in out.decode()
+    assert f"{MPS_FAILED} nvidia-cuda-mps-control exited with code 1 (control.log: cannot start: no GPU)" in out
     assert not (tmp_path / "client").exists()  # the server never ran
     assert group_members(guard.pid) == []
 
