@@ -65,3 +65,13 @@ def test_status_line_shows_probe_results_as_they_arrive() -> None:
 def test_queue_versus_compute_breakdown_of_the_current_level() -> None:
     line = breakdown_line(state_of(session_events(finish_levels=2, end=False)), 100).plain
     assert "queue 4.69 ms" in line and "compute 1.60 ms" in line and "client+net 0.40 ms" in line
+
+
+def test_the_summary_line_says_when_the_embedded_server_runs_under_mps() -> None:
+    def with_mps(mps: bool | None) -> str:
+        events = [ev.ServerReady(**{**e.__dict__, "mps": mps}) if isinstance(e, ev.ServerReady) else e
+                  for e in session_events(finish_levels=1, end=False)]
+        return summary_line(state_of(events), 200).plain
+
+    assert " MPS @ " in with_mps(True)
+    assert "MPS" not in with_mps(False) and "MPS" not in with_mps(None)

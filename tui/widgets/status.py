@@ -92,6 +92,8 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
         s = state.server
         variant = f" ({s.config_variant})" if s.config_variant else ""
         server.append(f"{s.model}{variant}", style="bold")
+        if s.mps:
+            server.append(" MPS", style="cyan")
         server.append(f" @ {s.http_url.removeprefix('http://')}", style="dim")
     elif state.session is not None:
         server.append(f"profile {state.session.profile_name}", style="bold")
