@@ -72,6 +72,7 @@ class HostFacts:
     ram_bytes: int | None = None  # cgroup limit where lower than the machine's
     disk_free_bytes: int | None = None
     disk_path: str = ""
+    mps_control: str | None = None  # nvidia-cuda-mps-control's path: the embedded server's MPS
 
 
 @dataclass

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from engine.check.facts import HostFacts
+from engine.server.mps import find_control
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -79,4 +80,5 @@ def read_host_facts(record_dir: Path) -> HostFacts:
         ram_bytes=min(ram, limit) if limit else ram,
         disk_free_bytes=free,
         disk_path=where,
+        mps_control=find_control(),
     )

@@ -32,6 +32,8 @@ CORES_PER_GPU_OK, CORES_PER_GPU_WARN = 4, 2  # Triton's front end + the load gen
 RAM_PER_GPU_FAIL_GIB = 16
 DISK_OK_GIB, DISK_WARN_GIB = 5, 1
 MEM_USED_WARN, MEM_USED_FAIL = 0.10, 0.50  # of a GPU's memory, held before the run starts
+MPS_MISSING = ("the embedded server runs without MPS: its model instances take turns on each GPU (on H200 the "
+               "embedded ViT served 19-48 % more over CUDA shared memory under MPS, docs/results/mps_h200.md)")
 
 # nvmlClocksEventReason* bits (nvml.h)
 THROTTLE_BITS: dict[int, tuple[str, str]] = {
@@ -386,6 +388,10 @@ def judge_host(host: HostFacts, gpu_count: int, vram_total: int | None) -> list[
         status = OK if free >= DISK_OK_GIB * GIB else (WARN if free >= DISK_WARN_GIB * GIB else FAIL)
         items.append(item("disk free", "host", status, f"{free / GIB:.1f} GiB at {host.disk_path}",
                           f">= {DISK_OK_GIB} GiB", "" if status == OK else "recordings and server logs need room"))
+    if gpu_count:
+        found = host.mps_control is not None
+        items.append(item("mps", "host", OK if found else WARN, host.mps_control or "nvidia-cuda-mps-control not found",
+                          "nvidia-cuda-mps-control on PATH", "" if found else MPS_MISSING))
     return items
 
 

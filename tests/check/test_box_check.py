@@ -24,7 +24,7 @@ READ, WRITE = (int(c[0] if isinstance(c, tuple) else c)
 H200 = ExpectedHardware(profile="4x_h200", gpu_model="H200", gpu_count=4, vram_gb=141, interconnect="sxm",
                         vcpus=64, ram_gb=512)
 BIG_HOST = HostFacts(cpu_cores=64, cpu_cores_online=64, ram_bytes=1024 * GIB, disk_free_bytes=500 * GIB,
-                     disk_path="recordings")
+                     disk_path="recordings", mps_control="/usr/bin/nvidia-cuda-mps-control")
 
 
 @pytest.fixture(autouse=True)
@@ -318,6 +318,17 @@ def test_no_gpu_checks_the_host_only():
     assert result.gpus == 0 and result.verdict == "go"
     assert {i.scope for i in result.items} == {"host", "profile"}
     assert "no GPU (NVML unavailable (no NVIDIA driver: libnvidia-ml.so.1 not found))" in result.summary
+
+
+def test_a_gpu_box_without_mps_warns_and_one_without_gpus_is_not_asked(monkeypatch: pytest.MonkeyPatch):
+    assert find(check(FakeNvml(hgx())), "mps").measured == "/usr/bin/nvidia-cuda-mps-control"
+    monkeypatch.setattr(check_run, "read_host_facts", lambda _dir: HostFacts(**{**vars(BIG_HOST), "mps_control": None}))
+    result = check(FakeNvml(hgx()))
+    mps = find(result, "mps")
+    assert (mps.status, mps.measured) == ("warn", "nvidia-cuda-mps-control not found")
+    assert "take turns on each GPU" in mps.note and result.verdict == "warn"
+    no_gpu = check(FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), ExpectedHardware())
+    assert not [i for i in no_gpu.items if i.name == "mps"]
 
 
 def test_the_measurements_failing_leaves_idle_verdicts_and_says_why():
