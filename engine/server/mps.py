@@ -66,9 +66,10 @@ def choose(setting: str, gpus: int, control: str | None) -> MpsChoice:
     return MpsChoice(True, f"one MPS daemon for the server's {gpus} GPU{'s' if gpus != 1 else ''}")
 
 
-# GPU memory one ViT-B/32 instance holds with its CUDA graphs (batch buckets 1..128): 8 per
-# H200 took 14.9 GiB against 6.3 GiB for 3 (bench/gpu_model_speed.py, docs/results/mps_h200.md)
-INSTANCE_GIB = 1.25
+# GPU memory one more ViT-B/32 instance holds with its CUDA graphs (batch buckets 1..128): 8 per
+# H200 took 14,965 MiB against 6,406 MiB for 3, 1.7 GiB each (bench/gpu_model_speed.py,
+# docs/results/mps_h200.md)
+INSTANCE_GIB = 1.7
 MEMORY_SHARE = 0.5  # of the smallest GPU, at most, for the instances: room for the batches' work
 CORES_PER_INSTANCE = 2  # each instance's stub copies inputs on 2 threads (the config's cpu_threads)
 

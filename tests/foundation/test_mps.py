@@ -173,7 +173,8 @@ def test_the_server_ready_line_says_whether_the_server_runs_under_mps() -> None:
         (3, 8, 141.0, 2, 32, 8),  # H200 box of the measurement: 8 per GPU
         (3, 8, 141.0, 4, 64, 8),
         (3, 8, 141.0, 8, 64, 4),  # 64 cores for 8 GPUs: 2 cores per instance
-        (3, 8, 16.0, 4, 64, 6),  # a 16 GiB GPU holds 6 in half its memory
+        (3, 8, 16.0, 4, 64, 4),  # a 16 GiB GPU holds 4 in half its memory
+        (3, 8, 24.0, 2, 32, 7),
         (3, 8, 8.0, 1, 16, 3),  # never below the config's own count
         (3, 8, None, 1, 16, 3),  # GPU memory unknown: the config's own count
         (3, None, 141.0, 1, 16, 3),  # the config asks for no more under MPS
