@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from engine import format as fmt
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
+from engine.analysis.gpu_sharing import sharing_advice, taking_turns
 from engine.analysis.saturation import Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
@@ -153,6 +154,8 @@ def recommend(f: RunFindings) -> list[str]:
         elif finding.kind == "host-cpu":
             out.append("Free the host's CPUs (or run the load generator on another machine) and measure again: "
                        "a CPU-starved host understates what the server can do.")
+    if s.mps is not True:  # the embedded server under MPS: NVML may list its stubs, and they share the GPU
+        out.append(sharing_advice(taking_turns(s.gpu_sharing), bool(s.server.get("embedded"))) or "")
     if f.cost_per_1000_at_peak is not None:
         out.append(
             f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "

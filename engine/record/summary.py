@@ -7,10 +7,12 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
+from engine.analysis.gpu_sharing import MPS_SERVER, STUB, GpuSharing, gpu_sharing
 from engine.events import (
     AllReduceResult,
     BoxCheck,
@@ -133,6 +135,8 @@ class RecordingSummary:
     box_check: BoxCheck | None = None  # the check at the session's start, where it ran
     sweeps: list[SweepRun] = field(default_factory=list)  # those that measured at least one level
     wires: dict[int, WireCeiling] = field(default_factory=dict)  # sweep number -> its wire check (--wire)
+    # Python-backend stubs per GPU and whether an MPS server was there (NVML's process lists)
+    gpu_sharing: list[GpuSharing] = field(default_factory=list)
 
     @property
     def main_sweep(self) -> int | None:
@@ -343,7 +347,26 @@ def summarize(recording: Recording) -> RecordingSummary:
         box_check=box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
         wires=wires,
+        gpu_sharing=_gpu_sharing(recording),
     )
+
+
+def _gpu_sharing(recording: Recording) -> list[GpuSharing]:
+    """From the GPU readings that name a stub or an MPS server (the rest cannot change the
+    answer; SQLite's LIKE finds them without decoding every sample)."""
+    rows = recording.query(
+        "SELECT data FROM events WHERE kind = 'gpu_sample' AND (data LIKE ? OR data LIKE ?)",
+        (f"%{STUB[:15]}%", f"%{MPS_SERVER}%"),
+    )
+    samples = []
+    for (data,) in rows:
+        try:
+            gpus = json.loads(data).get("gpus")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(gpus, list):
+            samples.append([g for g in gpus if isinstance(g, dict)])
+    return gpu_sharing(samples)
 
 
 def _text(value: Any) -> str | None:

@@ -62,6 +62,7 @@ class SyntheticRun:
     client_bound_from: int | None = None  # concurrency from which the client audit says so
     transport: str = "http"  # load.transport
     mps: bool | None = None  # the embedded server under MPS (ServerReady.mps)
+    gpu_processes: list[str] = field(default_factory=list)  # process names NVML lists on each model GPU
     max_batch_size: int = 64
 
 
@@ -198,7 +199,9 @@ def _telemetry(run: SyntheticRun, uuids: list[str], n: int, busy: list[tuple[flo
                        util_gpu=round(min(100.0, 95.0 * load + rng.uniform(0, 3)), 1) if i < n else 0.0,
                        util_mem=round(40.0 * load, 1), mem_used=3_000_000_000 if i < n else 500_000_000,
                        mem_total=16_000_000_000, power_w=round(50 + 250 * load, 1), power_limit_w=320.0,
-                       temp_c=40 + 30 * load, sm_clock_mhz=2500.0, pcie_gen=4, pcie_width=16)
+                       temp_c=40 + 30 * load, sm_clock_mhz=2500.0, pcie_gen=4, pcie_width=16,
+                       processes=[{"pid": 1000 * (i + 1) + j, "name": name, "mem_used": 1 << 30}
+                                  for j, name in enumerate(run.gpu_processes)] if i < n else [])
             for i, u in enumerate(uuids)
         ]
         out.append(GpuSample(ts=t, gpus=gpus, source="nvml", interval_s=step))
