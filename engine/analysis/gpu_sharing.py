@@ -49,6 +49,16 @@ def gpu_sharing(samples: Iterable[list[dict[str, Any]]]) -> list[GpuSharing]:
     return [GpuSharing(i, stubs[i], mps[i]) for i in sorted(stubs)]
 
 
+def reading_sharing(reading: dict[str, Any]) -> GpuSharing | None:
+    """One NVML reading's stubs and MPS server; None where the reading has no process list (a
+    source without one, such as Triton's /metrics) or no index. The recording keeps these per
+    reading (engine/record/gpu_fields.py), and the summary takes their maximum by SQL."""
+    if reading.get("source") != "nvml":
+        return None
+    found = gpu_sharing([[reading]])
+    return found[0] if found else None
+
+
 def taking_turns(sharing: list[GpuSharing]) -> list[GpuSharing]:
     """The GPUs where two or more stubs held a context at once with no MPS server there."""
     return [g for g in sharing if g.stubs >= 2 and not g.mps]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from engine import format as fmt
+from engine.analysis.gpu_sharing import reading_sharing
 
 # what a summary figure is: "mean" over samples (sum / count, so buckets merge exactly) or "max"
 AGGREGATES = ("mean", "max")
@@ -32,6 +34,21 @@ class GpuField:
     csv_header: str | None = None  # perf_analyzer's --collect-metrics column, None: not exported
     csv_scale: float = 1.0
     csv_integer: bool = False
+    # the column's value from a recorded reading (a dict), where it is not the attribute itself
+    derive: Callable[[Mapping[str, Any]], Any] | None = None
+
+    def value(self, reading: Mapping[str, Any]) -> Any:
+        return self.derive(reading) if self.derive is not None else reading.get(self.reading)
+
+
+def _stubs(reading: Mapping[str, Any]) -> int | None:
+    found = reading_sharing(dict(reading))
+    return found.stubs if found else None
+
+
+def _mps_server(reading: Mapping[str, Any]) -> int | None:
+    found = reading_sharing(dict(reading))
+    return int(found.mps) if found else None
 
 
 # Order: perf_analyzer's CSV column order (the table's column order does not matter to readers).
@@ -41,6 +58,10 @@ FIELDS: tuple[GpuField, ...] = (
     GpuField("power_w", "power", "REAL", ("mean", "max"), "mean", "Avg GPU Power Usage"),  # watts
     GpuField("mem_used", "mem_used", "INTEGER", ("max",), "max", "Max GPU Memory Usage", csv_integer=True),  # bytes
     GpuField("mem_total", "mem_total", "INTEGER", ("max",), "max", "Total GPU Memory", csv_integer=True),
+    # from NVML's process list: Python-backend stubs on the GPU, and whether an MPS server held it
+    # (engine/analysis/gpu_sharing.py)
+    GpuField("processes", "python_stubs", "INTEGER", ("max",), "max", derive=_stubs),
+    GpuField("processes", "mps_server", "INTEGER", ("max",), "max", derive=_mps_server),
 )
 BY_COLUMN = {f.column: f for f in FIELDS}
 TIMELINE = BY_COLUMN["util"]  # the report's over-time chart (a field with a "mean" session figure)

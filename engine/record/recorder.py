@@ -227,7 +227,7 @@ class Recorder:
         if event.kind == "gpu_sample":
             conn.executemany(
                 _INSERT_GPU_SAMPLE,
-                [(seq, ts, self._gpu_id(conn, g), *(_num(g.get(f.reading)) for f in gpu_fields.FIELDS))
+                [(seq, ts, self._gpu_id(conn, g), *(_num(f.value(g)) for f in gpu_fields.FIELDS))
                  for g in data.get("gpus") or [] if isinstance(g, dict)],
             )
         elif event.kind == "host_sample":

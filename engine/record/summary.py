@@ -7,12 +7,11 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.gpu_sharing import MPS_SERVER, STUB, GpuSharing, gpu_sharing
+from engine.analysis.gpu_sharing import GpuSharing
 from engine.events import (
     AllReduceResult,
     BoxCheck,
@@ -347,26 +346,16 @@ def summarize(recording: Recording) -> RecordingSummary:
         box_check=box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
         wires=wires,
-        gpu_sharing=_gpu_sharing(recording),
+        gpu_sharing=_gpu_sharing(gpus),
     )
 
 
-def _gpu_sharing(recording: Recording) -> list[GpuSharing]:
-    """From the GPU readings that name a stub or an MPS server (the rest cannot change the
-    answer; SQLite's LIKE finds them without decoding every sample)."""
-    rows = recording.query(
-        "SELECT data FROM events WHERE kind = 'gpu_sample' AND (data LIKE ? OR data LIKE ?)",
-        (f"%{STUB[:15]}%", f"%{MPS_SERVER}%"),
-    )
-    samples = []
-    for (data,) in rows:
-        try:
-            gpus = json.loads(data).get("gpus")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(gpus, list):
-            samples.append([g for g in gpus if isinstance(g, dict)])
-    return gpu_sharing(samples)
+def _gpu_sharing(gpus: list[GpuSummary]) -> list[GpuSharing]:
+    """Per GPU, the most Python-backend stubs seen at once and whether an MPS server held it:
+    the session maxima of the gpu_samples columns (gpu_fields.FIELDS); none for a recording
+    made before those columns, or a source without process lists."""
+    return [GpuSharing(g.index, int(stubs), bool(g.stats.get("mps_server_max")))
+            for g in gpus if g.index is not None and (stubs := g.stats.get("python_stubs_max")) is not None]
 
 
 def _text(value: Any) -> str | None:

@@ -49,8 +49,9 @@ def find_control() -> str | None:
 def choose(setting: str, gpus: int, control: str | None) -> MpsChoice:
     """Whether the embedded server runs under MPS. ``gpus``: GPUs the model has instances on
     (0: a CPU variant). "on" that cannot be honoured is bad input (UserError); "auto" uses MPS
-    where it can: the gain above holds for every transport measured (the same figures, http
-    and system_shm included, are in docs/results/mps_h200.md)."""
+    where it can, whatever the transport: over CUDA shared memory it gains as above; over HTTP
+    and system shared memory it moved the figures by -8 % to +6 % with no consistent sign, and
+    the 8 instances per GPU it allows double HTTP (docs/results/mps_h200.md)."""
     if setting not in SETTINGS:
         raise UserError(f"server.mps: expected one of {', '.join(SETTINGS)}, found {setting!r}")
     if setting == "off":
@@ -87,14 +88,10 @@ def instances_under_mps(authored: int, wanted: int | None, gpu_gib: float | None
     return max(authored, min(wanted, fits))
 
 
-def client_environment(folder: Path) -> dict[str, str]:
-    """What a process needs in its environment to be a client of the daemon in ``folder``."""
-    return {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
-
-
 def prepare_folder(folder: Path) -> dict[str, str]:
-    """Make the daemon's pipe and log folders; its environment (the clients' too)."""
-    env = client_environment(folder)
+    """Make the daemon's pipe and log folders; the environment that makes a process the
+    daemon's, or its client."""
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     for path in env.values():
         os.makedirs(path, exist_ok=True)
     return env
