@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from bench.load_pa_setup import SetupError, ensure_perf_analyzer  # noqa: E402
 from bench.load_sched import SchedWatcher  # noqa: E402
 from engine.events import LevelResult  # noqa: E402
-from engine.frontend import SpreadWatch, listener_pid  # noqa: E402
+from engine.http_threads import SpreadWatch, listener_pid  # noqa: E402
 from engine.load.http1 import parse_endpoint  # noqa: E402
 from engine.load.sweep import run_sweep  # noqa: E402
 from engine.load.target import Target, describe_target  # noqa: E402
@@ -144,7 +144,7 @@ class RunAccount:
 
 class FrontendSampler(threading.Thread):
     """Which of the (local) server's HTTP threads hold the tool's connections during a run
-    (engine/frontend.py): the same reading for both tools, so a difference in throughput can be
+    (engine/http_threads.py): the same reading for both tools, so a difference in throughput can be
     set beside a difference in spread. ``level``: pictures with more connections than that
     (plus the statistics poller's) are our engine's spares, opened and closed before T0."""
 

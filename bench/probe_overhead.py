@@ -121,7 +121,7 @@ def run_bare(args: argparse.Namespace) -> float:
 
 def run_probe_once(args: argparse.Namespace) -> float:
     from engine.events import Error
-    from engine.probe.runner import run_probe
+    from engine.probe.orchestrate import run_probe
     from engine.profiles import Probe
 
     settings = Probe(models=[args.model], strategies=["ddp"], batch_sizes=[args.batch], world_sizes=[args.world_size],

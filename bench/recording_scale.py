@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.events import event_from_dict  # noqa: E402
 from engine.record.compare import compare, render_compare  # noqa: E402
-from engine.record.export import export  # noqa: E402
+from engine.record.exporters import export  # noqa: E402
 from engine.record.reader import Recording  # noqa: E402
 from engine.record.recorder import Recorder, to_json  # noqa: E402
-from engine.record.replay import ReplaySource  # noqa: E402
+from engine.record.replay_source import ReplaySource  # noqa: E402
 from engine.record.schema import DDL  # noqa: E402
 from engine.record.synthetic import SyntheticRun, synthetic_session  # noqa: E402
 

@@ -109,7 +109,7 @@ class Session(EventSource):
         self._redactor = Redactor(profile_secrets(profile))
         self._fatal_error: str | None = None  # the first fatal error published by any part
         self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
-        self._frontend: Any = None  # engine.frontend.SpreadWatch while a sweep runs
+        self._http_threads: Any = None  # engine.http_threads.SpreadWatch while a sweep runs
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
         self._cancelled = False
@@ -456,31 +456,31 @@ class Session(EventSource):
         self._probe_stop.set()
         self._wake()
 
-    async def _watch_frontend(self, target: Any) -> None:
+    async def _watch_http_threads(self, target: Any) -> None:
         """The embedded server only: sample which HTTP thread holds each of our connections
-        (engine/frontend.py), per level; _sweep_publish judges it at the level's end."""
-        from engine.frontend import SpreadWatch, child_named
+        (engine/http_threads.py), per level; _sweep_publish judges it at the level's end."""
+        from engine.http_threads import SpreadWatch, child_named
 
         server = self._server
         pid = child_named(server.pid, "tritonserver") if server is not None and server.pid else None
         if pid is None:
             return
         port = int(target.http_url.rsplit(":", 1)[1].split("/")[0])
-        self._frontend = SpreadWatch(pid, port)
+        self._http_threads = SpreadWatch(pid, port)
         while True:
             await asyncio.sleep(FRONTEND_SAMPLE_S)
-            watch = self._frontend
+            watch = self._http_threads
             if watch is not None:
                 await asyncio.to_thread(watch.sample)
 
     def _sweep_publish(self, event: ev.Event) -> None:
         """The level cut short by the server's death failed (it was not stopped by the user).
         At each level's start and end, the server's HTTP-thread spread of our connections."""
-        watch = self._frontend
+        watch = self._http_threads
         if watch is not None and isinstance(event, ev.LevelStarted):
             watch.reset()
         elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners:
-            from engine.frontend import http_thread_count, uneven
+            from engine.http_threads import http_thread_count, uneven
 
             opened = int(event.level) if not mode_of(event.mode).open_loop else 0
             finding = uneven(watch.per_thread(), http_thread_count(watch.threads.pid), opened)
@@ -551,13 +551,13 @@ class Session(EventSource):
             target, info = self._late_target
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{self.profile.load.mode} sweep on {target.model}"))
         gpus = self._server.prepared.gpus if self._server is not None and self._server.prepared else ()
-        watcher = asyncio.create_task(self._watch_frontend(target))
+        watcher = asyncio.create_task(self._watch_http_threads(target))
         try:
             results = await run_sweep(target, info, self.profile.load, self._sweep_publish, self._sweep_stop,
                                       more_levels=self.options.more_levels, gpus=tuple(gpus))
         finally:
             watcher.cancel()
-            self._frontend = None
+            self._http_threads = None
         load = self.profile.load
         planned = len(mode_of(load.mode).levels(load))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
@@ -630,7 +630,7 @@ class Session(EventSource):
         self._publish(ev.PhaseChanged(phase="wire check done", detail=found.line))
 
     async def _probe(self) -> None:
-        from engine.probe.runner import run_allreduce_sweep, run_probe
+        from engine.probe.orchestrate import run_allreduce_sweep, run_probe
 
         settings = self.profile.probe
         self._probe_stop.clear()

@@ -55,7 +55,7 @@ def recording_candidates(folder: Path = Path("recordings")) -> list[Path]:
 
 def open_replay(path: Path) -> Any:
     """A replay source for a recording (engine/record); its errors are UserErrors."""
-    from engine.record.replay import ReplaySource
+    from engine.record.replay_source import ReplaySource
 
     return ReplaySource(path)
 
@@ -336,7 +336,7 @@ class GpuscaleApp(App[int]):
     def _export(self, path: Path, fmt: str) -> None:
         def work() -> None:
             try:
-                from engine.record.export import export
+                from engine.record.exporters import export
                 from engine.record.reader import Recording
 
                 out = export(Recording.open(path), fmt, path.parent)

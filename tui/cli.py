@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a recording: json, csv (perf_analyzer columns), md, html")
     p.add_argument("file", type=Path, help="a recording (.sqlite)")
-    from engine.record.export import (
+    from engine.record.exporters import (
         EXPORTERS,  # here, not at import: main() checks the Python first
     )
 
@@ -311,8 +311,8 @@ def _ask_on_terminal(message: str) -> bool:
 def _cmd_study(args: argparse.Namespace) -> int:
     from engine.analysis.slo import parse_slo
     from engine.profiles import load_profile
-    from engine.study.plan import parse_variants
-    from engine.study.runner import StudySource
+    from engine.study.study_source import StudySource
+    from engine.study.variants import parse_variants
 
     profile = load_profile(args.profile, args.overrides)
     slo = parse_slo(args.slo) if args.slo is not None else None
@@ -336,7 +336,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
 def _study_reports(study, say) -> list[str]:  # noqa: ANN001 - a StudySource, a print-like callable
     """Markdown and HTML reports beside the index, and the short table for the terminal."""
     from engine.study.figures import study_figures
-    from engine.study.report import build_study_doc, export_study
+    from engine.study.study_report import build_study_doc, export_study
 
     if study.index_path is None or study.index is None or not study.index.finished:
         return []
@@ -382,11 +382,11 @@ REPLAY_IDLE_S = 5.0  # headless replay of a file without an end: a live writer c
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from engine.record.replay import ReplaySource
+    from engine.record.replay_source import ReplaySource
     from engine.study.index import is_index
 
     if is_index(args.file):
-        from engine.study.replay import StudyReplaySource
+        from engine.study.study_replay import StudyReplaySource
 
         study = StudyReplaySource(args.file, speed=None if args.headless else args.speed)
         if args.headless:
@@ -415,7 +415,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from engine.record.export import export
+    from engine.record.exporters import export
     from engine.record.reader import Recording
     from engine.study.index import is_index
 
@@ -423,7 +423,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if is_index(args.file):  # a study: one report for all its configs; data per recording
         from engine.study.figures import study_figures
         from engine.study.index import read_index, recording_paths
-        from engine.study.report import export_study
+        from engine.study.study_report import export_study
 
         for fmt in dict.fromkeys(args.format):
             if fmt in ("md", "html"):
@@ -467,7 +467,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     gates = merge_gates(Gates(), min_throughput=args.min_throughput, max_p99_ms=parse_p99_gates(args.max_p99),
                         min_efficiency=args.min_efficiency)
     from engine.record.compare import compare, render_compare
-    from engine.record.export import export_compare
+    from engine.record.exporters import export_compare
     from engine.record.reader import Recording
 
     costs = _parse_costs(args.cost)
@@ -498,7 +498,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
-    from engine.server.export import export_onnx
+    from engine.server.onnx_export import export_onnx
 
     path = export_onnx(args.arch, args.out, weights=args.weights, opset=args.opset, model_name=args.arch)
     note = "OpenCLIP weights" if args.weights else "random weights (throughput does not depend on weight values)"

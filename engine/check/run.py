@@ -67,7 +67,7 @@ def run_measure_child(timeout_s: float = MEASURE_TIMEOUT_S) -> dict[str, Any]:
 def run_allreduce(world_size: int, stop: threading.Event | None = None) -> tuple[float | None, int | None, str | None]:
     """(peak busbw GB/s, its size, why there is none) over NCCL, through the probe's launcher."""
     from engine.events import AllReduceResult, Error
-    from engine.probe.runner import run_allreduce_sweep
+    from engine.probe.orchestrate import run_allreduce_sweep
 
     errors: list[str] = []
 

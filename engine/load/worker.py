@@ -477,7 +477,7 @@ class Worker:
         waiting in its pipe (read from the tritonserver binary). A thread that holds a third of
         the connections reads every request body of them, and caps the server below what its
         GPUs do; neither Triton's statistics (its timer starts after the body is read) nor the
-        client can see why (engine/frontend.py shows where each connection sits).
+        client can see why (engine/http_threads.py shows where each connection sits).
         - Connections that arrive apart find the first thread idle again, and pile onto it. That
           is what asyncio's connects are, one await apart, whether one at a time or gathered.
         - A few connections that arrive together are accepted in one batch by the listener,

@@ -14,7 +14,7 @@ from engine.analysis.scaling import scaling_efficiency, speedup
 from engine.analysis.stats import is_significant, summarize, welch_from_summaries
 from engine.events import AllReduceResult, ProbeResult
 from engine.probe.bandwidth import allreduce_row, link_limit
-from engine.probe.plan import AllReduceJob, TrainJob
+from engine.probe.jobs import AllReduceJob, TrainJob
 
 BaselineKey = tuple[str, str, int]  # model, precision, batch (per device = global at world size 1)
 

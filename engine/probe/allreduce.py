@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 
 from engine.probe.bandwidth import iterations_for, sweep_sizes
+from engine.probe.jobs import AllReduceJob
 from engine.probe.nvml_device import link_facts
-from engine.probe.plan import AllReduceJob
 from engine.probe.training import RankContext
 
 WARMUP_OPS = 5

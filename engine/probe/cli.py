@@ -155,8 +155,8 @@ def _under_torchrun() -> bool:
 def run_torchrun_rank(settings: Probe, args: argparse.Namespace, out: Output | None) -> None:
     """This process is one rank that torchrun started; rank 0 (out is not None) reports."""
     from engine.probe.aggregate import Baselines
-    from engine.probe.plan import AllReduceJob, Job, job_to_dict, plan_training
-    from engine.probe.runner import ResultCollector, resolve_device, validate_models
+    from engine.probe.jobs import AllReduceJob, Job, job_to_dict, plan_training
+    from engine.probe.orchestrate import ResultCollector, resolve_device, validate_models
     from engine.probe.worker import force_env, init_rank, run_jobs
 
     force_env()
@@ -213,7 +213,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         else:
             if args.baseline:
                 raise UserError("--baseline is for torchrun runs; a local run measures world size 1 itself")
-            from engine.probe.runner import run_probe
+            from engine.probe.orchestrate import run_probe
 
             stop = threading.Event()
             assert out is not None  # not under torchrun: this process is rank 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.probe.plan import Job, job_to_dict
+from engine.probe.jobs import Job, job_to_dict
 from engine.probe.worker import DEVICE_ENV, FORCED_ENV, STORE_ENV, THREADS_ENV, TIMEOUT_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

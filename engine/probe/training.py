@@ -22,9 +22,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from engine.probe.jobs import TrainJob
 from engine.probe.models import build_model, count_params
 from engine.probe.nvml_device import UtilizationSampler
-from engine.probe.plan import TrainJob
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -78,7 +78,7 @@ def run_jobs(jobs: list[dict[str, Any]], ctx, emit: Emit, state: dict[str, Any] 
     import torch.distributed as dist
 
     from engine.probe.allreduce import run_allreduce_job
-    from engine.probe.plan import TrainJob, job_from_dict
+    from engine.probe.jobs import TrainJob, job_from_dict
     from engine.probe.training import preload, run_train_job
 
     preload({str(d.get("strategy")) for d in jobs})

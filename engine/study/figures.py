@@ -17,7 +17,7 @@ from engine.record.findings import RunFindings, analyze
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.index import StudyIndex, read_index, recording_paths
-from engine.study.plan import variant_order, variant_units
+from engine.study.variants import variant_order, variant_units
 
 ENERGY_SOURCES = {"nvml": "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption)",
                   "triton": "Triton's nv_energy_consumption (/metrics)"}

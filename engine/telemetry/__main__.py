@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from engine.errors import UserError
 from engine.events import Event
-from engine.telemetry.report import TelemetrySummary
+from engine.telemetry.run_summary import TelemetrySummary
 from engine.telemetry.sampler import MIN_INTERVAL_S, TelemetrySampler
 from engine.telemetry.triton_metrics import TRITON_GPU_REFRESH_S
 

@@ -16,7 +16,7 @@ from engine.load.http1 import parse_endpoint
 from engine.load.request import prepare_request, request_shapes
 from engine.load.target import Target, describe_target
 from engine.server.embedded import EmbeddedServer
-from engine.server.export import _load_vit_module
+from engine.server.onnx_export import _load_vit_module
 
 pytestmark = pytest.mark.server
 VIT_ITEM = 3 * 224 * 224

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.errors import UserError
-from engine.server.export import _load_vit_module, export_onnx
+from engine.server.onnx_export import _load_vit_module, export_onnx
 
 pytestmark = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
 

@@ -10,7 +10,7 @@ from engine.probe.aggregate import (
     run_times,
     train_results,
 )
-from engine.probe.plan import AllReduceJob, TrainJob, View
+from engine.probe.jobs import AllReduceJob, TrainJob, View
 
 
 def _job(ws: int, strategy: str, views: list[View], per_device: int = 10) -> TrainJob:

@@ -90,7 +90,7 @@ def test_needs_two_recordings(scaling_study: list[Path]) -> None:
 
 
 def test_export_compare_follows_the_path_rules(scaling_study: list[Path], tmp_path: Path) -> None:
-    from engine.record.export import export_compare
+    from engine.record.exporters import export_compare
 
     c = compare(_open(scaling_study))
     first = export_compare(c, "md", tmp_path)
@@ -186,7 +186,7 @@ def test_runs_over_different_transports_are_compared_with_a_warning(tmp_path: Pa
     notes = "\n".join(c.notes)
     assert "transport differs: " in notes and "cuda_shm" in notes and "http" in notes
     assert not any("transport" in m for m in c.mismatches)  # comparing the paths is a purpose, not an error
-    from engine.record.export import export
+    from engine.record.exporters import export
 
     with Recording.open(shm) as rec:
         report = Path(export(rec, "md", tmp_path)).read_text()
@@ -223,7 +223,7 @@ def test_runs_with_and_without_mps_are_compared_with_a_warning_and_the_report_sa
     same = compare(_open([shared, make_recording(tmp_path, "mps2.sqlite", SyntheticRun(
         variant="1x", gpu_count=1, profile_name="1x_rtx4080", mps=True, seed=1))]))
     assert not any("GPU sharing" in n for n in same.notes)
-    from engine.record.export import export
+    from engine.record.exporters import export
 
     with Recording.open(shared) as rec:
         report = Path(export(rec, "md", tmp_path)).read_text()

@@ -21,8 +21,8 @@ from engine.events import (
     event_from_dict,
 )
 from engine.profiles import Hardware, Load, Profile
-from engine.record.export import export
 from engine.record.export_csv import COLUMNS
+from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.synthetic import record_events
 
@@ -156,7 +156,7 @@ def test_a_cpu_only_run_is_not_told_the_gpus_are_the_limit(tmp_path: Path) -> No
     from engine.profiles import Model
     from engine.record.doc import to_markdown
     from engine.record.findings import analyze
-    from engine.record.report import build_report
+    from engine.record.recording_report import build_report
 
     profile = Profile(name="local", hardware=Hardware(gpu_count=0), model=Model(name="vit_tiny", variant="cpu"),
                       load=Load(concurrency=[1, 8]))
@@ -228,7 +228,7 @@ def test_one_sweep_reports_carry_no_sweep_column(hand_recording: Path, tmp_path:
 
 
 def test_the_cli_and_the_export_dialog_read_the_one_exporter_registry() -> None:
-    from engine.record.export import EXPORTERS
+    from engine.record.exporters import EXPORTERS
     from tui.cli import build_parser
     from tui.screens.dialogs import EXPORT_FORMATS as dialog_formats
 

@@ -12,7 +12,7 @@ from engine.record.doc import to_markdown
 from engine.record.export_csv import levels_csv
 from engine.record.gpu_fields import FIELDS, REPORT_COLUMNS, TIMELINE
 from engine.record.reader import Recording
-from engine.record.report import build_report
+from engine.record.recording_report import build_report
 
 
 def test_every_field_reads_a_gpu_reading_attribute() -> None:

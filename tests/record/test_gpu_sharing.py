@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.analysis.gpu_sharing import GpuSharing, gpu_sharing, sharing_advice, taking_turns
-from engine.record.export import export
+from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.summary import summarize
 from engine.record.synthetic import SyntheticRun

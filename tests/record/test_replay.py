@@ -9,7 +9,7 @@ from engine.errors import UserError
 from engine.events import Event, ReplayReset, SessionEnded, Warning
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
-from engine.record.replay import ReplaySource, due_in
+from engine.record.replay_source import ReplaySource, due_in
 from engine.record.synthetic import synthetic_session
 
 

@@ -33,7 +33,7 @@ from engine.format import body_size
 from engine.record.doc import to_markdown
 from engine.record.findings import analyze, recommend
 from engine.record.reader import Recording
-from engine.record.report import build_report
+from engine.record.recording_report import build_report
 from engine.record.summary import summarize
 from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
 from tests.record.test_bottleneck import ev, sweep

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from engine.errors import UserError
 from engine.record.compare import compare, render_compare
-from engine.record.export import export
+from engine.record.exporters import export
 from engine.record.reader import Recording
-from engine.record.replay import ReplaySource
+from engine.record.replay_source import ReplaySource
 from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
 from tui.headless import HeadlessPrinter
 

@@ -308,7 +308,7 @@ def test_headless_replay_ends_also_without_a_terminal(recording, tmp_path):
 def test_replay_of_a_crashed_recording_keeps_the_recordings_clock(recording, tmp_path):
     """Replay's own notices (no end yet, gave up) carry the recording's time, not today's: the
     screen's elapsed time stays that of the recording (not the months since it was made)."""
-    from engine.record.replay import ReplaySource
+    from engine.record.replay_source import ReplaySource
     from tui.state import SessionState
 
     crashed = tmp_path / "crashed.sqlite"

@@ -9,7 +9,7 @@ from engine.events import GpuSample
 from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
 from engine.study.figures import study_figures
 from engine.study.index import StudyIndex, VariantRun, write_index
-from engine.study.report import render_study
+from engine.study.study_report import render_study
 
 
 def _with_energy(events):

@@ -12,7 +12,7 @@ from engine.server.repository import REPOSITORY_ROOT, variant_files
 from engine.study.index import StudyIndex, VariantRun, read_index, recording_paths, write_index
 from engine.study.model_control import override_for
 from engine.study.pbtxt import pbtxt_to_json
-from engine.study.plan import parse_variants, plan_variants, variant_units
+from engine.study.variants import parse_variants, plan_variants, variant_units
 from tui.study_state import StudyState, time_left
 
 

@@ -19,7 +19,7 @@ from engine.server.embedded import EmbeddedServer
 from engine.study.figures import study_figures
 from engine.study.index import read_index, recording_paths
 from engine.study.model_control import current_config
-from engine.study.runner import StudySource
+from engine.study.study_source import StudySource
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

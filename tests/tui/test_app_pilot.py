@@ -188,7 +188,7 @@ async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) 
     opened: list[Path] = []
 
     def opener(path: Path) -> FakeReplay:
-        from engine.record.replay import ReplaySource
+        from engine.record.replay_source import ReplaySource
 
         opened.append(path)
         return ReplaySource(path, speed=None, linger=False)
@@ -234,7 +234,7 @@ async def test_stop_sources_stops_and_joins_the_source() -> None:
 
 
 async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -> None:
-    from engine.record.replay import ReplaySource
+    from engine.record.replay_source import ReplaySource
 
     source = ReplaySource(recording, speed=None)  # as fast as possible, then lingers for seeking
     app = GpuscaleApp(replay=source)
@@ -288,7 +288,7 @@ async def test_the_command_palette_offers_start_stop_and_probe() -> None:
 async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
     """Issue 16.4: three `right` in one burst seek 30 s, three `]` advance three levels, even
     before the replay thread has caught up with the first (here it has not started at all)."""
-    from engine.record.replay import ReplaySource
+    from engine.record.replay_source import ReplaySource
 
     source = ReplaySource(recording, speed=1.0, paused=True)
     app = GpuscaleApp(replay=source)

@@ -17,7 +17,7 @@ from engine.probe.table import allreduce_table, probe_table
 from engine.record.doc import to_html, to_markdown, to_text
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
-from engine.record.report import build_report
+from engine.record.recording_report import build_report
 from engine.record.summary import summarize
 from tests.tui.synthetic import session_events
 from tui import tables

@@ -12,7 +12,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from engine.record.export import EXPORTERS
+from engine.record.exporters import EXPORTERS
 
 EXPORT_FORMATS = tuple((name, exporter.description) for name, exporter in EXPORTERS.items())
 

@@ -18,8 +18,8 @@ from typing import Any
 from engine.errors import UserError
 from engine.events import AllReduceResult, Error, Event, PhaseChanged, ProbeResult, Warning
 from engine.probe.aggregate import Baselines, allreduce_result, train_results
+from engine.probe.jobs import AllReduceJob, Job, TrainJob, plan_training
 from engine.probe.launcher import LaunchOutcome, launch_group
-from engine.probe.plan import AllReduceJob, Job, TrainJob, plan_training
 from engine.profiles import Probe
 
 Publish = Callable[[Event], None]

@@ -1,6 +1,6 @@
 """Planning: which measurements a probe profile asks for."""
 
-from engine.probe.plan import AllReduceJob, View, job_from_dict, job_to_dict, plan_training
+from engine.probe.jobs import AllReduceJob, View, job_from_dict, job_to_dict, plan_training
 from engine.profiles import Probe
 
 

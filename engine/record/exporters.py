@@ -16,7 +16,7 @@ from engine.record.export_csv import levels_csv
 from engine.record.export_json import write_json
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.reader import Recording
-from engine.record.report import build_report
+from engine.record.recording_report import build_report
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from engine.study.model_control import (
     load_variant,
     variant_sources,
 )
-from engine.study.plan import plan_variants
+from engine.study.variants import plan_variants
 
 Ask = Callable[[str], bool]  # shows a request to a person, True when they are ready, False to stop
 

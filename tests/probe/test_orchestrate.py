@@ -7,7 +7,7 @@ import pytest
 
 from engine.errors import UserError
 from engine.events import AllReduceResult, Error, PhaseChanged, ProbeResult, Warning
-from engine.probe.runner import run_allreduce_sweep, run_probe
+from engine.probe.orchestrate import run_allreduce_sweep, run_probe
 from engine.profiles import Probe
 from tests.probe.conftest import FIXTURES
 

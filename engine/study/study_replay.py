@@ -9,7 +9,7 @@ from pathlib import Path
 from engine import events as ev
 from engine.bus import EventBus
 from engine.record.reader import Recording
-from engine.record.replay import ReplaySource
+from engine.record.replay_source import ReplaySource
 from engine.source import EventSource
 from engine.study.index import read_index, recording_paths
 

@@ -1,4 +1,4 @@
-"""The embedded server's HTTP-thread spread of our connections (engine/frontend.py)."""
+"""The embedded server's HTTP-thread spread of our connections (engine/http_threads.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.events import LevelStarted
-from engine.frontend import (
+from engine.http_threads import (
     SpreadWatch,
     child_named,
     http_thread_count,
