@@ -75,7 +75,7 @@ def test_stager_copies_each_input_once_into_consecutive_rows():
     assert stager.stage(inputs) == 6
     torch.testing.assert_close(stager.device[:6], torch.cat(inputs))
     assert bool((stager.device[6:] == -1.0).all())
-    assert stager.copies == {"host": 3, "h2d": 0, "d2d": 0, "peer": 0}
+    assert stager.copies == {"host": 3, "h2d": 0, "d2d": 0}
     assert stager.device is stager.host  # on the CPU the model reads the host buffer itself
 
 
@@ -110,15 +110,3 @@ def test_runner_rejects_unknown_modes_and_short_buckets():
         vb.Runner(torch.nn.Identity(), stager, (8,), torch.float32, mode="tensorrt")
     with pytest.raises(ValueError, match="below the staging capacity"):
         vb.Runner(torch.nn.Identity(), stager, (1, 4), torch.float32)
-
-
-def test_stager_hands_inputs_on_another_device_to_the_peer_copier():
-    # "meta" stands in for another GPU: not the host, not the staging buffer's device
-    seen = []
-    stager = vb.Stager(8, (2, 3), torch.device("cpu"), peer_copy=lambda dst, src: seen.append((dst.shape, src.device.type)))
-    local = torch.ones((2, 2, 3))
-    elsewhere = torch.empty((3, 2, 3), device="meta")
-    assert stager.stage([local, elsewhere]) == 5
-    assert seen == [(torch.Size([3, 2, 3]), "meta")]
-    assert stager.copies == {"host": 1, "h2d": 0, "d2d": 0, "peer": 1}
-    torch.testing.assert_close(stager.device[:2], local)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 
 
 def make_recording(directory: Path, name: str = "run.sqlite", run: SyntheticRun | None = None) -> Path:

@@ -6,7 +6,7 @@ import pytest
 from engine.errors import UserError
 from engine.record.compare import compare, render_compare
 from engine.record.reader import Recording
-from engine.record.synthetic import SyntheticRun
+from tests.record.synthetic_recordings import SyntheticRun
 
 from .conftest import make_recording
 
@@ -127,7 +127,7 @@ def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int 
         SweepFinished,
     )
     from engine.profiles import Hardware, Load, Model, Profile
-    from engine.record.synthetic import record_events
+    from tests.record.synthetic_recordings import record_events
 
     profile = Profile(name="hand", hardware=Hardware(gpu_model="A100", gpu_count=1), model=Model(variant="1x"),
                       load=Load(concurrency=[int(lv) for lv, _, _ in levels]))

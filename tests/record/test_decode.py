@@ -17,7 +17,7 @@ from engine.events import (
     event_from_dict,
     event_kinds,
 )
-from engine.record.synthetic import SyntheticRun, synthetic_session
+from tests.record.synthetic_recordings import SyntheticRun, synthetic_session
 
 KINDS_AT_WRITING = {
     "session_started", "session_ended", "phase", "server_ready", "server_stopped", "level_started", "window",

@@ -24,7 +24,7 @@ from engine.profiles import Hardware, Load, Profile
 from engine.record.export_csv import COLUMNS
 from engine.record.exporters import export
 from engine.record.reader import Recording
-from engine.record.synthetic import record_events
+from tests.record.synthetic_recordings import record_events
 
 PERF_ANALYZER_HEADER = (
     "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"

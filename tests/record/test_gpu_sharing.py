@@ -9,7 +9,7 @@ from engine.analysis.gpu_sharing import GpuSharing, gpu_sharing, sharing_advice,
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.summary import summarize
-from engine.record.synthetic import SyntheticRun
+from tests.record.synthetic_recordings import SyntheticRun
 
 from .conftest import make_recording
 

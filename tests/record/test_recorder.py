@@ -24,7 +24,7 @@ from engine.profiles import Profile, Server
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA
-from engine.record.synthetic import synthetic_session
+from tests.record.synthetic_recordings import synthetic_session
 
 REPO = Path(__file__).resolve().parents[2]
 

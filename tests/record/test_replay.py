@@ -10,7 +10,7 @@ from engine.events import Event, ReplayReset, SessionEnded, Warning
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
 from engine.record.replay_source import ReplaySource, due_in
-from engine.record.synthetic import synthetic_session
+from tests.record.synthetic_recordings import synthetic_session
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

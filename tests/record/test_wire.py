@@ -35,7 +35,7 @@ from engine.record.findings import analyze, recommend
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from engine.record.summary import summarize
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.record.test_bottleneck import ev, sweep
 
 VIT_ITEM = 3 * 224 * 224 * 4  # 602,112 bytes
