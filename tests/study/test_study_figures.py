@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 
 from engine.events import GpuSample
-from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from engine.study.figures import study_figures
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
+from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 
 
 def _with_energy(events):
