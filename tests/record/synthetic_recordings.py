@@ -1,7 +1,7 @@
 """Synthetic sessions: the events a run would publish, made up from a simple queueing model.
 
-For tests of the recording machinery only: every figure here is
-invented by the model below, so nothing built from it may be presented as a measurement.
+For tests of the recording machinery only: every figure here is invented by the model below,
+so nothing built from it may be presented as a measurement.
 Closed loop at concurrency c against a server of capacity C images/s with base latency L0:
 throughput X = min(c / L0, C) (Little's law below saturation), latency = c / X.
 """
