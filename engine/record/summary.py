@@ -51,6 +51,7 @@ class RecordedEvents(Protocol):
 
     def event_counts(self) -> dict[str, int]: ...
 
+
 TIMELINE_POINTS = 600  # per GPU: enough for a chart, small enough for an HTML file
 _TELEMETRY_KINDS = ("gpu_sample", "host_sample")  # summarised from their index tables
 _DECODED_KINDS = ("level_result", "sweep_finished", "probe_result", "allreduce_result", "topology", "box_check",
