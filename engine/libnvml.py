@@ -13,7 +13,6 @@ the probe and the embedded server reach NVML the same way.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,9 +26,10 @@ class NvmlMissing(ImportError):
 
 def _pynvml() -> Any:
     try:
-        return importlib.import_module("pynvml")
+        import pynvml
     except ImportError:
         raise NvmlMissing("nvidia-ml-py (pynvml) is not installed") from None
+    return pynvml
 
 
 def binding() -> Any:

@@ -1,7 +1,9 @@
 """A stand-in for pynvml, for unit tests of the NVML reader's logic only (units, rates,
 degradation, topology rules) on a machine without a GPU. It mirrors pynvml's call shapes and
-raises pynvml's own NVMLError classes; the real library is exercised on the GPU box
-(tests/telemetry/gpu_run.py) and its no-driver path on this one (test_nvml_absent.py)."""
+raises pynvml's own NVMLError classes (constants and errors come through engine/libnvml.py, as
+everything of NVML does); ``libnvml.stand_in(FakeNvml(...))`` puts it behind every NVML user.
+The real library is exercised on the GPU box (tests/telemetry/gpu_run.py) and its no-driver
+path on this one (test_sampler.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import pynvml
+from engine import libnvml as pynvml  # pynvml's constants, error classes and structures
 
 ALL_LINKS = 0xFFFFFFFF
 
@@ -112,6 +114,9 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return "570.00"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return 12080
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)
