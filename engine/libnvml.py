@@ -121,7 +121,7 @@ def query(nv: Any, fn_name: str, *args: Any) -> Any:
 
 def const(nv: Any, name: str, default: int) -> int:
     """An NVML constant as a plain int. nvidia-ml-py 13 defines some as 1-tuples ``(0,)``,
-    which ctypes cannot pass as an argument."""
+    which ctypes cannot pass as an argument (docs/results/telemetry_notes.md)."""
     value = getattr(nv, name, default)
     return int(value[0] if isinstance(value, tuple) else value)
 

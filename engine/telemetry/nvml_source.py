@@ -12,7 +12,9 @@ from engine.telemetry.topology import read_topology
 
 class NvmlSource(GpuSource):
     name = "nvml"
-    read_at_stop = True  # the energy counter read after the last level's end: its J/image needs it
+    # the energy counter read after the last level's end: its J/image needs it
+    # (docs/results/telemetry_notes.md)
+    read_at_stop = True
     enumerates_gpus = True
 
     def __init__(self, interval_s: float) -> None:
