@@ -69,7 +69,7 @@ class TelemetrySampler:
         sources = registry.GPU_SOURCES.sources(self.settings)
         for source in sources:
             if not source.interval_s >= MIN_INTERVAL_S:
-                raise UserError(f"telemetry source {source.name}: interval must be at least {MIN_INTERVAL_S} s")
+                raise UserError(f"telemetry source {source.name}: interval must be at least {MIN_INTERVAL_S} s, got {source.interval_s}")
         identity = GpuIdentity(sum(1 for s in sources if s.enumerates_gpus))
         targets: list[tuple[str, Callable[[], None]]] = [("telemetry-host", self._host_loop)]
         for source in sources:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.errors import UserError
 from engine.events import GpuReading, GpuSample, HostSample, Warning
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
@@ -118,3 +119,14 @@ def test_names_are_unique_in_the_registry():
     assert GPU_SOURCES.names()[:2] == ["nvml", "triton"]
     with pytest.raises(ValueError, match="already registered"):
         GPU_SOURCES.register("nvml", lambda settings: None)
+
+
+def test_a_source_faster_than_the_sampler_allows_is_a_user_error(fixed_sources):
+    fast = FixedSource()
+    fast.interval_s = 0.01
+    GPU_SOURCES.unregister("fixed")
+    GPU_SOURCES.register("fixed", lambda settings: fast)
+    sampler = TelemetrySampler(lambda e: None, use_nvml=False)
+    with pytest.raises(UserError, match="telemetry source fixed: interval must be at least") as info:
+        sampler.start()
+    assert "\n" not in str(info.value) and not sampler.running
