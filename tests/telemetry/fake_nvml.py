@@ -1,7 +1,9 @@
 """A stand-in for pynvml, for unit tests of the NVML reader's logic only (units, rates,
 degradation, topology rules) on a machine without a GPU. It mirrors pynvml's call shapes and
-raises pynvml's own NVMLError classes; the real library is exercised on the GPU box
-(tests/telemetry/gpu_run.py) and its no-driver path on this one (test_nvml_absent.py)."""
+raises pynvml's own NVMLError classes (constants and errors come through engine/libnvml.py, as
+everything of NVML does); ``libnvml.stand_in(FakeNvml(...))`` puts it behind every NVML user.
+The real library is exercised on the GPU box (tests/telemetry/gpu_run.py) and its no-driver
+path on this one (test_sampler.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import pynvml
+from engine import libnvml
 
 ALL_LINKS = 0xFFFFFFFF
 
@@ -17,7 +19,7 @@ ALL_LINKS = 0xFFFFFFFF
 @dataclass
 class FakeLink:
     remote_pci: tuple[int, int, int]
-    remote_type: int = pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+    remote_type: int = libnvml.NVML_NVLINK_DEVICE_TYPE_GPU
     tx_kib: int = 0
     rx_kib: int = 0
 
@@ -65,8 +67,8 @@ class FakeGpu:
         return f"{d:08X}:{b:02X}:{dev:02X}.0"
 
 
-def _error(code: int) -> pynvml.NVMLError:
-    return pynvml.NVMLError(code)
+def _error(code: int) -> libnvml.NVMLError:
+    return libnvml.NVMLError(code)
 
 
 class FakeNvml:
@@ -75,8 +77,8 @@ class FakeNvml:
         gpus: list[FakeGpu],
         *,
         p2p: dict[tuple[int, int, int], int] | None = None,  # (a, b, cap index) -> status
-        p2p_default: int = pynvml.NVML_P2P_STATUS_OK,
-        ancestor: int = pynvml.NVML_TOPOLOGY_SYSTEM,
+        p2p_default: int = libnvml.NVML_P2P_STATUS_OK,
+        ancestor: int = libnvml.NVML_TOPOLOGY_SYSTEM,
         aggregate_scope: bool = True,
         init_error: int | None = None,
     ) -> None:
@@ -92,15 +94,15 @@ class FakeNvml:
     def __getattr__(self, name: str) -> Any:
         # constants and error classes come from the real binding; functions never do
         if name.startswith(("NVML_", "NVMLError", "nvmlMemory_v")):
-            return getattr(pynvml, name)
+            return getattr(libnvml, name)
         raise AttributeError(name)
 
     def _check(self, gpu: FakeGpu, fn: str) -> None:
         self.calls.append(fn)
         if gpu.lost:
-            raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
+            raise _error(libnvml.NVML_ERROR_GPU_IS_LOST)
         if fn in gpu.unsupported:
-            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            raise _error(libnvml.NVML_ERROR_NOT_SUPPORTED)
 
     # -- lifecycle
     def nvmlInit(self) -> None:
@@ -112,6 +114,9 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return "570.00"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return 12080
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)
@@ -160,12 +165,12 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperature(self, g: FakeGpu, sensor: int) -> int:
         self._check(g, "nvmlDeviceGetTemperature")
-        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        assert sensor == libnvml.NVML_TEMPERATURE_GPU
         return g.temp
 
     def nvmlDeviceGetClockInfo(self, g: FakeGpu, kind: int) -> int:
         self._check(g, "nvmlDeviceGetClockInfo")
-        assert kind == pynvml.NVML_CLOCK_SM
+        assert kind == libnvml.NVML_CLOCK_SM
         return g.sm_clock
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, g: FakeGpu) -> int:
@@ -198,7 +203,7 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperatureThreshold(self, g: FakeGpu, kind: int) -> int:
         self._check(g, "nvmlDeviceGetTemperatureThreshold")
-        assert kind == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        assert kind == libnvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
         return g.slowdown_c
 
     def nvmlDeviceGetEccMode(self, g: FakeGpu) -> list[int]:
@@ -207,7 +212,7 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEccErrors(self, g: FakeGpu, error_type: int, counter_type: int) -> int:
         self._check(g, "nvmlDeviceGetTotalEccErrors")
-        assert (error_type, counter_type) == (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
+        assert (error_type, counter_type) == (libnvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, libnvml.NVML_VOLATILE_ECC)
         return g.ecc_uncorrected
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, g: FakeGpu) -> int:
@@ -220,7 +225,7 @@ class FakeNvml:
 
     def nvmlDeviceGetPcieThroughput(self, g: FakeGpu, counter: int) -> int:
         self._check(g, "nvmlDeviceGetPcieThroughput")
-        return g.pcie_tx_kb if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kb
+        return g.pcie_tx_kb if counter == libnvml.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kb
 
     def nvmlDeviceGetComputeRunningProcesses(self, g: FakeGpu) -> list[Any]:
         self._check(g, "nvmlDeviceGetComputeRunningProcesses")
@@ -237,9 +242,9 @@ class FakeNvml:
     def nvmlDeviceGetNvLinkState(self, g: FakeGpu, link: int) -> int:
         self._check(g, "nvmlDeviceGetNvLinkState")
         if not g.links:
-            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            raise _error(libnvml.NVML_ERROR_NOT_SUPPORTED)
         if link >= len(g.links):
-            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise _error(libnvml.NVML_ERROR_INVALID_ARGUMENT)
         return 1
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, g: FakeGpu, link: int) -> Any:
@@ -251,26 +256,26 @@ class FakeNvml:
 
     def nvmlDeviceGetFieldValues(self, g: FakeGpu, ids: list[Any]) -> Any:
         self._check(g, "nvmlDeviceGetFieldValues")
-        values = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        values = (libnvml.c_nvmlFieldValue_t * len(ids))()
         for i, spec in enumerate(ids):
             field_id, scope = spec if isinstance(spec, tuple) else (spec, 0)  # pynvml: bare int -> scope 0
             v = values[i]
             v.fieldId, v.scopeId, v.timestamp = field_id, scope, g.clock_us
-            v.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-            attr = {pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: "tx_kib", pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: "rx_kib"}.get(field_id)
+            v.valueType = libnvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            attr = {libnvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: "tx_kib", libnvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: "rx_kib"}.get(field_id)
             if attr is None:
-                v.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                v.nvmlReturn = libnvml.NVML_ERROR_NOT_SUPPORTED
             elif scope == ALL_LINKS:
                 if self.aggregate_scope:
-                    v.nvmlReturn = pynvml.NVML_SUCCESS
+                    v.nvmlReturn = libnvml.NVML_SUCCESS
                     v.value.ullVal = sum(getattr(link, attr) for link in g.links)
                 else:
-                    v.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
+                    v.nvmlReturn = libnvml.NVML_ERROR_INVALID_ARGUMENT
             elif scope < len(g.links):
-                v.nvmlReturn = pynvml.NVML_SUCCESS
+                v.nvmlReturn = libnvml.NVML_SUCCESS
                 v.value.ullVal = getattr(g.links[scope], attr)
             else:
-                v.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
+                v.nvmlReturn = libnvml.NVML_ERROR_INVALID_ARGUMENT
         return values
 
     # -- topology

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-import pynvml
 import pytest
 
+from engine import libnvml
 from engine.events import Warning
 from engine.telemetry.nvml_gpus import NvmlGpus
 from engine.telemetry.once import WarnOnce
@@ -134,9 +134,9 @@ def test_gpu_without_uuid_is_keyed_by_bus_id():
 @pytest.mark.parametrize(
     "code, phrase",
     [
-        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "no NVIDIA driver"),
-        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "driver not loaded"),
-        (pynvml.NVML_ERROR_NO_PERMISSION, "no permission"),
+        (libnvml.NVML_ERROR_LIBRARY_NOT_FOUND, "no NVIDIA driver"),
+        (libnvml.NVML_ERROR_DRIVER_NOT_LOADED, "driver not loaded"),
+        (libnvml.NVML_ERROR_NO_PERMISSION, "no permission"),
     ],
 )
 def test_init_failure_is_one_warning_and_no_devices(code, phrase):

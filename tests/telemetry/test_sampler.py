@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from engine import libnvml
 from engine.errors import UserError
 from engine.events import Event, GpuSample, HostSample, Topology, Warning
 from engine.telemetry.nvml_gpus import NvmlGpus
@@ -130,15 +131,34 @@ def test_bad_intervals_are_user_errors(kw):
     assert "\n" not in str(info.value)
 
 
-def test_nvml_is_read_once_more_at_stop(monkeypatch):
+def test_nvml_is_read_once_more_at_stop():
     # the energy per image of a run's last level needs a counter reading after its last window:
     # the sampler reads NVML once more when stopped, however far the next tick was
     from tests.telemetry.fake_nvml import FakeGpu, FakeNvml
 
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([FakeGpu(0, "GPU-0")]))
     got = Collector()
     sampler = TelemetrySampler(got, nvml_interval_s=30.0, host_interval_s=30.0)
-    _run(sampler, lambda: got.wait_for(Topology, 1))
+    with libnvml.stand_in(FakeNvml([FakeGpu(0, "GPU-0")])):
+        _run(sampler, lambda: got.wait_for(Topology, 1))
     assert got.of(Topology), got.events
     (sample,) = got.of(GpuSample)
     assert sample.gpus[0].energy_j is not None
+
+
+def test_triton_readings_take_index_and_name_from_nvml(metrics_server):
+    # the same GPU seen by both sources: /metrics names it by UUID only, NVML enumerates it
+    from tests.telemetry.fake_nvml import FakeGpu, FakeNvml
+
+    metrics_server.body = TRITON_GPU_METRICS
+    uuid = "GPU-c06bbf33-c250-ca45-579b-19134b518844"
+    got = Collector()
+    sampler = TelemetrySampler(got, nvml_interval_s=0.2, host_interval_s=5.0, metrics_url=metrics_server.url,
+                               metrics_interval_s=0.2)
+    with libnvml.stand_in(FakeNvml([FakeGpu(0, uuid, name="local H200")])):
+        _run(sampler, lambda: [s for s in got.wait_for(GpuSample, 4) if s.source == "triton"])
+    triton = [s for s in got.of(GpuSample) if s.source == "triton"]
+    nvml = [s for s in got.of(GpuSample) if s.source == "nvml"]
+    assert triton and nvml
+    named = {g.uuid: (g.index, g.name) for g in triton[0].gpus}
+    assert named[uuid] == (0, "local H200")  # the first poll already knew it
+    assert named["GPU-7f1e2d3c-0000-1111-2222-333344445555"] == (None, None)  # not local

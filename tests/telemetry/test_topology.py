@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import pynvml
-
+from engine import libnvml
 from engine.events import GpuLink
 from engine.telemetry.nvml_gpus import NvmlGpus
 from engine.telemetry.once import WarnOnce
 from engine.telemetry.topology import read_topology, summarize_topology
 from tests.telemetry.fake_nvml import FakeGpu, FakeLink, FakeNvml
 
-SWITCH = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+SWITCH = libnvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
 # nvidia-ml-py 13 defines some of these as 1-tuples; NVML itself takes plain ints
 READ, WRITE, NVLINK = (
     int(c[0] if isinstance(c, tuple) else c)
-    for c in (pynvml.NVML_P2P_CAPS_INDEX_READ, pynvml.NVML_P2P_CAPS_INDEX_WRITE, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+    for c in (libnvml.NVML_P2P_CAPS_INDEX_READ, libnvml.NVML_P2P_CAPS_INDEX_WRITE, libnvml.NVML_P2P_CAPS_INDEX_NVLINK)
 )
 
 
@@ -33,7 +32,7 @@ def test_hgx_h200_through_nvswitch():
         FakeGpu(i, f"GPU-{i}", pci=_pci(i), links=[FakeLink(remote_pci=(0, 0xC0 + k % 4, 0), remote_type=SWITCH) for k in range(18)])
         for i in range(4)
     ]
-    topo = _topology(FakeNvml(gpus, ancestor=pynvml.NVML_TOPOLOGY_SYSTEM))
+    topo = _topology(FakeNvml(gpus, ancestor=libnvml.NVML_TOPOLOGY_SYSTEM))
     assert len(topo.links) == 6
     assert {link.nvlink_count for link in topo.links} == {18}
     assert topo.gpus[0]["nvlink_links_up"] == 18 and topo.gpus[0]["nvlink_to_switch"] == 18
@@ -43,7 +42,7 @@ def test_hgx_h200_through_nvswitch():
 
 def test_four_geforce_cards_without_p2p():
     gpus = [FakeGpu(i, f"GPU-{i}", name="NVIDIA GeForce RTX 4080", pci=_pci(i), pcie_gen_max=4) for i in range(4)]
-    fake = FakeNvml(gpus, p2p_default=pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED, ancestor=pynvml.NVML_TOPOLOGY_HOSTBRIDGE)
+    fake = FakeNvml(gpus, p2p_default=libnvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED, ancestor=libnvml.NVML_TOPOLOGY_HOSTBRIDGE)
     topo = _topology(fake)
     assert all(link.nvlink_count == 0 for link in topo.links)
     assert topo.links[0].p2p_read == "GPU not supported" and topo.links[0].common_ancestor == "PHB"
@@ -56,7 +55,7 @@ def test_nvlink_bridges_between_pairs_are_counted_per_pair():
     for a, b in ((0, 1), (2, 3)):
         gpus[a].links = [FakeLink(remote_pci=_pci(b)) for _ in range(4)]
         gpus[b].links = [FakeLink(remote_pci=_pci(a)) for _ in range(4)]
-    topo = _topology(FakeNvml(gpus, ancestor=pynvml.NVML_TOPOLOGY_NODE))
+    topo = _topology(FakeNvml(gpus, ancestor=libnvml.NVML_TOPOLOGY_NODE))
     counts = {(link.a, link.b): link.nvlink_count for link in topo.links}
     assert counts[("GPU-0", "GPU-1")] == 4 and counts[("GPU-2", "GPU-3")] == 4
     assert counts[("GPU-0", "GPU-2")] == 0 and counts[("GPU-1", "GPU-3")] == 0
@@ -65,7 +64,7 @@ def test_nvlink_bridges_between_pairs_are_counted_per_pair():
 
 def test_p2p_between_some_pairs():
     gpus = [FakeGpu(i, f"GPU-{i}", name="NVIDIA L40S", pci=_pci(i), pcie_gen_max=4) for i in range(3)]
-    bad = pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED
+    bad = libnvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED
     p2p = {(0, 2, READ): bad, (0, 2, WRITE): bad, (1, 2, READ): bad, (1, 2, WRITE): bad}
     topo = _topology(FakeNvml(gpus, p2p=p2p))
     assert topo.summary == "3x NVIDIA L40S, PCIe only (Gen4 x16), P2P between 1 of 3 pairs; the rest go through host memory"
