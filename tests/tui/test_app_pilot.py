@@ -12,9 +12,9 @@ from engine import events as ev
 from tests.tui.fakes import FakeControls, FakeReplay, ListSource
 from tests.tui.synthetic import T0, session_events
 from tui.app import GpuscaleApp
+from tui.screens.base import ViewScreen
 from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
 from tui.screens.help import HelpScreen
-from tui.screens.views import LiveScreen, LogScreen, ProbeScreen, SweepScreen
 from tui.widgets.sweep import SweepPanel
 
 SIZE = (80, 24)
@@ -34,6 +34,11 @@ def replay_app(events: list[ev.Event] | None = None):
     app = GpuscaleApp(replay=source)
     app.attach(source, replay=source, start=False)
     return app, source
+
+
+def view_of(app: GpuscaleApp) -> str | None:
+    """The name of the view on top (None under a dialog)."""
+    return app.screen.view.name if isinstance(app.screen, ViewScreen) else None
 
 
 def publish(source, events) -> None:  # noqa: ANN001
@@ -79,7 +84,7 @@ async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> N
         assert app.check_action("toggle_pause", ()) is False
         await pilot.press("space", "right")  # no replay: nothing happens, nothing breaks
         await pilot.press("o")  # no opening a recording over a running session
-        assert isinstance(app.screen, LiveScreen)
+        assert view_of(app) == "live"
         assert any("live session is running" in n.message for n in app._notifications)
     app, replay = replay_app()
     async with app.run_test(size=SIZE):
@@ -94,7 +99,7 @@ async def test_quitting_a_running_session_asks_first() -> None:
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmQuit)
         await pilot.press("n")
-        assert isinstance(app.screen, LiveScreen) and app.is_running
+        assert view_of(app) == "live" and app.is_running
         await pilot.press("q", "y")
         await pilot.pause()
         assert app.return_value == 0 and not app.is_running
@@ -116,19 +121,19 @@ async def test_views_help_and_back_and_a_hidden_view_catches_up() -> None:
         publish(source, session_events())
         app.drain()
         await pilot.press("2")
-        assert isinstance(app.screen, SweepScreen)
+        assert view_of(app) == "sweep"
         await pilot.press("3")
-        assert isinstance(app.screen, ProbeScreen)
+        assert view_of(app) == "probe"
         # Probe results arrived while this view did not exist: it renders them when shown.
         assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")
         await pilot.press("4")
-        assert isinstance(app.screen, LogScreen)
+        assert view_of(app) == "log"
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
-        assert isinstance(app.screen, LogScreen)
+        assert view_of(app) == "log"
         await pilot.press("1")
-        assert isinstance(app.screen, LiveScreen)
+        assert view_of(app) == "live"
 
 
 async def test_replay_controls() -> None:
