@@ -65,7 +65,7 @@ async def test_a_view_is_one_widget_and_one_entry() -> None:
         assert "levels count" in screen_lines(app)[0]  # the header names the view
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        assert "| `6` | the levels count view: how many levels are measured |" in app.screen.text
+        assert "| `6` | view: levels count |" in app.screen.text
         await pilot.press("escape", "1")
         assert view_of(app) == "live"
         commands = [c.title for c in app.get_system_commands(app.screen)]
@@ -91,4 +91,4 @@ async def test_the_study_view_is_a_views_entry_shown_only_in_a_study() -> None:
         await pilot.press("5")
         assert view_of(study) == "study"
         await pilot.press("question_mark")
-        assert "| `5` | the scaling study view:" in study.screen.text
+        assert "| `5` | view: scaling study |" in study.screen.text

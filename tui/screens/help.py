@@ -68,7 +68,7 @@ def recording_section(path: Path | None, live: bool) -> str:
 
 def help_text(views: Iterable[View], path: Path | None, live: bool) -> str:
     """The help's Markdown: the recording, then the keys (a line per view shown), then the numbers."""
-    rows = "".join(f"| `{v.key}` | the {v.title} view: {v.description[:1].lower()}{v.description[1:]} |\n" for v in views)
+    rows = "".join(f"| `{v.key}` | view: {v.title} |\n" for v in views)  # what each shows: the palette says
     return HELP.replace("{views}", rows, 1).replace("## Keys", recording_section(path, live) + "## Keys", 1)
 
 
