@@ -248,8 +248,8 @@ class GpuscaleApp(App[int]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "switch_mode":
-            return any(v.name == parameters[0] for v in self.shown_views())  # no key for a view not shown
+        if action == "switch_mode":  # no key for a view this app does not show
+            return any((v.name,) == parameters for v in self.shown_views())
         if isinstance(self.screen, ModalScreen) and (action in REPLAY_ACTIONS or action in LIVE_ACTIONS):
             return False  # keys typed in a dialog belong to the dialog
         return self.action_possible(action)
