@@ -93,8 +93,6 @@ def test_no_two_engine_modules_import_each_other():
     assert two_module_circles(import_graph(), "engine.") == []
 
 
-# another branch of the same refactor breaks this circle in tui/; it passes once merged
-@pytest.mark.xfail(strict=False, reason="tui.screens.base still imports tui.app for a type hint")
 def test_the_app_and_its_screens_do_not_import_each_other():
     graph = import_graph(collapse=("tui.screens",))
     assert not ("tui.screens" in graph["tui.app"] and "tui.app" in graph["tui.screens"]), \
