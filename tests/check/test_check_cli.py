@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.check.host_facts import cgroup_cpu_limit, cgroup_memory_limit, free_disk, usable_cores
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +29,7 @@ def test_no_gpu_checks_the_host_and_exits_0(tmp_path: Path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_json_is_the_box_check_event(tmp_path: Path):
     out = cli("--json", "--output", str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -37,18 +40,21 @@ def test_json_is_the_box_check_event(tmp_path: Path):
     assert {i["scope"] for i in data["items"]} == {"host", "profile local"}
 
 
+@pytest.mark.slow
 def test_a_profile_this_box_is_not_exits_3(tmp_path: Path):
     out = cli("--profile", "4x_h200", "--output", str(tmp_path))
     assert out.returncode == 3
     assert "NO-GO" in out.stdout and "gpu count" in out.stdout
 
 
+@pytest.mark.slow
 def test_a_bad_profile_is_one_line_and_exit_2():
     out = cli("--profile", "no_such_profile")
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_the_check_path_imports_no_tui_stack(tmp_path: Path):
     code = (
         "import sys\n"
@@ -61,6 +67,7 @@ def test_the_check_path_imports_no_tui_stack(tmp_path: Path):
     assert "BAD [] 0" in out.stderr, out.stderr
 
 
+@pytest.mark.slow
 def test_the_cuda_child_says_why_without_cuda():
     """engine.check.measure for real: torch is here, CUDA is not."""
     out = subprocess.run([sys.executable, "-m", "engine.check.measure"], cwd=REPO, capture_output=True, text=True,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.record.reader import Recording
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,6 +26,7 @@ def session(out: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
     return proc, path
 
 
+@pytest.mark.server
 def test_the_check_is_recorded_before_the_server_and_reported(tmp_path: Path):
     proc, path = session(tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -42,6 +45,7 @@ def test_the_check_is_recorded_before_the_server_and_reported(tmp_path: Path):
     assert "| host | cpu cores |" in report
 
 
+@pytest.mark.server
 def test_no_check_skips_it(tmp_path: Path):
     proc, path = session(tmp_path, "--no-check")
     assert proc.returncode == 0, proc.stderr

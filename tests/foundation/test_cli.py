@@ -49,6 +49,7 @@ def test_profiles_lists_one_line_each():
         (["model", "export", "--weights", "/nonexistent.pt", "--arch", "vit_tiny"], "no such file"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
     proc = _run(*args, "--output", str(tmp_path)) if args[0].startswith("--") else _run(*args)
     assert proc.returncode == 2, proc.stderr
@@ -74,6 +75,7 @@ def _declared_min_python() -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
+@pytest.mark.slow
 def test_requires_python_covers_every_stdlib_module_the_code_imports():
     """Issue 16.11: pyproject said >=3.10 while engine/profiles imports tomllib (3.11+)."""
     import ast
@@ -101,6 +103,7 @@ def _python_310() -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_an_older_python_gets_one_line_not_a_traceback():
     python = _python_310()
     if python is None:
@@ -136,6 +139,7 @@ def test_probe_only_needs_no_triton(tmp_path, server):
     assert not list(tmp_path.glob("*.logs"))  # no server log folder either
 
 
+@pytest.mark.slow
 def test_version_and_help_say_what_a_new_user_needs():
     """Issue 16.9: no --version; --help lacked the exit codes and help for positionals and server --model."""
     version = _run("--version")

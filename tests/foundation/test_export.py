@@ -16,6 +16,7 @@ from engine.server.onnx_export import _load_vit_module, export_onnx
 pytestmark = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
 
 
+@pytest.mark.slow
 def test_export_small_variant_loads_and_matches_torch(tmp_path: Path):
     path = export_onnx("vit_tiny", tmp_path, model_name="vit_tiny")
     assert path == tmp_path / "vit_tiny" / "1" / "model.onnx"
@@ -32,6 +33,7 @@ def test_export_small_variant_loads_and_matches_torch(tmp_path: Path):
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_openclip_architecture_has_the_vit_b32_shape():
     vit = _load_vit_module()
     model = vit.build_vit("openclip_vit_b32")
@@ -57,6 +59,7 @@ def test_bad_arch_and_weights_are_user_errors(tmp_path):
         export_onnx("vit_tiny", tmp_path, weights=str(tmp_path / "missing.pt"))
 
 
+@pytest.mark.slow
 def test_cli_model_export(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "model", "export", "--arch", "vit_tiny", "--out",
                            str(tmp_path)], capture_output=True, text=True, timeout=300)

@@ -122,6 +122,7 @@ def _finish(guard: subprocess.Popen[bytes], timeout: float = 30) -> str:
         pytest.fail(f"the guard did not exit within {timeout:.0f} s")
 
 
+@pytest.mark.slow
 def test_the_guard_starts_the_daemon_first_and_stops_it_after_the_server(tmp_path: Path) -> None:
     env = _stand_in(tmp_path)
     guard = _guard(tmp_path, env)
@@ -137,6 +138,7 @@ def test_the_guard_starts_the_daemon_first_and_stops_it_after_the_server(tmp_pat
     assert group_members(guard.pid) == []
 
 
+@pytest.mark.slow
 def test_a_pipe_left_by_an_earlier_daemon_does_not_read_as_this_ones(tmp_path: Path) -> None:
     env = {**_stand_in(tmp_path), "STAND_IN_FAIL": "1"}
     (tmp_path / "mps" / "pipe").mkdir(parents=True)

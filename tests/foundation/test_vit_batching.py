@@ -68,6 +68,7 @@ def test_host_runs_merge_neighbouring_host_inputs(on_host, sizes, runs):
     assert vb.host_runs(on_host, sizes) == runs
 
 
+@pytest.mark.slow
 def test_stager_copies_each_input_once_into_consecutive_rows():
     stager = vb.Stager(8, (2, 3), torch.device("cpu"))
     stager.host[:8] = -1.0  # padding rows must stay as they were
@@ -89,6 +90,7 @@ def test_stager_rejects_overflow_and_foreign_shapes():
         stager.stage([torch.zeros(1, 2, dtype=torch.float16)])
 
 
+@pytest.mark.slow
 def test_runner_on_cpu_matches_the_model_per_request():
     model = vit.build_vit("vit_tiny")
     stager = vb.Stager(8, (3, 224, 224), torch.device("cpu"))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.events import LevelStarted
 from engine.http_threads import (
     SpreadWatch,
@@ -35,6 +37,7 @@ def test_uneven_names_a_thread_holding_more_than_twice_its_share():
     assert uneven([5], 1) is None  # one thread: nothing to spread over
 
 
+@pytest.mark.server
 async def test_every_connection_of_a_level_is_found_on_some_http_thread(identity_server, identity_info):
     target = Target(identity_server.http_url, "identity")
     pid = child_named(identity_server.pid, "tritonserver")
@@ -66,6 +69,7 @@ def test_the_server_on_this_machine_is_found_from_its_port(identity_server):
     assert listener_pid(1) is None  # nothing listens there
 
 
+@pytest.mark.server
 def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(tmp_path: Path):
     """Opened in one burst while the server is idle (the old way, kept as a diagnosis knob), the
     connections of a level land on one HTTP thread here; the session says so."""

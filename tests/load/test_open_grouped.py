@@ -131,6 +131,7 @@ def test_a_name_that_does_not_resolve_is_reported_not_raised():
     assert error is not None and "not known" in error, error
 
 
+@pytest.mark.slow
 def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
     """https endpoints: the tightly connected sockets get their TLS handshake from asyncio, with
     the plan's server name checked against a real certificate."""

@@ -32,6 +32,7 @@ def _registered(url: str) -> list[str]:
         return [r["name"] for r in json.loads(reply.read())]
 
 
+@pytest.mark.slow
 async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identity_server, identity_info):
     target = Target(identity_server.http_url, "identity")
     load = quick_load(concurrency=[2, 4], transport="system_shm", stability_percent=50)
@@ -64,6 +65,7 @@ def test_a_request_names_its_region_instead_of_carrying_the_tensor(identity_serv
     assert doc["outputs"][0]["parameters"]["shared_memory_region"] == "r-out"
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_sigkill_of_the_tool_leaves_no_segment_and_no_server(tmp_path: Path):
     proc = subprocess.Popen(
@@ -100,6 +102,7 @@ def test_sigkill_of_the_tool_leaves_no_segment_and_no_server(tmp_path: Path):
         (["--set", "model.name=identity", "--set", "load.transport=cuda_shm"], "cuda_shm"),
     ],
 )
+@pytest.mark.server
 def test_a_transport_that_cannot_work_here_is_one_line_and_exit_2(tmp_path: Path, overrides: list[str], message: str):
     run = subprocess.run([sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--no-check", *overrides],
                          cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine import events as ev
 from engine.profiles import load_profile
 from engine.record.reader import Recording
@@ -19,6 +21,7 @@ QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.
          "load.stability_percent=90", "load.workers=1"]
 
 
+@pytest.mark.server
 def test_wire_check_in_a_real_session_is_recorded_and_reported(tmp_path: Path) -> None:
     sets = ["model.name=identity", "load.concurrency=1,2", "load.transport=system_shm", *QUICK]
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", "--wire",
@@ -53,6 +56,7 @@ def test_wire_check_in_a_real_session_is_recorded_and_reported(tmp_path: Path) -
     assert f"| {peak.level:g} | {peak.status} |" in report
 
 
+@pytest.mark.server
 def test_a_remote_server_without_the_wire_model_is_one_warning(identity_server, tmp_path: Path) -> None:
     profile = load_profile("local", ["server.kind=remote", f"server.url={identity_server.http_url}",
                                      "model.name=identity", "load.concurrency=1", "load.wire_check=true", *QUICK])

@@ -20,6 +20,7 @@ def test_seed_mlps_have_the_seed_layers():
     assert drops == [0.2, 0.2, 0.2]
 
 
+@pytest.mark.slow
 def test_the_larger_model_is_larger_than_resnet50():
     assert count_params(build_model("transformer").module) > 25_600_000
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.analysis.gpu_sharing import GpuSharing, gpu_sharing, sharing_advice, taking_turns
 from engine.record.exporters import export
 from engine.record.reader import Recording
@@ -40,6 +42,7 @@ def test_the_advice_names_the_gpus_and_how_to_start_mps() -> None:
     assert 'server.mps = "on"' in str(sharing_advice([GpuSharing(0, 3, False)], embedded=True))
 
 
+@pytest.mark.slow
 def test_a_recording_with_stubs_taking_turns_says_so_and_one_under_mps_does_not(tmp_path: Path) -> None:
     turns = make_recording(tmp_path, "turns.sqlite", SyntheticRun(variant="2x", gpu_count=2, profile_name="2x",
                                                                 gpu_processes=[STUB, STUB, STUB, "tritonserver"]))

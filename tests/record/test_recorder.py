@@ -181,6 +181,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_everything_up_to_the_last_second(tmp_path: Path) -> None:
     path = tmp_path / "crash.sqlite"
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(REPO)], stdout=subprocess.PIPE, text=True)

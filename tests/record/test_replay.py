@@ -51,6 +51,7 @@ def test_max_speed_replays_everything_in_order(recording_4x: Path) -> None:
     assert source.finished and source.position_s == pytest.approx(source.duration_s)
 
 
+@pytest.mark.slow
 def test_paused_publishes_nothing_then_steps_one_at_a_time(recording_4x: Path) -> None:
     source, got = _source(recording_4x, speed=None, paused=True)
     source.start()
@@ -124,6 +125,7 @@ def test_speed_controls(recording_4x: Path) -> None:
         source.stop()
 
 
+@pytest.mark.slow
 def test_follows_a_file_still_being_written(tmp_path: Path) -> None:
     events = synthetic_session()
     path = tmp_path / "live.sqlite"
@@ -148,6 +150,7 @@ def test_follows_a_file_still_being_written(tmp_path: Path) -> None:
     assert got == events and isinstance(got[-1], SessionEnded)
 
 
+@pytest.mark.slow
 def test_interrupted_recording_waits_then_gives_up(tmp_path: Path) -> None:
     events = [e for e in synthetic_session() if not isinstance(e, SessionEnded)][:20]
     path = tmp_path / "cut.sqlite"

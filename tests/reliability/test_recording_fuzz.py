@@ -100,6 +100,7 @@ def _use(path: Path, out: Path) -> None:
     _replay_headless(path)
 
 
+@pytest.mark.slow
 def test_wrong_typed_event_fields_never_end_in_a_traceback(base_recording: Path, tmp_path: Path) -> None:
     rng = random.Random(SEED)
     problems: list[str] = []

@@ -54,6 +54,7 @@ def _check_search(recording: Recording, slo: str, max_steps: int) -> None:
                              max_steps=max_steps) is None
 
 
+@pytest.mark.server
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_cpu_study_headless_end_to_end(tmp_path):
     out = tmp_path / "rec"
@@ -120,6 +121,7 @@ def _check_taken_once(index, index_path: Path, stdout: str) -> None:  # noqa: AN
     assert "box check (the study's check, taken before config cpu, not repeated)" in stdout
 
 
+@pytest.mark.server
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_remote_model_control_loads_each_variant(tmp_path):
     with EmbeddedServer(model="identity", variant="cpu", model_control="explicit", log_dir=tmp_path / "srv") as srv:
@@ -143,6 +145,7 @@ def test_remote_model_control_loads_each_variant(tmp_path):
         assert current_config(srv.http_url, "identity", {})["instance_group"][0]["count"] == 2
 
 
+@pytest.mark.slow
 def test_remote_without_model_control_and_no_terminal_is_bad_input(identity_server, tmp_path):
     # the session's server (tests/conftest.py) runs without model control
     done = _cli("study", "--set", "model.name=identity", "--set", "server.kind=remote", "--set",
@@ -168,6 +171,7 @@ def test_bad_study_input_is_one_line_and_exit_2(args, needle, tmp_path, capsys, 
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
+@pytest.mark.server
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_interrupted_study_keeps_finished_variants_and_names_the_missing(tmp_path):
     profile = load_profile("local", [*QUICK, "load.concurrency=1,2"])

@@ -64,6 +64,7 @@ def test_curves_and_table_from_study_state():
     assert "config 2/2 (2x)" in head and "left" in head and "p99=50ms" in head
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_study_view_fills_in_live():
     app = StudyApp()

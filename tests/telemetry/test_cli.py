@@ -17,6 +17,7 @@ from tests.telemetry.conftest import TRITON_GPU_METRICS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_module_runs_and_prints_events_as_json_lines():
     proc = subprocess.run(
         [sys.executable, "-m", "engine.telemetry", "--seconds", "1.3", "--host-interval", "0.4"],
@@ -31,6 +32,7 @@ def test_module_runs_and_prints_events_as_json_lines():
     assert "telemetry summary" in proc.stderr and "cpu_percent" in proc.stderr
 
 
+@pytest.mark.slow
 def test_remote_metrics_reach_stdout_and_the_summary(metrics_server):
     metrics_server.body = TRITON_GPU_METRICS
     out, err = io.StringIO(), io.StringIO()

@@ -34,6 +34,7 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(5)
 
 
+@pytest.mark.slow
 def test_own_cpu_counts_a_busy_child_like_its_own_cpu_times():
     child = _spawn([sys.executable, "-c", BURN])
     try:

@@ -63,6 +63,7 @@ def test_pynvml_not_installed_is_one_warning(monkeypatch):
     assert [e.key for e in events] == ["nvml-missing"]
 
 
+@pytest.mark.slow
 def test_without_gpus_the_host_samples_flow_and_nvml_warns_once():
     got = Collector()
     sampler = TelemetrySampler(got, nvml_interval_s=0.1, host_interval_s=0.2)
@@ -77,6 +78,7 @@ def test_without_gpus_the_host_samples_flow_and_nvml_warns_once():
     assert stamps == sorted(stamps)
 
 
+@pytest.mark.slow
 def test_triton_metrics_are_polled_no_faster_than_the_source_refreshes(metrics_server):
     metrics_server.body = TRITON_GPU_METRICS
     got = Collector()
@@ -98,6 +100,7 @@ def test_triton_metrics_are_polled_no_faster_than_the_source_refreshes(metrics_s
     assert got.of(Warning) == []
 
 
+@pytest.mark.slow
 def test_unreachable_metrics_url_warns_once_and_stop_is_prompt(closed_port_url):
     got = Collector()
     sampler = TelemetrySampler(got, host_interval_s=0.2, metrics_url=closed_port_url, use_nvml=False, metrics_interval_s=0.1)

@@ -46,6 +46,7 @@ def publish(source, events) -> None:  # noqa: ANN001
         source.bus.publish(event)
 
 
+@pytest.mark.slow
 async def test_events_wait_for_the_refresh_tick_then_render_together() -> None:
     events = session_events(finish_levels=2, end=False)
     app, source, _ = live_app(events)
@@ -60,6 +61,7 @@ async def test_events_wait_for_the_refresh_tick_then_render_together() -> None:
         assert (table.border_title or "").startswith("sweep · concurrency · 2/4 levels")
 
 
+@pytest.mark.slow
 async def test_live_controls_reach_the_session() -> None:
     app, source, controls = live_app(busy=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -78,6 +80,7 @@ async def test_live_controls_reach_the_session() -> None:
         assert "Start the sweep" not in titles and "Replay: play / pause" not in titles
 
 
+@pytest.mark.slow
 async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> None:
     app, source, controls = live_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -91,6 +94,7 @@ async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> N
         assert app.check_action("start_sweep", ()) is False and app.check_action("run_probe", ()) is False
 
 
+@pytest.mark.slow
 async def test_quitting_a_running_session_asks_first() -> None:
     app, source, _ = live_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -105,6 +109,7 @@ async def test_quitting_a_running_session_asks_first() -> None:
         assert app.return_value == 0 and not app.is_running
 
 
+@pytest.mark.slow
 async def test_quitting_a_finished_session_does_not_ask() -> None:
     app, source, _ = live_app(session_events())
     async with app.run_test(size=SIZE) as pilot:
@@ -115,6 +120,7 @@ async def test_quitting_a_finished_session_does_not_ask() -> None:
         assert not app.is_running
 
 
+@pytest.mark.slow
 async def test_views_help_and_back_and_a_hidden_view_catches_up() -> None:
     app, source, _ = live_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -136,6 +142,7 @@ async def test_views_help_and_back_and_a_hidden_view_catches_up() -> None:
         assert view_of(app) == "live"
 
 
+@pytest.mark.slow
 async def test_replay_controls() -> None:
     app, replay = replay_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -173,6 +180,7 @@ async def test_replay_reset_clears_the_screens() -> None:
         assert len(app.state.levels) == 2 and app.state.ended is None
 
 
+@pytest.mark.slow
 async def test_export_writes_a_report_beside_the_recording(recording: Path) -> None:
     app, source, _ = live_app(session_events(), recording=recording)
     async with app.run_test(size=SIZE) as pilot:
@@ -189,6 +197,7 @@ async def test_export_writes_a_report_beside_the_recording(recording: Path) -> N
         assert len(exported) == 1 and exported[0].stat().st_size > 0
 
 
+@pytest.mark.slow
 async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) -> None:
     opened: list[Path] = []
 
@@ -218,6 +227,7 @@ async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) 
     assert not app.stop_sources(timeout=5.0)
 
 
+@pytest.mark.slow
 async def test_opening_a_missing_file_is_a_notification_not_a_crash(tmp_path: Path) -> None:
     app, replay = replay_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -238,6 +248,7 @@ async def test_stop_sources_stops_and_joins_the_source() -> None:
     assert source.stop_calls == 1 and not source.running
 
 
+@pytest.mark.slow
 async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -> None:
     from engine.record.replay_source import ReplaySource
 
@@ -266,6 +277,7 @@ async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -
         assert not app.stop_sources(timeout=5.0)
 
 
+@pytest.mark.slow
 async def test_the_command_palette_offers_start_stop_and_probe() -> None:
     """The palette is a modal screen; the live controls must still be listed there."""
     from textual.command import CommandList, CommandPalette
@@ -290,6 +302,7 @@ async def test_the_command_palette_offers_start_stop_and_probe() -> None:
         assert controls.calls == ["sweep"]
 
 
+@pytest.mark.slow
 async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
     """Three `right` in one burst seek 30 s, three `]` advance three levels, even
     before the replay thread has caught up with the first (here it has not started at all)."""
@@ -325,6 +338,7 @@ def panel_text(panel) -> str:  # noqa: ANN001
     return "".join(segment.text for segment in panel._segments)
 
 
+@pytest.mark.slow
 async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
     """The live screen dropped the first sweep's table when a second one started."""
     from tests.tui.synthetic import two_sweep_events
@@ -346,6 +360,7 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
         assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
 
 
+@pytest.mark.slow
 async def test_displays_that_misled() -> None:
     """At 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
     "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
@@ -387,6 +402,7 @@ async def test_the_end_of_a_replay_does_not_say_playing() -> None:
         assert "end" in text and "playing" not in text
 
 
+@pytest.mark.slow
 async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Path) -> None:
     """The path was printed only after the screen closed, relative to the current folder."""
     path = tmp_path / "rec.sqlite"
@@ -416,6 +432,7 @@ def screen_lines(app) -> list[str]:  # noqa: ANN001
     return ["".join(row) for row in rows]
 
 
+@pytest.mark.slow
 async def test_at_80x24_every_view_keeps_its_headers() -> None:
     """The replay footer was cut, the windows table lost its header, the over-time
     panel's queue/compute rows fell below the fold, warnings and the probe status were cut mid-word."""
@@ -450,6 +467,7 @@ async def test_at_80x24_every_view_keeps_its_headers() -> None:
         assert "3 probe results" in status and "…" not in status, status
 
 
+@pytest.mark.slow
 async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
     """Only over-time sparklines; the throughput-vs-concurrency curve was missing."""
     events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)

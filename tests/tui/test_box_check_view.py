@@ -3,6 +3,7 @@ the training-probe view (next to the topology it explains)."""
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from engine import events as ev
@@ -32,6 +33,7 @@ def test_the_log_line_counts_the_verdicts():
     assert severity(box_check()) == "error"
 
 
+@pytest.mark.slow
 async def test_the_probe_view_shows_the_verdict_and_the_worst_items() -> None:
     events = session_events()
     events.insert(1, box_check())
