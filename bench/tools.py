@@ -25,11 +25,15 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import psutil
 
 from bench.common import ROOT, model_stats
+
+if TYPE_CHECKING:
+    from engine.events import LevelResult
 
 # --------------------------------------------------------------------------- perf_analyzer set-up
 
@@ -346,7 +350,8 @@ def _ms(x: float | None) -> float | None:
     return x * 1e3 if x is not None else None
 
 
-def ours_measure(r) -> Measure:  # noqa: ANN001 - an engine.events.LevelResult
+def ours_measure(r: LevelResult) -> Measure:
+    """Our engine's level result as a Measure; ``extra`` holds its audit and the server's split."""
     ok = r.status in ("stable", "unstable") and r.latency.count > 0
     unc = r.latency_uncorrected if ok else None
     srv, audit = r.server, r.audit

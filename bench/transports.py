@@ -22,6 +22,7 @@ from pathlib import Path
 from bench.common import ROOT, GpuBusy, out_dir, stamp
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
+EMBEDDED = str(ROOT / "model_repository" / "embedded")
 PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
 
 
@@ -41,7 +42,8 @@ def instance_snapshots(directory: Path | None) -> dict[str, dict]:
 def instance_timing(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict[str, float]]:
     """Per GPU (device string), mean µs per batch of each execute section over its instances,
     and the batches and images they ran, between two sets of snapshots."""
-    sys.path.insert(0, str(ROOT / "model_repository" / "embedded"))  # the ViT's own timing module
+    if EMBEDDED not in sys.path:
+        sys.path.insert(0, EMBEDDED)  # the ViT's own timing module
     from execute_clock import per_batch_us
 
     by_device: dict[str, list[dict[str, float]]] = {}
