@@ -45,7 +45,7 @@ def usage() -> str:
     for s in STAGES:
         lines.append(f"  {s.name:<{width}}  {s.compares}")
         lines.append(f"  {'':<{width}}  fits: {s.gpu_run}")
-    lines += ["", "Output goes to $OUT if set, else bench/out/. On a GPU box the carried tritonserver",
+    lines += ["", "Output goes to $OUT if set, else .bench-out/. On a GPU box the carried tritonserver",
               "(.carry/triton.tar.xz, from `python -m bench carry`) is unpacked and used by every stage."]
     return "\n".join(lines)
 

@@ -23,8 +23,8 @@ CARRY_SITE = Path(tempfile.gettempdir()) / "gpuscale-carry" / "site"
 
 
 def out_dir() -> Path:
-    """$OUT when set (a device run brings it back), else bench/out/ (git-ignored); created."""
-    path = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "out"
+    """$OUT when set (a device run brings it back), else .bench-out/ (git-ignored); created."""
+    path = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / ".bench-out"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -9,7 +9,7 @@ reported corrected for coordinated omission (from each request's intended send) 
 (from its actual send, perf_analyzer's way). Both tools use perf_analyzer's method with the same
 settings: windows of --window-ms, stable when 3 windows agree within --stability %, at most
 --max-windows. A level perf_analyzer cannot stabilise shows as n/a with its error line. The JSON
-goes to $OUT or bench/out/, rewritten after every row (a cut-off run keeps its rows).
+goes to $OUT or .bench-out/, rewritten after every row (a cut-off run keeps its rows).
 
 Two stages: `fidelity` (the targets of bench/fidelity_targets.py per level) and `client_cpu`
 (the identity model on the CPU variant: what each client spends per request).

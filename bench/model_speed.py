@@ -12,7 +12,7 @@ Steps (each in its own subprocess with its own timeout; a failed step is reporte
             repository), with GPU busy % (NVML) and the server's batch sizes during each run.
   wire      the same for the `wire` model (no compute, 4 bytes back): the request path's ceiling.
 
-Everything lands under --out (default $OUT or bench/out/): results.jsonl (one line per
+Everything lands under --out (default $OUT or .bench-out/): results.jsonl (one line per
 measurement), logs/, table.txt.
 """
 
@@ -498,7 +498,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
         p.add_argument("--max-windows", type=int, default=5)
 
     a = sub.add_parser("all", help="every step in turn, then the table")
-    a.add_argument("--out", default="", help="default $OUT or bench/out/")
+    a.add_argument("--out", default="", help="default $OUT or .bench-out/")
     a.add_argument("--budget-s", type=float, default=300.0, help="the whole run; later steps are skipped past it")
     a.add_argument("--steps", default="", help="only these steps (forward, compile, serve, wire or full names)")
     a.add_argument("--variants", default="1x,2x")
@@ -513,7 +513,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     pa_flags(a)
 
     f = sub.add_parser("forward", help="in-process forward speed on GPU 0")
-    f.add_argument("--out", default="", help="default $OUT or bench/out/")
+    f.add_argument("--out", default="", help="default $OUT or .bench-out/")
     f.add_argument("--arch", default="openclip_vit_b32")
     f.add_argument("--modes", default="check,eager,graph,pipeline,copy")
     f.add_argument("--batches", default="16,32,64,128")
@@ -521,7 +521,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     f.add_argument("--step-name", default="forward")
 
     s = sub.add_parser("serve", help="one server, perf_analyzer per shared-memory mode and level")
-    s.add_argument("--out", default="", help="default $OUT or bench/out/")
+    s.add_argument("--out", default="", help="default $OUT or .bench-out/")
     s.add_argument("--model", default="openclip_vit_b32")
     s.add_argument("--variant", default="1x")
     s.add_argument("--count", default="", help="instances per GPU (default: the config's)")

@@ -11,7 +11,7 @@ file descriptors, threads) and the recording's size, and prints:
 
     python -m bench soak --minutes 30 [--profile local]
 
-Writes soak.json, soak.log and the recordings to $OUT or bench/out/.
+Writes soak.json, soak.log and the recordings to $OUT or .bench-out/.
 """
 
 from __future__ import annotations
