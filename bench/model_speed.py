@@ -1,4 +1,4 @@
-"""How fast the embedded ViT serves on a GPU box (issue 14), in one call of a few minutes.
+"""How fast the embedded ViT serves on a GPU box, in one call of a few minutes.
 
 Steps (each in its own subprocess with its own timeout; a failed step is reported, the others run):
   forward   in-process ViT-B/32 fp16 on GPU 0: a correctness check of the staging (host, same-GPU
@@ -12,10 +12,8 @@ Steps (each in its own subprocess with its own timeout; a failed step is reporte
             repository), with GPU busy % (NVML) and the server's batch sizes during each run.
   wire      the same for the `wire` model (no compute, 4 bytes back): the request path's ceiling.
 
-    python3 bench/gpu_model_speed.py all --out $OUT               # what bench/gpu_model_speed.sh runs
-    python3 bench/gpu_model_speed.py all --out /tmp/o --cpu-check  # this box: vit_tiny CPU variant
-
-Everything lands under --out: results.jsonl (one line per measurement), logs/, table.txt.
+Everything lands under --out (default $OUT or .bench-out/): results.jsonl (one line per
+measurement), logs/, table.txt.
 """
 
 from __future__ import annotations
@@ -30,15 +28,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import ROOT, GpuBusy, gpu_memory_used_mib, model_stats, out_dir, stats_delta
+
 EMBEDDED = ROOT / "model_repository" / "embedded"
 VIT_ITEM = 3 * 224 * 224
 PY = sys.executable
+STAGE = [PY, "-m", "bench", "model_speed"]
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -183,81 +181,6 @@ def _pipeline(out, args, torch, vb, model, stream, dev, batches) -> None:
 # ----------------------------------------------------------------------------- Triton + perf_analyzer
 
 
-class GpuBusy:
-    """Mean GPU utilisation (NVML, every 0.2 s) per GPU while a measurement runs."""
-
-    def __init__(self) -> None:
-        self.samples: dict[int, list[int]] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        except Exception:  # noqa: BLE001 - no driver on a CPU box: busy % is n/a
-            self.nvml, self.handles = None, []
-
-    def __enter__(self) -> GpuBusy:
-        if self.handles:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        time.sleep(1.0)  # perf_analyzer's start-up is not load
-        while not self._stop.wait(0.2):
-            for i, h in enumerate(self.handles):
-                self.samples.setdefault(i, []).append(int(self.nvml.nvmlDeviceGetUtilizationRates(h).gpu))
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(2)
-
-    def means(self) -> dict[str, float]:
-        return {f"gpu{i}": round(sum(s) / len(s), 1) for i, s in self.samples.items() if s}
-
-
-def model_stats(url: str, model: str) -> dict[str, int]:
-    try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=10) as r:  # noqa: S310 - loopback
-            doc = json.loads(r.read())
-    except OSError:
-        return {}
-    s = doc["model_stats"][0]
-    inf = s["inference_stats"]
-    return {
-        "inferences": int(s["inference_count"]), "executions": int(s["execution_count"]),
-        **{f"{k}_ns": int(inf[k]["ns"]) for k in ("queue", "compute_input", "compute_infer", "compute_output")},
-        "requests": int(inf["success"]["count"]),
-    }
-
-
-def gpu_memory_used_mib() -> list[int]:
-    """Memory in use on each GPU (NVML), after the server started: what its instances take."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return [pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used // 2**20
-                for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:  # noqa: BLE001 - no NVML: no figure
-        return []
-
-
-def stats_delta(a: dict, b: dict) -> dict:
-    if not a or not b:
-        return {}
-    d = {k: b[k] - a[k] for k in a}
-    req = d["requests"] or 1
-    return {
-        "avg_batch": round(d["inferences"] / d["executions"], 1) if d["executions"] else None,
-        **{f"{k[:-3]}_us_per_req": round(d[k] / req / 1e3, 1) for k in ("queue_ns", "compute_input_ns", "compute_infer_ns", "compute_output_ns")},
-    }
-
-
 def make_root(dest: Path, model: str, count: int | None, settings: list[str] | None = None) -> Path:
     """A copy of the embedded models with every instance_group count of ``model`` set to count and
     each "key=value" of settings applied to its configs: max_queue_delay_microseconds and
@@ -293,8 +216,7 @@ class Server:
         self.stdout_path = out / "logs" / f"{name}.server.out"
         self.stdout = open(self.stdout_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [PY, str(Path(__file__).resolve()), "server", "--root", str(root), "--model", model, "--variant", variant,
-             "--mps", mps],
+            [*STAGE, "server", "--root", str(root), "--model", model, "--variant", variant, "--mps", mps],
             stdout=self.stdout, stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True,
         )
         self.url = self.log = None
@@ -369,8 +291,7 @@ def run_pa(binary: Path, env: dict, url: str, model: str, level: int, mode: str,
 def cmd_serve(args) -> int:
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(ROOT))
-    from bench.load_pa_setup import SetupError, ensure_perf_analyzer
+    from bench.tools import SetupError, ensure_perf_analyzer
 
     try:
         binary, env = ensure_perf_analyzer()
@@ -408,7 +329,7 @@ def cmd_serve(args) -> int:
                         failures += 1
                         continue
                     before = model_stats(server.url, args.model)
-                    with GpuBusy() as busy:
+                    with GpuBusy(skip_s=1.0) as busy:  # perf_analyzer's start-up is not load
                         res = run_pa(binary, env, server.url, args.model, level, mode, args, extra,
                                      out / "logs" / f"{args.step_name}.{mode}.c{level}.pa.log")
                     res.update(stats_delta(before, model_stats(server.url, args.model)))
@@ -421,7 +342,6 @@ def cmd_serve(args) -> int:
 
 def cmd_server(args) -> int:
     """tui.cli server against a temporary repository copy (changed instance counts)."""
-    sys.path.insert(0, str(ROOT))
     from engine.server import repository
     from tui.cli import main
 
@@ -477,8 +397,10 @@ def plan(args) -> list[tuple[str, list[str], float]]:
 
 def cmd_all(args) -> int:
     out = Path(args.out)
-    (out / "logs").mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    if shutil.which("nvidia-smi"):
+        gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout.strip()
+        print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}  {gpus.replace(chr(10), '; ')}", flush=True)
     summary = []
     for name, argv, timeout in plan(args):
         left = args.budget_s - elapsed_since(start)
@@ -490,7 +412,7 @@ def cmd_all(args) -> int:
         t0 = time.monotonic()
         print(f"\n=== {name} (timeout {timeout:.0f} s)", flush=True)
         with open(out / "logs" / f"{name}.log", "w") as log:
-            proc = subprocess.Popen([PY, str(Path(__file__).resolve()), *argv, "--step-name", name], stdout=log,
+            proc = subprocess.Popen([*STAGE, *argv, "--step-name", name], stdout=log,
                                     stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
             try:
                 rc = proc.wait(timeout)
@@ -512,8 +434,7 @@ def cmd_all(args) -> int:
         print(f"=== {name}: {summary[-1][1]}", flush=True)
     table = render_table(out, summary)
     (out / "table.txt").write_text(table)
-    if not os.environ.get("GMS_TABLE_BY_CALLER"):  # gpu_model_speed.sh prints it last itself
-        print("\n" + table, flush=True)
+    print("\n" + table, flush=True)
     return 0 if all(s.startswith("ok") for _, s in summary) else 1
 
 
@@ -562,9 +483,14 @@ def render_table(out: Path, summary: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__,
+        epilog="Fits: 1x or 2x H200, one device call: python -m bench model_speed all --budget-s 290 (forward, 1x,\n"
+               "wire, 2x, then what fits; --budget-s 560 for every step). An A/B of server configs:\n"
+               "  python -m bench model_speed all --serves 'c3:1x:3;c8:1x:8;n8:1x:8:mps=off' --modes cuda --levels 128,256\n"
+               "On this box (no GPU): python -m bench model_speed all --cpu-check")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{all,forward,serve}")
 
     def pa_flags(p):
         p.add_argument("--window-ms", type=int, default=2000)
@@ -572,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--max-windows", type=int, default=5)
 
     a = sub.add_parser("all", help="every step in turn, then the table")
-    a.add_argument("--out", required=True)
+    a.add_argument("--out", default="", help="default $OUT or .bench-out/")
     a.add_argument("--budget-s", type=float, default=300.0, help="the whole run; later steps are skipped past it")
     a.add_argument("--steps", default="", help="only these steps (forward, compile, serve, wire or full names)")
     a.add_argument("--variants", default="1x,2x")
@@ -587,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa_flags(a)
 
     f = sub.add_parser("forward", help="in-process forward speed on GPU 0")
-    f.add_argument("--out", required=True)
+    f.add_argument("--out", default="", help="default $OUT or .bench-out/")
     f.add_argument("--arch", default="openclip_vit_b32")
     f.add_argument("--modes", default="check,eager,graph,pipeline,copy")
     f.add_argument("--batches", default="16,32,64,128")
@@ -595,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--step-name", default="forward")
 
     s = sub.add_parser("serve", help="one server, perf_analyzer per shared-memory mode and level")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", default="", help="default $OUT or .bench-out/")
     s.add_argument("--model", default="openclip_vit_b32")
     s.add_argument("--variant", default="1x")
     s.add_argument("--count", default="", help="instances per GPU (default: the config's)")
@@ -609,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="config change in the copy (model parameter, max_queue_delay_microseconds, preferred_batch_size)")
     pa_flags(s)
 
-    v = sub.add_parser("server", help="(internal) tui.cli server on a repository copy")
+    v = sub.add_parser("server")  # internal: tui.cli server on a repository copy
     v.add_argument("--root", required=True)
     v.add_argument("--model", required=True)
     v.add_argument("--variant", required=True)
@@ -617,12 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "all":
-        args.out = str(Path(args.out).resolve())
+def run(args: argparse.Namespace) -> int:
+    if args.command != "server":
+        args.out = str(Path(args.out).resolve() if args.out else out_dir())
+        (Path(args.out) / "logs").mkdir(parents=True, exist_ok=True)
     return {"all": cmd_all, "forward": cmd_forward, "serve": cmd_serve, "server": cmd_server}[args.command](args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
