@@ -6,7 +6,7 @@ Each figure is printed beside its anchor, measured in the same run, with the rat
   write       Recorder (queue + writer thread + redaction)  vs  bare executemany of the same JSON rows
   open+sum    Recording.open + summary()                      vs  the 1 s target, and vs reading + parsing every row
   replay      ReplaySource at max speed                       vs  engine.events.event_from_dict on every row (decoding alone)
-The synthetic figures inside the recording are invented by tests/record/synthetic_recordings.py; only
+The synthetic figures inside the recording are invented by tests/engine/record/synthetic_recordings.py; only
 the timings and sizes printed here are measurements.
 
     python -m bench recording_scale [--minutes 60] [--gpus 8] [--keep DIR]
@@ -31,7 +31,7 @@ from engine.record.reader import Recording
 from engine.record.recorder import Recorder, to_json
 from engine.record.replay_source import ReplaySource
 from engine.record.schema import DDL
-from tests.record.synthetic_recordings import SyntheticRun, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, synthetic_session
 
 OPEN_TARGET_S = 1.0
 LEVELS = [1, 4, 8, 16, 32, 64, 128]

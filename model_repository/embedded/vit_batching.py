@@ -10,7 +10,7 @@
   the wire and the host-to-device copy carry the bytes the client sent, and the conversion is
   part of the captured graph.
 
-Imports only torch: unit-tested on a CPU (tests/foundation/test_vit_batching.py).
+Imports only torch: unit-tested on a CPU (tests/model_repository/test_vit_batching.py).
 """
 
 from __future__ import annotations

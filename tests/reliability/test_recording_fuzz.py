@@ -20,7 +20,7 @@ from engine.record.compare import compare, render_compare
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
-from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tui.headless import HeadlessPrinter
 
 SEED = 18

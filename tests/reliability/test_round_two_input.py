@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.record.reader import Recording, RecordingError
-from tests.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 
 PASSWORD, TOKEN, KEY = "s3cretpw42", "t0kenvalue42", "k3yvalue42"
