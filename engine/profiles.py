@@ -362,7 +362,7 @@ SPEC: dict[str, dict[str, Check]] = {
     },
     "load": {
         "mode": _one_of(*(m.value for m in LoadMode)),
-        "transport": _one_of(*TRANSPORTS),
+        "transport": lambda v: _one_of(*TRANSPORTS)(v),  # the table as it is when read
         "wire_check": _bool,
         "dev_open_burst": _bool,
         "dev_stall_ms": _at_most(_non_negative_int, 19, " ms"),
