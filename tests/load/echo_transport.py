@@ -17,7 +17,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.load.tcp import TcpDialer
-from engine.load.transport import BAD_RESPONSE, REJECTED, Connection, Dialer, Prepared, Scheduler, SweepInputs
+from engine.load.transport import (
+    BAD_RESPONSE,
+    REJECTED,
+    Connection,
+    Dialer,
+    Prepared,
+    Scheduler,
+    SweepInputs,
+)
 
 monotonic_ns = time.monotonic_ns
 OK, REFUSED = 0, 1
