@@ -184,8 +184,8 @@ IPC_HANDLE_SIZE = 64  # sizeof(cudaIpcMemHandle_t)
 def ipc_mem_handle(shared: bytes) -> bytes:
     """The cudaIpcMemHandle_t inside torch's storage handle. torch 2.x writes
     ``[version][type]['c': the 64-byte handle of a cudaMalloc block | 'e': an expandable
-    segment]``; older torch wrote the bare 64 bytes. Triton wants the bare handle (on
-    H200: the versioned form is refused as "not a valid base64 encoded cudaIpcMemHandle_t")."""
+    segment]``; older torch wrote the bare 64 bytes. Triton wants the bare handle (it refuses
+    the versioned form as "not a valid base64 encoded cudaIpcMemHandle_t")."""
     if len(shared) == IPC_HANDLE_SIZE:
         return shared
     if len(shared) == IPC_HANDLE_SIZE + 2 and shared[1:2] == b"c":

@@ -6,7 +6,8 @@ time and sends one ``Tick`` per tick, empty ones included, so the session always
 every worker has got. Windows are made of whole ticks.
 
 Samples travel as ``array('q')`` (int64 nanoseconds), not numpy: the workers do not import
-numpy (0.2 s of CPU per process start, measured); the session reads them with np.asarray.
+numpy (a tenth of a second or more of CPU per process start); the session reads them with
+np.asarray.
 """
 
 from __future__ import annotations

@@ -622,8 +622,8 @@ class PreciseEpollSelector(selectors.EpollSelector):
     timer fires up to 1 ms late: a request-rate schedule would send most requests late and the
     corrected latency would carry that error. An epoll fd is itself pollable: wait on it with
     select(), whose timeout has microsecond resolution, then collect the events without waiting.
-    On only in request-rate mode: the extra syscall cost ~10 % more CPU per request in
-    concurrency mode (measured: 61 vs 55 us), where no timer is on the measurement's path.
+    On only in request-rate mode: the extra syscall costs CPU per request in concurrency mode,
+    where no timer is on the measurement's path (docs/results/load_engine_design_notes.md).
     """
 
     precise = False
