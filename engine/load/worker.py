@@ -172,6 +172,9 @@ class TickBuffer:
 
 
 class Worker:
+    """The scheduler of one load worker (transport.Scheduler): its connections' callbacks land
+    in ``answered``, ``rejected``, ``failed``, ``unexpected`` and ``lost``."""
+
     def __init__(self, index: int, conn: Pipe, selector: PreciseEpollSelector | None = None) -> None:
         self.index = index
         self.selector = selector
