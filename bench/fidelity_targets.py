@@ -1,4 +1,4 @@
-"""Issue 13's targets, checked per level from bench/load_vs_perf_analyzer.py's rows.
+"""The fidelity targets, checked per level over the `fidelity` stage's rows (bench/fidelity.py).
 
 Per cell (one model and level, or one rate), over the rounds where both tools gave a result:
 - throughput: ours / perf_analyzer's mean ratio in [0.95, 1.05], unless perf_analyzer's own

@@ -6,8 +6,8 @@ back to back, synchronise, divide. The probe adds a barrier and a synchronisatio
 runs (outside its timed windows), a 10 Hz NVML sampler thread on GPUs, and its bookkeeping.
 Trials alternate probe / bare so that drift on a shared machine hits both alike.
 
-    python bench/probe_overhead.py                       # CPU here: 2 gloo ranks, mlp_258k
-    python bench/probe_overhead.py --device cuda --world-size 4 --batch 128 --steps 50
+    python -m bench probe_overhead                       # CPU here: 2 gloo ranks, mlp_258k
+    python -m bench probe_overhead --device cuda --world-size 4 --model mlp_6.9m --batch 128 --trials 3
 
 Prints each trial, then probe / bare as the geometric mean of the alternated pairs with its
 95 % CI: exit 0 (PASS) when the whole CI is above 0.97, 1 (FAIL) when it is all below,
@@ -25,10 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 LIMIT = 0.03
 
@@ -100,7 +96,7 @@ def run_bare(args: argparse.Namespace) -> float:
     for rank in range(args.world_size):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.world_size),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(args.threads))
-        cmd = [sys.executable, __file__, "--bare-rank", "--device", args.device, "--model", args.model,
+        cmd = [sys.executable, "-m", "bench", "probe_overhead", "--bare-rank", "--device", args.device, "--model", args.model,
                "--batch", str(args.batch), "--steps", str(args.steps), "--repeats", str(args.repeats),
                "--warmup", str(args.warmup), "--precision", args.precision, "--threads", str(args.threads)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
@@ -136,8 +132,12 @@ def run_probe_once(args: argparse.Namespace) -> float:
     return results[0].samples_per_s.mean
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
+        epilog="Fits: CPU here (2 gloo ranks, a few minutes), or 4 GPUs in about 2 minutes:\n"
+               "  python -m bench probe_overhead --device cuda --world-size 4 --model mlp_6.9m --batch 128 --repeats 5 --trials 3\n"
+               "Exit 0 PASS (the whole 95 % CI of probe / bare above 0.97), 1 FAIL (all below), 2 INCONCLUSIVE.")
     p.add_argument("--bare-rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--model", default="mlp_258k")
@@ -150,7 +150,10 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=6, help="probe/bare pairs, alternated")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)  # bare ranks: the probe's cores / ranks
     p.add_argument("--timeout", type=float, default=300.0)
-    args = p.parse_args()
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
     if not args.threads:
         args.threads = max(1, (os.cpu_count() or 1) // args.world_size)
     if args.bare_rank:
@@ -197,7 +200,3 @@ def _fmt(log_value: float | None) -> str:
 
 def _fmt_p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,10 +6,10 @@ Each figure is printed beside its anchor, measured in the same run, with the rat
   write       Recorder (queue + writer thread + redaction)  vs  bare executemany of the same JSON rows
   open+sum    Recording.open + summary()                      vs  the 1 s target, and vs reading + parsing every row
   replay      ReplaySource at max speed                       vs  engine.events.event_from_dict on every row (decoding alone)
-The synthetic figures inside the recording are invented by engine/record/synthetic.py; only
+The synthetic figures inside the recording are invented by tests/engine/record/synthetic_recordings.py; only
 the timings and sizes printed here are measurements.
 
-    .venv/bin/python bench/recording_scale.py [--minutes 60] [--gpus 8] [--keep DIR]
+    python -m bench recording_scale [--minutes 60] [--gpus 8] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -24,16 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from engine.events import event_from_dict  # noqa: E402
-from engine.record.compare import compare, render_compare  # noqa: E402
-from engine.record.exporters import export  # noqa: E402
-from engine.record.reader import Recording  # noqa: E402
-from engine.record.recorder import Recorder, to_json  # noqa: E402
-from engine.record.replay_source import ReplaySource  # noqa: E402
-from engine.record.schema import DDL  # noqa: E402
-from engine.record.synthetic import SyntheticRun, synthetic_session  # noqa: E402
+from engine.events import event_from_dict
+from engine.record.compare import compare, render_compare
+from engine.record.exporters import export
+from engine.record.reader import Recording
+from engine.record.recorder import Recorder, to_json
+from engine.record.replay_source import ReplaySource
+from engine.record.schema import DDL
+from tests.engine.record.synthetic_recordings import SyntheticRun, synthetic_session
 
 OPEN_TARGET_S = 1.0
 LEVELS = [1, 4, 8, 16, 32, 64, 128]
@@ -111,12 +109,19 @@ def contract_decode_all(path: Path) -> int:
         return sum(1 for _s, _t, _k, data in r.rows() if event_from_dict(data))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     epilog="Fits: any box, no server or GPU; under a minute here.")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--keep", type=Path, help="write the recording and exports here (default: a temp dir)")
-    args = parser.parse_args()
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.minutes <= 0 or args.gpus < 1:
+        print("recording_scale: --minutes and --gpus must be > 0", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="recording_scale_")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -180,7 +185,3 @@ def main() -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

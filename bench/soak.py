@@ -9,7 +9,9 @@ file descriptors, threads) and the recording's size, and prints:
   recording is no measure of that: SQLite's WAL grows to its checkpoint size in the first minutes
   and is then reused, so database + WAL rises in steps.)
 
-    python bench/soak.py --minutes 30 [--profile local] [--out bench/out/soak.json]
+    python -m bench soak --minutes 30 [--profile local]
+
+Writes soak.json, soak.log and the recordings to $OUT or .bench-out/.
 """
 
 from __future__ import annotations
@@ -20,27 +22,31 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import psutil
 
+from bench.common import ROOT, out_dir, stamp
 from engine.record.reader import Recording
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def main() -> int:
-    p = argparse.ArgumentParser()
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                epilog="Fits: any box; its own length (--minutes) plus the server's start.")
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--profile", default="local")
     p.add_argument("--model", default="vit_tiny")
     p.add_argument("--concurrency", type=int, default=4, help="moderate load: in flight per level")
     p.add_argument("--interval", type=float, default=10.0)
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "soak.json")
-    args = p.parse_args()
+    return p
 
-    rec_dir = ROOT / "bench" / "out" / f"soak_recordings_{time.strftime('%Y%m%d-%H%M%S')}"
+
+def run(args: argparse.Namespace) -> int:
+    if args.minutes <= 0 or args.interval <= 0:
+        print("soak: --minutes and --interval must be > 0", file=sys.stderr)
+        return 2
+    out = out_dir()
+    rec_dir = out / f"soak_recordings_{stamp()}"
     rec_dir.mkdir(parents=True, exist_ok=True)
     duration = args.minutes * 60
     window_ms = 5000
@@ -52,7 +58,7 @@ def main() -> int:
            "--set", f"load.window_ms={window_ms}", "--set", f"load.max_windows={windows_per_level}",
            "--set", "load.stability_percent=0.001",  # never settles early: every level runs its windows
            "--set", "load.warmup_s=1"]
-    log = open(ROOT / "bench" / "out" / "soak.log", "w")  # noqa: SIM115
+    log = open(out / "soak.log", "w")  # noqa: SIM115
     app = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     proc = psutil.Process(app.pid)
     samples: list[dict] = []
@@ -85,7 +91,7 @@ def main() -> int:
                 app.kill()
     log.close()
     if len(samples) < 3:
-        print("soak: too few samples; see bench/out/soak.log")
+        print(f"soak: too few samples; see {out / 'soak.log'}")
         return 1
     t = np.array([s["t"] for s in samples])
     rss = np.array([s["rss"] for s in samples], dtype=float)
@@ -106,12 +112,7 @@ def main() -> int:
         "events_linear_r2": round(r2, 4), "recording_mb_closed": round(final / 2**20, 2),
         "recording_kb_per_min": round(final / 1024 / (t[-1] / 60), 1), "samples": samples,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    (out / "soak.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
     print(f"RSS growth after 5 min: {result['rss_growth_after_5min_pct']} % (target < 10 %)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

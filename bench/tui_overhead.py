@@ -11,11 +11,8 @@ Prints per level: median throughput and p99 of each mode (with min-max over repe
 TUI/headless ratios; then the overall ratios (geometric mean over levels) against the targets:
 throughput >= 0.97, p99 <= 1.05. Nothing is asserted: this is a measurement.
 
-    .venv/bin/python bench/tui_overhead.py                      # identity model, 3 pairs
-    .venv/bin/python bench/tui_overhead.py --model vit_tiny --concurrency 1,4,8 --pairs 2
-
-On a GPU box (textual and tritonclient installed there too):
-    python bench/tui_overhead.py --model openclip_vit_b32 --variant 4x --concurrency 1,8,32,128
+    python -m bench tui_overhead                      # identity model, 3 pairs
+    python -m bench tui_overhead --model vit_tiny --concurrency 1,4,8 --pairs 2
 """
 
 from __future__ import annotations
@@ -37,11 +34,9 @@ from dataclasses import dataclass, field
 from fcntl import ioctl
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from engine.record.reader import Recording  # noqa: E402
-from engine.server.embedded import EmbeddedServer  # noqa: E402
+from bench.common import ROOT
+from engine.record.reader import Recording
+from engine.server.embedded import EmbeddedServer
 
 RUN_TIMEOUT_S = 600.0
 QUIT_TIMEOUT_S = 90.0
@@ -100,7 +95,7 @@ def sweep_finished(out_dir: Path) -> bool:
 def run_headless(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run: Run) -> None:
     log = (out_dir / "headless.log").open("w")
     start = time.monotonic()
-    proc = subprocess.Popen([*cli_args(args, server, out_dir), "--record"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*cli_args(args, server, out_dir), "--record"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         _, status, usage = wait4_bounded(proc.pid, RUN_TIMEOUT_S)
     finally:
@@ -117,7 +112,7 @@ def run_tui(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run
     start = time.monotonic()
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal of the chosen size, then the app
-        os.chdir(REPO)
+        os.chdir(ROOT)
         os.environ["TERM"] = "xterm-256color"
         os.execv(argv[0], argv)
     ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -216,8 +211,12 @@ def report(runs: list[Run], args: argparse.Namespace) -> None:
           f"{'met' if p <= TARGET_P99 else 'MISSED'}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
+        epilog="Fits: CPU here (the identity model is client-bound: the strictest case), or a GPU box with textual\n"
+               "carried (python -m bench carry --textual), about 4 minutes:\n"
+               "  python -m bench tui_overhead --model openclip_vit_b32 --variant 2x --concurrency 1,8,32,128 --pairs 2 --size 160x45")
     parser.add_argument("--model", default="identity", help="identity (client-bound: the strictest), vit_tiny, openclip_vit_b32")
     parser.add_argument("--variant", default="cpu", help="embedded server instance groups: cpu, 1x, 2x, 4x, 8x, auto")
     parser.add_argument("--concurrency", default="1,4,16")
@@ -227,7 +226,13 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--size", default="100x40", help="the TUI's terminal, COLSxROWS")
     parser.add_argument("--keep", action="store_true", help="keep the recordings (printed folder)")
-    args = parser.parse_args()
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if not all(x.isdigit() for x in args.size.split("x")) or args.size.count("x") != 1:
+        print(f"tui_overhead: --size {args.size!r} is not COLSxROWS", file=sys.stderr)
+        return 2
 
     work = Path(tempfile.mkdtemp(prefix="gpuscale-tui-overhead-"))
     runs: list[Run] = []
@@ -252,7 +257,3 @@ def main() -> int:
 
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

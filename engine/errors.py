@@ -10,6 +10,10 @@ class UserError(Exception):
     exit_code = 2
 
 
+class RecordingError(UserError):
+    """A file that is not a readable gpuscale-tui recording (missing, truncated, corrupt)."""
+
+
 class RunFailed(Exception):
     """The run itself failed (server died, every level failed): exit code 1."""
 

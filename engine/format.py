@@ -2,7 +2,7 @@
 the probe CLI and every report (text, Markdown, HTML). Pure functions, no imports from the rest
 of the engine, so every layer may use it.
 
-The rules (docs/architecture.md repeats them; tests/foundation/test_format.py holds them):
+The rules (docs/architecture.md repeats them; tests/engine/test_format.py holds them):
 
 - Not available (None or NaN) reads ``NA`` ("-"), never 0. One ASCII cell: it aligns on every
   terminal and greps in a log.

@@ -8,6 +8,8 @@ import platform
 import socket
 import sys
 
+from engine import libnvml
+
 
 def _version(package: str) -> str | None:
     try:
@@ -25,24 +27,6 @@ def _cpu_model() -> str | None:
     except OSError:
         pass
     return platform.processor() or None
-
-
-def _nvidia_versions() -> dict[str, str | None]:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            driver = pynvml.nvmlSystemGetDriverVersion()
-            cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-            return {
-                "driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "cuda": f"{cuda // 1000}.{(cuda % 1000) // 10}",
-            }
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return {"driver": None, "cuda": None}
 
 
 def host_facts() -> dict[str, object]:
@@ -65,5 +49,5 @@ def software_versions() -> dict[str, str | None]:
         "torch": _version("torch"),
         "numpy": _version("numpy"),
         "nvidia_pytriton": _version("nvidia-pytriton"),
-        **_nvidia_versions(),
+        **libnvml.driver_versions(),
     }

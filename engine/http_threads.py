@@ -1,18 +1,10 @@
 """Which HTTP thread of a Triton server on this machine serves each connection (Linux /proc).
 
-Why (issue 13): Triton's HTTP front end (libevhtp) hands each new connection to one of its
-threads, for good (in the libevhtp sources we read, the first thread in its list with no
-connection waiting to be taken; which variant Triton builds is not verified). Measured with
-/proc (below): 16 connections opened one by one against the
-idle CPU server all went to the same thread of 8; on a 4x H200 box (64 HTTP threads) the
-connections of a level opened one at a time while the open ones carried load went 16 of 16 on
-one thread at concurrency 16, 33/20/7/2/2 at 64 and 45/36/30/15/2 at 128. A thread that reads
-every 602 KB body of a third of the connections caps the server below what its GPUs do, and
-neither Triton's statistics (its timer starts after the body is read) nor the client can see
-why. Where a connection lands is a race the client does not control (engine/load/worker.py,
-open_grouped, says what was tried and measured); this module makes it visible: the session
-warns when one thread holds more than twice its share, and bench/load_vs_perf_analyzer.py
-prints each tool's spread beside its throughput.
+Why: Triton's HTTP front end (libevhtp) hands each new connection to one of its threads for
+good, and a thread that reads the bodies of too many connections caps the server unseen by both
+Triton's statistics and the client. This module makes the spread visible: the session warns when
+one thread holds more than twice its share, and the `fidelity` bench prints each tool's spread.
+The measurements behind it: docs/results/design_notes.md ("HTTP threads").
 
 How: each HTTP thread runs its own epoll instance, and /proc/<pid>/fdinfo/<epoll fd> lists the
 sockets it watches (``tfd:`` lines). A connection is listed while its thread waits for its next

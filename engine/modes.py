@@ -11,12 +11,20 @@ member and a strategy here, its request schedule in engine/load/worker.py and sw
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from engine.profiles import Load
+
+class PlannedLevels(Protocol):
+    """What a mode reads of a profile's load section (engine.profiles.Load): its levels."""
+
+    @property
+    def concurrency(self) -> Sequence[int]: ...
+
+    @property
+    def rates(self) -> Sequence[float]: ...
 
 
 class LoadMode(StrEnum):
@@ -41,7 +49,7 @@ class ModeStrategy:
     axis: str  # lower case, for prose and chart axes
     log2_axis: bool  # levels that double (1, 2, 4, ...) read best on a log2 axis
 
-    def levels(self, load: Load) -> list[float]:
+    def levels(self, load: PlannedLevels) -> list[float]:
         """The planned levels as the profile lists them (concurrency's integers as floats, as
         events carry them; rates as written)."""
         values = list(getattr(load, self.levels_key))

@@ -6,8 +6,15 @@
 # about 11 to about 6.5 minutes even on a 2-core box. Each worker starts its own session-wide
 # identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
 # (tests/conftest.py). TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
+# --fast: the suite without the tests that start a real server or are marked slow (under a minute
+# here); CI runs the whole suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+args=()
+for a in "$@"; do
+  if [ "$a" = --fast ]; then args+=(-m "not server and not slow"); else args+=("$a"); fi
+done
+set -- "${args[@]+"${args[@]}"}"
 scripts/setup.sh || exit $?
 scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
 .venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"

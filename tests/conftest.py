@@ -19,3 +19,28 @@ def identity_server(tmp_path_factory):
 
     with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-identity")) as srv:
         yield srv
+
+
+# Fixtures whose use means the test talks to a real tritonserver: such a test is a server test
+# whether or not it says so (the fast lane, `scripts/test.sh --fast`, leaves them out).
+SERVER_FIXTURES = frozenset({"identity_server", "identity_info"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a run that leaves server tests out, a test that starts a tritonserver in this process
+    is missing its `server` mark: it fails and says so, so the fast lane stays fast and honest."""
+    if "not server" not in (request.config.option.markexpr or ""):
+        return
+    from engine.server.embedded import EmbeddedServer
+
+    def refuse(self: EmbeddedServer) -> EmbeddedServer:
+        raise AssertionError(f"{request.node.nodeid} starts a real tritonserver: mark it @pytest.mark.server")
+
+    monkeypatch.setattr(EmbeddedServer, "start", refuse)

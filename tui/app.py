@@ -1,7 +1,8 @@
 """The Textual app: thin on logic. Events arrive on the source's thread, wait in a queue, and
 are folded into SessionState a few times a second; the visible view then re-renders what
-changed. Actions only forward to the live session (controls) or the replay source (replay),
-both duck-typed.
+changed. Its views, their keys, footer labels, help lines and commands come from one table
+(`VIEWS`, tui/screens/views.py). Actions only forward to the live session (controls) or the
+replay source (replay), both duck-typed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,11 +26,12 @@ from textual.screen import ModalScreen, Screen
 from engine.errors import UserError
 from engine.events import Event
 from engine.source import EventSource
-from tui.screens.base import StateScreen
+from tui.screens.base import View, ViewScreen
 from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
-from tui.screens.help import HelpScreen
-from tui.screens.views import LiveScreen, LogScreen, ProbeScreen, SweepScreen
+from tui.screens.help import HelpScreen, help_text
+from tui.screens.views import VIEWS
 from tui.state import SessionState
+from tui.study_state import StudyState
 
 REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
 MAX_EVENTS_PER_TICK = 50_000  # a replay at max speed must not stall a frame for long
@@ -39,9 +42,14 @@ SEEK_STEP_S = 10.0
 LIVE_ACTIONS = frozenset({"start_sweep", "cancel_sweep", "run_probe"})
 REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "speed", "seek_level", "step"})
 
-VIEWS = Binding.Group("Views", compact=True)
+VIEW_KEYS = Binding.Group("Views", compact=True)
 SEEK = Binding.Group("Seek", compact=True)
 SPEED = Binding.Group("Speed", compact=True)
+
+
+def view_bindings(views: Sequence[View]) -> list[Binding]:
+    """A key per view, grouped in the footer; the app hides those it does not show (check_action)."""
+    return [Binding(v.key, f"switch_mode({v.name!r})", v.label, group=VIEW_KEYS) for v in views]
 
 
 def recording_candidates(folder: Path = Path("recordings")) -> list[Path]:
@@ -61,24 +69,16 @@ def open_replay(path: Path) -> Any:
 
 
 class GpuscaleApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: a subclass elsewhere finds it too
     TITLE = "gpuscale-tui"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
-    MODES: ClassVar[dict[str, Any]] = {
-        "live": LiveScreen,
-        "sweep": SweepScreen,
-        "probe": ProbeScreen,
-        "log": LogScreen,
-    }
+    VIEWS: ClassVar[Sequence[View]] = VIEWS  # its modes (added per app: their screens read the app)
     DEFAULT_MODE = "live"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help", key_display="?"),
-        Binding("1", "switch_mode('live')", "Live", group=VIEWS),
-        Binding("2", "switch_mode('sweep')", "Sweep", group=VIEWS),
-        Binding("3", "switch_mode('probe')", "Probe", group=VIEWS),
-        Binding("4", "switch_mode('log')", "Log", group=VIEWS),
+        *view_bindings(VIEWS),
         Binding("s", "start_sweep", "Sweep"),
         Binding("x", "cancel_sweep", "Stop"),
         Binding("p", "run_probe", "Probe"),
@@ -94,6 +94,13 @@ class GpuscaleApp(App[int]):
         Binding("full_stop", "step", "Step", show=False),
     ]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass with VIEWS of its own gets their keys (Textual merges a class's bindings
+        when the class is made)."""
+        if "VIEWS" in cls.__dict__:
+            cls.BINDINGS = [*cls.__dict__.get("BINDINGS", []), *view_bindings(cls.VIEWS)]
+        super().__init_subclass__(**kwargs)
+
     def __init__(
         self,
         *,
@@ -108,6 +115,7 @@ class GpuscaleApp(App[int]):
         self.controls = controls
         self.replay = replay
         self.state = SessionState()
+        self.study: StudyState | None = None  # a study's own state (the study app's)
         self.inbox: deque[Event] = deque()  # filled on the source's thread, drained on ours
         self.sources: list[EventSource] = []  # every source shown, stopped when the app ends
         self.refresh_hz = refresh_hz
@@ -118,6 +126,11 @@ class GpuscaleApp(App[int]):
         self._control_state: tuple[Any, ...] = ()
         self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
         self._told_recording: Path | None = None
+        for view in self.VIEWS:
+            self.add_mode(view.name, partial(ViewScreen, view, self))
+
+    def shown_views(self) -> list[View]:
+        return [v for v in self.VIEWS if v.shown_by(self)]
 
     # ------------------------------------------------------------------ sources
 
@@ -184,9 +197,6 @@ class GpuscaleApp(App[int]):
         """One queued event into the state (the study app folds it into its study state too)."""
         self.state.apply(event)
 
-    def show_more(self, screen: StateScreen) -> None:
-        """After the visible view has the state: what a subclass's own views need (nothing here)."""
-
     def drain(self) -> None:
         """The refresh tick: fold queued events into the state, then render the visible view."""
         applied = 0
@@ -197,13 +207,12 @@ class GpuscaleApp(App[int]):
         if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
             self._level_target = None  # arrived
         # The view under any dialog; none while a mode switch is under way.
-        views = [s for s in self.screen_stack if isinstance(s, StateScreen)]
+        views = [s for s in self.screen_stack if isinstance(s, ViewScreen)]
         screen = views[-1] if views else None
         if screen is not None and screen.is_mounted:
             if applied:
-                screen.show_state(self.state)
+                screen.show_state()
             screen.tick_replay()
-            self.show_more(screen)
         self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:
@@ -239,6 +248,8 @@ class GpuscaleApp(App[int]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "switch_mode":  # no key for a view this app does not show
+            return any((v.name,) == parameters for v in self.shown_views())
         if isinstance(self.screen, ModalScreen) and (action in REPLAY_ACTIONS or action in LIVE_ACTIONS):
             return False  # keys typed in a dialog belong to the dialog
         return self.action_possible(action)
@@ -272,7 +283,7 @@ class GpuscaleApp(App[int]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(help_text(self.shown_views(), self.recording_path(), self.controls is not None)))
 
     def action_start_sweep(self) -> None:
         self.controls.request_sweep()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
@@ -295,7 +306,7 @@ class GpuscaleApp(App[int]):
             self.notify(str(exc), severity="warning")
             ok = False
         for screen in self.screen_stack:
-            if isinstance(screen, StateScreen) and screen.is_mounted:
+            if isinstance(screen, ViewScreen) and screen.is_mounted:
                 screen.tick_replay()
         return ok
 
@@ -379,11 +390,9 @@ class GpuscaleApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        for view in self.shown_views():
+            yield SystemCommand(f"View: {view.title}", view.description, partial(self.switch_mode, view.name))
         commands = [
-            ("View: live", "Everything at a glance", lambda: self.switch_mode("live"), True),
-            ("View: sweep", "Levels, the current level's windows, charts over time", lambda: self.switch_mode("sweep"), True),
-            ("View: training probe", "Probe results, scaling efficiency, all-reduce, topology", lambda: self.switch_mode("probe"), True),
-            ("View: warnings and log", "Every warning once, and the event log", lambda: self.switch_mode("log"), True),
             ("Help", "Keys and what the numbers mean", self.action_help, True),
             ("Start the sweep", "Run the concurrency sweep again", self.action_start_sweep, "start_sweep"),
             ("Stop the sweep", "Stop the running sweep or probe", self.action_cancel_sweep, "cancel_sweep"),
@@ -395,9 +404,9 @@ class GpuscaleApp(App[int]):
             ("Replay: slower", "", lambda: self.action_speed(-1), "speed"),
             ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
         ]
-        for title, help_text, callback, when in commands:
+        for title, text, callback, when in commands:
             if when is True or self.action_possible(str(when)):
-                yield SystemCommand(title, help_text, callback)
+                yield SystemCommand(title, text, callback)
 
 
 def run_tui(

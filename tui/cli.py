@@ -446,7 +446,7 @@ def _print_notes(recordings: list) -> None:  # noqa: ANN001 - Recording
 
 
 def _parse_costs(items: list[str]) -> dict[int, float]:
-    """``4=14`` or seed 001's ``4gpu:14``: $/hr of a box with that many GPUs."""
+    """``4=14`` or ``4gpu:14``: $/hr of a box with that many GPUs."""
     costs: dict[int, float] = {}
     for item in items:
         gpus, sep, dollars = item.partition("=") if "=" in item else item.partition(":")

@@ -15,7 +15,9 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -93,35 +95,33 @@ class HeadlessPrinter:
         self.console.print(Text(text, style=style), soft_wrap=True)
 
     def _print_event(self, event: ev.Event) -> None:
-        if isinstance(event, (ev.GpuSample, ev.HostSample)):
-            self._maybe_telemetry(event.ts)
-            return
-        if isinstance(event, (ev.Warning, ev.Error)):
-            key = notice_key(event)
-            if key in self._seen_notices:
-                return  # shown once; the final summary counts repeats
-            self._seen_notices.add(key)
-        if isinstance(event, ev.LevelStarted) and event.index == 0:
-            self._sweep_header_printed = False
-        if isinstance(event, ev.LevelResult):
-            self._print_level_row(event)
-            return
-        if isinstance(event, ev.ProbeResult):
-            self._print_probe_row(event)
-            return
-        if isinstance(event, ev.AllReduceResult):
-            self._print_allreduce(event)
-            return
-        if isinstance(event, ev.WireCeiling):
-            self._print_wire(event)
-            return
+        _PRINTERS.get(type(event), HeadlessPrinter._print_line)(self, event)
+
+    def _print_line(self, event: ev.Event) -> None:
+        """Most events: their one line (tui/describe.py), if they have one."""
         text = describe(event)
-        if text is not None and isinstance(event, ev.LevelStarted):
-            text += self._time_left()
         if text is not None:
             self._line(text, STYLE[severity(event)], event.ts)
-        if isinstance(event, ev.SweepFinished):
-            self._print_sweep_summary()
+
+    def _print_notice(self, event: ev.Warning | ev.Error) -> None:
+        key = notice_key(event)
+        if key not in self._seen_notices:  # shown once; the final summary counts repeats
+            self._seen_notices.add(key)
+            self._print_line(event)
+
+    def _print_level_started(self, event: ev.LevelStarted) -> None:
+        if event.index == 0:
+            self._sweep_header_printed = False  # a new sweep: its own table
+        text = describe(event)
+        if text is not None:
+            self._line(text + self._time_left(), STYLE[severity(event)], event.ts)
+
+    def _print_sweep_finished(self, event: ev.SweepFinished) -> None:
+        self._print_line(event)
+        self._print_sweep_summary()
+
+    def _print_telemetry(self, event: ev.GpuSample | ev.HostSample) -> None:
+        self._maybe_telemetry(event.ts)
 
     def _time_left(self) -> str:
         """The sweep's time left, as the TUI's status line shows it (a guide: windows stretch)."""
@@ -240,3 +240,18 @@ class HeadlessPrinter:
             else:
                 reason = f": {state.ended.error}" if state.ended and state.ended.error else ""
                 self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
+
+
+# What each kind of event prints; any other kind prints its one line (_print_line).
+_PRINTERS: dict[type, Callable[[HeadlessPrinter, Any], None]] = {
+    ev.GpuSample: HeadlessPrinter._print_telemetry,
+    ev.HostSample: HeadlessPrinter._print_telemetry,
+    ev.Warning: HeadlessPrinter._print_notice,
+    ev.Error: HeadlessPrinter._print_notice,
+    ev.LevelStarted: HeadlessPrinter._print_level_started,
+    ev.LevelResult: HeadlessPrinter._print_level_row,
+    ev.SweepFinished: HeadlessPrinter._print_sweep_finished,
+    ev.ProbeResult: HeadlessPrinter._print_probe_row,
+    ev.AllReduceResult: HeadlessPrinter._print_allreduce,
+    ev.WireCeiling: HeadlessPrinter._print_wire,
+}

@@ -3,7 +3,9 @@ progress with the time left for the whole study. Never imports Textual."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine import events as ev
 from engine import format as fmt
@@ -45,23 +47,27 @@ class StudyPrinter(HeadlessPrinter):
                 f"{duration(s.elapsed_s)} elapsed, about {duration(s.time_left_s())} left for the whole study")
 
     def _study_line(self, event: ev.Event) -> str | None:
-        if isinstance(event, ev.StudyStarted):
-            slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
-            levels = ", ".join(fmt.level(event.mode, x) for x in event.levels)
-            article = "an" if event.server[:1] in "aeiou" else "a"
-            return (f"study of {event.model}: configs {', '.join(event.variants)} on {article} {event.server} server, "
-                    f"levels {levels}{slo}\nindex: {event.index_path}")
-        if isinstance(event, ev.StudyVariantStarted):
-            n = event.position + 1
-            return f"=== config {n}/{len(self.study.configs)}: {event.variant} ({event.how})"
-        if isinstance(event, ev.StudyVariantFinished):
-            where = f", recording {event.recording}" if event.recording else ""
-            error = f": {event.error}" if event.error else ""
-            return f"=== config {event.variant}: {event.status} (exit {event.exit_code}){where}{error}"
-        if isinstance(event, ev.StudyFinished):
-            missing = f"; missing: {', '.join(event.missing)}" if event.missing else ""
-            return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}"
-        return None
+        line = _STUDY_LINES.get(type(event))
+        return line(self, event) if line is not None else None
+
+    def _study_started(self, event: ev.StudyStarted) -> str:
+        slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
+        levels = ", ".join(fmt.level(event.mode, x) for x in event.levels)
+        article = "an" if event.server[:1] in "aeiou" else "a"
+        return (f"study of {event.model}: configs {', '.join(event.variants)} on {article} {event.server} server, "
+                f"levels {levels}{slo}\nindex: {event.index_path}")
+
+    def _variant_started(self, event: ev.StudyVariantStarted) -> str:
+        return f"=== config {event.position + 1}/{len(self.study.configs)}: {event.variant} ({event.how})"
+
+    def _variant_finished(self, event: ev.StudyVariantFinished) -> str:
+        where = f", recording {event.recording}" if event.recording else ""
+        error = f": {event.error}" if event.error else ""
+        return f"=== config {event.variant}: {event.status} (exit {event.exit_code}){where}{error}"
+
+    def _study_finished(self, event: ev.StudyFinished) -> str:
+        missing = f"; missing: {', '.join(event.missing)}" if event.missing else ""
+        return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}"
 
     def finish_study(self, exit_code: int, index_path: Path | None, report_lines: list[str]) -> None:
         self.close()
@@ -72,3 +78,12 @@ class StudyPrinter(HeadlessPrinter):
                 self._plain(f"study index: {index_path}", "bold")
             self._plain("done" if exit_code == 0 else f"failed (exit code {exit_code})",
                         "bold green" if exit_code == 0 else "bold red")
+
+
+# The study's own events, each one bold line; the sessions' events print as HeadlessPrinter prints them.
+_STUDY_LINES: dict[type, Callable[[StudyPrinter, Any], str]] = {
+    ev.StudyStarted: StudyPrinter._study_started,
+    ev.StudyVariantStarted: StudyPrinter._variant_started,
+    ev.StudyVariantFinished: StudyPrinter._variant_finished,
+    ev.StudyFinished: StudyPrinter._study_finished,
+}

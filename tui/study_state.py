@@ -36,9 +36,9 @@ def time_left(elapsed_s: float, levels_done: int, levels_left: int) -> float | N
 
 def paced_time_left(level_s: float, levels_done: int, levels_left: int, start_s: float, configs_waiting: int) -> float | None:
     """Seconds left from the time levels take (``level_s`` over ``levels_done``) plus one config
-    start (``start_s``: server start, as measured) per config still waiting. Why not the plain
-    pace: on a 4x H200 box the first config's box check (15-35 s) and server start went into
-    the pace of its first level, and the study said "11m 58s left" where 3 minutes were."""
+    start (``start_s``: server start, as measured) per config still waiting. Not the plain pace:
+    a config's start (the box check, the server's start) is no level's time, and counted into the
+    pace of the first levels it inflates every level left."""
     if levels_done <= 0 or level_s <= 0:
         return None
     return level_s / levels_done * max(levels_left, 0) + max(start_s, 0.0) * configs_waiting

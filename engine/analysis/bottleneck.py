@@ -12,8 +12,8 @@ order, the first that holds is the verdict:
 2. network: client latency minus the server's own request time is over half the latency. That
    gap is time outside Triton's model statistics: network, Triton's HTTP front end (reading
    and writing request bodies, its thread pool) and client I/O. It is not the client's own CPU
-   time, which the audit measures directly (seen on a 4x H200 box: a 70 % gap with load
-   workers at 60 % of one core on a 64-core machine: not client-bound);
+   time, which the audit measures directly (a large gap with idle load workers is not
+   client-bound; docs/results/design_notes.md);
 3. with GPU telemetry: GPUs at >= 80 % mean utilization -> compute (the GPUs are the limit);
    else queue time >= half of the server's time -> queueing (requests wait for a model instance
    while GPUs have room); else -> GPUs not saturated (the limit is outside the GPUs);

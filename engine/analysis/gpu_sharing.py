@@ -1,8 +1,8 @@
 """Which GPUs several Python-backend processes shared without MPS, from NVML's process lists.
 
 Triton's Python backend runs each model instance as its own process (a stub), with its own CUDA
-context; a GPU without NVIDIA's Multi-Process Service (MPS) runs one context at a time. Under MPS
-the embedded ViT served 19-48 % more over CUDA shared memory on H200 (docs/results/mps_h200.md).
+context; a GPU without NVIDIA's Multi-Process Service (MPS) runs one context at a time; under MPS the
+contexts share it.
 NVML sees the processes only where the server runs on this machine (the embedded server, or a
 server on loopback). Pure functions over the recorded GPU readings.
 """
@@ -74,5 +74,5 @@ def sharing_advice(turns: list[GpuSharing], embedded: bool) -> str | None:
            "CUDA_MPS_PIPE_DIRECTORY set for both)")
     return (f"Python-backend instances took turns on {where} stubs at once, without MPS: each is a process "
             f"with its own CUDA context, and a GPU runs one context at a time. Under MPS they share the GPU "
-            f"(on H200 the embedded ViT served 19-48 % more over CUDA shared memory, docs/results/mps_h200.md): "
+            f"(docs/results/mps_h200.md has what it gained for the embedded ViT): "
             f"{how}, and measure again.")

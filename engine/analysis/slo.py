@@ -109,10 +109,8 @@ def slo_point(points: Sequence[Measured], target_s: float) -> SloPoint:
     that missed it, the one that served the most (the highest such level on a tie).
 
     Not simply the highest level that met it (the search's boundary): past a peak, throughput
-    can fall while latency still meets the target. A study over CUDA shared memory on 4x H200
-    served 16.8k images/s at concurrency 128 with p99 17 ms and 11.8k at 208, the boundary
-    for p99 <= 50 ms (docs/results/h200_serving_limits_and_studies.md); what a capacity plan
-    wants at the target is the first."""
+    can fall while latency still meets the target (docs/results/design_notes.md has a study
+    where it did); what a capacity plan wants at the target is the most throughput."""
     good, bad = bracket(points, target_s)
     if good is None:
         return SloPoint(None, None, None, bad is not None)

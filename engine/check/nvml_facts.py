@@ -11,9 +11,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from engine import libnvml
 from engine.check.facts import GpuFacts, PairFacts
 from engine.events import Event, Topology, Warning
-from engine.telemetry.nvml_gpus import NvmlDevice, NvmlGpus, _text
+from engine.telemetry.nvml_gpus import NvmlDevice, NvmlGpus
 from engine.telemetry.once import WarnOnce
 from engine.telemetry.topology import p2p_usable, read_topology
 
@@ -22,21 +23,12 @@ _THROTTLE_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetC
 
 
 def _asker(nv: Any, handle: Any) -> Callable[..., Any]:
+    """ask(fn_name, *args): one NVML answer about this GPU, None where there is none."""
+
     def ask(fn_name: str, *args: Any) -> Any:
-        fn = getattr(nv, fn_name, None)
-        if fn is None:
-            return None
-        try:
-            return fn(handle, *args)
-        except Exception:  # NVMLError (not supported, no permission) or a binding mismatch
-            return None
+        return libnvml.query(nv, fn_name, handle, *args)
 
     return ask
-
-
-def _const(nv: Any, name: str, default: int) -> int:
-    value = getattr(nv, name, default)
-    return int(value[0] if isinstance(value, tuple) else value)
 
 
 def _own_pids() -> set[int]:
@@ -72,16 +64,16 @@ def read_gpu_facts(nv: Any, d: NvmlDevice, own: set[int]) -> GpuFacts:
         if bits is not None:
             g.throttle_reasons = int(bits)
             break
-    temp = ask("nvmlDeviceGetTemperature", _const(nv, "NVML_TEMPERATURE_GPU", 0))
+    temp = ask("nvmlDeviceGetTemperature", libnvml.const(nv, "NVML_TEMPERATURE_GPU", 0))
     g.temp_c = float(temp) if temp is not None else None
-    slowdown = ask("nvmlDeviceGetTemperatureThreshold", _const(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
+    slowdown = ask("nvmlDeviceGetTemperatureThreshold", libnvml.const(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
     g.temp_slowdown_c = float(slowdown) if slowdown else None
     ecc = ask("nvmlDeviceGetEccMode")
     if ecc is not None:
         g.ecc_enabled = bool(ecc[0])
         if g.ecc_enabled:
-            errors = ask("nvmlDeviceGetTotalEccErrors", _const(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-                         _const(nv, "NVML_VOLATILE_ECC", 0))
+            errors = ask("nvmlDeviceGetTotalEccErrors", libnvml.const(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                         libnvml.const(nv, "NVML_VOLATILE_ECC", 0))
             g.ecc_uncorrected = int(errors) if errors is not None else None
     pending = ask("nvmlDeviceGetRetiredPagesPendingStatus")
     g.retired_pending = bool(pending) if pending is not None else None
@@ -101,21 +93,8 @@ def _foreign_processes(nv: Any, d: NvmlDevice, own: set[int]) -> list[dict[str, 
             if pid in own or pid in seen:
                 continue
             used = getattr(proc, "usedGpuMemory", None)
-            seen[pid] = {"pid": pid, "name": _process_name(nv, pid), "mem_used": int(used) if used is not None else None}
+            seen[pid] = {"pid": pid, "name": libnvml.process_name(nv, pid), "mem_used": int(used) if used is not None else None}
     return list(seen.values())
-
-
-def _process_name(nv: Any, pid: int) -> str | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).name()
-    except Exception:  # another container's pid namespace, or it just exited
-        pass
-    try:
-        return _text(nv.nvmlSystemGetProcessName(pid)) or None
-    except Exception:
-        return None
 
 
 def pairs_from_topology(topology: Topology, index_of: dict[str, int]) -> list[PairFacts]:

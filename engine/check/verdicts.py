@@ -19,8 +19,8 @@ OK, WARN, FAIL, NA = "ok", "warn", "fail", "n/a"
 _RANK = {NA: 0, OK: 1, WARN: 2, FAIL: 3}
 GIB = 1 << 30
 
-# What a link gives in practice, per direction, against its line rate after coding: PCIe Gen4
-# x16 is 31.5 GB/s on paper and about 25 GB/s measured (the issue's own figure).
+# What a link gives in practice, per direction, against its line rate after coding (PCIe Gen4
+# x16: 31.5 GB/s on paper, about 25 GB/s in a host-to-device copy).
 PRACTICAL_FRACTION = 0.8
 H2D_OK, H2D_WARN = 0.7, 0.4  # measured / practical: below WARN the link is not what it says
 D2D_OK, D2D_WARN = 0.6, 0.3
@@ -32,8 +32,8 @@ CORES_PER_GPU_OK, CORES_PER_GPU_WARN = 4, 2  # Triton's front end + the load gen
 RAM_PER_GPU_FAIL_GIB = 16
 DISK_OK_GIB, DISK_WARN_GIB = 5, 1
 MEM_USED_WARN, MEM_USED_FAIL = 0.10, 0.50  # of a GPU's memory, held before the run starts
-MPS_MISSING = ("the embedded server runs without MPS: its model instances take turns on each GPU (on H200 the "
-               "embedded ViT served 19-48 % more over CUDA shared memory under MPS, docs/results/mps_h200.md)")
+MPS_MISSING = ("the embedded server runs without MPS: its model instances take turns on each GPU "
+               "(docs/results/mps_h200.md: what MPS gains)")
 
 # nvmlClocksEventReason* bits (nvml.h)
 THROTTLE_BITS: dict[int, tuple[str, str]] = {
@@ -131,10 +131,6 @@ def judge_power(g: GpuFacts) -> CheckItem:
     status = OK if ratio >= POWER_WARN else (WARN if ratio >= POWER_FAIL else FAIL)
     note = "" if status == OK else f"lowered to {ratio * 100:.0f} % of the default: clocks drop under load"
     return item("power limit", scope, status, f"{g.power_limit_w:.0f} W", f"{g.power_default_w:.0f} W", note)
-
-
-def throttle_names(bits: int) -> list[str]:
-    return [name for bit, (name, _) in THROTTLE_BITS.items() if bits & bit]
 
 
 def judge_throttle(g: GpuFacts) -> CheckItem:

@@ -9,23 +9,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from engine import libnvml
+
 SAMPLE_INTERVAL_S = 0.1  # NVML's own utilization is averaged over 1/6 s .. 1 s
 
 
-def _nvml() -> Any | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:
-        return None
-
-
 def handle_for_cuda_device(index: int) -> tuple[Any, Any] | None:
-    """(pynvml, handle) of torch's cuda:<index>, matched by UUID so that
-    CUDA_VISIBLE_DEVICES renumbering cannot point us at another GPU."""
-    nvml = _nvml()
+    """(NVML binding, handle) of torch's cuda:<index>, matched by UUID so that
+    CUDA_VISIBLE_DEVICES renumbering cannot point us at another GPU. NVML stays initialised for
+    the rank's life."""
+    nvml = libnvml.start()
     if nvml is None:
         return None
     try:
@@ -90,12 +83,12 @@ def link_facts(cuda_index: int) -> dict[str, Any]:
     except Exception:
         pass
     active, asked = 0, False
-    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+    for link in range(libnvml.const(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
             state = nvml.nvmlDeviceGetNvLinkState(handle, link)
         except Exception:
             continue  # links past this GPU's count, or no NVLink at all
         asked = True
-        active += int(state == getattr(nvml, "NVML_FEATURE_ENABLED", 1))
+        active += int(state == libnvml.const(nvml, "NVML_FEATURE_ENABLED", 1))
     facts["nvlink_links"] = active if asked else 0
     return facts

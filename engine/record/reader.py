@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from engine.errors import UserError
+from engine.errors import (
+    RecordingError as RecordingError,  # re-exported: readers catch it from here
+)
 from engine.events import Event, EventSchemaError, UnknownEventKind, event_from_dict
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
 from engine.record.summary import RecordingSummary, summarize
 
 HEADER_BYTES = 100
-
-
-class RecordingError(UserError):
-    pass
 
 
 def wal_missing(path: Path, header: bytes) -> bool:

@@ -7,14 +7,18 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import fmean
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engine.analysis.gpu_sharing import GpuSharing
+from engine.errors import RecordingError
 from engine.events import (
     AllReduceResult,
     BoxCheck,
+    Event,
     LevelResult,
     ProbeResult,
     SweepFinished,
@@ -24,8 +28,29 @@ from engine.events import (
 from engine.modes import mode_of
 from engine.record.gpu_fields import FIELDS, TIMELINE, column_or_null
 
-if TYPE_CHECKING:
-    from engine.record.reader import Recording
+
+class RecordedEvents(Protocol):
+    """What the summary reads of a recording (engine.record.reader.Recording): the summary does
+    not import the reader, which imports the summary for ``Recording.summary()``."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+    @property
+    def unknown_events(self) -> int: ...
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]: ...
+
+    def rows(self, kinds: tuple[str, ...] | None = None, after_seq: int = 0,
+             exclude: tuple[str, ...] = ()) -> Iterator[tuple[int, float, str, dict[str, Any]]]: ...
+
+    def decode(self, seq: int, data: dict[str, Any]) -> Event | None: ...
+
+    def event_counts(self) -> dict[str, int]: ...
+
 
 TIMELINE_POINTS = 600  # per GPU: enough for a chart, small enough for an HTML file
 _TELEMETRY_KINDS = ("gpu_sample", "host_sample")  # summarised from their index tables
@@ -185,13 +210,11 @@ def _number(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _bad(recording: Recording, seq: int, kind: str, what: str) -> Exception:
-    from engine.record.reader import RecordingError
-
+def _bad(recording: RecordedEvents, seq: int, kind: str, what: str) -> Exception:
     return RecordingError(f"{recording.path}: corrupt event #{seq} ({kind}): {what}")
 
 
-def summarize(recording: Recording) -> RecordingSummary:
+def summarize(recording: RecordedEvents) -> RecordingSummary:
     meta = recording.metadata if isinstance(recording.metadata, dict) else {}
     # a recording's metadata is read as found: a wrong-typed value is "not recorded", not a crash
     profile = _table(meta.get("profile"))
@@ -368,7 +391,7 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _gpu_telemetry(
-    recording: Recording, t0: float | None, t_last: float | None, present: frozenset[str]
+    recording: RecordedEvents, t0: float | None, t_last: float | None, present: frozenset[str]
 ) -> tuple[list[GpuSummary], list[tuple[float, dict[str, float]]]]:
     """Per-GPU figures for the whole session and the utilization timeline (at most
     TIMELINE_POINTS buckets), from one grouped pass over gpu_samples. Means are sums over
@@ -423,7 +446,7 @@ def _gpu_telemetry(
     return ordered, timeline
 
 
-def _gpu_in_span(recording: Recording, span: tuple[float, float], present: frozenset[str]) -> dict[str, dict[str, Any]]:
+def _gpu_in_span(recording: RecordedEvents, span: tuple[float, float], present: frozenset[str]) -> dict[str, dict[str, Any]]:
     """column -> GPU -> value over the samples taken while a level was measured."""
     out: dict[str, dict[str, Any]] = {f.column: {} for f in FIELDS}
     selected = ", ".join(f"{'avg' if f.in_level == 'mean' else 'max'}({column_or_null(f, present, 's.')})"
@@ -438,5 +461,5 @@ def _gpu_in_span(recording: Recording, span: tuple[float, float], present: froze
     return out
 
 
-def _host_in_span(recording: Recording, span: tuple[float, float]) -> float | None:
+def _host_in_span(recording: RecordedEvents, span: tuple[float, float]) -> float | None:
     return next(recording.query("SELECT avg(cpu) FROM host_samples WHERE ts BETWEEN ? AND ?", span))[0]

@@ -276,8 +276,8 @@ class EmbeddedServer:
             f"--backend-directory={backends}",
             f"--http-address={self.bind_address}",
             f"--http-port={self.http_port}",
-            # Triton's default (8 HTTP threads) capped a 4x H200 run near 5k images/s with the GPUs
-            # 15 % busy: reading 600 KB request bodies is front-end work, so scale it with the host
+            # Triton's default of 8 HTTP threads caps large-body loads with the GPUs idle: reading
+            # request bodies is front-end work, so scale it with the host (docs/results/design_notes.md)
             f"--http-thread-count={http_threads()}",
             f"--grpc-address={self.bind_address}",
             f"--grpc-port={self.grpc_port}",

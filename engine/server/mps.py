@@ -3,12 +3,8 @@
 Why. Every model instance of the Python backend is its own process (a stub) with its own CUDA
 context, and a GPU without MPS runs one context at a time, switching between them. With inputs
 in CUDA shared memory on the first GPU, the stubs of the other GPUs also hold a context there.
-Measured on 2x H200 (docs/results/mps_h200.md, ViT-B/32, 32 images per request, c=48, ours and
-perf_analyzer alternating on the same server): without MPS 1x 21.8k and 2x 35.0k images/s (80 %
-efficient; the GPU holding the inputs took 12 ms per batch of 128 against 10 ms on the other, and
-each instance waited 11-14 ms between batches); under one MPS daemon 1x 25.9k and 2x 49.0k (94 %;
-10.3-10.5 ms per batch on both GPUs, 5-7 ms between batches). perf_analyzer read the same
-(83 % -> 93 %).
+Under one MPS daemon the contexts share each GPU: shorter batches, shorter waits between them,
+and better scaling over GPUs (docs/results/design_notes.md has the figures).
 
 How. The daemon is private to one server: its pipe and log folders are in the server's scratch
 folder, and only processes whose environment names that pipe folder (tritonserver and its
@@ -49,9 +45,8 @@ def find_control() -> str | None:
 def choose(setting: str, gpus: int, control: str | None) -> MpsChoice:
     """Whether the embedded server runs under MPS. ``gpus``: GPUs the model has instances on
     (0: a CPU variant). "on" that cannot be honoured is bad input (UserError); "auto" uses MPS
-    where it can, whatever the transport: over CUDA shared memory it gains as above; over HTTP
-    and system shared memory it moved the figures by -8 % to +6 % with no consistent sign, and
-    the 8 instances per GPU it allows double HTTP (docs/results/mps_h200.md)."""
+    where it can, whatever the transport: over CUDA shared memory it gains most; over HTTP and
+    system shared memory it is neutral alone, and the more instances per GPU it allows pay."""
     if setting not in SETTINGS:
         raise UserError(f"server.mps: expected one of {', '.join(SETTINGS)}, found {setting!r}")
     if setting == "off":
@@ -67,9 +62,7 @@ def choose(setting: str, gpus: int, control: str | None) -> MpsChoice:
     return MpsChoice(True, f"one MPS daemon for the server's {gpus} GPU{'s' if gpus != 1 else ''}")
 
 
-# GPU memory one more ViT-B/32 instance holds with its CUDA graphs (batch buckets 1..128): 8 per
-# H200 took 14,965 MiB against 6,406 MiB for 3, 1.7 GiB each (bench/gpu_model_speed.py,
-# docs/results/mps_h200.md)
+# GPU memory one more ViT-B/32 instance holds with its CUDA graphs (batch buckets 1..128)
 INSTANCE_GIB = 1.7
 MEMORY_SHARE = 0.5  # of the smallest GPU, at most, for the instances: room for the batches' work
 CORES_PER_INSTANCE = 2  # each instance's stub copies inputs on 2 threads (the config's cpu_threads)
@@ -80,8 +73,7 @@ def instances_under_mps(authored: int, wanted: int | None, gpu_gib: float | None
     best without MPS); ``wanted``: the config's ``mps_instances_per_gpu`` parameter (the best
     under MPS, measured), None when it has none; ``gpu_gib``: the smallest GPU's memory;
     ``gpus``, ``cores``: the GPUs the model uses and the host's cores. Never below the authored
-    count, never more than half the GPU's memory holds or than the host has cores for (8 per GPU
-    were measured on 16 cores per GPU)."""
+    count, never more than half the GPU's memory holds or than the host has cores for."""
     if wanted is None or wanted <= authored or gpu_gib is None or gpus < 1:
         return authored
     fits = min(int(gpu_gib * MEMORY_SHARE / INSTANCE_GIB), cores // (CORES_PER_INSTANCE * gpus))

@@ -44,11 +44,9 @@ def export_onnx(arch: str, out_repository: Path, *, weights: str | None = None, 
         output_names=["embedding"],
         dynamic_axes={"image": {0: "batch"}, "embedding": {0: "batch"}},
         opset_version=opset,
-        # The TorchScript exporter, not torch's newer dynamo one: measured with torch 2.13 and
-        # onnxruntime 1.32, the dynamo exporter (opset 18, the same dynamic_axes) wrote a model
-        # that ran at batch 1 but failed at batch 3 ("Reshape ... requested shape {50,192}": the
-        # batch was baked into the attention's reshape), and a model for Triton's dynamic batcher
-        # must take any batch. This exporter needs no onnxscript (not a dependency any more).
+        # The TorchScript exporter, not torch's dynamo one, which bakes the batch size into the
+        # attention's reshape: Triton's dynamic batcher needs a model that takes any batch
+        # (docs/results/design_notes.md). It also needs no onnxscript.
         dynamo=False,
     )
     return target

@@ -1,2 +1,2 @@
-"""The scaling study (issue 15): one command that runs the same sweep on each config variant
+"""The scaling study: one command that runs the same sweep on each config variant
 (1x, 2x, 4x ...), searches the latency target, and says how many GPUs are worth paying for."""

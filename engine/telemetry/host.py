@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -40,12 +39,6 @@ def cpu_busy_percent(before: Any, after: Any) -> float | None:
     if total1 - total0 <= 0:
         return None
     return min(100.0, max(0.0, (busy1 - busy0) / (total1 - total0) * 100.0))
-
-
-@dataclass
-class _Tracked:
-    create_time: float
-    cpu_s: float
 
 
 class OwnProcesses:

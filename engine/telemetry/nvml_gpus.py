@@ -1,4 +1,4 @@
-"""Local GPUs through NVML (nvidia-ml-py, ``import pynvml``).
+"""Local GPUs through NVML (the binding engine/libnvml.py hands out).
 
 Every call here blocks (PCIe throughput alone samples for 20 ms per counter), so this class
 is only ever used from the sampler's NVML thread. Degradation rules: a missing library or
@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import libnvml
 from engine.events import GpuReading
 from engine.telemetry.once import WarnOnce
 from engine.telemetry.rates import CounterRate
@@ -51,26 +52,10 @@ class NvmlDevice:
         return f"GPU {self.index} ({self.name or self.uuid})"
 
 
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _pci_key(pci: Any) -> tuple[int, int, int]:
-    return (int(pci.domain), int(pci.bus), int(pci.device))
-
-
-def field_value(fv: Any) -> float:
-    """The number inside an nvmlFieldValue_t, whatever its declared type."""
-    u = fv.value
-    return {0: u.dVal, 1: u.uiVal, 2: u.ulVal, 3: u.ullVal, 4: u.sllVal, 5: u.siVal, 6: u.usVal}.get(
-        int(fv.valueType), u.ullVal
-    )
-
-
 class NvmlGpus:
     def __init__(self, warn: WarnOnce, nvml: Any = None) -> None:
         self._warn = warn
-        self._nvml = nvml  # injected in unit tests; pynvml otherwise (imported in open())
+        self._nvml = nvml  # injected in unit tests; libnvml.binding() otherwise (in open())
         self.devices: list[NvmlDevice] = []
         self.driver_version: str | None = None
         self._open = False
@@ -82,23 +67,22 @@ class NvmlGpus:
         """Initialise NVML and enumerate GPUs. False (after one Warning) when there is none."""
         if self._nvml is None:
             try:
-                import pynvml
-            except ImportError:
-                self._warn("nvml-missing", "nvidia-ml-py (pynvml) is not installed: local GPU values are n/a")
+                self._nvml = libnvml.binding()
+            except libnvml.NvmlMissing as exc:
+                self._warn("nvml-missing", f"{exc}: local GPU values are n/a")
                 return False
-            self._nvml = pynvml
         nv = self._nvml
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
-            self._warn("nvml-unavailable", f"NVML unavailable ({self._init_reason(exc)}): local GPU values are n/a")
+            self._warn("nvml-unavailable", f"NVML unavailable ({libnvml.init_reason(nv, exc)}): local GPU values are n/a")
             return False
-        except OSError as exc:  # a broken libnvidia-ml install can fail below pynvml's checks
+        except OSError as exc:  # a broken libnvidia-ml install can fail below the binding's checks
             self._warn("nvml-unavailable", f"NVML unavailable ({exc}): local GPU values are n/a")
             return False
         self._open = True
         try:
-            self.driver_version = _text(nv.nvmlSystemGetDriverVersion())
+            self.driver_version = libnvml.text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError:
             self.driver_version = None
         try:
@@ -120,29 +104,15 @@ class NvmlGpus:
     def close(self) -> None:
         if self._open:
             self._open = False
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:  # shutting down telemetry must never fail the session
-                pass
+            libnvml.stop(self._nvml)
 
     @property
     def nvml(self) -> Any:
-        """The NVML binding in use (pynvml, or a unit test's stand-in)."""
+        """The NVML binding in use (libnvml's, or a unit test's stand-in)."""
         return self._nvml
 
     def identity(self) -> dict[str, tuple[int | None, str | None]]:
         return {d.uuid: (d.index, d.name) for d in self.devices}
-
-    def _init_reason(self, exc: Any) -> str:
-        nv = self._nvml
-        value = getattr(exc, "value", None)
-        if value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
-            return "no NVIDIA driver: libnvidia-ml.so.1 not found"
-        if value == nv.NVML_ERROR_DRIVER_NOT_LOADED:
-            return "NVIDIA driver not loaded"
-        if value == nv.NVML_ERROR_NO_PERMISSION:
-            return "no permission to open the GPUs"
-        return str(exc)
 
     def _open_device(self, index: int) -> NvmlDevice | None:
         nv = self._nvml
@@ -154,11 +124,11 @@ class NvmlGpus:
         bus_id = pci = None
         try:
             info = nv.nvmlDeviceGetPciInfo(handle)
-            bus_id, pci = _text(info.busId), _pci_key(info)
+            bus_id, pci = libnvml.text(info.busId), libnvml.pci_key(info)
         except nv.NVMLError:
             pass
         try:
-            uuid = _text(nv.nvmlDeviceGetUUID(handle))
+            uuid = libnvml.text(nv.nvmlDeviceGetUUID(handle))
         except nv.NVMLError:
             uuid = ""
         if not uuid:
@@ -167,7 +137,7 @@ class NvmlGpus:
                 return None
             uuid = f"pci:{bus_id}"  # key by bus id rather than by an index that can change
         try:
-            name = _text(nv.nvmlDeviceGetName(handle))
+            name = libnvml.text(nv.nvmlDeviceGetName(handle))
         except nv.NVMLError:
             name = None
         mig: bool | None = None
@@ -194,7 +164,7 @@ class NvmlGpus:
                 continue
             remote_pci = None
             try:
-                remote_pci = _pci_key(nv.nvmlDeviceGetNvLinkRemotePciInfo(handle, link))
+                remote_pci = libnvml.pci_key(nv.nvmlDeviceGetNvLinkRemotePciInfo(handle, link))
             except nv.NVMLError:
                 pass
             remote_type = "unknown"
@@ -314,7 +284,7 @@ class NvmlGpus:
             if values is None:
                 return None, None
             if all(int(v.nvmlReturn) == nv.NVML_SUCCESS for v in values):
-                return self._rates_from(d, field_value(values[0]), field_value(values[1]), values[0].timestamp)
+                return self._rates_from(d, libnvml.field_value(values[0]), libnvml.field_value(values[1]), values[0].timestamp)
             d.nvlink_aggregate = False
         ids = [(tx_id, p.link) for p in d.nvlinks] + [(rx_id, p.link) for p in d.nvlinks]
         values = self._call(d, "nvlink", nv.nvmlDeviceGetFieldValues, ids)
@@ -325,8 +295,8 @@ class NvmlGpus:
             self._unsupported_now["nvlink"].append(d)
             return None, None
         n = len(d.nvlinks)
-        tx = sum(field_value(v) for v in values[:n])
-        rx = sum(field_value(v) for v in values[n:])
+        tx = sum(libnvml.field_value(v) for v in values[:n])
+        rx = sum(libnvml.field_value(v) for v in values[n:])
         return self._rates_from(d, tx, rx, values[0].timestamp)
 
     def _rates_from(self, d: NvmlDevice, tx_kib: float, rx_kib: float, ts_us: int) -> tuple[float | None, float | None]:
@@ -344,17 +314,5 @@ class NvmlGpus:
                 pid = int(proc.pid)
                 used = getattr(proc, "usedGpuMemory", None)
                 if pid not in seen:
-                    seen[pid] = {"pid": pid, "name": self._process_name(pid), "mem_used": int(used) if used is not None else None}
+                    seen[pid] = {"pid": pid, "name": libnvml.process_name(nv, pid), "mem_used": int(used) if used is not None else None}
         return list(seen.values())
-
-    def _process_name(self, pid: int) -> str | None:
-        try:
-            import psutil
-
-            return psutil.Process(pid).name()
-        except Exception:  # another container's pid namespace, or it just exited
-            pass
-        try:
-            return _text(self._nvml.nvmlSystemGetProcessName(pid)) or None
-        except Exception:
-            return None

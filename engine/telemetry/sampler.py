@@ -1,8 +1,10 @@
 """The telemetry sampler the Session runs: one thread per source, events out.
 
-Threads, not the event loop: NVML calls block (PCIe throughput alone holds the caller for
-20 ms per counter per GPU) and so can an HTTP fetch of a remote /metrics. Each source has its
-own thread so that a slow one cannot stretch another's interval.
+The GPU sources are those the registry (engine/telemetry/registry.py) makes for this run's
+settings; the host's CPU, memory and network are read beside them. Threads, not the event loop:
+NVML calls block (PCIe throughput alone holds the caller for 20 ms per counter per GPU) and so
+can an HTTP fetch of a remote /metrics. Each source has its own thread so that a slow one
+cannot stretch another's interval.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from collections.abc import Callable
 
 from engine.errors import UserError
 from engine.events import Event, GpuSample, HostSample
+from engine.telemetry import registry
+from engine.telemetry.gpu_source import GpuIdentity, GpuSource, SourceContext, TelemetrySettings
 from engine.telemetry.host import HostReader
-from engine.telemetry.nvml_gpus import NvmlGpus
 from engine.telemetry.once import WarnOnce
-from engine.telemetry.topology import read_topology
-from engine.telemetry.triton_metrics import TRITON_GPU_REFRESH_S, TritonGpuPoller
+from engine.telemetry.triton_metrics import TRITON_GPU_REFRESH_S
 
 STOP_BUDGET_S = 2.0
 MIN_INTERVAL_S = 0.1  # below this NVML's own averaging windows make samples meaningless
@@ -45,32 +47,34 @@ class TelemetrySampler:
                 raise UserError(f"telemetry {name} must be at least {MIN_INTERVAL_S} s, got {value}")
         self._publish = publish
         self._warn = WarnOnce(publish)
-        self.nvml_interval_s = nvml_interval_s
         self.host_interval_s = host_interval_s
-        self.metrics_interval_s = metrics_interval_s
-        self._metrics_url = metrics_url
-        self._metrics_headers = metrics_headers
-        self._use_nvml = use_nvml
+        self.settings = TelemetrySettings(
+            nvml_interval_s=nvml_interval_s,
+            use_nvml=use_nvml,
+            metrics_url=metrics_url,
+            metrics_headers=metrics_headers,
+            metrics_interval_s=metrics_interval_s,
+        )
         self._host_root_pid = host_root_pid
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._latest_host: HostSample | None = None
-        self._identity: dict[str, tuple[int | None, str | None]] = {}  # uuid -> (index, name) from NVML
-        self._nvml_ready = threading.Event()  # set once NVML has been tried, whatever the outcome
 
     # ------------------------------------------------------------------ public API
 
     def start(self) -> None:
         if self._threads:
             raise RuntimeError("telemetry sampler already started")
+        sources = registry.GPU_SOURCES.sources(self.settings)
+        for source in sources:
+            if not source.interval_s >= MIN_INTERVAL_S:
+                raise UserError(f"telemetry source {source.name}: interval must be at least {MIN_INTERVAL_S} s, got {source.interval_s}")
+        identity = GpuIdentity(sum(1 for s in sources if s.enumerates_gpus))
         targets: list[tuple[str, Callable[[], None]]] = [("telemetry-host", self._host_loop)]
-        if self._use_nvml:
-            targets.append(("telemetry-nvml", self._nvml_loop))
-        else:
-            self._nvml_ready.set()
-        if self._metrics_url:
-            targets.append(("telemetry-triton", self._triton_loop))
+        for source in sources:
+            ctx = SourceContext(self._publish, self._warn, identity, self._stop)
+            targets.append((f"telemetry-{source.name}", self._gpu_loop_of(source, ctx)))
         for name, target in targets:
             thread = threading.Thread(target=self._guarded(name, target), name=name, daemon=True)
             self._threads.append(thread)
@@ -133,49 +137,25 @@ class TelemetrySampler:
 
         self._every(self.host_interval_s, tick, "host")
 
-    def _nvml_loop(self) -> None:
-        gpus = NvmlGpus(self._warn)
-        try:
-            if not gpus.open():
-                return
-            self._identity = gpus.identity()
-        finally:
-            self._nvml_ready.set()
-        try:
-            try:
-                self._publish(read_topology(gpus.nvml, gpus.devices, ts=time.time()))
-            except Exception as exc:
-                self._warn("topology", f"GPU topology could not be read ({exc!r}): scaling explanations lack it")
-            gpus.read()  # baseline for the counters that give rates (NVLink)
-
-            def tick(ts: float) -> None:
-                self._publish(GpuSample(gpus=gpus.read(), source="nvml", interval_s=self.nvml_interval_s, ts=ts))
-
-            # the last sample at stop: without it the energy counter ended up to one interval
-            # before the last level's end, and that level had no J/image (often the SLO point)
-            self._every(self.nvml_interval_s, tick, "nvml", last=True)
-        finally:
-            gpus.close()
-
-    def _triton_loop(self) -> None:
-        assert self._metrics_url is not None
-        # wait briefly for NVML: it names and numbers the same GPUs when they are local
-        deadline = time.monotonic() + STOP_BUDGET_S
-        while not self._nvml_ready.wait(0.05) and time.monotonic() < deadline:
-            if self._stop.is_set():
-                return
-        poller = TritonGpuPoller(
-            self._metrics_url,
-            self._warn,
-            headers=self._metrics_headers,
-            interval_s=self.metrics_interval_s,
-            identity=lambda: self._identity,
-        )
-
+    def _gpu_loop_of(self, source: GpuSource, ctx: SourceContext) -> Callable[[], None]:
         def tick(ts: float) -> None:
-            sample = poller.poll(ts)
-            if sample is not None:
-                self._publish(sample)
+            readings = source.read()
+            if readings is not None:
+                self._publish(GpuSample(gpus=readings, source=source.name, interval_s=source.interval_s, ts=ts))
 
-        tick(time.time())  # gauges are absolute: the first poll is already a full sample
-        self._every(self.metrics_interval_s, tick, "triton")
+        def loop() -> None:
+            try:
+                try:
+                    opened = source.open(ctx)
+                finally:
+                    if source.enumerates_gpus:
+                        ctx.identity.opened()
+                if not opened:
+                    return
+                if source.read_at_start:
+                    self._tick(tick, source.name)
+                self._every(source.interval_s, tick, source.name, last=source.read_at_stop)
+            finally:
+                source.close()
+
+        return loop

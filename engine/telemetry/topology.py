@@ -11,6 +11,7 @@ import itertools
 from collections import Counter
 from typing import Any
 
+from engine import libnvml
 from engine.events import GpuLink, Topology
 from engine.telemetry.nvml_gpus import NvmlDevice
 
@@ -40,13 +41,7 @@ def p2p_usable(link: GpuLink) -> bool | None:
 
 def _gpu_info(nv: Any, d: NvmlDevice, gpu_pcis: set[tuple[int, int, int]]) -> dict[str, Any]:
     def ask(fn_name: str) -> Any:
-        fn = getattr(nv, fn_name, None)
-        if fn is None or d.lost:
-            return None
-        try:
-            return fn(d.handle)
-        except nv.NVMLError:
-            return None
+        return None if d.lost else libnvml.query(nv, fn_name, d.handle)
 
     mem = ask("nvmlDeviceGetMemoryInfo")
     return {
@@ -88,21 +83,14 @@ def _nvlink_count(a: NvmlDevice, b: NvmlDevice, gpu_pcis: set[tuple[int, int, in
     return 0
 
 
-def _cap_index(nv: Any, name: str, default: int) -> int:
-    """nvidia-ml-py 13 defines some of these constants as 1-tuples ``(0,)``, which ctypes cannot
-    pass: always hand NVML a plain int (seen on a 4x H200 box: ArgumentError on parameter 3)."""
-    value = getattr(nv, name, default)
-    return int(value[0] if isinstance(value, tuple) else value)
-
-
 def read_topology(nv: Any, devices: list[NvmlDevice], ts: float | None = None) -> Topology:
     gpu_pcis = {d.pci for d in devices if d.pci is not None}
     gpus = [_gpu_info(nv, d, gpu_pcis) for d in devices]
     links: list[GpuLink] = []
     caps = [
-        ("p2p_read", _cap_index(nv, "NVML_P2P_CAPS_INDEX_READ", 0)),
-        ("p2p_write", _cap_index(nv, "NVML_P2P_CAPS_INDEX_WRITE", 1)),
-        ("p2p_nvlink", _cap_index(nv, "NVML_P2P_CAPS_INDEX_NVLINK", 2)),
+        ("p2p_read", libnvml.const(nv, "NVML_P2P_CAPS_INDEX_READ", 0)),
+        ("p2p_write", libnvml.const(nv, "NVML_P2P_CAPS_INDEX_WRITE", 1)),
+        ("p2p_nvlink", libnvml.const(nv, "NVML_P2P_CAPS_INDEX_NVLINK", 2)),
     ]
     for a, b in itertools.combinations(devices, 2):
         status: dict[str, str | None] = {}

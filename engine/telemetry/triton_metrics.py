@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 from engine.events import GpuReading, GpuSample
 from engine.profiles import redact_url
+from engine.telemetry.gpu_source import GpuSource, SourceContext, TelemetrySettings
 from engine.telemetry.once import WarnOnce
 from engine.telemetry.prometheus import ParsedMetrics, parse_prometheus_text
 
 TRITON_GPU_REFRESH_S = 2.0  # tritonserver --metrics-interval-ms default
 FETCH_TIMEOUT_S = 1.5  # below the sampler's 2 s stop budget
+IDENTITY_WAIT_S = 2.0  # how long the first poll waits for NVML to name the GPUs it shares
 MAX_BODY_BYTES = 16 << 20  # a /metrics page with thousands of models is still far below this
 
 # metric -> (GpuReading field, factor to our units)
@@ -101,6 +103,11 @@ class TritonGpuPoller:
         self._known: list[GpuReading] = []  # last GPUs seen, to publish as n/a while unreachable
 
     def poll(self, ts: float) -> GpuSample | None:
+        readings = self.read()
+        return GpuSample(gpus=readings, source="triton", interval_s=self.interval_s, ts=ts) if readings is not None else None
+
+    def read(self) -> list[GpuReading] | None:
+        """This poll's readings; None when there is nothing to publish."""
         try:
             text = self._fetch(self.url, self._headers)
         except MetricsUnavailable as exc:
@@ -110,8 +117,7 @@ class TritonGpuPoller:
             )
             if not self._known:
                 return None
-            lost = [GpuReading(uuid=r.uuid, index=r.index, source="triton", name=r.name) for r in self._known]
-            return GpuSample(gpus=lost, source="triton", interval_s=self.interval_s, ts=ts)
+            return [GpuReading(uuid=r.uuid, index=r.index, source="triton", name=r.name) for r in self._known]
         self._warn.rearm("triton-metrics-unreachable")
 
         parsed = parse_prometheus_text(text, only=GPU_GAUGES)
@@ -132,4 +138,33 @@ class TritonGpuPoller:
                     f"Triton metrics at {self._shown_url} lack {metric}: {field_name} from Triton is n/a",
                 )
         self._known = readings
-        return GpuSample(gpus=readings, source="triton", interval_s=self.interval_s, ts=ts)
+        return readings
+
+
+class TritonSource(GpuSource):
+    """Triton's GPU gauges as a GpuSource. The GPUs NVML also sees get its index and name."""
+
+    name = "triton"
+    read_at_start = True  # gauges are absolute: the first poll is already a full sample
+
+    def __init__(self, url: str, headers: dict[str, str] | None, interval_s: float) -> None:
+        self.url, self.headers, self.interval_s = url, headers, interval_s
+        self._poller: TritonGpuPoller | None = None
+
+    @classmethod
+    def for_settings(cls, settings: TelemetrySettings) -> TritonSource | None:
+        if not settings.metrics_url:
+            return None
+        return cls(settings.metrics_url, settings.metrics_headers, settings.metrics_interval_s)
+
+    def open(self, ctx: SourceContext) -> bool:
+        ctx.identity.wait(IDENTITY_WAIT_S, ctx.stop)
+        if ctx.stop.is_set():
+            return False
+        self._poller = TritonGpuPoller(
+            self.url, ctx.warn, headers=self.headers, interval_s=self.interval_s, identity=ctx.identity.get
+        )
+        return True
+
+    def read(self) -> list[GpuReading] | None:
+        return self._poller.read() if self._poller is not None else None

@@ -2,8 +2,7 @@
 
 Triton's statistics give queue and compute time per request, summed over every instance of a
 model. To tell why instances on one GPU do less work than those on another (cuda_shm with the
-inputs on GPU 0, docs/results/images_per_request_and_placement_h200.md), each instance needs its
-own account: the time between two executes (Triton and the Python-backend stub: the request's
+inputs on one GPU), each instance needs its own account: the time between two executes (Triton and the Python-backend stub: the request's
 message, opening CUDA IPC handles, releasing the previous batch) and each section inside one.
 
 Enabled by GPUSCALE_VIT_TIMING=<directory>: each instance rewrites

@@ -10,7 +10,7 @@
   the wire and the host-to-device copy carry the bytes the client sent, and the conversion is
   part of the captured graph.
 
-Imports only torch: unit-tested on a CPU (tests/foundation/test_vit_batching.py).
+Imports only torch: unit-tested on a CPU (tests/model_repository/test_vit_batching.py).
 """
 
 from __future__ import annotations
@@ -74,23 +74,14 @@ def host_runs(on_host: Sequence[bool], sizes: Sequence[int]) -> list[tuple[int, 
 class Stager:
     """The batch's input buffer on the model's device, filled from the requests' inputs."""
 
-    def __init__(
-        self,
-        capacity: int,
-        item_shape: Sequence[int],
-        device: torch.device,
-        peer_copy: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
-    ) -> None:
-        # peer_copy(dst, src): how an input that lives on another GPU is copied (None: torch's
-        # copy_, which runs on the source GPU's stream with a barrier on both GPUs' streams)
-        self.peer_copy = peer_copy
+    def __init__(self, capacity: int, item_shape: Sequence[int], device: torch.device) -> None:
         self.capacity = capacity
         self.item_shape = tuple(item_shape)
         self.on_gpu = device.type == "cuda"
         # pinned: the host-to-device copy is a DMA that does not block the host
         self.host = torch.zeros((capacity, *self.item_shape), dtype=torch.float32, pin_memory=self.on_gpu)
         self.device = torch.zeros_like(self.host, device=device) if self.on_gpu else self.host
-        self.copies = {"host": 0, "h2d": 0, "d2d": 0, "peer": 0}  # counted for tests and the bench
+        self.copies = {"host": 0, "h2d": 0, "d2d": 0}  # counted for tests and the bench
 
     def stage(self, inputs: Sequence[torch.Tensor]) -> int:
         """Copy the inputs (each [k, *item_shape], FP32, on the CPU or any GPU) into rows 0..n-1
@@ -108,9 +99,6 @@ class Stager:
             if host:
                 self.host[offset : offset + size].copy_(tensor)
                 self.copies["host"] += 1
-            elif self.peer_copy is not None and tensor.device != self.device.device:
-                self.peer_copy(self.device[offset : offset + size], tensor)  # another GPU's memory
-                self.copies["peer"] += 1
             else:  # CUDA shared memory: stays on the GPUs (peer copy when it lives on another one)
                 self.device[offset : offset + size].copy_(tensor, non_blocking=True)
                 self.copies["d2d"] += 1
@@ -120,28 +108,6 @@ class Stager:
                 self.device[start:stop].copy_(self.host[start:stop], non_blocking=True)
                 self.copies["h2d"] += 1
         return total
-
-
-def driver_peer_copy() -> Callable[[torch.Tensor, torch.Tensor], None]:
-    """A copier that moves another GPU's bytes on the destination's current stream, through the
-    driver's cuMemcpyAsync (unified addressing picks the peer path): the source GPU gets no work
-    and no barrier, unlike torch's cross-device copy_. Both tensors contiguous, same size."""
-    import ctypes
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    copy = cuda.cuMemcpyAsync
-    copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-    copy.restype = ctypes.c_int
-
-    def peer(dst: torch.Tensor, src: torch.Tensor) -> None:
-        if not (dst.is_contiguous() and src.is_contiguous()) or dst.nbytes != src.nbytes:
-            raise ValueError("peer copy needs contiguous tensors of one size")
-        stream = torch.cuda.current_stream(dst.device).cuda_stream
-        status = copy(dst.data_ptr(), src.data_ptr(), dst.nbytes, stream)
-        if status != 0:
-            raise RuntimeError(f"cuMemcpyAsync failed with CUresult {status}")
-
-    return peer
 
 
 class Runner:

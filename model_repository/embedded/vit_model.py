@@ -9,8 +9,8 @@ device-to-host copy into a pinned buffer that the responses are sliced from.
 
 Config parameters (all optional): arch, precision (fp16|fp32), weights, cpu_threads,
 runner (graph|compile|eager; GPU only, default graph), batch_buckets ("1,2,4,...").
-"compile" compiles once per bucket at start-up (tens of seconds each: see the compile step of
-bench/gpu_model_speed.py); with it, keep batch_buckets short so the server starts within a minute.
+"compile" compiles once per bucket at start-up (tens of seconds each); with it, keep
+batch_buckets short so the server starts within a minute.
 """
 
 import json
@@ -35,7 +35,7 @@ class TritonPythonModel:
         import torch
         from execute_clock import ExecuteClock
         from vit import build_vit
-        from vit_batching import Runner, Stager, driver_peer_copy, parse_buckets
+        from vit_batching import Runner, Stager, parse_buckets
 
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
@@ -59,9 +59,7 @@ class TritonPythonModel:
         mode = params.get("runner", "graph") if on_gpu else "eager"
 
         self.torch = torch
-        # diagnosis (GPUSCALE_VIT_DIAG=peer_copy): inputs on another GPU copied on this GPU's stream
-        peer = driver_peer_copy() if on_gpu and "peer_copy" in os.environ.get("GPUSCALE_VIT_DIAG", "") else None
-        self.stager = Stager(capacity, item_shape, self.device, peer_copy=peer)
+        self.stager = Stager(capacity, item_shape, self.device)
         self.stream = torch.cuda.Stream(self.device) if on_gpu else None
         self.out_host = torch.zeros((capacity, out_dim), dtype=torch.float32, pin_memory=on_gpu)
         self.out_numpy = self.out_host.numpy()

@@ -1,4 +1,4 @@
-"""Issue 13's target check over the fidelity bench's rows (bench/fidelity_targets.py)."""
+"""The fidelity targets over the `fidelity` stage's rows (bench/fidelity_targets.py)."""
 
 from __future__ import annotations
 

@@ -69,6 +69,7 @@ def _unchanged(recording: tuple[Path, str]) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("name", sorted(PROFILE_CASES))
 def test_bad_profiles(name, tmp_path, existing_recording):
     proc = run_cli("--record", "--profile", str(CORPUS / name), "--output", str(tmp_path))
@@ -95,12 +96,14 @@ def test_every_corpus_file_has_a_case():
         (["--profile", "/no/such/file.toml"], "no such profile file"),
     ],
 )
+@pytest.mark.slow
 def test_absurd_flags(flags, needle, tmp_path, existing_recording):
     proc = run_cli("--record", "--output", str(tmp_path), *flags)
     assert_one_line_exit_2(proc, needle)
     _unchanged(existing_recording)
 
 
+@pytest.mark.slow
 def test_unreachable_url_is_bad_input(tmp_path):
     proc = run_cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
                    "--set", "server.url=http://127.0.0.1:9")
@@ -140,6 +143,7 @@ def _recording_cases(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["truncated", "corrupt", "text", "empty", "foreign", "newer", "missing"])
 @pytest.mark.parametrize("command", [["replay", "--headless"], ["export", "-f", "json"], ["compare"]])
 def test_bad_recording_files(case, command, tmp_path, existing_recording):
@@ -154,6 +158,7 @@ def test_bad_recording_files(case, command, tmp_path, existing_recording):
     _unchanged(existing_recording)
 
 
+@pytest.mark.slow
 def test_export_format_and_speed_flags(tmp_path, existing_recording):
     assert_one_line_exit_2(run_cli("export", str(existing_recording[0]), "-f", "pdf"), "invalid choice: 'pdf'")
     assert_one_line_exit_2(run_cli("replay", str(existing_recording[0]), "--speed", "-2"), "expected a number > 0")

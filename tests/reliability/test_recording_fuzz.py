@@ -20,7 +20,7 @@ from engine.record.compare import compare, render_compare
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tui.headless import HeadlessPrinter
 
 SEED = 18
@@ -100,6 +100,7 @@ def _use(path: Path, out: Path) -> None:
     _replay_headless(path)
 
 
+@pytest.mark.slow
 def test_wrong_typed_event_fields_never_end_in_a_traceback(base_recording: Path, tmp_path: Path) -> None:
     rng = random.Random(SEED)
     problems: list[str] = []

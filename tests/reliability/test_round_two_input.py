@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.record.reader import Recording, RecordingError
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 
 PASSWORD, TOKEN, KEY = "s3cretpw42", "t0kenvalue42", "k3yvalue42"
@@ -41,6 +41,7 @@ def assert_clean(text: str) -> None:
 LONG_NAME = "x" * 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["profile", "replay", "export", "compare", "export-out", "compare-out"])
 def test_a_file_name_too_long_is_one_line(command, tmp_path, recording):
     long_path = str(tmp_path / f"{LONG_NAME}.sqlite")
@@ -55,6 +56,7 @@ def test_a_file_name_too_long_is_one_line(command, tmp_path, recording):
     assert_one_line_exit_2(run_cli(*args), LONG_NAME[:20])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["replay", "--headless"], ["replay"], ["export", "-f", "json"], ["compare"]])
 def test_a_fifo_given_as_a_recording_is_one_line_and_no_hang(command, tmp_path):
     fifo = tmp_path / "pipe.sqlite"
@@ -94,6 +96,7 @@ def tiny_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_export_and_compare_onto_a_full_disk_are_one_line(tiny_disk, tmp_path):
     run = SyntheticRun(levels=[1, 2, 4, 8, 16, 32, 64], windows_per_level=3, gpu_count=4, variant="4x")
     big = record_events(tmp_path / "big.sqlite", synthetic_session(run))
@@ -120,6 +123,7 @@ def test_export_and_compare_onto_a_full_disk_are_one_line(tiny_disk, tmp_path):
         (["--set", "server.bind_address=not an address"], "server.bind_address: expected an IP address"),
     ],
 )
+@pytest.mark.slow
 def test_inf_nan_huge_and_malformed_values_are_refused(flags, needle, tmp_path):
     proc = run_cli("--record", "--output", str(tmp_path), *flags)
     assert_one_line_exit_2(proc, needle)
@@ -135,14 +139,17 @@ def test_inf_nan_huge_and_malformed_values_are_refused(flags, needle, tmp_path):
         (["--max-p99", "2=nan"], "the limit must be a finite number"),
     ],
 )
+@pytest.mark.slow
 def test_nan_gates_are_refused(flags, needle, recording):
     assert_one_line_exit_2(run_cli("compare", str(recording), *flags), needle)
 
 
+@pytest.mark.slow
 def test_server_bind_that_is_not_an_address_is_one_line():
     assert_one_line_exit_2(run_cli("server", "--bind", "not an address"), "--bind: expected an IP address")
 
 
+@pytest.mark.slow
 def test_header_values_with_cr_lf_are_refused_and_not_echoed(tmp_path):
     profile = tmp_path / "inject.toml"
     profile.write_text(f'[server]\nkind = "remote"\nurl = "http://127.0.0.1:9"\n'
@@ -155,6 +162,7 @@ def test_header_values_with_cr_lf_are_refused_and_not_echoed(tmp_path):
 # --------------------------------------------------------------------------- secrets and credentials
 
 
+@pytest.mark.slow
 def test_url_credentials_in_a_validation_error_are_masked(tmp_path):
     proc = run_cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
                    "--set", f"server.url=ftp://bob:{PASSWORD}@box/?token={TOKEN}")
@@ -162,6 +170,7 @@ def test_url_credentials_in_a_validation_error_are_masked(tmp_path):
     assert_clean(proc.stdout + proc.stderr)
 
 
+@pytest.mark.slow
 def test_unreachable_url_with_credentials_shows_none_and_leaves_no_recording(tmp_path):
     proc = run_cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
                    "--set", f"server.url=http://bob:{PASSWORD}@127.0.0.1:9/?token={TOKEN}",
@@ -237,6 +246,7 @@ def _remote(tmp_path: Path, where: str, model: str) -> str:
     return str(profile)
 
 
+@pytest.mark.slow
 def test_model_not_available_line_shows_no_credentials(tmp_path, fake_triton):
     proc = run_cli("--record", "--output", str(tmp_path), "--profile", _remote(tmp_path, fake_triton, "ghost"))
     assert_one_line_exit_2(proc, f"model 'ghost' is not available at http://{fake_triton}")
@@ -246,6 +256,7 @@ def test_model_not_available_line_shows_no_credentials(tmp_path, fake_triton):
     assert not list(tmp_path.glob("*.sqlite")) and not list(tmp_path.glob("*.logs")), "a 'failed' recording was left"
 
 
+@pytest.mark.slow
 def test_url_credentials_reach_inference_and_metrics_as_basic_auth(tmp_path, fake_triton):
     proc = run_cli("--record", "--output", str(tmp_path), "--profile", _remote(tmp_path, fake_triton, "m"))
     text = proc.stdout + proc.stderr
@@ -260,6 +271,7 @@ def test_url_credentials_reach_inference_and_metrics_as_basic_auth(tmp_path, fak
     assert all(auth == f"Basic {BASIC}" for _path, auth in _FakeTriton.seen), set(_FakeTriton.seen)
 
 
+@pytest.mark.slow
 async def test_tui_screen_shows_no_credentials(tmp_path):
     """The TUI (Textual's pilot) renders the same events: its screens are as clean."""
     from engine.profiles import load_profile
@@ -291,6 +303,7 @@ async def test_tui_screen_shows_no_credentials(tmp_path):
 # --------------------------------------------------------------------------- replay ends
 
 
+@pytest.mark.slow
 def test_headless_replay_ends_also_without_a_terminal(recording, tmp_path):
     crashed = tmp_path / "crashed.sqlite"
     shutil.copy(recording, crashed)
@@ -305,6 +318,7 @@ def test_headless_replay_ends_also_without_a_terminal(recording, tmp_path):
         assert "level" in proc.stdout
 
 
+@pytest.mark.slow
 def test_replay_of_a_crashed_recording_keeps_the_recordings_clock(recording, tmp_path):
     """Replay's own notices (no end yet, gave up) carry the recording's time, not today's: the
     screen's elapsed time stays that of the recording (not the months since it was made)."""

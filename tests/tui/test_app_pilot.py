@@ -12,9 +12,9 @@ from engine import events as ev
 from tests.tui.fakes import FakeControls, FakeReplay, ListSource
 from tests.tui.synthetic import T0, session_events
 from tui.app import GpuscaleApp
+from tui.screens.base import ViewScreen
 from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
 from tui.screens.help import HelpScreen
-from tui.screens.views import LiveScreen, LogScreen, ProbeScreen, SweepScreen
 from tui.widgets.sweep import SweepPanel
 
 SIZE = (80, 24)
@@ -36,11 +36,17 @@ def replay_app(events: list[ev.Event] | None = None):
     return app, source
 
 
+def view_of(app: GpuscaleApp) -> str | None:
+    """The name of the view on top (None under a dialog)."""
+    return app.screen.view.name if isinstance(app.screen, ViewScreen) else None
+
+
 def publish(source, events) -> None:  # noqa: ANN001
     for event in events:
         source.bus.publish(event)
 
 
+@pytest.mark.slow
 async def test_events_wait_for_the_refresh_tick_then_render_together() -> None:
     events = session_events(finish_levels=2, end=False)
     app, source, _ = live_app(events)
@@ -55,6 +61,7 @@ async def test_events_wait_for_the_refresh_tick_then_render_together() -> None:
         assert (table.border_title or "").startswith("sweep · concurrency · 2/4 levels")
 
 
+@pytest.mark.slow
 async def test_live_controls_reach_the_session() -> None:
     app, source, controls = live_app(busy=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -73,19 +80,21 @@ async def test_live_controls_reach_the_session() -> None:
         assert "Start the sweep" not in titles and "Replay: play / pause" not in titles
 
 
+@pytest.mark.slow
 async def test_live_controls_are_hidden_in_replay_and_replay_keys_in_live() -> None:
     app, source, controls = live_app()
     async with app.run_test(size=SIZE) as pilot:
         assert app.check_action("toggle_pause", ()) is False
         await pilot.press("space", "right")  # no replay: nothing happens, nothing breaks
         await pilot.press("o")  # no opening a recording over a running session
-        assert isinstance(app.screen, LiveScreen)
+        assert view_of(app) == "live"
         assert any("live session is running" in n.message for n in app._notifications)
     app, replay = replay_app()
     async with app.run_test(size=SIZE):
         assert app.check_action("start_sweep", ()) is False and app.check_action("run_probe", ()) is False
 
 
+@pytest.mark.slow
 async def test_quitting_a_running_session_asks_first() -> None:
     app, source, _ = live_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -94,12 +103,13 @@ async def test_quitting_a_running_session_asks_first() -> None:
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmQuit)
         await pilot.press("n")
-        assert isinstance(app.screen, LiveScreen) and app.is_running
+        assert view_of(app) == "live" and app.is_running
         await pilot.press("q", "y")
         await pilot.pause()
         assert app.return_value == 0 and not app.is_running
 
 
+@pytest.mark.slow
 async def test_quitting_a_finished_session_does_not_ask() -> None:
     app, source, _ = live_app(session_events())
     async with app.run_test(size=SIZE) as pilot:
@@ -110,27 +120,29 @@ async def test_quitting_a_finished_session_does_not_ask() -> None:
         assert not app.is_running
 
 
+@pytest.mark.slow
 async def test_views_help_and_back_and_a_hidden_view_catches_up() -> None:
     app, source, _ = live_app()
     async with app.run_test(size=SIZE) as pilot:
         publish(source, session_events())
         app.drain()
         await pilot.press("2")
-        assert isinstance(app.screen, SweepScreen)
+        assert view_of(app) == "sweep"
         await pilot.press("3")
-        assert isinstance(app.screen, ProbeScreen)
+        assert view_of(app) == "probe"
         # Probe results arrived while this view did not exist: it renders them when shown.
         assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")
         await pilot.press("4")
-        assert isinstance(app.screen, LogScreen)
+        assert view_of(app) == "log"
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
-        assert isinstance(app.screen, LogScreen)
+        assert view_of(app) == "log"
         await pilot.press("1")
-        assert isinstance(app.screen, LiveScreen)
+        assert view_of(app) == "live"
 
 
+@pytest.mark.slow
 async def test_replay_controls() -> None:
     app, replay = replay_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -168,6 +180,7 @@ async def test_replay_reset_clears_the_screens() -> None:
         assert len(app.state.levels) == 2 and app.state.ended is None
 
 
+@pytest.mark.slow
 async def test_export_writes_a_report_beside_the_recording(recording: Path) -> None:
     app, source, _ = live_app(session_events(), recording=recording)
     async with app.run_test(size=SIZE) as pilot:
@@ -184,6 +197,7 @@ async def test_export_writes_a_report_beside_the_recording(recording: Path) -> N
         assert len(exported) == 1 and exported[0].stat().st_size > 0
 
 
+@pytest.mark.slow
 async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) -> None:
     opened: list[Path] = []
 
@@ -213,6 +227,7 @@ async def test_open_a_recording_replays_it_in_the_same_screens(recording: Path) 
     assert not app.stop_sources(timeout=5.0)
 
 
+@pytest.mark.slow
 async def test_opening_a_missing_file_is_a_notification_not_a_crash(tmp_path: Path) -> None:
     app, replay = replay_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -233,6 +248,7 @@ async def test_stop_sources_stops_and_joins_the_source() -> None:
     assert source.stop_calls == 1 and not source.running
 
 
+@pytest.mark.slow
 async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -> None:
     from engine.record.replay_source import ReplaySource
 
@@ -261,8 +277,9 @@ async def test_real_replay_source_plays_pauses_and_seeks_back(recording: Path) -
         assert not app.stop_sources(timeout=5.0)
 
 
+@pytest.mark.slow
 async def test_the_command_palette_offers_start_stop_and_probe() -> None:
-    """Issue 16.1: the palette is a modal screen; the live controls must still be listed there."""
+    """The palette is a modal screen; the live controls must still be listed there."""
     from textual.command import CommandList, CommandPalette
 
     app, source, controls = live_app(busy=False)
@@ -285,8 +302,9 @@ async def test_the_command_palette_offers_start_stop_and_probe() -> None:
         assert controls.calls == ["sweep"]
 
 
+@pytest.mark.slow
 async def test_a_burst_of_seeks_adds_up(recording: Path) -> None:
-    """Issue 16.4: three `right` in one burst seek 30 s, three `]` advance three levels, even
+    """Three `right` in one burst seek 30 s, three `]` advance three levels, even
     before the replay thread has caught up with the first (here it has not started at all)."""
     from engine.record.replay_source import ReplaySource
 
@@ -320,8 +338,9 @@ def panel_text(panel) -> str:  # noqa: ANN001
     return "".join(segment.text for segment in panel._segments)
 
 
+@pytest.mark.slow
 async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
-    """Issue 16.2: the live screen dropped the first sweep's table when a second one started."""
+    """The live screen dropped the first sweep's table when a second one started."""
     from tests.tui.synthetic import two_sweep_events
     from tui.widgets.status import StatusBar
 
@@ -341,8 +360,9 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
         assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
 
 
+@pytest.mark.slow
 async def test_displays_that_misled() -> None:
-    """Issue 16.6 at 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
+    """At 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
     "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
     from tests.tui.synthetic import profile
     from tui.glyphs import SPARK_CHARS
@@ -382,8 +402,9 @@ async def test_the_end_of_a_replay_does_not_say_playing() -> None:
         assert "end" in text and "playing" not in text
 
 
+@pytest.mark.slow
 async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Path) -> None:
-    """Issue 16.12: the path was printed only after the screen closed, relative to the current folder."""
+    """The path was printed only after the screen closed, relative to the current folder."""
     path = tmp_path / "rec.sqlite"
     app, source, _ = live_app(recording=path)
     async with app.run_test(size=SIZE) as pilot:
@@ -411,8 +432,9 @@ def screen_lines(app) -> list[str]:  # noqa: ANN001
     return ["".join(row) for row in rows]
 
 
+@pytest.mark.slow
 async def test_at_80x24_every_view_keeps_its_headers() -> None:
-    """Issue 16.5: the replay footer was cut, the windows table lost its header, the over-time
+    """The replay footer was cut, the windows table lost its header, the over-time
     panel's queue/compute rows fell below the fold, warnings and the probe status were cut mid-word."""
     events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
     events.append(ev.Warning(source="load", message="level 64 took " + "much longer than its windows " * 3 + "planned",
@@ -445,8 +467,9 @@ async def test_at_80x24_every_view_keeps_its_headers() -> None:
         assert "3 probe results" in status and "…" not in status, status
 
 
+@pytest.mark.slow
 async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
-    """Issue 16.9: only over-time sparklines; the throughput-vs-concurrency curve was missing."""
+    """Only over-time sparklines; the throughput-vs-concurrency curve was missing."""
     events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
     app, source, _ = live_app(events)
     async with app.run_test(size=SIZE) as pilot:

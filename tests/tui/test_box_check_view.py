@@ -3,13 +3,13 @@ the training-probe view (next to the topology it explains)."""
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from engine import events as ev
 from tests.tui.synthetic import session_events
-from tests.tui.test_app_pilot import live_app, publish
+from tests.tui.test_app_pilot import live_app, publish, view_of
 from tui.describe import describe, severity
-from tui.screens.views import ProbeScreen
 
 
 def box_check() -> ev.BoxCheck:
@@ -33,6 +33,7 @@ def test_the_log_line_counts_the_verdicts():
     assert severity(box_check()) == "error"
 
 
+@pytest.mark.slow
 async def test_the_probe_view_shows_the_verdict_and_the_worst_items() -> None:
     events = session_events()
     events.insert(1, box_check())
@@ -41,7 +42,7 @@ async def test_the_probe_view_shows_the_verdict_and_the_worst_items() -> None:
         publish(source, events)
         app.drain()
         await pilot.press("3")
-        assert isinstance(app.screen, ProbeScreen)
+        assert view_of(app) == "probe"
         panel = app.screen.query_one("#topology")
         text = plain(panel.render_state(app.state, 96))
         lines = text.splitlines()

@@ -130,7 +130,7 @@ def test_concurrent_publishers_do_not_interleave_lines() -> None:
 
 
 def test_a_second_sweep_prints_under_its_own_name() -> None:
-    """Issue 16.2: which sweep a figure belongs to is said in the log too."""
+    """Which sweep a figure belongs to is said in the log too."""
     from tests.tui.synthetic import two_sweep_events
 
     lines = printed(two_sweep_events()).splitlines()
@@ -143,7 +143,7 @@ def test_a_second_sweep_prints_under_its_own_name() -> None:
 
 
 def test_each_level_start_says_the_time_left() -> None:
-    """Issue 16.9: the TUI shows the time left; the headless log did not."""
+    """The TUI shows the time left; the headless log did not."""
     lines = [line for line in printed(session_events()).splitlines() if "] level " in line and "/4:" in line]
     assert len(lines) == 4
     assert all("left in the sweep" in line for line in lines)

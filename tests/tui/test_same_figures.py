@@ -1,4 +1,4 @@
-"""The same figure reads the same everywhere (issue 17.2): one recorded level, probe result and
+"""The same figure reads the same everywhere: one recorded level, probe result and
 all-reduce row rendered by the TUI's table, the headless printer, the probe CLI and the report
 (text, Markdown, HTML) carry the same strings for the same figures."""
 

@@ -6,6 +6,8 @@ and look at the SVGs (snapshot_report.html shows the differences).
 
 from __future__ import annotations
 
+import pytest
+
 from engine import events as ev
 from tests.tui.fakes import FakeControls, FakeReplay, ListSource
 from tests.tui.synthetic import session_events
@@ -35,31 +37,37 @@ def fed(events: list[ev.Event], replay: bool = False):
     return app, run_before
 
 
+@pytest.mark.slow
 def test_live_mid_sweep_at_80x24(snap_compare) -> None:
     app, run_before = fed(session_events(finish_levels=2, end=False))
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_live_eight_gpus_finished_at_80x24(snap_compare) -> None:
     app, run_before = fed(session_events(n_gpus=8))
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_live_wide_and_tall(snap_compare) -> None:
     app, run_before = fed(session_events(finish_levels=3, end=False))
     assert snap_compare(app, terminal_size=(160, 45), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_sweep_view(snap_compare) -> None:
     app, run_before = fed(session_events(finish_levels=3, end=False))
     assert snap_compare(app, terminal_size=(100, 34), press=["2"], run_before=run_before)
 
 
+@pytest.mark.slow
 def test_probe_view(snap_compare) -> None:
     app, run_before = fed(session_events())
     assert snap_compare(app, terminal_size=(100, 34), press=["3"], run_before=run_before)
 
 
+@pytest.mark.slow
 def test_replay_with_log_view(snap_compare) -> None:
     app, run_before = fed(session_events(), replay=True)
     assert snap_compare(app, terminal_size=(80, 24), press=["4"], run_before=run_before)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from engine import columns
@@ -83,6 +84,7 @@ def test_allreduce_cells_against_the_link_limit() -> None:
     assert "link limit 32 GB/s" in columns.allreduce_title(result)
 
 
+@pytest.mark.slow
 def test_fixed_lines_align_under_their_header() -> None:
     cols = columns.SWEEP_SCREEN[:3]
     header = columns.header_line(cols)

@@ -1,55 +1,67 @@
-"""What every view shares: header, replay bar, status lines, footer; state pushed to its panels."""
+"""What every view shares: header, replay bar, status lines, the view's widget, footer; and the
+entry (`View`) that the app builds a view's mode, key, footer label, help line and command from."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from tui.state import SessionState
+from tui.host import ViewHost
 from tui.widgets.replay_bar import ReplayBar
 from tui.widgets.status import StatusBar
-
-if TYPE_CHECKING:
-    from tui.app import GpuscaleApp
+from tui.widgets.view import ViewBody
 
 
-class StateScreen(Screen):
-    """A view of SessionState. Only the visible view renders, so hidden ones cost nothing."""
+@dataclass(frozen=True)
+class View:
+    name: str  # the app's mode
+    key: str  # the key that shows it
+    label: str  # the footer's word
+    title: str  # the header's sub-title, and the help's and the command palette's name
+    description: str  # a few words on what it shows (help, command palette)
+    widget: type[ViewBody]  # its one widget, made afresh for each app
+    study_only: bool = False  # shown only by an app that has a study's state
 
-    VIEW: ClassVar[str] = ""
+    def shown_by(self, host: ViewHost) -> bool:
+        return not self.study_only or host.study is not None
 
-    @property
-    def gpuscale(self) -> GpuscaleApp:
-        return self.app  # type: ignore[return-value]  # screens run only inside GpuscaleApp
+
+class ViewScreen(Screen):
+    """One view of the app's state. Only the visible view renders, so hidden ones cost nothing."""
+
+    def __init__(self, view: View, host: ViewHost) -> None:
+        super().__init__()
+        self.view = view
+        self.host = host
+        self.sub_title = view.title
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")  # no clock: screens show session time only
         bar = ReplayBar(id="replay-bar")
-        bar.display = self.gpuscale.replay is not None
+        bar.display = self.host.replay is not None
         yield bar
         yield StatusBar(id="status")
-        yield from self.compose_body()
+        yield self.view.widget()
         yield Footer()
 
-    def compose_body(self) -> ComposeResult:
-        raise NotImplementedError
-
-    def show_state(self, state: SessionState, force: bool = False) -> None:
-        for widget in self.query(".state-view"):
-            widget.show_state(state, force)  # type: ignore[attr-defined]  # .state-view widgets all define show_state
+    def show_state(self, force: bool = False) -> None:
+        for status in self.query(StatusBar):  # none before the screen is composed
+            status.show_state(self.host.state, force)
+        for body in self.query(ViewBody):
+            body.show(self.host, force)
 
     def tick_replay(self) -> None:
         bars = self.query(ReplayBar)
         if not bars:  # not composed yet
             return
         bar = bars.first()
-        bar.display = self.gpuscale.replay is not None
+        bar.display = self.host.replay is not None
         if bar.display:
             bar.tick()
 
     def on_screen_resume(self) -> None:
-        self.show_state(self.gpuscale.state, force=True)
+        self.show_state(force=True)
         self.tick_replay()

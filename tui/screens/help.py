@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.markdown import Markdown
@@ -11,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tui.screens.base import View
+
 HELP = """\
 # gpuscale-tui
 
@@ -18,8 +21,7 @@ HELP = """\
 
 | key | does |
 |---|---|
-| `1` `2` `3` `4` | views: live, sweep, training probe, warnings and log |
-| `s` / `x` | start the concurrency sweep / stop it (live session) |
+{views}| `s` / `x` | start the concurrency sweep / stop it (live session) |
 | `p` | run the training probe (live session) |
 | `e` | export the recording (JSON, CSV, Markdown, HTML) |
 | `o` | open a recording to replay |
@@ -64,16 +66,22 @@ def recording_section(path: Path | None, live: bool) -> str:
     return f"## Recording\n\n{what} `{path.resolve()}`\n\n"
 
 
+def help_text(views: Iterable[View], path: Path | None, live: bool) -> str:
+    """The help's Markdown: the recording, then the keys (a line per view shown), then the numbers."""
+    rows = "".join(f"| `{v.key}` | view: {v.title} |\n" for v in views)  # what each shows: the palette says
+    return HELP.replace("{views}", rows, 1).replace("## Keys", recording_section(path, live) + "## Keys", 1)
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close"),
     ]
 
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
     def compose(self) -> ComposeResult:
-        app = self.app
-        path = app.recording_path() if hasattr(app, "recording_path") else None
-        live = getattr(app, "controls", None) is not None
-        self.text = HELP.replace("## Keys", recording_section(path, live) + "## Keys", 1)
         with VerticalScroll(id="help-box"):
             yield Static(Markdown(self.text))  # Rich's Markdown: one widget, cheap to open
 

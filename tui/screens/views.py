@@ -1,26 +1,26 @@
-"""The four views: live dashboard, sweep detail, training probe, warnings and log."""
+"""The views, one widget and one `VIEWS` entry each: the app builds its modes, keys, footer,
+help and command palette from `VIEWS` (docs/architecture.md, "A TUI view")."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 
-from tui.screens.base import StateScreen
+from tui.screens.base import View
 from tui.widgets.event_log import EventLogPanel
 from tui.widgets.gpus import GpuPanel
 from tui.widgets.notices import NoticesPanel
 from tui.widgets.probe import AllReducePanel, EfficiencyPanel, ProbePanel, TopologyPanel
+from tui.widgets.study import StudyView
 from tui.widgets.sweep import SweepPanel, WindowsPanel
 from tui.widgets.timeline import TimelinePanel
+from tui.widgets.view import ViewBody
 
 
-class LiveScreen(StateScreen):
+class LiveView(ViewBody):
     """Everything at a glance; panels drop out as the terminal gets small (see app.tcss)."""
 
-    VIEW = "live"
-    SUB_TITLE = "live"
-
-    def compose_body(self) -> ComposeResult:
+    def compose(self) -> ComposeResult:
         with Horizontal(id="live-top"):
             yield GpuPanel(id="gpus")
             yield TimelinePanel(id="timeline")
@@ -30,31 +30,32 @@ class LiveScreen(StateScreen):
             yield EventLogPanel(tail_only=True, id="log")
 
 
-class SweepScreen(StateScreen):
-    VIEW = "sweep"
-    SUB_TITLE = "sweep"
-
-    def compose_body(self) -> ComposeResult:
+class SweepView(ViewBody):
+    def compose(self) -> ComposeResult:
         yield SweepPanel(id="sweep-full")
         yield WindowsPanel(id="windows")
         yield TimelinePanel(id="timeline-full")
 
 
-class ProbeScreen(StateScreen):
-    VIEW = "probe"
-    SUB_TITLE = "training probe"
-
-    def compose_body(self) -> ComposeResult:
+class ProbeView(ViewBody):
+    def compose(self) -> ComposeResult:
         yield TopologyPanel(id="topology")
         yield ProbePanel(id="probe")
         yield EfficiencyPanel(id="efficiency")
         yield AllReducePanel(id="allreduce")
 
 
-class LogScreen(StateScreen):
-    VIEW = "log"
-    SUB_TITLE = "warnings and log"
-
-    def compose_body(self) -> ComposeResult:
+class LogView(ViewBody):
+    def compose(self) -> ComposeResult:
         yield NoticesPanel(id="notices-full")
         yield EventLogPanel(id="log-full")
+
+
+VIEWS: tuple[View, ...] = (
+    View("live", "1", "Live", "live", "Everything at a glance", LiveView),
+    View("sweep", "2", "Sweep", "sweep", "Levels, the current level's windows, charts over time", SweepView),
+    View("probe", "3", "Probe", "training probe", "Probe results, scaling efficiency, all-reduce, topology", ProbeView),
+    View("log", "4", "Log", "warnings and log", "Every warning once, and the event log", LogView),
+    View("study", "5", "Study", "scaling study", "Every config's throughput curve, and the per-config table", StudyView,
+         study_only=True),
+)

@@ -1,0 +1,73 @@
+"""``python -m bench STAGE [flags]``: the one entry point of the benchmarks.
+
+Each stage lives in a module of this package with ``build_parser(prog)`` and ``run(args)``;
+the module is imported only when its stage runs, so listing the stages costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    module: str  # bench.<module> holds build_parser() and run()
+    compares: str  # what it measures against which anchor, one line
+    gpu_run: str  # the device run it fits in with the flags its --help shows
+
+
+STAGES = (
+    Stage("fidelity", "fidelity", "our load engine against perf_analyzer 2.41: throughput, p50, p99 per level and in rate mode",
+          "2x H200, one 10-minute call (the --help's GPU example)"),
+    Stage("client_cpu", "fidelity", "client CPU per request on the identity model: our engine against perf_analyzer",
+          "any box, CPU variant; about 1 minute"),
+    Stage("transports", "transports", "our http/system_shm/cuda_shm against perf_analyzer's --shared-memory modes, per variant",
+          "2x or 4x H200, one 10-minute call"),
+    Stage("model_speed", "model_speed", "the embedded ViT: in-process forward, then Triton under perf_analyzer, and the wire model",
+          "1x or 2x H200, one 5-10 minute call (--budget-s)"),
+    Stage("probe_overhead", "probe_overhead", "the training probe's samples/s against a bare DDP loop",
+          "CPU here (2 gloo ranks) or 4 GPUs, about 2 minutes"),
+    Stage("tui_overhead", "tui_overhead", "the same sweep in the TUI against headless", "CPU here, or a GPU box with textual carried"),
+    Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
+          "CPU, no server; under a minute"),
+    Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
+    Stage("carry", "common", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
+)
+BY_NAME = {s.name: s for s in STAGES}
+
+
+def usage() -> str:
+    lines = ["usage: python -m bench STAGE [flags]     (python -m bench STAGE --help: its flags)", "", "stages:"]
+    width = max(len(s.name) for s in STAGES)
+    for s in STAGES:
+        lines.append(f"  {s.name:<{width}}  {s.compares}")
+        lines.append(f"  {'':<{width}}  fits: {s.gpu_run}")
+    lines += ["", "Output goes to $OUT if set, else .bench-out/. On a GPU box the carried tritonserver",
+              "(.carry/triton.tar.xz, from `python -m bench carry`) is unpacked and used by every stage."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    stage = BY_NAME.get(argv[0])
+    if stage is None:
+        print(f"python -m bench: no stage {argv[0]!r}; stages: {', '.join(BY_NAME)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"bench.{stage.module}")
+    parser = module.build_parser(f"python -m bench {stage.name}", stage.name)
+    args = parser.parse_args(argv[1:])
+    if stage.name != "carry":
+        from bench.common import device_environment
+
+        device_environment()
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

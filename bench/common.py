@@ -1,0 +1,213 @@
+"""What the stages share that is not a load tool: where output goes, the GPU box's environment
+and what to carry there (the `carry` stage), GPU busy % from NVML, and Triton's model statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CARRY = ROOT / ".carry"
+CARRY_SITE = Path(tempfile.gettempdir()) / "gpuscale-carry" / "site"
+
+
+def out_dir() -> Path:
+    """$OUT when set (a device run brings it back), else .bench-out/ (git-ignored); created."""
+    path = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / ".bench-out"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+# --------------------------------------------------------------------------- the GPU box
+
+
+def device_environment() -> None:
+    """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
+    repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), and on a
+    box without nvidia-pytriton the carried tritonserver (and textual) from .carry/."""
+    os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
+                      PYTHONUNBUFFERED="1")
+    paths = [str(ROOT)]
+    tarball = CARRY / "triton.tar.xz"
+    if importlib.util.find_spec("pytriton") is None and tarball.exists():
+        if not (CARRY_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists():
+            CARRY_SITE.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["tar", "-C", str(CARRY_SITE.parent), "-xJf", str(tarball)], check=True)
+        wheels = CARRY / "wheels"
+        if importlib.util.find_spec("textual") is None and any(wheels.glob("textual-*.whl")):
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
+                            "--target", str(CARRY_SITE), "textual"], check=False)
+        paths.append(str(CARRY_SITE))
+        sys.path.append(str(CARRY_SITE))
+        importlib.invalidate_caches()
+    old = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *([old] if old else [])])
+
+
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    """The `carry` stage."""
+    p = argparse.ArgumentParser(
+        prog=prog, description="Pack what a GPU box without network needs: the tritonserver of this checkout's "
+        "nvidia-pytriton with the Python-backend stub for the box's Python (.carry/triton.tar.xz, ~27 MB), "
+        "perf_analyzer 2.41 with its libraries (.wheels/perf_analyzer/) and, with --textual, textual's wheels "
+        "(.carry/wheels/). All git-ignored; pass .carry and .wheels/perf_analyzer as the device run's carry.",
+        epilog="Fits: here, before a device run; about a minute (xz), more on the first perf_analyzer set-up.")
+    p.add_argument("--stub-python", default="3.12", help="the device's Python version (default 3.12)")
+    p.add_argument("--textual", action="store_true", help="also download textual's wheels (for tui_overhead there)")
+    p.add_argument("--no-perf-analyzer", action="store_true", help="skip perf_analyzer")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import pytriton
+    except ImportError:
+        print("carry: this checkout has no nvidia-pytriton (.venv: scripts/setup.sh)", file=sys.stderr)
+        return 2
+    site = Path(pytriton.__file__).resolve().parent.parent
+    triton = site / "pytriton" / "tritonserver"
+    stub = triton / "python_backend_stubs" / args.stub_python
+    if not stub.is_dir():
+        print(f"carry: nvidia-pytriton has no Python-backend stub for Python {args.stub_python}", file=sys.stderr)
+        return 2
+    CARRY.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "site"
+        for part in ("bin", "backends", "caches"):
+            shutil.copytree(triton / part, dest / "pytriton" / "tritonserver" / part, symlinks=True)
+        shutil.copytree(stub, dest / "pytriton" / "tritonserver" / "python_backend_stubs" / args.stub_python, symlinks=True)
+        shutil.rmtree(dest / "pytriton" / "tritonserver" / "backends" / "python" / "__pycache__", ignore_errors=True)
+        (dest / "pytriton" / "__init__.py").touch()  # only the data is needed: find_spec must see a package
+        shutil.copytree(site / "nvidia_pytriton.libs", dest / "nvidia_pytriton.libs", symlinks=True)
+        for lib in (dest / "nvidia_pytriton.libs").glob("libpython3-*"):
+            lib.unlink()  # used by nothing the stages run
+        subprocess.run(["tar", "-C", tmp, "-cJf", str(CARRY / "triton.tar.xz"), "site"], check=True)
+    print(f"{CARRY / 'triton.tar.xz'}: {(CARRY / 'triton.tar.xz').stat().st_size / 2**20:.1f} MiB")
+    if args.textual:
+        code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+                               "--python-version", args.stub_python, "-d", str(CARRY / "wheels"), "textual"]).returncode
+        if code:
+            print("carry: pip download textual failed", file=sys.stderr)
+            return 1
+        print(f"{CARRY / 'wheels'}: {len(list((CARRY / 'wheels').glob('*.whl')))} wheels")
+    if not args.no_perf_analyzer:
+        from bench.tools import SetupError, ensure_perf_analyzer
+
+        try:
+            binary, _ = ensure_perf_analyzer()
+        except SetupError as exc:
+            print(f"carry: {exc}", file=sys.stderr)
+            return 1
+        print(f"{binary.parent}: perf_analyzer and its libraries")
+    return 0
+
+
+# --------------------------------------------------------------------------- readings
+
+
+class GpuBusy(threading.Thread):
+    """NVML utilisation of some GPUs (all by default) every 0.25 s while a run lasts; no figure
+    without NVML. ``skip_s``: the first seconds are a tool's start-up, not load."""
+
+    def __init__(self, gpus: tuple[int, ...] | None = None, skip_s: float = 0.0) -> None:
+        super().__init__(daemon=True)
+        self.gpus, self.skip_s = gpus, skip_s
+        self.stop = threading.Event()
+        self.per_gpu: dict[int, list[int]] = {}
+
+    def __enter__(self) -> GpuBusy:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(2)
+
+    def run(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            gpus = self.gpus if self.gpus is not None else tuple(range(pynvml.nvmlDeviceGetCount()))
+            handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpus}
+        except Exception:  # noqa: BLE001 - no driver here: busy % is n/a
+            return
+        if self.stop.wait(self.skip_s):
+            return
+        while not self.stop.wait(0.25):
+            for i, h in handles.items():
+                self.per_gpu.setdefault(i, []).append(int(pynvml.nvmlDeviceGetUtilizationRates(h).gpu))
+
+    def mean(self) -> float | None:
+        """Mean over every sample of every GPU."""
+        values = [v for seen in self.per_gpu.values() for v in seen]
+        return sum(values) / len(values) if values else None
+
+    def each(self) -> list[float]:
+        """Mean busy % of each GPU, in GPU order."""
+        return [round(sum(v) / len(v), 1) for _, v in sorted(self.per_gpu.items()) if v]
+
+    def means(self) -> dict[str, float]:
+        return {f"gpu{i}": round(sum(v) / len(v), 1) for i, v in sorted(self.per_gpu.items()) if v}
+
+
+def gpu_memory_used_mib() -> list[int]:
+    """Memory in use on each GPU (NVML); empty without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return [pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used // 2**20
+                for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:  # noqa: BLE001 - no NVML: no figure
+        return []
+
+
+STAT_SECTIONS = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+def model_stats(url: str, model: str) -> dict[str, int]:
+    """Triton's cumulative statistics of a model over its versions: requests and their ns,
+    inferences, executions and each section's ns. Empty when the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=10) as reply:  # noqa: S310 - loopback
+            doc = json.loads(reply.read())
+    except (OSError, ValueError):
+        return {}
+    out = dict.fromkeys(("requests", "request_ns", "inferences", "executions", *(f"{k}_ns" for k in STAT_SECTIONS)), 0)
+    for s in doc.get("model_stats", []):
+        inf = s["inference_stats"]
+        out["requests"] += int(inf["success"]["count"])
+        out["request_ns"] += int(inf["success"]["ns"])
+        out["inferences"] += int(s.get("inference_count", 0))
+        out["executions"] += int(s.get("execution_count", 0))
+        for k in STAT_SECTIONS:
+            out[f"{k}_ns"] += int(inf[k]["ns"])
+    return out
+
+
+def stats_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, float | None]:
+    """Average batch and µs per request of each section between two model_stats readings."""
+    if not a or not b:
+        return {}
+    d = {k: b[k] - a[k] for k in a}
+    req = d["requests"] or 1
+    return {
+        "avg_batch": round(d["inferences"] / d["executions"], 1) if d["executions"] else None,
+        **{f"{k}_us_per_req": round(d[f"{k}_ns"] / req / 1e3, 1) for k in STAT_SECTIONS},
+    }

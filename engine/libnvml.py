@@ -1,0 +1,193 @@
+"""The one door to NVML: no other module imports pynvml (nvidia-ml-py).
+
+``binding()`` is the NVML binding in use: pynvml, imported on first use (so that importing the
+engine stays cheap and a box without nvidia-ml-py still runs), or the stand-in a unit test
+installed with ``stand_in()``. The helpers below are the calls every NVML user needs the same
+way: start and stop, one query that is None rather than an exception, NVML's bytes-or-str text,
+field values and constants. The binding's constants and error classes are also this module's
+attributes (``libnvml.NVML_ERROR_NOT_SUPPORTED``), read from pynvml itself.
+
+It sits below every layer (it imports nothing of the engine), so that telemetry, the box check,
+the probe and the embedded server reach NVML the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_stand_in: Any = None  # a unit test's fake binding; None: pynvml
+
+
+class NvmlMissing(ImportError):
+    """nvidia-ml-py is not installed."""
+
+
+def _pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlMissing("nvidia-ml-py (pynvml) is not installed") from None
+    return pynvml
+
+
+def binding() -> Any:
+    """The NVML binding in use, not yet initialised. Raises NvmlMissing without nvidia-ml-py."""
+    return _stand_in if _stand_in is not None else _pynvml()
+
+
+@contextmanager
+def stand_in(fake: Any) -> Iterator[Any]:
+    """Use ``fake`` instead of pynvml for the block (unit tests on a machine without a GPU)."""
+    global _stand_in
+    previous, _stand_in = _stand_in, fake
+    try:
+        yield fake
+    finally:
+        _stand_in = previous
+
+
+def __getattr__(name: str) -> Any:
+    # pynvml's constants, error classes and ctypes structures; its functions go through binding()
+    if name.startswith(("NVML", "c_nvml", "nvmlMemory_v")):
+        try:
+            return getattr(_pynvml(), name)
+        except NvmlMissing as exc:
+            raise AttributeError(f"{name}: {exc}") from None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------- starting and stopping
+
+
+def start() -> Any | None:
+    """The binding, initialised for the rest of the process; None where NVML cannot start (no
+    library, no driver, no permission). For short-lived processes such as a probe rank."""
+    try:
+        nv = binding()
+        nv.nvmlInit()
+    except Exception:
+        return None
+    return nv
+
+
+def stop(nv: Any) -> None:
+    """nvmlShutdown, never an exception: stopping telemetry must not fail a session."""
+    try:
+        nv.nvmlShutdown()
+    except Exception:
+        pass
+
+
+@contextmanager
+def opened() -> Iterator[Any | None]:
+    """``with opened() as nv:`` the binding initialised for the block (None where NVML cannot
+    start), shut down after. NVML counts its inits, so blocks may nest."""
+    nv = start()
+    try:
+        yield nv
+    finally:
+        if nv is not None:
+            stop(nv)
+
+
+def init_reason(nv: Any, exc: Any) -> str:
+    """Why nvmlInit failed, in a few words."""
+    value = getattr(exc, "value", None)
+    if value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "no NVIDIA driver: libnvidia-ml.so.1 not found"
+    if value == nv.NVML_ERROR_DRIVER_NOT_LOADED:
+        return "NVIDIA driver not loaded"
+    if value == nv.NVML_ERROR_NO_PERMISSION:
+        return "no permission to open the GPUs"
+    return str(exc)
+
+
+# ---------------------------------------------------------------------- one answer at a time
+
+
+def query(nv: Any, fn_name: str, *args: Any) -> Any:
+    """``nv.<fn_name>(*args)``, or None when the binding lacks the function (an older
+    nvidia-ml-py) or NVML refuses (not supported, no permission, a lost GPU)."""
+    fn = getattr(nv, fn_name, None)
+    if fn is None:
+        return None
+    try:
+        return fn(*args)
+    except Exception:  # NVMLError, or a binding whose ctypes signature does not match
+        return None
+
+
+def const(nv: Any, name: str, default: int) -> int:
+    """An NVML constant as a plain int. nvidia-ml-py 13 defines some as 1-tuples ``(0,)``,
+    which ctypes cannot pass as an argument (docs/results/telemetry_notes.md)."""
+    value = getattr(nv, name, default)
+    return int(value[0] if isinstance(value, tuple) else value)
+
+
+def text(value: Any) -> str:
+    """NVML strings arrive as bytes from older bindings and as str from newer ones."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def pci_key(pci: Any) -> tuple[int, int, int]:
+    """(domain, bus, device) of an nvmlPciInfo_t."""
+    return (int(pci.domain), int(pci.bus), int(pci.device))
+
+
+def field_value(fv: Any) -> float:
+    """The number inside an nvmlFieldValue_t, whatever its declared type."""
+    u = fv.value
+    return {0: u.dVal, 1: u.uiVal, 2: u.ulVal, 3: u.ullVal, 4: u.sllVal, 5: u.siVal, 6: u.usVal}.get(
+        int(fv.valueType), u.ullVal
+    )
+
+
+def process_name(nv: Any, pid: int) -> str | None:
+    """The name of a process that holds a GPU: psutil's, else NVML's (another container's
+    pid namespace), else None (it just exited)."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).name()
+    except Exception:
+        pass
+    try:
+        return text(nv.nvmlSystemGetProcessName(pid)) or None
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------- facts other layers ask for
+
+
+def driver_versions() -> dict[str, str | None]:
+    """The NVIDIA driver and the CUDA version it supports ("12.8"); None without NVML."""
+    with opened() as nv:
+        if nv is not None:
+            try:
+                cuda = int(nv.nvmlSystemGetCudaDriverVersion_v2())
+                return {"driver": text(nv.nvmlSystemGetDriverVersion()), "cuda": f"{cuda // 1000}.{(cuda % 1000) // 10}"}
+            except Exception:
+                pass
+    return {"driver": None, "cuda": None}
+
+
+def device_count() -> int:
+    """GPUs NVML sees (all of them, whatever CUDA_VISIBLE_DEVICES says); 0 without NVML."""
+    with opened() as nv:
+        count = query(nv, "nvmlDeviceGetCount") if nv is not None else None
+    return int(count) if count is not None else 0
+
+
+def memory_totals(indices: tuple[int, ...]) -> list[int] | None:
+    """Total memory in bytes of these GPUs (NVML indices); None without NVML or for an
+    index it does not know."""
+    with opened() as nv:
+        if nv is None:
+            return None
+        try:
+            return [int(nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).total) for i in indices]
+        except Exception:
+            return None

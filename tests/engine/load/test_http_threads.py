@@ -1,0 +1,86 @@
+"""The embedded server's HTTP-thread spread of our connections (engine/http_threads.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.events import LevelStarted
+from engine.http_threads import (
+    SpreadWatch,
+    child_named,
+    http_thread_count,
+    listener_pid,
+    uneven,
+)
+from engine.load.sweep import run_sweep
+from engine.load.target import Target
+from engine.server.embedded import http_threads
+from tests.engine.load.conftest import quick_load
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_uneven_names_a_thread_holding_more_than_twice_its_share():
+    assert uneven([4, 4, 4, 4, 4, 4, 4, 4], 8) is None
+    assert uneven([8, 7, 6, 5, 2, 2, 1, 1], 8) is None  # perf_analyzer's spread here: at most 2x fair
+    text = uneven([32], 8)
+    assert text is not None and "holds 32 of our 32 connections seen on one of its 8 threads (1 in use: 32)" in text
+    text = uneven([6, 4], 64, opened=16)  # the level opened 16: 6 were never caught idle
+    assert text is not None and "(2 in use: 6/4; 6 more were busy at every sample)" in text
+    assert uneven([29, 3], 8) is not None
+    assert uneven([2, 1], 8) is None  # three connections: fair is one per thread, 2 is not over 2x
+    assert uneven([5], 1) is None  # one thread: nothing to spread over
+
+
+@pytest.mark.server
+async def test_every_connection_of_a_level_is_found_on_some_http_thread(identity_server, identity_info):
+    target = Target(identity_server.http_url, "identity")
+    pid = child_named(identity_server.pid, "tritonserver")
+    assert pid is not None
+    watch = SpreadWatch(pid, int(identity_server.http_url.rsplit(":", 1)[1]))
+    started = asyncio.Event()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, LevelStarted):  # the workers' spares are closed by T0, as the session reads it
+            watch.reset()
+            started.set()
+
+    task = asyncio.create_task(run_sweep(target, identity_info, quick_load(concurrency=[12], window_ms=500),
+                                         on_event, asyncio.Event()))
+    while not task.done():
+        if started.is_set():
+            await asyncio.to_thread(watch.sample)
+        await asyncio.sleep(0.02)
+    await task
+    # the level's 12 connections (plus, at times, the statistics poller's): each on exactly one thread
+    assert 12 <= sum(watch.per_thread()) <= 14, watch.per_thread()
+
+
+def test_the_server_on_this_machine_is_found_from_its_port(identity_server):
+    pid = child_named(identity_server.pid, "tritonserver")
+    port = int(identity_server.http_url.rsplit(":", 1)[1])
+    assert listener_pid(port) == pid
+    assert http_thread_count(pid) == http_threads()  # what the embedded server was started with
+    assert listener_pid(1) is None  # nothing listens there
+
+
+@pytest.mark.server
+def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(tmp_path: Path):
+    """Opened in one burst while the server is idle (the way that lost, kept as the developer
+    setting load.dev_open_burst), the connections of a level land on one HTTP thread here; the
+    session says so, and says that a developer setting was in effect."""
+    run = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--no-check",
+         "--set", "model.name=identity", "--set", "load.concurrency=24", "--set", "load.window_ms=500",
+         "--set", "load.warmup_s=0.5", "--set", "load.max_windows=3", "--set", "load.stability_percent=90",
+         "--set", "load.dev_open_burst=true"],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "the server's HTTP front end holds" in run.stdout, run.stdout[-2000:]
+    assert "developer settings in effect (load.dev_open_burst = true)" in run.stdout, run.stdout[-2000:]

@@ -1,0 +1,72 @@
+"""The wire check (run --wire) against the real embedded Triton: the no-compute `wire` model served
+beside the model, the sweep's levels sent to it with the model's bytes, transport and batch, one
+WireCeiling event recorded, and the report and the headless output carry its table and line.
+A remote server without `wire` is one warning line, not a failed run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import events as ev
+from engine.profiles import load_profile
+from engine.record.reader import Recording
+from engine.session import Session, SessionOptions
+
+REPO = Path(__file__).resolve().parents[3]
+QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=20",
+         "load.stability_percent=90", "load.workers=1"]
+
+
+@pytest.mark.server
+def test_wire_check_in_a_real_session_is_recorded_and_reported(tmp_path: Path) -> None:
+    sets = ["model.name=identity", "load.concurrency=1,2", "load.transport=system_shm", *QUICK]
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", "--wire",
+                           "--output", str(tmp_path), *(a for s in sets for a in ("--set", s))],
+                          cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    (path,) = tmp_path.glob("*.sqlite")
+    with Recording.open(path) as rec:
+        events = list(rec.events())
+    (wire,) = [e for e in events if isinstance(e, ev.WireCeiling)]
+    ready = next(e for e in events if isinstance(e, ev.ServerReady))
+    (tensor,) = ready.inputs
+    item_bytes = 4 * int(tensor["shape"][-1])  # identity: FP32 [-1, 16]
+    assert (wire.model, wire.transport, wire.batch_size, wire.approximated) == ("identity", "system_shm", 1, False)
+    assert wire.bytes_per_item == item_bytes and wire.input_shape == [item_bytes // 4]
+    assert [lv.level for lv in wire.levels] == [1.0, 2.0]
+    assert all(lv.status != "failed" and lv.errors == 0 and lv.throughput_ips > 0 for lv in wire.levels)
+    assert wire.peak_ips == max(lv.throughput_ips for lv in wire.levels)
+    # the wire's levels stay out of the model's sweep: two level results, one sweep
+    assert sum(isinstance(e, ev.LevelResult) for e in events) == 2
+    assert sum(isinstance(e, ev.SweepFinished) for e in events) == 1
+    assert "wire check: the system shared-memory path" in proc.stdout and "wire infer/s" in proc.stdout
+    assert "wire check done: " in proc.stdout and "from Triton's compute times" in proc.stdout
+
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "export", "-f", "md", str(path)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    report = path.with_suffix(".md").read_text()
+    assert "## The wire's ceiling" in report and "inputs by system shared memory" in report
+    assert "the system shared-memory path" in report and "from Triton's compute times" in report
+    peak = next(lv for lv in wire.levels if lv.throughput_ips == wire.peak_ips)
+    assert f"| {peak.level:g} | {peak.status} |" in report
+
+
+@pytest.mark.server
+def test_a_remote_server_without_the_wire_model_is_one_warning(identity_server, tmp_path: Path) -> None:
+    profile = load_profile("local", ["server.kind=remote", f"server.url={identity_server.http_url}",
+                                     "model.name=identity", "load.concurrency=1", "load.wire_check=true", *QUICK])
+    session = Session(profile, SessionOptions(record_dir=tmp_path, check=False, gpu_count=0))
+    seen: list[ev.Event] = []
+    session.bus.subscribe(seen.append)
+    session.start()
+    assert session.join(120)
+    assert session.exit_code == 0, session.error
+    skipped = [e for e in seen if isinstance(e, ev.Warning) and e.key == "wire-skipped"]
+    assert len(skipped) == 1 and "\n" not in skipped[0].message
+    assert skipped[0].message.startswith("wire check skipped: model 'wire' is not available")
+    assert not [e for e in seen if isinstance(e, ev.WireCeiling)]

@@ -1,0 +1,90 @@
+"""A study's figures and report from recordings (synthetic sessions written through the real
+Recorder: the figures are the model's, so only the arithmetic is under test)."""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.events import GpuSample
+from engine.study.figures import study_figures
+from engine.study.index import StudyIndex, VariantRun, write_index
+from engine.study.study_report import render_study
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+
+
+def _with_energy(events):
+    """Give the synthetic NVML readings a cumulative energy counter: the integral of their power."""
+    energy: dict[str, float] = {}
+    last: dict[str, float] = {}
+    out = []
+    for e in events:
+        if isinstance(e, GpuSample):
+            gpus = []
+            for g in e.gpus:
+                if g.uuid in last:
+                    energy[g.uuid] += g.power_w * (e.ts - last[g.uuid])
+                else:
+                    energy[g.uuid] = 1000.0
+                last[g.uuid] = e.ts
+                gpus.append(replace(g, energy_j=energy[g.uuid]))
+            e = replace(e, gpus=gpus)
+        out.append(e)
+    return out
+
+
+@pytest.fixture
+def study(tmp_path):
+    runs = []
+    for variant, t0 in (("1x", 1_771_169_400.0), ("2x", 1_771_179_400.0)):
+        run = SyntheticRun(gpu_model="H200", gpu_count=2, variant=variant, profile_name="2x_h200", cost_per_hour=8.0,
+                           levels=[1, 4, 8, 16, 32], capacity_per_gpu_ips=200.0, base_latency_s=0.02, probe=False,
+                           telemetry_hz=2.0, t0=t0)
+        path = record_events(tmp_path / f"{variant}.sqlite", _with_energy(synthetic_session(run)))
+        runs.append(VariantRun(variant, path.name, "ok", 0))
+    index = StudyIndex(study_id="s", profile="2x_h200", model="openclip_vit_b32", variants=["1x", "2x"],
+                       server="embedded", slo="p99=100ms", search_steps=0, runs=runs, status="ok")
+    path = tmp_path / "s.study.json"
+    write_index(index, path)
+    return path
+
+
+def test_per_config_figures(study):
+    f = study_figures(study)
+    one, two = f.configs
+    assert (one.variant, one.units, two.units) == ("1x", 1, 2)
+    assert one.peak_throughput == pytest.approx(200.0) and two.peak_throughput == pytest.approx(400.0)
+    assert two.efficiency_peak == pytest.approx(1.0)
+    # synthetic p99 = 1.6 x c / X: 1x meets 100 ms up to concurrency 8 (64 ms) and misses at 16 (128 ms)
+    assert one.slo.level == 8 and one.slo.bounded and two.slo.level == 16
+    # the 1x config on a 2-GPU box at $8/hr is priced pro rata: $4/hr
+    assert one.cost_per_hour == pytest.approx(4.0) and "pro rata" in one.cost_basis
+    assert one.cost_peak == pytest.approx(4.0 / (200.0 * 3600) * 1000)
+    assert two.cost_slo == pytest.approx(8.0 / (two.slo.throughput * 3600) * 1000)
+    # energy: 50 W + 250 W x busy on each config GPU; 1x counts GPU 0 only, 2x both, at full load
+    assert "NVML" in one.energy_source
+    assert one.j_per_image_peak == pytest.approx(300.0 / 200.0, rel=0.05)
+    assert two.j_per_image_peak == pytest.approx(2 * 300.0 / 400.0, rel=0.05)
+    assert [s.marginal for s in f.steps] == [pytest.approx(1.0)]
+    assert f.stop.variant == "2x" and "at p99 <= 100 ms" in f.stop.reason
+
+
+def test_report_has_every_config_and_the_chart(study):
+    f = study_figures(study)
+    md = render_study(f, "md")
+    assert "| 1x | 1 | 200.0 | 4 | 32.0 | 8 |" in md and "| 2x | 2 | 400.0 | 8 | 32.0 | 16 |" in md
+    assert "Stop at 2 GPUs, the largest config measured" in md
+    assert "NVML total-energy counter" in md
+    html = render_study(f, "html")
+    assert html.count("<svg") == 2 and "Throughput vs concurrency" in html
+    assert html.count("<polyline") >= 5  # 2 throughput lines + 2 latency lines + the target
+
+
+def test_missing_variant_is_said(study, tmp_path):
+    import json
+
+    data = json.loads(study.read_text())
+    data["variants"].append("4x")
+    data["status"] = "interrupted"
+    study.write_text(json.dumps(data))
+    md = render_study(study_figures(study), "md")
+    assert "Missing from this study (not finished): 4x." in md
