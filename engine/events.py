@@ -68,6 +68,21 @@ def event_kinds() -> dict[str, type[Event]]:
     return dict(_REGISTRY)
 
 
+# error kinds as recordings made before the load engine named them by what happened
+# (engine/load/transport.py) spelt them: read as today's names
+RENAMED_ERROR_KINDS = {"http_4xx": "rejected", "http_5xx": "server_error"}
+
+
+def _current_kinds(errors_by_kind: dict[str, int]) -> dict[str, int]:
+    if not any(kind in RENAMED_ERROR_KINDS for kind in errors_by_kind):
+        return errors_by_kind
+    renamed: dict[str, int] = {}
+    for kind, count in errors_by_kind.items():
+        new = RENAMED_ERROR_KINDS.get(kind, kind)
+        renamed[new] = renamed.get(new, 0) + count
+    return renamed
+
+
 # --------------------------------------------------------------------------- nested records
 
 
@@ -291,6 +306,9 @@ class WindowResult(Event):
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.errors_by_kind = _current_kinds(self.errors_by_kind)
+
 
 @register
 @dataclass
@@ -319,6 +337,9 @@ class LevelResult(Event):
     target_rate: float | None = None
     duration_s: float = 0.0
     slo_search: bool = False  # a level the latency-target search added after the planned ones
+
+    def __post_init__(self) -> None:
+        self.errors_by_kind = _current_kinds(self.errors_by_kind)
 
 
 @register

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from engine.errors import UserError
 from engine.modes import LoadMode
+from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = "local"
@@ -92,10 +93,13 @@ class Load:
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     # how inputs reach the server: in the HTTP body, or in shared memory the server maps
     # (perf_analyzer's --shared-memory system|cuda; a server on this machine only)
-    transport: str = "http"  # "http", "system_shm" or "cuda_shm"
+    transport: str = DEFAULT_TRANSPORT  # a name in engine/transports.py's TRANSPORTS: "http", "system_shm", "cuda_shm"
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
     wire_check: bool = False
+    # developer settings (tests, A/B runs; never a measurement to report): engine/load/dev.py
+    dev_open_burst: bool = False
+    dev_stall_ms: int = 0
 
 
 @dataclass
@@ -358,8 +362,10 @@ SPEC: dict[str, dict[str, Check]] = {
     },
     "load": {
         "mode": _one_of(*(m.value for m in LoadMode)),
-        "transport": _one_of("http", "system_shm", "cuda_shm"),
+        "transport": lambda v: _one_of(*TRANSPORTS)(v),  # the table as it is when read
         "wire_check": _bool,
+        "dev_open_burst": _bool,
+        "dev_stall_ms": _at_most(_non_negative_int, 19, " ms"),
         "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
         "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
         "arrival": _one_of("constant", "poisson"),
@@ -494,9 +500,10 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
         raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
     if p.server.kind == "embedded" and p.server.url:
         raise fail("server.url", "expected no URL when server.kind = 'embedded' (set kind = 'remote')")
-    if p.load.transport != "http" and p.server.kind == "remote":
-        raise fail("load.transport", f"expected 'http' with a remote server (shared memory needs the server on this "
-                   f"machine), found {p.load.transport!r}")
+    if TRANSPORTS[p.load.transport].local_only and p.server.kind == "remote":
+        remote = ", ".join(repr(t.name) for t in TRANSPORTS.values() if not t.local_only)
+        raise fail("load.transport", f"expected {remote} with a remote server ({p.load.transport} needs the server on "
+                   f"this machine), found {p.load.transport!r}")
     if p.load.mode == LoadMode.RATE and not p.load.rates:  # concurrency has a default list
         raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
     if p.load.stable_windows > p.load.max_windows:

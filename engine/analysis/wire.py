@@ -20,16 +20,10 @@ from engine import format as fmt
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
 from engine.modes import mode_of
+from engine.transports import transport_spec
 
 NEAR_WIRE = 0.15  # the model's peak this close to the wire's: the request path is the limit
 FP32_BYTES = 4
-
-PATH_WORDS = {
-    "http": "the HTTP path",
-    "system_shm": "the system shared-memory path",
-    "cuda_shm": "the CUDA shared-memory path",
-}
-
 
 def wire_elements(bytes_per_item: int) -> int:
     """FP32 elements per item that carry at least ``bytes_per_item`` bytes (at least one)."""
@@ -140,8 +134,8 @@ def wire_is_the_limit(model_peak_ips: float | None, wire: WireCeiling) -> bool:
 
 def carries(wire: WireCeiling) -> str:
     """"the HTTP path caps at 10.1k images/s with 602 KB requests" (or why it is a lower bound)."""
-    path = PATH_WORDS.get(wire.transport, f"the {wire.transport} path")
-    size = fmt.body_size(wire.request_bytes) + (" bodies" if wire.transport == "http" else " requests")
+    spec = transport_spec(wire.transport)
+    path, size = spec.path, f"{fmt.body_size(wire.request_bytes)} {spec.request_noun}"
     if wire.peak_ips is None:
         return f"{path} gave no result with {size}"
     verb = "caps at" if wire.saturated and not wire.peak_client_bound else "carried at least"

@@ -13,14 +13,15 @@ import time
 from engine.errors import UserError
 from engine.events import LevelResult
 from engine.load.target import Target, _get
+from engine.load.transport import BAD_RESPONSE, CONNECTION_REFUSED, CONNECTION_RESET, TIMEOUT
 
-CONNECTION_KINDS = ("connection_refused", "connection_reset", "timeout", "bad_response")
+CONNECTION_KINDS = (CONNECTION_REFUSED, CONNECTION_RESET, TIMEOUT, BAD_RESPONSE)
 POLL_S = 0.5
 
 
 def lost_the_server(result: LevelResult) -> bool:
     """Most of the level's errors say the server itself was unreachable, not that it refused the
-    request (an HTTP 4xx/5xx from a live server is no reason to wait)."""
+    request (a live server's rejected or server_error answer is no reason to wait)."""
     if result.status != "failed" or not result.errors:
         return False
     unreachable = sum(result.errors_by_kind.get(kind, 0) for kind in CONNECTION_KINDS)

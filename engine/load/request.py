@@ -1,4 +1,6 @@
-"""Encode one KServe v2 inference request with Triton's binary tensor extension, once per level.
+"""A sweep's request: its input tensors (``request_inputs``, for every transport) and, for the
+HTTP transports (engine/load/transports/), one KServe v2 request with Triton's binary tensor
+extension, encoded once per sweep.
 
 The bytes (request line, headers, JSON inference header, raw tensor bytes) are built here in
 the session and written as they are by every load worker for every request, so the hot path

@@ -41,8 +41,7 @@ def taken_in_time(snapshot: StatsSnapshot | None, boundary_ns: int, interval_ns:
     """Whether ``snapshot`` was read close enough to ``boundary_ns`` to stand for it: asked no
     earlier and answered no later than LATE_SHARE of the interval from it (pure). A snapshot
     without timing (built elsewhere) is taken as on time. Why: on a loaded machine a reply that
-    comes most of a window late makes a window's server counts cover a different interval (seen
-    once: 2 requests counted against our 142)."""
+    comes most of a window late makes a window's server counts cover a different interval."""
     if snapshot is None or not snapshot.answered_ns:
         return True
     slack = LATE_SHARE * interval_ns

@@ -1,39 +1,20 @@
-"""Shared-memory transports (load.transport), as perf_analyzer's ``--shared-memory system|cuda``.
+"""Shared-memory regions for the system_shm and cuda_shm transports, as perf_analyzer's
+``--shared-memory system|cuda``.
 
-With ``system_shm`` the request's input tensors are written once into a POSIX shared-memory
-segment (/dev/shm) that the server maps; with ``cuda_shm`` into the memory of the first GPU the
-model has an instance on, which the server opens through a CUDA IPC handle (the Python backend
-then takes the input on the GPU through DLPack, with no host copy). Either way each request is a
-small JSON body naming the region, its offset and size: the 602 KB image no longer crosses the
-HTTP connection. Outputs go to one system shared-memory region that every request writes into
-(perf_analyzer does the same: the values are not read, so their interleaving is harmless);
-outputs whose size is not known in advance stay binary in the HTTP response.
+The request's input tensors are written once per sweep into a POSIX shared-memory segment
+(/dev/shm) the server maps, or into the memory of one GPU, which the server opens through a CUDA
+IPC handle; each request is then a small JSON body naming the region, its offset and size.
+Outputs go to one system region every request writes into (perf_analyzer does the same: the
+values are not read); outputs whose size is not known in advance stay in the HTTP response.
+CUDA inputs live on the model's first GPU only: why, and what a copy per GPU measured, is in
+docs/results/load_engine_design_notes.md.
 
-Why one GPU's copy and not one per GPU: Triton hands a request to whichever instance is free,
-so a copy per GPU (each load worker on one of them) does not keep inputs local; it makes every
-batch mix inputs of every GPU. Measured on 2x H200 (bench/transport_vs_perf_analyzer.py,
-cuda_shm, 2 rounds each, the same call): a copy per GPU gave 9.8-9.9k images/s at concurrency
-128 with 6.1 ms of Triton compute per batch of 15, against perf_analyzer's 13.7-14.2k (its
-region lives on GPU 0); one copy on the first GPU gave 14.3-14.4k (1.04-1.08x perf_analyzer)
-and 11.6-12.0k at 256 (10.9k with copies per GPU). Re-measured in session 7 (2x H200, 3 rounds,
-docs/results/staggered_fidelity_and_cuda_shm_instances_h200.md): at one image per request a copy
-per GPU still reads 0.72-0.75x perf_analyzer's one copy; at 32 images per request (4 requests a
-batch) it reads 1.05-1.07x, with both GPUs' batches equally fast. So it is the diagnosis knob
-``cuda_each``, not the default, until a 4-GPU run says which way it goes there. What made the GPU
-holding the one copy slower was its turns with the other GPUs' stubs, which hold a CUDA context
-there: under MPS (the embedded server's default on GPUs since session 9) both GPUs finish a batch
-in the same 10.2-10.7 ms with one copy (docs/results/mps_h200.md).
-
-The regions are registered with Triton when a sweep starts and unregistered and removed when
-it ends, whatever ended it. Segment names start with ``gpuscale-<pid>-``: the embedded server's
-guard removes ``/dev/shm/gpuscale-<pid>-*`` if the tool is killed before it can (SIGKILL), and
-GPU memory dies with its process. Only a server on this machine can map our memory: a shm
-transport with a remote server is refused when the profile is read.
-
-Why not tritonclient.utils.shared_memory / cuda_shared_memory: the regions are written once per
-sweep, which the standard library does in a few lines, and the lent GPU machines have no
-tritonclient; its CUDA module needs cuda-python's ``cuda.cudart``, which the CUDA 13 images no
-longer ship. torch (a dependency already, and there) gives the IPC handle.
+The regions are registered when a sweep starts and unregistered and removed when it ends,
+whatever ended it. Segment names start with ``gpuscale-<pid>-``: the embedded server's guard
+removes those of a tool killed before it could, and GPU memory dies with its process. Only a
+server on this machine can map our memory (the TRANSPORTS table marks these local_only).
+Not tritonclient's shared-memory modules: the standard library does this in a few lines, and
+torch (already a dependency) gives the IPC handle where tritonclient needs cuda-python.
 """
 
 from __future__ import annotations
@@ -46,18 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
-from engine.load.diagnosis import diagnosis_knobs
 from engine.load.http1 import error_message, request
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
-TRANSPORTS = ("http", "system_shm", "cuda_shm")
-# diagnosis (GPUSCALE_LOAD_DIAG=cuda_gpu=K): cuda_shm's inputs on the model's GPU K instead of
-# its first, to tell whether the GPU holding the inputs is the one that works harder;
-# cuda_each: a copy on each of the model's GPUs, load worker w using copy w mod N
-_DIAG = diagnosis_knobs()
-_DIAG_CUDA_GPU = _DIAG.get("cuda_gpu")
-_DIAG_CUDA_EACH = "cuda_each" in _DIAG
 
 
 @dataclass(frozen=True)
@@ -86,20 +59,12 @@ class ShmPlan:
 
 @dataclass
 class SharedRegions:
-    transport: str
     url: str
     headers: dict[str, str]
     system: list[tuple[str, str]] = field(default_factory=list)  # (region name, /dev/shm segment)
     cuda: list[str] = field(default_factory=list)  # region names
-    # once opened: the request plan(s) the load workers send, worker w plans[w mod len]; one
-    # plan, except with the diagnosis cuda_each (a copy of the inputs per GPU)
-    plans: list[ShmPlan] = field(default_factory=list)
+    plan: ShmPlan | None = None  # once opened: what every load worker's requests name
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
-
-    @property
-    def plan(self) -> ShmPlan:
-        """The first plan: the one every load worker sends outside the diagnosis."""
-        return self.plans[0]
 
     async def close(self) -> None:
         """Unregister every region and remove every segment; never raises (runs in finally)."""
@@ -127,21 +92,17 @@ class SharedRegions:
 
 
 async def open_regions(
-    transport: str,
     url: str,
     headers: dict[str, str],
     inputs: list[tuple[str, bytes]],
     outputs: list[tuple[str, int]],
-    gpus: tuple[int, ...] = (),
+    gpu: int | None = None,
 ) -> SharedRegions:
-    """Create and register the regions for one sweep. ``inputs``: (name, tensor bytes) of one
-    request; ``outputs``: (name, bytes) of the outputs whose size is known. Raises UserError
-    (and leaves nothing behind) when the server refuses a region."""
-    if transport not in ("system_shm", "cuda_shm"):
-        raise ValueError(f"not a shared-memory transport: {transport}")
-    if transport == "cuda_shm" and not gpus:
-        raise UserError("load.transport = 'cuda_shm' needs the model on a GPU: this config variant has no GPU instance")
-    regions = SharedRegions(transport, url, headers)
+    """Create and register the regions for one sweep: the inputs in system shared memory, or on
+    GPU ``gpu``. ``inputs``: (name, tensor bytes) of one request; ``outputs``: (name, bytes) of
+    the outputs whose size is known. Raises UserError (and leaves nothing behind) when the
+    server refuses a region."""
+    regions = SharedRegions(url, headers)
     tag = secrets.token_hex(3)
     try:
         out_refs: dict[str, TensorRef] = {}
@@ -152,17 +113,14 @@ async def open_regions(
             out_refs = {n: TensorRef(name, off, size) for n, (off, size) in layout.items()}
         layout, total = _layout([(n, len(b)) for n, b in inputs])
         blob = b"".join(b for _n, b in inputs)
-        if transport == "system_shm":
+        base = 0
+        if gpu is None:
             name = f"{segment_prefix()}{tag}-in"
             await _system_region(regions, name, blob)
-            regions.plans.append(ShmPlan({n: TensorRef(name, off, size) for n, (off, size) in layout.items()}, out_refs))
-        else:  # on the first of the model's GPUs: see the module's docstring for why not on each
-            first = _DIAG_CUDA_GPU if _DIAG_CUDA_GPU in gpus else gpus[0]
-            for gpu in gpus if _DIAG_CUDA_EACH else (first,):
-                name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
-                base = await _cuda_region(regions, name, blob, gpu)
-                regions.plans.append(
-                    ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs))
+        else:
+            name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
+            base = await _cuda_region(regions, name, blob, gpu)
+        regions.plan = ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)
     except BaseException:
         await regions.close()
         raise
@@ -226,8 +184,8 @@ IPC_HANDLE_SIZE = 64  # sizeof(cudaIpcMemHandle_t)
 def ipc_mem_handle(shared: bytes) -> bytes:
     """The cudaIpcMemHandle_t inside torch's storage handle. torch 2.x writes
     ``[version][type]['c': the 64-byte handle of a cudaMalloc block | 'e': an expandable
-    segment]``; older torch wrote the bare 64 bytes. Triton wants the bare handle (measured on
-    H200: the versioned form is refused as "not a valid base64 encoded cudaIpcMemHandle_t")."""
+    segment]``; older torch wrote the bare 64 bytes. Triton wants the bare handle (it refuses
+    the versioned form as "not a valid base64 encoded cudaIpcMemHandle_t")."""
     if len(shared) == IPC_HANDLE_SIZE:
         return shared
     if len(shared) == IPC_HANDLE_SIZE + 2 and shared[1:2] == b"c":

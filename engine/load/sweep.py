@@ -10,10 +10,11 @@ Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_wind
 without that: the last stable_windows windows are merged and the level says so), "failed" (a
 whole window completed no request successfully: every window is merged), "interrupted" (stop
 was asked before the level was decided).
-Error kinds counted per window: connection_refused, connect_error, connection_reset, timeout,
-http_4xx, http_5xx (with Triton's message), bad_response (unframeable, or the first response
-of a level lacks the outputs asked for), dropped (rate mode: the in-flight cap was reached, the
-request was never sent).
+Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
+connection_reset, timeout, rejected and server_error (the server's answer, with its message and
+the protocol's status), bad_response (unreadable, or the first answer of a level lacks the
+outputs asked for), dropped (rate mode: the in-flight cap was reached, the request was never
+sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
 """
 
 from __future__ import annotations
@@ -42,15 +43,15 @@ from engine.events import (
     WindowResult,
 )
 from engine.load.audit import client_audit
+from engine.load.dev import LoadDev
 from engine.load.error_text import errors_line
-from engine.load.http1 import parse_endpoint
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.request import output_sizes, prepare_request, request_inputs
+from engine.load.request import request_inputs
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, taken_in_time
-from engine.load.shm import open_regions
 from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
+from engine.load.transport import SweepInputs, transport_named
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
@@ -106,7 +107,6 @@ class _Level:
         self.publish, self.stop = publish, stop
         self.tick_ns = tick_ns
         self.rate_mode = mode_of(load.mode).open_loop
-        self.endpoint = parse_endpoint(target.http_url)
         self.active = workers_for_level(load, level, pool.count, request_bytes)
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
         # a window waits for min_window_requests at most until every request that was in
@@ -131,10 +131,6 @@ class _Level:
         common: dict[str, Any] = dict(
             level_index=self.index,
             mode=load.mode,
-            host=self.endpoint.host,
-            port=self.endpoint.port,
-            tls=self.endpoint.tls,
-            server_hostname=self.endpoint.host,
             tick_ns=self.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
@@ -415,39 +411,32 @@ async def run_sweep(
 
     ``more_levels``: after the planned levels, asked with the results so far for one more level
     to run (the latency-target search of engine/study) until it answers None. ``gpus``: where the
-    model has instances (cuda_shm puts a copy of the inputs on each).
+    model has instances (cuda_shm puts the inputs on the first).
 
     Raises UserError before any load is generated when the request cannot be built (batch size
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
     when this returns or raises."""
-    try:
-        endpoint = parse_endpoint(target.http_url)
-    except ValueError as exc:
-        raise UserError(f"server URL: {exc}") from None
     mode = mode_of(load.mode)
     levels = mode.levels(load)
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")
+    module, transport = transport_named(load.transport)
+    dev = LoadDev.from_load(load)
+    if (line := dev.warning()) is not None:
+        publish(Warning(source="load", message=line, key="load-dev"))
     inputs = request_inputs(target, info, load.batch_size, load.data)  # the tensors, made once
     for text in inputs[2]:
         publish(Warning(source="load", message=text, key="input-shape"))
-    regions = None
-    if load.transport != "http":
-        regions = await open_regions(load.transport, target.http_url, target.headers,
-                                     [(t["name"], blob) for t, blob in inputs[1]], output_sizes(info, load.batch_size), gpus)
-    # one request for every worker; worker w sends raws[w mod len] (several only with the
-    # diagnosis cuda_each, engine/load/shm.py: a copy of the inputs per GPU)
-    raws = [prepare_request(target, info, endpoint, load.batch_size, load.data, shm=plan, inputs=inputs).raw
-            for plan in (regions.plans if regions else [None])]
+    prepared = await transport.prepare(SweepInputs(target, info, load.batch_size, load.data, inputs, gpus))
     tick_ns = tick_ns or tick_for(load.window_ms)
-    request_bytes = len(raws[0])
-    pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
+    request_bytes = prepared.request_bytes
     results: list[LevelResult] = []
+    pool: WorkerPool | None = None
     try:
+        pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
         await pool.start()
-        outputs = [o["name"] for o in info.outputs]
         for w in range(pool.count):
-            pool.send(w, ("request", raws[w % len(raws)], outputs))
+            pool.send(w, ("sweep", module, prepared.payload, dev))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -483,9 +472,9 @@ async def run_sweep(
     except WorkerGone as exc:
         publish(Error(source="load", message=f"load generator failed: {exc}", fatal=True))
     finally:
-        await pool.close()
-        if regions is not None:
-            await regions.close()
+        if pool is not None:
+            await pool.close()
+        await prepared.close()
     publish(
         SweepFinished(
             levels=len(results),

@@ -6,7 +6,8 @@ time and sends one ``Tick`` per tick, empty ones included, so the session always
 every worker has got. Windows are made of whole ticks.
 
 Samples travel as ``array('q')`` (int64 nanoseconds), not numpy: the workers do not import
-numpy (0.2 s of CPU per process start, measured); the session reads them with np.asarray.
+numpy (a tenth of a second or more of CPU per process start); the session reads them with
+np.asarray.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ MESSAGES_PER_KIND = 3  # distinct error messages kept per kind per tick
 class LevelPlan:
     level_index: int
     mode: str  # "concurrency" or "rate"
-    host: str
-    port: int
-    tls: bool
-    server_hostname: str
     tick_ns: int
     timeout_ns: int
     slots: int = 0  # concurrency mode: requests this worker keeps in flight
@@ -55,8 +52,8 @@ class Tick:
     cpu_ns: int = 0  # the worker process's CPU time (user + system) during the tick
     wait_ns: int | None = None  # time it was runnable but waiting for a CPU (Linux schedstat)
     lag_ns: array = field(default_factory=lambda: array("q"))  # event-loop lag samples
-    # per successful request, where its time went (see worker.Slot): handing the request to the
-    # kernel, waiting for the first byte of the response, and our side (the response unread in
+    # per successful request, where its time went (transport.Connection's timings): handing the
+    # request over, waiting for the first byte of the answer, and our side (the answer unread in
     # our socket, reading it, sending late in rate mode): see worker.PreciseEpollSelector.unread_since
     write_ns: array = field(default_factory=lambda: array("q"))
     server_wait_ns: array = field(default_factory=lambda: array("q"))

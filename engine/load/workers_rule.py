@@ -1,11 +1,9 @@
 """How many load worker processes a sweep starts, and how many a level uses.
 
-Measured on the 2-core development box (identity model, embedded Triton on the same machine):
-one worker spends about 50 us of CPU per request (most of it in the kernel's loopback
-send/recv, not in Python: py-spy shows transport.write and the read callback dominating), so a
-single event loop sustains well over 10 000 small requests/s. At concurrency 8, 32 and 128 one
-worker gave the same or better throughput and p50 than two (bench notes in the load report):
-on a small box a second worker only takes CPU from the server it measures.
+One worker's event loop sustains well over 10 000 small requests/s, and on a small box a
+second worker only takes CPU from the server it measures; but the kernel's loopback copy of each
+request body is paid by the sending process, so bytes, not requests, load a worker. What was
+measured: docs/results/load_engine_design_notes.md, "How many load workers".
 
 Rule, when load.workers = 0:
 * pool size: a quarter of the client's cores (at least 1), leaving the rest to the server's
@@ -14,12 +12,7 @@ Rule, when load.workers = 0:
   one worker per 5000 requests/s, never more than the pool (each mode's ``per_worker`` in
   engine/modes.py);
 * large requests get proportionally more workers: the share per worker shrinks by
-  BODY_SHARE_BYTES / request bytes (floors: 4 connections, 500 requests/s per worker). Why (issue 13): with the 602 KB ViT-B/32 image on a 4x H200
-  box, 64 connections on 2 workers (2.1 GB/s written per process) were client-bound by our own
-  audit at 6.9k images/s, while 8 workers at 256 (0.8 GB/s each) were not; the kernel's loopback
-  copy of each body is paid by the sending process, so bytes, not requests, load a worker. With
-  this rule (16 workers at 64), the same box read 1.03x of perf_analyzer at c=64 and 1.02x at
-  256 (3 alternating rounds, docs/results/fidelity_and_serving_h200.md).
+  BODY_SHARE_BYTES / request bytes (floors: 4 connections, 500 requests/s per worker).
 When load.workers is set, the pool has that many and every level uses them all (a concurrency
 level never more workers than requests in flight). A client-bound level (see audit.py) says
 when more workers would help.

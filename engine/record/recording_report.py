@@ -18,11 +18,9 @@ from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
 from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
+from engine.transports import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
-
-
-TRANSPORT_WORDS = {"http": "HTTP body", "system_shm": "system shared memory", "cuda_shm": "CUDA shared memory"}
 
 
 def utc(ts: float | None) -> str:
@@ -83,7 +81,7 @@ def _setup(s: RecordingSummary) -> list:
         ["Model config", f"{s.model or fmt.NA}, variant {s.config_variant or fmt.NA}"
                          + (f" ({n} GPU{'s' if n != 1 else ''})" if n else "")],
         ["Weights", s.weights or "random (no weights file)"],
-        ["Load", f"{s.load_mode or fmt.NA}, inputs by {TRANSPORT_WORDS.get(s.transport, s.transport)}, batch {s.batch_size or fmt.NA}, levels "
+        ["Load", f"{s.load_mode or fmt.NA}, inputs by {transport_spec(s.transport).inputs_by}, batch {s.batch_size or fmt.NA}, levels "
                  + (", ".join(fmt.level_value(x) for x in s.levels_planned) or fmt.NA)],
         ["Cost", f"${s.cost_per_hour:g}/hr" if s.cost_per_hour else "not set (hardware.cost_per_hour)"],
     ]
@@ -192,7 +190,7 @@ def _wire(f: RunFindings, tag: str = "") -> list:
         return []
     model = {float(lv.level): lv.result.throughput_ips for lv in f.levels if lv.result.status != "failed"}
     wire_rows = [columns.WireFigures(wire.mode, w, model.get(w.level)) for w in wire.levels]
-    how = TRANSPORT_WORDS.get(wire.transport, wire.transport)
+    how = transport_spec(wire.transport).inputs_by
     return [
         Heading("The wire's ceiling" + tag),
         Para(f"The same levels against the no-compute {wire.wire_model!r} model, inputs by {how}, batch "

@@ -7,8 +7,13 @@ import asyncio
 import pytest
 
 from engine.events import Event
+from engine.load.http1 import parse_endpoint
+from engine.load.request import request_inputs
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target
+from engine.load.transport import SweepInputs
+from engine.load.transports import http
+from engine.load.transports.http import HttpPayload
 from engine.profiles import Load
 
 
@@ -36,3 +41,19 @@ async def sweep(target: Target, info: TargetInfo, load: Load, stop: asyncio.Even
     events = Events()
     results = await run_sweep(target, info, load, events.append, stop or asyncio.Event())
     return results, events
+
+
+def http_payload(url: str, info: TargetInfo | None = None) -> HttpPayload:
+    """What the http transport hands each load worker for ``url``: the identity model's request
+    of one item, or no request at all (connections only) without ``info``."""
+    if info is None:
+        e = parse_endpoint(url)
+        return HttpPayload(e.host, e.port, e.tls, e.host, b"", [])
+    target = Target(url, "identity")
+    sweep = SweepInputs(target, info, 1, "random", request_inputs(target, info, 1))
+    return http.TRANSPORT.prepared(sweep).payload
+
+
+def use_http(worker, url: str, info: TargetInfo | None = None) -> None:
+    """A worker driven in this process, given the sweep's http transport as its "sweep" message would."""
+    worker.use(http.TRANSPORT.dialer(worker, http_payload(url, info)))

@@ -71,13 +71,16 @@ def test_the_server_on_this_machine_is_found_from_its_port(identity_server):
 
 @pytest.mark.server
 def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(tmp_path: Path):
-    """Opened in one burst while the server is idle (the old way, kept as a diagnosis knob), the
-    connections of a level land on one HTTP thread here; the session says so."""
+    """Opened in one burst while the server is idle (the way that lost, kept as the developer
+    setting load.dev_open_burst), the connections of a level land on one HTTP thread here; the
+    session says so, and says that a developer setting was in effect."""
     run = subprocess.run(
         [sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--no-check",
          "--set", "model.name=identity", "--set", "load.concurrency=24", "--set", "load.window_ms=500",
-         "--set", "load.warmup_s=0.5", "--set", "load.max_windows=3", "--set", "load.stability_percent=90"],
-        cwd=REPO, capture_output=True, text=True, timeout=180, env={**__import__("os").environ, "GPUSCALE_LOAD_DIAG": "burst"},
+         "--set", "load.warmup_s=0.5", "--set", "load.max_windows=3", "--set", "load.stability_percent=90",
+         "--set", "load.dev_open_burst=true"],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
     )
     assert run.returncode == 0, run.stderr
     assert "the server's HTTP front end holds" in run.stdout, run.stdout[-2000:]
+    assert "developer settings in effect (load.dev_open_burst = true)" in run.stdout, run.stdout[-2000:]

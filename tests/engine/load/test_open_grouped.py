@@ -1,7 +1,7 @@
-"""The load worker's way of opening a level's connections (Worker.open_grouped): every slot gets
-a connection, the first group connects no earlier than the plan's common instant, the groups
-connect in tight loops, and a refused connect is reported, not raised. Against a real loopback
-TCP listener; no requests are sent (the worker has no request yet)."""
+"""The load worker's way of opening a level's connections (Worker.open_grouped, over the http
+transport's TCP dialer): every connection opens, the first group connects no earlier than the
+plan's common instant, the groups connect in tight loops, and a refused connect is reported, not
+raised. Against a real loopback TCP listener; the request sent is empty (nothing is answered)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,29 @@ from multiprocessing import Pipe
 
 import pytest
 
+from engine.load import tcp
 from engine.load import worker as worker_module
 from engine.load.ticks import LevelPlan
-from engine.load.worker import Slot, Worker
+from engine.load.transports import http
+from engine.load.transports.http import HttpConnection, HttpPayload
+from engine.load.worker import Worker
+from tests.engine.load.conftest import use_http
 
 
-def _plan(port: int, open_at_ns: int) -> LevelPlan:
-    return LevelPlan(level_index=0, mode="concurrency", host="127.0.0.1", port=port, tls=False,
-                     server_hostname="127.0.0.1", tick_ns=100_000_000, timeout_ns=2_000_000_000,
+def _plan(open_at_ns: int) -> LevelPlan:
+    return LevelPlan(level_index=0, mode="concurrency", tick_ns=100_000_000, timeout_ns=2_000_000_000,
                      slots=0, open_at_ns=open_at_ns)
 
 
-async def _close(slots: list[Slot], server: asyncio.Server) -> None:
+def _worker(port: int, open_at_ns: int = 0, index: int = 0) -> Worker:
+    ours, _theirs = Pipe()
+    w = Worker(index, ours)
+    w.plan = _plan(open_at_ns)
+    use_http(w, f"http://127.0.0.1:{port}")
+    return w
+
+
+async def _close(slots: list[HttpConnection], server: asyncio.Server) -> None:
     for slot in slots:
         if slot.tr is not None:
             slot.tr.close()
@@ -34,11 +45,9 @@ async def _close(slots: list[Slot], server: asyncio.Server) -> None:
     await server.wait_closed()
 
 
-async def _open(count: int, port: int, lead_ns: int, index: int = 0) -> tuple[Worker, list[Slot], int, str | None]:
-    ours, _theirs = Pipe()
-    w = Worker(index, ours)
-    w.plan = _plan(port, time.monotonic_ns() + lead_ns)
-    slots = [Slot(w) for _ in range(count)]
+async def _open(count: int, port: int, lead_ns: int, index: int = 0) -> tuple[Worker, list, int, str | None]:
+    w = _worker(port, time.monotonic_ns() + lead_ns, index)
+    slots = w.new_connections(count)
     error = await w.open_grouped(slots, wait=False)
     return w, slots, w.plan.open_at_ns, error
 
@@ -93,16 +102,14 @@ def test_slots_refused_at_the_first_address_connect_to_the_next(monkeypatch):
     async def main():
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         live = server.sockets[0].getsockname()[1]
-        ours, _theirs = Pipe()
-        w = Worker(0, ours)
-        w.plan = _plan(live, 0)
+        w = _worker(live)
         infos = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)) for port in (dead, live)]
 
         async def resolve():
             return list(infos)
 
-        w.resolve = resolve  # the resolver's answer, in the order that needs the fallback
-        slots = [Slot(w) for _ in range(5)]
+        w.dialer.resolve = resolve  # the resolver's answer, in the order that needs the fallback
+        slots = w.new_connections(5)
         error = await w.open_grouped(slots, wait=False)
         ports = [s.tr.get_extra_info("peername")[1] for s in slots if s.tr is not None]
         await _close(slots, server)
@@ -115,15 +122,13 @@ def test_slots_refused_at_the_first_address_connect_to_the_next(monkeypatch):
 
 def test_a_name_that_does_not_resolve_is_reported_not_raised():
     async def main():
-        ours, _theirs = Pipe()
-        w = Worker(0, ours)
-        w.plan = _plan(1, 0)
+        w = _worker(1)
 
         async def resolve():
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-        w.resolve = resolve
-        slots = [Slot(w) for _ in range(3)]
+        w.dialer.resolve = resolve
+        slots = w.new_connections(3)
         return slots, await w.open_grouped(slots, wait=False)
 
     slots, error = asyncio.run(main())
@@ -146,17 +151,15 @@ def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
     server_ctx.load_cert_chain(cert, key)
     client_ctx = ssl.create_default_context()
     client_ctx.load_verify_locations(cert)
-    monkeypatch.setattr(worker_module, "_SSL", client_ctx)  # trusts this test's certificate
+    monkeypatch.setattr(tcp, "_SSL", client_ctx)  # trusts this test's certificate
     monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
 
     async def main():
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0, ssl=server_ctx)
         port = server.sockets[0].getsockname()[1]
-        ours, _theirs = Pipe()
-        w = Worker(0, ours)
-        w.plan = LevelPlan(level_index=0, mode="concurrency", host="127.0.0.1", port=port, tls=True,
-                           server_hostname="localhost", tick_ns=100_000_000, timeout_ns=5_000_000_000)
-        slots = [Slot(w) for _ in range(3)]
+        w = _worker(port)
+        w.use(http.TRANSPORT.dialer(w, HttpPayload("127.0.0.1", port, True, "localhost", b"", [])))
+        slots = w.new_connections(3)
         error = await w.open_grouped(slots, wait=False)
         secured = [s.tr.get_extra_info("ssl_object") is not None for s in slots if s.tr is not None]
         await _close(slots, server)

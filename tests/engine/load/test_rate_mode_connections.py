@@ -15,20 +15,18 @@ from multiprocessing import Pipe
 import pytest
 
 from engine.load import worker as worker_module
-from engine.load.http1 import parse_endpoint
-from engine.load.request import prepare_request
-from engine.load.target import Target
+from engine.load.tcp import TcpDialer
 from engine.load.ticks import LevelPlan
-from engine.load.worker import Slot, TickBuffer, Worker
+from engine.load.transports.http import HttpConnection
+from engine.load.worker import TickBuffer, Worker
+from tests.engine.load.conftest import use_http
 
 pytestmark = [pytest.mark.server]
 
 
-def _plan(url: str, mode: str) -> LevelPlan:
-    e = parse_endpoint(url)
+def _plan(mode: str) -> LevelPlan:
     extra = dict(rate=100.0, arrival="constant", max_in_flight=16, preopen=6) if mode == "rate" else dict(slots=6)
-    return LevelPlan(level_index=0, mode=mode, host=e.host, port=e.port, tls=False, server_hostname=e.host,
-                     tick_ns=100_000_000, timeout_ns=5_000_000_000, **extra)
+    return LevelPlan(level_index=0, mode=mode, tick_ns=100_000_000, timeout_ns=5_000_000_000, **extra)
 
 
 async def _until(condition, timeout_s: float = 5.0) -> None:
@@ -42,31 +40,30 @@ async def _until(condition, timeout_s: float = 5.0) -> None:
 def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, identity_server, identity_info, mode):
     monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
     sends: dict[int, int] = {}
-    real_send = Slot.send
+    real_send = HttpConnection.send
 
-    def counting_send(slot: Slot, intended_ns: int = 0) -> int:
+    def counting_send(slot: HttpConnection, intended_ns: int = 0) -> int:
         sends[id(slot)] = sends.get(id(slot), 0) + 1
         return real_send(slot, intended_ns)
 
-    monkeypatch.setattr(Slot, "send", counting_send)
-    real_connect = Worker.connect_tight
+    monkeypatch.setattr(HttpConnection, "send", counting_send)
+    real_connect = TcpDialer.connect_tight
 
     async def slow_connect(self, slots, infos, at_ns):
         # the next group waits until every open connection was answered and (if warming)
         # sent again, or 5 s
-        opened = [s for s in self.slots if s.tr is not None]
+        opened = [s for s in self.w.slots if s.connected]
         await _until(lambda: all(sends.get(id(s), 0) >= 2 for s in opened))
         return await real_connect(self, slots, infos, at_ns)
 
-    monkeypatch.setattr(Worker, "connect_tight", slow_connect)
+    monkeypatch.setattr(TcpDialer, "connect_tight", slow_connect)
     url = identity_server.http_url
 
     async def main():
         ours, theirs = Pipe()
         w = Worker(0, ours)
-        w.raw = prepare_request(Target(url, "identity"), identity_info, parse_endpoint(url), 1).raw
-        w.outputs = ["OUTPUT0"]
-        await w.prepare(_plan(url, mode))
+        use_http(w, url, identity_info)
+        await w.prepare(_plan(mode))
         ready = theirs.recv()
         state = ([sends.get(id(s), 0) for s in w.slots], [s.busy for s in w.slots], w.warming)
         w.stop_level()
@@ -86,13 +83,13 @@ def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, i
 
 def _counting_sends(monkeypatch) -> list[int]:
     intended_times: list[int] = []
-    real_send = Slot.send
+    real_send = HttpConnection.send
 
-    def counting_send(slot: Slot, intended_ns: int = 0) -> int:
+    def counting_send(slot: HttpConnection, intended_ns: int = 0) -> int:
         intended_times.append(intended_ns)
         return real_send(slot, intended_ns)
 
-    monkeypatch.setattr(Slot, "send", counting_send)
+    monkeypatch.setattr(HttpConnection, "send", counting_send)
     return intended_times
 
 
@@ -107,18 +104,16 @@ def _start_by_hand(w: Worker) -> Worker:
 def _bare_rate_worker(url: str, info=None) -> Worker:
     """A rate-mode worker with no connection open yet (prepare() not run)."""
     w = Worker(0, Pipe()[0])
-    if info is not None:
-        w.raw = prepare_request(Target(url, "identity"), info, parse_endpoint(url), 1).raw
-    w.plan = _plan(url, "rate")
+    use_http(w, url, info)
+    w.plan = _plan("rate")
     return _start_by_hand(w)
 
 
 async def _ready_rate_worker(url: str, info) -> Worker:
     ours, theirs = Pipe()
     w = Worker(0, ours)
-    w.raw = prepare_request(Target(url, "identity"), info, parse_endpoint(url), 1).raw
-    w.outputs = ["OUTPUT0"]
-    plan = _plan(url, "rate")
+    use_http(w, url, info)
+    plan = _plan("rate")
     plan.preopen = 1
     await w.prepare(plan)
     assert theirs.recv() == ("ready", 0, 1, None)
@@ -158,7 +153,7 @@ def test_a_group_that_cannot_connect_counts_each_waiting_request_as_refused(monk
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         w = _bare_rate_worker(url)
-        w.infos = await w.resolve()
+        w.dialer.infos = await w.dialer.resolve()
         server.close()
         await server.wait_closed()
         for intended in (1, 2):  # no idle connection: the first opens a group, the second waits

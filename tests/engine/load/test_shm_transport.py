@@ -126,10 +126,13 @@ def test_the_bare_cuda_ipc_handle_is_taken_out_of_torchs_storage_handle():
 
 
 def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest.MonkeyPatch):
-    """One input region for every worker, on the model's first GPU (a copy per GPU made every
-    batch mix GPUs and read 0.7x of perf_analyzer on 2x H200: engine/load/shm.py's docstring).
-    The GPU copy itself needs CUDA; what is placed where is checked with it stubbed out."""
+    """One input region for every worker, on the model's first GPU (why not a copy per GPU:
+    docs/results/load_engine_design_notes.md). The GPU copy itself needs CUDA; what is placed
+    where is checked with it stubbed out, through the cuda_shm transport's prepare."""
     from engine.load import shm
+    from engine.load.target import TargetInfo
+    from engine.load.transport import SweepInputs
+    from engine.load.transports import cuda_shm
 
     placed: list[tuple[str, int]] = []
 
@@ -139,11 +142,14 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
         return 128  # the data's offset in the allocation the IPC handle maps
 
     monkeypatch.setattr(shm, "_cuda_region", fake_cuda_region)
-    regions = asyncio.run(
-        shm.open_regions("cuda_shm", "http://127.0.0.1:9", {}, [("a", b"x" * 100), ("b", b"y" * 10)], [], gpus=(2, 3))
-    )
+    no_outputs = TargetInfo(model_config={}, inputs=[], outputs=[], max_batch_size=8)
+    sweep = SweepInputs(Target("http://127.0.0.1:9", "identity"), no_outputs, 1, "random",
+                        ({}, [({"name": "a"}, b"x" * 100), ({"name": "b"}, b"y" * 10)], []), gpus=(2, 3))
+    plans: list = []
+    monkeypatch.setattr(cuda_shm.CudaShmTransport, "prepared", lambda self, sweep, plan, cleanup: plans.append(plan))
+    asyncio.run(cuda_shm.TRANSPORT.prepare(sweep))
     assert [gpu for _name, gpu in placed] == [2]
-    plan = regions.plan
+    (plan,) = plans
     assert plan is not None and set(plan.inputs) == {"a", "b"}
     assert {ref.region for ref in plan.inputs.values()} == {placed[0][0]}  # one region, on GPU 2
     assert (plan.inputs["a"].offset, plan.inputs["b"].offset) == (128, 128 + 128)  # 64-byte aligned after a

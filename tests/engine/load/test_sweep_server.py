@@ -128,10 +128,10 @@ async def test_wrong_model_name_gives_counted_errors_and_a_clear_message(identit
     (r,) = results  # on_level_failure = "stop": the second level never runs
     assert r.status == "failed"
     assert r.requests == 0 and r.errors > 0
-    assert set(r.errors_by_kind) == {"http_4xx"}
-    assert any("no_such_model" in m for m in r.error_messages), r.error_messages
+    assert set(r.errors_by_kind) == {"rejected"}
+    assert any(m.startswith("HTTP 404: ") and "no_such_model" in m for m in r.error_messages), r.error_messages
     (error,) = events.of("error")
-    assert "level 2 failed" in error.message and "http_4xx" in error.message and "no_such_model" in error.message
+    assert "level 2 failed" in error.message and "rejected" in error.message and "no_such_model" in error.message
     assert "\n" not in error.message
     assert events.of("sweep_finished")[0].failed == 1
 
@@ -140,7 +140,7 @@ async def test_wrong_input_shape_gives_counted_errors(identity_server, identity_
     target = Target(identity_server.http_url, "identity", input_shapes={"INPUT0": [8]})
     results, events = await sweep(target, identity_info, quick_load(concurrency=[2]))
     (r,) = results
-    assert r.status == "failed" and r.errors_by_kind.get("http_4xx", 0) == r.errors > 0
+    assert r.status == "failed" and r.errors_by_kind.get("rejected", 0) == r.errors > 0
     assert any("INPUT0" in m and "shape" in m for m in r.error_messages), r.error_messages
     assert events.of("error")
 
@@ -208,7 +208,7 @@ async def test_server_stopped_mid_level(tmp_path):
     assert r.status == "failed"
     assert r.requests > 0  # it worked before the server went away
     kinds = set(r.errors_by_kind)
-    assert kinds and kinds <= {"connection_refused", "connection_reset", "timeout", "http_5xx", "bad_response"}, kinds
+    assert kinds and kinds <= {"connection_refused", "connection_reset", "timeout", "server_error", "bad_response"}, kinds
     assert "connection_refused" in kinds
     (error,) = events.of("error")
     assert "level 4 failed" in error.message and "connection_refused" in error.message
@@ -240,13 +240,14 @@ async def test_unusable_request_is_a_user_error_before_any_load(identity_server,
     assert not _load_workers_alive()
 
 
-async def test_a_deliberately_slowed_worker_is_flagged_by_its_own_delay(identity_server, identity_info, monkeypatch):
+async def test_a_deliberately_slowed_worker_is_flagged_by_its_own_delay(identity_server, identity_info):
     """A worker whose loop is busy 15 ms out of every 20 leaves responses unread in its socket:
     the per-request measure of our side catches it and the level is called client-bound."""
-    monkeypatch.setenv("GPUSCALE_LOAD_DIAG", "stall_ms=15")
     target = Target(identity_server.http_url, "identity")
-    results, _ = await sweep(target, identity_info, quick_load(concurrency=[2], stability_percent=50))
+    results, events = await sweep(target, identity_info, quick_load(concurrency=[2], stability_percent=50, dev_stall_ms=15))
     (r,) = results
+    # a developer setting says so, in the run's warnings (and in its profile, when recorded)
+    assert any(w.message.startswith("developer settings in effect (load.dev_stall_ms = 15)") for w in events.of("warning"))
     assert r.audit.client_delay_fraction is not None and r.audit.client_delay_fraction > 0.10, r.audit
     assert r.audit.client_bound
     assert any(reason.startswith("our side adds") for reason in r.audit.reasons), r.audit.reasons

@@ -56,20 +56,20 @@ def test_aggregate_sums_the_ticks_of_every_worker_in_range():
     ticks = [
         _tick(0, 0, [1, 2], cpu_ms=10),
         _tick(1, 0, [3], errors={"timeout": 1}, cpu_ms=20),
-        _tick(0, 1, [4], errors={"http_5xx": 2}, cpu_ms=30, lag_ms=[0.5]),
+        _tick(0, 1, [4], errors={"server_error": 2}, cpu_ms=30, lag_ms=[0.5]),
         _tick(1, 1, [5, 6], cpu_ms=40, lag_ms=[0.1, 0.2]),
         _tick(0, 2, [100], cpu_ms=999),  # outside [0, 2)
     ]
     agg = aggregate(ticks, 0, 2, TICK, rate_mode=False)
     assert agg.duration_s == pytest.approx(0.5)
     assert agg.ok == 6
-    assert agg.errors == {"timeout": 1, "http_5xx": 2}
+    assert agg.errors == {"timeout": 1, "server_error": 2}
     assert agg.error_count == 3 and agg.completed == 9
     assert sorted(agg.latency_ns.tolist()) == [int(x * 1e6) for x in (1, 2, 3, 4, 5, 6)]
     assert agg.cpu_ns == {0: 40_000_000, 1: 60_000_000}
     assert agg.lag_ns[1].tolist() == [100_000, 200_000]
     assert agg.uncorrected_ns is None
-    assert agg.messages == {"timeout": ["timeout message"], "http_5xx": ["http_5xx message"]}
+    assert agg.messages == {"timeout": ["timeout message"], "server_error": ["server_error message"]}
 
 
 def test_merge_adds_durations_and_samples():

@@ -6,28 +6,24 @@ import time
 
 import pytest
 
-from engine.load.http1 import parse_endpoint
+from engine.load.dev import LoadDev
 from engine.load.pool import WorkerPool
-from engine.load.request import prepare_request
-from engine.load.target import Target
 from engine.load.ticks import LevelPlan
+from tests.engine.load.conftest import http_payload
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 TICK = 100_000_000
 
 
-def _plan(url: str, **kw) -> LevelPlan:
-    e = parse_endpoint(url)
-    return LevelPlan(level_index=7, host=e.host, port=e.port, tls=False, server_hostname=e.host,
-                     tick_ns=TICK, timeout_ns=5_000_000_000, **kw)
+def _plan(**kw) -> LevelPlan:
+    return LevelPlan(level_index=7, tick_ns=TICK, timeout_ns=5_000_000_000, **kw)
 
 
 async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
     pool = WorkerPool(1)
     await pool.start()
     try:
-        req = prepare_request(Target(url, "identity"), info, parse_endpoint(url), 1)
-        pool.send(0, ("request", req.raw, ["OUTPUT0"]))
+        pool.send(0, ("sweep", "engine.load.transports.http", http_payload(url, info), LoadDev()))
         pool.send(0, ("level", plan))
         _, ready = await pool.expect("ready", 10)
         t0 = time.monotonic_ns() + 30_000_000
@@ -47,7 +43,7 @@ async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
 
 
 async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_info):
-    ready, ticks = await _run(identity_server.http_url, identity_info, _plan(identity_server.http_url, mode="concurrency", slots=5), 10)
+    ready, ticks = await _run(identity_server.http_url, identity_info, _plan(mode="concurrency", slots=5), 10)
     assert ready == ("ready", 7, 5, None)  # level index, connections open, no connect error
     assert [t.tick for t in ticks] == list(range(10)) and {t.level_index for t in ticks} == {7}
     # at every flush each of the 5 connections has a request in flight: the next request is
@@ -63,7 +59,7 @@ async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_i
 
 
 async def test_open_loop_sends_on_schedule(identity_server, identity_info):
-    plan = _plan(identity_server.http_url, mode="rate", rate=200.0, arrival="constant", max_in_flight=64, preopen=4)
+    plan = _plan(mode="rate", rate=200.0, arrival="constant", max_in_flight=64, preopen=4)
     _, ticks = await _run(identity_server.http_url, identity_info, plan, 10)
     sent = [t.sent for t in ticks]
     # 200/s on a constant schedule from T0: 20 per 100 ms tick, 180 in the first 9 ticks (a
@@ -86,7 +82,7 @@ async def test_a_server_that_never_answers_gives_timeouts(identity_info):
     silent.listen(64)
     url = f"http://127.0.0.1:{silent.getsockname()[1]}"
     try:
-        plan = _plan(url, mode="concurrency", slots=2)
+        plan = _plan(mode="concurrency", slots=2)
         plan.timeout_ns = 300_000_000
         _, ticks = await _run(url, identity_info, plan, 12)
     finally:

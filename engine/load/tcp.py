@@ -1,0 +1,127 @@
+"""Opening a group of TCP connections together, for transports that own their sockets (HTTP/1.1).
+
+Why together: a server that hands each new connection to its first idle thread (Triton's HTTP
+front end) spreads connections that arrive in one batch, and piles those that arrive one await
+apart onto one thread (docs/results/load_engine_design_notes.md). So each group's sockets connect
+in one loop of non-blocking connects, then asyncio takes them over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+import time
+from typing import Any
+
+from engine.load.transport import Connection, Dialer, Scheduler
+
+monotonic_ns = time.monotonic_ns
+
+_SSL = None
+
+
+def _ssl_context() -> Any:
+    global _SSL
+    if _SSL is None:
+        import ssl
+
+        _SSL = ssl.create_default_context()
+    return _SSL
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class TcpDialer(Dialer):
+    """Connections to one host and port, optionally TLS; a subclass says what a connection is
+    (``connection``: an asyncio protocol that is also a Connection)."""
+
+    def __init__(self, scheduler: Scheduler, host: str, port: int, tls: bool = False, server_hostname: str = "") -> None:
+        self.w = scheduler
+        self.host, self.port = host, port
+        self.tls, self.server_hostname = tls, server_hostname or host
+        self.infos: list[Any] = []  # the server's addresses, resolved once per level
+        self.unresolved: OSError | None = None  # why they could not be, this level
+
+    def forget(self) -> None:
+        self.infos = []
+        self.unresolved = None
+
+    async def resolve(self) -> list[Any]:
+        """The server's addresses, in getaddrinfo's order (e.g. ::1 before 127.0.0.1)."""
+        return list(await self.w.loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM))
+
+    async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
+        if self.unresolved is not None:
+            return self.unresolved
+        if not self.infos:
+            try:
+                self.infos = await self.resolve()
+            except OSError as exc:  # an unknown host: every connection stays closed, the level says why
+                self.unresolved = exc
+                return exc
+        return await self.connect_tight(conns, self.infos, at_ns)
+
+    async def connect_tight(self, conns: list[Connection], infos: list[Any], at_ns: int) -> BaseException | None:
+        """Connect to the first address of ``infos`` in one tight loop (at ``at_ns`` when
+        given); those that fail try the next address, as asyncio's own connect does (a name
+        such as localhost may resolve to ::1 first while the server listens on IPv4 only). An
+        address that served after the first failed moves to the front for the next groups.
+        Returns the first failure when some connection stayed closed."""
+        pending, error = conns, None
+        for n, info in enumerate(list(infos)):
+            pending, error = await self.connect_once(pending, info, at_ns if n == 0 else 0)
+            if n and len(pending) < len(conns):
+                infos.remove(info)
+                infos.insert(0, info)
+            if not pending:
+                return None
+        return error
+
+    async def connect_once(self, conns: list[Connection], info: Any, at_ns: int) -> tuple[list[Connection], BaseException | None]:
+        """One socket per connection, connected in one loop of non-blocking connects, then
+        handed to asyncio; returns the connections that failed and the first failure."""
+        plan = self.w.plan
+        assert plan is not None
+        loop = self.w.loop
+        family, _, proto, _, address = info
+        socks = []
+        for _ in conns:
+            sock = socket.socket(family, socket.SOCK_STREAM, proto)
+            sock.setblocking(False)
+            socks.append(sock)
+        if at_ns:
+            ahead = (at_ns - monotonic_ns()) / 1e9 - 0.002
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            while monotonic_ns() < at_ns:
+                pass
+        codes = [sock.connect_ex(address) for sock in socks]
+        tls: dict[str, Any] = {"ssl": _ssl_context(), "server_hostname": self.server_hostname} if self.tls else {}
+        first_error: BaseException | None = None
+        failed: list[Connection] = []
+        for conn, sock, code in zip(conns, socks, codes, strict=True):
+            try:
+                if code not in (0, errno.EINPROGRESS):
+                    raise OSError(code, os.strerror(code))
+                if code:
+                    done: asyncio.Future[None] = loop.create_future()
+                    loop.add_writer(sock.fileno(), _set_done, done)
+                    try:
+                        await asyncio.wait_for(done, plan.timeout_ns / 1e9)
+                    finally:
+                        loop.remove_writer(sock.fileno())
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if code:
+                        raise OSError(code, os.strerror(code))
+                # the factory runs within this await, so it sees this iteration's connection
+                await loop.create_connection(lambda: conn, sock=sock, **tls)  # type: ignore[type-var]  # noqa: B023
+            except (TimeoutError, OSError) as exc:
+                sock.close()
+                failed.append(conn)
+                first_error = first_error or exc
+        return failed, first_error

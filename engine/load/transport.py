@@ -1,0 +1,179 @@
+"""The seam between the load scheduler and a transport (the TRANSPORTS table, engine/transports.py).
+
+The scheduler (engine/load/worker.py) owns levels, ticks, how many connections a worker keeps
+and when they open, and the clock. A transport owns the wire: how a connection opens, how one
+inference request is framed and written, how its answer is read. Its module (one per transport,
+under engine/load/transports/) exposes ``TRANSPORT``, a ``Transport`` with two halves:
+
+- in the session, once per sweep, ``prepare``: what every load worker sends (a picklable
+  payload, e.g. the request's bytes encoded once) and what to undo when the sweep ends;
+- in each load worker, ``dialer(scheduler, payload)``: a ``Dialer`` that makes connections and
+  opens them a group at a time. A ``Connection`` carries one request at a time: ``send``
+  writes it, and the connection calls the scheduler back once with what came of it.
+
+Kept light (standard library only): every load worker imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from engine.load.target import Target, TargetInfo
+    from engine.load.ticks import LevelPlan
+
+# Error kinds, named by what happened whatever the protocol; the message says it in the protocol's
+# words (e.g. "HTTP 400: ..."). Recordings made before these names: engine/events.py maps them.
+REJECTED = "rejected"  # the server refused the request (HTTP 4xx: bad input, unknown model)
+SERVER_ERROR = "server_error"  # the server failed to serve it (HTTP 5xx)
+BAD_RESPONSE = "bad_response"  # an answer we cannot read, or without the outputs asked for
+TIMEOUT = "timeout"
+CONNECTION_RESET = "connection_reset"
+CONNECTION_REFUSED = "connection_refused"
+CONNECT_ERROR = "connect_error"
+DROPPED = "dropped"  # rate mode: the worker's in-flight cap was reached, the request was never sent
+
+
+class Scheduler(Protocol):
+    """What a connection sees of its load worker, and the callbacks it reports through: exactly
+    one of answered / rejected / failed / unexpected per request, or lost when it closes."""
+
+    index: int
+    generation: int
+    plan: LevelPlan | None
+    loop: asyncio.AbstractEventLoop
+    selector: Any  # worker.PreciseEpollSelector, or None (unread_since: how long an answer waited)
+
+    def answered(self, conn: Connection, close: bool) -> None: ...
+
+    def rejected(self, conn: Connection, kind: str, message: str, close: bool) -> None: ...
+
+    def failed(self, conn: Connection, kind: str, message: str) -> None: ...
+
+    def unexpected(self, conn: Connection, message: str) -> None: ...
+
+    def lost(self, conn: Connection, exc: BaseException | None) -> None: ...
+
+
+class Connection:
+    """One connection of a load worker, carrying at most one request at a time.
+
+    The scheduler reads and resets ``busy``, ``generation`` and ``backoff``. The transport keeps
+    the timings a request's latency is split by: ``send`` sets ``sent_ns`` (now) and
+    ``intended_ns`` (the schedule's time, or now); ``written_ns`` when the whole request is in
+    the kernel's (or the protocol library's) hands; ``first_ns`` when the answer's first bytes
+    were read; ``unread_ns`` how long they may have waited unread (an upper bound). A transport
+    that cannot tell sets written_ns = sent_ns and first_ns = the answer's time.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.w = scheduler
+        self.generation = scheduler.generation
+        self.connected = False
+        self.busy = False
+        self.sent_ns = 0
+        self.intended_ns = 0
+        self.written_ns = 0
+        self.first_ns = 0
+        self.unread_ns = 0
+        self.backoff = 0.0  # the scheduler's reconnect delay
+
+    def send(self, intended_ns: int = 0) -> int:
+        """Write one request (the sweep's); returns the send time (monotonic ns). The hot path:
+        no allocation beyond what the transport's write needs."""
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Close at once; ``Scheduler.lost`` follows if it was open."""
+        raise NotImplementedError
+
+    def check(self) -> str | None:
+        """Called once per level, within ``answered`` for the level's first counted answer: a
+        one-line problem with it (outputs missing), or None."""
+        return None
+
+
+class Dialer:
+    """A load worker's side of a transport for one sweep: makes and opens its connections."""
+
+    def connection(self) -> Connection:
+        raise NotImplementedError
+
+    async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
+        """Open ``conns`` as close together as the transport can (not before ``at_ns`` when it
+        is not 0), within the plan's timeout; those left unconnected failed. Returns the first
+        failure, or None. Never raises for a failure to connect."""
+        raise NotImplementedError
+
+    def forget(self) -> None:
+        """The level ended: drop what was learnt for it (resolved addresses)."""
+
+
+@dataclass
+class SweepInputs:
+    """What a transport prepares a sweep's requests from."""
+
+    target: Target
+    info: TargetInfo
+    batch_size: int
+    data: str  # load.data: "random" or "zeros"
+    # request_inputs' answer, made once per sweep: shapes, (tensor metadata, bytes), warnings
+    inputs: tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]]
+    gpus: tuple[int, ...] = ()  # where the model has instances
+
+
+@dataclass
+class Prepared:
+    """A sweep's requests, as every load worker receives them, and what to undo at its end."""
+
+    payload: Any  # handed (pickled) to TRANSPORT.dialer in each worker
+    request_bytes: int  # what one request puts on the wire (the workers rule weighs big requests)
+    cleanup: Callable[[], Awaitable[None]] | None = None
+
+    async def close(self) -> None:
+        """Undo what prepare did; never raises (runs in finally)."""
+        if self.cleanup is not None:
+            await self.cleanup()
+
+
+class Transport(Protocol):
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        """Raises UserError (leaving nothing behind) when the requests cannot be made."""
+        ...
+
+    def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer: ...
+
+
+def connect_error_kind(exc: BaseException | None) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return CONNECTION_REFUSED
+    if isinstance(exc, ConnectionResetError):
+        return CONNECTION_RESET
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return TIMEOUT
+    return CONNECT_ERROR
+
+
+def describe(exc: BaseException | None) -> str:
+    """One short line for an exception (None: the peer closed)."""
+    if exc is None:
+        return "closed by the server"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+def transport_named(name: str) -> tuple[str, Transport]:
+    """The module path (what a load worker imports) and the Transport of a TRANSPORTS entry."""
+    from importlib import import_module
+
+    from engine.errors import UserError
+    from engine.transports import TRANSPORTS
+
+    spec = TRANSPORTS.get(name)
+    if spec is None:
+        raise UserError(f"load.transport: expected one of {', '.join(TRANSPORTS)}, found {name!r}")
+    return spec.module, import_module(spec.module).TRANSPORT

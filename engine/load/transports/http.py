@@ -1,0 +1,269 @@
+"""load.transport = http: KServe v2 over raw HTTP/1.1 keep-alive connections, the inputs in the body
+with Triton's binary tensor extension (the system_shm and cuda_shm transports send the same way).
+
+The request's bytes are encoded once per sweep in the session; every connection writes them as
+they are. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
+into the connection's own buffer) frames the response from its head (Content-Length) and reports
+it to the scheduler, which in concurrency mode writes the same bytes again on the same connection.
+No coroutine, future, or JSON per request; JSON is parsed only for an error body or the first
+response of a level. Only the standard library and small modules of ours at import: load workers
+import this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.load.http1 import (
+    BadResponse,
+    Endpoint,
+    Head,
+    dechunk,
+    error_message,
+    parse_endpoint,
+    parse_head,
+)
+from engine.load.tcp import TcpDialer
+from engine.load.transport import (
+    BAD_RESPONSE,
+    REJECTED,
+    SERVER_ERROR,
+    Connection,
+    Dialer,
+    Prepared,
+    Scheduler,
+    SweepInputs,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from engine.load.shm import ShmPlan
+
+monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
+INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
+
+
+@dataclass
+class HttpPayload:
+    """What each load worker gets: where to connect, and the request every connection sends."""
+
+    host: str
+    port: int
+    tls: bool
+    server_hostname: str
+    raw: bytes  # the whole HTTP request
+    outputs: list[str]  # the outputs asked for (the first response of a level is checked for them)
+
+
+class HttpConnection(Connection, asyncio.BufferedProtocol):
+    """One keep-alive connection carrying at most one request at a time.
+
+    A BufferedProtocol: the socket is read straight into this connection's own buffer
+    (recv_into). With a plain Protocol asyncio allocates a fresh 256 KiB bytes object for every
+    read, which cost up to twice the worker CPU per request (the design notes in docs/results
+    say what was measured).
+    """
+
+    def __init__(self, scheduler: Scheduler, raw: bytes = b"", outputs: list[str] | None = None) -> None:
+        super().__init__(scheduler)
+        self.raw = raw
+        self.outputs = outputs or []
+        self.tr: asyncio.Transport | None = None
+        self.buf = bytearray(INITIAL_BUFFER)
+        self.view = memoryview(self.buf)
+        self.filled = 0
+        self.need = 0  # bytes the response being read needs (from its Content-Length)
+        self.head: Head | None = None
+        self.end = 0  # the last whole response's length in buf (valid during the callback)
+        self.paused = False  # the transport holds unsent bytes of the request
+
+    # -- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr = transport  # type: ignore[assignment]  # a TCP connection: asyncio hands a Transport
+        self.connected = True
+        # pause_writing as soon as the transport keeps any byte back, resume_writing when it has
+        # handed the last one to the kernel: the end of each request's write, at no cost when
+        # the kernel takes the whole request at once
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]  # a WriteTransport
+        self.paused = False
+        self._reset()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.filled >= len(self.buf) or self.need > len(self.buf):
+            # a new, larger buffer (not a resize: asyncio may still hold a view of the old one)
+            bigger = bytearray(max(2 * len(self.buf), self.need))
+            bigger[: self.filled] = self.view[: self.filled]
+            self.buf, self.view = bigger, memoryview(bigger)
+        return self.view[self.filled :]
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.busy and self.written_ns == 0:
+            self.written_ns = monotonic_ns()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.filled == 0:
+            self.first_ns = monotonic_ns()
+            selector = self.w.selector
+            self.unread_ns = self.first_ns - selector.unread_since() if selector is not None else 0
+        self.filled += nbytes
+        if not self.busy:
+            self._reset()
+            self.w.unexpected(self, "bytes received with no request in flight")
+            return
+        head = self.head
+        if head is None:
+            try:
+                head = parse_head(self.buf, self.filled)
+            except BadResponse as exc:
+                self._fail(str(exc))
+                return
+            if head is None:
+                return
+            self.head = head
+        if head.content_length is not None:
+            end = head.head_len + head.content_length
+            self.need = end  # the next get_buffer makes room for the whole body at once
+        elif head.chunked:
+            try:
+                decoded = dechunk(bytes(self.view[head.head_len : self.filled]))
+            except BadResponse as exc:
+                self._fail(str(exc))
+                return
+            end = -1 if decoded is None else head.head_len + decoded[1]
+        else:
+            self._fail("response without Content-Length")
+            return
+        if end < 0 or self.filled < end:
+            return
+        if self.filled > end:
+            self._fail("more bytes than the response holds")
+            return
+        self.head = None
+        self.filled = 0
+        self.need = 0
+        self.end = end
+        if head.status == 200:
+            self.w.answered(self, head.close)
+        else:
+            self.w.rejected(self, _error_kind(head.status), self._error_text(head, end), head.close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tr = None
+        self.connected = False
+        self._reset()
+        self.w.lost(self, exc)
+
+    # -- Connection
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.written_ns = 0
+        self.tr.write(self.raw)  # type: ignore[union-attr]  # only connected connections send
+        if not self.paused:
+            self.written_ns = monotonic_ns()
+        return now
+
+    def abort(self) -> None:
+        if self.tr is not None:
+            self.tr.abort()
+
+    def check(self) -> str | None:
+        head = parse_head(self.buf, self.end)
+        assert head is not None  # the answer just framed
+        return check_first_response(head, bytes(self.view[: self.end]), self.outputs)
+
+    # -- ours
+
+    def _reset(self) -> None:
+        self.filled = self.need = 0
+        self.head = None
+
+    def _fail(self, message: str) -> None:
+        self._reset()
+        self.w.failed(self, BAD_RESPONSE, message)
+
+    def _error_text(self, head: Head, end: int) -> str:
+        body = bytes(self.view[head.head_len : end]) if head.content_length is not None else b""
+        return f"HTTP {head.status}: {error_message(body)}"
+
+
+def _error_kind(status: int) -> str:
+    if 400 <= status < 500:
+        return REJECTED
+    return SERVER_ERROR if status >= 500 else BAD_RESPONSE
+
+
+def check_first_response(head: Head, data: bytes, outputs: list[str]) -> str | None:
+    """Sanity check of a level's first successful response: the outputs we asked for are
+    there and the binary sizes add up. Returns a one-line problem, or None."""
+    body = bytes(data[head.head_len :])
+    header_len = head.inference_header_length if head.inference_header_length is not None else len(body)
+    try:
+        header = json.loads(body[:header_len])
+    except ValueError:
+        return "response inference header is not JSON"
+    got = {o.get("name"): o for o in header.get("outputs", []) if isinstance(o, dict)}
+    missing = [name for name in outputs if name not in got]
+    if missing:
+        return f"response lacks outputs {', '.join(missing)}"
+    binary = sum(int((o.get("parameters") or {}).get("binary_data_size", 0)) for o in got.values())
+    if binary != len(body) - header_len:
+        return f"response binary size {len(body) - header_len} != declared {binary}"
+    return None
+
+
+class HttpDialer(TcpDialer):
+    def __init__(self, scheduler: Scheduler, payload: HttpPayload) -> None:
+        super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
+        self.payload = payload
+
+    def connection(self) -> HttpConnection:
+        return HttpConnection(self.w, self.payload.raw, self.payload.outputs)
+
+
+def server_endpoint(sweep: SweepInputs) -> Endpoint:
+    """The target's URL, split; a URL that is not http(s) is the user's error."""
+    from engine.errors import UserError
+
+    try:
+        return parse_endpoint(sweep.target.http_url)
+    except ValueError as exc:
+        raise UserError(f"server URL: {exc}") from None
+
+
+class HttpTransport:
+    """The inputs in the request body. The shared-memory transports reuse it with a ShmPlan."""
+
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        return self.prepared(sweep)
+
+    def prepared(self, sweep: SweepInputs, shm: ShmPlan | None = None,
+                 cleanup: Callable[[], Awaitable[None]] | None = None) -> Prepared:
+        """Encode the sweep's request (the inputs named by ``shm``'s regions when given)."""
+        from engine.load.request import prepare_request  # numpy: the session's side only
+
+        endpoint = server_endpoint(sweep)
+        request = prepare_request(sweep.target, sweep.info, endpoint, sweep.batch_size, sweep.data, shm=shm,
+                                  inputs=sweep.inputs)
+        outputs = [o["name"] for o in sweep.info.outputs]
+        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, request.raw, outputs)
+        return Prepared(payload, len(request.raw), cleanup)
+
+    def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
+        return HttpDialer(scheduler, payload)
+
+
+TRANSPORT = HttpTransport()

@@ -1,0 +1,32 @@
+"""load.transport = system_shm: the inputs in a POSIX shared-memory segment the server maps, each
+request a small JSON body naming it (engine/load/shm.py). Sent as the http transport sends."""
+
+from __future__ import annotations
+
+from engine.load.transport import Prepared, SweepInputs
+from engine.load.transports.http import HttpTransport, server_endpoint
+
+
+class SystemShmTransport(HttpTransport):
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        return await prepare_shm(self, sweep, None)
+
+
+async def prepare_shm(transport: HttpTransport, sweep: SweepInputs, gpu: int | None) -> Prepared:
+    """Open the sweep's regions (the inputs on ``gpu``, or in system shared memory) and encode the
+    request that names them; the regions go when the sweep ends, or now if encoding fails."""
+    from engine.load.request import output_sizes  # numpy: the session's side only
+    from engine.load.shm import open_regions
+
+    server_endpoint(sweep)  # a bad URL is the user's error before any region is made
+    target = sweep.target
+    tensors = [(t["name"], blob) for t, blob in sweep.inputs[1]]
+    regions = await open_regions(target.http_url, target.headers, tensors, output_sizes(sweep.info, sweep.batch_size), gpu)
+    try:
+        return transport.prepared(sweep, regions.plan, regions.close)
+    except BaseException:
+        await regions.close()
+        raise
+
+
+TRANSPORT = SystemShmTransport()
