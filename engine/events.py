@@ -650,12 +650,15 @@ def _compile(tp: Any) -> _Decoder | None:
     if origin is list:
         (arg,) = typing.get_args(tp) or (Any,)
         inner = _compile(arg)
+        none_ok = _optional(arg) or arg is Any
 
         def decode_list(value: Any) -> Any:
             if not isinstance(value, list):
                 raise _WrongType(f"expected a list, found {value!r:.40}")
             if inner is None:
                 return value
+            if not none_ok and any(v is None for v in value):
+                raise _WrongType("expected a list of values, found a None in it")
             return [None if v is None else inner(v) for v in value]
 
         return decode_list

@@ -279,7 +279,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
 
 
-def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
+def _run_headless(session, *, replay: bool = False) -> int:  # noqa: ANN001 - a Session or a ReplaySource
+    """``replay``: printing is the whole job, so a printer that failed fails the command."""
     from tui.headless import HeadlessPrinter
 
     printer = HeadlessPrinter()
@@ -290,6 +291,8 @@ def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
         if signals.given_up():  # the session did not end in time: never report it as done
             session.exit_code = 130
             break
+    if replay and printer.failure is not None and session.exit_code == 0:
+        session.exit_code = 2
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
     error = getattr(session, "error", None)
     if session.exit_code == 2 and error:
@@ -397,17 +400,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.start()
             study.join()
             printer.close()  # the lines still queued
-            return 0
+            if study.error:
+                print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+            return study.exit_code
         from tui.study_app import run_study_tui
 
         run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
-        return 0
+        return study.exit_code
 
     # no terminal to draw on (a pipe, a log file, CI): print the events, as `run` does
     headless = args.headless or not sys.stdout.isatty()
     if headless:
         # all events at once, then end: a crashed file (no end) is followed only while it grows
-        return _run_headless(ReplaySource(args.file, speed=None, linger=False, idle_timeout_s=REPLAY_IDLE_S))
+        return _run_headless(ReplaySource(args.file, speed=None, linger=False, idle_timeout_s=REPLAY_IDLE_S), replay=True)
     source = ReplaySource(args.file, speed=args.speed)
     from tui.app import run_tui
 
