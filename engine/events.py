@@ -104,6 +104,7 @@ class ServerBreakdown:
     server_total: float | None = None  # success.ns delta / count: the server's own request time
     avg_batch_size: float | None = None  # inference_count / execution_count
     client_minus_server: float | None = None  # client mean latency - server_total: network + client
+    dropped: list[str] = field(default_factory=list)  # the server's values left out as impossible
 
 
 @dataclass

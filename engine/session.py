@@ -112,6 +112,7 @@ class Session(EventSource):
         self._http_threads: Any = None  # engine.http_threads.SpreadWatch while a sweep runs
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
+        self._stats_dropped = 0  # the server's statistics values left out as impossible
         self._cancelled = False
         self._measured = False  # any level or probe result: a recording worth keeping
         self.bus.subscribe(self._watch)
@@ -487,6 +488,13 @@ class Session(EventSource):
             if finding:
                 self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
                                          message=f"level {event.level:g}: {finding}"))
+        if isinstance(event, ev.WindowResult) and event.server is not None and event.server.dropped:
+            self._stats_dropped += len(event.server.dropped)
+            if self._stats_dropped == len(event.server.dropped):  # the first: said once
+                self._publish(ev.Warning(source="server", key="stats-dropped", message=(
+                    f"level {event.level:g}: the server's statistics hold impossible values "
+                    f"({', '.join(event.server.dropped[:4])}: not finite numbers, negative, or above the client's "
+                    "own time): left out of the server breakdown, and counted in each window's record")))
         if self._server_lost and isinstance(event, ev.LevelResult) and event.status in ("interrupted", "failed"):
             self._rewritten_levels += event.status == "interrupted"
             event = dataclasses.replace(event, status="failed",
