@@ -651,7 +651,9 @@ def _compile(tp: Any) -> _Decoder | None:
     if origin is list:
         (arg,) = typing.get_args(tp) or (Any,)
         inner = _compile(arg)
-        none_ok = _optional(arg) or arg is Any
+        # a number the recorder could not write (inf) reads back as None: "not available"; a
+        # missing table (a GPU reading) is a hole every reader would fall into
+        none_ok = _optional(arg) or not (isinstance(arg, type) and dataclasses.is_dataclass(arg))
 
         def decode_list(value: Any) -> Any:
             if not isinstance(value, list):
@@ -659,7 +661,7 @@ def _compile(tp: Any) -> _Decoder | None:
             if inner is None:
                 return value
             if not none_ok and any(v is None for v in value):
-                raise _WrongType("expected a list of values, found a None in it")
+                raise _WrongType(f"expected a list of {arg.__name__} tables, found a None in it")
             return [None if v is None else inner(v) for v in value]
 
         return decode_list

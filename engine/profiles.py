@@ -424,9 +424,16 @@ SECTIONS = {
 
 def _describe(v: Any, key: str = "") -> str:
     """The found value for an error line, with credentials masked: errors go to the screen."""
-    from engine.record.redact import Redactor
+    from engine.record.redact import MASK, Redactor
 
-    text = repr(Redactor().value(v, key.rpartition(".")[2]))
+    leaf = key.rpartition(".")[2]
+    if leaf == "headers" or ".headers." in f".{key}.":  # a header's value is a secret, whatever its name
+        return f"a {type(v).__name__} (not shown: header values may be credentials)"
+    if leaf in ("url", "metrics_url") and isinstance(v, (dict, list)):
+        return f"a {'table' if isinstance(v, dict) else 'list'} (not shown: it may hold credentials)"
+    if leaf in ("url", "metrics_url") and isinstance(v, str) and "@" in v:  # user info, however it is written
+        v = f"{v.partition('://')[0] + '://' if '://' in v else ''}{MASK}@{v.rpartition('@')[2]}"
+    text = repr(Redactor().value(v, leaf))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -570,13 +577,14 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ProfileError(f"--set {item!r}: expected section.key=value")
+        raise ProfileError("--set: expected section.key=value, found an item without a key and '=' (not shown: "
+                           "it may hold a credential)")
     *sections, leaf = key.split(".")
     node = data
     for section in sections:
         child = node.setdefault(section, {})
         if not isinstance(child, dict):
-            raise ProfileError(f"--set {item!r}: {section!r} is not a table")
+            raise ProfileError(f"--set {key}=...: {section!r} is not a table")
         node = child
     parsed = _parse_value(value.strip())
     if len(sections) == 1 and sections[0] in SECTIONS and not isinstance(parsed, list):

@@ -71,7 +71,7 @@ def test_a_gpu_sample_with_a_missing_reading_fails_headless_replay(recording, tm
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr and "Exception in thread" not in proc.stderr
     assert "done" not in proc.stdout.splitlines()
-    assert proc.stderr.strip().count("\n") == 0 and "gpus: expected a list of values" in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "gpus: expected a list of GpuReading tables" in proc.stderr, proc.stderr
 
 
 def test_a_timestamp_gone_bad_mid_replay_is_a_failed_replay(recording, tmp_path):
@@ -131,4 +131,4 @@ def test_study_replay_of_a_variant_whose_recording_is_doctored_exits_2(recording
     proc = run_cli("replay", "--headless", str(index))
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert "gpus: expected a list of values" in proc.stderr
+    assert "gpus: expected a list of GpuReading tables" in proc.stderr
