@@ -119,6 +119,7 @@ class ServerBreakdown:
     server_total: float | None = None  # success.ns delta / count: the server's own request time
     avg_batch_size: float | None = None  # inference_count / execution_count
     client_minus_server: float | None = None  # client mean latency - server_total: network + client
+    dropped: list[str] = field(default_factory=list)  # the server's values left out as impossible
 
 
 @dataclass
@@ -671,12 +672,17 @@ def _compile(tp: Any) -> _Decoder | None:
     if origin is list:
         (arg,) = typing.get_args(tp) or (Any,)
         inner = _compile(arg)
+        # a number the recorder could not write (inf) reads back as None: "not available"; a
+        # missing table (a GPU reading) is a hole every reader would fall into
+        none_ok = _optional(arg) or not (isinstance(arg, type) and dataclasses.is_dataclass(arg))
 
         def decode_list(value: Any) -> Any:
             if not isinstance(value, list):
                 raise _WrongType(f"expected a list, found {value!r:.40}")
             if inner is None:
                 return value
+            if not none_ok and any(v is None for v in value):
+                raise _WrongType(f"expected a list of {arg.__name__} tables, found a None in it")
             return [None if v is None else inner(v) for v in value]
 
         return decode_list

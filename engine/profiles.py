@@ -310,9 +310,19 @@ def _headers(v: Any) -> str | None:
     return None
 
 
+def _level_number(key: Any) -> bool:
+    """A p99 gate's level: a number > 0 written as text ("64", "12.5")."""
+    try:
+        level = float(key)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(level) and level > 0
+
+
 def _p99_table(v: Any) -> str | None:
-    ok = isinstance(v, dict) and all(_number(x) and x > 0 for x in v.values())
-    return None if ok else "a table of level = milliseconds"
+    ok = isinstance(v, dict) and all(_number(x) and x > 0 and _level_number(k) for k, x in v.items())
+    return None if ok else 'a table of level = milliseconds, e.g. { "64" = 250 }'
+
 
 
 def _shape_table(v: Any) -> str | None:
@@ -420,9 +430,16 @@ SECTIONS = {
 
 def _describe(v: Any, key: str = "") -> str:
     """The found value for an error line, with credentials masked: errors go to the screen."""
-    from engine.record.redact import Redactor
+    from engine.record.redact import MASK, Redactor
 
-    text = repr(Redactor().value(v, key.rpartition(".")[2]))
+    leaf = key.rpartition(".")[2]
+    if leaf == "headers" or ".headers." in f".{key}.":  # a header's value is a secret, whatever its name
+        return f"a {type(v).__name__} (not shown: header values may be credentials)"
+    if leaf in ("url", "metrics_url") and isinstance(v, (dict, list)):
+        return f"a {'table' if isinstance(v, dict) else 'list'} (not shown: it may hold credentials)"
+    if leaf in ("url", "metrics_url") and isinstance(v, str) and "@" in v:  # user info, however it is written
+        v = f"{v.partition('://')[0] + '://' if '://' in v else ''}{MASK}@{v.rpartition('@')[2]}"
+    text = repr(Redactor().value(v, leaf))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -506,6 +523,10 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
                    f"this machine), found {p.load.transport!r}")
     if p.load.mode == LoadMode.RATE and not p.load.rates:  # concurrency has a default list
         raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
+    longest_window_s = p.load.window_ms / 1000 + p.load.request_timeout_s  # a window stretches this far at most
+    if p.load.mode == LoadMode.RATE and (slow := [r for r in p.load.rates if r * longest_window_s < 1]):
+        raise fail("load.rates", f"expected rates of at least {1 / longest_window_s:.3g}/s (one request per "
+                   f"measurement window of load.window_ms + load.request_timeout_s), found {slow[0]:g}/s")
     if p.load.stable_windows > p.load.max_windows:
         raise fail(
             "load.stable_windows",
@@ -535,6 +556,8 @@ def resolve_profile_path(name_or_path: str) -> Path:
     """A bundled name ("4x_rtx4080") or a path to a user's own TOML file."""
     candidate = Path(name_or_path).expanduser()
     if candidate.suffix == ".toml" or "/" in name_or_path:
+        if candidate.is_dir():
+            raise ProfileError(f"{name_or_path}: is a folder, not a profile file")
         if not candidate.is_file():
             raise ProfileError(f"{name_or_path}: no such profile file")
         return candidate
@@ -561,13 +584,14 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ProfileError(f"--set {item!r}: expected section.key=value")
+        raise ProfileError("--set: expected section.key=value, found an item without a key and '=' (not shown: "
+                           "it may hold a credential)")
     *sections, leaf = key.split(".")
     node = data
     for section in sections:
         child = node.setdefault(section, {})
         if not isinstance(child, dict):
-            raise ProfileError(f"--set {item!r}: {section!r} is not a table")
+            raise ProfileError(f"--set {key}=...: {section!r} is not a table")
         node = child
     parsed = _parse_value(value.strip())
     if len(sections) == 1 and sections[0] in SECTIONS and not isinstance(parsed, list):

@@ -112,6 +112,8 @@ class Session(EventSource):
         self._http_threads: Any = None  # engine.http_threads.SpreadWatch while a sweep runs
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
+        self._stats_dropped = 0  # the server's statistics values left out as impossible
+        self._planned_levels = 0  # levels the sweeps were asked to run
         self._cancelled = False
         self._measured = False  # any level or probe result: a recording worth keeping
         self.bus.subscribe(self._watch)
@@ -242,7 +244,9 @@ class Session(EventSource):
                 status, code = "interrupted", EXIT_INTERRUPTED
             elif failed:
                 status, code = "failed", EXIT_FAILED
-                error = f"{len(failed)} of {len(self.level_results)} levels failed"
+                planned = max(self._planned_levels, len(self.level_results))
+                unrun = planned - len(self.level_results)
+                error = f"{len(failed)} of {planned} levels failed" + (f" ({unrun} not run)" if unrun else "")
             elif self._incomplete:
                 status, error, code = "failed", self._incomplete, EXIT_FAILED
             elif gate_failures := self._gate_failures():
@@ -487,6 +491,13 @@ class Session(EventSource):
             if finding:
                 self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
                                          message=f"level {event.level:g}: {finding}"))
+        if isinstance(event, ev.WindowResult) and event.server is not None and event.server.dropped:
+            self._stats_dropped += len(event.server.dropped)
+            if self._stats_dropped == len(event.server.dropped):  # the first: said once
+                self._publish(ev.Warning(source="server", key="stats-dropped", message=(
+                    f"level {event.level:g}: the server's statistics hold impossible values "
+                    f"({', '.join(event.server.dropped[:4])}: not finite numbers, negative, or above the client's "
+                    "own time): left out of the server breakdown, and counted in each window's record")))
         if self._server_lost and isinstance(event, ev.LevelResult) and event.status in ("interrupted", "failed"):
             self._rewritten_levels += event.status == "interrupted"
             event = dataclasses.replace(event, status="failed",
@@ -560,6 +571,7 @@ class Session(EventSource):
             self._http_threads = None
         load = self.profile.load
         planned = len(mode_of(load.mode).levels(load))
+        self._planned_levels += max(planned, len(results))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
         asked = self._stopping.is_set() or self._cancelled
         if cut_short and not asked and load.on_level_failure != "stop" and not self._incomplete:
@@ -581,8 +593,7 @@ class Session(EventSource):
 
         load = self.profile.load
         if target.model == WIRE_MODEL:
-            self._publish(ev.Warning(source="wire", key="wire-skipped",
-                                     message="wire check skipped: the model under test is the wire model itself"))
+            self._wire_skipped("the model under test is the wire model itself")
             return
         _shapes, tensors, _ = request_inputs(target, info, 1, load.data)
         bytes_per_item = sum(len(blob) for _t, blob in tensors)
@@ -595,8 +606,7 @@ class Session(EventSource):
                 raise UserError(f"model {WIRE_MODEL!r} on this server does not take one FP32 input INPUT0")
             check_input_shapes(wire_target.input_shapes, wire_info)
         except UserError as exc:
-            self._publish(ev.Warning(source="wire", key="wire-skipped", message=(
-                f"wire check skipped: {exc} (the server needs model_repository/embedded/wire served as {WIRE_MODEL!r})")))
+            self._wire_skipped(f"{exc} (the server needs model_repository/embedded/wire served as {WIRE_MODEL!r})")
             return
         size = body_size(bytes_per_item * load.batch_size)
         self._publish(ev.PhaseChanged(phase="wire check", detail=(
@@ -619,7 +629,7 @@ class Session(EventSource):
             wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes),
                                            publish, self._sweep_stop or asyncio.Event(), gpus=gpus)
         except UserError as exc:  # e.g. a batch size beyond the wire's max_batch_size
-            self._publish(ev.Warning(source="wire", key="wire-skipped", message=f"wire check skipped: {exc}"))
+            self._wire_skipped(str(exc))
             return
         if not wire_results:
             return
@@ -628,6 +638,12 @@ class Session(EventSource):
         self._publish(wire)
         found = assess(wire, results, getattr(info, "model_config", {}) or {}, len(gpus) or None)
         self._publish(ev.PhaseChanged(phase="wire check done", detail=found.line))
+
+    def _wire_skipped(self, why: str) -> None:
+        """The wire check was asked for and not done: a warning now, and the run is not "ok"."""
+        self._publish(ev.Warning(source="wire", key="wire-skipped", message=f"wire check skipped: {why}"))
+        if not self._incomplete:
+            self._incomplete = f"wire check skipped: {why}"
 
     async def _probe(self) -> None:
         from engine.probe.orchestrate import run_allreduce_sweep, run_probe

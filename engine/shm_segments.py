@@ -15,6 +15,16 @@ def segment_prefix(pid: int | None = None) -> str:
     return f"gpuscale-{os.getpid() if pid is None else pid}-"
 
 
+PYTHON_BACKEND_REGION = "triton_python_backend_shm_region_"  # the Python backend's default prefix
+
+
+def server_region_prefix(pid: int | None = None) -> str:
+    """A prefix for one embedded server's Python-backend regions (``--backend-config=python,
+    shm-region-prefix-name=``): unique per server, so that its guard removes its regions and no
+    other server's. It keeps the backend's default prefix at the front (one glob finds them all)."""
+    return f"{PYTHON_BACKEND_REGION}gpuscale-{os.getpid() if pid is None else pid}-{os.urandom(4).hex()}_"
+
+
 def remove_segments(prefix: str, root: str = "/dev/shm") -> int:
     """Remove the segments whose names start with ``prefix``; returns how many were removed."""
     try:

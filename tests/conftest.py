@@ -10,6 +10,10 @@ each other down, and the study's latency figures are not taken next to 8 gloo ra
 
 from __future__ import annotations
 
+import glob
+import tempfile
+from pathlib import Path
+
 import pytest
 
 
@@ -44,3 +48,50 @@ def _fast_lane_starts_no_server(request: pytest.FixtureRequest, monkeypatch: pyt
         raise AssertionError(f"{request.node.nodeid} starts a real tritonserver: mark it @pytest.mark.server")
 
     monkeypatch.setattr(EmbeddedServer, "start", refuse)
+
+
+# --------------------------------------------------------------------------- leftovers of the suite
+
+_LEFTOVER_GLOBS = ("/dev/shm/triton_python_backend_shm_region_*", f"{tempfile.gettempdir()}/gpuscale-*")
+_at_start: set[str] = set()
+
+
+def _leftovers() -> set[str]:
+    return {path for pattern in _LEFTOVER_GLOBS for path in glob.glob(pattern)}
+
+
+def _in_use() -> str:
+    """Every live process's mappings and command line: a region mapped or a folder named there
+    belongs to a server still running (another user's, or a worker's still finishing)."""
+    parts = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            for name in ("maps", "cmdline"):
+                try:
+                    parts.append((proc / name).read_bytes().decode(errors="replace").replace("\0", " "))
+                except OSError:
+                    pass
+    return "\n".join(parts)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        _at_start.update(_leftovers())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No Python-backend shared memory and no /tmp/gpuscale-* left by the suite: what is new
+    since the start, and used by no live process, fails the run."""
+    if hasattr(session.config, "workerinput"):
+        return  # each xdist worker is a session; the controller looks once all have finished
+    in_use = _in_use()
+    left = sorted(p for p in _leftovers() - _at_start if Path(p).name not in in_use and p not in in_use)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"the suite left {len(left)} file(s) behind:", *(f"  {p}" for p in left[:20])]
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.write_line("\n".join(lines), red=True)
+        else:
+            print("\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -279,7 +279,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
 
 
-def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
+def _run_headless(session, *, replay: bool = False) -> int:  # noqa: ANN001 - a Session or a ReplaySource
+    """``replay``: printing is the whole job, so a printer that failed fails the command."""
     from tui.headless import HeadlessPrinter
 
     printer = HeadlessPrinter()
@@ -290,6 +291,8 @@ def _run_headless(session) -> int:  # noqa: ANN001 - a Session or a ReplaySource
         if signals.given_up():  # the session did not end in time: never report it as done
             session.exit_code = 130
             break
+    if replay and printer.failure is not None and session.exit_code == 0:
+        session.exit_code = 2
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
     error = getattr(session, "error", None)
     if session.exit_code == 2 and error:
@@ -397,17 +400,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.start()
             study.join()
             printer.close()  # the lines still queued
-            return 0
+            if study.error:
+                print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+            return study.exit_code
         from tui.study_app import run_study_tui
 
         run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
-        return 0
+        return study.exit_code
 
     # no terminal to draw on (a pipe, a log file, CI): print the events, as `run` does
     headless = args.headless or not sys.stdout.isatty()
     if headless:
         # all events at once, then end: a crashed file (no end) is followed only while it grows
-        return _run_headless(ReplaySource(args.file, speed=None, linger=False, idle_timeout_s=REPLAY_IDLE_S))
+        return _run_headless(ReplaySource(args.file, speed=None, linger=False, idle_timeout_s=REPLAY_IDLE_S), replay=True)
     source = ReplaySource(args.file, speed=args.speed)
     from tui.app import run_tui
 
@@ -471,6 +476,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.record.reader import Recording
 
     costs = _parse_costs(args.cost)
+    if args.out is not None and (args.out.exists() or args.out.is_symlink()):  # --out names a new file
+        what = "a folder; --out takes the name of a new file" if args.out.is_dir() else "not overwriting it"
+        raise UserError(f"--out {args.out}: already exists ({what})")
     from engine.study.index import is_index, read_index, recording_paths
 
     files: list[Path] = []
@@ -518,7 +526,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
                             mps=args.mps)
     done = threading.Event()
-    _install_stop_signals(done.set)
+    signals = _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)
     with server:
         print(f"HTTP     {server.http_url}\ngRPC     {server.grpc_url}\nmetrics  {server.metrics_url}")
@@ -530,7 +538,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
             if not server.alive():
                 raise RunFailed(f"tritonserver exited ({server.exit_reason()}); log: {server.log_path}")
     print("server stopped")
-    return 0
+    return 130 if signals.count else 0  # stopped by Ctrl-C, SIGTERM or SIGHUP: interrupted
 
 
 COMMANDS = {
@@ -554,12 +562,24 @@ def _shown(exc: BaseException) -> str:
     return Redactor().text(str(exc))
 
 
+def _interrupt_on_term() -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does: its half-written file removed, exit 130."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if sys.version_info < MIN_PYTHON:  # a source checkout run by an older Python: one line, not an ImportError
         found = ".".join(map(str, sys.version_info[:3]))
         print(f"{PROG}: error: needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (this is {found})", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
+    if args.command in ("export", "compare", "profiles", "model"):
+        _interrupt_on_term()  # run, study and server install their own stop signals
     try:
         return COMMANDS[args.command](args)
     except UserError as exc:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from engine.analysis import sane_values
 from engine.events import ServerBreakdown
 from engine.load import http1
 from engine.load.target import Target
@@ -32,6 +33,9 @@ class StatsSnapshot:
     # when we asked and when the answer came (monotonic): the server read its counters in between
     asked_ns: int = 0
     answered_ns: int = 0
+    # counters the server gave as something no counter can be (text, infinite, negative): named,
+    # and their parts left out of the breakdown
+    dropped: tuple[str, ...] = ()
 
 
 LATE_SHARE = 0.25  # a snapshot this far (share of the interval) from its boundary spans another interval
@@ -61,15 +65,24 @@ def snapshot_from_json(doc: Any, model: str, version: str = "") -> StatsSnapshot
     counts = dict.fromkeys(PARTS, 0)
     ns = dict.fromkeys(PARTS, 0)
     inference = execution = 0
+    dropped: list[str] = []
+
+    def read(table: Any, key: str, what: str) -> int:
+        value = sane_values.counter(table.get(key, 0) if isinstance(table, dict) else None)
+        if value is None:
+            dropped.append(what)
+            return 0
+        return value
+
     for e in entries:
-        inference += int(e.get("inference_count", 0))
-        execution += int(e.get("execution_count", 0))
+        inference += read(e, "inference_count", "inference_count")
+        execution += read(e, "execution_count", "execution_count")
         stats = e.get("inference_stats") or {}
         for part in PARTS:
-            item = stats.get(part) or {}
-            counts[part] += int(item.get("count", 0))
-            ns[part] += int(item.get("ns", 0))
-    return StatsSnapshot(inference, execution, counts, ns)
+            item = (stats.get(part) or {}) if isinstance(stats, dict) else None
+            counts[part] += read(item, "count", f"{part}.count")
+            ns[part] += read(item, "ns", f"{part}.ns")
+    return StatsSnapshot(inference, execution, counts, ns, dropped=tuple(dict.fromkeys(dropped)))
 
 
 def breakdown(
@@ -78,17 +91,24 @@ def breakdown(
     """Per-request server times over the interval between two snapshots (pure)."""
     if before is None or after is None:
         return None
-    requests = after.counts["success"] - before.counts["success"]
-    inferences = after.inference_count - before.inference_count
-    executions = after.execution_count - before.execution_count
+    dropped = list(dict.fromkeys([*before.dropped, *after.dropped]))
+    unusable = {name.partition(".")[0] for name in dropped}
+    requests = 0 if "success" in unusable else after.counts["success"] - before.counts["success"]
+    counted = not {"inference_count", "execution_count"} & unusable
+    inferences = after.inference_count - before.inference_count if counted else 0
+    executions = after.execution_count - before.execution_count if counted else 0
     if requests < 0 or executions < 0:  # the server restarted in between
         return None
 
     def per_request(part: str) -> float | None:
         n = after.counts[part] - before.counts[part]
-        if n <= 0:
+        if n <= 0 or part in unusable or "success" in unusable:
             return None
-        return (after.ns[part] - before.ns[part]) / n / 1e9
+        value = (after.ns[part] - before.ns[part]) / n / 1e9
+        sane = sane_values.server_time(value, client_mean_s)
+        if sane is None:  # negative, or longer than the client's whole request: impossible
+            dropped.append(f"{part} time")
+        return sane
 
     total = per_request("success")
     return ServerBreakdown(
@@ -102,6 +122,7 @@ def breakdown(
         server_total=total,
         avg_batch_size=inferences / executions if executions > 0 else None,
         client_minus_server=(client_mean_s - total) if client_mean_s is not None and total is not None else None,
+        dropped=dropped,
     )
 
 
@@ -116,5 +137,5 @@ async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapsho
             return None
         found = snapshot_from_json(reply.json(), target.model, target.model_version)
         return dataclasses.replace(found, asked_ns=asked, answered_ns=time.monotonic_ns()) if found else None
-    except (TimeoutError, OSError, http1.BadResponse, ValueError):
+    except (TimeoutError, OSError, http1.BadResponse, ValueError, RecursionError):
         return None

@@ -8,16 +8,26 @@ session hands over (the profile's header values) is masked wherever it appears.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 MASK = "***"
 # scheme://userinfo@ : userinfo is everything up to '@' that is not '/', whitespace or '@'.
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]+@")
+# user:password whose password holds '/' or spaces: everything from the scheme to the first '@'
+# (a URL with a port and an '@' later in the text loses its host too: more masked, never less)
+_URL_USERINFO_LOOSE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@:]*:[^@\n]{0,256}?@")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+_QUERY_VALUE = re.compile(r"([?&;][^=&;#?\s]+=)[^&;#\s]+")
 # "Authorization: Bearer abc", "X-Api-Key=abc", "token: abc" inside free text.
 _SECRET_ASSIGNMENT = re.compile(
     r"((?:authorization|proxy-authorization|x-api-key|api[-_]?key|token|password|secret)\"?'?\s*[:=]\s*\"?'?)"
+    r"(?!unknown key\b|expected\b)"  # our own validation line about a key of that name: no value follows
     r"(?:bearer\s+|basic\s+)?[^\s\"',;}]+",
     re.IGNORECASE,
 )
@@ -31,10 +41,11 @@ class Redactor:
         for secret in secrets:
             if not isinstance(secret, str):
                 continue
-            # "Bearer abc123" is also masked where only "abc123" appears
-            for part in [secret, *secret.split()]:
+            # "Bearer abc123" is also masked where only "abc123" appears; so is what a server may
+            # echo of it: the password inside a Basic token, percent- or JSON-escaped forms
+            for part in [secret, *secret.split(), *_basic_credentials(secret)]:
                 if len(part) >= _MIN_SECRET_LEN and part.lower() not in _AUTH_SCHEMES:
-                    found.add(part)
+                    found.update({part, quote(part, safe=""), quote(part), json.dumps(part)[1:-1]})
         # longest first so that a secret containing another is masked whole
         self._secrets = sorted(found, key=len, reverse=True)
 
@@ -44,6 +55,8 @@ class Redactor:
                 value = value.replace(secret, MASK)
         if "://" in value:
             value = _URL_USERINFO.sub(rf"\1{MASK}@", value)
+            value = _URL_USERINFO_LOOSE.sub(rf"\1{MASK}@", value)
+            value = _URL.sub(lambda m: _QUERY_VALUE.sub(rf"\1{MASK}", m.group(0)), value)
         return _SECRET_ASSIGNMENT.sub(rf"\1{MASK}", value)
 
     def value(self, value: Any, key: str = "") -> Any:
@@ -56,3 +69,17 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.value(v) for v in value]
         return value
+
+
+def _basic_credentials(secret: str) -> list[str]:
+    """"Basic dXNlcjpwdw==": the "user:pw" it carries and the password alone (what a server that
+    decodes it may echo); nothing for any other value."""
+    scheme, _, token = secret.strip().partition(" ")
+    if scheme.lower() != "basic" or not token:
+        return []
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return []
+    _user, sep, password = decoded.partition(":")
+    return [decoded, password] if sep else [decoded]

@@ -26,7 +26,8 @@ from engine.events import (
     Warning,
     event_from_dict,
 )
-from engine.record.reader import Recording
+from engine.record.reader import Recording, RecordingError
+from engine.record.summary import MAX_TS
 from engine.source import EventSource
 
 POLL_S = 0.2  # how often the end of a growing file is re-read
@@ -87,6 +88,7 @@ class ReplaySource(EventSource):
         self._anchor_wall = time.monotonic()
         self._last_new_rows = time.monotonic()
         self._warned_waiting = False
+        self.error: str | None = None  # why the replay failed: one line
         self._load_new_rows()
 
     # ------------------------------------------------------------------ controls (any thread)
@@ -202,6 +204,8 @@ class ReplaySource(EventSource):
     def _load_new_rows(self) -> int:
         added = 0
         for seq, ts, kind, text in self._recording.raw_rows(self._last_seq):
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > MAX_TS:
+                raise RecordingError(f"{self.path}: corrupt events row (seq {seq}): ts is {str(ts)[:40]!r}, not a number")
             if self._t0 is None:
                 self._t0 = ts
             offset = max(ts - self._t0, 0.0)
@@ -226,13 +230,10 @@ class ReplaySource(EventSource):
         except UnknownEventKind:
             return True  # a kind from a newer minor version: skip it
         except EventSchemaError as exc:
-            self.bus.publish(Error(source="replay", message=f"{self.path.name}: {exc}", fatal=True, ts=self._recording_now()))
-            self.exit_code = 2  # a corrupt recording is bad input: never "done"
+            self._fail(f"{self.path.name}: {exc}")  # a corrupt recording is bad input: never "done"
             return False
         except ValueError:
-            self.bus.publish(Error(source="replay", message=f"{self.path.name}: corrupt {kind} event", fatal=True,
-                                   ts=self._recording_now()))
-            self.exit_code = 2
+            self._fail(f"{self.path.name}: corrupt {kind} event")
             return False
         self.bus.publish(event)
         return True
@@ -268,10 +269,16 @@ class ReplaySource(EventSource):
                                          **({"ts": first} if isinstance(first, (int, float)) else {})))
             self._loop()
         except UserError as exc:  # the file went bad under us (truncated while replaying)
-            self.bus.publish(Error(source="replay", message=str(exc), fatal=True, ts=self._recording_now()))
-            self.exit_code = exc.exit_code
+            self._fail(str(exc), exc.exit_code)
+        except Exception as exc:  # noqa: BLE001 - a doctored event the decoder let through: a failed replay, one line
+            self._fail(f"{self.path.name}: replay stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
         finally:
             self._recording.close()
+
+    def _fail(self, message: str, exit_code: int = 2) -> None:
+        self.error = message
+        self.exit_code = exit_code
+        self.bus.publish(Error(source="replay", message=message, fatal=True, ts=self._recording_now()))
 
     def _loop(self) -> None:
         with self._cond:

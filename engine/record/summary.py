@@ -214,7 +214,29 @@ def _bad(recording: RecordedEvents, seq: int, kind: str, what: str) -> Exception
     return RecordingError(f"{recording.path}: corrupt event #{seq} ({kind}): {what}")
 
 
+_NUMERIC_TABLES = ("events", "gpu_samples", "host_samples")
+MAX_TS = 1e11  # UNIX seconds: beyond the year 5000 a timestamp is a corrupt value, not a time
+
+
+def check_numeric_tables(recording: RecordedEvents) -> None:
+    """The telemetry tables and the events' timestamps hold numbers (SQL aggregates would
+    otherwise mix text into the figures): a text, blob or infinite value there is a corrupt
+    recording, one line."""
+    for table in _NUMERIC_TABLES:
+        columns = [row[1] for row in recording.query(f"PRAGMA table_info({table})")
+                   if row[1] not in ("kind", "data", "uuid", "name", "source")]
+        for column in columns:
+            limit = MAX_TS if column == "ts" else 1e300
+            bad = next(recording.query(
+                f"SELECT seq, {column} FROM {table} WHERE {column} IS NOT NULL AND "  # noqa: S608 - our own column names
+                f"(typeof({column}) NOT IN ('integer', 'real') OR abs({column}) > ?) LIMIT 1", (limit,)), None)
+            if bad is not None:
+                raise RecordingError(f"{recording.path}: corrupt {table} row (seq {bad[0]}): {column} is "
+                                     f"{str(bad[1])[:40]!r}, not a number")
+
+
 def summarize(recording: RecordedEvents) -> RecordingSummary:
+    check_numeric_tables(recording)
     meta = recording.metadata if isinstance(recording.metadata, dict) else {}
     # a recording's metadata is read as found: a wrong-typed value is "not recorded", not a crash
     profile = _table(meta.get("profile"))

@@ -43,7 +43,7 @@ from engine.server.repository import (
     prepare_repository,
     set_instance_count,
 )
-from engine.shm_segments import segment_prefix
+from engine.shm_segments import segment_prefix, server_region_prefix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,6 +127,7 @@ class EmbeddedServer:
         self.model_control = model_control
         self.mps = mps  # "auto", "on" or "off" (server.mps)
         self.mps_used = False  # whether the running server is an MPS client
+        self.shm_region_prefix = server_region_prefix()  # its Python-backend /dev/shm regions
         self.mps_why = ""  # why it is or is not, one line
         self.prepared: PreparedModel | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
@@ -295,6 +296,8 @@ class EmbeddedServer:
             # room for a batch of 224x224 images per request without regrowing shared memory
             "--backend-config=python,shm-default-byte-size=33554432",
             "--backend-config=python,shm-growth-byte-size=16777216",
+            # its regions carry this server's own prefix: its guard removes them once it is gone
+            f"--backend-config=python,shm-region-prefix-name={self.shm_region_prefix}",
         ]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log_file.write(f"\n# gpuscale-tui: {' '.join(args)}\n".encode())
@@ -305,7 +308,7 @@ class EmbeddedServer:
         mps = ["--mps", str(self._work_dir / "mps")] if self.mps_used else []
         self._guard = subprocess.Popen(
             [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir),
-             "--shm-prefix", segment_prefix(), *mps, "--", *args],
+             "--shm-prefix", segment_prefix(), "--server-shm-prefix", self.shm_region_prefix, *mps, "--", *args],
             stdin=read_end,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from engine.server.mps import MpsDaemon, find_control
 from engine.server.procs import live_processes
-from engine.shm_segments import remove_segments
+from engine.shm_segments import PYTHON_BACKEND_REGION, remove_segments
 
 GRACE_S = 10.0  # tritonserver's own shutdown (unload, stubs' finalize) before SIGKILL
 REAP_S = 10.0  # after SIGKILL, how long the group's processes get to leave (the driver frees GPU memory)
@@ -155,12 +155,13 @@ def exit_status(code: int) -> int:
 
 def main(argv: list[str]) -> int:
     options: dict[str, str] = {}
-    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix", "--mps"):
+    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix", "--server-shm-prefix", "--mps"):
         options[argv[0]] = argv[1]
         argv = argv[2:]
     cleanup, shm_prefix = options.get("--cleanup"), options.get("--shm-prefix")
     if not argv or argv[0] != "--" or len(argv) < 2:
-        print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] [--mps DIR] -- COMMAND [ARGS]",
+        print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] [--server-shm-prefix PREFIX] "
+              "[--mps DIR] -- COMMAND [ARGS]",
               file=sys.stderr)
         return 2
     orphaned = threading.Event()
@@ -171,6 +172,9 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(cleanup, ignore_errors=True)
         if shm_prefix and orphaned.is_set():
             remove_segments(shm_prefix)
+        server_prefix = options.get("--server-shm-prefix")
+        if server_prefix and server_prefix.startswith(PYTHON_BACKEND_REGION):  # its server and stubs are gone
+            remove_segments(server_prefix)
 
 
 def _guard(command: list[str], orphaned: threading.Event, mps_dir: str | None = None) -> int:

@@ -10,7 +10,9 @@ every variant, so it always says which variants are done and which are missing.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from engine.errors import UserError
 INDEX_SUFFIX = ".study.json"
 INDEX_KIND = "gpuscale-tui study"
 INDEX_VERSION = 1
+VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*)$")  # as engine/study/variants.py accepts them
 
 
 @dataclass
@@ -100,7 +103,39 @@ def read_index(path: Path) -> StudyIndex:
         valid = False
     if not valid:
         raise UserError(f"{path}: malformed study index (costs: expected GPU count -> $/hr, found {index.costs!r})")
+    problem = _index_problem(index)
+    if problem:
+        raise UserError(f"{path}: malformed study index ({problem})")
     return index
+
+
+def _index_problem(index: StudyIndex) -> str | None:
+    """What makes a parsed index unusable by its readers (export, compare, replay), or None."""
+    if not isinstance(index.variants, list) or not all(isinstance(v, str) for v in index.variants):
+        return f"variants: expected a list of names, found {index.variants!r:.80}"
+    for run in index.runs:
+        if not isinstance(run.variant, str) or not VARIANT_NAME.match(run.variant):
+            return f"unknown variant {run.variant!r:.40} (expected Nx, cpu or cpuK)"
+        if run.recording is not None and (not isinstance(run.recording, str) or not run.recording
+                                          or Path(run.recording).is_absolute() or ".." in Path(run.recording).parts):
+            return f"variant {run.variant}: recording {run.recording!r:.80} is not a file name beside the index"
+        if not isinstance(run.status, str) or not isinstance(run.exit_code, int) or isinstance(run.exit_code, bool):
+            return f"variant {run.variant}: status and exit_code of the wrong type"
+        if not isinstance(run.how, str) or (run.error is not None and not isinstance(run.error, str)):
+            return f"variant {run.variant}: error of the wrong type"
+    if index.slo is not None and not isinstance(index.slo, str):
+        return f"slo: expected text, found {index.slo!r:.40}"
+    if isinstance(index.search_steps, bool) or not isinstance(index.search_steps, int):
+        return f"search_steps: expected a whole number, found {index.search_steps!r:.40}"
+    for key in ("started", "ended"):
+        value = getattr(index, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            return f"{key}: expected a time, found {value!r:.40}"
+    for key in ("study_id", "profile", "model", "server", "status"):
+        if not isinstance(getattr(index, key), str):
+            return f"{key}: expected text, found {getattr(index, key)!r:.40}"
+    return None
 
 
 def recording_paths(index: StudyIndex, index_path: Path) -> list[tuple[str, Path]]:

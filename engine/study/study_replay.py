@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine import events as ev
 from engine.bus import EventBus
+from engine.errors import UserError
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from engine.source import EventSource
@@ -23,9 +24,14 @@ class StudyReplaySource(EventSource):
         for _variant, path in self.paths:  # bad files are bad input before anything plays
             Recording.open(path).close()
         self.speed = speed
+        self.error: str | None = None  # why the replay failed: one line
         self._stopping = threading.Event()
         self._current: ReplaySource | None = None
         self._lock = threading.Lock()
+
+    def _fail(self, message: str) -> None:
+        self.exit_code, self.error = 2, message
+        self.bus.publish(ev.Error(source="replay", message=message, fatal=True, ts=self.index.started))
 
     def stop(self) -> None:
         self._stopping.set()
@@ -44,9 +50,13 @@ class StudyReplaySource(EventSource):
             if self._stopping.is_set():
                 break
             run = runs[variant]
-            source = ReplaySource(path, speed=self.speed, linger=False, idle_timeout_s=1.0)
-            with Recording.open(path) as recording:
-                first = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (first_ts,))[0]
+            try:
+                source = ReplaySource(path, speed=self.speed, linger=False, idle_timeout_s=1.0)
+                with Recording.open(path) as recording:
+                    first = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (first_ts,))[0]
+            except UserError as exc:  # a recording gone bad since the index was read: a failed replay
+                self._fail(str(exc))
+                break
             self.bus.publish(ev.StudyVariantStarted(variant=variant, position=ix.variants.index(variant)
                                                     if variant in ix.variants else position, how=run.how, ts=first))
             last = [first]
@@ -62,6 +72,8 @@ class StudyReplaySource(EventSource):
             source.join()
             with self._lock:
                 self._current = None
+            if source.exit_code != 0 and self.exit_code == 0:  # a replay that failed never ends "done"
+                self.exit_code, self.error = source.exit_code, source.error
             self.bus.publish(ev.StudyVariantFinished(variant=variant, position=position, status=run.status,
                                                      exit_code=run.exit_code, recording=run.recording,
                                                      error=run.error, ts=last[0]))

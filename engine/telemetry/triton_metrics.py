@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from engine.analysis.sane_values import gauge
 from engine.events import GpuReading, GpuSample
 from engine.profiles import redact_url
 from engine.telemetry.gpu_source import GpuSource, SourceContext, TelemetrySettings
@@ -40,7 +41,8 @@ class MetricsUnavailable(Exception):
 
 
 def gpu_readings_from_metrics(
-    parsed: ParsedMetrics, identity: dict[str, tuple[int | None, str | None]] | None = None
+    parsed: ParsedMetrics, identity: dict[str, tuple[int | None, str | None]] | None = None,
+    dropped: list[str] | None = None,
 ) -> list[GpuReading]:
     """GpuReadings (source "triton") keyed by the ``gpu_uuid`` label, in first-seen order.
     ``identity`` (uuid -> index, name) fills what /metrics does not carry when the same GPUs
@@ -57,9 +59,13 @@ def gpu_readings_from_metrics(
             index, name = identity.get(uuid, (None, None))
             reading = readings[uuid] = GpuReading(uuid=uuid, index=index, source="triton", name=name)
         field_name, factor = target
-        if math.isnan(sample.value) or math.isinf(sample.value):
+        if math.isnan(sample.value):
             continue  # stays None: not available
-        value = sample.value * factor
+        value = gauge(field_name, sample.value * factor)
+        if value is None:  # infinite, negative or beyond any device: stays None, named in ``dropped``
+            if dropped is not None:
+                dropped.append(f"{sample.name}={sample.value:g}")
+            continue
         setattr(reading, field_name, int(value) if field_name in _INT_FIELDS else value)
     return list(readings.values())
 
@@ -101,6 +107,7 @@ class TritonGpuPoller:
         self._identity = identity or (lambda: {})
         self._fetch = fetch or (lambda u, h: fetch_metrics_text(u, h))
         self._known: list[GpuReading] = []  # last GPUs seen, to publish as n/a while unreachable
+        self.dropped = 0  # values left out as impossible
 
     def poll(self, ts: float) -> GpuSample | None:
         readings = self.read()
@@ -121,7 +128,12 @@ class TritonGpuPoller:
         self._warn.rearm("triton-metrics-unreachable")
 
         parsed = parse_prometheus_text(text, only=GPU_GAUGES)
-        readings = gpu_readings_from_metrics(parsed, self._identity())
+        dropped: list[str] = []
+        readings = gpu_readings_from_metrics(parsed, self._identity(), dropped)
+        if dropped:
+            self.dropped += len(dropped)
+            self._warn("triton-metrics-impossible", f"Triton metrics at {self._shown_url} hold impossible values "
+                       f"({', '.join(dropped[:3])}): left out (n/a), never recorded")
         if not readings:
             self._warn(
                 "triton-metrics-no-gpu",

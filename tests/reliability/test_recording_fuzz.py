@@ -114,3 +114,58 @@ def test_wrong_typed_event_fields_never_end_in_a_traceback(base_recording: Path,
         except Exception as exc:  # noqa: BLE001 - exactly what the test looks for
             problems.append(f"{what}: {type(exc).__name__}: {exc}")
     assert not problems, f"{len(problems)} of {CASES} cases ended in a traceback:\n" + "\n".join(problems[:20])
+
+
+TELEMETRY_CASES = 120
+NUMBERS_GONE_BAD = [*WRONG_VALUES, float("nan"), float("inf"), -float("inf"), -5.0, 1e20]
+
+
+def _stored(value: object) -> object:
+    """A value as SQLite can hold it: lists, tables and huge ints as their JSON text."""
+    if isinstance(value, (list, dict)) or (isinstance(value, int) and abs(value) >= 2**63):
+        return json.dumps(value)
+    return value
+
+
+def _mutate_telemetry(source: Path, target: Path, rng: random.Random) -> str:
+    """One GPU or host sample event, level result, event timestamp or telemetry table cell
+    given a wrong type or an absurd value."""
+    shutil.copy(source, target)
+    value = rng.choice(NUMBERS_GONE_BAD)
+    with sqlite3.connect(target) as conn:
+        where = rng.choice(["event", "ts", "gpu_samples", "host_samples"])
+        if where == "event":
+            seq, kind, text = rng.choice(conn.execute(
+                "SELECT seq, kind, data FROM events WHERE kind IN ('gpu_sample', 'host_sample', 'level_result')"
+            ).fetchall())
+            data = json.loads(text)
+            path = rng.choice(_paths(data))
+            _set(data, path, value)
+            conn.execute("UPDATE events SET data = ? WHERE seq = ?", (json.dumps(data), seq))
+            return f"{kind} #{seq}: {'.'.join(map(str, path))} = {value!r}"
+        if where == "ts":
+            seq = rng.choice([row[0] for row in conn.execute("SELECT seq FROM events")])
+            if value is None or value != value:
+                value = "NaN"  # the column is NOT NULL (SQLite stores a float NaN as NULL)
+            conn.execute("UPDATE events SET ts = ? WHERE seq = ?", (_stored(value), seq))
+            return f"ts of #{seq} = {value!r}"
+        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({where})") if row[1] not in ("seq", "ts", "gpu")]
+        column = rng.choice(columns)
+        conn.execute(f"UPDATE {where} SET {column} = ? WHERE rowid IN "  # noqa: S608 - the test's own names
+                     f"(SELECT rowid FROM {where} ORDER BY random() LIMIT 3)", (_stored(value),))
+        return f"{where}.{column} = {value!r}"
+
+
+def test_wrong_typed_telemetry_and_timestamps_never_end_in_a_traceback(base_recording: Path, tmp_path: Path) -> None:
+    rng = random.Random(SEED + 1)
+    problems: list[str] = []
+    for case in range(TELEMETRY_CASES):
+        path = tmp_path / f"case{case}.sqlite"
+        what = _mutate_telemetry(base_recording, path, rng)
+        try:
+            _use(path, tmp_path / f"out{case}")
+        except UserError as exc:
+            assert "\n" not in str(exc), (what, str(exc))
+        except Exception as exc:  # noqa: BLE001 - exactly what the test looks for
+            problems.append(f"{what}: {type(exc).__name__}: {exc}")
+    assert not problems, f"{len(problems)} of {TELEMETRY_CASES} cases ended in a traceback:\n" + "\n".join(problems[:20])

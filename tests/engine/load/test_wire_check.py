@@ -57,7 +57,7 @@ def test_wire_check_in_a_real_session_is_recorded_and_reported(tmp_path: Path) -
 
 
 @pytest.mark.server
-def test_a_remote_server_without_the_wire_model_is_one_warning(identity_server, tmp_path: Path) -> None:
+def test_a_remote_server_without_the_wire_model_is_one_warning_and_not_ok(identity_server, tmp_path: Path) -> None:
     profile = load_profile("local", ["server.kind=remote", f"server.url={identity_server.http_url}",
                                      "model.name=identity", "load.concurrency=1", "load.wire_check=true", *QUICK])
     session = Session(profile, SessionOptions(record_dir=tmp_path, check=False, gpu_count=0))
@@ -65,7 +65,7 @@ def test_a_remote_server_without_the_wire_model_is_one_warning(identity_server, 
     session.bus.subscribe(seen.append)
     session.start()
     assert session.join(120)
-    assert session.exit_code == 0, session.error
+    assert session.exit_code == 1 and session.error and session.error.startswith("wire check skipped"), session.error
     skipped = [e for e in seen if isinstance(e, ev.Warning) and e.key == "wire-skipped"]
     assert len(skipped) == 1 and "\n" not in skipped[0].message
     assert skipped[0].message.startswith("wire check skipped: model 'wire' is not available")
