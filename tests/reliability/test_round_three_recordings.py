@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
 from engine.study.index import StudyIndex, VariantRun, write_index
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 
 

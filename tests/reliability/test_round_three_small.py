@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 
