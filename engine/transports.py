@@ -32,6 +32,7 @@ TRANSPORTS: dict[str, TransportSpec] = {
                       "the system shared-memory path", "requests", local_only=True),
         TransportSpec("cuda_shm", "engine.load.transports.cuda_shm", "CUDA shared memory",
                       "the CUDA shared-memory path", "requests", local_only=True),
+        TransportSpec("grpc", "engine.load.transports.grpc", "gRPC message", "the gRPC path", "requests"),
     )
 }
 

@@ -25,6 +25,7 @@ class Target:
     timeout_s: float = 30.0  # control calls; the load's own timeout is load.request_timeout_s
     # shapes for inputs with variable dimensions (without the batch dimension)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    grpc_url: str = ""  # host:port of its gRPC endpoint; "": the HTTP port + 1 (the grpc transport)
 
     @property
     def model_path(self) -> str:

@@ -1,7 +1,8 @@
 """The embedded Triton server: a real tritonserver on loopback, started and stopped by us.
 
 Lifecycle guarantees:
-* free loopback ports for HTTP, gRPC and metrics (bind address configurable, loopback default);
+* free loopback ports for HTTP, gRPC and metrics (bind address configurable, loopback default),
+  gRPC on the HTTP port + 1 as in Triton's default layout (the grpc transport finds it there);
 * readiness awaited with a timeout; failure raises ServerStartError carrying the log's tail;
 * the log is kept where the caller asks (with the session's recording);
 * tritonserver runs under engine.server.guard in its own process group, so it dies with us even
@@ -78,6 +79,23 @@ def free_ports(count: int, address: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def free_port_pair(address: str = "127.0.0.1", first: int | None = None) -> tuple[int, int]:
+    """Two free ports, the second right after the first (HTTP and gRPC, Triton's default
+    layout); ``first`` fixes the first (a restart where clients expect it). Falls back to any
+    free second port when none follows."""
+    for _ in range(1 if first else 20):
+        base = first or free_port(address)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+            try:
+                sock.bind((address, base + 1))
+                return base, base + 1
+            except OSError:
+                continue
+    base = first or free_port(address)
+    return base, next(p for p in free_ports(2, address) if p != base)
 
 
 def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
@@ -269,8 +287,8 @@ class EmbeddedServer:
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None
-        http, self.grpc_port, self.metrics_port = free_ports(3)
-        self.http_port = self.fixed_http_port or http
+        self.http_port, self.grpc_port = free_port_pair(first=self.fixed_http_port)
+        self.metrics_port = next(p for p in free_ports(3) if p not in (self.http_port, self.grpc_port))
         args = [
             str(binary),
             f"--model-repository={self.prepared.repository}",

@@ -1,0 +1,267 @@
+"""load.transport = grpc: KServe v2 ``ModelInfer`` over gRPC (grpcio's asyncio API), the inputs in
+``raw_input_contents``.
+
+The ``ModelInferRequest`` is built and serialised once per sweep in the session (tritonclient's
+generated messages); every connection sends those bytes as they are, through a method whose
+request serialiser is the identity. A connection is one ``grpc.aio`` channel with its own
+subchannel (its own TCP connection: channels otherwise share one per address), carrying one call
+at a time, as the scheduler's connections do. Each answer is parsed and checked (outputs asked
+for, their datatypes, raw sizes against shapes); one that does not add up is counted as
+``malformed_answer``. gRPC has no per-byte timings: written_ns = sent_ns, first_ns = the answer.
+
+The server's address: ``Target.grpc_url`` when given, else the HTTP URL's host with the HTTP port
++ 1 (Triton's default layout, 8000/8001, which the embedded server keeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc  # grpcio; its asyncio API is grpc.aio
+
+from engine.load.transport import (
+    REJECTED,
+    SERVER_ERROR,
+    Connection,
+    Dialer,
+    Prepared,
+    Scheduler,
+    SweepInputs,
+)
+
+if TYPE_CHECKING:
+    from engine.load.target import Target
+
+monotonic_ns = time.monotonic_ns
+METHOD = "/inference.GRPCInferenceService/ModelInfer"
+MALFORMED_ANSWER = "malformed_answer"  # an answer that is not the one asked for (the http transport's kind)
+# every channel its own TCP connection; messages of any size (images, batches); no hidden retries
+CHANNEL_OPTIONS = (
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.enable_retries", 0),
+)
+ITEM_BYTES = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2, "UINT32": 4,
+              "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8}
+# the server refused the request (its input, the model, our credentials); other codes it failed
+REFUSALS = {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANGE", "ALREADY_EXISTS",
+            "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"}
+
+
+@dataclass
+class GrpcPayload:
+    """What each load worker gets: where to connect, and the request every connection sends."""
+
+    address: str  # host:port
+    tls: bool
+    request: bytes  # the serialised ModelInferRequest
+    metadata: tuple[tuple[str, str], ...]  # the target's headers, as gRPC metadata
+    outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output asked for
+
+
+def grpc_address(target: Target) -> tuple[str, bool]:
+    """host:port of the server's gRPC endpoint, and whether it takes TLS (an https URL)."""
+    from urllib.parse import urlsplit
+
+    from engine.errors import UserError
+
+    explicit = getattr(target, "grpc_url", "")
+    try:
+        parts = urlsplit(target.http_url)
+        tls = parts.scheme == "https"
+        if explicit:
+            return (explicit.split("://", 1)[-1].rstrip("/"), tls)
+        host, port = parts.hostname, parts.port or (443 if tls else 80)
+    except ValueError as exc:
+        raise UserError(f"server URL: {exc}") from None
+    if not host:
+        raise UserError(f"server URL: expected http://host:port, found {target.http_url!r}")
+    return (f"[{host}]" if ":" in host else host) + f":{port + 1}", tls
+
+
+def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
+    """One line on what is wrong with a ModelInferResponse, or None: each output asked for is
+    there with its datatype, and each raw output holds what its shape and datatype say."""
+    got = {o.name: o for o in reply.outputs}
+    for name, datatype in outputs:
+        out = got.get(name)
+        if out is None:
+            return f"answer lacks output {name}"
+        if datatype and out.datatype != datatype:
+            return f"output {name} is {out.datatype}, expected {datatype}"
+    raw = reply.raw_output_contents
+    if len(raw) != len(reply.outputs):
+        return f"answer has {len(raw)} raw outputs for {len(reply.outputs)} outputs"
+    for out, blob in zip(reply.outputs, raw, strict=True):
+        item = ITEM_BYTES.get(out.datatype)
+        if item is None:  # BYTES: variable length
+            continue
+        size = item
+        for dim in out.shape:
+            size *= dim
+        if len(blob) != size:
+            return f"output {out.name} holds {len(blob)} bytes, its shape {list(out.shape)} says {size}"
+    return None
+
+
+class GrpcConnection(Connection):
+    """One gRPC channel (one TCP connection) carrying at most one call at a time."""
+
+    def __init__(self, scheduler: Scheduler, dialer: GrpcDialer) -> None:
+        super().__init__(scheduler)
+        self.dialer = dialer
+        self.payload = dialer.payload
+        self.channel: Any = None  # grpc.aio.Channel
+        self.infer: Any = None  # its ModelInfer method, bytes in, ModelInferResponse out
+        self.task: asyncio.Task[None] | None = None
+
+    def new_channel(self) -> Any:
+        self.close_channel()
+        p = self.payload
+        if p.tls:
+            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=CHANNEL_OPTIONS)
+        else:
+            self.channel = grpc.aio.insecure_channel(p.address, options=CHANNEL_OPTIONS)
+        self.infer = self.channel.unary_unary(METHOD, request_serializer=None,
+                                              response_deserializer=self.dialer.parse)
+        return self.channel
+
+    def close_channel(self) -> None:
+        channel, self.channel, self.infer = self.channel, None, None
+        if channel is not None:
+            self.dialer.closing(channel)
+
+    # -- Connection
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.task = self.w.loop.create_task(self._call(self.infer))
+        return now
+
+    async def _call(self, infer: Any) -> None:
+        try:
+            reply = await infer(self.payload.request, metadata=self.payload.metadata)
+        except asyncio.CancelledError:
+            return  # aborted: abort() reported it
+        except grpc.aio.AioRpcError as exc:
+            self.first_ns = monotonic_ns()
+            self.task = None
+            if infer is not self.infer:
+                return
+            code = exc.code()
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                self._gone(exc)  # the connection broke (the server went away)
+                return
+            kind = REJECTED if code.name in REFUSALS else SERVER_ERROR
+            details = " ".join((exc.details() or "").split())[:200]
+            self.w.rejected(self, kind, f"gRPC {code.name}: {details}", False)
+            return
+        self.first_ns = monotonic_ns()
+        self.task = None
+        if infer is not self.infer:
+            return  # an answer on a channel since closed
+        problem = check_answer(reply, self.payload.outputs)
+        if problem is None:
+            self.w.answered(self, False)
+        else:
+            self.w.rejected(self, MALFORMED_ANSWER, problem, False)
+
+    def _gone(self, exc: BaseException | None) -> None:
+        self.close_channel()
+        self.connected = False
+        self.w.lost(self, exc)
+
+    def abort(self) -> None:
+        task, self.task = self.task, None
+        if task is not None and not task.done():
+            task.cancel()
+        was_open = self.connected
+        self.connected = False
+        self.close_channel()
+        if was_open:  # as a socket's connection_lost: later, from the loop
+            self.w.loop.call_soon(self.w.lost, self, None)
+
+
+class GrpcDialer(Dialer):
+    def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
+        from tritonclient.grpc import service_pb2  # protobuf: imported once per worker
+
+        self.w = scheduler
+        self.payload = payload
+        self.parse = service_pb2.ModelInferResponse.FromString
+        self.closings: set[asyncio.Task[None]] = set()
+
+    def connection(self) -> GrpcConnection:
+        return GrpcConnection(self.w, self)
+
+    def closing(self, channel: Any) -> None:
+        """Close ``channel`` in the background (its calls are cancelled at once)."""
+        task = self.w.loop.create_task(channel.close())
+        self.closings.add(task)
+        task.add_done_callback(self.closings.discard)
+
+    async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
+        plan = self.w.plan
+        timeout_s = plan.timeout_ns / 1e9 if plan is not None else 10.0
+        if at_ns:
+            ahead = (at_ns - monotonic_ns()) / 1e9
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+        grpc_conns = [c for c in conns if isinstance(c, GrpcConnection)]
+        errors = await asyncio.gather(*(self._ready(c, timeout_s) for c in grpc_conns))
+        return next((e for e in errors if e is not None), None)
+
+    async def _ready(self, conn: GrpcConnection, timeout_s: float) -> BaseException | None:
+        """Connect ``conn``'s new channel; an error when it fails or is not ready in time."""
+        channel = conn.new_channel()
+        ready = grpc.ChannelConnectivity.READY
+        try:
+            async with asyncio.timeout(timeout_s):
+                state = channel.get_state(try_to_connect=True)
+                while state != ready:
+                    if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+                        raise ConnectionRefusedError(f"cannot connect to {self.payload.address} over gRPC")
+                    await channel.wait_for_state_change(state)
+                    state = channel.get_state(try_to_connect=True)
+        except (TimeoutError, OSError) as exc:
+            if conn.channel is channel:
+                conn.close_channel()
+            return exc
+        if conn.channel is not channel:
+            return None  # aborted meanwhile (the level ended)
+        conn.connected = True
+        return None
+
+
+class GrpcTransport:
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        from tritonclient.grpc import service_pb2  # the session's side
+
+        address, tls = grpc_address(sweep.target)
+        shapes, tensors, _warnings = sweep.inputs
+        request = service_pb2.ModelInferRequest(model_name=sweep.target.model,
+                                                model_version=sweep.target.model_version)
+        for tensor, blob in tensors:
+            entry = request.inputs.add()
+            entry.name, entry.datatype = tensor["name"], tensor["datatype"]
+            entry.shape.extend(shapes[tensor["name"]])
+            request.raw_input_contents.append(blob)
+        for out in sweep.info.outputs:
+            request.outputs.add().name = out["name"]
+        raw = request.SerializeToString()
+        metadata = tuple((k.lower(), v) for k, v in sweep.target.headers.items())
+        outputs = tuple((o["name"], o.get("datatype", "")) for o in sweep.info.outputs)
+        return Prepared(GrpcPayload(address, tls, raw, metadata, outputs), len(raw))
+
+    def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
+        return GrpcDialer(scheduler, payload)
+
+
+TRANSPORT = GrpcTransport()
