@@ -1,0 +1,137 @@
+"""load.transport = grpc (engine/load/transports/grpc.py) against a real tritonserver on CPU: both
+load modes over KServe v2 gRPC, the server's refusals in its own words, a server that goes away,
+answers that do not add up, and a recorded session whose report and comparison name the
+transport."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tritonclient.grpc import service_pb2
+
+from engine.load.target import Target, describe_target
+from engine.load.transports.grpc import check_answer, grpc_address
+from engine.server.embedded import EmbeddedServer
+from tests.engine.load.conftest import quick_load, sweep
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_grpc_endpoint_is_the_http_port_plus_one_unless_given():
+    assert grpc_address(Target("http://10.0.0.5:8000", "m")) == ("10.0.0.5:8001", False)
+    assert grpc_address(Target("https://[::1]:9000", "m")) == ("[::1]:9001", True)
+    assert grpc_address(Target("http://h:8000", "m", grpc_url="grpc.example:443")) == ("grpc.example:443", False)
+
+
+def test_the_embedded_server_keeps_tritons_layout(identity_server):
+    assert identity_server.grpc_port == identity_server.http_port + 1
+    assert grpc_address(Target(identity_server.http_url, "identity"))[0] == identity_server.grpc_url
+
+
+def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: str = "OUTPUT0") -> service_pb2.ModelInferResponse:
+    reply = service_pb2.ModelInferResponse(model_name="m")
+    out = reply.outputs.add()
+    out.name, out.datatype = name, datatype
+    out.shape.extend(shape)
+    reply.raw_output_contents.extend(raw)
+    return reply
+
+
+def test_an_answer_that_does_not_add_up_is_named():
+    asked = (("OUTPUT0", "FP32"),)
+    assert check_answer(_answer([2, 4], [bytes(32)]), asked) is None
+    assert check_answer(_answer([2, 4], [bytes(31)]), asked) == "output OUTPUT0 holds 31 bytes, its shape [2, 4] says 32"
+    assert check_answer(_answer([2, 4], [bytes(32)], datatype="INT32"), asked) == "output OUTPUT0 is INT32, expected FP32"
+    assert check_answer(_answer([2, 4], [bytes(32)], name="OTHER"), asked) == "answer lacks output OUTPUT0"
+    assert check_answer(_answer([2, 4], []), asked) == "answer has 0 raw outputs for 1 outputs"
+
+
+@pytest.mark.server
+async def test_a_concurrency_sweep_over_grpc(identity_server, identity_info):
+    load = quick_load(concurrency=[1, 4], transport="grpc", stability_percent=50)
+    results, events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
+    assert [r.level for r in results] == [1.0, 4.0]
+    for r in results:
+        assert r.status in ("stable", "unstable") and r.errors == 0, (r.status, r.error_messages)
+        assert r.requests > 0 and r.latency.p50 is not None and r.latency.p50 > 0
+        assert r.server is not None and r.server.request_count > 0  # Triton's statistics, read over HTTP
+    # the closed loop kept exactly the level in flight: one call per connection
+    r4 = results[1]
+    assert 0.5 * 4 <= r4.throughput_rps * r4.latency.mean <= 1.05 * 4, (r4.throughput_rps, r4.latency.mean)
+    assert not events.of("error")
+
+
+@pytest.mark.server
+async def test_a_rate_sweep_over_grpc(identity_server, identity_info):
+    load = quick_load(mode="rate", rates=[50.0, 200.0], arrival="constant", transport="grpc", stability_percent=50)
+    results, events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
+    assert [r.level for r in results] == [50.0, 200.0]
+    for r in results:
+        assert r.errors == 0, r.error_messages
+        assert r.throughput_rps == pytest.approx(r.level, rel=0.15)
+    assert not events.of("error")
+
+
+@pytest.mark.server
+async def test_the_servers_refusals_are_counted_in_its_own_words(identity_server, identity_info):
+    load = quick_load(concurrency=[2], transport="grpc", on_level_failure="stop")
+    (r,), events = await sweep(Target(identity_server.http_url, "nope"), identity_info, load)
+    assert r.status == "failed" and r.requests == 0 and set(r.errors_by_kind) == {"rejected"}
+    assert r.error_messages[0].startswith("gRPC NOT_FOUND: ") and "'nope'" in r.error_messages[0]
+    # a shape the model does not take
+    target = Target(identity_server.http_url, "identity", input_shapes={"INPUT0": [3]})
+    (r,), _ = await sweep(target, identity_info, load)
+    assert set(r.errors_by_kind) == {"rejected"}, r.errors_by_kind
+    assert r.error_messages[0].startswith("gRPC INVALID_ARGUMENT: "), r.error_messages
+
+
+@pytest.mark.server
+async def test_a_server_that_goes_away_is_lost_connections_not_a_hang(tmp_path: Path):
+    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path).start()
+    try:
+        target = Target(server.http_url, "identity")
+        info = await describe_target(target)
+        load = quick_load(concurrency=[4], transport="grpc", window_ms=500, max_windows=40,
+                          stability_percent=0.001, request_timeout_s=3.0)
+        stopper = asyncio.get_running_loop().run_in_executor(None, lambda: (time.sleep(3.0), server.stop()))
+        started = time.monotonic()
+        (r,), _events = await asyncio.wait_for(sweep(target, info, load), 60)
+        await stopper
+    finally:
+        server.stop()
+    assert time.monotonic() - started < 50
+    lost = {"connection_reset", "connection_refused", "connect_error", "timeout"}
+    assert r.errors > 0 and set(r.errors_by_kind) <= lost, r.errors_by_kind
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_path: Path):
+    """vit_tiny on CPU over gRPC, recorded; its report says how the inputs travelled, and a
+    comparison with the same run over HTTP says the transports differ."""
+    recordings = []
+    for transport in ("grpc", "http"):
+        out = tmp_path / transport
+        run = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "--record", "--output", str(out), "--no-check",
+             "--set", "model.name=vit_tiny", "--set", f"load.transport={transport}", "--set", "load.concurrency=2",
+             "--set", "load.window_ms=500", "--set", "load.max_windows=4", "--set", "load.stability_percent=50",
+             "--set", "load.warmup_s=0.5"],
+            cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        (recording,) = out.glob("*.sqlite")
+        recordings.append(recording)
+    md = subprocess.run([sys.executable, "-m", "tui.cli", "export", str(recordings[0]), "--format", "md",
+                         "--out", str(tmp_path / "md")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert md.returncode == 0, md.stderr
+    (page,) = (tmp_path / "md").glob("*.md")
+    assert "inputs by gRPC message" in page.read_text()
+    compared = subprocess.run([sys.executable, "-m", "tui.cli", "compare", *map(str, recordings), "--format", "text"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    assert "transport differs: grpc (" in " ".join(compared.stdout.split()), compared.stdout
