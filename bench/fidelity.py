@@ -40,6 +40,7 @@ from bench.tools import (
 )
 
 PA = tuple[Path, dict[str, str]]
+PA_PROTOCOL = {"http": "http", "grpc": "grpc"}  # our load.transport -> perf_analyzer's -i, its anchor
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -96,17 +97,17 @@ def run_pair(
     for tool in order:
         if tool == "pa":
             for _ in range(1 + args.pa_retries):
-                m = run_perf_analyzer(pa, url, model, level, args, mode, pa_extra)
+                m = run_perf_analyzer(pa, url, model, level, args, mode, pa_extra, protocol=PA_PROTOCOL[args.transport])
                 budget.ran("pa", mode, m)
                 if m.ok:
                     break
             got["pa"] = m
         else:
-            got["ours"] = run_ours(url, model, level, args, mode)
+            got["ours"] = run_ours(url, model, level, args, mode, transport=args.transport)
             budget.ran("ours", mode, got["ours"])
     ours, theirs = got["ours"], got["pa"]
     row = {
-        "model": model, "mode": mode, "level": level, "round": rnd, "order": order,
+        "model": model, "mode": mode, "level": level, "round": rnd, "order": order, "transport": args.transport,
         "ours": asdict(ours), "perf_analyzer": asdict(theirs),
         "throughput_ratio": _ratio(ours.throughput, theirs.throughput),
         "p50_ratio": _ratio(ours.p50_ms, theirs.p50_ms),
@@ -180,7 +181,8 @@ def bench_model(model: str, args: argparse.Namespace, pa: PA, budget: Budget, ro
 
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=model, variant=args.variant, log_dir=Path(logs)) as srv:
-        print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}, ready in {time.monotonic() - t0:.0f} s", flush=True)
+        print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}, over {args.transport}"
+              f" (perf_analyzer -i {PA_PROTOCOL[args.transport]}), ready in {time.monotonic() - t0:.0f} s", flush=True)
         flip = 0
         for level in args.levels:
             for rnd in range(args.rounds):
@@ -390,6 +392,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
                "apt-get install libb64-0d as root). Exit 1: a --budget-s left runs out; 130: stopped (SIGTERM).")
     p.set_defaults(stage=stage)
     p.add_argument("--models", default="identity" if cpu else "identity,vit_tiny", help="embedded models, comma-separated")
+    p.add_argument("--transport", default="http", choices=tuple(PA_PROTOCOL),
+                   help="our load.transport; perf_analyzer runs -i with the same protocol")
     p.add_argument("--variant", default="cpu", help="the embedded server's config variant: cpu, 1x, 2x, 4x, ...")
     p.add_argument("--levels", default="8,32" if cpu else "1,8,32", help="concurrency levels")
     p.add_argument("--rates-of-peak", default="", help="rate mode at these fractions of the peak, e.g. 0.25,0.5,0.75")

@@ -294,16 +294,23 @@ def pa_error_line(text: str) -> str:
 
 
 def run_perf_analyzer(pa: tuple[Path, dict[str, str]], url: str, model: str, level: float, args: argparse.Namespace,
-                      mode: str = "concurrency", extra: tuple[str, ...] | list[str] = ()) -> Measure:
+                      mode: str = "concurrency", extra: tuple[str, ...] | list[str] = (), protocol: str = "http") -> Measure:
     """perf_analyzer at one level: a concurrency, or (mode "rate") requests per second with its
     default constant arrival. ``args``: batch, window_ms, stability, max_windows. -v makes it
-    print its own client overhead."""
+    print its own client overhead. ``protocol`` "grpc": -i grpc at the server's gRPC endpoint
+    (the HTTP port + 1, as the grpc transport finds it)."""
     binary, env = pa
     load = ["--concurrency-range", str(int(level))] if mode == "concurrency" else ["--request-rate-range", f"{level:.2f}"]
     limit_s = args.window_ms / 1000 * (args.max_windows + 4) + 60
+    where = url.removeprefix("http://")
+    if protocol == "grpc":
+        from engine.load.target import Target
+        from engine.load.transports.grpc import grpc_address
+
+        where = grpc_address(Target(url, model))[0]
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
-        cmd = [str(binary), "-m", model, "-u", url.removeprefix("http://"), "-i", "http", *load, "-b", str(args.batch),
+        cmd = [str(binary), "-m", model, "-u", where, "-i", protocol, *load, "-b", str(args.batch),
                "--measurement-interval", str(args.window_ms), "-s", str(args.stability),
                "-r", str(args.max_windows), "-f", str(csv_path), "--verbose-csv", "-v", *extra]
         with RunAccount(url, model, str(binary), include_self=False, level=int(level) if mode == "concurrency" else 0) as acct:

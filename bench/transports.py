@@ -1,8 +1,8 @@
 """Our engine's transports against perf_analyzer's, same server, in one run.
 
 For each config variant the embedded server starts once; at each level our engine with
-load.transport = http | system_shm | cuda_shm and perf_analyzer 2.41 with --shared-memory
-none | system | cuda run in alternation (the order flips every round). Per run: images/s, p50,
+load.transport = http | system_shm | cuda_shm | grpc and perf_analyzer 2.41 with --shared-memory
+none | system | cuda, or -i grpc, run in alternation (the order flips every round). Per run: images/s, p50,
 p99, GPU busy % (NVML, mean and per GPU the variant uses), and ours / perf_analyzer; with
 --instance-timing, where each GPU's batches spent their time (the ViT's execute_clock.py). At
 the end, each tool's scaling efficiency per transport: peak_N / (N x peak_1x). `--mps off|on`
@@ -23,7 +23,8 @@ from bench.common import ROOT, GpuBusy, out_dir, stamp
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 EMBEDDED = str(ROOT / "model_repository" / "embedded")
-PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
+PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"], "grpc": []}
+PA_PROTOCOL = {"grpc": "grpc"}  # perf_analyzer's -i for our transport (else http)
 
 
 def instance_snapshots(directory: Path | None) -> dict[str, dict]:
@@ -81,7 +82,8 @@ def one_run(tool: str, pa: tuple[Path, dict[str, str]], url: str, level: int, tr
     snapshots = instance_snapshots(timing_dir)
     with GpuBusy(gpus) as busy:
         if tool == "pa":
-            m = run_perf_analyzer(pa, url, args.model, level, args, extra=PA_SHM[transport])
+            m = run_perf_analyzer(pa, url, args.model, level, args, extra=PA_SHM[transport],
+                                  protocol=PA_PROTOCOL.get(transport, "http"))
         else:
             m = run_ours(url, args.model, level, args, transport=transport, gpus=gpus)
     m.extra["gpu_busy"] = busy.mean()
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         levels = []
     if unknown or not levels or args.rounds < 1:
-        why = f"unknown transport {unknown[0]!r} (http, system_shm, cuda_shm)" if unknown else "--levels and --rounds must be integers > 0"
+        why = f"unknown transport {unknown[0]!r} ({', '.join(PA_SHM)})" if unknown else "--levels and --rounds must be integers > 0"
         print(f"transports: {why}", file=sys.stderr)
         return 2
     try:
