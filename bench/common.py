@@ -36,6 +36,9 @@ def stamp() -> str:
 # --------------------------------------------------------------------------- the GPU box
 
 
+GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
+
+
 def device_environment() -> None:
     """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
     repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), and on a
@@ -55,6 +58,14 @@ def device_environment() -> None:
         paths.append(str(CARRY_SITE))
         sys.path.append(str(CARRY_SITE))
         importlib.invalidate_caches()
+    wheels = CARRY / "wheels"
+    if importlib.util.find_spec("grpc") is None and any(wheels.glob("grpcio-*.whl")):  # load.transport = grpc
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--find-links",
+                        str(wheels), "--target", str(CARRY_SITE), *GRPC_WHEELS], check=False)
+        if str(CARRY_SITE) not in paths:
+            paths.append(str(CARRY_SITE))
+            sys.path.append(str(CARRY_SITE))
+        importlib.invalidate_caches()
     old = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *([old] if old else [])])
 
@@ -69,6 +80,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
         epilog="Fits: here, before a device run; about a minute (xz), more on the first perf_analyzer set-up.")
     p.add_argument("--stub-python", default="3.12", help="the device's Python version (default 3.12)")
     p.add_argument("--textual", action="store_true", help="also download textual's wheels (for tui_overhead there)")
+    p.add_argument("--grpc", action="store_true", help="also download the grpc transport's wheels (tritonclient 2.41,"
+                   " grpcio, protobuf) for the box's Python; installed there by every stage when grpc is missing")
     p.add_argument("--no-perf-analyzer", action="store_true", help="skip perf_analyzer")
     return p
 
@@ -105,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
             print("carry: pip download textual failed", file=sys.stderr)
             return 1
         print(f"{CARRY / 'wheels'}: {len(list((CARRY / 'wheels').glob('*.whl')))} wheels")
+    if args.grpc:
+        code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                               "--python-version", args.stub_python, "--platform", "manylinux2014_x86_64",
+                               "-d", str(CARRY / "wheels"), *GRPC_WHEELS]).returncode
+        if code:
+            print("carry: pip download of the grpc wheels failed", file=sys.stderr)
+            return 1
     if not args.no_perf_analyzer:
         from bench.tools import SetupError, ensure_perf_analyzer
 

@@ -108,6 +108,25 @@ def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None
     return None
 
 
+def messages() -> Any:
+    """tritonclient's generated KServe v2 messages (tritonclient.grpc.service_pb2). In a load worker
+    they load without tritonclient.grpc's __init__, which imports its whole client and numpy (about
+    a third of a second per worker) for messages that need only protobuf."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    if "tritonclient.grpc" not in sys.modules:
+        spec = importlib.util.find_spec("tritonclient")
+        if spec is not None and spec.submodule_search_locations:
+            bare = types.ModuleType("tritonclient.grpc")
+            bare.__path__ = [os.path.join(next(iter(spec.submodule_search_locations)), "grpc")]
+            sys.modules["tritonclient.grpc"] = bare
+    return importlib.import_module("tritonclient.grpc.service_pb2")
+
+
 class GrpcConnection(Connection):
     """One gRPC channel (one TCP connection) carrying at most one call at a time."""
 
@@ -151,10 +170,10 @@ class GrpcConnection(Connection):
         except asyncio.CancelledError:
             return  # aborted: abort() reported it
         except grpc.aio.AioRpcError as exc:
+            if infer is not self.infer:
+                return  # a call of a channel since closed
             self.first_ns = monotonic_ns()
             self.task = None
-            if infer is not self.infer:
-                return
             code = exc.code()
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                 self._gone(exc)  # the connection broke (the server went away)
@@ -163,10 +182,10 @@ class GrpcConnection(Connection):
             details = " ".join((exc.details() or "").split())[:200]
             self.w.rejected(self, kind, f"gRPC {code.name}: {details}", False)
             return
-        self.first_ns = monotonic_ns()
-        self.task = None
         if infer is not self.infer:
             return  # an answer on a channel since closed
+        self.first_ns = monotonic_ns()
+        self.task = None
         problem = check_answer(reply, self.payload.outputs)
         if problem is None:
             self.w.answered(self, False)
@@ -191,11 +210,9 @@ class GrpcConnection(Connection):
 
 class GrpcDialer(Dialer):
     def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
-        from tritonclient.grpc import service_pb2  # protobuf: imported once per worker
-
         self.w = scheduler
         self.payload = payload
-        self.parse = service_pb2.ModelInferResponse.FromString
+        self.parse = messages().ModelInferResponse.FromString
         self.closings: set[asyncio.Task[None]] = set()
 
     def connection(self) -> GrpcConnection:
