@@ -33,6 +33,21 @@ def test_the_embedded_server_keeps_tritons_layout(identity_server):
     assert grpc_address(Target(identity_server.http_url, "identity"))[0] == identity_server.grpc_url
 
 
+def test_the_port_pair_is_adjacent_and_falls_back_when_the_next_port_is_taken():
+    import socket
+
+    from engine.server.embedded import free_port_pair
+
+    http, grpc_port = free_port_pair()
+    assert grpc_port == http + 1
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        below = taken.getsockname()[1] - 1
+        first, second = free_port_pair(first=below)  # a restart on a fixed HTTP port whose next is in use
+    assert first == below and second not in (below, below + 1)
+
+
 def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: str = "OUTPUT0") -> service_pb2.ModelInferResponse:
     reply = service_pb2.ModelInferResponse(model_name="m")
     out = reply.outputs.add()
