@@ -175,11 +175,12 @@ class GrpcConnection(Connection):
             self.first_ns = monotonic_ns()
             self.task = None
             code = exc.code()
+            details = " ".join((exc.details() or "").split())[:200]
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                self._gone(exc)  # the connection broke (the server went away)
+                # the connection broke (the server went away)
+                self._gone(ConnectionResetError(f"gRPC {code.name}: {details}"))
                 return
             kind = REJECTED if code.name in REFUSALS else SERVER_ERROR
-            details = " ".join((exc.details() or "").split())[:200]
             self.w.rejected(self, kind, f"gRPC {code.name}: {details}", False)
             return
         if infer is not self.infer:
