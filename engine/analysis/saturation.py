@@ -4,6 +4,8 @@ Definition: over the levels that produced a result, sorted by load, the saturati
 lowest level whose throughput is within ``tolerance`` (5 %) of the sweep's maximum throughput.
 It is reached only when a higher level was measured after it; when it is the highest level
 measured, throughput was still rising at the end of the sweep and the point lies beyond it.
+Levels measured above the usable ones but left out (the load generator was the limit there) are
+named, so that "the highest level" is never said of a level that was not the sweep's highest.
 """
 
 from __future__ import annotations
@@ -22,18 +24,26 @@ class Saturation:
     max_throughput: float
     reached: bool
     tolerance: float
+    left_out_above: tuple[float, ...] = ()  # levels above the last usable one, left out (client-bound)
 
     def describe(self, unit: str = "concurrency") -> str:
         pct = f"{self.tolerance * 100:g} %"
         if self.reached:
             return (f"saturates at {unit} {self.level:g}: the first level within {pct} of the peak "
                     f"({self.max_throughput:.4g}/s at {unit} {self.max_level:g})")
-        return (f"not saturated within the sweep: throughput still rising at the highest {unit} "
-                f"({self.max_level:g}, {self.max_throughput:.4g}/s)")
+        if self.left_out_above:
+            above = ", ".join(f"{lv:g}" for lv in self.left_out_above)
+            return (f"not known: throughput still rising at {unit} {self.max_level:g} "
+                    f"({self.max_throughput:.4g}/s), the highest level where the load generator was not the "
+                    f"limit; at {unit} {above} it was (client-bound), so those levels measured the client")
+        return (f"not saturated within the sweep: throughput still rising at its highest {unit}, "
+                f"{self.max_level:g} ({self.max_throughput:.4g}/s)")
 
 
-def saturation_point(points: Sequence[tuple[float, float]], tolerance: float = DEFAULT_TOLERANCE) -> Saturation | None:
-    """``points``: (level, throughput) of the levels that produced a result. None when empty."""
+def saturation_point(points: Sequence[tuple[float, float]], tolerance: float = DEFAULT_TOLERANCE,
+                     left_out: Sequence[float] = ()) -> Saturation | None:
+    """``points``: (level, throughput) of the levels that produced a result. ``left_out``: levels
+    measured but kept out of ``points`` (client-bound). None when ``points`` is empty."""
     if not 0 <= tolerance < 1:
         raise ValueError("tolerance must be in [0, 1)")
     usable = sorted((float(lv), float(tp)) for lv, tp in points if tp is not None and tp >= 0)
@@ -43,6 +53,7 @@ def saturation_point(points: Sequence[tuple[float, float]], tolerance: float = D
     threshold = (1.0 - tolerance) * max_tp
     level, tp = next(p for p in usable if p[1] >= threshold)
     reached = level != usable[-1][0]
+    above = tuple(sorted(float(lv) for lv in left_out if float(lv) > usable[-1][0]))
     return Saturation(
         level=level if reached else None,
         throughput=tp if reached else None,
@@ -50,4 +61,5 @@ def saturation_point(points: Sequence[tuple[float, float]], tolerance: float = D
         max_throughput=max_tp,
         reached=reached,
         tolerance=tolerance,
+        left_out_above=() if reached else above,
     )

@@ -95,7 +95,8 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     best = peak(points)
     # a client-bound level measured the load generator, not the server: never a saturation point
     client_bound = {float(r.level) for r in results if r.audit.client_bound}
-    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound])
+    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound],
+                                  left_out=sorted(client_bound))
     usable = {p.level for p in points}
     evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
                 if float(lv.level) in usable]
