@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import events as ev
+from engine.analysis.stability import none_stable
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.hostinfo import host_facts, software_versions
@@ -252,6 +253,8 @@ class Session(EventSource):
             elif gate_failures := self._gate_failures():
                 status, code = "failed", EXIT_GATES
                 error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
+            else:  # finished; when every figure is from a level whose windows disagreed, the end line says so
+                error = none_stable([r.status for r in self.level_results]) or None
         except UserError as exc:
             status, error, code = "failed", str(exc), EXIT_BAD_INPUT
             self._publish(ev.Error(source="session", message=str(exc), fatal=True))

@@ -29,7 +29,7 @@ from engine.record.doc import (
     to_markdown,
     to_text,
 )
-from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
@@ -294,10 +294,12 @@ def _recommend(c: Comparison) -> list[str]:
     if priced:
         best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)
         out.append(f"Cheapest per image: {best.label} at {num.money(best.findings.cost_per_1000_at_peak)} per 1000 images "
-                   f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s).")
+                   f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s"
+                   f"{unstable_mark(best.findings.peak)}).")
     fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]  # filtered to runs that have one
     if fastest is not None and fastest.findings.peak is not None:
-        out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s.")
+        out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s"
+                   f"{unstable_mark(fastest.findings.peak)}.")
     for r in c.runs:
         if not (r.n and r.n > 1 and r.scaling and r.scaling.efficiency is not None):
             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine import format as fmt
+from engine.analysis.sweep_summary import SweepPoint
 from engine.errors import UserError
 from engine.modes import mode_of
 from engine.record import svg
@@ -39,6 +40,10 @@ def _money_change(value: float | None) -> str:
     return ("+" if value > 0 else "-" if value < 0 else "") + fmt.money(abs(value))
 
 
+def _unstable(point: SweepPoint | None) -> str:
+    return " (unstable)" if point is not None and point.status != "stable" else ""
+
+
 def _slo_cells(c: ConfigFigures) -> list[str]:
     p = c.slo
     if p is None:
@@ -58,6 +63,9 @@ def build_study_doc(f: StudyFigures) -> Doc:
                  f"latency target: {ix.slo or 'none (peak only)'}; study status: {ix.status}."))
     if ix.missing:
         doc.add(Note(f"Missing from this study (not finished): {', '.join(ix.missing)}.", warning=True))
+    for c in f.configs:
+        if c.findings.stability_caveat:
+            doc.add(Note(f"{c.variant}: {c.findings.stability_caveat}", warning=True))
     if all(c.summary.random_weights for c in f.configs):
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
 
@@ -66,7 +74,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
         fi = c.findings
         sat = fi.saturation
         rows.append([
-            c.variant, str(c.units), fmt.rate(c.peak_throughput), fmt.level_value(fi.peak.level) if fi.peak else fmt.NA,
+            c.variant, str(c.units), fmt.rate(c.peak_throughput) + _unstable(fi.peak),
+            fmt.level_value(fi.peak.level) if fi.peak else fmt.NA,
             fmt.ms(fi.peak.p99 if fi.peak else None), *(_slo_cells(c) if f.slo else []),
             fmt.percent(c.efficiency_peak), *([fmt.percent(c.efficiency_slo)] if f.slo else []),
             fmt.money(c.cost_peak), *([fmt.money(c.cost_slo)] if f.slo else []),
