@@ -25,6 +25,10 @@ RANDOM_WEIGHTS_NOTE = (
 )
 
 ADVICE = {
+    "host-cpu": "The server and the load generator share this host's CPUs and use them all, so neither figure is "
+                "the server's alone. To tell them apart: move the inputs off the HTTP body (load.transport = "
+                "system_shm), run the client on another machine against this server, or run fewer model instances; "
+                "sizing a box needs the server measured with the host to itself.",
     "client-bound": "Give the load generator more room (more workers, a bigger client machine, or run it on "
                     "another host): until then these figures understate the server.",
     "request-path": "Move the inputs off the HTTP body (load.transport = system_shm or cuda_shm with the client "
@@ -115,12 +119,14 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
                                   left_out=sorted(client_bound),
                                   unstable=[p.level for p in points if p.status != "stable"])
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
-                if float(lv.level) in usable]
+    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent, lv.own_cpu_percent,
+                                     lv.server_cpu_percent) for lv in levels if float(lv.level) in usable]
     wire = summary.wires.get(sweep) if sweep is not None else None
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
+    cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
-                       assessment.capacity if assessment else None)
+                       assessment.capacity if assessment else None, server_local=_server_on_this_machine(summary.server),
+                       host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
     n = summary.gpus_in_config
     findings = RunFindings(

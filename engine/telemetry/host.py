@@ -3,6 +3,8 @@
 ``own_cpu_percent`` feeds the load engine's self-audit ("is the client the limit?"): the
 session process and its descendants (load workers), minus the subtree of an embedded
 tritonserver, which is the thing being measured, not the measuring tool. 100 = one core.
+``server_cpu_percent`` is that subtree's (the server and its backend stubs), so that a host
+out of CPU can be split between the server, us and everything else.
 
 CPU percentages come from our own deltas of psutil.cpu_times, not from psutil.cpu_percent:
 that function keeps one module-wide baseline, so any other caller in the process would
@@ -41,51 +43,40 @@ def cpu_busy_percent(before: Any, after: Any) -> float | None:
     return min(100.0, max(0.0, (busy1 - busy0) / (total1 - total0) * 100.0))
 
 
-class OwnProcesses:
-    """CPU of a process tree from cpu_times deltas, keyed by (pid, create time) so that a
+def split_tree(parents: dict[int, int], names: dict[int, str], root_pid: int,
+               server_names: Iterable[str]) -> tuple[set[int], set[int]]:
+    """A process table (pid -> parent pid, pid -> name) of ``root_pid``'s descendants split
+    into ours (the root and its descendants) and the server's (a process named in
+    ``server_names`` and all below it: an embedded tritonserver and its backend stubs)."""
+    wanted = set(server_names)
+    server: dict[int, bool] = {root_pid: False}
+
+    def in_server(pid: int) -> bool:
+        if pid not in server:
+            parent = parents.get(pid)
+            server[pid] = names.get(pid) in wanted or (parent is not None and parent in parents and in_server(parent))
+        return server[pid]
+
+    theirs = {pid for pid in parents if in_server(pid)}
+    return {root_pid} | (set(parents) - theirs), theirs
+
+
+class _CpuDelta:
+    """CPU of a changing set of processes between calls, keyed by (pid, create time) so that a
     reused pid is never mistaken for the old process."""
 
-    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED) -> None:
-        self.root_pid = root_pid if root_pid is not None else os.getpid()
-        self.excluded = set(excluded_names)
+    def __init__(self) -> None:
         self._tracked: dict[tuple[int, float], float] = {}
-        self._last_t: float | None = None
 
-    def _tree(self) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(self.root_pid)
-            children = root.children(recursive=True)  # one scan of the process table
-        except psutil.Error:
-            return []
-        by_pid = {p.pid: p for p in children}
-        skip: dict[int, bool] = {self.root_pid: False}
-
-        def excluded(p: psutil.Process) -> bool:
-            if p.pid in skip:
-                return skip[p.pid]
-            try:
-                result = p.name() in self.excluded
-                if not result:
-                    parent = by_pid.get(p.ppid())
-                    result = excluded(parent) if parent is not None else False
-            except psutil.Error:
-                result = True  # gone: nothing to count
-            skip[p.pid] = result
-            return result
-
-        return [root] + [p for p in children if not excluded(p)]
-
-    def sample(self, t: float) -> float | None:
-        """Percent of one core used by the tree since the previous call (None the first time)."""
+    def update(self, procs: Iterable[psutil.Process], last_t: float | None, t: float) -> float | None:
         current: dict[tuple[int, float], float] = {}
-        for proc in self._tree():
+        for proc in procs:
             try:
                 with proc.oneshot():
                     times = proc.cpu_times()
                     current[(proc.pid, proc.create_time())] = times.user + times.system
             except psutil.Error:
                 continue
-        last_t, self._last_t = self._last_t, t
         previous, self._tracked = self._tracked, current
         if last_t is None or t <= last_t:
             return None
@@ -97,6 +88,50 @@ class OwnProcesses:
                 used += cpu_s  # born during this interval: all of its CPU belongs here
         # processes that ended during the interval take their last slice with them
         return used / (t - last_t) * 100.0
+
+
+class OwnProcesses:
+    """CPU of our process tree, and apart from it of the server's subtree inside it (an
+    embedded tritonserver and its children), from cpu_times deltas."""
+
+    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED) -> None:
+        self.root_pid = root_pid if root_pid is not None else os.getpid()
+        self.excluded = set(excluded_names)
+        self._ours = _CpuDelta()
+        self._server = _CpuDelta()
+        self._last_t: float | None = None
+        self.server_percent: float | None = None  # the server subtree at the last sample; None: none in our tree
+
+    def _split(self) -> tuple[list[psutil.Process], list[psutil.Process]]:
+        try:
+            root = psutil.Process(self.root_pid)
+            children = root.children(recursive=True)  # one scan of the process table
+        except psutil.Error:
+            return [], []
+        parents: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for p in children:
+            try:
+                parents[p.pid], names[p.pid] = p.ppid(), p.name()
+            except psutil.Error:
+                continue  # gone: nothing to count
+        ours, server = split_tree(parents, names, self.root_pid, self.excluded)
+        by_pid = {p.pid: p for p in children}
+        return ([root] + [by_pid[pid] for pid in ours if pid in by_pid],
+                [by_pid[pid] for pid in server if pid in by_pid])
+
+    def _tree(self) -> list[psutil.Process]:
+        return self._split()[0]
+
+    def sample(self, t: float) -> float | None:
+        """Percent of one core used by our tree since the previous call (None the first time);
+        ``server_percent`` gets the server subtree's over the same interval."""
+        ours, server = self._split()
+        last_t, self._last_t = self._last_t, t
+        own = self._ours.update(ours, last_t, t)
+        server_cpu = self._server.update(server, last_t, t)
+        self.server_percent = server_cpu if server else None
+        return own
 
 
 class HostReader:
@@ -132,6 +167,7 @@ class HostReader:
             mem_used=int(mem.total - mem.available),  # what applications hold; cache can be reclaimed
             mem_total=int(mem.total),
             own_cpu_percent=self._own.sample(ts),
+            server_cpu_percent=self._own.server_percent,
             net_tx_bps=self._net_tx.update(tx, ts),
             net_rx_bps=self._net_rx.update(rx, ts),
             ts=ts,

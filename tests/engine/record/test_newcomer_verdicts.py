@@ -62,3 +62,19 @@ def test_the_end_line_says_when_no_level_was_stable() -> None:
     assert none_stable(["unstable", "stable", "failed"]) == ""
     assert none_stable(["failed", "failed"]) == ""  # a failed sweep says that instead
     assert none_stable([]) == ""
+
+
+def test_a_recording_of_a_full_shared_host_reads_host_cpu_with_each_share(tmp_path: Path) -> None:
+    from engine.events import GpuSample, HostSample
+
+    run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0, client_bound_from=8)
+    # the embedded server's processes on 19.2 of the 32 cores (60 %), ours on 8 (25 %), 5 % others
+    events = [dataclasses.replace(e, cpu_percent=90.0, own_cpu_percent=800.0, server_cpu_percent=1920.0)
+              if isinstance(e, HostSample) else e
+              for e in synthetic_session(run) if not isinstance(e, GpuSample)]
+    with Recording.open(record_events(tmp_path / "run.sqlite", events)) as rec:
+        findings = analyze(rec.summary())
+    assert findings.levels[-1].server_cpu_percent == pytest.approx(1920.0)
+    assert findings.verdict.kind == "host-cpu"
+    assert "server's processes 60%, our load generator 25%, others 5.0%" in findings.verdict.evidence[0]
+    assert any("another machine" in line for line in findings.recommendation)
