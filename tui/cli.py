@@ -494,7 +494,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             files.append(path)
     recordings = [Recording.open(path) for path in files]
     _print_notes(recordings)
-    comparison = compare(recordings, costs, pro_rata=study)
+    verdict = None
+    if study and len(args.files) == 1:  # one study alone: its own verdict, so that both reports say the same
+        from engine.study.figures import study_figures
+
+        verdict = study_figures(args.files[0], costs).stop.reason
+    comparison = compare(recordings, costs, pro_rata=study, study_verdict=verdict)
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:

@@ -119,7 +119,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
 
     if len(f.recordings) >= 2:
-        comparison = compare(f.recordings)
+        comparison = compare(f.recordings, study_verdict=f.stop.reason)
         if comparison.mismatches:
             doc.add(Heading("Apples-to-apples check"), *[Note(m, warning=True) for m in comparison.mismatches])
     doc.add(Heading("Bottlenecks"))
