@@ -466,7 +466,12 @@ def _parse_costs(items: list[str]) -> dict[int, float]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from engine.analysis.gates import evaluate_comparison_gates, merge_gates, parse_p99_gates
+    from engine.analysis.gates import (
+        describe_gates,
+        evaluate_comparison_gates,
+        merge_gates,
+        parse_p99_gates,
+    )
     from engine.profiles import Gates
 
     gates = merge_gates(Gates(), min_throughput=args.min_throughput, max_p99_ms=parse_p99_gates(args.max_p99),
@@ -500,11 +505,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         verdict = study_figures(args.files[0], costs).stop.reason
     comparison = compare(recordings, costs, pro_rata=study, study_verdict=verdict)
+    failures = evaluate_comparison_gates(gates, comparison)
+    comparison.gates, comparison.gate_failures = describe_gates(gates), failures  # in the report too
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:
         print(render_compare(comparison, args.format))
-    failures = evaluate_comparison_gates(gates, comparison)
     for failure in failures:
         print(f"gate failed: {failure}", file=sys.stderr)
     return 3 if failures else 0

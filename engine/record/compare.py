@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import format as num
+from engine.analysis.gates import GATE_FAILURE_EXIT_CODE as GATE_EXIT
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
 from engine.record import svg
@@ -64,6 +65,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # differences to keep in mind
     levels: list[float] = field(default_factory=list)  # every level any run measured
     study_verdict: str | None = None  # a study's own conclusion (stop at N), when these runs are one study
+    gates: list[str] = field(default_factory=list)  # the gates checked, in words ([]: none)
+    gate_failures: list[str] = field(default_factory=list)
 
     @property
     def lowest_efficiency(self) -> float | None:
@@ -300,6 +303,12 @@ def build_compare_doc(c: Comparison) -> Doc:
         v = r.findings.verdict
         doc.add(Para(f"{r.label}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
     doc.add(Heading("Recommendation"), Bullets(_recommend(c)))
+    if c.gates:  # the gates' results belong in the report as well as in the exit code
+        if c.gate_failures:
+            doc.add(Heading("Gates"), Note(f"{len(c.gate_failures)} gate(s) failed (exit code {GATE_EXIT}):",
+                                           warning=True), Bullets(c.gate_failures))
+        else:
+            doc.add(Heading("Gates"), Para("Every gate passed:"), Bullets(c.gates))
     doc.add(*_charts(c))
     return doc
 

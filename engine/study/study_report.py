@@ -4,6 +4,7 @@ throughput-vs-concurrency chart with one line per config."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from engine import format as fmt
@@ -163,12 +164,20 @@ def render_study(f: StudyFigures, fmt_name: str = "text") -> str:
 
 
 def export_study(f: StudyFigures, fmt_name: str, out_dir: Path, name: str | None = None) -> Path:
-    """The report beside the index (or where asked), never over an existing file."""
+    """The report beside the index, replacing the study's own report of that name (the same
+    report, made again); elsewhere, or where a name is given, never over an existing file."""
     suffix = {"md": ".md", "html": ".html", "text": ".txt"}.get(fmt_name)
     if suffix is None:
         raise UserError(f"unknown study report format {fmt_name!r} (known: md, html, text)")
     out_dir = Path(out_dir).expanduser()
     stem = f.index_path.name.removesuffix(".study.json")
+    if name is None and out_dir.resolve() == f.index_path.parent.resolve():
+        path = out_dir / f"{stem}{suffix}"
+        (out_dir / f".{stem}.new{suffix}").unlink(missing_ok=True)  # left by a run that died mid-write
+        with new_file(out_dir / f".{stem}.new{suffix}") as fh:  # complete before it replaces the old one
+            fh.write(render_study(f, fmt_name))
+        os.replace(out_dir / f".{stem}.new{suffix}", path)
+        return path
     if name is None:
         path = free_name(out_dir, stem, suffix)
     else:

@@ -63,3 +63,30 @@ def test_recordings_outside_a_study_still_flag_a_config_difference(cpu_study: Pa
     recordings = [Recording.open(cpu_study.parent / f"{v}.sqlite") for v in ("cpu", "cpu2")]
     text = render_compare(compare(recordings), "text")
     assert "model config differs in parameters.cpu_threads: 2 (" in text  # the field and its values, not a dict
+
+
+def test_compare_out_with_gates_puts_the_gate_results_in_the_report(cpu_study: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.md"
+    assert main(["compare", str(cpu_study), "--out", str(out), "--format", "md", "--min-throughput", "1000000"]) == 3
+    text = out.read_text()
+    assert "## Gates" in text and "gate(s) failed (exit code 3)" in text and "min_throughput" in text
+    passed = tmp_path / "passed.md"
+    assert main(["compare", str(cpu_study), "--out", str(passed), "--format", "md", "--min-throughput", "1"]) == 0
+    assert "Every gate passed" in passed.read_text()
+
+
+def test_export_of_a_study_replaces_its_own_reports(cpu_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = cpu_study.parent
+    for _ in range(2):  # the study wrote its reports; export makes them again
+        assert main(["export", str(cpu_study), "--format", "md", "--format", "html"]) == 0
+    assert sorted(p.name for p in folder.glob("s*.md")) == ["s.md"]
+    assert sorted(p.name for p in folder.glob("s*.html")) == ["s.html"]
+    assert not list(folder.glob(".*.tmp")) and not list(folder.glob(".s.new*"))
+
+
+def test_the_study_replay_announces_its_levels(cpu_study: Path) -> None:
+    from engine.study.study_replay import StudyReplaySource
+
+    replay = StudyReplaySource(cpu_study)
+    assert replay.levels == [1.0, 2.0, 4.0, 8.0] and replay.mode == "concurrency"
