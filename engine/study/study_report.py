@@ -70,28 +70,31 @@ def build_study_doc(f: StudyFigures) -> Doc:
     if all(c.summary.random_weights for c in f.configs):
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
 
-    rows = []
+    # three narrow tables, not one wide one: a page of about 1000 px holds each whole
+    units = "GPUs" if f.unit == "GPU" else "Instances"
+    peak_rows, slo_rows, verdict_rows = [], [], []
     for c in f.configs:
         fi = c.findings
         sat = fi.saturation
-        rows.append([
+        peak_rows.append([
             c.variant, str(c.units), fmt.rate(c.peak_throughput) + _unstable(fi.peak),
-            fmt.level_value(fi.peak.level) if fi.peak else fmt.NA,
-            fmt.ms(fi.peak.p99 if fi.peak else None), *(_slo_cells(c) if f.slo else []),
-            fmt.percent(c.efficiency_peak), *([fmt.percent(c.efficiency_slo)] if f.slo else []),
-            fmt.money(c.cost_peak), *([fmt.money(c.cost_slo)] if f.slo else []),
-            _j(c.j_per_image_peak), *([_j(c.j_per_image_slo)] if f.slo else []),
-            fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+            fmt.level_value(fi.peak.level) if fi.peak else fmt.NA, fmt.ms(fi.peak.p99 if fi.peak else None),
+            fmt.percent(c.efficiency_peak), fmt.money(c.cost_peak), _j(c.j_per_image_peak),
+        ])
+        slo_rows.append([c.variant, *_slo_cells(c), fmt.percent(c.efficiency_slo), fmt.money(c.cost_slo),
+                         _j(c.j_per_image_slo)])
+        verdict_rows.append([
+            c.variant, fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             fi.verdict.kind,
         ])
-    units = "GPUs" if f.unit == "GPU" else "Instances"
-    slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms" if f.slo else ""
-    header = ["Config", units, "Peak images/s", "at level", "p99 at peak ms",
-              *([f"SLO level ({slo_name})", "images/s at SLO", f"{f.slo.percentile} there ms"] if f.slo else []),
-              "Efficiency (peak)", *(["Efficiency (SLO)"] if f.slo else []),
-              "$ / 1000 images (peak)", *(["$ / 1000 images (SLO)"] if f.slo else []),
-              "J / image (peak)", *(["J / image (SLO)"] if f.slo else []), "Saturation", "Bottleneck"]
-    doc.add(Heading("Per config"), Table(header, rows))
+    doc.add(Heading("Per config"),
+            Table(["Config", units, "Peak images/s", "at level", "p99 at peak ms", "Efficiency",
+                   "$ / 1000 images", "J / image"], peak_rows, "At each config's peak"))
+    if f.slo:
+        slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms"
+        doc.add(Table(["Config", "SLO level", "images/s", f"{f.slo.percentile} ms", "Efficiency",
+                       "$ / 1000 images", "J / image"], slo_rows, f"At the latency target ({slo_name})"))
+    doc.add(Table(["Config", "Saturation", "Bottleneck"], verdict_rows, "Where each config saturates, and what limits it"))
     doc.add(Para(f"Efficiency = (images/s per {f.unit}) / (images/s per {f.unit} of {f.configs[0].variant}); "
                  "saturation = the lowest level within 5 % of the config's peak; "
                  "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))

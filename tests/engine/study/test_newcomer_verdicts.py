@@ -90,3 +90,22 @@ def test_the_study_replay_announces_its_levels(cpu_study: Path) -> None:
 
     replay = StudyReplaySource(cpu_study)
     assert replay.levels == [1.0, 2.0, 4.0, 8.0] and replay.mode == "concurrency"
+
+
+def test_the_study_tables_fit_a_page_and_the_chart_labels_every_planned_level(cpu_study: Path) -> None:
+    import re
+
+    from engine.record.doc import Table
+    from engine.record.svg import Series, line_chart
+    from engine.study.study_report import build_study_doc
+
+    doc = build_study_doc(study_figures(cpu_study))
+    tables = [b for b in doc.blocks if isinstance(b, Table)]
+    # the widest study table had 16 columns; Saturation and Bottleneck fell off a 1000 px page
+    assert max(len(t.header) for t in tables) <= 8
+    assert any(t.header == ["Config", "Saturation", "Bottleneck"] for t in tables)
+    # an SLO search adds levels between the planned ones: every planned level keeps its label
+    levels = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
+    chart = line_chart("t", [Series("a", [(x, float(x)) for x in levels])], "concurrency", "images/s", log2_x=True)
+    labels = set(re.findall(r'text-anchor="middle">([^<]+)</text>', chart))
+    assert {"1", "2", "4", "8", "16", "32", "64", "128"} <= labels
