@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,10 +25,19 @@ MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step wi
 EXIT_CODES = """\
 exit codes:
   0    ok
-  1    the run failed (a level failed, the server died, the recording could not be written)
+  1    the run failed (a level failed or the sweep ended early, the server or a load worker
+       died, the recording could not be written)
   2    bad input (profile, URL, model name, recording file, flag)
   3    a gate failed (gates.* in the profile, or compare's --min-*/--max-* flags)
   130  interrupted (Ctrl-C, SIGTERM, SIGHUP)"""
+
+
+def _server_variant(text: str) -> str:
+    """auto, Nx (1x, 2x, ...), cpu or cpuK (cpu2): whether the model has it is checked when it starts."""
+    name = text.strip().lower()
+    if not re.fullmatch(r"auto|[1-9]\d*x|cpu(?:[1-9]\d*)?", name):
+        raise argparse.ArgumentTypeError(f"unknown variant {text!r} (expected auto, Nx such as 2x, cpu or cpuK such as cpu2)")
+    return name
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -176,8 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C")
     p.add_argument("--model", default="vit_tiny", metavar="NAME",
                    help="a model of model_repository/ (vit_tiny, identity, openclip_vit_b32, ...; default: vit_tiny)")
-    p.add_argument("--variant", default="auto", choices=("auto", "cpu", "1x", "2x", "4x", "8x"),
-                   help="model config: Nx spreads instances over N GPUs; auto: every GPU here, or cpu (default: auto)")
+    p.add_argument("--variant", default="auto", type=_server_variant, metavar="auto|Nx|cpu|cpuK",
+                   help="model config: Nx spreads instances over N GPUs, cpuK runs K CPU instances (cpu2); "
+                        "auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
@@ -534,21 +545,25 @@ def _cmd_server(args: argparse.Namespace) -> int:
     check_bind_address(args.bind)
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
+    import tempfile
+
+    # the log outside the server's work folder, which goes when it stops: the printed path stays true
+    log_dir = Path(tempfile.mkdtemp(prefix="gpuscale-server-log-"))
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
-                            mps=args.mps)
+                            mps=args.mps, log_dir=log_dir)
     done = threading.Event()
     signals = _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)
     with server:
         print(f"HTTP     {server.http_url}\ngRPC     {server.grpc_url}\nmetrics  {server.metrics_url}")
-        print(f"model    {args.model} (variant {server.variant})\nlog      {server.log_path}")
+        print(f"model    {args.model} (variant {server.variant})\nlog      {server.log_path} (kept after it stops)")
         if server.prepared and server.prepared.gpus:
             print(f"MPS      {'on' if server.mps_used else 'off'}: {server.mps_why}")
         print("Ctrl-C stops the server.", flush=True)
         while not done.wait(0.5):
             if not server.alive():
                 raise RunFailed(f"tritonserver exited ({server.exit_reason()}); log: {server.log_path}")
-    print("server stopped")
+    print(f"server stopped; its log: {server.log_path}")
     return 130 if signals.count else 0  # stopped by Ctrl-C, SIGTERM or SIGHUP: interrupted
 
 
