@@ -128,11 +128,11 @@ class CpuShares:
     others: float | None  # busy minus the two above (other jobs, the kernel's own work)
 
     def describe(self, cores: int | None) -> str:
-        of = f" of {cores} cores" if cores else ""
+        host = f"the host's {cores} cores" if cores else "the host's CPUs"
         if self.server is None or self.ours is None or self.others is None:
             known = f": our load generator {fmt.percent_points(self.ours)}" if self.ours is not None else ""
-            return f"host CPUs {fmt.percent_points(self.busy)} busy{of}{known} (the server's share was not recorded)"
-        return (f"host CPUs {fmt.percent_points(self.busy)} busy{of}: the server's processes "
+            return f"{host} {fmt.percent_points(self.busy)} busy{known} (the server's share was not recorded)"
+        return (f"{host} {fmt.percent_points(self.busy)} busy: the server's processes "
                 f"{fmt.percent_points(self.server)}, our load generator {fmt.percent_points(self.ours)}, "
                 f"others {fmt.percent_points(self.others)}")
 
@@ -162,7 +162,7 @@ def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores:
         if e.gpu_util and fmean(e.gpu_util.values()) >= GPU_BUSY_PCT:
             return None  # the GPUs are full: the host's CPU is not what holds them back
         shares = cpu_shares(e, cores)
-        evidence = [f"{shares.describe(cores) if shares else ''} at concurrency {e.level:g}"]
+        evidence = [f"at concurrency {e.level:g}, {shares.describe(cores) if shares else ''}"]
         if e.client_bound:
             evidence.append("the load generator's audit flagged this level as client-bound: on a full host it "
                             "waits for the same cores the server needs, so that flag alone does not blame it")
