@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", type=Path, default=Path("model_repository"), metavar="DIR")
     e.add_argument("--opset", type=int, default=17)
 
-    p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C")
+    p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C "
+                                      "(its log is kept in ~/.cache/gpuscale-tui/server-logs)")
     p.add_argument("--model", default="vit_tiny", metavar="NAME",
                    help="a model of model_repository/ (vit_tiny, identity, openclip_vit_b32, ...; default: vit_tiny)")
     p.add_argument("--variant", default="auto", type=_server_variant, metavar="auto|Nx|cpu|cpuK",
@@ -545,10 +546,12 @@ def _cmd_server(args: argparse.Namespace) -> int:
     check_bind_address(args.bind)
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
-    import tempfile
+    import os
+    import time
 
     # the log outside the server's work folder, which goes when it stops: the printed path stays true
-    log_dir = Path(tempfile.mkdtemp(prefix="gpuscale-server-log-"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    log_dir = cache / "gpuscale-tui" / "server-logs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
                             mps=args.mps, log_dir=log_dir)
     done = threading.Event()
