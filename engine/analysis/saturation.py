@@ -35,8 +35,9 @@ class Saturation:
     def describe(self, unit: str = "concurrency") -> str:
         pct = f"{self.tolerance * 100:g} %"
         if self.reached:
+            peak_mark = f"; {UNSTABLE_MARK}" if self.max_level != self.level and self._mark(self.max_level) else ""
             return (f"saturates at {unit} {self.level:g}{self._mark(self.level)}: the first level within {pct} of "
-                    f"the peak ({self.max_throughput:.4g}/s at {unit} {self.max_level:g}{self._mark(self.max_level)})")
+                    f"the peak ({self.max_throughput:.4g}/s at {unit} {self.max_level:g}{peak_mark})")
         if self.left_out_above:
             above = ", ".join(f"{lv:g}" for lv in self.left_out_above)
             return (f"not known: throughput still rising at {unit} {self.max_level:g} "

@@ -347,7 +347,7 @@ def _recommend(c: Comparison) -> list[str]:
         best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)
         out.append(f"Cheapest per image: {best.label} at {num.money(best.findings.cost_per_1000_at_peak)} per 1000 images "
                    f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s"
-                   f"{unstable_mark(best.findings.peak)}).")
+                   f"{unstable_mark(best.findings.peak, inside=True)}).")
     fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]  # filtered to runs that have one
     if fastest is not None and fastest.findings.peak is not None:
         why = (" (the study's verdict above weighs what each step adds, not the fastest run alone)"

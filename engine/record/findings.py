@@ -100,9 +100,12 @@ class RunFindings:
                 "load.max_windows, or longer ones: load.window_ms, may settle them).")
 
 
-def unstable_mark(point: SweepPoint | None) -> str:
-    """" (an unstable level: ...)" after a figure drawn from a level that was not stable."""
-    return f" ({UNSTABLE_MARK})" if point is not None and point.status != "stable" else ""
+def unstable_mark(point: SweepPoint | None, inside: bool = False) -> str:
+    """" (an unstable level: ...)" after a figure drawn from a level that was not stable;
+    ``inside``: the figure already sits in parentheses, so "; an unstable level: ..."."""
+    if point is None or point.status == "stable":
+        return ""
+    return f"; {UNSTABLE_MARK}" if inside else f" ({UNSTABLE_MARK})"
 
 
 def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
@@ -185,7 +188,7 @@ def recommend(f: RunFindings) -> list[str]:
     if f.cost_per_1000_at_peak is not None:
         out.append(
             f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "
-            f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s{unstable_mark(f.peak)})."
+            f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s{unstable_mark(f.peak, inside=True)})."
         )
     else:
         out.append("Set hardware.cost_per_hour in the profile to get the cost per 1000 images.")

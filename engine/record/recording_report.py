@@ -243,7 +243,7 @@ def _cost(f: RunFindings, tag: str = "") -> list:
         return [Heading("Cost per 1000 images" + tag), Para(f"Not available: {why}.")]
     return [Heading("Cost per 1000 images" + tag), Para(
         f"{fmt.money(f.cost_per_1000_at_peak)} per 1000 images at the peak ({fmt.rate(f.peak.throughput if f.peak else None)} "
-        f"images/s{unstable_mark(f.peak)}, ${s.cost_per_hour:g}/hr): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
+        f"images/s, ${s.cost_per_hour:g}/hr{unstable_mark(f.peak, inside=True)}): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
 
 
 def _telemetry(f: RunFindings) -> list:
