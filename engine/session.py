@@ -517,6 +517,7 @@ class Session(EventSource):
     # ----------------------------------------------------------------- telemetry
 
     def _start_telemetry(self) -> None:
+        from engine.telemetry.host import loopback_port
         from engine.telemetry.sampler import TelemetrySampler
 
         t = self.profile.telemetry
@@ -536,6 +537,7 @@ class Session(EventSource):
             host_interval_s=t.host_interval_s,
             metrics_url=metrics_url,
             metrics_headers=dict(server.headers) or None,
+            host_server_port=loopback_port(server.url) if server.kind == "remote" else None,
         )
         self._telemetry.start()
 

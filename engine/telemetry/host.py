@@ -14,6 +14,7 @@ silently shorten our interval.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +24,7 @@ from engine.events import HostSample
 from engine.telemetry.rates import CounterRate
 
 DEFAULT_EXCLUDED = ("tritonserver",)
+LISTENER_LOOKUP_S = 30.0  # a server not found by its port is looked for again this often
 
 
 def cpu_busy_percent(before: Any, after: Any) -> float | None:
@@ -94,9 +96,13 @@ class OwnProcesses:
     """CPU of our process tree, and apart from it of the server's subtree inside it (an
     embedded tritonserver and its children), from cpu_times deltas."""
 
-    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED) -> None:
+    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED,
+                 server_port: int | None = None) -> None:
         self.root_pid = root_pid if root_pid is not None else os.getpid()
         self.excluded = set(excluded_names)
+        self.server_port = server_port  # a server on this machine that is not ours: found by its port
+        self._server_pid: int | None = None
+        self._next_lookup = 0.0
         self._ours = _CpuDelta()
         self._server = _CpuDelta()
         self._last_t: float | None = None
@@ -117,8 +123,31 @@ class OwnProcesses:
                 continue  # gone: nothing to count
         ours, server = split_tree(parents, names, self.root_pid, self.excluded)
         by_pid = {p.pid: p for p in children}
-        return ([root] + [by_pid[pid] for pid in ours if pid in by_pid],
-                [by_pid[pid] for pid in server if pid in by_pid])
+        theirs = [by_pid[pid] for pid in server if pid in by_pid]
+        if not theirs and self.server_port:
+            theirs = self._listener_tree()
+        return [root] + [by_pid[pid] for pid in ours if pid in by_pid], theirs
+
+    def _listener_tree(self) -> list[psutil.Process]:
+        """The process listening on ``server_port`` (a remote-mode server on this machine) and
+        all below it (its backend stubs); looked up again when it is gone."""
+        from engine.http_threads import listener_pid
+
+        for _attempt in range(2):
+            if self._server_pid is None:
+                now = time.monotonic()
+                if now < self._next_lookup:  # a scan of every process's fds: not each sample
+                    return []
+                self._next_lookup = now + LISTENER_LOOKUP_S
+                self._server_pid = listener_pid(self.server_port) if self.server_port else None
+                if self._server_pid is None:
+                    return []
+            try:
+                proc = psutil.Process(self._server_pid)
+                return [proc, *proc.children(recursive=True)]
+            except psutil.Error:
+                self._server_pid = None  # restarted: find it again
+        return []
 
     def _tree(self) -> list[psutil.Process]:
         return self._split()[0]
@@ -134,9 +163,30 @@ class OwnProcesses:
         return own
 
 
+def loopback_port(url: str | None) -> int | None:
+    """The port of a URL on this machine (localhost or a loopback address); None otherwise."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(str(url or ""))
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return None
+    if port is None:
+        return None
+    if host == "localhost":
+        return port
+    try:
+        return port if ipaddress.ip_address(host).is_loopback else None
+    except ValueError:
+        return None
+
+
 class HostReader:
-    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED) -> None:
-        self._own = OwnProcesses(root_pid, excluded_names)
+    def __init__(self, root_pid: int | None = None, excluded_names: Iterable[str] = DEFAULT_EXCLUDED,
+                 server_port: int | None = None) -> None:
+        self._own = OwnProcesses(root_pid, excluded_names, server_port)
         self._cpu_total: Any = None
         self._cpu_cores: list[Any] | None = None
         self._net_tx = CounterRate()

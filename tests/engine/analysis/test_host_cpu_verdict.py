@@ -3,6 +3,8 @@ with each party's share from the process table, not "client-bound"."""
 
 from __future__ import annotations
 
+import os
+
 from engine.analysis.bottleneck import LevelEvidence, cpu_shares, diagnose
 from engine.analysis.saturation import saturation_point
 from engine.telemetry.host import split_tree
@@ -63,3 +65,39 @@ def test_shares_without_the_servers_figure_say_so() -> None:
     shares = cpu_shares(_level(8, 80, host_cpu_percent=92.0, own_cpu_percent=320.0), 16)
     assert shares is not None and shares.server is None and shares.ours == 20.0
     assert "not recorded" in shares.describe(16)
+
+
+def test_loopback_port() -> None:
+    from engine.telemetry.host import loopback_port
+
+    assert loopback_port("http://127.0.0.1:8000") == 8000
+    assert loopback_port("http://localhost:8001/v2") == 8001
+    assert loopback_port("http://[::1]:9000") == 9000
+    assert loopback_port("http://10.0.0.5:8000") is None  # another machine: its CPU is not this host's
+    assert loopback_port("http://127.0.0.1") is None
+    assert loopback_port(None) is None
+
+
+def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> None:
+    import subprocess
+    import sys
+    import time
+
+    from engine.telemetry.host import HostReader
+
+    # a listener outside our tree that burns some CPU: what a remote-mode tritonserver on this host is to us
+    code = ("import socket, time\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+            "print(s.getsockname()[1], flush=True)\nend = time.time() + 30\nwhile time.time() < end: pass\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        reader = HostReader(root_pid=os.getpid(), server_port=port)
+        reader.read(time.time())
+        time.sleep(0.5)
+        sample = reader.read(time.time())
+        assert sample.server_cpu_percent is not None and sample.server_cpu_percent > 0
+        assert HostReader(root_pid=os.getpid()).read(time.time()).server_cpu_percent is None
+    finally:
+        proc.kill()
+        proc.wait()
