@@ -209,15 +209,14 @@ class SpreadWatch:
         self.owners: dict[int, int] = {}
         self.most = most  # pictures with more live connections than this hold spares: skipped
         self.cpu = ThreadCpu(pid)
-        self._start = time.monotonic()
-        self._cpu_start: dict[int, float] = {}  # tid -> CPU seconds at the level's start
+        self._cpu_start: dict[int, tuple[float, float]] = {}  # tid -> (when, its CPU seconds then)
 
     def sample(self) -> None:
         live = self.threads.sample()
         self.cpu.sample(set(live.values()))
         for tid in self.cpu.epoll_tid.values():
             if tid not in self._cpu_start and (seconds := self.cpu.cpu(tid)) is not None:
-                self._cpu_start[tid] = seconds  # first seen during the level: its CPU from now
+                self._cpu_start[tid] = (time.monotonic(), seconds)  # first seen during the level: from now
         if self.most and len(live) > self.most:
             return
         if len(live) >= len(self.owners):  # the fullest picture: the level's connections all open
@@ -226,8 +225,8 @@ class SpreadWatch:
     def reset(self) -> None:
         self.owners = {}
         self.threads.known = {}
-        self._start = time.monotonic()
-        self._cpu_start = {tid: s for tid in self.cpu.epoll_tid.values() if (s := self.cpu.cpu(tid)) is not None}
+        now = time.monotonic()
+        self._cpu_start = {tid: (now, s) for tid in self.cpu.epoll_tid.values() if (s := self.cpu.cpu(tid)) is not None}
 
     def busiest_cpu_percent(self) -> float | None:
         """CPU (% of one core) since the level's start of the HTTP thread holding the most of our
@@ -238,8 +237,9 @@ class SpreadWatch:
         tid = self.cpu.epoll_tid.get(epoll)
         if tid is None or tid not in self._cpu_start or (now := self.cpu.cpu(tid)) is None:
             return None
-        elapsed = time.monotonic() - self._start
-        return (now - self._cpu_start[tid]) / elapsed * 100.0 if elapsed > 0 else None
+        since, before = self._cpu_start[tid]
+        elapsed = time.monotonic() - since
+        return (now - before) / elapsed * 100.0 if elapsed > 0 else None
 
     def per_thread(self) -> list[int]:
         """Connections per HTTP thread that holds any, busiest first."""

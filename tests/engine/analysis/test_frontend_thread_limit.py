@@ -65,3 +65,41 @@ def test_the_thread_waiting_on_an_epoll_fd_is_found_with_its_cpu() -> None:
         stop.set()
         thread.join()
         ep.close()
+
+
+@pytest.mark.server
+async def test_a_real_servers_busiest_http_thread_has_a_measured_cpu(identity_server) -> None:
+    """Against tritonserver: the thread holding our connections is found from its epoll fd, and
+    its CPU over the level read from /proc."""
+    import asyncio
+
+    from engine.events import LevelStarted
+    from engine.http_threads import SpreadWatch, child_named
+    from engine.load.sweep import run_sweep
+    from engine.load.target import Target, describe_target
+    from engine.profiles import Load
+
+    target = Target(identity_server.http_url, "identity")
+    info = await describe_target(target)
+    pid = child_named(identity_server.pid, "tritonserver")
+    assert pid is not None
+    watch = SpreadWatch(pid, int(identity_server.http_url.rsplit(":", 1)[1]))
+    started = asyncio.Event()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, LevelStarted):
+            watch.reset()
+            started.set()
+
+    load = Load(concurrency=[8], window_ms=500, min_window_requests=20, warmup_s=0.3, max_windows=4,
+                stability_percent=50.0, stable_windows=2, request_timeout_s=5.0)
+    task = asyncio.create_task(run_sweep(target, info, load, on_event, asyncio.Event()))
+    while not task.done():
+        if started.is_set():
+            await asyncio.to_thread(watch.sample)
+        await asyncio.sleep(0.05)
+    await task
+    if not os.access(f"/proc/{pid}/task/{pid}/syscall", os.R_OK):
+        pytest.skip("/proc/<pid>/task/<tid>/syscall is not readable here")
+    cpu = watch.busiest_cpu_percent()
+    assert cpu is not None and 0.0 <= cpu <= 100.0 * (os.cpu_count() or 1)
