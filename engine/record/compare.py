@@ -145,8 +145,7 @@ def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[Ru
 
 
 # Model-config keys a study's variants differ in by design, as the reader knows them
-STUDY_VARIABLES = {"instance_group": "instances per GPU (or CPU instances)",
-                   "parameters.cpu_threads": "threads per CPU instance"}
+STUDY_VARIABLES = {"instance_group": "model instances", "parameters.cpu_threads": "threads per CPU instance"}
 
 
 def _leaves(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -169,8 +168,14 @@ def _instances(config: Mapping[str, Any]) -> str:
     groups = config.get("instance_group")
     if not isinstance(groups, list):
         return "not known"
-    return " + ".join(f"{g.get('count', 1)} {str(g.get('kind', '')).removeprefix('KIND_')}".strip()
-                      for g in groups if isinstance(g, Mapping)) or "not known"
+    def one(group: Mapping[str, Any]) -> str:
+        count = group.get("count", 1)
+        if group.get("kind") == "KIND_CPU":
+            return f"{count} on CPU"
+        gpus = group.get("gpus")
+        return f"{count} per GPU" + (f" on GPUs {','.join(map(str, gpus))}" if isinstance(gpus, list) and gpus else "")
+
+    return " + ".join(one(g) for g in groups if isinstance(g, Mapping)) or "not known"
 
 
 def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study: bool = False) -> None:

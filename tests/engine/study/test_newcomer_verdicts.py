@@ -54,7 +54,7 @@ def test_compare_of_the_study_gives_the_studys_answer(cpu_study: Path, capsys: p
     assert "Fix the apples-to-apples" not in out and "string_value" not in out
     assert "The study's verdict: Stop at 1 CPU instance" in out
     assert "threads per CPU instance: the study's variable" in out
-    assert "instances per GPU (or CPU instances): the study's variable" in out
+    assert "model instances: the study's variable (1 on CPU (cpu (cpu)); 2 on CPU (cpu2 (cpu)))" in out
 
 
 def test_recordings_outside_a_study_still_flag_a_config_difference(cpu_study: Path) -> None:
