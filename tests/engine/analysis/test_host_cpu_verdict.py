@@ -94,9 +94,12 @@ def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> Non
         port = int(proc.stdout.readline())
         reader = HostReader(root_pid=os.getpid(), server_port=port)
         reader.read(time.time())
-        time.sleep(0.5)
-        sample = reader.read(time.time())
-        assert sample.server_cpu_percent is not None and sample.server_cpu_percent > 0
+        seen = []
+        deadline = time.monotonic() + 10.0
+        while not any(seen) and time.monotonic() < deadline:  # a busy machine may starve it for a while
+            time.sleep(0.5)
+            seen.append(reader.read(time.time()).server_cpu_percent)
+        assert None not in seen and any(seen), seen
         assert HostReader(root_pid=os.getpid()).read(time.time()).server_cpu_percent is None
     finally:
         proc.kill()
