@@ -413,6 +413,7 @@ class HostSample(Event):
     mem_used: int | None = None
     mem_total: int | None = None
     own_cpu_percent: float | None = None  # this tool's processes (session + load workers)
+    server_cpu_percent: float | None = None  # the embedded server's processes (100 = one core); None: not ours
     net_tx_bps: float | None = None
     net_rx_bps: float | None = None
 
