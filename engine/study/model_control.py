@@ -65,6 +65,42 @@ def override_for(variant_config: dict[str, Any], running: dict[str, Any] | None)
     return merged
 
 
+def _group_fields(group: Any) -> tuple[str | None, int, tuple[int, ...] | None]:
+    """(kind, count, GPUs) of one instance group as JSON; None where it does not say (pure)."""
+    if not isinstance(group, dict):
+        return None, -1, None
+    kind = group.get("kind")
+    kind = None if kind in (None, "", "KIND_AUTO") else str(kind)
+    count = group.get("count", 1)
+    count = count if isinstance(count, int) and not isinstance(count, bool) else -1
+    gpus = group.get("gpus")
+    listed = tuple(sorted(g for g in gpus if isinstance(g, int))) if isinstance(gpus, list) and gpus else None
+    return kind, count, listed
+
+
+def groups_match(wanted: Any, found: Any) -> bool:
+    """Whether the server's instance groups are the ones we loaded: as many groups, each with our
+    count, and our kind and GPUs where we named them (Triton fills in what we left out) (pure)."""
+    if not isinstance(wanted, list) or not isinstance(found, list) or len(wanted) != len(found):
+        return False
+    for ours, theirs in zip(map(_group_fields, wanted), map(_group_fields, found), strict=True):
+        kind, count, gpus = ours
+        if count != theirs[1] or (kind is not None and kind != theirs[0]) or (gpus is not None and gpus != theirs[2]):
+            return False
+    return True
+
+
+def describe_groups(groups: Any) -> str:
+    """"2 x KIND_GPU on GPUs 0,1": one line for a mismatch."""
+    if not isinstance(groups, list):
+        return "no config"
+    parts = []
+    for kind, count, gpus in map(_group_fields, groups):
+        on = f" on GPUs {','.join(map(str, gpus))}" if gpus else ""
+        parts.append(f"{count if count >= 0 else '?'} x {kind or 'any kind'}{on}")
+    return "; ".join(parts) or "no instance groups"
+
+
 def load_variant(http_url: str, model: str, variant: str, source: Path, headers: dict[str, str]) -> dict[str, Any]:
     """Load ``variant`` (from ``source``) on the server; returns the config sent. Raises
     NoModelControl when the server does not allow explicit loads, RunFailed when the load fails."""
@@ -72,6 +108,12 @@ def load_variant(http_url: str, model: str, variant: str, source: Path, headers:
     body = {"parameters": {"config": json.dumps(config)}}
     status, answer = _request("POST", f"{http_url}/v2/repository/models/{model}/load", headers, body, LOAD_TIMEOUT_S)
     if status == 200:
+        loaded = current_config(http_url, model, headers)  # what the server runs now, not what it accepted
+        wanted = config.get("instance_group", [])
+        found = loaded.get("instance_group", []) if loaded else None
+        if not groups_match(wanted, found):
+            raise RunFailed(f"variant {variant}: the server accepted the load but runs other instance groups "
+                            f"({describe_groups(found)}; asked for {describe_groups(wanted)})")
         return config
     message = str(answer.get("error") or answer)
     if "not allowed" in message.lower():
