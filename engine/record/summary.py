@@ -263,7 +263,10 @@ def summarize(recording: Recording) -> RecordingSummary:
                 sweep_no += 1
             current = (sweep_no, index)
             level_open[current] = ts
-            sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, int(data.get("total") or 0)))
+            total = data.get("total") or 0
+            if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 1_000_000:
+                raise _bad(recording, seq, kind, f"total must be a count of levels, found {total!r:.40}")
+            sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, total))
         elif kind in _DECODED_KINDS:
             event = recording.decode(seq, data)
             if isinstance(event, LevelResult):
