@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import RunFailed, UserError
+from engine.record.redact import Redactor
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_files
 from engine.study.pbtxt import pbtxt_to_json
 
@@ -49,6 +50,11 @@ def _request(method: str, url: str, headers: dict[str, str], body: Any = None,
         return status, json.loads(raw) if raw else {}
     except ValueError:
         return status, {"error": raw.decode(errors="replace")[:200]}
+
+
+def _said(answer: dict[str, Any], headers: dict[str, str]) -> str:
+    """The server's error text, one line, without any credential we sent it (it may echo them)."""
+    return Redactor(headers.values()).text(" ".join(str(answer.get("error") or answer).split()))
 
 
 def current_config(http_url: str, model: str, headers: dict[str, str]) -> dict[str, Any] | None:
@@ -115,7 +121,7 @@ def load_variant(http_url: str, model: str, variant: str, source: Path, headers:
             raise RunFailed(f"variant {variant}: the server accepted the load but runs other instance groups "
                             f"({describe_groups(found)}; asked for {describe_groups(wanted)})")
         return config
-    message = str(answer.get("error") or answer)
+    message = _said(answer, headers)
     if "not allowed" in message.lower():
         raise NoModelControl(message)
     raise RunFailed(f"loading variant {variant} of {model} through the repository API failed: {message}")
@@ -136,4 +142,4 @@ def check_model_control(http_url: str, model: str, headers: dict[str, str]) -> b
         return True
     if "not allowed" in str(answer.get("error", "")).lower():
         return False
-    raise RunFailed(f"model control check on {http_url}: {answer.get('error') or answer}")
+    raise RunFailed(f"model control check on {http_url}: {_said(answer, headers)}")

@@ -53,3 +53,15 @@ def test_groups_match_rules():
     assert not groups_match(ours, [{"kind": "KIND_GPU", "count": 1, "gpus": [0, 1]}])
     assert not groups_match(ours, None) and not groups_match(ours, [*ours, *ours])
     assert groups_match([{"count": 3}], [{"kind": "KIND_CPU", "count": 3, "gpus": []}])  # Triton fills kind in
+
+
+def test_a_load_error_that_echoes_our_credentials_shows_none_of_them():
+    import base64
+
+    token = base64.b64encode(b"bob:s3cret/pw42").decode()
+    echo = lambda seen: Reply(400, {"error": f"denied {seen.headers.get('Authorization')} (bob:s3cret/pw42)"})  # noqa: E731
+    with HostileTriton(model=MODEL, load=echo) as srv:
+        with pytest.raises(RunFailed) as caught:
+            load_variant(srv.url, MODEL, "2x", TWO_GPUS, {"Authorization": f"Basic {token}"})
+    message = str(caught.value)
+    assert "denied" in message and token not in message and "s3cret/pw42" not in message, message
