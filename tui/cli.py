@@ -308,9 +308,9 @@ def _run_headless(session, *, replay: bool = False) -> int:  # noqa: ANN001 - a 
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
     error = getattr(session, "error", None)
     if session.exit_code == 2 and error:
-        print(f"{PROG}: error: {error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(error.splitlines()[0])}", file=sys.stderr)
     elif session.exit_code == 1 and error:
-        print(f"{PROG}: failed: {error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: failed: {_shown(error.splitlines()[0])}", file=sys.stderr)
     return session.exit_code
 
 
@@ -386,9 +386,9 @@ def _run_study_headless(study) -> int:  # noqa: ANN001 - a StudySource
     lines = _study_reports(study, print)
     printer.finish_study(study.exit_code, study.index_path, lines)
     if study.exit_code == 2 and study.error:
-        print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(study.error.splitlines()[0])}", file=sys.stderr)
     elif study.exit_code != 0 and study.error:
-        print(f"{PROG}: {'interrupted' if study.exit_code == 130 else 'failed'}: {study.error.splitlines()[0]}",
+        print(f"{PROG}: {'interrupted' if study.exit_code == 130 else 'failed'}: {_shown(study.error.splitlines()[0])}",
               file=sys.stderr)
     return study.exit_code
 
@@ -413,7 +413,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.join()
             printer.close()  # the lines still queued
             if study.error:
-                print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+                print(f"{PROG}: error: {_shown(study.error.splitlines()[0])}", file=sys.stderr)
             return study.exit_code
         from tui.study_app import run_study_tui
 
@@ -522,7 +522,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:
-        print(render_compare(comparison, args.format))
+        from engine.record.safe_text import terminal_text
+
+        text = render_compare(comparison, args.format)
+        print(terminal_text(text) if args.format == "text" else text)
     for failure in failures:
         print(f"gate failed: {failure}", file=sys.stderr)
     return 3 if failures else 0
@@ -584,11 +587,12 @@ COMMANDS = {
 }
 
 
-def _shown(exc: BaseException) -> str:
+def _shown(exc: BaseException | str) -> str:
     """An error for the screen: credentials in URLs or header-like text masked."""
     from engine.record.redact import Redactor
+    from engine.record.safe_text import terminal_text
 
-    return Redactor().text(str(exc))
+    return terminal_text(Redactor().text(str(exc)), keep_newlines=False)
 
 
 def _interrupt_on_term() -> None:

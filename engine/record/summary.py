@@ -389,7 +389,10 @@ class _Fold:
             self.sweep_no += 1
         self.current = (self.sweep_no, index)
         self.level_open[self.current] = ts
-        self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, int(data.get("total") or 0)))
+        total = data.get("total") or 0
+        if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 1_000_000:
+            raise _bad(self.recording, seq, kind, f"total must be a count of levels, found {total!r:.40}")
+        self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, total))
 
     def warning(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
         self.warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
