@@ -40,7 +40,7 @@ JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within thi
 SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
 SEEK_STEP_S = 10.0
 LIVE_ACTIONS = frozenset({"start_sweep", "cancel_sweep", "run_probe"})
-REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "speed", "seek_level", "step"})
+REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "seek_start", "speed", "seek_level", "step"})
 
 VIEW_KEYS = Binding.Group("Views", compact=True)
 SEEK = Binding.Group("Seek", compact=True)
@@ -87,6 +87,7 @@ class GpuscaleApp(App[int]):
         Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # "space" cut the footer at 80 columns
         Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
         Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
+        Binding("home", "seek_start", "Start", show=False, priority=True),  # live: the panels' own Home
         Binding("minus", "speed(-1)", "Slower", group=SPEED),
         Binding("plus,equals_sign", "speed(1)", "Faster", group=SPEED),
         Binding("left_square_bracket", "seek_level(-1)", "Previous level", show=False),
@@ -311,13 +312,28 @@ class GpuscaleApp(App[int]):
         return ok
 
     def action_toggle_pause(self) -> None:
+        if getattr(self.replay, "finished", False):  # at the end, play means play again
+            self._rewind(0.0)
+            if getattr(self.replay, "speed", 1.0) is not None:
+                self._replay_do("resume")
+            return
         self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
 
-    def action_seek(self, direction: int) -> None:
+    def _rewind(self, seconds: float) -> bool:
+        """Seek; at max speed the replay pauses there, where playing on would be back at the
+        end before the screen showed the target."""
         self._level_target = None
+        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
+            self._replay_do("pause")
+        return self._replay_do("seek", seconds)
+
+    def action_seek(self, direction: int) -> None:
         # position_s is the pending target while a seek is under way: quick presses add up
         position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
-        self._replay_do("seek", max(0.0, position + direction * SEEK_STEP_S))
+        self._rewind(max(0.0, position + direction * SEEK_STEP_S))
+
+    def action_seek_start(self) -> None:
+        self._rewind(0.0)
 
     def action_speed(self, direction: int) -> None:
         current = getattr(self.replay, "speed", 1.0)
@@ -330,6 +346,8 @@ class GpuscaleApp(App[int]):
         # of `]` moves one level per press.
         current = self._level_target if self._level_target is not None else self.state.current_level
         target = 0 if current is None else max(0, current + direction)
+        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
+            self._replay_do("pause")  # as _rewind: at max speed, stay where the seek lands
         self._level_target = target
         if not self._replay_do("seek_level", target):
             self._level_target = None
@@ -402,7 +420,7 @@ class GpuscaleApp(App[int]):
             ("Replay: play / pause", "", self.action_toggle_pause, "toggle_pause"),
             ("Replay: faster", "", lambda: self.action_speed(1), "speed"),
             ("Replay: slower", "", lambda: self.action_speed(-1), "speed"),
-            ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
+            ("Replay: back to the start", "", self.action_seek_start, "seek"),
         ]
         for title, text, callback, when in commands:
             if when is True or self.action_possible(str(when)):

@@ -25,8 +25,8 @@ HELP = """\
 | `p` | run the training probe (live session) |
 | `e` | export the recording (JSON, CSV, Markdown, HTML) |
 | `o` | open a recording to replay |
-| `space` | replay: play / pause |
-| `←` `→` | replay: seek 10 s back / forward |
+| `space` | replay: play / pause; at the end, play again from the start |
+| `←` `→` `home` | replay: seek 10 s back / forward / to the start (at max speed the replay pauses there) |
 | `-` `+` | replay: slower / faster (up to max) |
 | `[` `]` | replay: previous / next level |
 | `.` | replay: one event forward (paused) |
