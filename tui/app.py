@@ -39,6 +39,7 @@ HANG_UP_GRACE_S = 5.0  # after a hang-up, how long the sessions' end waits for T
 JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
 SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
 SEEK_STEP_S = 10.0
+IDLE_PHASES = frozenset({"idle", "sweep done", "wire check done"})  # a live session waiting for a request
 LIVE_ACTIONS = frozenset({"start_sweep", "cancel_sweep", "run_probe"})
 REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "seek_start", "speed", "seek_level", "step"})
 
@@ -207,26 +208,29 @@ class GpuscaleApp(App[int]):
             applied += 1
         if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
             self._level_target = None  # arrived
+        told = self._tell_recording()
         # The view under any dialog; none while a mode switch is under way.
         views = [s for s in self.screen_stack if isinstance(s, ViewScreen)]
         screen = views[-1] if views else None
         if screen is not None and screen.is_mounted:
-            if applied:
+            if applied or told:
                 screen.show_state()
             screen.tick_replay()
-        self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:
             self._control_state = control_state
             self.refresh_bindings()
 
-    def _tell_recording(self) -> None:
-        """Once the live session knows its recording's path (it opens the file on its own thread), say
-        where it is, absolute; the help screen keeps it."""
+    def _tell_recording(self) -> bool:
+        """Once the live session knows its recording's path (it opens the file on its own thread),
+        the warnings panel shows it, absolute, and the help keeps it (a toast covered the warnings
+        and broke the path mid-word)."""
         path = getattr(self.controls, "recording_path", None) if self.controls is not None else None
-        if path and Path(path) != self._told_recording:
-            self._told_recording = Path(path)
-            self.notify(f"{Path(path).resolve()}\n(? shows it again)", title="recording to", timeout=8)
+        if not path or (self.state.recording is not None and Path(path) == self._told_recording):
+            return False  # (the state forgets it when it is reset)
+        self._told_recording = Path(path)
+        self.state.set_recording(Path(path).resolve())
+        return True
 
     # ------------------------------------------------------------------ what is possible
 
@@ -239,6 +243,15 @@ class GpuscaleApp(App[int]):
         """The session's own word when it has one (Session.busy), else None (unknown)."""
         busy = getattr(self.controls, "busy", None)
         return bool(busy) if busy is not None else None
+
+    def running_job(self) -> str | None:
+        """What the live session is doing, by its phase (sweep, probe, box check ...); None when
+        it sits idle waiting for a request (or has ended)."""
+        if not self.live_running:
+            return None
+        if self.state.phase in IDLE_PHASES:
+            return "a job" if self.controls_busy else None  # asked for, its first event not here yet
+        return self.state.phase
 
     def recording_path(self) -> Path | None:
         for owner in (self.controls, self.replay):
@@ -278,7 +291,7 @@ class GpuscaleApp(App[int]):
 
     async def action_quit(self) -> None:
         if self.live_running:
-            self.push_screen(ConfirmQuit(), lambda yes: self.exit(0) if yes else None)
+            self.push_screen(ConfirmQuit(self.running_job()), lambda yes: self.exit(0) if yes else None)
         else:
             self.exit(0)
 
@@ -379,7 +392,8 @@ class GpuscaleApp(App[int]):
 
     def action_open_recording(self) -> None:
         if self.live_running:
-            self.notify("a live session is running: quit it (q) before opening a recording", severity="warning")
+            self.notify("a live session is running: it ends when you quit, and q also leaves the app. Replay a "
+                        "recording with: gpuscale-tui replay FILE", severity="warning")
             return
         self.push_screen(OpenRecordingDialog(recording_candidates()), self._open)
 

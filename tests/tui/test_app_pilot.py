@@ -410,7 +410,9 @@ async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Pat
         publish(source, session_events(finish_levels=1, end=False))
         app.drain()
         await pilot.pause()
-        assert any(str(path.resolve()) in n.message for n in app._notifications)
+        from tui.widgets.notices import NoticesPanel
+
+        assert str(path.resolve()).rsplit("/", 1)[1] in panel_text(app.screen.query_one(NoticesPanel))
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert f"This session is recorded to `{path.resolve()}`" in app.screen.text

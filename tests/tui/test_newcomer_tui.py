@@ -147,3 +147,99 @@ async def test_an_interrupted_level_keeps_the_throughput_bars_at_80x24() -> None
             assert "through" in panel[1], text  # the head of sweep 2's table ("through…" at 8 cells)
             interrupted = next(row for row in panel if "interrupted" in row)
             assert "300.0" in interrupted and "█" in interrupted, text
+
+
+@pytest.mark.slow
+async def test_open_in_a_live_session_says_what_is_true() -> None:
+    """`o` said "quit it (q) before opening a recording": q leaves the app."""
+    from tests.tui.test_app_pilot import live_app
+
+    app, _, _ = live_app(busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        message = list(app._notifications)[-1].message
+        assert "quit it (q) before" not in message
+        assert "gpuscale-tui replay" in message and "leaves the app" in message, message
+
+
+@pytest.mark.slow
+async def test_the_quit_dialog_says_whether_anything_runs() -> None:
+    """It said "A session is running" while the session sat idle between sweeps."""
+    from engine import events as ev
+    from tests.tui.synthetic import session_events
+    from tests.tui.test_app_pilot import live_app, publish
+    from tui.screens.dialogs import ConfirmQuit
+
+    events = [*session_events(finish_levels=4, probe=False, end=False),
+              ev.PhaseChanged(phase="idle", detail="waiting: start a sweep or the probe")]
+    app, source, controls = live_app(events, busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmQuit)
+        text = " ".join(str(label.render()) for label in app.screen.query("Label"))
+        assert "idle" in text and "running" not in text, text
+        await pilot.press("n")
+        controls.busy = True
+        publish(source, [ev.PhaseChanged(phase="sweep", detail="")])
+        app.drain()
+        await pilot.press("q")
+        text = " ".join(str(label.render()) for label in app.screen.query("Label"))
+        assert "Running: sweep. Stop it and quit?" in text, text
+
+
+def test_the_readme_names_each_view_key_as_the_tool_does() -> None:
+    """The README said "the study view (key 5)" where a plain session's footer says 1234: key 5
+    is the study's only."""
+    from tui.screens.views import VIEWS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for view in VIEWS:
+        named = f"`{view.key}` {view.title}" + (", in `study` only" if view.study_only else "")
+        assert named in readme, named
+
+
+def test_ours_is_a_share_of_the_host_in_the_help_the_screen_and_the_log() -> None:
+    """The help said "both 0-100 %" while the headless line printed "ours 180%" (of one core)."""
+    import io
+
+    from rich.console import Console
+
+    from engine import events as ev
+    from tests.tui.synthetic import T0, profile
+    from tui.headless import HeadlessPrinter
+    from tui.screens.help import HELP
+
+    out = io.StringIO()
+    printer = HeadlessPrinter(Console(file=out, width=160))
+    printer(ev.SessionStarted(session_id="s", profile_name="cpu", profile=profile(gpu_count=0), mode="sweep",
+                              host={"cpu_cores": 4}, ts=T0))
+    printer(ev.HostSample(cpu_percent=60.0, own_cpu_percent=180.0, mem_used=2**30, mem_total=2**32, ts=T0 + 1))
+    printer.finish(0, None)
+    line = next(row for row in out.getvalue().splitlines() if "telemetry:" in row)
+    assert "ours 45% of the host" in line and "180%" not in line, line
+    assert "% of the whole machine" in HELP and "0-100 %" in HELP
+
+
+@pytest.mark.slow
+async def test_the_recording_path_is_in_the_warnings_panel_whole_not_over_it(tmp_path: Path) -> None:
+    """A toast put the path over the warnings for 8 s and broke it mid-word at 80 columns."""
+    from tests.tui.synthetic import session_events
+    from tests.tui.test_app_pilot import live_app, panel_text, publish
+    from tui.widgets.notices import NoticesPanel
+
+    path = tmp_path / "a_rather_long_folder_name" / "recordings" / "cpu_0gpu_local_20240101T000000Z.sqlite"
+    app, source, _ = live_app(recording=path)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=1, end=False))
+        app.drain()
+        await pilot.pause(0.3)
+        assert not any(str(path.resolve()) in n.message for n in app._notifications)
+        text = panel_text(app.screen.query_one(NoticesPanel))
+        lines = [line.strip() for line in text.splitlines()]
+        start = next(i for i, line in enumerate(lines) if line.startswith("recording to"))
+        shown = "".join(lines[start:]).removeprefix("recording to").split("(?", 1)[0].strip()
+        assert shown == str(path.resolve()), lines[start:]
+        for line in lines[start:-1]:  # each line breaks after a folder's slash, never inside a name
+            assert line.endswith("/") or line == "recording to", lines[start:]
