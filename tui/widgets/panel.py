@@ -109,12 +109,10 @@ class Panel(VerticalScroll):
 
     def _follow(self, lines: int) -> None:
         """Scroll so that the body's first ``lines`` lines end at the bottom of the view."""
-        visible = self.scrollable_content_region.height - len(self._head_lines())
+        head = sum(1 for segment in self._head if segment.text == "\n")  # the docked head's lines
+        visible = self.scrollable_content_region.height - head
         self._follow_y = max(0, lines - max(1, visible))
         self.scroll_to(y=self._follow_y, animate=False)
-
-    def _head_lines(self) -> list[int]:
-        return [i for i, segment in enumerate(self._head) if segment.text == "\n"]
 
     def on_resize(self) -> None:
         if self._state is not None:
