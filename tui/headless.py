@@ -213,7 +213,7 @@ class HeadlessPrinter:
         if host is not None:
             parts.append(f"host cpu {fmt.percent_points(host.latest.cpu_percent)}")
             if host.latest.own_cpu_percent is not None:
-                parts.append(f"ours {fmt.percent_points(host.latest.own_cpu_percent)}")
+                parts.append(f"ours {fmt.percent_points(self.state.own_cpu_of_host(host.latest.own_cpu_percent))} of the host")
         if parts:
             self._last_telemetry_t = t
             self._line("telemetry: " + ", ".join(parts), "dim", ts)
