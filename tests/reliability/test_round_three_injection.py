@@ -13,7 +13,7 @@ import pytest
 
 from engine.events import Error, SessionEnded, Warning
 from engine.record.safe_text import csv_cell, md_text, terminal_text
-from engine.record.synthetic import SyntheticRun, record_events, synthetic_session
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
 from tests.reliability.test_bad_input import run_cli
 
