@@ -145,6 +145,8 @@ class ClientAudit:
     client_delay_p50: float | None = None
     client_delay_p99: float | None = None
     client_delay_fraction: float | None = None  # mean of our side / mean latency
+    # the largest share of the level a worker spent runnable but waiting for a CPU (run queue)
+    cpu_wait_fraction: float | None = None
 
 
 @dataclass

@@ -5,7 +5,8 @@ load stopped helping, so whatever limits throughput shows there), else the highe
 order, the first that holds is the verdict:
 
 0. host-cpu: the server runs on the measuring host, whose CPUs are >= 90 % busy at the decisive
-   level or a higher one (the GPUs not saturated there): the server's processes, the load
+   level or a higher one (or >= 75 % with our workers waiting for a CPU >= 10 % of the level),
+   the GPUs not saturated there: the server's processes, the load
    generator and any other jobs share the same cores, so neither side's figures are its own;
    each party's share comes from the process table (engine/telemetry/host.py);
 1. client-bound: the load generator's own audit says so (its CPU, event-loop lag, late sends),
@@ -50,6 +51,10 @@ GPU_BUSY_PCT = 80.0
 GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
 OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
 HOST_CPU_BUSY_PCT = 90.0  # the measuring host itself is out of CPU
+# ...or nearly so, with our workers measured waiting in the run queue for a core: a level's mean
+# host CPU under-reads a host that is full at its peaks (docs/results/newcomer_verdicts_h200.md)
+HOST_CPU_CONTENDED_PCT = 75.0
+CPU_WAIT_CONTENDED = 0.10  # a worker runnable but waiting for a CPU this share of the level
 
 VERDICTS = ("host-cpu", "client-bound", "request-path", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
 
@@ -70,6 +75,7 @@ class LevelEvidence:
     host_cpu_percent: float | None = None  # the measuring host's CPU (all cores) during the level
     own_cpu_percent: float | None = None  # our processes (session, load workers); 100 = one core
     server_cpu_percent: float | None = None  # the embedded server's processes; 100 = one core
+    client_cpu_wait: float | None = None  # the largest share of the level a worker waited for a CPU
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
         gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
         own_cpu_percent=own_cpu_percent, server_cpu_percent=server_cpu_percent,
+        client_cpu_wait=result.audit.cpu_wait_fraction,
     )
 
 
@@ -153,11 +160,21 @@ def cpu_shares(e: LevelEvidence, cores: int | None) -> CpuShares | None:
     return CpuShares(e.host_cpu_percent, server, ours, others)
 
 
+def _host_full(e: LevelEvidence) -> bool:
+    """The host's CPUs are full: busy to the brim, or nearly so with our workers queued for a core."""
+    if e.host_cpu_percent is None:
+        return False
+    if e.host_cpu_percent >= HOST_CPU_BUSY_PCT:
+        return True
+    return (e.host_cpu_percent >= HOST_CPU_CONTENDED_PCT and e.client_cpu_wait is not None
+            and e.client_cpu_wait >= CPU_WAIT_CONTENDED)
+
+
 def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores: int | None,
                       findings: list[Finding]) -> Verdict | None:
     """The server shares this host and the host's CPUs are full where the sweep stopped gaining."""
     for e in (x for x in levels if x.level >= ev.level):
-        if e.host_cpu_percent is None or e.host_cpu_percent < HOST_CPU_BUSY_PCT:
+        if not _host_full(e):
             continue
         if e.gpu_util and fmean(e.gpu_util.values()) >= GPU_BUSY_PCT:
             return None  # the GPUs are full: the host's CPU is not what holds them back

@@ -104,3 +104,24 @@ def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> Non
     finally:
         proc.kill()
         proc.wait()
+
+
+def _contended_sweep(wait: float | None) -> list[LevelEvidence]:
+    # As measured on 1x H200 (docs/results/newcomer_verdicts_h200.md): at c=128 the host 85 % busy,
+    # the server's processes 12.6 cores, our 4 workers under one core and waiting for a CPU 25 %
+    # of the level; the audit flags the level client-bound for that lag.
+    busy = dict(host_cpu_percent=85.0, server_cpu_percent=1260.0, own_cpu_percent=102.0, client_bound=True,
+                client_cpu_percent=95.0, client_cpu_wait=wait,
+                client_reasons=("event-loop lag p99 7.1 ms: a worker waiting for a CPU 25 % of the time",))
+    return [_level(1, 290), _level(32, 4041), _level(64, 5289, **busy), _level(128, 5781, **busy)]
+
+
+def test_a_nearly_full_host_whose_workers_wait_for_a_cpu_is_host_cpu() -> None:
+    v = _diagnose(_contended_sweep(0.25), local=True)
+    assert v.kind == "host-cpu", v  # type: ignore[attr-defined]
+    assert "server's processes 79%" in " ".join(v.evidence)  # type: ignore[attr-defined]
+
+
+def test_without_run_queue_waits_a_nearly_full_host_stays_client_bound() -> None:
+    assert _diagnose(_contended_sweep(0.02), local=True).kind == "client-bound"  # type: ignore[attr-defined]
+    assert _diagnose(_contended_sweep(None), local=True).kind == "client-bound"  # type: ignore[attr-defined]
