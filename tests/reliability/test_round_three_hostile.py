@@ -42,6 +42,7 @@ def _assert_ran(proc: subprocess.CompletedProcess[str], warning: str) -> None:
     assert proc.stdout.count(warning) == 1, proc.stdout[-3000:]  # said once
 
 
+@pytest.mark.slow
 def test_gauges_of_1e300_and_infinity_are_dropped_not_recorded(tmp_path):
     srv = HostileTriton(metrics=Reply(200, metrics_text(mem_used="1e300", power="+Inf", util="-3", energy="NaN"),
                                       "text/plain"))
@@ -53,6 +54,7 @@ def test_gauges_of_1e300_and_infinity_are_dropped_not_recorded(tmp_path):
     assert rows and all(r[:3] == (None, None, None) and r[3] == 80_000_000_000 for r in rows), rows[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["infinity", "list", "string", "negative"])
 def test_statistics_counters_that_are_not_counters_are_dropped(case, tmp_path):
     bad = {"infinity": "Infinity", "list": "[1, 2]", "string": '"12"', "negative": "-5"}[case]
@@ -66,6 +68,7 @@ def test_statistics_counters_that_are_not_counters_are_dropped(case, tmp_path):
     assert windows and all("queue.count" in w.server.dropped and w.server.queue is None for w in windows)
 
 
+@pytest.mark.slow
 def test_random_statistics_never_show_a_negative_or_impossible_time(tmp_path):
     """Counters that grow, but whose nanoseconds jump about: no time below zero or above the
     client's own latency reaches a window."""

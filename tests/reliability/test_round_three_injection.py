@@ -65,6 +65,7 @@ def test_headless_replay_prints_no_escape_codes(recording):
     assert "\\x1b]0;pwned\\x07" in proc.stdout  # shown, not obeyed
 
 
+@pytest.mark.slow
 def test_a_server_error_with_escape_codes_is_shown_not_obeyed(tmp_path):
     with HostileTriton(infer=Reply(500, {"error": f"bad {ESCAPES}"})) as srv:
         proc = run_cli("--record", "--output", str(tmp_path), "--profile", remote_profile(tmp_path / "p.toml", srv.where))

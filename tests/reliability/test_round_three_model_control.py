@@ -29,6 +29,7 @@ def test_a_load_the_server_ignored_fails_the_variant_in_one_line():
     assert any(s.path.endswith("/load") for s in srv.seen), "the load was never sent: nothing was checked"
 
 
+@pytest.mark.slow
 def test_a_load_the_server_applied_passes_with_what_triton_fills_in():
     running = {"config": model_config(MODEL, OLD)}
 
@@ -55,6 +56,7 @@ def test_groups_match_rules():
     assert groups_match([{"count": 3}], [{"kind": "KIND_CPU", "count": 3, "gpus": []}])  # Triton fills kind in
 
 
+@pytest.mark.slow
 def test_a_load_error_that_echoes_our_credentials_shows_none_of_them():
     import base64
 

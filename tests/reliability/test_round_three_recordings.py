@@ -54,6 +54,7 @@ CASES = {
 PAIRS = [("timestamp-text", "replay"), *((case, command) for case in sorted(CASES) for command in ("export", "compare"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "command"), PAIRS)
 def test_doctored_tables_are_one_line_and_exit_2(case, command, recording, tmp_path):
     sql, needle = CASES[case]
@@ -66,6 +67,7 @@ def test_doctored_tables_are_one_line_and_exit_2(case, command, recording, tmp_p
     assert "done" not in proc.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_gpu_sample_with_a_missing_reading_fails_headless_replay(recording, tmp_path):
     proc = run_cli("replay", "--headless", str(_gpu_reading_none(recording, tmp_path)))
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr)
@@ -153,6 +155,7 @@ def test_a_level_count_that_is_not_a_count_is_one_line(command, recording, tmp_p
     assert_one_line_exit_2(run_cli(*args), "total must be a count of levels")
 
 
+@pytest.mark.slow
 def test_nan_in_a_recorded_number_is_not_available_or_one_line(recording, tmp_path):
     optional = _event_doctored(recording, tmp_path, "window", lambda d: d["audit"].update(first_byte_p50=float("nan")))
     proc = run_cli("export", str(optional), "-f", "csv", "--out", str(tmp_path / "a"))
@@ -162,6 +165,7 @@ def test_nan_in_a_recorded_number_is_not_available_or_one_line(recording, tmp_pa
                            "throughput_ips: expected a number, found nan")
 
 
+@pytest.mark.slow
 def test_an_absurd_recorded_warmup_does_not_stop_the_headless_printer(recording, tmp_path):
     """A profile whose warmup is 1e308 s makes the sweep's time left infinite: shown as n/a."""
     path = tmp_path / "doctored.sqlite"

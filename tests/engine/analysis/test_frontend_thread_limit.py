@@ -35,6 +35,7 @@ def test_syscall_and_stat_lines() -> None:
     assert thread_cpu_seconds(stat) == pytest.approx(300 / os.sysconf("SC_CLK_TCK"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
 def test_the_thread_waiting_on_an_epoll_fd_is_found_with_its_cpu() -> None:
     ep = select.epoll()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from engine.analysis.bottleneck import LevelEvidence, cpu_shares, diagnose
 from engine.analysis.saturation import saturation_point
 from engine.telemetry.host import split_tree
@@ -78,6 +80,7 @@ def test_loopback_port() -> None:
     assert loopback_port(None) is None
 
 
+@pytest.mark.slow
 def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> None:
     import subprocess
     import sys

@@ -53,6 +53,7 @@ class Answer(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_closing_after_the_server_unregistered_gives_the_gpu_memory_back(released: list[Any]) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
