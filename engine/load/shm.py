@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
-from engine.load.http1 import error_message, request
+from engine.load.http1 import BadResponse, error_message, request
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
@@ -83,7 +83,7 @@ class SharedRegions:
     async def _call(self, path: str, body: dict[str, Any], quiet: bool = False) -> None:
         try:
             reply = await request(self.url, path, "POST", json.dumps(body).encode(), self.headers, timeout_s=30.0)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, BadResponse) as exc:
             if quiet:
                 return
             raise UserError(f"shared memory: the server did not answer {path}: {exc}") from None
