@@ -64,7 +64,7 @@ class Scheduler(Protocol):
 class Connection:
     """One connection of a load worker, carrying at most one request at a time.
 
-    The scheduler reads and resets ``busy``, ``generation`` and ``backoff``. The transport keeps
+    The scheduler reads and resets ``busy``, ``generation``, ``backoff`` and ``reconnecting``. The transport keeps
     the timings a request's latency is split by: ``send`` sets ``sent_ns`` (now) and
     ``intended_ns`` (the schedule's time, or now); ``written_ns`` when the whole request is in
     the kernel's (or the protocol library's) hands; ``first_ns`` when the answer's first bytes
@@ -83,6 +83,7 @@ class Connection:
         self.first_ns = 0
         self.unread_ns = 0
         self.backoff = 0.0  # the scheduler's reconnect delay
+        self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
 
     def send(self, intended_ns: int = 0) -> int:
         """Write one request (the sweep's); returns the send time (monotonic ns). The hot path:
