@@ -136,6 +136,8 @@ def _check_output(name: str, output: dict[str, Any], spec: AnswerSpec) -> str | 
         return f"output {name!r}: parameters is a JSON {_kind(params)}"
     placed = spec.shm.get(name)
     if placed is not None:
+        if "binary_data_size" in params or "data" in output:
+            return f"output {name!r}: asked for in shared memory, answered in the body"
         return _check_shm(name, params, placed)
     if "binary_data_size" in params:
         size = params["binary_data_size"]
@@ -151,7 +153,9 @@ def _check_output(name: str, output: dict[str, Any], spec: AnswerSpec) -> str | 
 
 
 def _check_shm(name: str, params: dict[str, Any], placed: ShmOutput) -> str | int:
-    region = params.get("shared_memory_region")
+    """An output placed in shared memory: Triton names no place in its answer (the data is where
+    the request put it); what an answer does name must be what was asked for."""
+    region = params.get("shared_memory_region", placed.region)
     if region != placed.region:
         return f"output {name!r}: in shared memory region {json.dumps(region)[:40]}, asked for {placed.region!r}"
     size = params.get("shared_memory_byte_size", placed.byte_size)

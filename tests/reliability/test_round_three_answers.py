@@ -20,7 +20,13 @@ from engine.load.sweep import run_sweep
 from engine.load.target import Target, describe_target
 from engine.profiles import Load
 from engine.record.reader import Recording
-from tests.reliability.hostile_server import HostileTriton, Reply, Seen, binary_answer, remote_profile
+from tests.reliability.hostile_server import (
+    HostileTriton,
+    Reply,
+    Seen,
+    binary_answer,
+    remote_profile,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = b"\0" * 16  # OUTPUT0 of one request: FP32 [1, 4]
@@ -178,9 +184,11 @@ def test_a_shared_memory_output_must_name_its_region_and_offset():
     check = AnswerCheck(spec)
     for params, ok in [({"shared_memory_region": "out", "shared_memory_byte_size": 16, "shared_memory_offset": 64}, True),
                        ({"shared_memory_region": "out"}, True),
+                       ({}, True),  # Triton's answer: the output's name, datatype and shape only
+                       ({"binary_data_size": 16}, False),
                        ({"shared_memory_region": "out", "shared_memory_offset": 0}, False),
                        ({"shared_memory_region": "out", "shared_memory_byte_size": 17}, False),
-                       ({}, False)]:
+                       ({"shared_memory_region": "elsewhere"}, False)]:
         body, _n = _body(_header(_output(parameters=params)), b"")
         start = len(b"HTTP/1.1 200 OK\r\n\r\n")
         assert (check.check(body, start, len(body) - start, None) is None) == ok, params

@@ -105,3 +105,24 @@ def test_statistics_or_metrics_that_never_end_leave_the_measurement_alone(endpoi
     assert "Traceback" not in out, out[-3000:]
     level = _level(tmp_path)
     assert level.requests > 0 and level.errors == 0, level
+
+
+@pytest.mark.parametrize("stream", sorted(STREAMS))
+def test_the_studys_model_control_refuses_a_config_that_never_ends(stream):
+    from engine.errors import RunFailed
+    from engine.study.model_control import current_config
+
+    with HostileTriton(config=STREAMS[stream]()) as srv:
+        start = time.monotonic()
+        with pytest.raises(RunFailed, match="response_too_large"):
+            current_config(srv.url, "m", {})
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("stream", sorted(STREAMS))
+def test_a_metrics_page_that_never_ends_is_refused(stream):
+    from engine.telemetry.triton_metrics import MetricsUnavailable, fetch_metrics_text
+
+    with HostileTriton(metrics=STREAMS[stream]()) as srv:
+        with pytest.raises(MetricsUnavailable, match="larger than"):
+            fetch_metrics_text(f"{srv.url}/metrics", timeout=10)
