@@ -7,7 +7,7 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -80,6 +80,8 @@ class LevelSummary:
     gpu: dict[str, dict[str, float]] = field(default_factory=dict)
     host_cpu_percent: float | None = None
     windows_recorded: int = 0
+    own_cpu_percent: float | None = None  # our processes in the span (100 = one core)
+    server_cpu_percent: float | None = None  # the embedded server's processes; None: not recorded
 
     @property
     def level(self) -> float:
@@ -245,76 +247,25 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     model_section = _table(profile.get("model"))
     server = _table(meta.get("server"))
 
-    # keyed by (sweep, level index): a second sweep's level 0 is not the first one's
-    results: dict[tuple[int, int], LevelResult] = {}
-    level_open: dict[tuple[int, int], float] = {}
-    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    window_counts: dict[tuple[int, int], int] = {}
-    sweep_runs: dict[int, SweepRun] = {}
-    sweep_no = 0
-    sweep: SweepFinished | None = None
-    probe: list[ProbeResult] = []
-    allreduce: list[AllReduceResult] = []
-    topology: Topology | None = None
-    box_check: BoxCheck | None = None
-    wires: dict[int, WireCeiling] = {}
-    warnings: dict[str, str] = {}
-    errors: list[str] = []
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
     first_ts = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
     last_ts = next(recording.query("SELECT ts FROM events ORDER BY seq DESC LIMIT 1"), (None,))[0]
-    ended: dict[str, Any] = {}
-    current = (0, -1)
-
+    fold = _Fold(recording)
     for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
         if not isinstance(data, dict):
             raise _bad(recording, seq, kind, "not a table")
-        if kind == "window":
-            window_counts[current] = window_counts.get(current, 0) + 1
-            if not data.get("warmup"):
-                start, end = _number(data.get("t_start")), _number(data.get("t_end"))
-                if start is None or end is None:
-                    raise _bad(recording, seq, kind, "t_start and t_end must be numbers")
-                windows.setdefault(current, []).append((start, end))
-        elif kind == "level_started":
-            index = data.get("index")
-            if not isinstance(index, int) or isinstance(index, bool):
-                raise _bad(recording, seq, kind, f"index must be an integer, found {index!r:.40}")
-            if index == 0 or sweep_no == 0:
-                sweep_no += 1
-            current = (sweep_no, index)
-            level_open[current] = ts
-            sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, int(data.get("total") or 0)))
+        row_handler = _ROW_HANDLERS.get(kind)
+        if row_handler is not None:
+            row_handler(fold, seq, ts, kind, data)
         elif kind in _DECODED_KINDS:
             event = recording.decode(seq, data)
-            if isinstance(event, LevelResult):
-                sweep_no = max(sweep_no, 1)  # a recording that starts mid-level
-                results[(sweep_no, event.index)] = event
-                run = sweep_runs.setdefault(sweep_no, SweepRun(sweep_no, event.index + 1))
-                run.measured += 1
-                run.interrupted = run.interrupted or event.status == "interrupted"
-            elif isinstance(event, SweepFinished):
-                sweep = event
-                if sweep_no in sweep_runs:
-                    sweep_runs[sweep_no].finished = event
-            elif isinstance(event, ProbeResult):
-                probe.append(event)
-            elif isinstance(event, AllReduceResult):
-                allreduce.append(event)
-            elif isinstance(event, Topology):
-                topology = event
-            elif isinstance(event, BoxCheck):
-                box_check = event
-            elif isinstance(event, WireCeiling):
-                wires[max(sweep_no, 1)] = event  # it follows the sweep it measured the path of
-        elif kind == "warning":
-            warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
-        elif kind == "error":
-            errors.append(f"{data.get('source')}: {data.get('message')}")
-        elif kind == "session_ended":
-            ended = data
-        elif kind not in ("session_started", "server_ready", "server_stopped", "phase"):
+            event_handler = _EVENT_HANDLERS.get(type(event))
+            if event_handler is not None:
+                event_handler(fold, event)
+        elif kind not in _IGNORED_KINDS:
             recording.decode(seq, data)  # counts kinds this version does not know
+    results, windows, level_open = fold.results, fold.windows, fold.level_open
+    window_counts, sweep_runs, ended = fold.window_counts, fold.sweep_runs, fold.ended
 
     # The measured span of each level: its non-warmup windows, else start..result.
     spans: dict[tuple[int, int], tuple[float, float]] = {}
@@ -327,6 +278,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     gpus, timeline = _gpu_telemetry(recording, first_ts, last_ts, present)
     level_gpu = {index: _gpu_in_span(recording, span, present) for index, span in spans.items()}
     level_host = {index: _host_in_span(recording, span) for index, span in spans.items()}
+    level_parties = {index: _parties_in_span(recording, span) for index, span in spans.items()}
     host_mean, host_max = next(recording.query("SELECT avg(cpu), max(cpu) FROM host_samples"))
 
     levels = [
@@ -337,6 +289,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
             t_end=spans.get(index, (None, None))[1],
             gpu=level_gpu.get(index, {}),
             host_cpu_percent=level_host.get(index),
+            own_cpu_percent=level_parties.get(index, (None, None))[0],
+            server_cpu_percent=level_parties.get(index, (None, None))[1],
             windows_recorded=window_counts.get(index, 0),
         )
         for index, result in results.items()
@@ -372,27 +326,129 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         first_ts=first_ts,
         last_ts=last_ts,
         levels=levels,
-        sweep=sweep,
-        probe=probe,
-        allreduce=allreduce,
-        topology=topology,
+        sweep=fold.sweep,
+        probe=fold.probe,
+        allreduce=fold.allreduce,
+        topology=fold.topology,
         gpus=gpus,
         gpu_timeline=timeline,
         host_cpu_mean=host_mean,
         host_cpu_max=host_max,
-        warnings=list(warnings.values()),
-        errors=errors,
+        warnings=list(fold.warnings.values()),
+        errors=fold.errors,
         event_counts=recording.event_counts(),
         unknown_events=recording.unknown_events,
         versions=dict(_table(meta.get("versions"))),
         host=dict(_table(meta.get("host"))),
         server=dict(server),
         model_config=dict(_table(meta.get("model_config"))),
-        box_check=box_check,
+        box_check=fold.box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
-        wires=wires,
+        wires=fold.wires,
         gpu_sharing=_gpu_sharing(gpus),
     )
+
+
+class _Fold:
+    """What the event rows add up to, one handler per kind (as tui/state.py applies events)."""
+
+    def __init__(self, recording: RecordedEvents) -> None:
+        self.recording = recording
+        # keyed by (sweep, level index): a second sweep's level 0 is not the first one's
+        self.results: dict[tuple[int, int], LevelResult] = {}
+        self.level_open: dict[tuple[int, int], float] = {}
+        self.windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+        self.window_counts: dict[tuple[int, int], int] = {}
+        self.sweep_runs: dict[int, SweepRun] = {}
+        self.sweep_no = 0
+        self.current = (0, -1)
+        self.sweep: SweepFinished | None = None
+        self.probe: list[ProbeResult] = []
+        self.allreduce: list[AllReduceResult] = []
+        self.topology: Topology | None = None
+        self.box_check: BoxCheck | None = None
+        self.wires: dict[int, WireCeiling] = {}
+        self.warnings: dict[str, str] = {}
+        self.errors: list[str] = []
+        self.ended: dict[str, Any] = {}
+
+    # rows read as tables (no decode: windows are the most numerous rows)
+    def window(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
+        self.window_counts[self.current] = self.window_counts.get(self.current, 0) + 1
+        if not data.get("warmup"):
+            start, end = _number(data.get("t_start")), _number(data.get("t_end"))
+            if start is None or end is None:
+                raise _bad(self.recording, seq, kind, "t_start and t_end must be numbers")
+            self.windows.setdefault(self.current, []).append((start, end))
+
+    def level_started(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
+        index = data.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _bad(self.recording, seq, kind, f"index must be an integer, found {index!r:.40}")
+        if index == 0 or self.sweep_no == 0:
+            self.sweep_no += 1
+        self.current = (self.sweep_no, index)
+        self.level_open[self.current] = ts
+        total = data.get("total") or 0
+        if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 1_000_000:
+            raise _bad(self.recording, seq, kind, f"total must be a count of levels, found {total!r:.40}")
+        self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, total))
+
+    def warning(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
+        self.warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
+
+    def error(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
+        self.errors.append(f"{data.get('source')}: {data.get('message')}")
+
+    def session_ended(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
+        self.ended = data
+
+    # decoded events
+    def level_result(self, event: LevelResult) -> None:
+        self.sweep_no = max(self.sweep_no, 1)  # a recording that starts mid-level
+        self.results[(self.sweep_no, event.index)] = event
+        run = self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, event.index + 1))
+        run.measured += 1
+        run.interrupted = run.interrupted or event.status == "interrupted"
+
+    def sweep_finished(self, event: SweepFinished) -> None:
+        self.sweep = event
+        if self.sweep_no in self.sweep_runs:
+            self.sweep_runs[self.sweep_no].finished = event
+
+    def probe_result(self, event: ProbeResult) -> None:
+        self.probe.append(event)
+
+    def allreduce_result(self, event: AllReduceResult) -> None:
+        self.allreduce.append(event)
+
+    def topology_found(self, event: Topology) -> None:
+        self.topology = event
+
+    def box_checked(self, event: BoxCheck) -> None:
+        self.box_check = event
+
+    def wire_ceiling(self, event: WireCeiling) -> None:
+        self.wires[max(self.sweep_no, 1)] = event  # it follows the sweep it measured the path of
+
+
+_ROW_HANDLERS: dict[str, Callable[[_Fold, int, float, str, dict[str, Any]], None]] = {
+    "window": _Fold.window,
+    "level_started": _Fold.level_started,
+    "warning": _Fold.warning,
+    "error": _Fold.error,
+    "session_ended": _Fold.session_ended,
+}
+_EVENT_HANDLERS: dict[type, Callable[[_Fold, Any], None]] = {
+    LevelResult: _Fold.level_result,
+    SweepFinished: _Fold.sweep_finished,
+    ProbeResult: _Fold.probe_result,
+    AllReduceResult: _Fold.allreduce_result,
+    Topology: _Fold.topology_found,
+    BoxCheck: _Fold.box_checked,
+    WireCeiling: _Fold.wire_ceiling,
+}
+_IGNORED_KINDS = frozenset({"session_started", "server_ready", "server_stopped", "phase"})
 
 
 def _gpu_sharing(gpus: list[GpuSummary]) -> list[GpuSharing]:
@@ -485,3 +541,13 @@ def _gpu_in_span(recording: RecordedEvents, span: tuple[float, float], present: 
 
 def _host_in_span(recording: RecordedEvents, span: tuple[float, float]) -> float | None:
     return next(recording.query("SELECT avg(cpu) FROM host_samples WHERE ts BETWEEN ? AND ?", span))[0]
+
+
+def _parties_in_span(recording: RecordedEvents, span: tuple[float, float]) -> tuple[float | None, float | None]:
+    """Mean CPU of our processes and of the embedded server's over the span (100 = one core),
+    from the host samples' own rows (the host_samples index holds only the host's total)."""
+    own, server = next(recording.query(
+        "SELECT avg(json_extract(data, '$.own_cpu_percent')), avg(json_extract(data, '$.server_cpu_percent')) "
+        "FROM events WHERE kind = 'host_sample' AND ts BETWEEN ? AND ?", span))
+    return (float(own) if isinstance(own, (int, float)) else None,
+            float(server) if isinstance(server, (int, float)) else None)

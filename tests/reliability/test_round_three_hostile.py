@@ -119,3 +119,19 @@ def test_server_time_above_the_clients_or_below_zero_is_dropped():
     result = breakdown(before, after, client_mean_s=0.05)
     assert result is not None and result.queue is None and result.server_total is None
     assert result.dropped[0] == "success time" and "queue time" in result.dropped
+
+
+def test_the_recorder_keeps_going_past_an_integer_sqlite_cannot_hold(tmp_path):
+    """A second line behind the sanitiser: a reading too large for SQLite is NULL, not the end."""
+    from engine.events import GpuReading, GpuSample, Warning
+    from engine.record.recorder import Recorder
+
+    path = tmp_path / "r.sqlite"
+    recorder = Recorder(path)
+    recorder(GpuSample(gpus=[GpuReading(uuid="GPU-x", index=0, source="triton", mem_used=10**30, mem_total=8 * 2**30)], source="triton",
+                       interval_s=2.0))
+    recorder(Warning(source="t", message="after"))
+    recorder.close()
+    assert recorder.error is None, recorder.error
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT mem_used, mem_total FROM gpu_samples").fetchall() == [(None, 8 * 2**30)]
