@@ -19,6 +19,7 @@ from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_fil
 from engine.study.pbtxt import pbtxt_to_json
 
 LOAD_TIMEOUT_S = 600.0  # loading a model onto 8 GPUs takes a while
+MAX_REPLY_BYTES = 16 << 20  # a config or load answer past this is not Triton's (response_too_large)
 
 
 class NoModelControl(Exception):
@@ -41,11 +42,13 @@ def _request(method: str, url: str, headers: dict[str, str], body: Any = None,
                                  headers={**headers, **({"Content-Type": "application/json"} if data else {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 - the profile's server URL
-            status, raw = response.status, response.read()
+            status, raw = response.status, response.read(MAX_REPLY_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
+        status, raw = exc.code, exc.read(MAX_REPLY_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
         raise RunFailed(f"server {url.split('/v2')[0]}: {getattr(exc, 'reason', exc)}") from None
+    if len(raw) > MAX_REPLY_BYTES:
+        raise RunFailed(f"server {url.split('/v2')[0]}: response_too_large: more than {MAX_REPLY_BYTES >> 20} MiB")
     try:
         return status, json.loads(raw) if raw else {}
     except ValueError:
