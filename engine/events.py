@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 import types
 import typing
@@ -144,6 +145,8 @@ class ClientAudit:
     client_delay_p50: float | None = None
     client_delay_p99: float | None = None
     client_delay_fraction: float | None = None  # mean of our side / mean latency
+    # the largest share of the level a worker spent runnable but waiting for a CPU (run queue)
+    cpu_wait_fraction: float | None = None
 
 
 @dataclass
@@ -413,6 +416,7 @@ class HostSample(Event):
     mem_used: int | None = None
     mem_total: int | None = None
     own_cpu_percent: float | None = None  # this tool's processes (session + load workers)
+    server_cpu_percent: float | None = None  # the embedded server's processes (100 = one core); None: not ours
     net_tx_bps: float | None = None
     net_rx_bps: float | None = None
 
@@ -612,8 +616,8 @@ def _scalar_check(tp: Any) -> _Decoder | None:
     """A check for a JSON scalar of type ``tp`` (bool is not a number here, as in JSON)."""
     if tp in (float, int):  # an int field holding 3.0 was readable before: numbers stay numbers
         def number(value: Any) -> Any:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > ABSURD:
-                raise _WrongType(f"expected a number, found {value!r:.40}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= ABSURD:
+                raise _WrongType(f"expected a number, found {value!r:.40}")  # nan and inf too: never recorded
             return value
         return number
     if tp in (str, bool):
@@ -657,6 +661,8 @@ def _compile(tp: Any) -> _Decoder | None:
             for key, item in value.items():
                 if key in plan:
                     inner = plan[key]
+                    if isinstance(item, float) and not math.isfinite(item) and key not in required:
+                        item = None  # as the recorder writes it: "not available"
                     if item is None:
                         if key in required:
                             raise _WrongType(f"{key}: expected a value, found None")

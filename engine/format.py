@@ -170,7 +170,7 @@ def level_value(value: float) -> str:
 
 def duration(seconds: float | None) -> str:
     """Compact elapsed/remaining time: 45s, 3m05s, 1h02m."""
-    if not is_number(seconds):
+    if not is_number(seconds) or math.isinf(seconds):
         return NA
     total = max(0, int(round(seconds)))
     hours, rest = divmod(total, 3600)

@@ -18,7 +18,9 @@ listener_pid); elsewhere every answer is empty.
 from __future__ import annotations
 
 import os
+import platform
 import re
+import time
 from collections import Counter
 
 _TFD = re.compile(r"tfd:\s+(\d+)")
@@ -26,6 +28,9 @@ _SOCKET = re.compile(r"socket:\[(\d+)\]")
 _THREADS_ARG = re.compile(r"--http-thread-count(?:=|\x00)(\d+)")
 TRITON_DEFAULT_HTTP_THREADS = 8
 UNEVEN_FACTOR = 2.0  # the busiest thread holds more than twice its fair share: worth saying
+THREAD_BUSY_PCT = 90.0  # an HTTP thread this busy (of one core) is what caps the connections it holds
+# epoll_wait, epoll_pwait, epoll_pwait2 by architecture: the call an idle HTTP thread sits in
+_EPOLL_CALLS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
 
 
 def _tcp_rows(path_prefix: str) -> list[list[str]]:
@@ -134,6 +139,66 @@ class ThreadMap:
         return Counter(self.known.values())
 
 
+def epoll_of_syscall(text: str, machine: str | None = None) -> int | None:
+    """The epoll fd a thread waits on, from its /proc/<pid>/task/<tid>/syscall line ("232 0x5 ...":
+    the call's number, then its arguments, the first being the epoll fd); None when it is in
+    another call, running ("running"), or the architecture is not known."""
+    calls = _EPOLL_CALLS.get(machine or platform.machine())
+    parts = text.split()
+    if not calls or len(parts) < 2 or not parts[0].isdigit() or int(parts[0]) not in calls:
+        return None
+    try:
+        return int(parts[1], 16)
+    except ValueError:
+        return None
+
+
+def thread_cpu_seconds(stat: str) -> float | None:
+    """utime + stime of a /proc/.../stat line, in seconds."""
+    try:
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError, OSError):
+        return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+class ThreadCpu:
+    """Which thread of ``pid`` waits on each epoll fd (an HTTP thread runs one epoll instance
+    and waits on it between requests: unioned over samples), and each thread's CPU time."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.epoll_tid: dict[int, int] = {}
+
+    def _tids(self) -> list[int]:
+        try:
+            return [int(t) for t in os.listdir(f"/proc/{self.pid}/task") if t.isdigit()]
+        except OSError:
+            return []
+
+    def sample(self, wanted: set[int]) -> None:
+        """Map the epoll fds in ``wanted`` not mapped yet to the threads waiting on them now."""
+        if wanted <= set(self.epoll_tid):
+            return
+        for tid in self._tids():
+            text = _read(f"/proc/{self.pid}/task/{tid}/syscall")
+            epoll = epoll_of_syscall(text) if text else None
+            if epoll is not None:
+                self.epoll_tid.setdefault(epoll, tid)
+
+    def cpu(self, tid: int) -> float | None:
+        text = _read(f"/proc/{self.pid}/task/{tid}/stat")
+        return thread_cpu_seconds(text) if text else None
+
+
 class SpreadWatch:
     """Where a level's live connections sit, from samples over the level: the fullest picture
     of the connections live at one time (one closed early, or a spare the workers opened and
@@ -143,9 +208,15 @@ class SpreadWatch:
         self.threads = ThreadMap(pid, port)
         self.owners: dict[int, int] = {}
         self.most = most  # pictures with more live connections than this hold spares: skipped
+        self.cpu = ThreadCpu(pid)
+        self._cpu_start: dict[int, tuple[float, float]] = {}  # tid -> (when, its CPU seconds then)
 
     def sample(self) -> None:
         live = self.threads.sample()
+        self.cpu.sample(set(live.values()))
+        for tid in self.cpu.epoll_tid.values():
+            if tid not in self._cpu_start and (seconds := self.cpu.cpu(tid)) is not None:
+                self._cpu_start[tid] = (time.monotonic(), seconds)  # first seen during the level: from now
         if self.most and len(live) > self.most:
             return
         if len(live) >= len(self.owners):  # the fullest picture: the level's connections all open
@@ -154,6 +225,21 @@ class SpreadWatch:
     def reset(self) -> None:
         self.owners = {}
         self.threads.known = {}
+        now = time.monotonic()
+        self._cpu_start = {tid: (now, s) for tid in self.cpu.epoll_tid.values() if (s := self.cpu.cpu(tid)) is not None}
+
+    def busiest_cpu_percent(self) -> float | None:
+        """CPU (% of one core) since the level's start of the HTTP thread holding the most of our
+        connections; None when that thread was never seen waiting on its epoll fd."""
+        if not self.owners:
+            return None
+        epoll = Counter(self.owners.values()).most_common(1)[0][0]
+        tid = self.cpu.epoll_tid.get(epoll)
+        if tid is None or tid not in self._cpu_start or (now := self.cpu.cpu(tid)) is None:
+            return None
+        since, before = self._cpu_start[tid]
+        elapsed = time.monotonic() - since
+        return (now - before) / elapsed * 100.0 if elapsed > 0 else None
 
     def per_thread(self) -> list[int]:
         """Connections per HTTP thread that holds any, busiest first."""
@@ -175,6 +261,18 @@ def uneven(per_thread: list[int], http_threads: int, opened: int = 0) -> str | N
     return (f"the server's HTTP front end holds {per_thread[0]} of our {total} connections seen on one of its "
             f"{http_threads} threads ({len(per_thread)} in use: {'/'.join(map(str, per_thread))}{unseen}): that "
             f"thread may cap throughput below what the model can do")
+
+
+def thread_limit(per_thread: list[int], http_threads: int, busiest_cpu_percent: float | None,
+                 opened: int = 0) -> str | None:
+    """The spread only where it changes the figures: uneven, and the busiest thread measured near
+    a full core (THREAD_BUSY_PCT), so that it is what holds its connections back. None else."""
+    finding = uneven(per_thread, http_threads, opened)
+    if finding is None or busiest_cpu_percent is None or busiest_cpu_percent < THREAD_BUSY_PCT:
+        return None
+    return (f"{finding.removesuffix(': that thread may cap throughput below what the model can do')}: that thread "
+            f"ran at {busiest_cpu_percent:.0f} % of a core, so it caps throughput below what the model can do "
+            "(more HTTP threads: --http-thread-count; inputs off the body: load.transport = system_shm)")
 
 
 def child_named(parent: int, name: str) -> int | None:

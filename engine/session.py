@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import events as ev
+from engine.analysis.stability import none_stable
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.hostinfo import host_facts, software_versions
@@ -110,6 +111,7 @@ class Session(EventSource):
         self._fatal_error: str | None = None  # the first fatal error published by any part
         self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
         self._http_threads: Any = None  # engine.http_threads.SpreadWatch while a sweep runs
+        self._frontend_said = False
         self._server_lost: str | None = None  # the embedded server died under us: why
         self._rewritten_levels = 0
         self._stats_dropped = 0  # the server's statistics values left out as impossible
@@ -252,6 +254,8 @@ class Session(EventSource):
             elif gate_failures := self._gate_failures():
                 status, code = "failed", EXIT_GATES
                 error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
+            else:  # finished; when every figure is from a level whose windows disagreed, the end line says so
+                error = none_stable([r.status for r in self.level_results]) or None
         except UserError as exc:
             status, error, code = "failed", str(exc), EXIT_BAD_INPUT
             self._publish(ev.Error(source="session", message=str(exc), fatal=True))
@@ -471,6 +475,7 @@ class Session(EventSource):
             return
         port = int(target.http_url.rsplit(":", 1)[1].split("/")[0])
         self._http_threads = SpreadWatch(pid, port)
+        self._frontend_said = False  # the thread-limit warning: once per sweep
         while True:
             await asyncio.sleep(FRONTEND_SAMPLE_S)
             watch = self._http_threads
@@ -483,14 +488,17 @@ class Session(EventSource):
         watch = self._http_threads
         if watch is not None and isinstance(event, ev.LevelStarted):
             watch.reset()
-        elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners:
-            from engine.http_threads import http_thread_count, uneven
+        elif watch is not None and isinstance(event, ev.LevelResult) and watch.owners and not self._frontend_said:
+            from engine.http_threads import http_thread_count, thread_limit
 
             opened = int(event.level) if not mode_of(event.mode).open_loop else 0
-            finding = uneven(watch.per_thread(), http_thread_count(watch.threads.pid), opened)
+            # once per sweep, and only where the busiest thread was measured at its limit
+            finding = thread_limit(watch.per_thread(), http_thread_count(watch.threads.pid),
+                                   watch.busiest_cpu_percent(), opened)
             if finding:
-                self._publish(ev.Warning(source="server", key=f"frontend-{event.index}",
-                                         message=f"level {event.level:g}: {finding}"))
+                self._frontend_said = True
+                self._publish(ev.Warning(source="server", key="frontend",
+                                         message=f"level {event.level:g} (said once per sweep): {finding}"))
         if isinstance(event, ev.WindowResult) and event.server is not None and event.server.dropped:
             self._stats_dropped += len(event.server.dropped)
             if self._stats_dropped == len(event.server.dropped):  # the first: said once
@@ -509,6 +517,7 @@ class Session(EventSource):
     # ----------------------------------------------------------------- telemetry
 
     def _start_telemetry(self) -> None:
+        from engine.telemetry.host import loopback_port
         from engine.telemetry.sampler import TelemetrySampler
 
         t = self.profile.telemetry
@@ -528,6 +537,7 @@ class Session(EventSource):
             host_interval_s=t.host_interval_s,
             metrics_url=metrics_url,
             metrics_headers=dict(server.headers) or None,
+            host_server_port=loopback_port(server.url) if server.kind == "remote" else None,
         )
         self._telemetry.start()
 

@@ -39,8 +39,9 @@ HANG_UP_GRACE_S = 5.0  # after a hang-up, how long the sessions' end waits for T
 JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
 SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
 SEEK_STEP_S = 10.0
+IDLE_PHASES = frozenset({"idle", "sweep done", "wire check done"})  # a live session waiting for a request
 LIVE_ACTIONS = frozenset({"start_sweep", "cancel_sweep", "run_probe"})
-REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "speed", "seek_level", "step"})
+REPLAY_ACTIONS = frozenset({"toggle_pause", "seek", "seek_start", "speed", "seek_level", "step"})
 
 VIEW_KEYS = Binding.Group("Views", compact=True)
 SEEK = Binding.Group("Seek", compact=True)
@@ -87,6 +88,7 @@ class GpuscaleApp(App[int]):
         Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # "space" cut the footer at 80 columns
         Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
         Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
+        Binding("home", "seek_start", "Start", show=False, priority=True),  # live: the panels' own Home
         Binding("minus", "speed(-1)", "Slower", group=SPEED),
         Binding("plus,equals_sign", "speed(1)", "Faster", group=SPEED),
         Binding("left_square_bracket", "seek_level(-1)", "Previous level", show=False),
@@ -206,26 +208,29 @@ class GpuscaleApp(App[int]):
             applied += 1
         if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
             self._level_target = None  # arrived
+        told = self._tell_recording()
         # The view under any dialog; none while a mode switch is under way.
         views = [s for s in self.screen_stack if isinstance(s, ViewScreen)]
         screen = views[-1] if views else None
         if screen is not None and screen.is_mounted:
-            if applied:
+            if applied or told:
                 screen.show_state()
             screen.tick_replay()
-        self._tell_recording()
         control_state = (self.controls_busy, self.live_running, self.replay is not None)
         if control_state != self._control_state:
             self._control_state = control_state
             self.refresh_bindings()
 
-    def _tell_recording(self) -> None:
-        """Once the live session knows its recording's path (it opens the file on its own thread), say
-        where it is, absolute; the help screen keeps it."""
+    def _tell_recording(self) -> bool:
+        """Once the live session knows its recording's path (it opens the file on its own thread),
+        the warnings panel shows it, absolute, and the help keeps it (a toast covered the warnings
+        and broke the path mid-word)."""
         path = getattr(self.controls, "recording_path", None) if self.controls is not None else None
-        if path and Path(path) != self._told_recording:
-            self._told_recording = Path(path)
-            self.notify(f"{Path(path).resolve()}\n(? shows it again)", title="recording to", timeout=8)
+        if not path or (self.state.recording is not None and Path(path) == self._told_recording):
+            return False  # (the state forgets it when it is reset)
+        self._told_recording = Path(path)
+        self.state.set_recording(Path(path).resolve())
+        return True
 
     # ------------------------------------------------------------------ what is possible
 
@@ -238,6 +243,15 @@ class GpuscaleApp(App[int]):
         """The session's own word when it has one (Session.busy), else None (unknown)."""
         busy = getattr(self.controls, "busy", None)
         return bool(busy) if busy is not None else None
+
+    def running_job(self) -> str | None:
+        """What the live session is doing, by its phase (sweep, probe, box check ...); None when
+        it sits idle waiting for a request (or has ended)."""
+        if not self.live_running:
+            return None
+        if self.state.phase in IDLE_PHASES:
+            return "a job" if self.controls_busy else None  # asked for, its first event not here yet
+        return self.state.phase
 
     def recording_path(self) -> Path | None:
         for owner in (self.controls, self.replay):
@@ -277,7 +291,7 @@ class GpuscaleApp(App[int]):
 
     async def action_quit(self) -> None:
         if self.live_running:
-            self.push_screen(ConfirmQuit(), lambda yes: self.exit(0) if yes else None)
+            self.push_screen(ConfirmQuit(self.running_job()), lambda yes: self.exit(0) if yes else None)
         else:
             self.exit(0)
 
@@ -311,13 +325,28 @@ class GpuscaleApp(App[int]):
         return ok
 
     def action_toggle_pause(self) -> None:
+        if getattr(self.replay, "finished", False):  # at the end, play means play again
+            self._rewind(0.0)
+            if getattr(self.replay, "speed", 1.0) is not None:
+                self._replay_do("resume")
+            return
         self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
 
-    def action_seek(self, direction: int) -> None:
+    def _rewind(self, seconds: float) -> bool:
+        """Seek; at max speed the replay pauses there, where playing on would be back at the
+        end before the screen showed the target."""
         self._level_target = None
+        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
+            self._replay_do("pause")
+        return self._replay_do("seek", seconds)
+
+    def action_seek(self, direction: int) -> None:
         # position_s is the pending target while a seek is under way: quick presses add up
         position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
-        self._replay_do("seek", max(0.0, position + direction * SEEK_STEP_S))
+        self._rewind(max(0.0, position + direction * SEEK_STEP_S))
+
+    def action_seek_start(self) -> None:
+        self._rewind(0.0)
 
     def action_speed(self, direction: int) -> None:
         current = getattr(self.replay, "speed", 1.0)
@@ -330,6 +359,8 @@ class GpuscaleApp(App[int]):
         # of `]` moves one level per press.
         current = self._level_target if self._level_target is not None else self.state.current_level
         target = 0 if current is None else max(0, current + direction)
+        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
+            self._replay_do("pause")  # as _rewind: at max speed, stay where the seek lands
         self._level_target = target
         if not self._replay_do("seek_level", target):
             self._level_target = None
@@ -361,7 +392,8 @@ class GpuscaleApp(App[int]):
 
     def action_open_recording(self) -> None:
         if self.live_running:
-            self.notify("a live session is running: quit it (q) before opening a recording", severity="warning")
+            self.notify("a live session is running: it ends when you quit, and q also leaves the app. Replay a "
+                        "recording with: gpuscale-tui replay FILE", severity="warning")
             return
         self.push_screen(OpenRecordingDialog(recording_candidates()), self._open)
 
@@ -402,7 +434,7 @@ class GpuscaleApp(App[int]):
             ("Replay: play / pause", "", self.action_toggle_pause, "toggle_pause"),
             ("Replay: faster", "", lambda: self.action_speed(1), "speed"),
             ("Replay: slower", "", lambda: self.action_speed(-1), "speed"),
-            ("Replay: back to the start", "", lambda: self._replay_do("seek", 0.0), "seek"),
+            ("Replay: back to the start", "", self.action_seek_start, "seek"),
         ]
         for title, text, callback, when in commands:
             if when is True or self.action_possible(str(when)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,10 +25,19 @@ MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step wi
 EXIT_CODES = """\
 exit codes:
   0    ok
-  1    the run failed (a level failed, the server died, the recording could not be written)
+  1    the run failed (a level failed or the sweep ended early, the server or a load worker
+       died, the recording could not be written)
   2    bad input (profile, URL, model name, recording file, flag)
   3    a gate failed (gates.* in the profile, or compare's --min-*/--max-* flags)
   130  interrupted (Ctrl-C, SIGTERM, SIGHUP)"""
+
+
+def _server_variant(text: str) -> str:
+    """auto, Nx (1x, 2x, ...), cpu or cpuK (cpu2): whether the model has it is checked when it starts."""
+    name = text.strip().lower()
+    if not re.fullmatch(r"auto|[1-9]\d*x|cpu(?:[1-9]\d*)?", name):
+        raise argparse.ArgumentTypeError(f"unknown variant {text!r} (expected auto, Nx such as 2x, cpu or cpuK such as cpu2)")
+    return name
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -173,11 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", type=Path, default=Path("model_repository"), metavar="DIR")
     e.add_argument("--opset", type=int, default=17)
 
-    p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C")
+    p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C "
+                                      "(its log is kept in ~/.cache/gpuscale-tui/server-logs)")
     p.add_argument("--model", default="vit_tiny", metavar="NAME",
                    help="a model of model_repository/ (vit_tiny, identity, openclip_vit_b32, ...; default: vit_tiny)")
-    p.add_argument("--variant", default="auto", choices=("auto", "cpu", "1x", "2x", "4x", "8x"),
-                   help="model config: Nx spreads instances over N GPUs; auto: every GPU here, or cpu (default: auto)")
+    p.add_argument("--variant", default="auto", type=_server_variant, metavar="auto|Nx|cpu|cpuK",
+                   help="model config: Nx spreads instances over N GPUs, cpuK runs K CPU instances (cpu2); "
+                        "auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
@@ -296,9 +308,9 @@ def _run_headless(session, *, replay: bool = False) -> int:  # noqa: ANN001 - a 
     printer.finish(session.exit_code, getattr(session, "recording_path", None))
     error = getattr(session, "error", None)
     if session.exit_code == 2 and error:
-        print(f"{PROG}: error: {error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(error.splitlines()[0])}", file=sys.stderr)
     elif session.exit_code == 1 and error:
-        print(f"{PROG}: failed: {error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: failed: {_shown(error.splitlines()[0])}", file=sys.stderr)
     return session.exit_code
 
 
@@ -374,9 +386,9 @@ def _run_study_headless(study) -> int:  # noqa: ANN001 - a StudySource
     lines = _study_reports(study, print)
     printer.finish_study(study.exit_code, study.index_path, lines)
     if study.exit_code == 2 and study.error:
-        print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(study.error.splitlines()[0])}", file=sys.stderr)
     elif study.exit_code != 0 and study.error:
-        print(f"{PROG}: {'interrupted' if study.exit_code == 130 else 'failed'}: {study.error.splitlines()[0]}",
+        print(f"{PROG}: {'interrupted' if study.exit_code == 130 else 'failed'}: {_shown(study.error.splitlines()[0])}",
               file=sys.stderr)
     return study.exit_code
 
@@ -401,7 +413,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             study.join()
             printer.close()  # the lines still queued
             if study.error:
-                print(f"{PROG}: error: {study.error.splitlines()[0]}", file=sys.stderr)
+                print(f"{PROG}: error: {_shown(study.error.splitlines()[0])}", file=sys.stderr)
             return study.exit_code
         from tui.study_app import run_study_tui
 
@@ -466,7 +478,12 @@ def _parse_costs(items: list[str]) -> dict[int, float]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from engine.analysis.gates import evaluate_comparison_gates, merge_gates, parse_p99_gates
+    from engine.analysis.gates import (
+        describe_gates,
+        evaluate_comparison_gates,
+        merge_gates,
+        parse_p99_gates,
+    )
     from engine.profiles import Gates
 
     gates = merge_gates(Gates(), min_throughput=args.min_throughput, max_p99_ms=parse_p99_gates(args.max_p99),
@@ -494,12 +511,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             files.append(path)
     recordings = [Recording.open(path) for path in files]
     _print_notes(recordings)
-    comparison = compare(recordings, costs, pro_rata=study)
+    verdict = None
+    if study and len(args.files) == 1:  # one study alone: its own verdict, so that both reports say the same
+        from engine.study.figures import study_figures
+
+        verdict = study_figures(args.files[0], costs).stop.reason
+    comparison = compare(recordings, costs, pro_rata=study, study_verdict=verdict)
+    failures = evaluate_comparison_gates(gates, comparison)
+    comparison.gates, comparison.gate_failures = describe_gates(gates), failures  # in the report too
     if args.out:
         print(export_compare(comparison, args.format, args.out.parent, args.out.name))
     else:
-        print(render_compare(comparison, args.format))
-    failures = evaluate_comparison_gates(gates, comparison)
+        from engine.record.safe_text import terminal_text
+
+        text = render_compare(comparison, args.format)
+        print(terminal_text(text) if args.format == "text" else text)
     for failure in failures:
         print(f"gate failed: {failure}", file=sys.stderr)
     return 3 if failures else 0
@@ -523,21 +549,27 @@ def _cmd_server(args: argparse.Namespace) -> int:
     check_bind_address(args.bind)
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
+    import os
+    import time
+
+    # the log outside the server's work folder, which goes when it stops: the printed path stays true
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    log_dir = cache / "gpuscale-tui" / "server-logs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
-                            mps=args.mps)
+                            mps=args.mps, log_dir=log_dir)
     done = threading.Event()
     signals = _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)
     with server:
         print(f"HTTP     {server.http_url}\ngRPC     {server.grpc_url}\nmetrics  {server.metrics_url}")
-        print(f"model    {args.model} (variant {server.variant})\nlog      {server.log_path}")
+        print(f"model    {args.model} (variant {server.variant})\nlog      {server.log_path} (kept after it stops)")
         if server.prepared and server.prepared.gpus:
             print(f"MPS      {'on' if server.mps_used else 'off'}: {server.mps_why}")
         print("Ctrl-C stops the server.", flush=True)
         while not done.wait(0.5):
             if not server.alive():
                 raise RunFailed(f"tritonserver exited ({server.exit_reason()}); log: {server.log_path}")
-    print("server stopped")
+    print(f"server stopped; its log: {server.log_path}")
     return 130 if signals.count else 0  # stopped by Ctrl-C, SIGTERM or SIGHUP: interrupted
 
 
@@ -555,11 +587,12 @@ COMMANDS = {
 }
 
 
-def _shown(exc: BaseException) -> str:
+def _shown(exc: BaseException | str) -> str:
     """An error for the screen: credentials in URLs or header-like text masked."""
     from engine.record.redact import Redactor
+    from engine.record.safe_text import terminal_text
 
-    return Redactor().text(str(exc))
+    return terminal_text(Redactor().text(str(exc)), keep_newlines=False)
 
 
 def _interrupt_on_term() -> None:

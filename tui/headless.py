@@ -25,6 +25,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
+from engine.record.safe_text import terminal_text
 from tui import tables
 from tui.describe import describe, severity
 from tui.state import SessionState, notice_key
@@ -89,10 +90,10 @@ class HeadlessPrinter:
 
     def _line(self, text: str, style: str = "", t: float | None = None) -> None:
         stamp = fmt.clock(self.state.rel(t) if t is not None else self.state.elapsed_s)
-        self.console.print(Text(f"[{stamp}] ", style="dim") + Text(text, style=style), soft_wrap=True)
+        self.console.print(Text(f"[{stamp}] ", style="dim") + Text(terminal_text(text), style=style), soft_wrap=True)
 
     def _plain(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style), soft_wrap=True)
+        self.console.print(Text(terminal_text(text), style=style), soft_wrap=True)
 
     def _print_event(self, event: ev.Event) -> None:
         _PRINTERS.get(type(event), HeadlessPrinter._print_line)(self, event)
@@ -212,7 +213,7 @@ class HeadlessPrinter:
         if host is not None:
             parts.append(f"host cpu {fmt.percent_points(host.latest.cpu_percent)}")
             if host.latest.own_cpu_percent is not None:
-                parts.append(f"ours {fmt.percent_points(host.latest.own_cpu_percent)}")
+                parts.append(f"ours {fmt.percent_points(self.state.own_cpu_of_host(host.latest.own_cpu_percent))} of the host")
         if parts:
             self._last_telemetry_t = t
             self._line("telemetry: " + ", ".join(parts), "dim", ts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine import events as ev
@@ -222,6 +223,7 @@ class SessionState:
         self.box_check: ev.BoxCheck | None = None
         self.notices: OrderedDict[str, Notice] = OrderedDict()
         self.log: deque[LogLine] = deque(maxlen=LOG_LINES)
+        self.recording: Path | None = None  # where the live session records to (absolute), once known
         self.events_applied = 0
         self.version = 0
         self.versions: dict[str, int] = {name: 0 for name in SECTIONS}
@@ -246,6 +248,11 @@ class SessionState:
             self.log.append(LogLine(self.rel(event.ts), severity(event), text))
             self._touch("log")
         self.version += 1
+
+    def set_recording(self, path: Path) -> None:
+        """The live session's recording (the session opens it on its own thread: no event says it)."""
+        self.recording = path
+        self._touch("notices")
 
     def apply_all(self, events: list[ev.Event]) -> None:
         for event in events:
@@ -461,6 +468,16 @@ class SessionState:
         """GPUs the profile declares, else the GPUs telemetry has seen."""
         declared = self._profile_value("hardware", "gpu_count", 0)
         return int(declared) if declared else len(self.gpus)
+
+    def own_cpu_of_host(self, own_cpu_percent: float | None) -> float | None:
+        """Our processes' CPU (measured in % of one core) as a share of the whole machine, the
+        host CPU's 0-100 % scale: the screen and the log say the same figure."""
+        if own_cpu_percent is None:
+            return None
+        cores = self.session.host.get("cpu_cores") if self.session else None
+        if not isinstance(cores, int) or cores < 1:
+            cores = len(self.host.latest.per_core) if self.host is not None else 0
+        return own_cpu_percent / max(1, cores)
 
     def cost_per_1000(self, throughput_ips: float | None) -> float | None:
         if throughput_ips is None:

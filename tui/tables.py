@@ -81,7 +81,7 @@ def make_table(columns: Sequence[Column[Any]], title: str | None = None, short: 
     return table
 
 
-CURVE_MIN = 10  # cells: fewer would not show the curve's shape
+CURVE_MIN = 8  # cells (of eighths each): fewer would not show the curve's shape
 CURVE_MAX = 40
 
 
@@ -111,17 +111,19 @@ def sweep_table(
     state: SessionState, width: int | None = None, rows: Sequence[LevelRow] | None = None, curve: bool = True
 ) -> Table:
     """The current sweep's table, or ``rows`` of an earlier sweep; with ``curve`` and room, each
-    row ends in a bar of its throughput (one scale for every sweep on screen)."""
+    row ends in a bar of its throughput. Every sweep on screen gets the same columns and bars of
+    one width and one scale: they are fitted to the cells of them all."""
     rows = list(state.levels.values()) if rows is None else list(rows)
     all_cells = [sweep_cells(row, state) for row in rows]
+    shown = [*state.levels.values(), *(r for past in state.past_sweeps for r in past.levels)]
+    fit_cells = [sweep_cells(row, state) for row in shown] if state.past_sweeps else all_cells
     if curve:
-        columns, short, bar_w = curve_width(sweep_columns(state), all_cells, width)
+        columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width)
     else:
-        (columns, short), bar_w = fit_columns(sweep_columns(state), all_cells, width), 0
+        (columns, short), bar_w = fit_columns(sweep_columns(state), fit_cells, width), 0
     table = make_table(columns, short=short)
     if bar_w:
         table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)
-        shown = [*state.levels.values(), *(r for past in state.past_sweeps for r in past.levels)]
         top = max((r.throughput_ips or 0.0 for r in shown), default=0.0)
     for row, cells in zip(rows, all_cells, strict=True):
         styled = []

@@ -4,6 +4,11 @@ The rules read the decisive level: the saturation point when the sweep reached o
 load stopped helping, so whatever limits throughput shows there), else the highest level. In
 order, the first that holds is the verdict:
 
+0. host-cpu: the server runs on the measuring host, whose CPUs are >= 90 % busy at the decisive
+   level or a higher one (or >= 75 % with our workers waiting for a CPU >= 10 % of the level),
+   the GPUs not saturated there: the server's processes, the load
+   generator and any other jobs share the same cores, so neither side's figures are its own;
+   each party's share comes from the process table (engine/telemetry/host.py);
 1. client-bound: the load generator's own audit says so (its CPU, event-loop lag, late sends),
    at the decisive level or any higher one;
    request-path (with a wire check, engine/analysis/wire.py): the model's peak is within 15 % of
@@ -46,8 +51,12 @@ GPU_BUSY_PCT = 80.0
 GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
 OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
 HOST_CPU_BUSY_PCT = 90.0  # the measuring host itself is out of CPU
+# ...or nearly so, with our workers measured waiting in the run queue for a core: a level's mean
+# host CPU under-reads a host that is full at its peaks (docs/results/newcomer_verdicts_h200.md)
+HOST_CPU_CONTENDED_PCT = 75.0
+CPU_WAIT_CONTENDED = 0.10  # a worker runnable but waiting for a CPU this share of the level
 
-VERDICTS = ("client-bound", "request-path", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
+VERDICTS = ("host-cpu", "client-bound", "request-path", "network", "queueing", "compute", "gpus-not-saturated", "not-saturated", "unknown")
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,9 @@ class LevelEvidence:
     client_reasons: tuple[str, ...] = ()
     gpu_util: dict[str, float] = field(default_factory=dict)  # GPU -> mean utilization %
     host_cpu_percent: float | None = None  # the measuring host's CPU (all cores) during the level
+    own_cpu_percent: float | None = None  # our processes (session, load workers); 100 = one core
+    server_cpu_percent: float | None = None  # the embedded server's processes; 100 = one core
+    client_cpu_wait: float | None = None  # the largest share of the level a worker waited for a CPU
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,8 @@ class Verdict:
 
 
 def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None = None,
-                         host_cpu_percent: float | None = None) -> LevelEvidence:
+                         host_cpu_percent: float | None = None, own_cpu_percent: float | None = None,
+                         server_cpu_percent: float | None = None) -> LevelEvidence:
     s = result.server
     compute = None
     if s is not None and None not in (s.compute_input, s.compute_infer, s.compute_output):
@@ -94,6 +107,8 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         client_bound=result.audit.client_bound, client_overhead=result.audit.overhead_fraction,
         client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
         gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
+        own_cpu_percent=own_cpu_percent, server_cpu_percent=server_cpu_percent,
+        client_cpu_wait=result.audit.cpu_wait_fraction,
     )
 
 
@@ -110,12 +125,81 @@ def _in_use(gpu_util: dict[str, float], gpus_in_config: int | None) -> dict[str,
     return dict(ranked[:max(gpus_in_config, 1)])
 
 
+@dataclass(frozen=True)
+class CpuShares:
+    """The host's CPU at one level, split by party, each in % of the whole host (all cores)."""
+
+    busy: float
+    server: float | None  # None: not recorded (a remote server, or an older recording)
+    ours: float | None
+    others: float | None  # busy minus the two above (other jobs, the kernel's own work)
+
+    def describe(self, cores: int | None) -> str:
+        host = f"the host's {cores} cores" if cores else "the host's CPUs"
+        if self.server is None or self.ours is None or self.others is None:
+            known = f": our load generator {fmt.percent_points(self.ours)}" if self.ours is not None else ""
+            return f"{host} {fmt.percent_points(self.busy)} busy{known} (the server's share was not recorded)"
+        return (f"{host} {fmt.percent_points(self.busy)} busy: the server's processes "
+                f"{fmt.percent_points(self.server)}, our load generator {fmt.percent_points(self.ours)}, "
+                f"others {fmt.percent_points(self.others)}")
+
+
+def cpu_shares(e: LevelEvidence, cores: int | None) -> CpuShares | None:
+    """The host's busy share split into the server's processes, ours and the rest. Per-process
+    figures are in % of one core; dividing by the cores puts them on the host's scale."""
+    if e.host_cpu_percent is None:
+        return None
+    if not cores or cores <= 0:
+        return CpuShares(e.host_cpu_percent, None, None, None)
+
+    def share(percent_of_core: float | None) -> float | None:
+        return None if percent_of_core is None else min(100.0, percent_of_core / cores)
+
+    server, ours = share(e.server_cpu_percent), share(e.own_cpu_percent)
+    others = max(0.0, e.host_cpu_percent - server - ours) if server is not None and ours is not None else None
+    return CpuShares(e.host_cpu_percent, server, ours, others)
+
+
+def _host_full(e: LevelEvidence) -> bool:
+    """The host's CPUs are full: busy to the brim, or nearly so with our workers queued for a core."""
+    if e.host_cpu_percent is None:
+        return False
+    if e.host_cpu_percent >= HOST_CPU_BUSY_PCT:
+        return True
+    return (e.host_cpu_percent >= HOST_CPU_CONTENDED_PCT and e.client_cpu_wait is not None
+            and e.client_cpu_wait >= CPU_WAIT_CONTENDED)
+
+
+def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores: int | None,
+                      findings: list[Finding]) -> Verdict | None:
+    """The server shares this host and the host's CPUs are full where the sweep stopped gaining."""
+    for e in (x for x in levels if x.level >= ev.level):
+        if not _host_full(e):
+            continue
+        if e.gpu_util and fmean(e.gpu_util.values()) >= GPU_BUSY_PCT:
+            return None  # the GPUs are full: the host's CPU is not what holds them back
+        shares = cpu_shares(e, cores)
+        evidence = [f"at concurrency {e.level:g}, {shares.describe(cores) if shares else ''}"]
+        if e.client_bound:
+            evidence.append("the load generator's audit flagged this level as client-bound: on a full host it "
+                            "waits for the same cores the server needs, so that flag alone does not blame it")
+        evidence.append("what tells them apart: inputs by shared memory (load.transport = system_shm) take the HTTP "
+                        "bodies off both sides; a client on another machine leaves the host to the server; fewer "
+                        "model instances (fewer backend processes) leave more to the HTTP front end")
+        rest = [f for f in findings if f.kind != "host-cpu"]  # the verdict says it
+        return Verdict("host-cpu", "the host's CPUs are the limit: the server (on this host) and the load generator "
+                       "share them and use them all", evidence, e.level, rest)
+    return None
+
+
 def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
              gpus_in_config: int | None = None, wire: WireCeiling | None = None,
-             capacity: Capacity | None = None) -> Verdict:
+             capacity: Capacity | None = None, server_local: bool = False,
+             host_cores: int | None = None) -> Verdict:
     """``gpus_in_config``: N of the config variant ("2x" -> 2); None when unknown (all GPUs seen count).
     ``wire``: the session's wire check, if it ran; ``capacity``: what the model's instances would
-    do by Triton's compute times at the peak (engine.analysis.wire.instance_capacity)."""
+    do by Triton's compute times at the peak (engine.analysis.wire.instance_capacity).
+    ``server_local``: the server runs on the measuring host; ``host_cores``: that host's CPUs."""
     levels = [replace(e, gpu_util=_in_use(e.gpu_util, gpus_in_config)) for e in sorted(levels, key=lambda e: e.level)]
     if not levels:
         return Verdict("unknown", "no level produced a result", [], None)
@@ -127,6 +211,9 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     best = max(levels, key=lambda e: (e.throughput, -e.level))
     if wire is not None:
         findings.append(Finding("wire", request_path_line(wire, best.throughput, capacity)))
+
+    if server_local and (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
+        return verdict
 
     for e in (x for x in levels if x.level >= ev.level):
         if e.client_bound:

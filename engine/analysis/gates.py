@@ -92,6 +92,18 @@ def evaluate_comparison_gates(gates: Gates, comparison: Any) -> list[str]:
     return failures
 
 
+def describe_gates(gates: Gates) -> list[str]:
+    """Each gate that is set, in words (for a report); [] when none is."""
+    out = []
+    if gates.min_throughput is not None:
+        out.append(f"min_throughput {gates.min_throughput:g} images/s at the best level")
+    out += [f"p99 at level {level} <= {limit:g} ms" for level, limit in sorted(gates.max_p99_ms.items(),
+                                                                               key=lambda kv: float(kv[0]))]
+    if gates.min_efficiency is not None:
+        out.append(f"min_efficiency {gates.min_efficiency:g}")
+    return out
+
+
 def parse_p99_gates(specs: Iterable[str]) -> dict[str, float]:
     """Command-line p99 gates: "64=250" or "64:250" (level = milliseconds)."""
     out: dict[str, float] = {}

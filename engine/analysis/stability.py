@@ -38,3 +38,12 @@ def is_stable(
     tail_t = list(throughputs[-stable_windows:])
     tail_l = list(latencies[-stable_windows:])
     return within(tail_t, percent) and within(tail_l, percent)  # type: ignore[arg-type]  # callers drop windows without a mean latency
+
+
+def none_stable(statuses: Sequence[str]) -> str:
+    """"" unless levels were measured and none of them was stable; then the line that says so
+    (a session's end line, the top of its report). ``statuses``: each level's status."""
+    measured = [st for st in statuses if st != "failed"]
+    if not measured or "stable" in measured:
+        return ""
+    return f"no level was stable (0 of {len(statuses)}): measure again before sizing on these figures"

@@ -398,6 +398,12 @@ def _norm(text: str) -> str:
     return "".join(ch for ch in text.upper() if ch.isalnum())
 
 
+def _listed(gb: float) -> str:
+    """A listing's memory figure, read as GiB ("80 GB" cards hold 80 GiB): one unit beside the
+    measured GiB, and the listing's own words after it."""
+    return f"{gb:g} GiB (listed as {gb:g} GB)"
+
+
 def judge_profile(exp: ExpectedHardware, facts: BoxFacts) -> list[CheckItem]:
     scope = f"profile {exp.profile}".strip()
     gpus = facts.gpus
@@ -418,11 +424,11 @@ def judge_profile(exp: ExpectedHardware, facts: BoxFacts) -> list[CheckItem]:
     if exp.vram_gb and gpus:
         smallest = min((g.mem_total for g in gpus if g.mem_total), default=None)
         if smallest is None:
-            items.append(item("vram", scope, NA, expected=f"{exp.vram_gb:g} GB"))
+            items.append(item("vram", scope, NA, expected=_listed(exp.vram_gb)))
         else:
             ratio = smallest / GIB / exp.vram_gb  # listings say "80 GB" for 80 GiB cards
             status = OK if ratio >= 0.95 else (WARN if ratio >= 0.9 else FAIL)
-            items.append(item("vram", scope, status, f"{smallest / GIB:.1f} GiB", f"{exp.vram_gb:g} GB",
+            items.append(item("vram", scope, status, f"{smallest / GIB:.1f} GiB", _listed(exp.vram_gb),
                               "" if status == OK else "less memory per GPU than the listing"))
     items += _judge_interconnect(exp, facts, scope)
     if exp.vcpus and facts.host.cpu_cores is not None:
@@ -433,7 +439,7 @@ def judge_profile(exp: ExpectedHardware, facts: BoxFacts) -> list[CheckItem]:
     if exp.ram_gb and facts.host.ram_bytes is not None:
         ratio = facts.host.ram_bytes / GIB / exp.ram_gb
         status = OK if ratio >= 0.9 else (WARN if ratio >= 0.5 else FAIL)
-        items.append(item("ram", scope, status, _gib(facts.host.ram_bytes), f"{exp.ram_gb:g} GB",
+        items.append(item("ram", scope, status, _gib(facts.host.ram_bytes), _listed(exp.ram_gb),
                           "" if status == OK else "less RAM than the listing (a memory limit?)"))
     return items
 

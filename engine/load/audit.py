@@ -98,6 +98,7 @@ def client_audit(
         client_delay_p50=quantile_seconds(agg.client_ns, 50),
         client_delay_p99=quantile_seconds(agg.client_ns, 99),
         client_delay_fraction=delay_fraction,
+        cpu_wait_fraction=waited if agg.wait_ns and duration_ns > 0 else None,
         cpu_percent=cpu_percent,
         cpu_cores=cpu_cores,
         loop_lag_p99=lag_p99,

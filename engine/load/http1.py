@@ -14,10 +14,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is not Triton's
+CONTROL_MAX_BYTES = 16 << 20  # a control call's body (metadata, config, statistics) past this is refused
+READ_BYTES = 65536
 
 
 class BadResponse(Exception):
     """The bytes received are not an HTTP/1.1 response we can frame."""
+
+
+class ResponseTooLarge(BadResponse):
+    """A body past the caller's cap (``response_too_large``): the connection is closed."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"response_too_large: a body of more than {limit >> 20} MiB")
 
 
 @dataclass(frozen=True)
@@ -186,8 +195,10 @@ async def request(
     body: bytes = b"",
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
+    max_bytes: int = CONTROL_MAX_BYTES,
 ) -> Reply:
-    """One request on a fresh connection (control plane only: not the load path).
+    """One request on a fresh connection (control plane only: not the load path). A body past
+    ``max_bytes`` (however it is framed) ends the call with ResponseTooLarge.
 
     Raises OSError (refused, reset, unreachable), asyncio.TimeoutError or BadResponse."""
     endpoint = parse_endpoint(url)
@@ -203,31 +214,77 @@ async def request(
         try:
             writer.write(raw)
             await writer.drain()
-            buf = b""
-            head = None
-            while head is None:
-                chunk = await reader.read(65536)
-                if not chunk:
-                    raise BadResponse("connection closed before a response head")
-                buf += chunk
-                head = parse_head(buf)
-            rest = buf[head.head_len :]
-            if head.chunked:
-                while (decoded := dechunk(rest)) is None:
-                    chunk = await reader.read(65536)
-                    if not chunk:
-                        raise BadResponse("connection closed inside a chunked body")
-                    rest += chunk
-                return Reply(head.status, decoded[0])
-            if head.content_length is None:
-                return Reply(head.status, rest + await reader.read())  # close-delimited
-            while len(rest) < head.content_length:
-                chunk = await reader.read(65536)
-                if not chunk:
-                    raise BadResponse("connection closed inside the body")
-                rest += chunk
-            return Reply(head.status, rest[: head.content_length])
+            return await read_reply(reader, max_bytes)
         finally:
             writer.close()
 
     return await asyncio.wait_for(exchange(), timeout_s)
+
+
+async def read_reply(reader: asyncio.StreamReader, max_bytes: int) -> Reply:
+    """One response from ``reader``: its head, then its body however framed, never holding
+    more than ``max_bytes`` of body (plus one read)."""
+    buf = bytearray()
+    head = None
+    while head is None:
+        chunk = await reader.read(READ_BYTES)
+        if not chunk:
+            raise BadResponse("connection closed before a response head")
+        buf += chunk
+        head = parse_head(buf)
+    rest = buf[head.head_len :]
+    if head.chunked:
+        return Reply(head.status, await _read_chunked(reader, rest, max_bytes))
+    if head.content_length is None:  # close-delimited
+        while chunk := await reader.read(READ_BYTES):
+            rest += chunk
+            if len(rest) > max_bytes:
+                raise ResponseTooLarge(max_bytes)
+        if len(rest) > max_bytes:
+            raise ResponseTooLarge(max_bytes)
+        return Reply(head.status, bytes(rest))
+    if head.content_length > max_bytes:
+        raise ResponseTooLarge(max_bytes)
+    while len(rest) < head.content_length:
+        chunk = await reader.read(READ_BYTES)
+        if not chunk:
+            raise BadResponse("connection closed inside the body")
+        rest += chunk
+    return Reply(head.status, bytes(rest[: head.content_length]))
+
+
+async def _read_chunked(reader: asyncio.StreamReader, rest: bytearray, max_bytes: int) -> bytes:
+    """A chunked body, decoded as it arrives (each chunk once), up to ``max_bytes``."""
+    out = bytearray()
+    pos = 0  # where the next chunk's size line starts in ``rest``
+
+    async def more() -> None:
+        nonlocal rest, pos
+        chunk = await reader.read(READ_BYTES)
+        if not chunk:
+            raise BadResponse("connection closed inside a chunked body")
+        del rest[:pos]  # drop what was decoded: ``rest`` holds at most a chunk and one read
+        pos = 0
+        rest += chunk
+
+    while True:
+        eol = rest.find(b"\r\n", pos)
+        if eol < 0:
+            if len(rest) - pos > 1024:
+                raise BadResponse("chunk size line longer than 1 KiB")
+            await more()
+            continue
+        size_text = bytes(rest[pos:eol]).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadResponse(f"bad chunk size {size_text[:20]!r}") from None
+        if size == 0:
+            return bytes(out)  # trailers, if any, are left unread: the connection closes
+        if len(out) + size > max_bytes:
+            raise ResponseTooLarge(max_bytes)
+        while len(rest) < eol + 2 + size + 2:
+            await more()
+            eol = rest.find(b"\r\n")  # the size line is still at the start after ``more``
+        out += rest[eol + 2 : eol + 2 + size]
+        pos = eol + 2 + size + 2

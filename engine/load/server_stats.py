@@ -20,6 +20,9 @@ from engine.load import http1
 from engine.load.target import Target
 
 PARTS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+# one model's statistics, every batch size's included, are tens of KB; several fetches may be in
+# flight at once (one per window boundary), so each holds at most this much
+STATS_MAX_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapsho
     try:
         asked = time.monotonic_ns()
         reply = await http1.request(
-            target.http_url, f"{target.model_path}/stats", headers=target.headers, timeout_s=timeout_s
+            target.http_url, f"{target.model_path}/stats", headers=target.headers, timeout_s=timeout_s,
+            max_bytes=STATS_MAX_BYTES,
         )
         if reply.status != 200:
             return None

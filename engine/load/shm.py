@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
-from engine.load.http1 import error_message, request
+from engine.load.http1 import BadResponse, error_message, request
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"
@@ -65,11 +65,14 @@ class SharedRegions:
     cuda: list[str] = field(default_factory=list)  # region names
     plan: ShmPlan | None = None  # once opened: what every load worker's requests name
     _keep: list[Any] = field(default_factory=list)  # GPU tensors, alive while registered
+    _counters: list[tuple[bytes, int]] = field(default_factory=list)  # their IPC ref counters (torch's)
 
     async def close(self) -> None:
-        """Unregister every region and remove every segment; never raises (runs in finally)."""
+        """Unregister every region and remove every segment, then give the GPU memory back;
+        never raises (runs in finally)."""
+        released = True
         for name in self.cuda:
-            await self._call(f"/v2/cudasharedmemory/region/{name}/unregister", {}, quiet=True)
+            released = await self._call(f"/v2/cudasharedmemory/region/{name}/unregister", {}, quiet=True) and released
         for name, segment in self.system:
             await self._call(f"/v2/systemsharedmemory/region/{name}/unregister", {}, quiet=True)
             try:
@@ -78,17 +81,45 @@ class SharedRegions:
                 pass
         self.cuda.clear()
         self.system.clear()
+        if released:  # the server no longer maps our GPU memory (or is gone)
+            release_cuda(self._keep, self._counters)
         self._keep.clear()
 
-    async def _call(self, path: str, body: dict[str, Any], quiet: bool = False) -> None:
+    async def _call(self, path: str, body: dict[str, Any], quiet: bool = False) -> bool:
+        """POST to the server; with ``quiet``, failures are not raised: True when the server
+        answered (any status) or nothing listens any more, False when it may still be there."""
         try:
             reply = await request(self.url, path, "POST", json.dumps(body).encode(), self.headers, timeout_s=30.0)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, BadResponse) as exc:
             if quiet:
-                return
+                return isinstance(exc, ConnectionRefusedError)
             raise UserError(f"shared memory: the server did not answer {path}: {exc}") from None
         if reply.status != 200 and not quiet:
             raise UserError(f"shared memory: the server refused {path.rsplit('/', 2)[-2]!r}: {error_message(reply.body)}")
+        return True
+
+
+def release_cuda(tensors: list[Any], counters: list[tuple[bytes, int]]) -> None:
+    """Free shared GPU tensors now. torch counts the users of each block it shares in a counter
+    that only a torch consumer decrements; Triton is none, so a freed block would wait in torch's
+    limbo until exit, which then warns "Producer process has been terminated before all shared
+    CUDA tensors released". Once the server has unregistered the region, our count is the last:
+    drop it, free the tensors and collect. Best effort: never raises."""
+    if not tensors and not counters:
+        return
+    import torch
+
+    for handle, offset in counters:
+        try:
+            torch.UntypedStorage._release_ipc_counter_cuda(handle, offset)
+        except Exception:  # noqa: BLE001 - best effort, as torch's own consumers do
+            pass
+    counters.clear()
+    tensors.clear()
+    try:
+        torch.cuda.ipc_collect()
+    except Exception:  # noqa: BLE001 - no CUDA left to collect from
+        pass
 
 
 async def open_regions(
@@ -168,7 +199,8 @@ async def _cuda_region(regions: SharedRegions, name: str, data: bytes, gpu: int)
     tensor.copy_(host)
     torch.cuda.synchronize(gpu)
     regions._keep.append(tensor)
-    device, handle, size, offset, *_ = tensor.untyped_storage()._share_cuda_()
+    _device, handle, _size, offset, counter, counter_offset, *_ = tensor.untyped_storage()._share_cuda_()
+    regions._counters.append((counter, int(counter_offset)))
     regions.cuda.append(name)
     await regions._call(
         f"/v2/cudasharedmemory/region/{name}/register",

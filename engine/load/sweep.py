@@ -8,12 +8,13 @@ or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
 without that: the last stable_windows windows are merged and the level says so), "failed" (a
-whole window completed no request successfully: every window is merged), "interrupted" (stop
-was asked before the level was decided).
+whole window completed no request successfully, or some answer was malformed or too large: every
+window is merged), "interrupted" (stop was asked before the level was decided).
 Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
 connection_reset, timeout, rejected and server_error (the server's answer, with its message and
-the protocol's status), bad_response (unreadable, or the first answer of a level lacks the
-outputs asked for), dropped (rate mode: the in-flight cap was reached, the request was never
+the protocol's status), bad_response (an answer that cannot be framed), malformed_answer (a framed
+answer that is not the one asked for: engine/load/answer_check.py), response_too_large (past the
+sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
 """
 
@@ -51,13 +52,14 @@ from engine.load.request import request_inputs
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, taken_in_time
 from engine.load.target import Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
-from engine.load.transport import SweepInputs, transport_named
+from engine.load.transport import MALFORMED_ANSWER, RESPONSE_TOO_LARGE, SweepInputs, transport_named
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load
 
 Publish = Callable[[Event], None]
+BAD_ANSWER_KINDS = (MALFORMED_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
 T0_LEAD_NS = 50_000_000  # time for "go" to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
@@ -200,10 +202,16 @@ class _Level:
                     pass
         for _ in range(self.active):
             await pool.expect("stopped", TICK_SLACK_S)
+        if status in ("stable", "unstable") and self.bad_answers():
+            status = "failed"  # figures measured on answers that were not the ones asked for
         result = await self.result(status)
         for task in self.snapshots.values():
             task.cancel()
         return result
+
+    def bad_answers(self) -> int:
+        """Answers of the measured windows that were malformed or too large."""
+        return sum(w.agg.errors.get(kind, 0) for w in self.windows for kind in BAD_ANSWER_KINDS)
 
     async def collect(self) -> str:
         """Take ticks until the level is decided; returns its status."""
@@ -502,7 +510,10 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
     if not result.errors_by_kind:
         return
     line = errors_line(result.errors_by_kind, result.error_messages)
-    if result.status == "failed":
+    bad = sum(result.errors_by_kind.get(kind, 0) for kind in BAD_ANSWER_KINDS)
+    if result.status == "failed" and bad and result.requests:
+        publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed or too large: {line}"))
+    elif result.status == "failed":
         publish(Error(source="load", message=f"level {result.level:g} failed: every request in a window failed: {line}"))
     else:
         # errors count every measured window; requests only the merged ones: do not mix them

@@ -60,6 +60,8 @@ async def _get(target: Target, path: str, method: str = "GET", body: bytes = b""
         )
     except ValueError as exc:  # a malformed URL
         raise UserError(f"server URL: {exc}") from None
+    except http1.ResponseTooLarge as exc:
+        raise UserError(f"Triton at {target.http_url} answered {path} with {exc}") from None
     except (TimeoutError, OSError, http1.BadResponse) as exc:
         raise UserError(f"cannot reach Triton at {target.http_url}: {_describe_exc(exc)}") from None
 

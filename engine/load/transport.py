@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 # words (e.g. "HTTP 400: ..."). Recordings made before these names: engine/events.py maps them.
 REJECTED = "rejected"  # the server refused the request (HTTP 4xx: bad input, unknown model)
 SERVER_ERROR = "server_error"  # the server failed to serve it (HTTP 5xx)
-BAD_RESPONSE = "bad_response"  # an answer we cannot read, or without the outputs asked for
+BAD_RESPONSE = "bad_response"  # an answer we cannot frame (not HTTP, a broken chunk, bytes unasked for)
+MALFORMED_ANSWER = "malformed_answer"  # a framed answer that is not the one asked for (engine/load/answer_check.py)
+RESPONSE_TOO_LARGE = "response_too_large"  # an answer past the sweep's cap on its size: the connection is closed
 TIMEOUT = "timeout"
 CONNECTION_RESET = "connection_reset"
 CONNECTION_REFUSED = "connection_refused"
@@ -62,7 +64,7 @@ class Scheduler(Protocol):
 class Connection:
     """One connection of a load worker, carrying at most one request at a time.
 
-    The scheduler reads and resets ``busy``, ``generation`` and ``backoff``. The transport keeps
+    The scheduler reads and resets ``busy``, ``generation``, ``backoff`` and ``reconnecting``. The transport keeps
     the timings a request's latency is split by: ``send`` sets ``sent_ns`` (now) and
     ``intended_ns`` (the schedule's time, or now); ``written_ns`` when the whole request is in
     the kernel's (or the protocol library's) hands; ``first_ns`` when the answer's first bytes
@@ -81,6 +83,7 @@ class Connection:
         self.first_ns = 0
         self.unread_ns = 0
         self.backoff = 0.0  # the scheduler's reconnect delay
+        self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
 
     def send(self, intended_ns: int = 0) -> int:
         """Write one request (the sweep's); returns the send time (monotonic ns). The hot path:
@@ -93,7 +96,8 @@ class Connection:
 
     def check(self) -> str | None:
         """Called once per level, within ``answered`` for the level's first counted answer: a
-        one-line problem with it (outputs missing), or None."""
+        one-line problem with it (outputs missing), or None. For a transport that does not
+        check every answer itself (the HTTP ones do, and count MALFORMED_ANSWER)."""
         return None
 
 

@@ -515,9 +515,21 @@ class Worker:
             self.open_count -= 1
 
     def reconnect(self, slot: Connection, immediately: bool = False) -> None:
+        # one task per connection: a connection lost again while its task opens it (the server
+        # closed it at once) is that task's to retry, and a second task would open a second
+        # socket onto the same connection
+        if slot.reconnecting:
+            return
+        slot.reconnecting = True
         self.spawn(self._reconnect(slot, 0.0 if immediately else max(BACKOFF_MIN_S, slot.backoff)))
 
     async def _reconnect(self, slot: Connection, delay: float) -> None:
+        try:
+            await self._reopen(slot, delay)
+        finally:
+            slot.reconnecting = False
+
+    async def _reopen(self, slot: Connection, delay: float) -> None:
         generation = self.generation
         dialer = self.dialer
         assert dialer is not None

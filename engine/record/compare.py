@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import format as num
+from engine.analysis.gates import GATE_FAILURE_EXIT_CODE as GATE_EXIT
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
 from engine.record import svg
@@ -29,7 +30,7 @@ from engine.record.doc import (
     to_markdown,
     to_text,
 )
-from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
@@ -63,6 +64,9 @@ class Comparison:
     mismatches: list[str] = field(default_factory=list)  # break apples-to-apples
     notes: list[str] = field(default_factory=list)  # differences to keep in mind
     levels: list[float] = field(default_factory=list)  # every level any run measured
+    study_verdict: str | None = None  # a study's own conclusion (stop at N), when these runs are one study
+    gates: list[str] = field(default_factory=list)  # the gates checked, in words ([]: none)
+    gate_failures: list[str] = field(default_factory=list)
 
     @property
     def lowest_efficiency(self) -> float | None:
@@ -72,11 +76,15 @@ class Comparison:
         return min(values) if values else None
 
 
-def compare(recordings: list[Recording], costs: dict[int, float] | None = None, pro_rata: bool = False) -> Comparison:
+def compare(recordings: list[Recording], costs: dict[int, float] | None = None, pro_rata: bool = False,
+            study_verdict: str | None = None) -> Comparison:
     """``costs``: $/hr by GPU count of the config variant (seed 001's "1gpu:1.5,2gpu:3.0"), for runs
     made on one big box that stand for smaller boxes; it replaces each profile's cost_per_hour.
     ``pro_rata``: a run on part of the box, not priced by ``costs``, costs its share of the box
-    (what the study's own table does, so that its report and this comparison agree)."""
+    (what the study's own table does, so that its report and this comparison agree).
+    ``study_verdict``: the runs are one scaling study, whose verdict this is: the model-config
+    differences between its variants are its variable, not a mismatch, and the recommendation
+    leads with its verdict."""
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
@@ -98,8 +106,9 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
             run.base_label = base.label
             run.scaling = scaling_vs_base(run.findings.points, base.findings.points, run.n)
     runs.sort(key=lambda r: (gpu_slug(r.summary.gpu_model, r.summary.gpu_count), r.n or 0, r.label))
-    comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}))
-    _check_apples(comparison, {findings[i].label: how for i, how in priced.items()})
+    comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}),
+                            study_verdict=study_verdict)
+    _check_apples(comparison, {findings[i].label: how for i, how in priced.items()}, study=study_verdict is not None)
     return comparison
 
 
@@ -135,7 +144,41 @@ def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[Ru
     return lambda r: read(r, key)
 
 
-def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None) -> None:
+# Model-config keys a study's variants differ in by design, as the reader knows them
+STUDY_VARIABLES = {"instance_group": "model instances", "parameters.cpu_threads": "threads per CPU instance"}
+
+
+def _leaves(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A model config flattened to dotted keys, so that a difference names its field
+    ("parameters.cpu_threads: 2 vs 1"), not the whole section. Triton's parameter values
+    ({"string_value": "2"}) read as their value."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and set(value) == {"string_value"}:
+            out[name] = value["string_value"]
+        elif isinstance(value, Mapping) and value:
+            out.update(_leaves(value, name + "."))
+        else:
+            out[name] = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (list, dict)) else value
+    return out
+
+
+def _instances(config: Mapping[str, Any]) -> str:
+    groups = config.get("instance_group")
+    if not isinstance(groups, list):
+        return "not known"
+    def one(group: Mapping[str, Any]) -> str:
+        count = group.get("count", 1)
+        if group.get("kind") == "KIND_CPU":
+            return f"{count} on CPU"
+        gpus = group.get("gpus")
+        return f"{count} per GPU" + (f" on GPUs {','.join(map(str, gpus))}" if isinstance(gpus, list) and gpus else "")
+
+    return " + ".join(one(g) for g in groups if isinstance(g, Mapping)) or "not known"
+
+
+def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study: bool = False) -> None:
     priced = priced or {}
     runs = c.runs
     checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
@@ -148,11 +191,17 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None) -> Non
     for what, get, breaks in checks:
         if (diff := _differs(runs, get)) is not None:
             (c.mismatches if breaks else c.notes).append(f"{what} differs: {diff}")
-    configs = {r.label: {k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS} for r in runs}
+    configs = {r.label: _leaves({k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS})
+               for r in runs}
     keys = sorted({k for cfg in configs.values() for k in cfg})
+    if study and (diff := _differs(runs, lambda r: _instances(r.summary.model_config))) is not None:
+        c.notes.append(f"{STUDY_VARIABLES['instance_group']}: the study's variable ({diff})")
     for key in keys:
         if (diff := _differs(runs, _getter(lambda r, k: configs[r.label].get(k), key))) is not None:
-            c.mismatches.append(f"model config differs in {key}: {diff}")
+            if study:  # the study serves one model with each variant's config: what differs, it chose
+                c.notes.append(f"{STUDY_VARIABLES.get(key, 'model config ' + key)}: the study's variable ({diff})")
+            else:
+                c.mismatches.append(f"model config differs in {key}: {diff}")
     level_sets = {r.label: {p.level for p in r.findings.points} for r in runs}
     planned = {r.label: set(r.summary.levels_planned) for r in runs}
     if len({frozenset(v) for v in planned.values()}) > 1:
@@ -259,6 +308,12 @@ def build_compare_doc(c: Comparison) -> Doc:
         v = r.findings.verdict
         doc.add(Para(f"{r.label}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
     doc.add(Heading("Recommendation"), Bullets(_recommend(c)))
+    if c.gates:  # the gates' results belong in the report as well as in the exit code
+        if c.gate_failures:
+            doc.add(Heading("Gates"), Note(f"{len(c.gate_failures)} gate(s) failed (exit code {GATE_EXIT}):",
+                                           warning=True), Bullets(c.gate_failures))
+        else:
+            doc.add(Heading("Gates"), Para("Every gate passed:"), Bullets(c.gates))
     doc.add(*_charts(c))
     return doc
 
@@ -290,14 +345,20 @@ def _per_level(c: Comparison) -> list:
 
 def _recommend(c: Comparison) -> list[str]:
     out = []
+    if c.study_verdict:  # one answer: the study's, which weighs each added GPU, not the fastest run alone
+        out.append(f"The study's verdict: {c.study_verdict[0].upper()}{c.study_verdict[1:]}.")
     priced = [r for r in c.runs if r.findings.cost_per_1000_at_peak is not None]
     if priced:
         best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)
         out.append(f"Cheapest per image: {best.label} at {num.money(best.findings.cost_per_1000_at_peak)} per 1000 images "
-                   f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s).")
+                   f"({num.rate(best.findings.peak.throughput if best.findings.peak else None)} images/s"
+                   f"{unstable_mark(best.findings.peak, inside=True)}).")
     fastest = max((r for r in c.runs if r.findings.peak), key=lambda r: r.findings.peak.throughput, default=None)  # type: ignore[union-attr]  # filtered to runs that have one
     if fastest is not None and fastest.findings.peak is not None:
-        out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s.")
+        why = (" (the study's verdict above weighs what each step adds, not the fastest run alone)"
+               if c.study_verdict else "")
+        out.append(f"Highest throughput: {fastest.label} at {num.rate(fastest.findings.peak.throughput)} images/s"
+                   f"{unstable_mark(fastest.findings.peak)}{why}.")
     for r in c.runs:
         if not (r.n and r.n > 1 and r.scaling and r.scaling.efficiency is not None):
             continue

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import columns
+from engine.record.safe_text import md_text
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Doc:
 
 
 def md_escape(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md_text(text)
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align_right_from: int = 1) -> str:
@@ -105,17 +106,17 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int =
 
 
 def to_markdown(doc: Doc) -> str:
-    out = [f"# {doc.title}", ""]
-    for b in doc.blocks:
+    out = [f"# {md_text(doc.title)}", ""]
+    for b in doc.blocks:  # text may come from outside (a server's error, a model name): never raw
         if isinstance(b, Heading):
-            out += [f"{'#' * max(b.level, 2)} {b.text}", ""]
+            out += [f"{'#' * max(b.level, 2)} {md_text(b.text)}", ""]
         elif isinstance(b, Para):
-            out += [b.text, ""]
+            out += [md_text(b.text), ""]
         elif isinstance(b, Note):
-            out += [f"> {'**Warning:** ' if b.warning else ''}{b.text}", ""]
+            out += [f"> {'**Warning:** ' if b.warning else ''}{md_text(b.text)}", ""]
         elif isinstance(b, Table):
             if b.caption:
-                out += [f"*{b.caption}*", ""]
+                out += [f"*{md_text(b.caption)}*", ""]
             out += [md_table(b.header, b.rows, align_right_from=b.left), ""]
         elif isinstance(b, Bullets):
             out += [f"- {md_escape(item)}" for item in b.items] + [""]

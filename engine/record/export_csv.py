@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from engine.modes import CONCURRENCY, RATE, mode_of
 from engine.record.gpu_fields import FIELDS
+from engine.record.safe_text import csv_cell
 from engine.record.summary import LevelSummary, RecordingSummary
 
 HEADER_CONCURRENCY = CONCURRENCY.csv_header
@@ -77,6 +78,6 @@ def levels_csv(summary: RecordingSummary) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(["Sweep"] if several else [])])
-    for lv in levels:
-        writer.writerow(_row(lv, with_gpu) + ([str(lv.sweep)] if several else []))
+    for lv in levels:  # cells from outside (a remote GPU's UUID) never start a formula
+        writer.writerow([csv_cell(c) for c in _row(lv, with_gpu) + ([str(lv.sweep)] if several else [])])
     return out.getvalue()

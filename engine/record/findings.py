@@ -11,8 +11,9 @@ from urllib.parse import urlsplit
 from engine import format as fmt
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.gpu_sharing import sharing_advice, taking_turns
-from engine.analysis.saturation import Saturation, saturation_point
+from engine.analysis.saturation import UNSTABLE_MARK, Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.stability import none_stable
 from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
 from engine.analysis.wire import Assessment, assess
 from engine.events import WireCeiling
@@ -24,6 +25,10 @@ RANDOM_WEIGHTS_NOTE = (
 )
 
 ADVICE = {
+    "host-cpu": "The server and the load generator share this host's CPUs and use them all, so neither figure is "
+                "the server's alone. To tell them apart: move the inputs off the HTTP body (load.transport = "
+                "system_shm), run the client on another machine against this server, or run fewer model instances; "
+                "sizing a box needs the server measured with the host to itself.",
     "client-bound": "Give the load generator more room (more workers, a bigger client machine, or run it on "
                     "another host): until then these figures understate the server.",
     "request-path": "Move the inputs off the HTTP body (load.transport = system_shm or cuda_shm with the client "
@@ -84,6 +89,24 @@ class RunFindings:
     def label(self) -> str:
         return self.summary.label
 
+    @property
+    def stability_caveat(self) -> str:
+        """"" when some level was stable; else one line that says none was, for the top of a report."""
+        line = none_stable([lv.result.status for lv in self.levels])
+        if not line:
+            return ""
+        return (f"{line[0].upper()}{line[1:]}. At every level the measurement windows disagreed beyond "
+                "load.stability_percent: every figure below is from an unstable level (more windows: "
+                "load.max_windows, or longer ones: load.window_ms, may settle them).")
+
+
+def unstable_mark(point: SweepPoint | None, inside: bool = False) -> str:
+    """" (an unstable level: ...)" after a figure drawn from a level that was not stable;
+    ``inside``: the figure already sits in parentheses, so "; an unstable level: ..."."""
+    if point is None or point.status == "stable":
+        return ""
+    return f"; {UNSTABLE_MARK}" if inside else f" ({UNSTABLE_MARK})"
+
 
 def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     """The findings of one sweep (``sweep``, default the summary's main sweep): levels of two
@@ -95,14 +118,18 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     best = peak(points)
     # a client-bound level measured the load generator, not the server: never a saturation point
     client_bound = {float(r.level) for r in results if r.audit.client_bound}
-    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound])
+    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound],
+                                  left_out=sorted(client_bound),
+                                  unstable=[p.level for p in points if p.status != "stable"])
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent) for lv in levels
-                if float(lv.level) in usable]
+    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent, lv.own_cpu_percent,
+                                     lv.server_cpu_percent) for lv in levels if float(lv.level) in usable]
     wire = summary.wires.get(sweep) if sweep is not None else None
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
+    cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
-                       assessment.capacity if assessment else None)
+                       assessment.capacity if assessment else None, server_local=_server_on_this_machine(summary.server),
+                       host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
     cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
     n = summary.gpus_in_config
     findings = RunFindings(
@@ -133,13 +160,15 @@ def recommend(f: RunFindings) -> list[str]:
     out: list[str] = []
     if f.peak is None:
         return ["No level produced a result: fix the errors listed above and run again."]
+    if f.stability_caveat:
+        out.append("Measure again before sizing on these figures: no level was stable (see the top of this report).")
     sat = f.saturation
     if sat is not None and sat.reached and sat.level is not None:
         at = point_at(f.points, sat.level)
         top = f.points[-1]
         out.append(
             f"Serve at up to concurrency {fmt.level_value(sat.level)}: {fmt.rate(at.throughput if at else None)} images/s "
-            f"with p99 {fmt.ms(at.p99 if at else None)} ms; more load adds under {sat.tolerance * 100:g} % "
+            f"with p99 {fmt.ms(at.p99 if at else None)} ms{unstable_mark(at)}; more load adds under {sat.tolerance * 100:g} % "
             f"throughput while p99 reaches {fmt.ms(top.p99)} ms at {fmt.level_value(top.level)}."
         )
     if f.verdict.kind == "compute" and not s.gpus_in_config:
@@ -159,7 +188,7 @@ def recommend(f: RunFindings) -> list[str]:
     if f.cost_per_1000_at_peak is not None:
         out.append(
             f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "
-            f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s)."
+            f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s{unstable_mark(f.peak, inside=True)})."
         )
     else:
         out.append("Set hardware.cost_per_hour in the profile to get the cost per 1000 images.")

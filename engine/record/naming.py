@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -96,19 +96,25 @@ def new_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:  # the folder, or the file's own name (too long for the file system)
         where = path if exc.errno == errno.ENAMETOOLONG else path.parent
         raise UserError(f"{where}: cannot write: {exc.strerror or exc}") from None
-    tmp = Path(tmp_name)
+    # the name is ours before the file exists: an interrupt (SIGTERM as KeyboardInterrupt) at any
+    # point from here on still finds it in the finally below, so no .tmp is left behind
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
     try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            where = path if exc.errno == errno.ENAMETOOLONG else path.parent
+            raise UserError(f"{where}: cannot write: {exc.strerror or exc}") from None
         encoding = None if "b" in mode else "utf-8"
         try:
             with os.fdopen(fd, mode, encoding=encoding, newline="" if encoding else None) as fh:
                 yield fh
         except OSError as exc:  # a full disk (ENOSPC), a quota: one line, nothing half-written left
             raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an export is an ordinary file
+        os.chmod(tmp, 0o666 & ~_umask())  # an export is an ordinary file
         try:
             _publish(tmp, path)
         except FileExistsError:
@@ -116,7 +122,10 @@ def new_file(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
         except OSError as exc:
             raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # never created (a name too long, a folder we cannot write)
+            pass
 
 
 def _publish(tmp: Path, path: Path) -> None:

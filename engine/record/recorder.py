@@ -61,6 +61,8 @@ def _num(value: Any) -> float | int | None:
     """A number for an index column, or NULL (bools and strings are not telemetry)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
+    if isinstance(value, int):  # beyond SQLite's INTEGER an insert fails and the recording would stop
+        return value if -(2**63) <= value < 2**63 else None
     return value if math.isfinite(value) else None
 
 

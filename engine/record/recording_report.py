@@ -15,7 +15,7 @@ from engine.analysis.wire import wire_notes
 from engine.modes import mode_of
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
-from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze
+from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
 from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
 from engine.transports import transport_spec
@@ -36,6 +36,8 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
     status = s.status or "no end recorded (interrupted, or still running)"
     doc.add(Para(f"Recorded {utc(s.first_ts)}, {fmt.duration(s.duration_s)}, status: {status}. "
                  f"File: {Path(s.path).name}"))
+    if f.stability_caveat:
+        doc.add(Note(f.stability_caveat, warning=True))
     if s.random_weights:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
     doc.add(*_setup(s))
@@ -206,7 +208,7 @@ def _scaling(f: RunFindings) -> list:
     blocks: list = [Heading("Scaling efficiency")]
     if f.peak is not None and n:
         text = (f"Inference: {n} GPU{'s' if n != 1 else ''} in the config, peak {fmt.rate(f.peak.throughput)} images/s "
-                f"= {fmt.rate(f.per_gpu_throughput)} per GPU. ")
+                f"= {fmt.rate(f.per_gpu_throughput)} per GPU{unstable_mark(f.peak)}. ")
         text += ("This is a 1x run: the base for the others." if n == 1 else
                  "Efficiency needs the 1x run of the same model and config as its base: compare the recordings.")
         blocks.append(Para(text))
@@ -241,7 +243,7 @@ def _cost(f: RunFindings, tag: str = "") -> list:
         return [Heading("Cost per 1000 images" + tag), Para(f"Not available: {why}.")]
     return [Heading("Cost per 1000 images" + tag), Para(
         f"{fmt.money(f.cost_per_1000_at_peak)} per 1000 images at the peak ({fmt.rate(f.peak.throughput if f.peak else None)} "
-        f"images/s, ${s.cost_per_hour:g}/hr): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
+        f"images/s, ${s.cost_per_hour:g}/hr{unstable_mark(f.peak, inside=True)}): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
 
 
 def _telemetry(f: RunFindings) -> list:

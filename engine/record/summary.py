@@ -80,6 +80,8 @@ class LevelSummary:
     gpu: dict[str, dict[str, float]] = field(default_factory=dict)
     host_cpu_percent: float | None = None
     windows_recorded: int = 0
+    own_cpu_percent: float | None = None  # our processes in the span (100 = one core)
+    server_cpu_percent: float | None = None  # the embedded server's processes; None: not recorded
 
     @property
     def level(self) -> float:
@@ -276,6 +278,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     gpus, timeline = _gpu_telemetry(recording, first_ts, last_ts, present)
     level_gpu = {index: _gpu_in_span(recording, span, present) for index, span in spans.items()}
     level_host = {index: _host_in_span(recording, span) for index, span in spans.items()}
+    level_parties = {index: _parties_in_span(recording, span) for index, span in spans.items()}
     host_mean, host_max = next(recording.query("SELECT avg(cpu), max(cpu) FROM host_samples"))
 
     levels = [
@@ -286,6 +289,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
             t_end=spans.get(index, (None, None))[1],
             gpu=level_gpu.get(index, {}),
             host_cpu_percent=level_host.get(index),
+            own_cpu_percent=level_parties.get(index, (None, None))[0],
+            server_cpu_percent=level_parties.get(index, (None, None))[1],
             windows_recorded=window_counts.get(index, 0),
         )
         for index, result in results.items()
@@ -384,7 +389,10 @@ class _Fold:
             self.sweep_no += 1
         self.current = (self.sweep_no, index)
         self.level_open[self.current] = ts
-        self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, int(data.get("total") or 0)))
+        total = data.get("total") or 0
+        if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 1_000_000:
+            raise _bad(self.recording, seq, kind, f"total must be a count of levels, found {total!r:.40}")
+        self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, total))
 
     def warning(self, seq: int, ts: float, kind: str, data: dict[str, Any]) -> None:
         self.warnings.setdefault(data.get("key") or data.get("message", ""), f"{data.get('source')}: {data.get('message')}")
@@ -533,3 +541,13 @@ def _gpu_in_span(recording: RecordedEvents, span: tuple[float, float], present: 
 
 def _host_in_span(recording: RecordedEvents, span: tuple[float, float]) -> float | None:
     return next(recording.query("SELECT avg(cpu) FROM host_samples WHERE ts BETWEEN ? AND ?", span))[0]
+
+
+def _parties_in_span(recording: RecordedEvents, span: tuple[float, float]) -> tuple[float | None, float | None]:
+    """Mean CPU of our processes and of the embedded server's over the span (100 = one core),
+    from the host samples' own rows (the host_samples index holds only the host's total)."""
+    own, server = next(recording.query(
+        "SELECT avg(json_extract(data, '$.own_cpu_percent')), avg(json_extract(data, '$.server_cpu_percent')) "
+        "FROM events WHERE kind = 'host_sample' AND ts BETWEEN ? AND ?", span))
+    return (float(own) if isinstance(own, (int, float)) else None,
+            float(server) if isinstance(server, (int, float)) else None)

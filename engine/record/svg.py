@@ -87,6 +87,17 @@ def _axes(x_ticks: list[tuple[float, str]], y_ticks: list[tuple[float, str]], x_
     return out
 
 
+def _log2_ticks(xs: Sequence[float], most: int) -> list[float]:
+    """Ticks on a log2 axis crowded with levels (an SLO search adds some between the planned
+    ones): the powers of two among them and both ends, never every other level, which would
+    drop planned ones (4, 32, 128)."""
+    powers = [x for x in xs if x >= 1 and float(x).is_integer() and int(x) & (int(x) - 1) == 0]
+    if len(powers) > most - 1:  # thinned from the top, so that the highest stays
+        step = math.ceil(len(powers) / (most - 1))
+        powers = powers[::-1][::step][::-1]
+    return sorted({xs[0], *powers, xs[-1]})
+
+
 def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, *, log2_x: bool = False,
                y_format: Callable[[float], str] = _num, x_format: Callable[[float], str] = _num,
                max_x_ticks: int = 10) -> str:
@@ -113,7 +124,9 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     def py(y: float) -> float:
         return y0 - (y - ylo) / (yhi - ylo) * (y0 - y1)
 
-    if log2_x or len(xs) <= max_x_ticks:
+    if log2_x and len(xs) > max_x_ticks:
+        tick_values = _log2_ticks(xs, max_x_ticks)
+    elif log2_x or len(xs) <= max_x_ticks:
         tick_values = xs if len(xs) <= max_x_ticks else xs[:: math.ceil(len(xs) / max_x_ticks)]
     else:
         tick_values = [t for t in nice_ticks(xs[0], xs[-1], max_x_ticks // 2) if xs[0] <= t <= xs[-1]]

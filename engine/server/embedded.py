@@ -44,7 +44,7 @@ from engine.server.repository import (
     prepare_repository,
     set_instance_count,
 )
-from engine.shm_segments import segment_prefix, server_region_prefix
+from engine.shm_segments import remove_segments, segment_prefix, server_region_prefix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -382,6 +382,8 @@ class EmbeddedServer:
         # stubs may still be on their way out (a SIGKILL is not an exit), so wait for them here.
         left = kill_group_and_wait(guard.pid, REAP_S)
         guard.wait()
+        # the guard removes them as it ends; not when it was killed (a short stop timeout)
+        remove_segments(self.shm_region_prefix)
         self.left_behind = [process_name(pid) for pid in left]
         if left and self._log_file is not None:
             self._log_file.write(f"# gpuscale-tui: still alive after stop: {', '.join(self.left_behind)}\n".encode())

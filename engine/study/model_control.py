@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import RunFailed, UserError
+from engine.record.redact import Redactor
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_files
 from engine.study.pbtxt import pbtxt_to_json
 
 LOAD_TIMEOUT_S = 600.0  # loading a model onto 8 GPUs takes a while
+MAX_REPLY_BYTES = 16 << 20  # a config or load answer past this is not Triton's (response_too_large)
 
 
 class NoModelControl(Exception):
@@ -40,15 +42,22 @@ def _request(method: str, url: str, headers: dict[str, str], body: Any = None,
                                  headers={**headers, **({"Content-Type": "application/json"} if data else {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 - the profile's server URL
-            status, raw = response.status, response.read()
+            status, raw = response.status, response.read(MAX_REPLY_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
+        status, raw = exc.code, exc.read(MAX_REPLY_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
         raise RunFailed(f"server {url.split('/v2')[0]}: {getattr(exc, 'reason', exc)}") from None
+    if len(raw) > MAX_REPLY_BYTES:
+        raise RunFailed(f"server {url.split('/v2')[0]}: response_too_large: more than {MAX_REPLY_BYTES >> 20} MiB")
     try:
         return status, json.loads(raw) if raw else {}
     except ValueError:
         return status, {"error": raw.decode(errors="replace")[:200]}
+
+
+def _said(answer: dict[str, Any], headers: dict[str, str]) -> str:
+    """The server's error text, one line, without any credential we sent it (it may echo them)."""
+    return Redactor(headers.values()).text(" ".join(str(answer.get("error") or answer).split()))
 
 
 def current_config(http_url: str, model: str, headers: dict[str, str]) -> dict[str, Any] | None:
@@ -65,6 +74,42 @@ def override_for(variant_config: dict[str, Any], running: dict[str, Any] | None)
     return merged
 
 
+def _group_fields(group: Any) -> tuple[str | None, int, tuple[int, ...] | None]:
+    """(kind, count, GPUs) of one instance group as JSON; None where it does not say (pure)."""
+    if not isinstance(group, dict):
+        return None, -1, None
+    kind = group.get("kind")
+    kind = None if kind in (None, "", "KIND_AUTO") else str(kind)
+    count = group.get("count", 1)
+    count = count if isinstance(count, int) and not isinstance(count, bool) else -1
+    gpus = group.get("gpus")
+    listed = tuple(sorted(g for g in gpus if isinstance(g, int))) if isinstance(gpus, list) and gpus else None
+    return kind, count, listed
+
+
+def groups_match(wanted: Any, found: Any) -> bool:
+    """Whether the server's instance groups are the ones we loaded: as many groups, each with our
+    count, and our kind and GPUs where we named them (Triton fills in what we left out) (pure)."""
+    if not isinstance(wanted, list) or not isinstance(found, list) or len(wanted) != len(found):
+        return False
+    for ours, theirs in zip(map(_group_fields, wanted), map(_group_fields, found), strict=True):
+        kind, count, gpus = ours
+        if count != theirs[1] or (kind is not None and kind != theirs[0]) or (gpus is not None and gpus != theirs[2]):
+            return False
+    return True
+
+
+def describe_groups(groups: Any) -> str:
+    """"2 x KIND_GPU on GPUs 0,1": one line for a mismatch."""
+    if not isinstance(groups, list):
+        return "no config"
+    parts = []
+    for kind, count, gpus in map(_group_fields, groups):
+        on = f" on GPUs {','.join(map(str, gpus))}" if gpus else ""
+        parts.append(f"{count if count >= 0 else '?'} x {kind or 'any kind'}{on}")
+    return "; ".join(parts) or "no instance groups"
+
+
 def load_variant(http_url: str, model: str, variant: str, source: Path, headers: dict[str, str]) -> dict[str, Any]:
     """Load ``variant`` (from ``source``) on the server; returns the config sent. Raises
     NoModelControl when the server does not allow explicit loads, RunFailed when the load fails."""
@@ -72,8 +117,14 @@ def load_variant(http_url: str, model: str, variant: str, source: Path, headers:
     body = {"parameters": {"config": json.dumps(config)}}
     status, answer = _request("POST", f"{http_url}/v2/repository/models/{model}/load", headers, body, LOAD_TIMEOUT_S)
     if status == 200:
+        loaded = current_config(http_url, model, headers)  # what the server runs now, not what it accepted
+        wanted = config.get("instance_group", [])
+        found = loaded.get("instance_group", []) if loaded else None
+        if not groups_match(wanted, found):
+            raise RunFailed(f"variant {variant}: the server accepted the load but runs other instance groups "
+                            f"({describe_groups(found)}; asked for {describe_groups(wanted)})")
         return config
-    message = str(answer.get("error") or answer)
+    message = _said(answer, headers)
     if "not allowed" in message.lower():
         raise NoModelControl(message)
     raise RunFailed(f"loading variant {variant} of {model} through the repository API failed: {message}")
@@ -94,4 +145,4 @@ def check_model_control(http_url: str, model: str, headers: dict[str, str]) -> b
         return True
     if "not allowed" in str(answer.get("error", "")).lower():
         return False
-    raise RunFailed(f"model control check on {http_url}: {answer.get('error') or answer}")
+    raise RunFailed(f"model control check on {http_url}: {_said(answer, headers)}")

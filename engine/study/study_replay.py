@@ -21,8 +21,14 @@ class StudyReplaySource(EventSource):
         self.index_path = Path(index_path)
         self.index = read_index(self.index_path)
         self.paths = recording_paths(self.index, self.index_path)
+        self.levels: list[float] = []  # the planned levels and load mode, as the study announced them
+        self.mode = "concurrency"
         for _variant, path in self.paths:  # bad files are bad input before anything plays
-            Recording.open(path).close()
+            with Recording.open(path) as recording:
+                if not self.levels:
+                    summary = recording.summary()
+                    self.levels = [float(x) for x in summary.levels_planned]
+                    self.mode = summary.load_mode or self.mode
         self.speed = speed
         self.error: str | None = None  # why the replay failed: one line
         self._stopping = threading.Event()
@@ -42,8 +48,8 @@ class StudyReplaySource(EventSource):
     def _run(self) -> None:
         ix = self.index
         first_ts = ix.started
-        self.bus.publish(ev.StudyStarted(study_id=ix.study_id, model=ix.model, variants=list(ix.variants), levels=[],
-                                         mode="concurrency", server=ix.server, slo=ix.slo,
+        self.bus.publish(ev.StudyStarted(study_id=ix.study_id, model=ix.model, variants=list(ix.variants),
+                                         levels=list(self.levels), mode=self.mode, server=ix.server, slo=ix.slo,
                                          search_steps=ix.search_steps, index_path=str(self.index_path), ts=first_ts))
         runs = {r.variant: r for r in ix.runs}
         for position, (variant, path) in enumerate(self.paths):

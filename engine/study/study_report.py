@@ -4,9 +4,11 @@ throughput-vs-concurrency chart with one line per config."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from engine import format as fmt
+from engine.analysis.sweep_summary import SweepPoint
 from engine.errors import UserError
 from engine.modes import mode_of
 from engine.record import svg
@@ -39,6 +41,10 @@ def _money_change(value: float | None) -> str:
     return ("+" if value > 0 else "-" if value < 0 else "") + fmt.money(abs(value))
 
 
+def _unstable(point: SweepPoint | None) -> str:
+    return " (unstable)" if point is not None and point.status != "stable" else ""
+
+
 def _slo_cells(c: ConfigFigures) -> list[str]:
     p = c.slo
     if p is None:
@@ -58,30 +64,37 @@ def build_study_doc(f: StudyFigures) -> Doc:
                  f"latency target: {ix.slo or 'none (peak only)'}; study status: {ix.status}."))
     if ix.missing:
         doc.add(Note(f"Missing from this study (not finished): {', '.join(ix.missing)}.", warning=True))
+    for c in f.configs:
+        if c.findings.stability_caveat:
+            doc.add(Note(f"{c.variant}: {c.findings.stability_caveat}", warning=True))
     if all(c.summary.random_weights for c in f.configs):
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
 
-    rows = []
+    # three narrow tables, not one wide one: a page of about 1000 px holds each whole
+    units = "GPUs" if f.unit == "GPU" else "Instances"
+    peak_rows, slo_rows, verdict_rows = [], [], []
     for c in f.configs:
         fi = c.findings
         sat = fi.saturation
-        rows.append([
-            c.variant, str(c.units), fmt.rate(c.peak_throughput), fmt.level_value(fi.peak.level) if fi.peak else fmt.NA,
-            fmt.ms(fi.peak.p99 if fi.peak else None), *(_slo_cells(c) if f.slo else []),
-            fmt.percent(c.efficiency_peak), *([fmt.percent(c.efficiency_slo)] if f.slo else []),
-            fmt.money(c.cost_peak), *([fmt.money(c.cost_slo)] if f.slo else []),
-            _j(c.j_per_image_peak), *([_j(c.j_per_image_slo)] if f.slo else []),
-            fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
+        peak_rows.append([
+            c.variant, str(c.units), fmt.rate(c.peak_throughput) + _unstable(fi.peak),
+            fmt.level_value(fi.peak.level) if fi.peak else fmt.NA, fmt.ms(fi.peak.p99 if fi.peak else None),
+            fmt.percent(c.efficiency_peak), fmt.money(c.cost_peak), _j(c.j_per_image_peak),
+        ])
+        slo_rows.append([c.variant, *_slo_cells(c), fmt.percent(c.efficiency_slo), fmt.money(c.cost_slo),
+                         _j(c.j_per_image_slo)])
+        verdict_rows.append([
+            c.variant, fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             fi.verdict.kind,
         ])
-    units = "GPUs" if f.unit == "GPU" else "Instances"
-    slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms" if f.slo else ""
-    header = ["Config", units, "Peak images/s", "at level", "p99 at peak ms",
-              *([f"SLO level ({slo_name})", "images/s at SLO", f"{f.slo.percentile} there ms"] if f.slo else []),
-              "Efficiency (peak)", *(["Efficiency (SLO)"] if f.slo else []),
-              "$ / 1000 images (peak)", *(["$ / 1000 images (SLO)"] if f.slo else []),
-              "J / image (peak)", *(["J / image (SLO)"] if f.slo else []), "Saturation", "Bottleneck"]
-    doc.add(Heading("Per config"), Table(header, rows))
+    doc.add(Heading("Per config"),
+            Table(["Config", units, "Peak images/s", "at level", "p99 at peak ms", "Efficiency",
+                   "$ / 1000 images", "J / image"], peak_rows, "At each config's peak"))
+    if f.slo:
+        slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms"
+        doc.add(Table(["Config", "SLO level", "images/s", f"{f.slo.percentile} ms", "Efficiency",
+                       "$ / 1000 images", "J / image"], slo_rows, f"At the latency target ({slo_name})"))
+    doc.add(Table(["Config", "Saturation", "Bottleneck"], verdict_rows, "Where each config saturates, and what limits it"))
     doc.add(Para(f"Efficiency = (images/s per {f.unit}) / (images/s per {f.unit} of {f.configs[0].variant}); "
                  "saturation = the lowest level within 5 % of the config's peak; "
                  "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))
@@ -110,7 +123,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
 
     if len(f.recordings) >= 2:
-        comparison = compare(f.recordings)
+        comparison = compare(f.recordings, study_verdict=f.stop.reason)
         if comparison.mismatches:
             doc.add(Heading("Apples-to-apples check"), *[Note(m, warning=True) for m in comparison.mismatches])
     doc.add(Heading("Bottlenecks"))
@@ -154,12 +167,20 @@ def render_study(f: StudyFigures, fmt_name: str = "text") -> str:
 
 
 def export_study(f: StudyFigures, fmt_name: str, out_dir: Path, name: str | None = None) -> Path:
-    """The report beside the index (or where asked), never over an existing file."""
+    """The report beside the index, replacing the study's own report of that name (the same
+    report, made again); elsewhere, or where a name is given, never over an existing file."""
     suffix = {"md": ".md", "html": ".html", "text": ".txt"}.get(fmt_name)
     if suffix is None:
         raise UserError(f"unknown study report format {fmt_name!r} (known: md, html, text)")
     out_dir = Path(out_dir).expanduser()
     stem = f.index_path.name.removesuffix(".study.json")
+    if name is None and out_dir.resolve() == f.index_path.parent.resolve():
+        path = out_dir / f"{stem}{suffix}"
+        (out_dir / f".{stem}.new{suffix}").unlink(missing_ok=True)  # left by a run that died mid-write
+        with new_file(out_dir / f".{stem}.new{suffix}") as fh:  # complete before it replaces the old one
+            fh.write(render_study(f, fmt_name))
+        os.replace(out_dir / f".{stem}.new{suffix}", path)
+        return path
     if name is None:
         path = free_name(out_dir, stem, suffix)
     else:

@@ -37,6 +37,7 @@ class TelemetrySampler:
         use_nvml: bool = True,
         metrics_interval_s: float = TRITON_GPU_REFRESH_S,  # the server's --metrics-interval-ms / 1000
         host_root_pid: int | None = None,
+        host_server_port: int | None = None,  # a remote-mode server on this machine: its CPU apart from ours
     ) -> None:
         for name, value in (
             ("nvml_interval_s", nvml_interval_s),
@@ -56,6 +57,7 @@ class TelemetrySampler:
             metrics_interval_s=metrics_interval_s,
         )
         self._host_root_pid = host_root_pid
+        self._host_server_port = host_server_port
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -126,7 +128,7 @@ class TelemetrySampler:
             self._warn(key, f"telemetry {key} sample failed ({exc!r}); retrying each interval")
 
     def _host_loop(self) -> None:
-        reader = HostReader(root_pid=self._host_root_pid)
+        reader = HostReader(root_pid=self._host_root_pid, server_port=self._host_server_port)
         reader.read(time.time())  # baseline: the first interval starts now
 
         def tick(ts: float) -> None:

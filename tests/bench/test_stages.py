@@ -26,6 +26,7 @@ def test_help_lists_every_stage() -> None:
 
 @pytest.mark.parametrize("argv", [[s.name] for s in STAGES] + [["model_speed", "all"], ["model_speed", "serve"]],
                          ids=lambda argv: " ".join(argv))
+@pytest.mark.slow
 def test_each_stage_parses_its_flags(argv: list[str]) -> None:
     done = bench(*argv, "--help")
     assert done.returncode == 0, done.stderr

@@ -73,6 +73,7 @@ def two_module_circles(graph: dict[str, set[str]], prefix: str) -> list[tuple[st
                   if a < b and a.startswith(prefix) and b.startswith(prefix) and a in graph.get(b, set()))
 
 
+@pytest.mark.slow
 def test_the_graph_sees_type_checking_and_function_local_imports():
     # tui/app.py imports the recording reader inside a method and the replay source under
     # TYPE_CHECKING: a graph that missed either would pass the checks below for nothing
@@ -84,15 +85,18 @@ def test_the_graph_sees_type_checking_and_function_local_imports():
     ("engine.modes", "engine.profiles"),
     ("engine.record.reader", "engine.record.summary"),
 ])
+@pytest.mark.slow
 def test_named_engine_circles_are_gone(a: str, b: str):
     graph = import_graph()
     assert not (b in graph[a] and a in graph[b]), f"{a} and {b} import each other"
 
 
+@pytest.mark.slow
 def test_no_two_engine_modules_import_each_other():
     assert two_module_circles(import_graph(), "engine.") == []
 
 
+@pytest.mark.slow
 def test_the_app_and_its_screens_do_not_import_each_other():
     graph = import_graph(collapse=("tui.screens",))
     assert not ("tui.screens" in graph["tui.app"] and "tui.app" in graph["tui.screens"]), \

@@ -5,13 +5,19 @@ on demand: /v2/health/ready, /v2, /v2/models/<m>, /v2/models/<m>/config, /v2/mod
 Every answer is a field of ``HostileTriton`` that a test replaces (a value, or a callable of the
 request for one that changes per call). It writes down each request (method, path, headers, body
 length). Use it as a context manager: ``with HostileTriton() as srv: ... srv.url``.
+
+A ``Reply`` may carry extra headers (``Inference-Header-Content-Length`` of a binary answer), and
+a body framed by Content-Length (the default; ``length`` may declare another), chunked, or by
+the connection's close, from ``stream`` (an iterable of pieces, e.g. ``endless()``) as long as
+the client reads it. The shared-memory registration calls are accepted (200) and written down.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -56,6 +62,10 @@ class Reply:
     status: int = 200
     body: Any = b""  # bytes, text, or a JSON-able value
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    framing: str = "length"  # "length" (Content-Length), "chunked", or "close" (the body ends at the close)
+    stream: Callable[[], Iterable[bytes]] | None = None  # the body's pieces instead of ``body``
+    length: int | None = None  # the Content-Length to declare, when not the body's
 
     def encoded(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -66,6 +76,31 @@ class Reply:
 
 
 Answer = Reply | Callable[["Seen"], Reply]
+
+
+def endless(piece: bytes = b"x" * 65536) -> Callable[[], Iterator[bytes]]:
+    """A body that never ends (the client has to stop reading)."""
+    return lambda: itertools.repeat(piece)
+
+
+def sized(total: int, piece: int = 1 << 20) -> Callable[[], Iterator[bytes]]:
+    """A body of ``total`` bytes of zeros, made a piece at a time."""
+    block = b"\0" * piece
+
+    def pieces() -> Iterator[bytes]:
+        left = total
+        while left > 0:
+            yield block[: min(piece, left)]
+            left -= piece
+    return pieces
+
+
+def binary_answer(header: Any, binary: bytes = b"\0" * 16, header_length: int | None = None) -> Reply:
+    """An inference answer in Triton's binary form: a JSON header (any value, or raw bytes),
+    then ``binary``; ``header_length`` declares another Inference-Header-Content-Length."""
+    head = header if isinstance(header, bytes) else json.dumps(header).encode()
+    length = len(head) if header_length is None else header_length
+    return Reply(200, head + binary, "application/octet-stream", {"Inference-Header-Content-Length": str(length)})
 
 
 @dataclass
@@ -167,6 +202,8 @@ class HostileTriton:
             return Reply(200, [{"name": self.model, "version": "1", "state": "READY"}])
         if path == "/metrics":
             return self._pick(self.metrics, seen) or Reply(200, "", "text/plain")
+        if path.startswith(("/v2/systemsharedmemory/", "/v2/cudasharedmemory/")) and seen.method == "POST":
+            return Reply(200, {})
         return Reply(404, {"error": f"unknown model or path {path}"})
 
     @staticmethod
@@ -193,9 +230,25 @@ class HostileTriton:
             reply, data = Reply(500), json.dumps({"error": f"fixture: {exc!r}"}).encode()
         handler.send_response(reply.status)
         handler.send_header("Content-Type", reply.content_type)
-        handler.send_header("Content-Length", str(len(data)))
+        for name, value in reply.headers.items():
+            handler.send_header(name, value)
+        if reply.framing == "chunked":
+            handler.send_header("Transfer-Encoding", "chunked")
+        elif reply.framing == "close":
+            handler.send_header("Connection", "close")
+            handler.close_connection = True
+        else:
+            handler.send_header("Content-Length", str(len(data) if reply.length is None else reply.length))
         handler.end_headers()
-        handler.wfile.write(data)
+        try:
+            for piece in (reply.stream() if reply.stream is not None else [data]):
+                if reply.framing == "chunked":
+                    piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n" if piece else b""
+                handler.wfile.write(piece)
+            if reply.framing == "chunked":
+                handler.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client stopped reading (a stream it refused): this connection is done
+            handler.close_connection = True
 
 
 def remote_profile(path: Any, where: str, *, model: str = MODEL, extra: str = "", levels: str = "[1]") -> str:

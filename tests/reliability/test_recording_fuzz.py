@@ -156,6 +156,7 @@ def _mutate_telemetry(source: Path, target: Path, rng: random.Random) -> str:
         return f"{where}.{column} = {value!r}"
 
 
+@pytest.mark.slow
 def test_wrong_typed_telemetry_and_timestamps_never_end_in_a_traceback(base_recording: Path, tmp_path: Path) -> None:
     rng = random.Random(SEED + 1)
     problems: list[str] = []

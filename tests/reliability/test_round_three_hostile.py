@@ -42,6 +42,7 @@ def _assert_ran(proc: subprocess.CompletedProcess[str], warning: str) -> None:
     assert proc.stdout.count(warning) == 1, proc.stdout[-3000:]  # said once
 
 
+@pytest.mark.slow
 def test_gauges_of_1e300_and_infinity_are_dropped_not_recorded(tmp_path):
     srv = HostileTriton(metrics=Reply(200, metrics_text(mem_used="1e300", power="+Inf", util="-3", energy="NaN"),
                                       "text/plain"))
@@ -53,6 +54,7 @@ def test_gauges_of_1e300_and_infinity_are_dropped_not_recorded(tmp_path):
     assert rows and all(r[:3] == (None, None, None) and r[3] == 80_000_000_000 for r in rows), rows[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["infinity", "list", "string", "negative"])
 def test_statistics_counters_that_are_not_counters_are_dropped(case, tmp_path):
     bad = {"infinity": "Infinity", "list": "[1, 2]", "string": '"12"', "negative": "-5"}[case]
@@ -66,6 +68,7 @@ def test_statistics_counters_that_are_not_counters_are_dropped(case, tmp_path):
     assert windows and all("queue.count" in w.server.dropped and w.server.queue is None for w in windows)
 
 
+@pytest.mark.slow
 def test_random_statistics_never_show_a_negative_or_impossible_time(tmp_path):
     """Counters that grow, but whose nanoseconds jump about: no time below zero or above the
     client's own latency reaches a window."""
@@ -119,3 +122,19 @@ def test_server_time_above_the_clients_or_below_zero_is_dropped():
     result = breakdown(before, after, client_mean_s=0.05)
     assert result is not None and result.queue is None and result.server_total is None
     assert result.dropped[0] == "success time" and "queue time" in result.dropped
+
+
+def test_the_recorder_keeps_going_past_an_integer_sqlite_cannot_hold(tmp_path):
+    """A second line behind the sanitiser: a reading too large for SQLite is NULL, not the end."""
+    from engine.events import GpuReading, GpuSample, Warning
+    from engine.record.recorder import Recorder
+
+    path = tmp_path / "r.sqlite"
+    recorder = Recorder(path)
+    recorder(GpuSample(gpus=[GpuReading(uuid="GPU-x", index=0, source="triton", mem_used=10**30, mem_total=8 * 2**30)], source="triton",
+                       interval_s=2.0))
+    recorder(Warning(source="t", message="after"))
+    recorder.close()
+    assert recorder.error is None, recorder.error
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT mem_used, mem_total FROM gpu_samples").fetchall() == [(None, 8 * 2**30)]

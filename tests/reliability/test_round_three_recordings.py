@@ -54,6 +54,7 @@ CASES = {
 PAIRS = [("timestamp-text", "replay"), *((case, command) for case in sorted(CASES) for command in ("export", "compare"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "command"), PAIRS)
 def test_doctored_tables_are_one_line_and_exit_2(case, command, recording, tmp_path):
     sql, needle = CASES[case]
@@ -66,6 +67,7 @@ def test_doctored_tables_are_one_line_and_exit_2(case, command, recording, tmp_p
     assert "done" not in proc.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_gpu_sample_with_a_missing_reading_fails_headless_replay(recording, tmp_path):
     proc = run_cli("replay", "--headless", str(_gpu_reading_none(recording, tmp_path)))
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr)
@@ -132,3 +134,47 @@ def test_study_replay_of_a_variant_whose_recording_is_doctored_exits_2(recording
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "gpus: expected a list of GpuReading tables" in proc.stderr
+
+
+def _event_doctored(recording: Path, tmp_path: Path, kind: str, change) -> Path:  # noqa: ANN001 - a dict -> None
+    path = tmp_path / "doctored.sqlite"
+    shutil.copy(recording, path)
+    with sqlite3.connect(path) as conn:
+        seq, text = conn.execute("SELECT seq, data FROM events WHERE kind = ? LIMIT 1", (kind,)).fetchone()
+        data = json.loads(text)
+        change(data)
+        conn.execute("UPDATE events SET data = ? WHERE seq = ?", (json.dumps(data), seq))  # NaN as JSON's NaN
+    return path
+
+
+@pytest.mark.parametrize("command", ["export", "compare"])
+def test_a_level_count_that_is_not_a_count_is_one_line(command, recording, tmp_path):
+    path = _event_doctored(recording, tmp_path, "level_started", lambda d: d.update(total="interrupted"))
+    args = ["export", str(path), "-f", "csv", "--out", str(tmp_path)] if command == "export" else [
+        "compare", str(path), str(recording)]
+    assert_one_line_exit_2(run_cli(*args), "total must be a count of levels")
+
+
+@pytest.mark.slow
+def test_nan_in_a_recorded_number_is_not_available_or_one_line(recording, tmp_path):
+    optional = _event_doctored(recording, tmp_path, "window", lambda d: d["audit"].update(first_byte_p50=float("nan")))
+    proc = run_cli("export", str(optional), "-f", "csv", "--out", str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr  # an optional figure: not available, as the recorder writes it
+    required = _event_doctored(recording, tmp_path, "level_result", lambda d: d.update(throughput_ips=float("nan")))
+    assert_one_line_exit_2(run_cli("export", str(required), "-f", "csv", "--out", str(tmp_path / "b")),
+                           "throughput_ips: expected a number, found nan")
+
+
+@pytest.mark.slow
+def test_an_absurd_recorded_warmup_does_not_stop_the_headless_printer(recording, tmp_path):
+    """A profile whose warmup is 1e308 s makes the sweep's time left infinite: shown as n/a."""
+    path = tmp_path / "doctored.sqlite"
+    shutil.copy(recording, path)
+    with sqlite3.connect(path) as conn:
+        seq, text = conn.execute("SELECT seq, data FROM events WHERE kind = 'session_started'").fetchone()
+        data = json.loads(text)
+        data["profile"]["load"]["warmup_s"] = 1e308
+        conn.execute("UPDATE events SET data = ? WHERE seq = ?", (json.dumps(data), seq))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'profile'", (json.dumps(data["profile"]),))
+    proc = run_cli("replay", "--headless", str(path))
+    assert proc.returncode == 0 and "printer failed" not in proc.stderr, proc.stderr

@@ -40,6 +40,7 @@ def test_user_info_without_a_scheme_is_masked(tmp_path):
     assert_clean(proc.stdout + proc.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [f'{{X-Custom="{KEY}"', f"{KEY}", f'{{X-Custom = ["{KEY}"]}}'])
 def test_header_values_given_with_set_are_not_echoed(value, tmp_path):
     proc = run_cli("--record", "--output", str(tmp_path), "--set", f"server.headers={value}")
@@ -67,6 +68,7 @@ def _echo(seen: Seen) -> Reply:
                                 f"json={json.dumps(decoded)}) key {seen.headers.get('X-Custom', '')}"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["infer", "metadata"])
 def test_a_server_that_echoes_our_credentials_shows_none_of_them(where, tmp_path):
     srv = HostileTriton(**{where: _echo})

@@ -51,3 +51,13 @@ def test_sigkill_of_tritonserver_leaves_none_of_its_shared_memory(tmp_path):
     finally:
         srv.stop()
         other.unlink(missing_ok=True)
+
+
+def test_a_stop_that_kills_the_guard_too_leaves_none_of_its_shared_memory(tmp_path):
+    """A stop with a short timeout SIGKILLs the guard with its group: the tool removes the regions."""
+    srv = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path).start()
+    regions = _mapped_regions(psutil.Process(srv._guard.pid).children(recursive=True))
+    assert regions, "the server mapped no Python-backend region: nothing to check"
+    srv.stop(timeout=0.01)
+    left = {name for name in regions if (SHM / name).exists()}
+    assert not left, f"left in /dev/shm after a killing stop: {sorted(left)}"

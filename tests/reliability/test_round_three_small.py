@@ -28,6 +28,7 @@ def big_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_events(tmp_path_factory.mktemp("big") / "big.sqlite", synthetic_session(run))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_export_stopped_by_a_signal_exits_130_and_leaves_no_tmp(sig, big_recording, tmp_path):
     out = tmp_path / "out"
@@ -62,6 +63,7 @@ def test_server_command_stopped_by_sigterm_exits_130():
     assert proc.returncode == 130, "".join(lines) + rest
 
 
+@pytest.mark.slow
 def test_wire_check_skipped_on_a_remote_server_is_not_ok(tmp_path):
     with HostileTriton() as srv:  # no `wire` model on it
         profile = remote_profile(tmp_path / "p.toml", srv.where)
@@ -82,6 +84,7 @@ def test_a_p99_gate_whose_level_is_not_a_number_fails_the_profile_check(tmp_path
     assert_one_line_exit_2(run_cli("profiles", "--check", str(profile)), "gates.max_p99_ms: expected a table of level")
 
 
+@pytest.mark.slow
 def test_failed_levels_are_counted_against_the_planned_ones(tmp_path):
     with HostileTriton(infer=Reply(500, {"error": "no"})) as srv:
         profile = remote_profile(tmp_path / "p.toml", srv.where, levels="[1, 2, 4]")

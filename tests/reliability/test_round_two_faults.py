@@ -18,6 +18,7 @@ import pytest
 
 from engine.record.reader import Recording
 from engine.record.recorder import CHECKPOINT_INTERVAL_S
+from engine.shm_segments import remove_segments
 from tests.reliability.helpers import (
     QUICK,
     ROOT,
@@ -50,6 +51,12 @@ def _scratch_dir(procs: list[psutil.Process]) -> Path:
             if arg.startswith("--model-repository="):
                 return Path(arg.partition("=")[2]).parent
     raise AssertionError("no tritonserver among the app's processes")
+
+
+def _region_prefix(guard: psutil.Process) -> str:
+    """The server's Python-backend region prefix, from its guard's command line."""
+    args = guard.cmdline()
+    return args[args.index("--server-shm-prefix") + 1]
 
 
 def _ended(path: Path):
@@ -121,11 +128,15 @@ def test_guard_killed_first_then_the_tool_leaves_no_server(tmp_path):
     procs = family(app.pid)
     (guard,) = _named(procs, "engine.server.guard")
     assert _named(procs, "tritonserver")
+    scratch, regions = _scratch_dir(procs), _region_prefix(guard)
     os.kill(guard.pid, signal.SIGKILL)
     os.kill(app.pid, signal.SIGKILL)
     app.communicate(timeout=30)
     left = wait_all_gone(procs, timeout=20)
     assert left == [], f"outlived the tool and its guard: {[p.cmdline()[:1] for p in left]}"
+    # with both killed nobody is left to clean up: the test removes what it orphaned on purpose
+    shutil.rmtree(scratch, ignore_errors=True)
+    remove_segments(regions)
 
 
 def test_embedded_server_killed_is_named_at_once_and_fails_the_level_with_counted_errors(tmp_path):

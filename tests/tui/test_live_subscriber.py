@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine import events as ev
 from engine.record.replay_source import ReplaySource
 from tests.tui.synthetic import session_events
@@ -66,6 +68,7 @@ def serve(metrics: MetricsSubscriber) -> ThreadingHTTPServer:
     return server
 
 
+@pytest.mark.slow
 def test_a_subscriber_on_a_replay_sees_every_event_and_serves_them(recording: Path) -> None:
     source = ReplaySource(recording, speed=None, linger=False)
     metrics = MetricsSubscriber()

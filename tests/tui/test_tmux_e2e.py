@@ -138,7 +138,7 @@ def test_sweep_renders_keys_work_and_quit_finalises_the_recording(tmux: Tmux, tm
     children = descendants(pid)
     assert children, "the session should have started the embedded server"
     tmux.keys("q")
-    tmux.wait_for(r"Stop it and quit\?", timeout=15)
+    tmux.wait_for(r"The session is idle\. Quit\?", timeout=15)  # the sweep is done: nothing runs
     tmux.keys("y")
     deadline = time.monotonic() + 90
     while not tmux.dead() and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ most 3 files. Here both live in this file, on an app whose VIEWS is the project'
 
 from __future__ import annotations
 
+import pytest
 from textual.app import ComposeResult
 from textual.widgets import Static
 
@@ -51,6 +52,7 @@ def toy_app() -> tuple[ToyApp, ListSource]:
     return app, source
 
 
+@pytest.mark.slow
 async def test_a_view_is_one_widget_and_one_entry() -> None:
     app, source = toy_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -72,6 +74,7 @@ async def test_a_view_is_one_widget_and_one_entry() -> None:
         assert "View: levels count" in commands and "View: live" in commands
 
 
+@pytest.mark.slow
 async def test_the_study_view_is_a_views_entry_shown_only_in_a_study() -> None:
     app = GpuscaleApp(controls=FakeControls())
     app.attach(ListSource([], linger=False), start=False)

@@ -18,16 +18,25 @@ EXPORT_FORMATS = tuple((name, exporter.description) for name, exporter in EXPORT
 
 
 class ConfirmQuit(ModalScreen[bool]):
+    """``running``: what the session is doing (its phase: sweep, probe ...); None: it is idle."""
+
     BINDINGS = [
-        Binding("y,enter", "answer(True)", "Stop and quit"),
-        Binding("n,escape,q", "answer(False)", "Keep running"),
+        Binding("y,enter", "answer(True)", "Quit"),
+        Binding("n,escape,q", "answer(False)", "Stay"),
     ]
+
+    def __init__(self, running: str | None = None) -> None:
+        super().__init__()
+        self.running = running
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("A session is running. Stop it and quit?")
+            if self.running:
+                yield Label(f"Running: {self.running}. Stop it and quit?")
+            else:
+                yield Label("The session is idle. Quit? Its server stops.")
             yield Label("The recording is finalised either way.", classes="dim")
-            yield Label("[b]y[/b] stop and quit    [b]n[/b] keep running")
+            yield Label("[b]y[/b] quit    [b]n[/b] stay" if not self.running else "[b]y[/b] stop and quit    [b]n[/b] keep it running")
 
     def on_mount(self) -> None:
         self.query_one(".dialog").border_title = "quit"

@@ -25,8 +25,8 @@ HELP = """\
 | `p` | run the training probe (live session) |
 | `e` | export the recording (JSON, CSV, Markdown, HTML) |
 | `o` | open a recording to replay |
-| `space` | replay: play / pause |
-| `←` `→` | replay: seek 10 s back / forward |
+| `space` | replay: play / pause; at the end, play again from the start |
+| `←` `→` `home` | replay: seek 10 s back / forward / to the start (at max speed the replay pauses there) |
 | `-` `+` | replay: slower / faster (up to max) |
 | `[` `]` | replay: previous / next level |
 | `.` | replay: one event forward (paused) |
@@ -49,7 +49,8 @@ HELP = """\
 * **throughput** (bars): each level's infer/s against the highest on screen; read top to
   bottom they are the throughput-vs-concurrency curve (equal bars at the bottom: saturated).
 * **host cpu / ours**: the machine's CPU, and the share of it this tool's own processes use
-  (load generator included, the embedded server excluded), both 0-100 %.
+  (load generator included, the embedded server excluded), both in % of the whole machine
+  (all its cores: 0-100 %), on the screen and in the headless log alike.
 * **$/1k img**: hardware.cost_per_hour / (infer/s x 3600) x 1000.
 * **scaling efficiency**: throughput at N GPUs / (N x throughput at 1 GPU).
 

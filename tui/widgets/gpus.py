@@ -80,7 +80,7 @@ def gpu_detail(track: GpuTrack) -> Text:
     return Text("   " + " · ".join(parts) if parts else "", style="dim", no_wrap=True, overflow="ellipsis")
 
 
-def host_row(host: HostTrack, width: int, cores: int | None = None) -> Text:
+def host_row(state: SessionState, host: HostTrack, width: int) -> Text:
     h = host.latest
     spark_w = max(3, min(40, (width - 50) // 2))
     row = Text(no_wrap=True, overflow="ellipsis")
@@ -88,13 +88,11 @@ def host_row(host: HostTrack, width: int, cores: int | None = None) -> Text:
     row.append("cpu ", style="dim")
     row.append(glyphs.spark(host.cpu, spark_w, 0.0, 100.0), style="green")
     row.append(f" {fmt.percent_points(h.cpu_percent):>4} ")
-    # "ours" is measured in % of one core; shown as a share of the machine, on the host bar's
-    # 0-100 scale (an auto-scaled chart drew 1 % as full bars beside it)
-    cores = max(1, cores or len(h.per_core) or 1)
+    # "ours" as a share of the machine, on the host bar's 0-100 scale (an auto-scaled chart drew
+    # 1 % as full bars beside it)
     row.append("ours ", style="dim")
-    row.append(glyphs.spark([None if v is None else v / cores for v in host.own_cpu], spark_w, 0.0, 100.0), style="yellow")
-    own = None if h.own_cpu_percent is None else h.own_cpu_percent / cores
-    row.append(f" {fmt.percent_points(own):>4} ")
+    row.append(glyphs.spark([state.own_cpu_of_host(v) for v in host.own_cpu], spark_w, 0.0, 100.0), style="yellow")
+    row.append(f" {fmt.percent_points(state.own_cpu_of_host(h.own_cpu_percent)):>4} ")
     if h.mem_total:
         row.append("mem ", style="dim")
         row.append(f"{fmt.gib(h.mem_used, 1)}/{fmt.gib(h.mem_total, 0)}G")
@@ -123,8 +121,7 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
             note = "waiting for GPU telemetry"
         lines.append(Text(note, style="dim"))
     if state.host is not None:
-        cores = state.session.host.get("cpu_cores") if state.session else None
-        lines.append(host_row(state.host, width, cores if isinstance(cores, int) else None))
+        lines.append(host_row(state, state.host, width))
     return Text("\n").join(lines)
 
 

@@ -35,6 +35,7 @@ class Panel(VerticalScroll):
         self._height = -1
         self._segments: list[Segment] = []
         self._head: list[Segment] = []
+        self._follow_y: int | None = None  # where following put the view (None: the body's end)
 
     def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int, list[Segment]]:
         """Render once, here, at the body's width: the line count decides whether a layout
@@ -79,7 +80,9 @@ class Panel(VerticalScroll):
         if not force and seen == self._seen and width == self._width:
             return
         self._seen, self._width = seen, width
-        at_end = self.scroll_y >= self.max_scroll_y
+        # Following while the view is where following left it (at the end, by default).
+        following = (self.scroll_y >= self.max_scroll_y if self._follow_y is None
+                     else round(self.scroll_y) == min(self._follow_y, round(self.max_scroll_y)))
         segments, height, head = self._prerender(self.render_state(state, width), width)
         if head != self._head:
             self._head = head
@@ -96,8 +99,20 @@ class Panel(VerticalScroll):
         title = self.title_for(state)
         if title is not None:
             self.border_title = title
-        if self.FOLLOW_TAIL and at_end:
-            self.call_after_refresh(self.scroll_end, animate=False)
+        if self.FOLLOW_TAIL and following:
+            lines = self.follow_lines(state)
+            if lines is None:
+                self._follow_y = None
+                self.call_after_refresh(self.scroll_end, animate=False)
+            else:
+                self.call_after_refresh(self._follow, lines)
+
+    def _follow(self, lines: int) -> None:
+        """Scroll so that the body's first ``lines`` lines end at the bottom of the view."""
+        head = sum(1 for segment in self._head if segment.text == "\n")  # the docked head's lines
+        visible = self.scrollable_content_region.height - head
+        self._follow_y = max(0, lines - max(1, visible))
+        self.scroll_to(y=self._follow_y, animate=False)
 
     def on_resize(self) -> None:
         if self._state is not None:
@@ -108,4 +123,9 @@ class Panel(VerticalScroll):
 
     def title_for(self, state: SessionState) -> str | None:
         """A border title that carries live numbers; None keeps TITLE."""
+        return None
+
+    def follow_lines(self, state: SessionState) -> int | None:
+        """With FOLLOW_TAIL: the body's first lines that end in what to keep in view (the running
+        row), when that is not the body's end; None: the end."""
         return None

@@ -36,6 +36,11 @@ class SweepPanel(Panel):
             parts.append(tables.sweep_table(state, width, past.levels))
         return Group(*parts)
 
+    def follow_lines(self, state: SessionState) -> int | None:
+        """With earlier sweeps below it, the running level is the current table's last row, not
+        the body's end: one line per level (its head is docked above the body)."""
+        return len(state.levels) if state.past_sweeps else None
+
     def title_for(self, state: SessionState) -> str | None:
         if not state.levels:
             return "sweep"

@@ -5,19 +5,20 @@ The request's bytes are encoded once per sweep in the session; every connection 
 they are. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
 into the connection's own buffer) frames the response from its head (Content-Length) and reports
 it to the scheduler, which in concurrency mode writes the same bytes again on the same connection.
-No coroutine, future, or JSON per request; JSON is parsed only for an error body or the first
-response of a level. Only the standard library and small modules of ours at import: load workers
-import this module.
+No coroutine, future, or JSON per request: every answer is checked (engine/load/answer_check.py),
+JSON parsed only for an error body or an answer whose header differs from the last good one. An
+answer past the sweep's size cap closes its connection. Only the standard library and small
+modules of ours at import: load workers import this module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.load.answer_check import AnswerCheck, AnswerSpec, ShmOutput, response_cap
 from engine.load.http1 import (
     BadResponse,
     Endpoint,
@@ -30,7 +31,9 @@ from engine.load.http1 import (
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,
+    MALFORMED_ANSWER,
     REJECTED,
+    RESPONSE_TOO_LARGE,
     SERVER_ERROR,
     Connection,
     Dialer,
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
 
 monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
+UNCHECKED_MAX_BODY = 256 << 20  # the body cap of a connection made without an AnswerSpec (tests)
+CHUNK_SLACK = 64 * 1024  # a chunked body's framing, beyond twice its cap, before it is refused
 
 
 @dataclass
@@ -57,7 +62,7 @@ class HttpPayload:
     tls: bool
     server_hostname: str
     raw: bytes  # the whole HTTP request
-    outputs: list[str]  # the outputs asked for (the first response of a level is checked for them)
+    answers: AnswerSpec  # what every answer must hold, and its size cap
 
 
 class HttpConnection(Connection, asyncio.BufferedProtocol):
@@ -69,10 +74,11 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
     say what was measured).
     """
 
-    def __init__(self, scheduler: Scheduler, raw: bytes = b"", outputs: list[str] | None = None) -> None:
+    def __init__(self, scheduler: Scheduler, raw: bytes = b"", answers: AnswerCheck | None = None) -> None:
         super().__init__(scheduler)
         self.raw = raw
-        self.outputs = outputs or []
+        self.answers = answers  # None: answers are framed, not checked
+        self.max_body = answers.spec.max_bytes if answers is not None else UNCHECKED_MAX_BODY
         self.tr: asyncio.Transport | None = None
         self.buf = bytearray(INITIAL_BUFFER)
         self.view = memoryview(self.buf)
@@ -130,14 +136,24 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
             if head is None:
                 return
             self.head = head
+        decoded = None
         if head.content_length is not None:
+            if head.content_length > self.max_body:
+                self._fail(f"an answer of {head.content_length} bytes, past the cap of {self.max_body}", RESPONSE_TOO_LARGE)
+                return
             end = head.head_len + head.content_length
             self.need = end  # the next get_buffer makes room for the whole body at once
         elif head.chunked:
+            if self.filled - head.head_len > 2 * self.max_body + CHUNK_SLACK:
+                self._fail(f"a chunked answer past the cap of {self.max_body} bytes", RESPONSE_TOO_LARGE)
+                return
             try:
                 decoded = dechunk(bytes(self.view[head.head_len : self.filled]))
             except BadResponse as exc:
                 self._fail(str(exc))
+                return
+            if decoded is not None and len(decoded[0]) > self.max_body:
+                self._fail(f"a chunked answer of {len(decoded[0])} bytes, past the cap of {self.max_body}", RESPONSE_TOO_LARGE)
                 return
             end = -1 if decoded is None else head.head_len + decoded[1]
         else:
@@ -153,6 +169,16 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         self.need = 0
         self.end = end
         if head.status == 200:
+            answers = self.answers
+            if answers is not None:
+                ihl = head.inference_header_length
+                if decoded is None:
+                    problem = answers.check(self.buf, head.head_len, end - head.head_len, ihl)
+                else:
+                    problem = answers.check_body(decoded[0], ihl)
+                if problem is not None:
+                    self.w.rejected(self, MALFORMED_ANSWER, problem, head.close)
+                    return
             self.w.answered(self, head.close)
         else:
             self.w.rejected(self, _error_kind(head.status), self._error_text(head, end), head.close)
@@ -180,20 +206,15 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         if self.tr is not None:
             self.tr.abort()
 
-    def check(self) -> str | None:
-        head = parse_head(self.buf, self.end)
-        assert head is not None  # the answer just framed
-        return check_first_response(head, bytes(self.view[: self.end]), self.outputs)
-
     # -- ours
 
     def _reset(self) -> None:
         self.filled = self.need = 0
         self.head = None
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
         self._reset()
-        self.w.failed(self, BAD_RESPONSE, message)
+        self.w.failed(self, kind, message)
 
     def _error_text(self, head: Head, end: int) -> str:
         body = bytes(self.view[head.head_len : end]) if head.content_length is not None else b""
@@ -206,32 +227,14 @@ def _error_kind(status: int) -> str:
     return SERVER_ERROR if status >= 500 else BAD_RESPONSE
 
 
-def check_first_response(head: Head, data: bytes, outputs: list[str]) -> str | None:
-    """Sanity check of a level's first successful response: the outputs we asked for are
-    there and the binary sizes add up. Returns a one-line problem, or None."""
-    body = bytes(data[head.head_len :])
-    header_len = head.inference_header_length if head.inference_header_length is not None else len(body)
-    try:
-        header = json.loads(body[:header_len])
-    except ValueError:
-        return "response inference header is not JSON"
-    got = {o.get("name"): o for o in header.get("outputs", []) if isinstance(o, dict)}
-    missing = [name for name in outputs if name not in got]
-    if missing:
-        return f"response lacks outputs {', '.join(missing)}"
-    binary = sum(int((o.get("parameters") or {}).get("binary_data_size", 0)) for o in got.values())
-    if binary != len(body) - header_len:
-        return f"response binary size {len(body) - header_len} != declared {binary}"
-    return None
-
-
 class HttpDialer(TcpDialer):
     def __init__(self, scheduler: Scheduler, payload: HttpPayload) -> None:
         super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
         self.payload = payload
+        self.answers = AnswerCheck(payload.answers)  # shared by this worker's connections
 
     def connection(self) -> HttpConnection:
-        return HttpConnection(self.w, self.payload.raw, self.payload.outputs)
+        return HttpConnection(self.w, self.payload.raw, self.answers)
 
 
 def server_endpoint(sweep: SweepInputs) -> Endpoint:
@@ -258,8 +261,13 @@ class HttpTransport:
         endpoint = server_endpoint(sweep)
         request = prepare_request(sweep.target, sweep.info, endpoint, sweep.batch_size, sweep.data, shm=shm,
                                   inputs=sweep.inputs)
-        outputs = [o["name"] for o in sweep.info.outputs]
-        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, request.raw, outputs)
+        info = sweep.info
+        answers = AnswerSpec(
+            {o["name"]: str(o.get("datatype") or "") for o in info.outputs},
+            {name: ShmOutput(ref.region, ref.offset, ref.byte_size) for name, ref in (shm.outputs if shm else {}).items()},
+            response_cap(info.outputs, info.max_batch_size, sweep.batch_size),
+        )
+        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, request.raw, answers)
         return Prepared(payload, len(request.raw), cleanup)
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

@@ -35,3 +35,19 @@ def test_edge_cases() -> None:
     assert tolerant is not None and tolerant.level == 1  # 80 >= 0.75 x 100
     with pytest.raises(ValueError):
         saturation_point([(1, 1)], tolerance=1.5)
+
+
+def test_client_bound_levels_above_are_named_not_called_the_highest() -> None:
+    # a sweep 16..128 where the client was the limit from 32 up: 16 is the lowest level measured,
+    # so "the highest concurrency (16)" would be false
+    s = saturation_point([(16, 2614.0)], left_out=[32, 64, 128])
+    assert s is not None and not s.reached
+    text = s.describe()
+    assert "highest concurrency (16" not in text
+    assert "32, 64, 128" in text and "client-bound" in text and "16 (2614/s)" in text
+
+
+def test_still_rising_names_the_sweeps_highest_level() -> None:
+    s = saturation_point([(1, 100), (4, 400), (8, 800)], left_out=[2])  # a client-bound level below: not named
+    assert s is not None and s.left_out_above == ()
+    assert "highest concurrency, 8 (800/s)" in s.describe()

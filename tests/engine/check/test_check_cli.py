@@ -20,6 +20,7 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_no_gpu_checks_the_host_and_exits_0(tmp_path: Path):
     out = cli("--output", str(tmp_path / "rec"))
     assert out.returncode == 0, out.stderr

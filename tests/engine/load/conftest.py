@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from engine.events import Event
+from engine.load.answer_check import AnswerSpec
 from engine.load.http1 import parse_endpoint
 from engine.load.request import request_inputs
 from engine.load.sweep import run_sweep
@@ -48,7 +49,7 @@ def http_payload(url: str, info: TargetInfo | None = None) -> HttpPayload:
     of one item, or no request at all (connections only) without ``info``."""
     if info is None:
         e = parse_endpoint(url)
-        return HttpPayload(e.host, e.port, e.tls, e.host, b"", [])
+        return HttpPayload(e.host, e.port, e.tls, e.host, b"", AnswerSpec({}))
     target = Target(url, "identity")
     sweep = SweepInputs(target, info, 1, "random", request_inputs(target, info, 1))
     return http.TRANSPORT.prepared(sweep).payload

@@ -73,7 +73,8 @@ def test_the_server_on_this_machine_is_found_from_its_port(identity_server):
 def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(tmp_path: Path):
     """Opened in one burst while the server is idle (the way that lost, kept as the developer
     setting load.dev_open_burst), the connections of a level land on one HTTP thread here; the
-    session says so, and says that a developer setting was in effect."""
+    session says so where that thread was measured at its core (once per sweep), and says that a
+    developer setting was in effect."""
     run = subprocess.run(
         [sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--no-check",
          "--set", "model.name=identity", "--set", "load.concurrency=24", "--set", "load.window_ms=500",
@@ -82,5 +83,8 @@ def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(t
         cwd=REPO, capture_output=True, text=True, timeout=180,
     )
     assert run.returncode == 0, run.stderr
-    assert "the server's HTTP front end holds" in run.stdout, run.stdout[-2000:]
+    said = run.stdout.count("the server's HTTP front end holds")
+    assert said <= 1, run.stdout[-2000:]  # once per sweep at most
+    if said:  # only where it changes the figures: the thread at its core
+        assert "% of a core, so it caps throughput" in run.stdout, run.stdout[-2000:]
     assert "developer settings in effect (load.dev_open_burst = true)" in run.stdout, run.stdout[-2000:]

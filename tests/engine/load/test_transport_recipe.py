@@ -27,6 +27,7 @@ def echo(monkeypatch: pytest.MonkeyPatch) -> TransportSpec:
     return ECHO
 
 
+@pytest.mark.slow
 async def test_a_sweep_runs_over_a_registered_transport_that_is_not_http(echo):
     server = EchoServer()
     port = await server.start()
@@ -48,6 +49,7 @@ async def test_a_sweep_runs_over_a_registered_transport_that_is_not_http(echo):
     assert not events.of("error")
 
 
+@pytest.mark.slow
 async def test_its_refusals_are_counted_by_what_happened_in_its_own_words(echo):
     server = EchoServer(model="echo")
     port = await server.start()

@@ -29,6 +29,7 @@ def _open(paths: list[Path]) -> list[Recording]:
     return [Recording.open(p) for p in paths]
 
 
+@pytest.mark.slow
 def test_scaling_cost_and_saturation(scaling_study: list[Path]) -> None:
     c = compare(_open(list(reversed(scaling_study))))
     by_n = {r.n: r for r in c.runs}
@@ -205,6 +206,7 @@ def test_a_study_comparison_prices_part_of_the_box_pro_rata(scaling_study: list[
     assert any("$1.5/hr for 2 GPU(s) (given on the command line)" in n for n in c.notes)
 
 
+@pytest.mark.slow
 def test_runs_with_and_without_mps_are_compared_with_a_warning_and_the_report_says_which(tmp_path: Path) -> None:
     from engine.record.summary import summarize
 

@@ -68,6 +68,7 @@ def test_paused_publishes_nothing_then_steps_one_at_a_time(recording_4x: Path) -
         assert source.join(5)
 
 
+@pytest.mark.slow
 def test_seek_forward_then_back(recording_4x: Path) -> None:
     recorded = _recorded(recording_4x)
     t0 = recorded[0].ts

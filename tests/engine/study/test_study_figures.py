@@ -71,7 +71,9 @@ def test_per_config_figures(study):
 def test_report_has_every_config_and_the_chart(study):
     f = study_figures(study)
     md = render_study(f, "md")
-    assert "| 1x | 1 | 200.0 | 4 | 32.0 | 8 |" in md and "| 2x | 2 | 400.0 | 8 | 32.0 | 16 |" in md
+    # peak, its level and p99; then the SLO level, in a table of its own
+    assert "| 1x | 1 | 200.0 | 4 | 32.0 |" in md and "| 2x | 2 | 400.0 | 8 | 32.0 |" in md
+    assert "| 1x | 8 |" in md and "| 2x | 16 |" in md
     assert "Stop at 2 GPUs, the largest config measured" in md
     assert "NVML total-energy counter" in md
     html = render_study(f, "html")

@@ -16,6 +16,7 @@ from tests.engine.telemetry.fake_nvml import FakeGpu, FakeNvml
 REPO = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 def test_no_other_module_imports_pynvml():
     importers = []
     for path in sorted([*(REPO / "engine").rglob("*.py"), *(REPO / "tui").rglob("*.py")]):

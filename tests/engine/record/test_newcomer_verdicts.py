@@ -1,0 +1,80 @@
+"""Reports of a sweep whose levels were not stable: every figure drawn from an unstable level
+says so where it is drawn, and a sweep with no stable level says so in its first lines."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from engine.events import Event, LevelResult
+from engine.record.doc import to_markdown
+from engine.record.findings import analyze
+from engine.record.reader import Recording
+from engine.record.recording_report import build_report
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+
+
+def _unstable(events: list[Event], keep_stable: set[int] = frozenset()) -> list[Event]:  # type: ignore[assignment]
+    return [dataclasses.replace(e, status="unstable") if isinstance(e, LevelResult) and e.level not in keep_stable
+            else e for e in events]
+
+
+@pytest.fixture(scope="module")
+def no_stable_level(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0)
+    return record_events(tmp_path_factory.mktemp("unstable") / "run.sqlite", _unstable(synthetic_session(run)))
+
+
+def test_no_stable_level_is_said_first_and_at_each_figure(no_stable_level: Path) -> None:
+    with Recording.open(no_stable_level) as rec:
+        summary = rec.summary()
+    findings = analyze(summary)
+    text = to_markdown(build_report(summary, findings))
+    head = "\n".join(text.splitlines()[:6])
+    assert "no level was stable" in head.lower() and "0 of 7" in head
+    serve = next(line for line in findings.recommendation if line.startswith("Serve at"))
+    assert "unstable" in serve
+    assert findings.saturation is not None and "unstable" in findings.saturation.describe()
+    cost = next(line for line in findings.recommendation if line.startswith("At its peak"))
+    assert "unstable" in cost
+
+
+def test_a_stable_saturation_level_is_not_marked(tmp_path: Path) -> None:
+    run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0)
+    # only the levels above the saturation point (concurrency 2 here) are unstable
+    path = record_events(tmp_path / "run.sqlite", _unstable(synthetic_session(run), keep_stable={1, 4}))
+    with Recording.open(path) as rec:
+        findings = analyze(rec.summary())
+    assert findings.saturation is not None and findings.saturation.reached
+    assert "unstable" not in findings.saturation.describe()
+    serve = next(line for line in findings.recommendation if line.startswith("Serve at"))
+    assert "unstable" not in serve
+    text = to_markdown(build_report(findings.summary, findings))
+    assert "no level was stable" not in text.lower()
+
+
+def test_the_end_line_says_when_no_level_was_stable() -> None:
+    from engine.analysis.stability import none_stable
+
+    assert none_stable(["unstable"] * 7).startswith("no level was stable (0 of 7)")
+    assert none_stable(["unstable", "stable", "failed"]) == ""
+    assert none_stable(["failed", "failed"]) == ""  # a failed sweep says that instead
+    assert none_stable([]) == ""
+
+
+def test_a_recording_of_a_full_shared_host_reads_host_cpu_with_each_share(tmp_path: Path) -> None:
+    from engine.events import GpuSample, HostSample
+
+    run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0, client_bound_from=8)
+    # the embedded server's processes on 19.2 of the 32 cores (60 %), ours on 8 (25 %), 5 % others
+    events = [dataclasses.replace(e, cpu_percent=90.0, own_cpu_percent=800.0, server_cpu_percent=1920.0)
+              if isinstance(e, HostSample) else e
+              for e in synthetic_session(run) if not isinstance(e, GpuSample)]
+    with Recording.open(record_events(tmp_path / "run.sqlite", events)) as rec:
+        findings = analyze(rec.summary())
+    assert findings.levels[-1].server_cpu_percent == pytest.approx(1920.0)
+    assert findings.verdict.kind == "host-cpu"
+    assert "server's processes 60%, our load generator 25%, others 5.0%" in findings.verdict.evidence[0]
+    assert any("another machine" in line for line in findings.recommendation)
