@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import grpc  # grpcio; its asyncio API is grpc.aio
 
+from engine.load.answer_check import ITEM_SIZE, response_cap
 from engine.load.transport import (
+    MALFORMED_ANSWER,
     REJECTED,
+    RESPONSE_TOO_LARGE,
     SERVER_ERROR,
     Connection,
     Dialer,
@@ -37,16 +40,14 @@ if TYPE_CHECKING:
 
 monotonic_ns = time.monotonic_ns
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
-MALFORMED_ANSWER = "malformed_answer"  # an answer that is not the one asked for (the http transport's kind)
-# every channel its own TCP connection; messages of any size (images, batches); no hidden retries
+# every channel its own TCP connection; requests of any size (images, batches); no hidden retries.
+# Answers are capped as the HTTP transports cap them (answer_check.response_cap)
 CHANNEL_OPTIONS = (
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
     ("grpc.enable_retries", 0),
 )
-ITEM_BYTES = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2, "UINT32": 4,
-              "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8}
+TOO_LARGE = "larger than max"  # grpcio's words for an answer past max_receive_message_length
 # the server refused the request (its input, the model, our credentials); other codes it failed
 REFUSALS = {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANGE", "ALREADY_EXISTS",
             "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"}
@@ -61,6 +62,7 @@ class GrpcPayload:
     request: bytes  # the serialised ModelInferRequest
     metadata: tuple[tuple[str, str], ...]  # the target's headers, as gRPC metadata
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output asked for
+    max_answer: int  # bytes: a larger answer is refused (response_too_large)
 
 
 def grpc_address(target: Target) -> tuple[str, bool]:
@@ -83,6 +85,14 @@ def grpc_address(target: Target) -> tuple[str, bool]:
     return (f"[{host}]" if ":" in host else host) + f":{port + 1}", tls
 
 
+def error_kind(code: str, details: str) -> str:
+    """The error kind of a call that ended with gRPC status ``code`` (not OK, not a broken
+    connection): our cap on answers, the server's refusal, or its failure."""
+    if code == "RESOURCE_EXHAUSTED" and TOO_LARGE in details:
+        return RESPONSE_TOO_LARGE
+    return REJECTED if code in REFUSALS else SERVER_ERROR
+
+
 def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
     """One line on what is wrong with a ModelInferResponse, or None: each output asked for is
     there with its datatype, and each raw output holds what its shape and datatype say."""
@@ -97,7 +107,7 @@ def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None
     if len(raw) != len(reply.outputs):
         return f"answer has {len(raw)} raw outputs for {len(reply.outputs)} outputs"
     for out, blob in zip(reply.outputs, raw, strict=True):
-        item = ITEM_BYTES.get(out.datatype)
+        item = ITEM_SIZE.get(out.datatype)
         if item is None:  # BYTES: variable length
             continue
         size = item
@@ -141,10 +151,11 @@ class GrpcConnection(Connection):
     def new_channel(self) -> Any:
         self.close_channel()
         p = self.payload
+        options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
         if p.tls:
-            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=CHANNEL_OPTIONS)
+            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
         else:
-            self.channel = grpc.aio.insecure_channel(p.address, options=CHANNEL_OPTIONS)
+            self.channel = grpc.aio.insecure_channel(p.address, options=options)
         self.infer = self.channel.unary_unary(METHOD, request_serializer=None,
                                               response_deserializer=self.dialer.parse)
         return self.channel
@@ -180,8 +191,7 @@ class GrpcConnection(Connection):
                 # the connection broke (the server went away)
                 self._gone(ConnectionResetError(f"gRPC {code.name}: {details}"))
                 return
-            kind = REJECTED if code.name in REFUSALS else SERVER_ERROR
-            self.w.rejected(self, kind, f"gRPC {code.name}: {details}", False)
+            self.w.rejected(self, error_kind(code.name, details), f"gRPC {code.name}: {details}", False)
             return
         if infer is not self.infer:
             return  # an answer on a channel since closed
@@ -276,7 +286,8 @@ class GrpcTransport:
         raw = request.SerializeToString()
         metadata = tuple((k.lower(), v) for k, v in sweep.target.headers.items())
         outputs = tuple((o["name"], o.get("datatype", "")) for o in sweep.info.outputs)
-        return Prepared(GrpcPayload(address, tls, raw, metadata, outputs), len(raw))
+        cap = response_cap(sweep.info.outputs, sweep.info.max_batch_size, sweep.batch_size)
+        return Prepared(GrpcPayload(address, tls, raw, metadata, outputs, cap), len(raw))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
         return GrpcDialer(scheduler, payload)

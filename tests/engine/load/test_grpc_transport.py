@@ -17,7 +17,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from engine.load.target import Target, describe_target
-from engine.load.transports.grpc import check_answer, grpc_address
+from engine.load.transports.grpc import check_answer, error_kind, grpc_address
 from engine.server.embedded import EmbeddedServer
 from tests.engine.load.conftest import quick_load, sweep
 
@@ -48,6 +48,14 @@ def test_the_port_pair_is_adjacent_and_falls_back_when_the_next_port_is_taken():
         below = taken.getsockname()[1] - 1
         first, second = free_port_pair(first=below)  # a restart on a fixed HTTP port whose next is in use
     assert first == below and second not in (below, below + 1)
+
+
+def test_a_failed_call_is_named_by_what_happened():
+    assert error_kind("NOT_FOUND", "Request for unknown model") == "rejected"
+    assert error_kind("INVALID_ARGUMENT", "unexpected shape") == "rejected"
+    assert error_kind("INTERNAL", "backend failed") == "server_error"
+    assert error_kind("RESOURCE_EXHAUSTED", "Received message larger than max (5000000 vs. 1048576)") == "response_too_large"
+    assert error_kind("RESOURCE_EXHAUSTED", "Exceeds maximum queue size") == "server_error"
 
 
 def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: str = "OUTPUT0") -> service_pb2.ModelInferResponse:
