@@ -71,7 +71,7 @@ def grpc_address(target: Target) -> tuple[str, bool]:
 
     from engine.errors import UserError
 
-    explicit = getattr(target, "grpc_url", "")
+    explicit = target.grpc_url
     try:
         parts = urlsplit(target.http_url)
         tls = parts.scheme == "https"
