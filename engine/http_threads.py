@@ -33,6 +33,11 @@ THREAD_BUSY_PCT = 90.0  # an HTTP thread this busy (of one core) is what caps th
 _EPOLL_CALLS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
 
 
+def available() -> bool:
+    """Linux's /proc with per-descriptor info: elsewhere there is no spread to watch."""
+    return os.path.isdir("/proc/self/fdinfo")
+
+
 def _tcp_rows(path_prefix: str) -> list[list[str]]:
     rows: list[list[str]] = []
     for name in ("tcp", "tcp6"):
