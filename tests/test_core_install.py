@@ -1,7 +1,9 @@
 """The core install (`pip install .`, no extras) is a whole remote client: in a fresh venv with
 only the core's dependencies (no torch, scipy, onnx or nvidia-pytriton), a sweep against a remote
 server (the session's embedded identity server, started from the full venv), an export and a
-compare all work; a feature whose extra is missing says which extra in one line and exits 2.
+compare all work; a feature whose extra is missing says which extra in one line and exits 2. The
+same sweep with the platform said to be macOS touches no /proc, /dev/shm or prctl (psutil's own
+reads aside: it has its own macOS code).
 
 Needs the package registry (pip resolves the core's dependencies, as a user's install does)."""
 
@@ -86,6 +88,52 @@ warmup_s = 0.2
     compared = _run([cli, "compare", str(recording), str(recording), "-f", "md", "--out", str(tmp_path / "cmp.md")], tmp_path)
     assert compared.returncode == 0, compared.stderr
     assert "Highest throughput" in (tmp_path / "cmp.md").read_text()
+
+
+# Loaded by every process of the sweep (the CLI and its load workers) through PYTHONPATH: the
+# platform said to be macOS once the modules that pick their platform code at import have it, and
+# an audit hook that logs each Linux-only call made outside psutil.
+OFF_LINUX = """
+import os, sys
+import asyncio, platform, psutil, subprocess, urllib.request  # noqa: F401
+sys.platform = "darwin"
+urllib.request.getproxies = urllib.request.getproxies_environment  # not macOS's _scproxy
+LOG = os.environ["LINUX_CALLS_LOG"]
+
+def hook(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
+        hit = os.fsdecode(args[0]).startswith(("/proc", "/dev/shm"))
+    else:
+        hit = event == "ctypes.dlsym" and len(args) > 1 and args[1] == "prctl"
+    if hit:
+        frame, where = sys._getframe(1), []
+        while frame is not None:
+            where.append(frame.f_code.co_filename)
+            frame = frame.f_back
+        if not any("/psutil/" in f for f in where):
+            with open(LOG, "a") as fh:
+                fh.write(f"{event} {args[:2]!r} {[f for f in where if '/engine/' in f or '/tui/' in f][:3]}\\n")
+
+sys.addaudithook(hook)
+"""
+
+
+def test_a_remote_sweep_off_linux_makes_no_linux_only_call(core_venv: Path, tmp_path: Path, identity_server) -> None:
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "sitecustomize.py").write_text(OFF_LINUX)
+    log = tmp_path / "linux_calls.log"
+    profile = tmp_path / "remote.toml"
+    profile.write_text(f'[server]\nkind = "remote"\nurl = "{identity_server.http_url}"\n'
+                       f'metrics_url = "{identity_server.metrics_url}"\n[model]\nname = "identity"\n'
+                       '[load]\nconcurrency = [2]\nwindow_ms = 300\nmax_windows = 3\nwarmup_s = 0.2\n')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "LINUX_CALLS_LOG": str(log)}
+    env.pop("VIRTUAL_ENV", None)
+    swept = subprocess.run([str(core_venv / "bin" / "gpuscale-tui"), "--profile", str(profile), "--record",
+                            "--output", str(tmp_path / "rec")], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert swept.returncode == 0, swept.stdout[-2000:] + swept.stderr[-2000:]
+    assert "session ended: ok" in swept.stdout
+    assert not log.exists(), log.read_text()[:3000]
 
 
 @pytest.mark.parametrize(("args", "extra"), [
