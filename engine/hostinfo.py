@@ -19,6 +19,8 @@ def _version(package: str) -> str | None:
 
 
 def _cpu_model() -> str | None:
+    if sys.platform != "linux":  # no /proc/cpuinfo
+        return platform.processor() or None
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 import time
 from collections import Counter
 
@@ -31,6 +32,11 @@ UNEVEN_FACTOR = 2.0  # the busiest thread holds more than twice its fair share: 
 THREAD_BUSY_PCT = 90.0  # an HTTP thread this busy (of one core) is what caps the connections it holds
 # epoll_wait, epoll_pwait, epoll_pwait2 by architecture: the call an idle HTTP thread sits in
 _EPOLL_CALLS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
+
+
+def available() -> bool:
+    """Linux's /proc with per-descriptor info: elsewhere there is no spread to watch."""
+    return sys.platform == "linux" and os.path.isdir("/proc/self/fdinfo")
 
 
 def _tcp_rows(path_prefix: str) -> list[list[str]]:
@@ -52,6 +58,8 @@ def listener_pid(port: int) -> int | None:
     """The process on this machine listening on TCP ``port`` (None where none is visible). A
     child that inherited the listening socket would hold it too: the one asked for is the
     holder whose parent does not."""
+    if not available():
+        return None
     inodes = {f"socket:[{cols[9]}]" for cols in _tcp_rows("/proc") if cols[3] == "0A" and _port(cols[1]) == port}
     if not inodes:
         return None
@@ -277,6 +285,8 @@ def thread_limit(per_thread: list[int], http_threads: int, busiest_cpu_percent: 
 
 def child_named(parent: int, name: str) -> int | None:
     """The pid of ``parent``'s child process called ``name`` (tritonserver under its guard)."""
+    if not available():
+        return None
     try:
         for task in os.listdir(f"/proc/{parent}/task"):
             with open(f"/proc/{parent}/task/{task}/children") as f:

@@ -25,7 +25,7 @@ from typing import Any
 from engine import events as ev
 from engine.analysis.stability import none_stable
 from engine.bus import EventBus
-from engine.errors import RunFailed, UserError
+from engine.errors import RunFailed, UserError, missing_extra, require_extra
 from engine.hostinfo import host_facts, software_versions
 from engine.modes import mode_of
 from engine.profiles import Profile
@@ -204,6 +204,8 @@ class Session(EventSource):
         self._requests = asyncio.Queue()
         status, error, code = "ok", None, EXIT_OK
         try:
+            if self._probe_wanted():  # before anything starts: one line naming the pip extra
+                require_extra("probe", "the training probe")
             self._open_recording()
             watcher = asyncio.create_task(self._watch_recorder())
             versions = software_versions()  # reads NVML: once
@@ -467,10 +469,16 @@ class Session(EventSource):
     async def _watch_http_threads(self, target: Any) -> None:
         """The embedded server only: sample which HTTP thread holds each of our connections
         (engine/http_threads.py), per level; _sweep_publish judges it at the level's end."""
-        from engine.http_threads import SpreadWatch, child_named
+        from engine.http_threads import SpreadWatch, available, child_named
 
         server = self._server
-        pid = child_named(server.pid, "tritonserver") if server is not None and server.pid else None
+        if server is None or not server.pid:
+            return
+        if not available():
+            self._publish(ev.Warning(source="server", key="frontend-spread",
+                                     message="no /proc here: the HTTP-thread spread of our connections is not watched"))
+            return
+        pid = child_named(server.pid, "tritonserver")
         if pid is None:
             return
         port = int(target.http_url.rsplit(":", 1)[1].split("/")[0])
@@ -656,6 +664,9 @@ class Session(EventSource):
             self._incomplete = f"wire check skipped: {why}"
 
     async def _probe(self) -> None:
+        if missing := missing_extra("probe", "the training probe"):  # asked for in the TUI
+            self._publish(ev.Warning(source="probe", key="probe-extra", message=missing))
+            return
         from engine.probe.orchestrate import run_allreduce_sweep, run_probe
 
         settings = self.profile.probe

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything gpuscale-tui needs in .venv/ (idempotent; re-runs only when pyproject changes).
+# Set up everything gpuscale-tui needs in .venv/ (idempotent; re-runs only when pyproject changes):
+# every extra ([all]: the embedded server, the probe, model export) and the test tools ([test]).
 # A CPU-only box gets torch's CPU build; a GPU box gets the default (CUDA) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +10,8 @@ VENV=.venv
 STAMP="$VENV/.setup-$(sha1sum pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)"
 [ -f "$STAMP" ] && exit 0
 
-"$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 14) else 1)' \
-  || { echo "setup: Python 3.10-3.13 needed, found $("$PY" --version 2>&1)" >&2; exit 2; }
+"$PY" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' \
+  || { echo "setup: Python 3.11-3.13 needed, found $("$PY" --version 2>&1)" >&2; exit 2; }
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 
@@ -23,7 +24,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     "${PIP[@]}" "torch==${TORCH_VERSION:-2.13.0}"
   fi
 fi
-"${PIP[@]}" -e ".[test]"
+"${PIP[@]}" -e ".[all,test]"
 
 # The tmux-driven UI test needs tmux; install it where we may (root with apt), else it is skipped.
 if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

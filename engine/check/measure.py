@@ -133,7 +133,7 @@ def measure(h2d_s: float, d2d_s: float, burn_s: float, log: Any = sys.stderr) ->
     try:
         import torch
     except ImportError:
-        return {"error": "torch is not installed: bandwidth and load not measured"}
+        return {"error": "torch is not installed (pip install 'gpuscale-tui[probe]'): bandwidth and load not measured"}
     if not torch.cuda.is_available():
         return {"error": "torch sees no CUDA device: bandwidth and load not measured"}
     from engine.probe.nvml_device import handle_for_cuda_device

@@ -25,6 +25,7 @@ from engine.check.facts import BoxFacts, ExpectedHardware, GpuFacts, LoadSample
 from engine.check.host_facts import read_host_facts
 from engine.check.nvml_facts import read_idle_facts
 from engine.check.verdicts import judge, overall
+from engine.errors import missing_extra
 from engine.events import BoxCheck, Event, PhaseChanged
 from engine.probe.worker import FORCED_ENV
 
@@ -66,6 +67,8 @@ def run_measure_child(timeout_s: float = MEASURE_TIMEOUT_S) -> dict[str, Any]:
 
 def run_allreduce(world_size: int, stop: threading.Event | None = None) -> tuple[float | None, int | None, str | None]:
     """(peak busbw GB/s, its size, why there is none) over NCCL, through the probe's launcher."""
+    if missing := missing_extra("probe", "the all-reduce"):
+        return None, None, missing
     from engine.events import AllReduceResult, Error
     from engine.probe.orchestrate import run_allreduce_sweep
 

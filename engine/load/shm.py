@@ -191,7 +191,7 @@ async def _cuda_region(regions: SharedRegions, name: str, data: bytes, gpu: int)
     try:
         import torch
     except ImportError:
-        raise UserError("load.transport = 'cuda_shm' needs torch with CUDA on this machine") from None
+        raise UserError("load.transport = 'cuda_shm' needs torch with CUDA: pip install 'gpuscale-tui[probe]'") from None
     if not torch.cuda.is_available() or gpu >= torch.cuda.device_count():
         raise UserError(f"load.transport = 'cuda_shm': GPU {gpu} is not visible to this process")
     host = torch.frombuffer(bytearray(data), dtype=torch.uint8)

@@ -54,9 +54,14 @@ OPEN_GROUP = 8  # connections per tight group of connects (open_grouped says why
 OPEN_STAGGER_NS = 3_000_000  # worker w opens its first group w x this after the level's common instant
 
 
+HAVE_SCHEDSTAT = sys.platform == "linux"  # /proc/self/schedstat: Linux's scheduler statistics
+
+
 def run_queue_wait_ns() -> int | None:
     """Nanoseconds this (single-threaded) worker has spent runnable but not running: the CPU
     contention it suffered. Linux /proc/self/schedstat; None where there is none."""
+    if not HAVE_SCHEDSTAT:
+        return None
     try:
         with open("/proc/self/schedstat", "rb") as f:
             return int(f.read().split()[1])
@@ -630,7 +635,17 @@ class Worker:
         self.loop.remove_reader(self.conn.fileno())
 
 
-class PreciseEpollSelector(selectors.EpollSelector):
+# epoll is Linux's. Elsewhere (macOS) the platform's selector, kqueue, whose timeout already has
+# nanosecond resolution: the select() below is then never used (``precise`` stays off).
+if sys.platform == "linux":
+    HAVE_EPOLL = True
+    _Selector = selectors.EpollSelector
+else:
+    HAVE_EPOLL = False
+    _Selector = selectors.DefaultSelector
+
+
+class PreciseEpollSelector(_Selector):
     """epoll, woken on time to the microsecond instead of the millisecond.
 
     epoll_wait takes its timeout in whole milliseconds (Python rounds up), so every asyncio
@@ -654,7 +669,7 @@ class PreciseEpollSelector(selectors.EpollSelector):
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         self.previous = self.returned
         self.entered = monotonic_ns()
-        if self.precise and timeout is not None and timeout > 0:
+        if self.precise and HAVE_EPOLL and timeout is not None and timeout > 0:
             select.select([self._selector.fileno()], [], [], timeout)  # type: ignore[attr-defined]  # EpollSelector's private epoll object
             timeout = 0
         events = super().select(timeout)

@@ -7,6 +7,7 @@ import errno
 import os
 import re
 import secrets
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -142,6 +143,8 @@ def _publish(tmp: Path, path: Path) -> None:
 
 def _umask() -> int:
     """The process umask, read without setting it (os.umask would race other threads)."""
+    if sys.platform != "linux":  # no /proc/self/status: the usual default
+        return 0o022
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):

@@ -33,9 +33,13 @@ class TritonDistribution:
 
 
 def find_distribution() -> TritonDistribution:
+    # Linux only (nvidia-pytriton ships Linux builds): the guard, the MPS handling and the
+    # Python backend's regions use /proc, prctl and /dev/shm. Elsewhere: a remote server.
+    if sys.platform != "linux":
+        raise UserError(f"the embedded server runs on Linux only (this is {sys.platform}): use a remote server (server.kind = \"remote\")")
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("the embedded server needs the nvidia-pytriton package (pip install nvidia-pytriton)")
+        raise UserError("the embedded server needs nvidia-pytriton: pip install 'gpuscale-tui[server]'")
     package = Path(next(iter(spec.submodule_search_locations)))
     dist = TritonDistribution(package / "tritonserver", package.parent / "nvidia_pytriton.libs")
     if not dist.binary.is_file():

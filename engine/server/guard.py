@@ -127,11 +127,14 @@ def process_name(pid: int) -> str:
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+HAVE_PRCTL = sys.platform == "linux"
 
 
 def _become_subreaper() -> None:
     """Orphaned descendants (the stubs, once tritonserver is gone) are re-parented to us, not to
     the container's init, so that we can reap them and know when they are gone."""
+    if not HAVE_PRCTL:  # not Linux: the wait for the group still holds
+        return
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the wait for the group still holds
@@ -140,6 +143,8 @@ def _become_subreaper() -> None:
 
 def _die_with_parent() -> None:
     """In the child, before exec: the kernel sends SIGTERM when the guard dies, however it dies."""
+    if not HAVE_PRCTL:  # not Linux: the pipe and the group kill still hold
+        return
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the pipe and the group kill still hold

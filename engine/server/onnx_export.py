@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.errors import UserError, require_extra
 from engine.server.repository import REPOSITORY_ROOT
 
 
@@ -25,6 +25,7 @@ def _load_vit_module():  # model_repository/vit.py is plain torch, shared with t
 def export_onnx(arch: str, out_repository: Path, *, weights: str | None = None, opset: int = 17,
                 model_name: str | None = None) -> Path:
     """Write <out_repository>/<model_name>/1/model.onnx with a dynamic batch dimension."""
+    require_extra("model", "model export")
     import torch
 
     vit = _load_vit_module()
