@@ -8,7 +8,10 @@ order, the first that holds is the verdict:
    level or a higher one (or >= 75 % with our workers waiting for a CPU >= 10 % of the level),
    the GPUs not saturated there: the server's processes, the load
    generator and any other jobs share the same cores, so neither side's figures are its own;
-   each party's share comes from the process table (engine/telemetry/host.py);
+   each party's share comes from the process table (engine/telemetry/host.py); not when a
+   measured round trip (>= 1 ms) is half the latency or more there (a server on this host
+   behind a proxy or tunnel): most of each request's time is then on the wire, where a busy
+   CPU does not reach (rule 2 decides);
 1. client-bound: the load generator's own audit says so (its CPU, event-loop lag, late sends),
    at the decisive level or any higher one;
    request-path (with a wire check, engine/analysis/wire.py): the model's peak is within 15 % of
@@ -226,7 +229,8 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     if wire is not None:
         findings.append(Finding("wire", request_path_line(wire, best.throughput, capacity)))
 
-    if server_local and (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
+    if server_local and not _path_dominates(ev) and \
+            (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
         return verdict
 
     for e in (x for x in levels if x.level >= ev.level):
@@ -309,6 +313,14 @@ def _path_time(e: LevelEvidence) -> tuple[float, str] | None:
 def _path_explains(e: LevelEvidence) -> bool:
     path = _path_time(e)
     return path is not None and e.client_minus_server is not None and path[0] >= PATH_EXPLAINS * e.client_minus_server
+
+
+def _path_dominates(e: LevelEvidence) -> bool:
+    """A measured round trip of at least PATH_RTT_FLOOR_S that, with the transfer, is half the
+    latency or more."""
+    path = _path_time(e)
+    return (path is not None and e.rtt is not None and e.rtt >= PATH_RTT_FLOOR_S and bool(e.latency_mean)
+            and path[0] >= NETWORK_SHARE_LIMIT * (e.latency_mean or 0.0))
 
 
 def _network_verdict(ev: LevelEvidence, at: str, findings: list[Finding],

@@ -22,7 +22,7 @@ PROBE_TIMEOUT_S = 5.0
 METHOD = "health probe"  # how NetworkPath.rtt was measured
 
 
-async def _one(target: Target, raw: bytes, endpoint: http1.Endpoint) -> float:
+async def _one(raw: bytes, endpoint: http1.Endpoint) -> float:
     reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port, ssl=http1.ssl_context(endpoint))
     try:
         started = time.perf_counter()
@@ -36,7 +36,8 @@ async def _one(target: Target, raw: bytes, endpoint: http1.Endpoint) -> float:
 
 
 async def health_rtt(target: Target, probes: int = PROBES) -> float | None:
-    """The fastest of ``probes`` round trips, seconds; None when none was answered."""
+    """The fastest of ``probes`` round trips, seconds; None when none was answered (the first
+    failure ends the probes: a server that is away costs the level one timeout at most)."""
     try:
         endpoint = http1.parse_endpoint(target.http_url)
     except ValueError:
@@ -45,8 +46,8 @@ async def health_rtt(target: Target, probes: int = PROBES) -> float | None:
     best: float | None = None
     for _ in range(probes):
         try:
-            took = await asyncio.wait_for(_one(target, raw, endpoint), PROBE_TIMEOUT_S)
+            took = await asyncio.wait_for(_one(raw, endpoint), PROBE_TIMEOUT_S)
         except (OSError, TimeoutError):
-            continue
+            break  # a path that does not answer: no more probes hold the level up
         best = took if best is None else min(best, took)
     return best

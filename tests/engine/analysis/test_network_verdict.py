@@ -77,3 +77,16 @@ def test_the_evidence_reads_the_level_result_s_path() -> None:
                                            windows=3, merged_windows=2, requests=100, errors=0, throughput_rps=80.0,
                                            throughput_ips=80.0, latency=LatencyStats(count=100, mean=0.05)))
     assert old.rtt is None and old.rtt_method == ""
+
+
+def test_a_round_trip_that_is_most_of_the_latency_outranks_a_busy_host() -> None:
+    # the server on this host behind a delaying proxy, the host's CPUs full of other work
+    busy = dict(host_cpu_percent=97.0, own_cpu_percent=20.0, server_cpu_percent=30.0)
+    levels = rising(rtt=0.040, rtt_method="health probe", **busy)
+    v = diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]), server_local=True, host_cores=2)
+    assert v.kind == "network" and "40.0 ms from the server" in v.summary
+    assert any(f.kind == "host-cpu" for f in v.findings)  # the full host is still said
+    unmeasured = rising(**busy)
+    v = diagnose(unmeasured, saturation_point([(e.level, e.throughput) for e in unmeasured]), server_local=True,
+                 host_cores=2)
+    assert v.kind == "host-cpu"

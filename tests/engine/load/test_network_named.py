@@ -9,6 +9,8 @@ time to the first byte of a health answer crosses the whole delayed path
 from __future__ import annotations
 
 import asyncio
+import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from engine.load.path_probe import health_rtt
+from engine.load.target import Target
+from engine.load.tcp import kernel_rtt_us
 from engine.profiles import load_profile
 from engine.record.doc import to_markdown
 from engine.record.findings import analyze
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from engine.session import Session, SessionOptions
-
-pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 DELAY_S = 0.020  # each way
 QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=10",
@@ -92,6 +95,54 @@ def delay_proxy(identity_server) -> Iterator[str]:
         thread.join(5)
 
 
+async def test_the_probe_times_the_answer_not_the_connect() -> None:
+    """A server that answers 30 ms after the request: the probe's round trip is those 30 ms (a
+    slow server's health answer would read as path: the probe runs before the level's load)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(0.030)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        rtt = await health_rtt(Target(f"http://127.0.0.1:{port}", "m"))
+    assert rtt is not None and 0.029 <= rtt < 0.5, rtt
+
+
+async def test_a_path_that_does_not_answer_has_no_round_trip() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    started = time.monotonic()
+    assert await health_rtt(Target(f"http://127.0.0.1:{port}", "m")) is None  # refused
+    assert time.monotonic() - started < 1.0
+    assert await health_rtt(Target("not a url", "m")) is None
+
+
+def test_the_kernel_s_rtt_on_loopback_is_microseconds() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, socket.create_connection(listener.getsockname()) as client:
+        peer, _ = listener.accept()
+        with peer:
+            for _ in range(5):  # a few exchanges: samples beyond the handshake's
+                client.sendall(b"x")
+                peer.recv(1)
+                peer.sendall(b"y")
+                client.recv(1)
+            rtt = kernel_rtt_us(client)
+    if sys.platform.startswith("linux"):
+        assert rtt is not None and 0 <= rtt < 10_000, rtt  # struct tcp_info's tcpi_rtt, µs
+    else:
+        assert rtt is None  # another OS's TCP_INFO is another struct: not read
+
+
+@pytest.mark.server
+@pytest.mark.slow
 def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tmp_path: Path) -> None:
     profile = load_profile("local", ["server.kind=remote", f"server.url={delay_proxy}", "model.name=identity",
                                      "load.concurrency=1,4", *QUICK])
