@@ -259,7 +259,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     if not reached:
         evidence = [saturation.describe()] if saturation else []
         network = _network_verdict(ev, at, findings, evidence)
-        if network is not None and _path_explains(ev) and ev.rtt is not None and ev.rtt >= PATH_RTT_FLOOR_S:
+        if network is not None and _path_explains(ev) and _path_dominates(ev):
             return replace(network, summary=network.summary + "; throughput still rises with load: more "
                            "concurrency hides the round trip without reaching the server's limit")
         evidence += _server_evidence(ev, at)
