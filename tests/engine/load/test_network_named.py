@@ -90,9 +90,17 @@ def delay_proxy(identity_server) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{ready[0]}"
     finally:
-        loop.call_soon_threadsafe(server.close)
+        async def shut() -> None:
+            server.close()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shut(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        loop.close()
 
 
 async def test_the_probe_times_the_answer_not_the_connect() -> None:
