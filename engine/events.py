@@ -124,6 +124,24 @@ class ServerBreakdown:
 
 
 @dataclass
+class NetworkPath:
+    """The path between the load generator and the server, measured at one level.
+
+    ``rtt`` is the round trip the network rule uses: the fastest time to the first byte of the
+    server's health answer on a fresh connection before the level (``rtt_method`` says how it was
+    measured). The kernel's figures (connect time, TCP_INFO's smoothed RTT) measure only to the
+    next TCP endpoint: a proxy or load balancer in between hides the rest of the path."""
+
+    rtt: float | None = None  # seconds
+    rtt_method: str = ""  # "health probe", "tcp_info" or "connect time"
+    connections: int = 0  # the level's connections these figures cover
+    connect_p50: float | None = None  # seconds from connect() to the socket being writable
+    connect_max: float | None = None
+    tcp_rtt_p50: float | None = None  # the kernel's smoothed RTT (Linux TCP_INFO); None elsewhere
+    request_bytes: int = 0  # one request on the wire, as the transport built it (0: not known)
+
+
+@dataclass
 class ClientAudit:
     """The load generator judging itself: is the client, not the server, the limit?"""
 
@@ -341,6 +359,7 @@ class LevelResult(Event):
     target_rate: float | None = None
     duration_s: float = 0.0
     slo_search: bool = False  # a level the latency-target search added after the planned ones
+    network: NetworkPath | None = None  # None: not measured (an older recording)
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

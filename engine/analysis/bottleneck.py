@@ -8,7 +8,10 @@ order, the first that holds is the verdict:
    level or a higher one (or >= 75 % with our workers waiting for a CPU >= 10 % of the level),
    the GPUs not saturated there: the server's processes, the load
    generator and any other jobs share the same cores, so neither side's figures are its own;
-   each party's share comes from the process table (engine/telemetry/host.py);
+   each party's share comes from the process table (engine/telemetry/host.py); not when a
+   measured round trip (>= 1 ms) is half the latency or more there (a server on this host
+   behind a proxy or tunnel): most of each request's time is then on the wire, where a busy
+   CPU does not reach (rule 2 decides);
 1. client-bound: the load generator's own audit says so (its CPU, event-loop lag, late sends),
    at the decisive level or any higher one;
    request-path (with a wire check, engine/analysis/wire.py): the model's peak is within 15 % of
@@ -18,7 +21,12 @@ order, the first that holds is the verdict:
    gap is time outside Triton's model statistics: network, Triton's HTTP front end (reading
    and writing request bodies, its thread pool) and client I/O. It is not the client's own CPU
    time, which the audit measures directly (a large gap with idle load workers is not
-   client-bound; docs/results/design_notes.md);
+   client-bound; docs/results/design_notes.md). Where the round trip was measured
+   (engine/load/path_probe.py), the gap is set against it plus the request's transfer time at
+   the measured bandwidth (none measured: said so, not counted): when they make up at least
+   half of the gap, the verdict names the network and its round trip. A sweep that never
+   saturated gets this verdict too when that round trip (>= 1 ms) explains most of its latency:
+   more load then only hides the path, it never reaches the server's limit;
 3. with GPU telemetry: GPUs at >= 80 % mean utilization -> compute (the GPUs are the limit);
    else queue time >= half of the server's time -> queueing (requests wait for a model instance
    while GPUs have room); else -> GPUs not saturated (the limit is outside the GPUs);
@@ -46,6 +54,8 @@ from engine.analysis.wire import (
 from engine.events import LevelResult, WireCeiling
 
 NETWORK_SHARE_LIMIT = 0.5
+PATH_EXPLAINS = 0.5  # round trip + transfer make up this share of the gap: the path explains it
+PATH_RTT_FLOOR_S = 0.001  # shorter round trips (loopback, one LAN switch) never explain a sweep
 QUEUE_SHARE_LIMIT = 0.5
 GPU_BUSY_PCT = 80.0
 GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
@@ -76,6 +86,10 @@ class LevelEvidence:
     own_cpu_percent: float | None = None  # our processes (session, load workers); 100 = one core
     server_cpu_percent: float | None = None  # the embedded server's processes; 100 = one core
     client_cpu_wait: float | None = None  # the largest share of the level a worker waited for a CPU
+    rtt: float | None = None  # seconds: the round trip to the server (events.NetworkPath)
+    rtt_method: str = ""
+    request_bytes: int = 0  # one request on the wire
+    bandwidth: float | None = None  # bytes/s along the path; None: not measured
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,9 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
         own_cpu_percent=own_cpu_percent, server_cpu_percent=server_cpu_percent,
         client_cpu_wait=result.audit.cpu_wait_fraction,
+        rtt=result.network.rtt if result.network else None,
+        rtt_method=result.network.rtt_method if result.network else "",
+        request_bytes=result.network.request_bytes if result.network else 0,
     )
 
 
@@ -212,7 +229,8 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     if wire is not None:
         findings.append(Finding("wire", request_path_line(wire, best.throughput, capacity)))
 
-    if server_local and (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
+    if server_local and not _path_dominates(ev) and \
+            (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
         return verdict
 
     for e in (x for x in levels if x.level >= ev.level):
@@ -240,17 +258,16 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
 
     if not reached:
         evidence = [saturation.describe()] if saturation else []
+        network = _network_verdict(ev, at, findings, evidence)
+        if network is not None and _path_explains(ev) and _path_dominates(ev):
+            return replace(network, summary=network.summary + "; throughput still rises with load: more "
+                           "concurrency hides the round trip without reaching the server's limit")
         evidence += _server_evidence(ev, at)
         return Verdict("not-saturated", "no limit reached: throughput still rising at the highest load; "
                        "extend the concurrency sweep", evidence, ev.level, findings)
 
-    if ev.client_minus_server is not None and ev.latency_mean:
-        share = ev.client_minus_server / ev.latency_mean
-        if share > NETWORK_SHARE_LIMIT:
-            return Verdict("network", "time outside Triton's model statistics (network, HTTP front end, "
-                           "request/response bodies) dominates latency",
-                           [f"{_ms(ev.client_minus_server)} of {_ms(ev.latency_mean)} mean latency is spent outside "
-                            f"the server {at} ({fmt.percent(share)})"], ev.level, findings)
+    if (network := _network_verdict(ev, at, findings)) is not None:
+        return network
 
     if ev.queue is None or ev.compute is None:
         return Verdict("unknown", "no server statistics to split queue from compute",
@@ -278,6 +295,54 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
                        "(no GPU telemetry to tell busy devices from idle ones)", [split], ev.level, findings)
     return Verdict("compute", "model execution dominates the server's time (no GPU telemetry)", [split],
                    ev.level, findings)
+
+
+def _path_time(e: LevelEvidence) -> tuple[float, str] | None:
+    """What the path accounts for per request (round trip + transfer) and how that was reached;
+    None when the round trip was not measured."""
+    if e.rtt is None:
+        return None
+    how = f"a {_ms(e.rtt)} round trip ({e.rtt_method or 'measured'})"
+    if e.bandwidth and e.request_bytes:
+        transfer = e.request_bytes / e.bandwidth
+        return e.rtt + transfer, (f"{how} + {_ms(transfer)} to send {fmt.body_size(e.request_bytes)} at "
+                                  f"{fmt.bytes_rate(e.bandwidth)}")
+    return e.rtt, f"{how}; bandwidth not measured, so sending the request's bytes is not counted"
+
+
+def _path_explains(e: LevelEvidence) -> bool:
+    path = _path_time(e)
+    return path is not None and e.client_minus_server is not None and path[0] >= PATH_EXPLAINS * e.client_minus_server
+
+
+def _path_dominates(e: LevelEvidence) -> bool:
+    """A measured round trip of at least PATH_RTT_FLOOR_S that, with the transfer, is half the
+    latency or more."""
+    path = _path_time(e)
+    return (path is not None and e.rtt is not None and e.rtt >= PATH_RTT_FLOOR_S and bool(e.latency_mean)
+            and path[0] >= NETWORK_SHARE_LIMIT * (e.latency_mean or 0.0))
+
+
+def _network_verdict(ev: LevelEvidence, at: str, findings: list[Finding],
+                     lead: Sequence[str] = ()) -> Verdict | None:
+    """Rule 2: the time outside the server's statistics is over half the latency; it names the
+    network when the measured path makes up at least PATH_EXPLAINS of that time."""
+    gap, latency = ev.client_minus_server, ev.latency_mean
+    if gap is None or not latency or gap / latency <= NETWORK_SHARE_LIMIT:
+        return None
+    evidence = [*lead, f"{_ms(gap)} of {_ms(latency)} mean latency is spent outside the server {at} "
+                       f"({fmt.percent(gap / latency)})"]
+    path = _path_time(ev)
+    if path is not None and ev.rtt is not None and _path_explains(ev):
+        evidence.append(f"the path explains {_ms(min(path[0], gap))} of it: {path[1]}")
+        return Verdict("network", f"the network: the client is {_ms(ev.rtt)} from the server (round trip "
+                       f"by {ev.rtt_method or 'measurement'}), which explains the time outside Triton's statistics",
+                       evidence, ev.level, findings)
+    if path is not None:
+        evidence.append(f"the path explains only {_ms(path[0])} of it: {path[1]}; the rest is the HTTP front "
+                        "end, request/response bodies or client I/O")
+    return Verdict("network", "time outside Triton's model statistics (network, HTTP front end, "
+                   "request/response bodies) dominates latency", evidence, ev.level, findings)
 
 
 def _server_evidence(ev: LevelEvidence, at: str) -> list[str]:

@@ -38,6 +38,7 @@ from engine.events import (
     LatencyStats,
     LevelResult,
     LevelStarted,
+    NetworkPath,
     ServerBreakdown,
     SweepFinished,
     Warning,
@@ -46,6 +47,7 @@ from engine.events import (
 from engine.load.audit import client_audit
 from engine.load.dev import LoadDev
 from engine.load.error_text import errors_line
+from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
 from engine.load.request import request_inputs
@@ -125,6 +127,10 @@ class _Level:
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
         self.cpu_cores = os.cpu_count() or 1
+        self.request_bytes = request_bytes
+        self.rtt: float | None = None  # the round trip before the level (path_probe)
+        self.connect_ns: list[int] = []  # the workers' connections: connect times
+        self.kernel_rtt_us: list[int] = []  # and the kernel's RTT estimates
 
     # -- plans
 
@@ -166,6 +172,7 @@ class _Level:
 
     async def run(self) -> LevelResult:
         pool = self.pool
+        self.rtt = await health_rtt(self.target)  # before any load: the path, not a queue
         for w, plan in enumerate(self.plans()):
             pool.send(w, ("level", plan))
         connect_problem = None
@@ -173,6 +180,9 @@ class _Level:
             _, msg = await pool.expect("ready", self.load.request_timeout_s + 10)
             if msg[3] and connect_problem is None:
                 connect_problem = msg[3]
+            if len(msg) > 4:
+                self.connect_ns += msg[4][0]
+                self.kernel_rtt_us += msg[4][1]
         if connect_problem:
             self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
         self.t0 = time.monotonic_ns() + T0_LEAD_NS
@@ -402,7 +412,22 @@ class _Level:
             latency_uncorrected=latency_stats(agg.uncorrected_ns) if agg.uncorrected_ns is not None else None,
             target_rate=self.level if self.rate_mode else None,
             duration_s=agg.duration_s,
+            network=self.network_path(),
         )
+
+    def network_path(self) -> NetworkPath:
+        """The level's path figures; the round trip from the probe, else the kernel's, else the
+        connect time (both of which end at the next TCP endpoint: path_probe says why)."""
+        connects = sorted(self.connect_ns)
+        kernel = sorted(self.kernel_rtt_us)
+        connect_p50 = connects[len(connects) // 2] / 1e9 if connects else None
+        tcp_rtt = kernel[len(kernel) // 2] / 1e6 if kernel else None
+        rtt, method = self.rtt, METHOD
+        if rtt is None:
+            rtt, method = (tcp_rtt, "tcp_info") if tcp_rtt is not None else (connect_p50, "connect time")
+        return NetworkPath(rtt=rtt, rtt_method=method if rtt is not None else "", connections=len(connects),
+                           connect_p50=connect_p50, connect_max=connects[-1] / 1e9 if connects else None,
+                           tcp_rtt_p50=tcp_rtt, request_bytes=self.request_bytes)
 
 
 async def run_sweep(

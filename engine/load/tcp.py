@@ -4,6 +4,10 @@ Why together: a server that hands each new connection to its first idle thread (
 front end) spreads connections that arrive in one batch, and piles those that arrive one await
 apart onto one thread (docs/results/load_engine_design_notes.md). So each group's sockets connect
 in one loop of non-blocking connects, then asyncio takes them over.
+
+Each connection's connect time (connect() to writable, as the group's loop sees it) and, on Linux,
+the kernel's RTT estimate (TCP_INFO) are kept for the level (``path_figures``). Both measure only
+to the next TCP endpoint: through a proxy they say nothing of the path beyond it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import asyncio
 import errno
 import os
 import socket
+import struct
+import sys
 import time
 from typing import Any
 
@@ -31,6 +37,27 @@ def _ssl_context() -> Any:
     return _SSL
 
 
+# struct tcp_info (linux/tcp.h): 8 one-byte fields, then u32s: rto, ato, snd_mss, rcv_mss,
+# unacked, sacked, lost, retrans, fackets, 4 timestamps, pmtu, rcv_ssthresh, rtt (µs) at 68
+_TCP_INFO_LEN = 104
+_TCPI_RTT_OFFSET = 68
+_HAS_TCP_INFO = sys.platform.startswith("linux") and hasattr(socket, "TCP_INFO")
+
+
+def kernel_rtt_us(sock: socket.socket) -> int | None:
+    """The kernel's smoothed RTT of a connected socket, µs; None where the OS does not give it
+    in Linux's layout (macOS's TCP_INFO is another struct) or the call fails."""
+    if not _HAS_TCP_INFO:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+    except OSError:
+        return None
+    if len(raw) < _TCPI_RTT_OFFSET + 4:
+        return None
+    return int(struct.unpack_from("I", raw, _TCPI_RTT_OFFSET)[0])
+
+
 def _set_done(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -46,10 +73,16 @@ class TcpDialer(Dialer):
         self.tls, self.server_hostname = tls, server_hostname or host
         self.infos: list[Any] = []  # the server's addresses, resolved once per level
         self.unresolved: OSError | None = None  # why they could not be, this level
+        self.connect_ns: list[int] = []  # this level's connections: connect times
+        self.rtt_us: list[int] = []  # and the kernel's RTT estimates, where it gives them
 
     def forget(self) -> None:
         self.infos = []
         self.unresolved = None
+        self.connect_ns, self.rtt_us = [], []
+
+    def path_figures(self) -> tuple[list[int], list[int]]:
+        return list(self.connect_ns), list(self.rtt_us)
 
     async def resolve(self) -> list[Any]:
         """The server's addresses, in getaddrinfo's order (e.g. ::1 before 127.0.0.1)."""
@@ -100,6 +133,7 @@ class TcpDialer(Dialer):
                 await asyncio.sleep(ahead)
             while monotonic_ns() < at_ns:
                 pass
+        started = monotonic_ns()
         codes = [sock.connect_ex(address) for sock in socks]
         tls: dict[str, Any] = {"ssl": _ssl_context(), "server_hostname": self.server_hostname} if self.tls else {}
         first_error: BaseException | None = None
@@ -118,6 +152,9 @@ class TcpDialer(Dialer):
                     code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     if code:
                         raise OSError(code, os.strerror(code))
+                self.connect_ns.append(monotonic_ns() - started)
+                if (rtt := kernel_rtt_us(sock)) is not None:
+                    self.rtt_us.append(rtt)
                 # the factory runs within this await, so it sees this iteration's connection
                 await loop.create_connection(lambda: conn, sock=sock, **tls)  # type: ignore[type-var]  # noqa: B023
             except (TimeoutError, OSError) as exc:

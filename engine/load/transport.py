@@ -116,6 +116,11 @@ class Dialer:
     def forget(self) -> None:
         """The level ended: drop what was learnt for it (resolved addresses)."""
 
+    def path_figures(self) -> tuple[list[int], list[int]]:
+        """Per connection opened this level: connect times (ns) and the kernel's RTT estimates
+        (µs); empty where the transport does not measure them."""
+        return [], []
+
 
 @dataclass
 class SweepInputs:

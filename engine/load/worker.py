@@ -286,7 +286,8 @@ class Worker:
             self.idle = deque(s for s in self.slots if s.connected)
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
-        self.send_msg(("ready", plan.level_index, connected, first_error))
+        figures = self.dialer.path_figures() if self.dialer is not None else ([], [])
+        self.send_msg(("ready", plan.level_index, connected, first_error, figures))
 
     async def await_first_answers(self, primed: list[Connection]) -> None:
         """Rate mode: every connection is open, so stop warming; the level is ready when the

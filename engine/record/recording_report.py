@@ -12,6 +12,7 @@ from engine import columns
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.wire import wire_notes
+from engine.events import NetworkPath
 from engine.modes import mode_of
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
@@ -99,12 +100,26 @@ def _setup(s: RecordingSummary) -> list:
             rows.append([f"Version: {key}", str(s.versions[key])])
     if s.host:
         rows.append(["Host", _host_text(s.host)])
+    if (path := s.network_path()) is not None:
+        rows.append(["Network", network_text(path)])
     names = sorted({g.name for g in s.gpus if g.name})
     if names:
         rows.append(["GPUs seen", f"{len(s.gpus)}x " + " / ".join(names)])
     if s.topology and s.topology.summary:
         rows.append(["Topology", s.topology.summary])
     return [Heading("Setup"), Table(["Item", "Value"], rows, left=2)]
+
+
+def network_text(path: NetworkPath) -> str:
+    """"client 42 ms from the server (round trip: ...)", with how it was measured."""
+    how = {"health probe": "time to the first byte of /v2/health/ready on a fresh connection",
+           "tcp_info": "the kernel's TCP_INFO estimate, to the next TCP endpoint only",
+           "connect time": "the TCP connect time, to the next TCP endpoint only"}.get(path.rtt_method, path.rtt_method)
+    text = f"client {fmt.ms(path.rtt)} ms from the server (round trip: {how})"
+    if path.connect_p50 is not None:
+        text += (f"; TCP connect p50 {fmt.ms(path.connect_p50)} ms, max {fmt.ms(path.connect_max)} ms over "
+                 f"{path.connections} connections")
+    return text
 
 
 def _box_check(s: RecordingSummary) -> list:

@@ -20,6 +20,7 @@ from engine.events import (
     BoxCheck,
     Event,
     LevelResult,
+    NetworkPath,
     ProbeResult,
     SweepFinished,
     Topology,
@@ -176,6 +177,14 @@ class RecordingSummary:
 
     def levels_of(self, sweep: int | None) -> list[LevelSummary]:
         return [lv for lv in self.levels if lv.sweep == sweep]
+
+    def network_path(self, sweep: int | None = None) -> NetworkPath | None:
+        """The path to the server in a sweep (default the main one): of its levels' measurements,
+        the one with the shortest round trip (the others waited for something besides the
+        path); None where none was measured (a recording made before they were)."""
+        paths = [lv.result.network for lv in self.levels_of(self.main_sweep if sweep is None else sweep)]
+        measured = [p for p in paths if p is not None and p.rtt is not None]
+        return min(measured, key=lambda p: p.rtt or 0.0, default=None)
 
     def sweep_run(self, number: int | None) -> SweepRun | None:
         return next((s for s in self.sweeps if s.number == number), None)

@@ -44,7 +44,10 @@ async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
 
 async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_info):
     ready, ticks = await _run(identity_server.http_url, identity_info, _plan(mode="concurrency", slots=5), 10)
-    assert ready == ("ready", 7, 5, None)  # level index, connections open, no connect error
+    assert ready[:4] == ("ready", 7, 5, None)  # level index, connections open, no connect error
+    connect_ns, rtt_us = ready[4]  # per connection: connect time, the kernel's RTT (Linux)
+    assert len(connect_ns) == 5 and all(0 <= t < 10**9 for t in connect_ns)
+    assert len(rtt_us) in (0, 5) and all(0 <= r < 100_000 for r in rtt_us)  # loopback: well under 100 ms
     assert [t.tick for t in ticks] == list(range(10)) and {t.level_index for t in ticks} == {7}
     # at every flush each of the 5 connections has a request in flight: the next request is
     # written inside the callback that completed the previous one
