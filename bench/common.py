@@ -59,7 +59,8 @@ def device_environment() -> None:
         sys.path.append(str(CARRY_SITE))
         importlib.invalidate_caches()
     wheels = CARRY / "wheels"
-    if importlib.util.find_spec("grpc") is None and any(wheels.glob("grpcio-*.whl")):  # load.transport = grpc
+    missing = importlib.util.find_spec("grpc") is None or importlib.util.find_spec("tritonclient") is None
+    if missing and any(wheels.glob("grpcio-*.whl")):  # load.transport = grpc
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--find-links",
                         str(wheels), "--target", str(CARRY_SITE), *GRPC_WHEELS], check=False)
         if str(CARRY_SITE) not in paths:
