@@ -25,6 +25,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.saturation import UNSTABLE_MARK
 from engine.record.safe_text import terminal_text
 from tui import tables
 from tui.describe import describe, severity
@@ -174,6 +175,8 @@ class HeadlessPrinter:
             cost = self.state.cost_per_1000(best.result.throughput_ips)
             if cost is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
+            if best.result.status == "unstable":  # a figure from an unstable level says so where it is drawn
+                text += f" ({UNSTABLE_MARK})"
             self._plain(text)
         self._plain("")
 

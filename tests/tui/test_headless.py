@@ -201,3 +201,15 @@ def test_a_blocked_stdout_never_stalls_the_session_thread() -> None:
         reader.close()
     assert sum("message" in line for line in got) == count
     assert printer.failure is None
+
+
+def test_a_best_level_that_is_unstable_says_so_on_the_best_line() -> None:
+    from dataclasses import replace
+
+    from engine.analysis.saturation import UNSTABLE_MARK
+
+    events = [replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in session_events()]
+    best = next(line for line in printed(events).splitlines() if line.startswith("  best:"))
+    assert best.endswith(f"({UNSTABLE_MARK})"), best
+    stable = next(line for line in printed(session_events()).splitlines() if line.startswith("  best:"))
+    assert UNSTABLE_MARK not in stable
