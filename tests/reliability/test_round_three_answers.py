@@ -72,6 +72,7 @@ def _run(tmp_path: Path, srv: HostileTriton) -> tuple[subprocess.CompletedProces
     return proc, level
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_every_malformed_answer_is_an_error_and_the_run_fails(case, tmp_path):
     answer, said = MALFORMED[case]
@@ -84,6 +85,7 @@ def test_every_malformed_answer_is_an_error_and_the_run_fails(case, tmp_path):
     assert "malformed_answer" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_few_malformed_answers_among_good_ones_still_fail_the_run(tmp_path):
     """One answer in five malformed (each a different way): the good ones are measured, the bad
     ones counted, and the run does not end "ok"."""
@@ -102,6 +104,7 @@ def test_a_few_malformed_answers_among_good_ones_still_fail_the_run(tmp_path):
     assert "answers were malformed" in proc.stdout, proc.stdout[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", ["binary", "json"])
 def test_good_answers_pass(answer, tmp_path):
     json_answer = Reply(200, _header(_output(parameters={}, data=[0.0] * 4)))
@@ -142,6 +145,7 @@ async def _shm_sweep(srv: HostileTriton) -> LevelResult:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["region", "byte_size", "missing", "datatype"])
 def test_shared_memory_answers_are_checked(change):
     with HostileTriton(infer=_shm_answer(change)) as srv:
@@ -150,6 +154,7 @@ def test_shared_memory_answers_are_checked(change):
     assert result.errors_by_kind == {"malformed_answer": result.errors} and result.errors > 0, result.errors_by_kind
 
 
+@pytest.mark.slow
 def test_a_shared_memory_answer_that_names_the_region_asked_for_passes():
     with HostileTriton(infer=_shm_answer("")) as srv:
         result = asyncio.run(_shm_sweep(srv))

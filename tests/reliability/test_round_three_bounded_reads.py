@@ -66,6 +66,7 @@ def _level(tmp_path: Path) -> LevelResult:
     return level
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_an_inference_answer_that_never_ends_or_is_huge_is_refused(stream, tmp_path):
     with HostileTriton(infer=STREAMS[stream]()) as srv:
@@ -84,6 +85,7 @@ def test_an_inference_answer_that_never_ends_or_is_huge_is_refused(stream, tmp_p
     assert any(said in m for m in level.error_messages), level.error_messages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_metadata_that_never_ends_or_is_huge_ends_the_run_with_one_line(stream, tmp_path):
     with HostileTriton(metadata=STREAMS[stream]()) as srv:
@@ -95,6 +97,7 @@ def test_metadata_that_never_ends_or_is_huge_ends_the_run_with_one_line(stream, 
     assert "response_too_large" in line and "/v2/models/m" in line, line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("endpoint", ["stats", "metrics"])
 def test_statistics_or_metrics_that_never_end_leave_the_measurement_alone(endpoint, tmp_path):
     srv = HostileTriton(**{endpoint: Reply(200, framing="close", stream=endless())})
@@ -107,6 +110,7 @@ def test_statistics_or_metrics_that_never_end_leave_the_measurement_alone(endpoi
     assert level.requests > 0 and level.errors == 0, level
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_the_studys_model_control_refuses_a_config_that_never_ends(stream):
     from engine.errors import RunFailed
@@ -119,6 +123,7 @@ def test_the_studys_model_control_refuses_a_config_that_never_ends(stream):
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_a_metrics_page_that_never_ends_is_refused(stream):
     from engine.telemetry.triton_metrics import MetricsUnavailable, fetch_metrics_text

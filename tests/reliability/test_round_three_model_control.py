@@ -17,6 +17,7 @@ TWO_GPUS = REPOSITORY_ROOT / MODEL / "config.multigpu.2x.pbtxt"  # 2 instances o
 OLD = [{"name": f"{MODEL}_0", "kind": "KIND_GPU", "count": 1, "gpus": [0]}]
 
 
+@pytest.mark.slow
 def test_a_load_the_server_ignored_fails_the_variant_in_one_line():
     srv = HostileTriton(model=MODEL, config=Reply(200, model_config(MODEL, OLD)))  # load says 200, nothing changes
     with srv:

@@ -389,6 +389,7 @@ async def test_displays_that_misled() -> None:
         assert status.lstrip().startswith("FAILED") and "WAITING" not in status
 
 
+@pytest.mark.slow
 async def test_the_end_of_a_replay_does_not_say_playing() -> None:
     app, replay = replay_app()
     async with app.run_test(size=SIZE) as pilot:
