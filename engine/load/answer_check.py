@@ -24,6 +24,12 @@ UNKNOWN_OUTPUT_CAP = 256 << 20  # an output whose size the metadata does not fix
 MARGIN = 4  # the derived cap is this many times the answer's expected size
 
 
+def fixed_size_bytes(datatype: str, shape: list[int] | tuple[int, ...]) -> int | None:
+    """The bytes a tensor of fixed-size elements holds; None for BYTES (variable length)."""
+    item = ITEM_SIZE.get(datatype)
+    return None if item is None else math.prod(shape) * item
+
+
 @dataclass(frozen=True)
 class ShmOutput:
     """An output asked for in a shared-memory region: the answer must name the same place."""
@@ -51,11 +57,11 @@ def response_cap(outputs: list[dict[str, Any]], max_batch_size: int, batch_size:
         dims = [d if isinstance(d, int) else -1 for d in tensor.get("shape", [])]
         if max_batch_size > 0 and dims:
             dims = [batch_size, *dims[1:]]
-        item = ITEM_SIZE.get(str(tensor.get("datatype", "")))
-        if item is None or any(d < 0 for d in dims):
+        size = None if any(d < 0 for d in dims) else fixed_size_bytes(str(tensor.get("datatype", "")), dims)
+        if size is None:
             unknown += UNKNOWN_OUTPUT_CAP
         else:
-            known += math.prod(dims) * item
+            known += size
         known += HEADER_ALLOWANCE
     return max(MIN_RESPONSE_CAP, MARGIN * known + unknown)
 
@@ -143,8 +149,8 @@ def _check_output(name: str, output: dict[str, Any], spec: AnswerSpec) -> str | 
         size = params["binary_data_size"]
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             return f"output {name!r}: binary_data_size is {json.dumps(size)[:20]}, not a size"
-        item = ITEM_SIZE.get(datatype)
-        if item is not None and size != math.prod(shape) * item:
+        expected = fixed_size_bytes(datatype, shape)
+        if expected is not None and size != expected:
             return f"output {name!r}: binary_data_size {size} for shape {shape} of {datatype}"
         return int(size)
     if not isinstance(output.get("data"), list):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc  # grpcio; its asyncio API is grpc.aio
 
-from engine.load.answer_check import ITEM_SIZE, response_cap
+from engine.load.answer_check import fixed_size_bytes, response_cap
 from engine.load.transport import (
     MALFORMED_ANSWER,
     REJECTED,
@@ -107,13 +107,8 @@ def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None
     if len(raw) != len(reply.outputs):
         return f"answer has {len(raw)} raw outputs for {len(reply.outputs)} outputs"
     for out, blob in zip(reply.outputs, raw, strict=True):
-        item = ITEM_SIZE.get(out.datatype)
-        if item is None:  # BYTES: variable length
-            continue
-        size = item
-        for dim in out.shape:
-            size *= dim
-        if len(blob) != size:
+        size = fixed_size_bytes(out.datatype, list(out.shape))
+        if size is not None and len(blob) != size:
             return f"output {out.name} holds {len(blob)} bytes, its shape {list(out.shape)} says {size}"
     return None
 
