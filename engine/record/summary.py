@@ -233,18 +233,22 @@ def check_numeric_tables(recording: RecordedEvents) -> None:
     """The telemetry tables and the events' timestamps hold numbers (SQL aggregates would
     otherwise mix text into the figures): a text, blob or infinite value there is a corrupt
     recording, one line."""
-    for table in _NUMERIC_TABLES:
+    for table in _NUMERIC_TABLES:  # one scan per table, not one per column
         columns = [row[1] for row in recording.query(f"PRAGMA table_info({table})")
                    if row[1] not in ("kind", "data", "uuid", "name", "source")]
-        for column in columns:
-            limit = MAX_TS if column == "ts" else 1e300
-            bad = next(recording.query(
-                f"SELECT seq, {column} FROM {table} WHERE {column} IS NOT NULL AND "  # noqa: S608 - our own column names
-                f"(typeof({column}) NOT IN ('integer', 'real') OR abs({column}) > ?) LIMIT 1", (limit,)), None)
-            if bad is not None:
-                raise RecordingError(f"{recording.path}: corrupt {table} row (seq {bad[0]}): {column} is "
-                                     f"{str(bad[1])[:40]!r}, not a number")
-
+        if not columns:
+            continue
+        limits = [MAX_TS if column == "ts" else 1e300 for column in columns]
+        bad_value = [f"({c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR abs({c}) > ?))" for c in columns]
+        row = next(recording.query(
+            f"SELECT seq, {', '.join(columns)} FROM {table} WHERE {' OR '.join(bad_value)} LIMIT 1",  # noqa: S608 - our own column names
+            tuple(limits)), None)
+        if row is None:
+            continue
+        for column, limit, value in zip(columns, limits, row[1:], strict=True):
+            if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or abs(value) > limit):
+                raise RecordingError(f"{recording.path}: corrupt {table} row (seq {row[0]}): {column} is "
+                                     f"{str(value)[:40]!r}, not a number")
 
 def summarize(recording: RecordedEvents) -> RecordingSummary:
     check_numeric_tables(recording)
