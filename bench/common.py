@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CARRY = ROOT / ".carry"
 CARRY_SITE = Path(tempfile.gettempdir()) / "gpuscale-carry" / "site"
+CARRY_NUMPY = CARRY / "numpy.tar.xz"  # numpy<2 for the box's Python: the Python-backend stub needs it
+NUMPY_VENV = Path(tempfile.gettempdir()) / "gpuscale-carry" / "numpy1-venv"
 
 
 def out_dir() -> Path:
@@ -39,10 +41,33 @@ def stamp() -> str:
 GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
 
 
+def reexec_with_numpy1() -> None:
+    """On a box whose Python has numpy 2 (the embedded server refuses it: its stub answers empty
+    outputs), re-run this command under a venv that sees the box's packages with the carried
+    numpy<2 in front. The stub ignores PYTHONPATH, so a venv is the way to put it first."""
+    if os.environ.get("GPUSCALE_NUMPY1_VENV") or not CARRY_NUMPY.exists():
+        return
+    from engine.server.distribution import numpy_refusal, stub_numpy_version
+
+    if numpy_refusal(stub_numpy_version()) is None:
+        return
+    python = NUMPY_VENV / "bin" / "python3"
+    site = NUMPY_VENV / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    if not (site / "numpy").is_dir():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(NUMPY_VENV)],
+                       check=True)
+        subprocess.run(["tar", "-C", str(site), "--strip-components=1", "-xJf", str(CARRY_NUMPY)], check=True)
+    print(f"[carry] numpy 2 on this box: re-running under {python} (numpy<2 first)", flush=True)
+    os.environ["GPUSCALE_NUMPY1_VENV"] = "1"
+    os.execv(python, [str(python), *sys.orig_argv[1:]])
+
+
 def device_environment() -> None:
     """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
-    repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), and on a
-    box without nvidia-pytriton the carried tritonserver (and textual) from .carry/."""
+    repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), on a
+    box without nvidia-pytriton the carried tritonserver (and textual) from .carry/, and numpy<2
+    for the embedded server's Python backend (reexec_with_numpy1)."""
+    reexec_with_numpy1()
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
                       PYTHONUNBUFFERED="1")
     paths = [str(ROOT)]
@@ -87,6 +112,25 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     return p
 
 
+def pack_numpy1(python_version: str) -> int:
+    """.carry/numpy.tar.xz: numpy 1.26 for the box's Python, unpacked (xz: ~8 MiB, the wheel 18)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                               "--python-version", python_version, "--platform", "manylinux2014_x86_64",
+                               "-d", tmp, "numpy==1.26.4"]).returncode
+        wheels = list(Path(tmp).glob("numpy-*.whl"))
+        if code or not wheels:
+            print("carry: pip download numpy==1.26.4 failed", file=sys.stderr)
+            return 1
+        tree = Path(tmp) / "numpy1"
+        shutil.unpack_archive(wheels[0], tree, "zip")
+        for tests in tree.rglob("tests"):
+            shutil.rmtree(tests, ignore_errors=True)
+        subprocess.run(["tar", "-C", tmp, "-cJf", str(CARRY_NUMPY), "numpy1"], check=True)
+    print(f"{CARRY_NUMPY}: {CARRY_NUMPY.stat().st_size / 2**20:.1f} MiB")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import pytriton
@@ -112,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
             lib.unlink()  # used by nothing the stages run
         subprocess.run(["tar", "-C", tmp, "-cJf", str(CARRY / "triton.tar.xz"), "site"], check=True)
     print(f"{CARRY / 'triton.tar.xz'}: {(CARRY / 'triton.tar.xz').stat().st_size / 2**20:.1f} MiB")
+    if not CARRY_NUMPY.exists() and pack_numpy1(args.stub_python):
+        return 1
     if args.textual:
         code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
                                "--python-version", args.stub_python, "-d", str(CARRY / "wheels"), "textual"]).returncode
@@ -134,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         except SetupError as exc:
             print(f"carry: {exc}", file=sys.stderr)
             return 1
+        if shutil.which("strip"):  # its symbols are a quarter of the carry's room (64 MiB)
+            subprocess.run(["strip", str(binary)], check=False)
         print(f"{binary.parent}: perf_analyzer and its libraries")
     return 0
 

@@ -7,9 +7,11 @@ a backend folder is assembled per run: the wheel's backend library plus the matc
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -46,7 +48,34 @@ def find_distribution() -> TritonDistribution:
         raise UserError(f"nvidia-pytriton is installed but has no tritonserver binary at {dist.binary}")
     if not dist.stub().is_file():
         raise UserError(f"nvidia-pytriton has no Python-backend stub for Python {sys.version_info[:2]}")
+    refusal = numpy_refusal(stub_numpy_version())
+    if refusal:
+        raise UserError(refusal)
     return dist
+
+
+@functools.lru_cache(maxsize=1)
+def stub_numpy_version() -> str | None:
+    """The numpy the Python-backend stub will import. The stub ignores PYTHONPATH: it sees this
+    interpreter's standard library and site-packages (a venv's first), as ``python -I`` does."""
+    probe = "import importlib.metadata as m; print(m.version('numpy'))"
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    version = done.stdout.strip()
+    return version if done.returncode == 0 and version else None
+
+
+def numpy_refusal(version: str | None) -> str | None:
+    """nvidia-pytriton 0.7's Python backend (Triton 2.51) answers every request with empty
+    outputs (binary_data_size 0) when its stub runs numpy 2: refuse before any load is sent.
+    docs/results/empty_answers_on_the_gpu_boxes.md has how it was found."""
+    if version is None or not version.split(".")[0].isdigit() or int(version.split(".")[0]) < 2:
+        return None
+    return (f"the embedded server's Python backend answers with empty outputs under numpy {version} (it needs "
+            "numpy<2): run this tool from an environment with numpy<2, e.g. python3 -m venv --system-site-packages "
+            "~/gpuscale-venv && ~/gpuscale-venv/bin/pip install 'numpy<2' (or use a remote server)")
 
 
 def assemble_backends(dist: TritonDistribution, dest: Path) -> Path:
