@@ -38,6 +38,7 @@ def stamp() -> str:
 # --------------------------------------------------------------------------- the GPU box
 
 
+CORE_WHEELS = ("psutil",)  # core dependencies a box's Python may lack: always carried
 GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
 
 
@@ -62,6 +63,28 @@ def reexec_with_numpy1() -> None:
     os.execv(python, [str(python), *sys.orig_argv[1:]])
 
 
+CARRIED_MODULES = {"grpcio": "grpc", "tritonclient": "tritonclient", "protobuf": "google.protobuf", "psutil": "psutil"}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package missing
+        return False
+
+
+def unpack_missing_wheels(wheels: Path) -> bool:
+    """Unpack into CARRY_SITE each carried wheel whose module the box lacks (psutil, the grpc
+    transport's). A wheel is a zip: no pip needed (the numpy1 venv has none)."""
+    unpacked = False
+    for wheel in sorted(wheels.glob("*.whl")):
+        module = CARRIED_MODULES.get(wheel.name.split("-")[0])
+        if module and not _importable(module):
+            shutil.unpack_archive(wheel, CARRY_SITE, "zip")
+            unpacked = True
+    return unpacked
+
+
 def device_environment() -> None:
     """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
     repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), on a
@@ -83,15 +106,10 @@ def device_environment() -> None:
         paths.append(str(CARRY_SITE))
         sys.path.append(str(CARRY_SITE))
         importlib.invalidate_caches()
-    wheels = CARRY / "wheels"
-    missing = importlib.util.find_spec("grpc") is None or importlib.util.find_spec("tritonclient") is None
-    if missing and any(wheels.glob("grpcio-*.whl")):  # load.transport = grpc
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--find-links",
-                        str(wheels), "--target", str(CARRY_SITE), *GRPC_WHEELS], check=False)
-        if str(CARRY_SITE) not in paths:
-            paths.append(str(CARRY_SITE))
-            sys.path.append(str(CARRY_SITE))
-        importlib.invalidate_caches()
+    if unpack_missing_wheels(CARRY / "wheels") and str(CARRY_SITE) not in paths:
+        paths.append(str(CARRY_SITE))
+        sys.path.append(str(CARRY_SITE))
+    importlib.invalidate_caches()
     old = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *([old] if old else [])])
 
@@ -165,13 +183,13 @@ def run(args: argparse.Namespace) -> int:
             print("carry: pip download textual failed", file=sys.stderr)
             return 1
         print(f"{CARRY / 'wheels'}: {len(list((CARRY / 'wheels').glob('*.whl')))} wheels")
-    if args.grpc:
-        code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
-                               "--python-version", args.stub_python, "--platform", "manylinux2014_x86_64",
-                               "-d", str(CARRY / "wheels"), *GRPC_WHEELS]).returncode
-        if code:
-            print("carry: pip download of the grpc wheels failed", file=sys.stderr)
-            return 1
+    wanted = [*CORE_WHEELS, *(GRPC_WHEELS if args.grpc else ())]
+    code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+                           "--python-version", args.stub_python, "--platform", "manylinux2014_x86_64",
+                           "-d", str(CARRY / "wheels"), *wanted]).returncode
+    if code:
+        print(f"carry: pip download of {', '.join(wanted)} failed", file=sys.stderr)
+        return 1
     if not args.no_perf_analyzer:
         from bench.tools import SetupError, ensure_perf_analyzer
 
