@@ -59,13 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     if stage is None:
         print(f"python -m bench: no stage {argv[0]!r}; stages: {', '.join(BY_NAME)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"bench.{stage.module}")
-    parser = module.build_parser(f"python -m bench {stage.name}", stage.name)
-    args = parser.parse_args(argv[1:])
-    if stage.name != "carry":
+    if stage.name != "carry":  # first: the stage's imports may need what the carry brings (psutil)
         from bench.common import device_environment
 
         device_environment()
+    module = importlib.import_module(f"bench.{stage.module}")
+    parser = module.build_parser(f"python -m bench {stage.name}", stage.name)
+    args = parser.parse_args(argv[1:])
     return int(module.run(args) or 0)
 
 

@@ -55,9 +55,13 @@ def reexec_with_numpy1() -> None:
     python = NUMPY_VENV / "bin" / "python3"
     site = NUMPY_VENV / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     if not (site / "numpy").is_dir():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(NUMPY_VENV)],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(NUMPY_VENV)], check=True)
         subprocess.run(["tar", "-C", str(site), "--strip-components=1", "-xJf", str(CARRY_NUMPY)], check=True)
+        # every package folder this Python sees (torch, psutil...), after the venv's own numpy:
+        # a .pth file, which the stub's interpreter reads too (a venv's system-site-packages
+        # misses some of a distribution's folders)
+        folders = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
+        (site / "box-packages.pth").write_text("".join(f"{p}\n" for p in folders))
     print(f"[carry] numpy 2 on this box: re-running under {python} (numpy<2 first)", flush=True)
     os.environ["GPUSCALE_NUMPY1_VENV"] = "1"
     os.execv(python, [str(python), *sys.orig_argv[1:]])
