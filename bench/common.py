@@ -39,7 +39,7 @@ def stamp() -> str:
 
 
 CORE_WHEELS = ("psutil",)  # core dependencies a box's Python may lack: always carried
-GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
+GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7", "typing_extensions")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
 
 
 def reexec_with_numpy1() -> None:
@@ -67,7 +67,8 @@ def reexec_with_numpy1() -> None:
     os.execv(python, [str(python), *sys.orig_argv[1:]])
 
 
-CARRIED_MODULES = {"grpcio": "grpc", "tritonclient": "tritonclient", "protobuf": "google.protobuf", "psutil": "psutil"}
+CARRIED_MODULES = {"grpcio": "grpc", "tritonclient": "tritonclient", "protobuf": "google.protobuf", "psutil": "psutil",
+                   "typing_extensions": "typing_extensions"}
 
 
 def _importable(module: str) -> bool:
@@ -85,6 +86,8 @@ def unpack_missing_wheels(wheels: Path) -> bool:
         module = CARRIED_MODULES.get(wheel.name.split("-")[0])
         if module and not _importable(module):
             shutil.unpack_archive(wheel, CARRY_SITE, "zip")
+            for lib in CARRY_SITE.glob("*.data/*lib"):  # purelib/platlib: what pip moves to the top
+                shutil.copytree(lib, CARRY_SITE, dirs_exist_ok=True)
             unpacked = True
     return unpacked
 
