@@ -265,7 +265,7 @@ class GrpcDialer(Dialer):
 
 class GrpcTransport:
     async def prepare(self, sweep: SweepInputs) -> Prepared:
-        from tritonclient.grpc import service_pb2  # the session's side
+        service_pb2 = messages()  # the session's side
 
         address, tls = grpc_address(sweep.target)
         shapes, tensors, _warnings = sweep.inputs
