@@ -76,12 +76,12 @@ def bill_body(state: SessionState, width: int) -> RenderableType:
     if bill.has_epochs:
         parts.append(tables.fitted_table(columns.bill_columns(bill), bill.rows, width))
     if bill.pricing:
-        parts.append(Text(bill.pricing, style="dim"))
+        parts.append(Text(bill.pricing, style="dim", no_wrap=False))
     if bill.missing:
-        parts.append(Text(bill.missing, style="yellow"))
-    for s in bill.stops:
-        line = Text(f"{s.label}: ", style="bold")
-        line.append(s.stop.reason)
+        parts.append(Text(bill.missing, style="yellow", no_wrap=False))
+    for s in bill.stops:  # a reason is a sentence: it wraps, where a table row is cut
+        line = Text(f"{s.label}: ", style="bold", no_wrap=False, overflow="fold")
+        line.append(s.stop.reason, style="")
         parts.append(line)
     return Group(*parts)
 
