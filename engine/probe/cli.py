@@ -1,10 +1,11 @@
 """`python -m engine.probe`: the training probe without the TUI (a GPU box, CI, torchrun).
 
     python -m engine.probe --models mlp_258k,mlp_6.9m,transformer --world-sizes 1,2,4 \\
-        --batch-sizes 32,128 --steps 50 --repeats 5 --precision bf16 --allreduce --jsonl OUT.jsonl
+        --batch-sizes 32,128 --steps 50 --repeats 5 --precision bf16 --allreduce --jsonl OUT.jsonl \\
+        --dataset-size 1281167 --cost-per-hour 12
 
-Progress goes to stderr, the tables to stdout at the end, and every event to --jsonl as one
-JSON line (event.to_dict()). Started by torchrun (multi-node), every process is one rank of
+Progress goes to stderr, the tables to stdout at the end (the training bill among them), and
+every event to --jsonl as one JSON line (event.to_dict()). Started by torchrun (multi-node), every process is one rank of
 one world size: rank 0 prints and writes; --baseline names an earlier world-size-1 JSONL for
 speedup and efficiency. Exit codes: 0 ok, 1 a configuration failed, 2 bad input.
 """
