@@ -1,5 +1,5 @@
-"""The shared tables' columns, declared once: the sweep's levels, the training probe's results,
-the all-reduce sweep and the wire check. Each column has its header (with the unit), the cell
+"""The shared tables' columns, declared once: the sweep's levels, the training probe's results
+and its bill, the all-reduce sweep and the wire check. Each column has its header (with the unit), the cell
 it renders (through engine/format.py) and its layout hints; the TUI's tables, the headless
 printer, the probe CLI and the reports (text, Markdown, HTML) all render these, so a figure
 reads the same wherever it is shown. A renderer picks which columns it shows (a report has room
@@ -14,6 +14,7 @@ from typing import Generic, Literal, TypeVar
 
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.training_bill import BillRow, Interval, TrainingBill
 
 T = TypeVar("T")
 
@@ -197,6 +198,45 @@ PROBE: tuple[Column[ev.ProbeResult], ...] = (
     Column("p", "p-value", lambda r: fmt.p_value(r.p_value, r.significant), 7, optional=True),
     Column("step", "step ms", lambda r: fmt.ms(r.step_time_s.mean), 7, optional=True, short="step"),
 )
+
+
+# --------------------------------------------------------------------------- training bill
+
+
+def _range(interval: Interval | None, reading: Callable[[float | None], str]) -> str:
+    """A CI as "low-high": the interval of a reciprocal is not symmetric, so no "±"."""
+    if interval is None or interval.low is None:
+        return fmt.NA
+    if interval.high is None:  # the throughput's lower bound reached 0: no upper bound
+        return ">=" + reading(interval.low)
+    return f"{reading(interval.low)}-{reading(interval.high)}"
+
+
+BILL: tuple[Column[BillRow], ...] = (
+    Column("model", "model", lambda b: b.result.model, 12, "left"),
+    Column("strategy", "strategy", lambda b: b.result.strategy, 8, "left", short="strat"),
+    Column("scaling", "scaling", lambda b: b.result.scaling, 7, "left", optional=True),
+    Column("batch", "batch", lambda b: str(b.result.per_device_batch), 5),
+    Column("gpus", "GPUs", lambda b: str(b.result.world_size), 4),
+    Column("rate", "samples/s", lambda b: fmt.rate(b.result.samples_per_s.mean), 9, optional=True, short="/s"),
+    Column("epoch", "epoch", lambda b: fmt.epoch_time(b.epoch_s.mean if b.epoch_s else None), 7),
+    Column("epoch_ci", "epoch 95% CI", lambda b: _range(b.epoch_s, fmt.epoch_time), 15, short="CI"),
+    Column("price", "$/hr", lambda b: fmt.money(b.price_per_hour), 7, optional=True),
+    Column("cost", "$/epoch", lambda b: fmt.money(b.cost.mean if b.cost else None), 9),
+    Column("cost_ci", "$/epoch 95% CI", lambda b: _range(b.cost, fmt.money), 19, short="$ CI"),
+)
+
+
+def bill_columns(bill: TrainingBill) -> tuple[Column[BillRow], ...]:
+    """No dollar columns without a price."""
+    return BILL if bill.has_cost else tuple(c for c in BILL if c.key not in ("price", "cost", "cost_ci"))
+
+
+def bill_notes(bill: TrainingBill) -> list[str]:
+    """The lines under the bill's table: how it is priced, what to set, where to stop (and why)."""
+    lines = [line for line in (bill.pricing, bill.missing) if line]
+    lines += [f"{s.label}: {s.stop.reason}" for s in bill.stops]
+    return lines
 
 
 # --------------------------------------------------------------------------- all-reduce

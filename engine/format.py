@@ -18,6 +18,8 @@ The rules (docs/architecture.md repeats them; tests/engine/test_format.py holds 
   (64 MiB), a request's body in decimal units (602 KB); all-reduce time in microseconds with one decimal (nccl-tests' unit); bandwidth in
   GB/s with two decimals (nccl-tests' reading).
 - Money: dollars with at least three significant figures and two decimals: $0.000694, $1.50.
+- Time per epoch: three significant figures and "s" below a minute (0.482s, 48.2s), then as a
+  duration (3m05s, 26h40m).
 - Load levels: concurrency as an integer, a rate as given and "/s": 16, 12.5/s.
 - Table cells hold the number; the column's header holds the unit ("p99 ms"). Units that vary
   with the value (sizes) or that are the figure's sign (%, x, $) stay in the cell.
@@ -180,6 +182,19 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m{secs:02d}s"
     return f"{secs}s"
+
+
+def epoch_time(seconds: float | None) -> str:
+    """A training epoch's time: three significant figures below a minute (0.482s, 2.41s, 48.2s),
+    then duration()'s reading (3m05s, 1h02m); an epoch on a toy dataset can take under a second."""
+    if not is_number(seconds) or math.isinf(seconds):
+        return NA
+    if seconds >= 59.95:
+        return duration(seconds)
+    if seconds <= 0:
+        return "0s"
+    digits = max(0, 2 - math.floor(math.log10(seconds)))
+    return f"{seconds:.{digits}f}s"
 
 
 def clock(seconds: float | None) -> str:

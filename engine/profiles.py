@@ -117,6 +117,8 @@ class Probe:
     timeout_s: float = 300.0
     allreduce: bool = True
     allreduce_max_bytes: int = 1 << 30
+    # samples per epoch: with hardware.cost_per_hour, the time and $ per epoch at each world size
+    dataset_size: int | None = None
 
 
 @dataclass
@@ -215,6 +217,7 @@ def _at_most(check: Check, limit: float, unit: str = "") -> Check:
 
 MAX_SECONDS = 7 * 24 * 3600.0  # a week: longer than any run this tool makes
 MAX_COUNT = 1_000_000_000
+MAX_DATASET = 10**15  # samples per epoch: far past any real dataset, short of float trouble
 
 
 def _bind_address(v: Any) -> str | None:
@@ -407,6 +410,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "allreduce": _bool,
         "allreduce_max_bytes": _power_of_two_sizes,
+        "dataset_size": _optional(_at_most(_positive_int, MAX_DATASET)),
     },
     "telemetry": {"nvml_interval_s": _at_most(_positive_number, 3600, " s"),
                   "host_interval_s": _at_most(_positive_number, 3600, " s")},

@@ -26,6 +26,7 @@ from engine import columns
 from engine import events as ev
 from engine import format as fmt
 from engine.analysis.saturation import UNSTABLE_MARK
+from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
 from tui import tables
 from tui.describe import describe, severity
@@ -224,7 +225,7 @@ class HeadlessPrinter:
     # ------------------------------------------------------------------ end
 
     def finish(self, exit_code: int, recording_path: Path | None) -> None:
-        """The last lines: probe summary, repeated warnings, where the recording is, the outcome."""
+        """The last lines: probe summary and its training bill, repeated warnings, where the recording is, the outcome."""
         self.close()
         with self._lock:
             state = self.state
@@ -234,6 +235,12 @@ class HeadlessPrinter:
                 self._plain("  " + columns.header_line(columns.PROBE), "bold")
                 for result in state.probe:
                     self._plain("  " + columns.fixed_line(columns.PROBE, columns.cells(columns.PROBE, result)))
+            if state.probe:
+                self._plain("")
+                title, *lines = bill_text(state.training_bill()).splitlines()
+                self._plain(title, "bold")
+                for line in lines:
+                    self._plain("  " + line)
             repeated = [n for n in state.notices.values() if n.count > 1]
             for notice in repeated:
                 self._plain(f"{notice.severity} x{notice.count} ({notice.source}): {notice.message}", STYLE[notice.severity])

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine import events as ev
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.training_bill import TrainingBill, training_bill
 from engine.columns import compute_seconds
 from engine.format import level as level_label
 from tui.describe import describe, severity
@@ -462,6 +463,18 @@ class SessionState:
             return float(self._profile_value("hardware", "cost_per_hour", 0.0))
         except (TypeError, ValueError):
             return 0.0
+
+    @property
+    def dataset_size(self) -> int | None:
+        """probe.dataset_size (samples per epoch); None where the profile has none (older ones)."""
+        value = self._profile_value("probe", "dataset_size", None)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def training_bill(self) -> TrainingBill:
+        """Time and $ per epoch at each world size of the probe's results, and where to stop."""
+        box = self._profile_value("hardware", "gpu_count", 0)
+        box_gpus = box if isinstance(box, int) and not isinstance(box, bool) and box > 0 else 0
+        return training_bill(self.probe, self.dataset_size, self.cost_per_hour, box_gpus)
 
     @property
     def gpu_count(self) -> int:

@@ -74,10 +74,11 @@ def marginal_steps(configs: Sequence[ConfigPoint]) -> list[Step]:
 
 
 def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: float = MIN_MARGINAL,
-            basis: str = "peak") -> StopAt:
+            basis: str = "peak", items: str = "images", cost_label: str = "$/1000 images") -> StopAt:
     """The largest config reached by steps that each still pay: every added unit gives at least
     ``min_marginal`` of one unit's worth in the smallest config. ``basis`` names the throughput
-    in the reason ("peak", "at p99 <= 50 ms")."""
+    in the reason ("peak", "at p99 <= 50 ms"); ``items`` what it counts and ``cost_label`` what
+    a config's cost is (the training bill: "samples", "$/epoch")."""
     ordered = _ordered(configs)
     usable = [c for c in ordered if c.throughput is not None and c.throughput > 0]
     if not usable:
@@ -93,11 +94,11 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
             gain = f"{step.gain_per_unit:+,.0f}" if step.gain_per_unit is not None else "n/a"
             cost = ""
             if current.cost_per_1000 is not None and nxt.cost_per_1000 is not None:
-                cost = (f"; $/1000 images goes from {fmt.money(current.cost_per_1000)} to "
+                cost = (f"; {cost_label} goes from {fmt.money(current.cost_per_1000)} to "
                         f"{fmt.money(nxt.cost_per_1000)}")
             share = f"{step.marginal * 100:.0f} %" if step.marginal is not None else "n/a"
             return StopAt(current.variant, current.units,
-                          f"{lead}stop at {current.units} {unit}{plural}: going to {nxt.variant} adds {gain} images/s "
+                          f"{lead}stop at {current.units} {unit}{plural}: going to {nxt.variant} adds {gain} {items}/s "
                           f"per added {unit} ({basis}), {share} of what one {unit} gives in {usable[0].variant} "
                           f"(below {min_marginal * 100:.0f} %){cost}")
         current = nxt
@@ -115,11 +116,11 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
         last = steps[(usable[-2].variant, current.variant)]
         assert last.gain_per_unit is not None and last.marginal is not None  # it passed the bar above
         more = (f"every step still paid; the last one ({last.from_variant} -> {last.to_variant}) "
-                f"adds {last.gain_per_unit:+,.0f} images/s per added {unit} ({basis}), "
+                f"adds {last.gain_per_unit:+,.0f} {items}/s per added {unit} ({basis}), "
                 f"{last.marginal * 100:.0f} % of what one {unit} gives in {usable[0].variant} "
                 f"(the bar: {min_marginal * 100:.0f} %)")
         if usable[0].cost_per_1000 is not None and current.cost_per_1000 is not None:
-            more += (f"; $/1000 images goes from {fmt.money(usable[0].cost_per_1000)} in {usable[0].variant} "
+            more += (f"; {cost_label} goes from {fmt.money(usable[0].cost_per_1000)} in {usable[0].variant} "
                      f"to {fmt.money(current.cost_per_1000)} in {current.variant}")
     else:
         more = f"it is the only config with a result ({basis})"

@@ -1,10 +1,11 @@
 """`python -m engine.probe`: the training probe without the TUI (a GPU box, CI, torchrun).
 
     python -m engine.probe --models mlp_258k,mlp_6.9m,transformer --world-sizes 1,2,4 \\
-        --batch-sizes 32,128 --steps 50 --repeats 5 --precision bf16 --allreduce --jsonl OUT.jsonl
+        --batch-sizes 32,128 --steps 50 --repeats 5 --precision bf16 --allreduce --jsonl OUT.jsonl \\
+        --dataset-size 1281167 --cost-per-hour 12
 
-Progress goes to stderr, the tables to stdout at the end, and every event to --jsonl as one
-JSON line (event.to_dict()). Started by torchrun (multi-node), every process is one rank of
+Progress goes to stderr, the tables to stdout at the end (the training bill among them), and
+every event to --jsonl as one JSON line (event.to_dict()). Started by torchrun (multi-node), every process is one rank of
 one world size: rank 0 prints and writes; --baseline names an earlier world-size-1 JSONL for
 speedup and efficiency. Exit codes: 0 ok, 1 a configuration failed, 2 bad input.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import threading
@@ -34,6 +36,7 @@ from engine.events import (
 from engine.profiles import Probe, load_profile, profile_from_dict
 
 SOURCE = "command line"
+BILL_FLAGS = ("--dataset-size", "--cost-per-hour")  # what the bill's line asks for when one is missing
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds without progress before a group is ended")
     p.add_argument("--allreduce", action="store_true", default=None, help="also sweep all-reduce sizes per world size")
     p.add_argument("--allreduce-max-bytes", type=int)
+    p.add_argument("--dataset-size", type=int, help="samples per epoch: the time and $ per epoch at each world size")
+    p.add_argument("--cost-per-hour", type=float, help="the box's price in $/hr (else the profile's "
+                   "hardware.cost_per_hour; with a profile's gpu_count, fewer GPUs pay their share)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--jsonl", type=Path, help="write every event here, one JSON object per line")
     p.add_argument("--baseline", type=Path, help="torchrun only: a JSONL with world-size-1 results to compare with")
@@ -79,7 +85,7 @@ def settings_from_args(args: argparse.Namespace) -> Probe:
     base = load_profile(args.profile).probe if args.profile else Probe(allreduce=False)
     data: dict[str, Any] = {k: v for k, v in vars(base).items()}
     for key in ("models", "strategies", "world_sizes", "batch_sizes", "scaling", "steps", "warmup_steps",
-                "repeats", "precision", "timeout_s", "allreduce", "allreduce_max_bytes"):
+                "repeats", "precision", "timeout_s", "allreduce", "allreduce_max_bytes", "dataset_size"):
         value = getattr(args, key)
         if value is not None:
             data[key] = value
@@ -87,10 +93,22 @@ def settings_from_args(args: argparse.Namespace) -> Probe:
     return profile_from_dict({"probe": data}, SOURCE).probe
 
 
-class Output:
-    """Events to stderr (progress), to the JSONL file, and kept for the final tables."""
+def pricing_from_args(args: argparse.Namespace) -> tuple[float | None, int]:
+    """The box's $/hr (the flag, else the profile's) and its GPU count (the profile's; 0: unknown)."""
+    hardware = load_profile(args.profile).hardware if args.profile else None
+    price = args.cost_per_hour if args.cost_per_hour is not None else hardware.cost_per_hour if hardware else None
+    if price is not None and not (math.isfinite(price) and price >= 0):
+        raise UserError(f"--cost-per-hour: expected a price in $/hr >= 0, found {args.cost_per_hour!r}")
+    return price or None, hardware.gpu_count if hardware else 0
 
-    def __init__(self, jsonl: Path | None, stream: IO[str] = sys.stderr) -> None:
+
+class Output:
+    """Events to stderr (progress), to the JSONL file, and kept for the final tables (and the
+    training bill, from the dataset size and the box's price)."""
+
+    def __init__(self, jsonl: Path | None, stream: IO[str] = sys.stderr, dataset_size: int | None = None,
+                 cost_per_hour: float | None = None, box_gpus: int = 0) -> None:
+        self.bill_inputs = (dataset_size, cost_per_hour, box_gpus)
         self.stream = stream
         self.file = open(jsonl, "w", encoding="utf-8") if jsonl else None  # noqa: SIM115 - closed in close()
         self.events: list[Event] = []
@@ -120,10 +138,14 @@ class Output:
             self.file.close()
 
     def tables(self) -> str:
-        from engine.probe.table import allreduce_table, probe_table
+        from engine.analysis.training_bill import training_bill
+        from engine.probe.table import allreduce_table, bill_text, probe_table
 
         results = [e for e in self.events if isinstance(e, ProbeResult)]
         parts = [probe_table(results)]
+        if results:
+            dataset_size, price, box_gpus = self.bill_inputs
+            parts.append(bill_text(training_bill(results, dataset_size, price, box_gpus, keys=BILL_FLAGS)))
         parts += [allreduce_table(e) for e in self.events if isinstance(e, AllReduceResult)]
         return "\n\n".join(parts)
 
@@ -207,7 +229,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         rank0 = not _under_torchrun() or os.environ.get("RANK") == "0"
-        out = Output(args.jsonl) if rank0 else None
+        price, box_gpus = pricing_from_args(args)
+        out = Output(args.jsonl, dataset_size=settings.dataset_size, cost_per_hour=price,
+                     box_gpus=box_gpus) if rank0 else None
         if _under_torchrun():
             run_torchrun_rank(settings, args, out)
         else:

@@ -8,6 +8,7 @@ one device, communication share, memory per GPU, GPU utilisation, Welch's p and 
 from __future__ import annotations
 
 from engine import columns
+from engine.analysis.training_bill import TrainingBill
 from engine.events import AllReduceResult, ProbeResult
 
 
@@ -21,6 +22,16 @@ def probe_table(results: list[ProbeResult]) -> str:
     if not results:
         return "(no training results)"
     return columns.text_table(columns.PROBE, sorted(results, key=_order))
+
+
+def bill_text(bill: TrainingBill) -> str:
+    """The training bill: its table where there is a dataset size, then its notes (pricing, what
+    to set, where to stop)."""
+    parts = ["training bill"]
+    if bill.has_epochs:
+        parts.append(columns.text_table(columns.bill_columns(bill), bill.rows))
+    parts += columns.bill_notes(bill)
+    return "\n".join(parts)
 
 
 def allreduce_table(sweep: AllReduceResult) -> str:

@@ -1,6 +1,6 @@
 """The report of one recording, shaped like the results document of seed 001: setup, throughput
-and latency per level, queue vs compute, saturation, scaling, cost per 1000 images, GPU
-telemetry, bottlenecks found, recommendation. Markdown and HTML come from the same blocks; the
+and latency per level, queue vs compute, saturation, scaling (and the training bill), cost per
+1000 images, GPU telemetry, bottlenecks found, recommendation. Markdown and HTML come from the same blocks; the
 HTML adds the charts."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from engine import columns
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
 from engine.events import NetworkPath
 from engine.modes import mode_of
@@ -244,10 +245,26 @@ def _scaling(f: RunFindings) -> list:
                                  p.samples_per_s.ci_high if p.samples_per_s.ci_high is not None else p.samples_per_s.mean)
                                 for p in v]) for k, v in groups.items()],
             "GPUs (world size)", "samples/s"), "Probe throughput by world size"))
+        blocks += _training_bill(s)
     for ar in s.allreduce:
         blocks.append(Table.of(columns.allreduce_columns(ar), columns.allreduce_items(ar), columns.allreduce_title(ar)))
     if len(blocks) == 1:
         blocks.append(Para("No scaling data in this recording."))
+    return blocks
+
+
+def _training_bill(s: RecordingSummary) -> list:
+    """Time and $ per epoch at each world size (95 % CI), how it is priced, what to set for what
+    is missing, and where to stop adding GPUs."""
+    bill = training_bill(s.probe, s.dataset_size, s.cost_per_hour, s.gpu_count)
+    blocks: list = [Heading("Training bill", 3)]
+    if bill.has_epochs:
+        blocks.append(Table.of(columns.bill_columns(bill), bill.rows,
+                               f"Time and $ per epoch of {s.dataset_size:,} samples, with the 95 % CI of samples/s "
+                               "carried through"))
+    notes = [line[0].upper() + line[1:] + "." for line in (bill.pricing, bill.missing) if line]
+    blocks += [Para(line) for line in notes]
+    blocks.append(Bullets([f"{stop.label}: {stop.stop.reason}." for stop in bill.stops]))
     return blocks
 
 

@@ -164,6 +164,8 @@ class RecordingSummary:
     wires: dict[int, WireCeiling] = field(default_factory=dict)  # sweep number -> its wire check (--wire)
     # Python-backend stubs per GPU and whether an MPS server was there (NVML's process lists)
     gpu_sharing: list[GpuSharing] = field(default_factory=list)
+    # probe.dataset_size, samples per epoch (the training bill); None: not set, or recorded before it
+    dataset_size: int | None = None
 
     @property
     def main_sweep(self) -> int | None:
@@ -258,6 +260,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     hardware = _table(profile.get("hardware"))
     load = _table(profile.get("load"))
     model_section = _table(profile.get("model"))
+    dataset_size = _table(profile.get("probe")).get("dataset_size")
     server = _table(meta.get("server"))
 
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
@@ -358,6 +361,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         box_check=fold.box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
         wires=fold.wires,
+        dataset_size=dataset_size if isinstance(dataset_size, int) and not isinstance(dataset_size, bool)
+        and dataset_size > 0 else None,
         gpu_sharing=_gpu_sharing(gpus),
     )
 

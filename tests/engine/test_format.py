@@ -8,7 +8,8 @@ from engine import format as fmt
 
 def test_missing_values_render_as_the_one_na_marker() -> None:
     for render in (fmt.ms, fmt.us, fmt.rate, fmt.percent, fmt.percent_points, fmt.times, fmt.ratio, fmt.gib,
-                   fmt.size, fmt.gbps, fmt.bytes_rate, fmt.watts, fmt.money, fmt.batch, fmt.duration):
+                   fmt.size, fmt.gbps, fmt.bytes_rate, fmt.watts, fmt.money, fmt.batch, fmt.duration,
+                   fmt.epoch_time):
         assert render(None) == fmt.NA
     assert fmt.ms(float("nan")) == fmt.NA and fmt.p_value(None, True) == fmt.NA
 
@@ -43,6 +44,12 @@ def test_levels() -> None:
 def test_durations_and_session_clock() -> None:
     assert fmt.duration(45) == "45s" and fmt.duration(185) == "3m05s" and fmt.duration(3720) == "1h02m"
     assert fmt.clock(75.9) == "01:15" and fmt.clock(3725) == "1:02:05" and fmt.clock(None) == "--:--"
+
+
+def test_time_per_epoch() -> None:
+    assert [fmt.epoch_time(s) for s in (0.4823, 2.414, 48.24, 59.99, 185, 96_000)] == [
+        "0.482s", "2.41s", "48.2s", "1m00s", "3m05s", "26h40m"]
+    assert fmt.epoch_time(float("inf")) == fmt.NA
 
 
 def test_sizes_bandwidth_and_all_reduce_time() -> None:

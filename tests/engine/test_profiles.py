@@ -67,6 +67,8 @@ def _error(tmp_path: Path, text: str) -> str:
         ('[server]\nkind = "remote"\nurl = "ftp://x"\n', "server.url", "http:// or https:// URL", "'ftp://x'"),
         ('[server]\nkind = "remote"\nurl = "http://h:99999"\n', "server.url", "valid port", "'http://h:99999'"),
         ("[probe]\nrepeats = 0\n", "probe.repeats", "a positive integer", "0"),
+        ("[probe]\ndataset_size = 0\n", "probe.dataset_size", "a positive integer", "0"),
+        ("[probe]\ndataset_size = 1.5e6\n", "probe.dataset_size", "a positive integer", "1500000.0"),
         ('[load]\nmode = "burst"\n', "load.mode", "one of 'concurrency', 'rate'", "'burst'"),
         ("[load]\nrates = [-5]\n", "load.rates", "request rates > 0", "[-5]"),
         ("load = 3\n", "load", "a table [load]", "3"),
@@ -116,6 +118,8 @@ def test_set_overrides_are_validated_like_the_file():
         load_profile("local", ["load.concurrency=0"])
     with pytest.raises(ProfileError, match="expected section.key=value"):
         load_profile("local", ["load.concurrency"])
+    assert load_profile("local").probe.dataset_size is None  # not set: the bill asks for it
+    assert load_profile("local", ["probe.dataset_size=1281167"]).probe.dataset_size == 1_281_167
 
 
 def test_credentials_are_redacted_in_the_profile_dict():

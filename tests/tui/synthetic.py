@@ -11,7 +11,8 @@ from engine import events as ev
 T0 = 1_700_000_000.0
 
 
-def profile(gpu_count: int = 4, cost_per_hour: float = 1.2) -> dict:
+def profile(gpu_count: int = 4, cost_per_hour: float = 1.2, dataset_size: int | None = None) -> dict:
+    probe: dict = {"enabled": True} if dataset_size is None else {"enabled": True, "dataset_size": dataset_size}
     return {
         "name": "4x_rtx4080",
         "hardware": {"gpu_model": "RTX 4080", "gpu_count": gpu_count, "cost_per_hour": cost_per_hour},
@@ -25,7 +26,7 @@ def profile(gpu_count: int = 4, cost_per_hour: float = 1.2) -> dict:
             "stable_windows": 3,
             "max_windows": 6,
         },
-        "probe": {"enabled": True},
+        "probe": probe,
     }
 
 
@@ -63,13 +64,14 @@ def session_events(
     probe: bool = True,
     end: bool = True,
     cost_per_hour: float = 1.2,
+    dataset_size: int | None = None,
 ) -> list[ev.Event]:
     """A sweep over ``levels``; ``finish_levels`` < len(levels) stops mid-sweep (a live view)."""
     finish = len(levels) if finish_levels is None else finish_levels
     out: list[ev.Event] = [
         ev.SessionStarted(
             session_id="20240101-000000-test", profile_name="4x_rtx4080",
-            profile=profile(n_gpus, cost_per_hour), mode="all", host={"hostname": "box"}, ts=T0,
+            profile=profile(n_gpus, cost_per_hour, dataset_size), mode="all", host={"hostname": "box"}, ts=T0,
         ),
         ev.PhaseChanged(phase="starting server", ts=T0 + 0.5),
         ev.ServerReady(

@@ -81,6 +81,18 @@ def test_probe_and_allreduce_tables() -> None:
     assert len([line for line in lines[start + 2 : start + 7] if "GiB" in line or "MiB" in line or "KiB" in line]) == 5
 
 
+def test_finish_prints_the_training_bill_or_what_to_set() -> None:
+    lines = printed(session_events(dataset_size=1_281_167)).splitlines()
+    at = lines.index("training bill")
+    assert "epoch 95% CI" in lines[at + 1] and "$/epoch 95% CI" in lines[at + 1]
+    assert [line.split()[4] for line in lines[at + 2 : at + 5]] == ["1", "2", "4"]
+    assert lines[at + 6].startswith("  mlp_6.9m ddp weak b32: stop at 4 GPUs")
+    lines = printed(session_events()).splitlines()  # no probe.dataset_size in the profile
+    at = lines.index("training bill")
+    assert lines[at + 1] == "  set probe.dataset_size (samples per epoch) for the time and $ per epoch"
+    assert printed(session_events(probe=False)).count("training bill") == 0
+
+
 def test_finish_prints_recording_path_and_outcome() -> None:
     ok = printed(session_events())
     assert ok.rstrip().splitlines()[-2:] == ["recording: recordings/run.sqlite", "done"]

@@ -53,6 +53,9 @@ HELP = """\
   (all its cores: 0-100 %), on the screen and in the headless log alike.
 * **$/1k img**: hardware.cost_per_hour / (infer/s x 3600) x 1000.
 * **scaling efficiency**: throughput at N GPUs / (N x throughput at 1 GPU).
+* **training bill**: probe.dataset_size / samples/s per epoch, at the world size's share of
+  hardware.cost_per_hour; the CI is samples/s's, turned over (a reciprocal's bounds swap).
+  "Stop at N GPUs": the last added GPU still gave at least half of one GPU's samples/s.
 
 Times are session time (from the events), never the wall clock, so a replay shows
 exactly what the live run showed.

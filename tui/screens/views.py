@@ -10,7 +10,13 @@ from tui.screens.base import View
 from tui.widgets.event_log import EventLogPanel
 from tui.widgets.gpus import GpuPanel
 from tui.widgets.notices import NoticesPanel
-from tui.widgets.probe import AllReducePanel, EfficiencyPanel, ProbePanel, TopologyPanel
+from tui.widgets.probe import (
+    AllReducePanel,
+    EfficiencyPanel,
+    ProbePanel,
+    TopologyPanel,
+    TrainingBillPanel,
+)
 from tui.widgets.study import StudyView
 from tui.widgets.sweep import SweepPanel, WindowsPanel
 from tui.widgets.timeline import TimelinePanel
@@ -42,6 +48,7 @@ class ProbeView(ViewBody):
         yield TopologyPanel(id="topology")
         yield ProbePanel(id="probe")
         yield EfficiencyPanel(id="efficiency")
+        yield TrainingBillPanel(id="bill")
         yield AllReducePanel(id="allreduce")
 
 
@@ -54,7 +61,7 @@ class LogView(ViewBody):
 VIEWS: tuple[View, ...] = (
     View("live", "1", "Live", "live", "Everything at a glance", LiveView),
     View("sweep", "2", "Sweep", "sweep", "Levels, the current level's windows, charts over time", SweepView),
-    View("probe", "3", "Probe", "training probe", "Probe results, scaling efficiency, all-reduce, topology", ProbeView),
+    View("probe", "3", "Probe", "training probe", "Probe results, scaling efficiency, training bill, all-reduce, topology", ProbeView),
     View("log", "4", "Log", "warnings and log", "Every warning once, and the event log", LogView),
     View("study", "5", "Study", "scaling study", "Every config's throughput curve, and the per-config table", StudyView,
          study_only=True),

@@ -66,6 +66,35 @@ class EfficiencyPanel(Panel):
         return efficiency_bars(state.probe, width)
 
 
+def bill_body(state: SessionState, width: int) -> RenderableType:
+    """The training bill's table (where the profile has a dataset size), then its notes: how it
+    is priced, what to set for what is missing, and where to stop per configuration."""
+    if not state.probe:
+        return Text("no probe result yet", style="dim")
+    bill = state.training_bill()
+    parts: list[RenderableType] = []
+    if bill.has_epochs:
+        parts.append(tables.fitted_table(columns.bill_columns(bill), bill.rows, width))
+    if bill.pricing:
+        parts.append(Text(bill.pricing, style="dim", no_wrap=False))
+    if bill.missing:
+        parts.append(Text(bill.missing, style="yellow", no_wrap=False))
+    for s in bill.stops:  # a reason is a sentence: it wraps, where a table row is cut
+        line = Text(f"{s.label}: ", style="bold", no_wrap=False, overflow="fold")
+        line.append(s.stop.reason, style="")
+        parts.append(line)
+    return Group(*parts)
+
+
+class TrainingBillPanel(Panel):
+    SECTIONS = ("probe", "session")
+    TITLE = "training bill (time and $ per epoch, 95 % CI)"
+    STICKY_HEAD = True
+
+    def render_state(self, state: SessionState, width: int) -> RenderableType:
+        return bill_body(state, width)
+
+
 class AllReducePanel(Panel):
     SECTIONS = ("probe",)
     TITLE = "all-reduce bandwidth"

@@ -18,6 +18,8 @@ TINY = ["--batch-sizes", "4", "--steps", "2", "--warmup-steps", "1", "--repeats"
         (["--precision", "fp8"], "error: command line: probe.precision: expected one of 'fp32', 'bf16', 'fp16'"),
         (["--models", "nope"], "error: unknown model 'nope'"),
         (["--baseline", "x.jsonl"], "error: --baseline is for torchrun runs"),
+        (["--dataset-size", "0"], "error: command line: probe.dataset_size: expected a positive integer, found 0"),
+        (["--cost-per-hour", "-1"], "error: --cost-per-hour: expected a price in $/hr >= 0, found -1.0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, fragment, capsys, no_ranks_left):
@@ -68,6 +70,33 @@ def test_torchrun_ranks_report_against_a_baseline(tmp_path, no_ranks_left):
     assert multi.p_value is not None
     (sweep,) = [e for e in events if isinstance(e, AllReduceResult)]
     assert [r.size_bytes for r in sweep.rows] == [1024, 2048, 4096]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
+def test_a_local_run_prints_the_training_bill_per_world_size(tmp_path, capsys, no_ranks_left):
+    from engine import columns
+    from engine.analysis.training_bill import training_bill
+
+    jsonl = tmp_path / "run.jsonl"
+    argv = ["--models", "mlp_258k", "--world-sizes", "1,2", "--dataset-size", "50000", "--cost-per-hour", "3",
+            "--jsonl", str(jsonl), *TINY]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    results = [e for e in _events(jsonl) if isinstance(e, ProbeResult)]
+    assert [r.world_size for r in results] == [1, 2]
+    # the bill printed is the one the measured results give: per world size, time and $ per epoch
+    bill = training_bill(results, 50_000, 3.0)
+    at = out.index("training bill")
+    assert out[at + 1] == columns.header_line(columns.BILL)
+    for k, row in enumerate(bill.rows):
+        assert row.epoch_s is not None and row.cost is not None
+        assert row.epoch_s.mean * results[k].samples_per_s.mean == pytest.approx(50_000)
+        assert out[at + 2 + k] == columns.fixed_line(columns.BILL, columns.cells(columns.BILL, row))
+        assert out[at + 2 + k].split()[4] == str(results[k].world_size)
+    assert out[at + 4] == "priced at $3/hr, the whole box at every world size"
+    assert out[at + 5].startswith("mlp_258k ddp weak b4: stop at ")  # the stop rule, with its reason
+    assert "samples/s per added rank (mean samples/s)" in out[at + 5]
 
 
 def test_settings_come_from_the_profile_then_the_flags():

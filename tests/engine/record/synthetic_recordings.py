@@ -36,7 +36,7 @@ from engine.events import (
     Topology,
     WindowResult,
 )
-from engine.profiles import Hardware, Load, Model, Profile
+from engine.profiles import Hardware, Load, Model, Probe, Profile
 
 
 @dataclass
@@ -64,6 +64,7 @@ class SyntheticRun:
     mps: bool | None = None  # the embedded server under MPS (ServerReady.mps)
     gpu_processes: list[str] = field(default_factory=list)  # process names NVML lists on each model GPU
     max_batch_size: int = 64
+    dataset_size: int | None = None  # probe.dataset_size (the training bill)
 
 
 def _gpu_count(run: SyntheticRun) -> int:
@@ -87,6 +88,7 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
         model=Model(name=run.model, variant=run.variant, weights=run.weights),
         load=Load(concurrency=list(run.levels), batch_size=run.batch_size, window_ms=int(run.window_s * 1000),
                   transport=run.transport),
+        probe=Probe(dataset_size=run.dataset_size),
     )
     uuids = [f"GPU-{uuidlib.UUID(int=rng.getrandbits(128))}" for _ in range(run.gpu_count)]
     t = run.t0
