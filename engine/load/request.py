@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import UserError
+from engine.load.answer_check import fixed_size_bytes
 from engine.load.http1 import Endpoint, encode_request
 from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo
@@ -131,10 +132,9 @@ def output_sizes(info: TargetInfo, batch_size: int) -> list[tuple[str, int]]:
         dims = list(tensor.get("shape", []))
         if info.max_batch_size > 0 and dims:
             dims = [batch_size] + dims[1:]
-        dtype = NUMPY_DTYPES.get(tensor.get("datatype", ""))
-        if dtype is None or any(d < 0 for d in dims):
-            continue
-        sizes.append((tensor["name"], math.prod(dims) * np.dtype(dtype).itemsize))
+        size = None if any(d < 0 for d in dims) else fixed_size_bytes(tensor.get("datatype", ""), dims)
+        if size is not None:  # BF16 included: its size is known though numpy has no such type
+            sizes.append((tensor["name"], size))
     return sizes
 
 
