@@ -6,6 +6,10 @@ The bytes (request line, headers, JSON inference header, raw tensor bytes) are b
 the session and written as they are by every load worker for every request, so the hot path
 never encodes anything. Outputs are requested as binary too: JSON-encoding outputs would
 measure the server's number formatting rather than the model.
+
+Every input the model's metadata lists is sent, optional inputs included (the metadata does not
+mark them; perf_analyzer sends them all too), so both tools measure the same work. The shapes come
+from the top model's metadata, whatever serves it: an ensemble or a BLS model is one model here.
 """
 
 from __future__ import annotations

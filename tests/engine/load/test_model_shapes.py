@@ -19,7 +19,13 @@ import pytest
 
 from engine.load.answer_check import AnswerCheck, AnswerSpec
 from engine.load.http1 import Endpoint, parse_endpoint
-from engine.load.request import NUMPY_DTYPES, output_sizes, prepare_request, request_inputs, request_shapes
+from engine.load.request import (
+    NUMPY_DTYPES,
+    output_sizes,
+    prepare_request,
+    request_inputs,
+    request_shapes,
+)
 from engine.load.shm import SHM_ROOT, open_regions
 from engine.load.target import Target, TargetInfo, describe_target
 from engine.profiles import load_profile

@@ -74,4 +74,4 @@ class TritonPythonModel:
         if not self.batched:
             outputs = tuple(o.reshape(1) for o in outputs)
         names = ("TOKEN_COUNT", "IMAGE_BYTES", "SCORE")
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, o) for n, o in zip(names, outputs)])
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, o) for n, o in zip(names, outputs, strict=True)])

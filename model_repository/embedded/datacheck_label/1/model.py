@@ -10,6 +10,6 @@ class TritonPythonModel:
         for request in requests:
             tokens = pb_utils.get_input_tensor_by_name(request, "TOKEN_COUNT").as_numpy().reshape(-1)
             sizes = pb_utils.get_input_tensor_by_name(request, "IMAGE_BYTES").as_numpy().reshape(-1)
-            labels = np.array([[f"{t} tokens, {s} bytes".encode()] for t, s in zip(tokens, sizes)], dtype=np.object_)
+            labels = np.array([[f"{t} tokens, {s} bytes".encode()] for t, s in zip(tokens, sizes, strict=True)], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("LABEL", labels)]))
         return responses
