@@ -1,7 +1,9 @@
 """The datacheck model against perf_analyzer: with the committed input-data file
 (tests/data/datacheck_input.json: BERT token ids, real JPEGs, validation_data) it answers every
 request and perf_analyzer's own output check passes; with perf_analyzer's random data it refuses
-them. So the file is what a real user's data would be, for both tools."""
+them. So the file is what a real user's data would be, for both tools. The ensemble's file holds
+the same inputs and the ensemble's outputs (perf_analyzer wants every output of the model it
+measures in validation_data)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "datacheck_input.json"
+ENSEMBLE_FILE = DATA_FILE.with_name("datacheck_ensemble_input.json")
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +46,26 @@ def test_the_data_file_is_real_data_in_perf_analyzers_format():
         assert set(entry) == {"TOKENS", "IMAGE", "SCALE"}
         assert "b64" in entry["IMAGE"] and "b64" in entry["SCALE"]  # perf_analyzer reads FP16 only as b64
     assert DATA_FILE.stat().st_size < 5000
+    ensemble = json.loads(ENSEMBLE_FILE.read_text())
+    assert ensemble["data"] == document["data"]
+    for want, expected in zip(ensemble["validation_data"], document["validation_data"], strict=True):
+        label = f"{expected['TOKEN_COUNT'][0]} tokens, {expected['IMAGE_BYTES'][0]} bytes"
+        assert want == {"SCORE": expected["SCORE"], "LABEL": [label]}
 
 
-def test_perf_analyzer_with_the_file_has_no_errors_and_without_it_is_refused(shapes_server, perf_analyzer):
-    real = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(DATA_FILE))
+@pytest.mark.parametrize("model, data_file", [
+    ("datacheck", DATA_FILE), ("datacheck_nobatch", DATA_FILE),
+    ("datacheck_ensemble", ENSEMBLE_FILE),  # the same inputs; the ensemble's outputs expected
+])
+def test_perf_analyzer_with_the_file_has_no_errors(shapes_server, perf_analyzer, model, data_file):
+    real = _run(perf_analyzer, shapes_server.http_url, model, "--input-data", str(data_file))
     out = real.stdout + real.stderr
     assert "3 step/steps" in out and "had error" not in out, out[-1500:]
     # on a busy box its windows may disagree (exit 2, no figures): that is not an error
     assert real.returncode == 0 or "Failed to obtain stable measurement" in out, out[-1500:]
+
+
+def test_perf_analyzers_random_data_is_refused(shapes_server, perf_analyzer):
     random = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--shape", "TOKENS:8")
     out = random.stdout + random.stderr
     assert random.returncode != 0
