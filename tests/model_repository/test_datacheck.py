@@ -15,7 +15,6 @@ import pytest
 
 from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "datacheck_input.json"
 ENSEMBLE_FILE = DATA_FILE.with_name("datacheck_ensemble_input.json")
 
@@ -53,6 +52,8 @@ def test_the_data_file_is_real_data_in_perf_analyzers_format():
         assert want == {"SCORE": expected["SCORE"], "LABEL": [label]}
 
 
+@pytest.mark.server
+@pytest.mark.slow
 @pytest.mark.parametrize("model, data_file", [
     ("datacheck", DATA_FILE), ("datacheck_nobatch", DATA_FILE),
     ("datacheck_ensemble", ENSEMBLE_FILE),  # the same inputs; the ensemble's outputs expected
@@ -65,6 +66,8 @@ def test_perf_analyzer_with_the_file_has_no_errors(shapes_server, perf_analyzer,
     assert real.returncode == 0 or "Failed to obtain stable measurement" in out, out[-1500:]
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_perf_analyzers_random_data_is_refused(shapes_server, perf_analyzer):
     random = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--shape", "TOKENS:8")
     out = random.stdout + random.stderr
@@ -72,6 +75,8 @@ def test_perf_analyzers_random_data_is_refused(shapes_server, perf_analyzer):
     assert "not 101 ([CLS]): not token ids" in out, out[-1500:]
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_perf_analyzer_checks_the_outputs_against_the_files_validation_data(shapes_server, perf_analyzer, tmp_path):
     """The expected outputs are checked, not merely carried: one wrong value fails the run."""
     document = json.loads(DATA_FILE.read_text())

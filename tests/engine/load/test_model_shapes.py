@@ -189,9 +189,10 @@ def test_a_sweep_of_every_datatype_over_each_transport_has_no_errors(shapes_serv
     assert level.status != "failed"
 
 
-def test_a_sweep_of_a_model_without_batching_has_no_errors(shapes_server):
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_a_sweep_of_a_model_without_batching_has_no_errors(shapes_server, transport):
     target, info = _describe(shapes_server.http_url, "mixed_nobatch")
-    results, _ = asyncio.run(sweep(target, info, quick_load(data="zeros")))
+    results, _ = asyncio.run(sweep(target, info, quick_load(data="zeros", transport=transport)))
     (level,) = results
     assert level.errors == 0 and level.requests > 0 and level.status != "failed"
 
