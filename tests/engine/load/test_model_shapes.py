@@ -25,6 +25,7 @@ from engine.load.request import (
     prepare_request,
     request_inputs,
     request_shapes,
+    tensor_bytes,
 )
 from engine.load.shm import SHM_ROOT, open_regions
 from engine.load.target import Target, TargetInfo, describe_target
@@ -226,6 +227,9 @@ def test_datacheck_names_what_is_wrong_with_each_input(shapes_server):
     assert refusal(big) == "TOKENS row 0 holds id 30522, outside the vocabulary [0, 30522)"
     png = base64.b64encode(len(b"\x89PNG").to_bytes(4, "little") + b"\x89PNG").decode()
     assert refusal({"IMAGE": {"b64": png}}) == "IMAGE row 0 starts with 89 50 4e, not ff d8 ff: not a JPEG"
+    # the engine's random BYTES (ASCII digits) beside real token ids
+    digits = base64.b64encode(tensor_bytes("BYTES", [1, 1], "random", np.random.default_rng(1))).decode()
+    assert refusal({"IMAGE": {"b64": digits}}).endswith(", not ff d8 ff: not a JPEG")
 
 
 @pytest.mark.parametrize("model", DATACHECK)
