@@ -25,9 +25,25 @@ def identity_server(tmp_path_factory):
         yield srv
 
 
+# The model shapes of Triton users' models, all in one server (a start costs seconds): datacheck
+# (content checks: only real data passes) without batching, behind an ensemble and a BLS model, and
+# `mixed` (every datatype, a variable dimension, an optional input; any values pass) with and
+# without batching. The ensemble brings its steps (datacheck, datacheck_label) with it.
+SHAPE_MODELS = ("datacheck", "datacheck_nobatch", "datacheck_ensemble", "datacheck_bls", "mixed", "mixed_nobatch")
+
+
+@pytest.fixture(scope="session")
+def shapes_server(tmp_path_factory):
+    from engine.server.embedded import EmbeddedServer
+
+    with EmbeddedServer(model=SHAPE_MODELS[0], variant="cpu", extra_models=SHAPE_MODELS[1:],
+                        log_dir=tmp_path_factory.mktemp("triton-shapes")) as srv:
+        yield srv
+
+
 # Fixtures whose use means the test talks to a real tritonserver: such a test is a server test
 # whether or not it says so (the fast lane, `scripts/test.sh --fast`, leaves them out).
-SERVER_FIXTURES = frozenset({"identity_server", "identity_info"})
+SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

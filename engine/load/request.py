@@ -6,6 +6,10 @@ The bytes (request line, headers, JSON inference header, raw tensor bytes) are b
 the session and written as they are by every load worker for every request, so the hot path
 never encodes anything. Outputs are requested as binary too: JSON-encoding outputs would
 measure the server's number formatting rather than the model.
+
+Every input the model's metadata lists is sent, optional inputs included (the metadata does not
+mark them; perf_analyzer sends them all too), so both tools measure the same work. The shapes come
+from the top model's metadata, whatever serves it: an ensemble or a BLS model is one model here.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import UserError
+from engine.load.answer_check import fixed_size_bytes
 from engine.load.http1 import Endpoint, encode_request
 from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo
@@ -131,10 +136,9 @@ def output_sizes(info: TargetInfo, batch_size: int) -> list[tuple[str, int]]:
         dims = list(tensor.get("shape", []))
         if info.max_batch_size > 0 and dims:
             dims = [batch_size] + dims[1:]
-        dtype = NUMPY_DTYPES.get(tensor.get("datatype", ""))
-        if dtype is None or any(d < 0 for d in dims):
-            continue
-        sizes.append((tensor["name"], math.prod(dims) * np.dtype(dtype).itemsize))
+        size = None if any(d < 0 for d in dims) else fixed_size_bytes(tensor.get("datatype", ""), dims)
+        if size is not None:  # BF16 included: its size is known though numpy has no such type
+            sizes.append((tensor["name"], size))
     return sizes
 
 

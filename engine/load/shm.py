@@ -143,7 +143,7 @@ async def open_regions(
             await _system_region(regions, name, b"\0" * total)
             out_refs = {n: TensorRef(name, off, size) for n, (off, size) in layout.items()}
         layout, total = _layout([(n, len(b)) for n, b in inputs])
-        blob = b"".join(b for _n, b in inputs)
+        blob = _packed(inputs, layout, total)
         base = 0
         if gpu is None:
             name = f"{segment_prefix()}{tag}-in"
@@ -166,6 +166,15 @@ def _layout(items: list[tuple[str, int]]) -> tuple[dict[str, tuple[int, int]], i
         layout[name] = (offset, size)
         offset += (size + 63) // 64 * 64
     return layout, max(offset, 64)
+
+
+def _packed(tensors: list[tuple[str, bytes]], layout: dict[str, tuple[int, int]], total: int) -> bytes:
+    """The tensors' bytes, each at its offset in ``layout`` (the gaps that align them zeroed)."""
+    blob = bytearray(total)
+    for name, data in tensors:
+        offset = layout[name][0]
+        blob[offset : offset + len(data)] = data
+    return bytes(blob)
 
 
 async def _system_region(regions: SharedRegions, name: str, data: bytes) -> None:

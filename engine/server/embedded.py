@@ -209,7 +209,8 @@ class EmbeddedServer:
                 weights=self.weights,
             )
             for extra in self.extra_models:
-                prepare_repository(extra, "auto", self._work_dir / "models", gpu_count=self.gpu_count)
+                if not (self._work_dir / "models" / extra).exists():  # not already an ensemble's step
+                    prepare_repository(extra, "auto", self._work_dir / "models", gpu_count=self.gpu_count)
             backends = assemble_backends(dist, self._work_dir / "backends")
             log_dir = self.log_dir or self._work_dir
             log_dir.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,8 @@ Variants are files beside each model (the same layout the seeds used for NVIDIA'
 ``config.pbtxt`` (1x GPU, or the only config of a CPU model), ``config.multigpu.Nx.pbtxt``
 (instance groups over N GPUs), ``config.cpu.pbtxt`` and ``config.cpuK.pbtxt`` (a CPU variant with
 K instances, variant "cpuK": the CPU study's second config). The chosen one becomes the prepared
-copy's ``config.pbtxt``; nothing in the source repository is ever modified.
+copy's ``config.pbtxt``; nothing in the source repository is ever modified. The models a model
+needs come with it: an ensemble's steps, and those a BLS model names in its "calls" parameter.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ VIT_BATCHING_SOURCE = EMBEDDED_ROOT / "vit_batching.py"
 EXECUTE_CLOCK_SOURCE = EMBEDDED_ROOT / "execute_clock.py"
 _MULTIGPU = re.compile(r"^config\.multigpu\.(\d+)x\.pbtxt$")
 _CPU_INSTANCES = re.compile(r"^config\.cpu(\d+)\.pbtxt$")  # "cpu2": a CPU variant with 2 instances
+ENSEMBLE = re.compile(r'^\s*platform\s*:\s*"ensemble"', re.M)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ def choose_variant(requested: str, available: dict[str, Path], gpu_count: int, m
     if requested.endswith("x") and int(requested[:-1]) > gpu_count:
         raise UserError(f"variant {requested} needs {requested[:-1]} GPUs; this machine has {gpu_count}")
     return requested
+
+
+def companions(config_text: str) -> list[str]:
+    """The models a model needs beside it in the repository: an ensemble's steps, and those a
+    BLS model calls (its "calls" parameter, comma-separated)."""
+    steps = re.findall(r'model_name\s*:\s*"([^"]+)"', config_text) if ENSEMBLE.search(config_text) else []
+    calls = [name.strip() for name in (parameter(config_text, "calls") or "").split(",") if name.strip()]
+    return list(dict.fromkeys(steps + calls))
 
 
 def instance_gpus(config_text: str) -> tuple[int, ...]:
@@ -131,10 +141,15 @@ def prepare_repository(
     (target / "config.pbtxt").write_text(config_text)
     own_code = source / "1" / "model.py"
     if own_code.is_file():
-        shutil.copy2(own_code, version_dir / "model.py")
+        shutil.copy2(own_code, version_dir / "model.py")  # a link (a shared model.py) is copied as a file
+    elif ENSEMBLE.search(config_text):
+        pass  # the server runs its steps: no code, an empty version folder
     else:  # the ViT models share one implementation
         shutil.copy2(VIT_MODEL_SOURCE, version_dir / "model.py")
         shutil.copy2(VIT_SOURCE, version_dir / "vit.py")
         shutil.copy2(VIT_BATCHING_SOURCE, version_dir / "vit_batching.py")
         shutil.copy2(EXECUTE_CLOCK_SOURCE, version_dir / "execute_clock.py")
+    for called in companions(config_text):  # an ensemble's steps, a BLS model's callees
+        if not (dest / called).exists():
+            prepare_repository(called, "auto", dest, gpu_count=gpu_count)
     return PreparedModel(dest, model, chosen, config_text, instance_gpus(config_text))

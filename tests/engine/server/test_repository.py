@@ -9,6 +9,7 @@ from engine.server.repository import (
     EMBEDDED_ROOT,
     REPOSITORY_ROOT,
     choose_variant,
+    companions,
     embedded_models,
     instance_gpus,
     prepare_repository,
@@ -38,6 +39,36 @@ def test_embedded_models_and_their_variants():
     assert set(variant_files(EMBEDDED_ROOT / "openclip_vit_b32")) == {"cpu", "1x", "2x", "4x", "8x"}
     assert set(variant_files(EMBEDDED_ROOT / "identity")) == {"cpu", "cpu2"}  # cpu2: 2 CPU instances
     assert set(variant_files(EMBEDDED_ROOT / "vit_tiny")) == {"cpu", "cpu2", "1x"}
+
+
+def test_the_model_shape_models_are_cpu_models_without_study_variants():
+    shapes = ("datacheck", "datacheck_nobatch", "datacheck_label", "datacheck_ensemble", "datacheck_bls", "mixed",
+              "mixed_nobatch")
+    assert set(shapes) <= set(embedded_models())
+    for model in shapes:
+        assert set(variant_files(EMBEDDED_ROOT / model)) == {"cpu"}, model
+
+
+def test_companions_are_an_ensembles_steps_and_a_bls_models_calls():
+    ensemble = (EMBEDDED_ROOT / "datacheck_ensemble" / "config.pbtxt").read_text()
+    assert companions(ensemble) == ["datacheck", "datacheck_label"]
+    assert companions((EMBEDDED_ROOT / "datacheck_bls" / "config.pbtxt").read_text()) == ["datacheck"]
+    assert companions((EMBEDDED_ROOT / "identity" / "config.pbtxt").read_text()) == []
+    # a model_name outside an ensemble (a parameter's text) is no step
+    assert companions('backend: "python"\nparameters { key: "x" value: { string_value: "model_name: \\"y\\"" } }') == []
+
+
+def test_prepare_brings_an_ensembles_steps_and_copies_shared_code_as_files(tmp_path):
+    repo = tmp_path / "repo"
+    prepared = prepare_repository("datacheck_ensemble", "auto", repo, gpu_count=0)
+    assert prepared.variant == "cpu" and prepared.model == "datacheck_ensemble"
+    assert sorted(p.name for p in repo.iterdir()) == ["datacheck", "datacheck_ensemble", "datacheck_label"]
+    assert list((repo / "datacheck_ensemble" / "1").iterdir()) == []  # the server runs the steps: no code
+    prepare_repository("datacheck_nobatch", "auto", repo, gpu_count=0)
+    code = repo / "datacheck_nobatch" / "1" / "model.py"
+    assert not code.is_symlink() and code.read_bytes() == (repo / "datacheck" / "1" / "model.py").read_bytes()
+    prepare_repository("datacheck_bls", "auto", repo, gpu_count=0)  # its callee is there already: kept
+    assert (repo / "datacheck_bls" / "1" / "model.py").is_file()
 
 
 @pytest.mark.parametrize(

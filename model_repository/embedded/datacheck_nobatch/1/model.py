@@ -1,0 +1,1 @@
+../../datacheck/1/model.py

@@ -1,0 +1,1 @@
+../../mixed/1/model.py
