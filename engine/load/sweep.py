@@ -60,7 +60,14 @@ from engine.load.request import request_inputs
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, summed, taken_in_time
 from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
-from engine.load.transport import MALFORMED_ANSWER, RESPONSE_TOO_LARGE, Prepared, SweepInputs, Transport, transport_named
+from engine.load.transport import (
+    MALFORMED_ANSWER,
+    RESPONSE_TOO_LARGE,
+    Prepared,
+    SweepInputs,
+    Transport,
+    transport_named,
+)
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
