@@ -164,3 +164,15 @@ async def test_unreachable_endpoint_at_start_is_named(identity_server):
         await describe_endpoints(target)
     assert str(err.value) == ("endpoint ep2 (http://127.0.0.1:9): cannot reach Triton at http://127.0.0.1:9: "
                               "connection refused")
+
+
+@pytest.mark.parametrize("transport", ["system_shm", "grpc"])
+async def test_other_transports_spread_over_both(identity_server, second_server, identity_info, transport):
+    """Each server gets its own shared-memory regions (system_shm) or its own gRPC port."""
+    target = _two(identity_server, second_server)
+    load = quick_load(concurrency=[3], transport=transport)
+    (r,) = await run_sweep(target, identity_info, load, Events().append, asyncio.Event())
+    assert r.status in ("stable", "unstable") and r.errors == 0, r.error_messages
+    assert sorted(ep.connections for ep in r.endpoints) == [1, 2]
+    assert all(ep.requests > 0 and ep.server is not None for ep in r.endpoints)
+    assert sum(ep.requests for ep in r.endpoints) == r.requests
