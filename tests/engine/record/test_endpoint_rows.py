@@ -1,13 +1,10 @@
-"""A level spread over several servers: its endpoints' rows in the recording, the report, the
-headless lines and the TUI's sweep table (render only: the figures are the LevelResult's)."""
+"""A level spread over several servers: its endpoints' rows in the recording and the report (the
+headless lines and the TUI: tests/tui/test_endpoint_rows.py)."""
 
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 from pathlib import Path
-
-from rich.console import Console
 
 from engine.events import (
     EndpointResult,
@@ -78,27 +75,3 @@ def test_report_has_a_row_per_endpoint_under_each_level(tmp_path: Path) -> None:
     assert lines[start + 1].startswith("|   ep1 | ok ") and lines[start + 2].startswith("|   ep2 | failed ")
     assert "| 4 ep2 | 1.00 |" in text  # its queue vs compute
     assert "Servers | 2, the load spread evenly: ep1 http://a:8000; ep2 http://b:8000" in text
-
-
-def test_headless_and_tui_tables_show_each_endpoint() -> None:
-    from tui import tables
-    from tui.headless import HeadlessPrinter
-    from tui.state import SessionState
-
-    out = io.StringIO()
-    printer = HeadlessPrinter(Console(file=out, width=160))
-    for event in _events():
-        printer(event)
-    printer.finish(0, None)
-    lines = out.getvalue().splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("level ") and line.split()[1] == "4")
-    assert lines[at + 1].split()[:2] == ["ep1", "200.0"] and lines[at + 2].split()[:2] == ["ep2", "100.0"]
-    assert "failed" in lines[at + 2] and "ep2 (http://b:8000): connection refused" in lines[at + 3]
-    state = SessionState()
-    state.apply_all(_events())
-    console = Console(width=120, file=io.StringIO(), color_system=None, record=True)
-    console.print(tables.sweep_table(state, 120))
-    shown = [line.split() for line in console.export_text().splitlines()]
-    firsts = [row[0] for row in shown if row]
-    assert firsts[firsts.index("4"):][:3] == ["4", "ep1", "ep2"]
-    assert firsts[firsts.index("8"):][:3] == ["8", "ep1", "ep2"]
