@@ -429,7 +429,8 @@ class Session(EventSource):
                     f"embedded server without MPS ({mps_why}): its model instances take turns on each GPU")))
         else:
             urls = server.endpoint_urls()
-            http_url, metrics_url, variant, log_path = urls[0], server.metrics_url, model.variant, None
+            metrics_url = next(iter(server.endpoint_metrics_urls()), None)
+            http_url, variant, log_path = urls[0], model.variant, None
             mps, mps_why = None, ""
             if len(urls) > 1:  # several servers: the load spread over them (engine/load/endpoints.py)
                 self._endpoints = endpoints_from(urls, server.metrics_urls)
@@ -542,7 +543,7 @@ class Session(EventSource):
         if not self.options.sweep and self._server is None:
             metrics_url = None  # probe only: no Triton to ask
         elif server.kind == "remote":
-            metrics_url = server.metrics_url
+            metrics_url = next(iter(server.endpoint_metrics_urls()), None)
         elif self._server is not None and self._server.prepared and self._server.prepared.gpus:
             # Triton's own GPU gauges beside NVML's: each reading says which source it came from
             metrics_url = self._server.metrics_url

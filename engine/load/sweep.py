@@ -601,7 +601,8 @@ async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: lis
     try:
         for ep in endpoints:
             try:
-                done.append(await transport.prepare(dataclasses.replace(sweep, target=sweep.target.at(ep))))
+                done.append(await transport.prepare(dataclasses.replace(sweep, target=sweep.target.at(ep),
+                                                                        gpus=ep.gpus or sweep.gpus)))
             except UserError as exc:
                 raise UserError(f"endpoint {ep.name} ({ep.http_url}): {exc}") from None
     except BaseException:

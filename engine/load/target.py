@@ -26,6 +26,9 @@ class Endpoint:
     http_url: str
     metrics_url: str | None = None  # its /metrics (GPU telemetry); None: not read
     grpc_url: str = ""  # host:port; "": the HTTP port + 1
+    # where this server's model has instances, as this process numbers the GPUs (a server pinned
+    # to one GPU by CUDA_VISIBLE_DEVICES); (): the sweep's own (cuda_shm puts the inputs there)
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass
