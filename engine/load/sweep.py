@@ -308,8 +308,12 @@ class _Level:
     def ensure_snapshot(self, boundary: int) -> asyncio.Task[Snapshots]:
         task = self.snapshots.get(boundary)
         if task is None:
-            async def every() -> Snapshots:  # each endpoint's statistics, read together
-                return tuple(await asyncio.gather(*(fetch_snapshot(t, STATS_TIMEOUT_S) for t in self.stats_targets)))
+            # each endpoint's statistics, read together; one that does not answer gives up before
+            # the wait for them all does, so the others' still count
+            each_s = STATS_TIMEOUT_S if len(self.stats_targets) == 1 else 0.8 * STATS_TIMEOUT_S
+
+            async def every() -> Snapshots:
+                return tuple(await asyncio.gather(*(fetch_snapshot(t, each_s) for t in self.stats_targets)))
             task = asyncio.get_running_loop().create_task(every())
             self.snapshots[boundary] = task
         return task
