@@ -102,6 +102,7 @@ class LevelFigures:
     errors: int = 0
     cost_per_1000: float | None = None  # dollars per 1000 images at this level's throughput
     gpu_util: float | None = None  # mean utilisation of the level's GPUs, percent points
+    label: str = ""  # shown instead of the level: one endpoint's row under its level ("  ep1")
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -111,6 +112,16 @@ class LevelFigures:
             throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
             audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
         )
+
+
+def endpoint_figures(result: ev.LevelResult) -> list[LevelFigures]:
+    """A level spread over several servers: one row per endpoint, to show under the level's."""
+    return [
+        LevelFigures(mode=result.mode, level=result.level, status="failed" if ep.failed else "ok",
+                     throughput_ips=ep.throughput_ips, throughput_rps=ep.throughput_rps, latency=ep.latency,
+                     server=ep.server, errors=ep.errors, label=f"  {ep.name}")
+        for ep in result.endpoints
+    ]
 
 
 def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
@@ -130,7 +141,7 @@ def _client(f: LevelFigures) -> str:
 
 
 SWEEP: tuple[Column[LevelFigures], ...] = (
-    Column("level", "level", lambda f: fmt.level(f.mode, f.level), 6),
+    Column("level", "level", lambda f: f.label or fmt.level(f.mode, f.level), 6),
     Column("status", "status", lambda f: f.status, 11, "left"),
     Column("ips", "infer/s", lambda f: fmt.rate(f.throughput_ips), 8),
     Column("rps", "req/s", lambda f: fmt.rate(f.throughput_rps), 8, optional=True),

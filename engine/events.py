@@ -192,6 +192,9 @@ class GpuReading:
     nvlink_rx_bps: float | None = None
     processes: list[dict[str, Any]] = field(default_factory=list)  # {pid, name, mem_used}
     bus_id: str | None = None
+    # a GPU of one of several servers (Triton's /metrics): "ep1:0", its endpoint and place there;
+    # its uuid then starts with "ep1:" too, so two servers sharing a GPU show it twice
+    label: str | None = None
 
 
 @dataclass
@@ -280,6 +283,7 @@ class ServerReady(Event):
     # None for a remote server, a CPU variant, or a recording made before MPS was known
     mps: bool | None = None
     mps_why: str = ""
+    endpoints: list[str] = field(default_factory=list)  # several servers: "ep1 http://..." each
 
 
 @register
@@ -332,6 +336,27 @@ class WindowResult(Event):
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
 
 
+@dataclass
+class EndpointResult:
+    """One server's share of a level spread over several (engine/load/endpoints.py): its figures
+    over the level's merged windows (they add up to the level's), its errors over every measured
+    window. ``failed``: a measured window in which it answered nothing and failed requests."""
+
+    name: str  # "ep1", "ep2", ...
+    url: str  # its HTTP URL, credentials removed
+    connections: int = 0  # concurrency mode: its connections (rate mode: 0)
+    target_rate: float | None = None  # rate mode: its share of the level's rate
+    requests: int = 0
+    errors: int = 0
+    throughput_rps: float = 0.0
+    throughput_ips: float = 0.0
+    latency: LatencyStats = field(default_factory=lambda: LatencyStats(count=0))
+    server: ServerBreakdown | None = None
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    error_messages: list[str] = field(default_factory=list)
+    failed: bool = False
+
+
 @register
 @dataclass
 class LevelResult(Event):
@@ -360,6 +385,7 @@ class LevelResult(Event):
     duration_s: float = 0.0
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     network: NetworkPath | None = None  # None: not measured (an older recording)
+    endpoints: list[EndpointResult] = field(default_factory=list)  # a sweep over several servers: one each
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

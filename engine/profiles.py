@@ -55,12 +55,24 @@ class Server:
     kind: str = "embedded"  # "embedded" or "remote"
     url: str | None = None  # remote: http://host:8000
     metrics_url: str | None = None  # remote: http://host:8002/metrics (optional)
+    # remote, several servers at once (instead of url): each level's load spread over them
+    urls: list[str] = field(default_factory=list)
+    metrics_urls: list[str] = field(default_factory=list)  # one per URL of urls (optional)
+    allow_mixed: bool = False  # several servers whose model configs differ: measured anyway
     headers: dict[str, str] = field(default_factory=dict)  # e.g. auth; never recorded
     startup_timeout_s: float = 180.0
     bind_address: str = "127.0.0.1"  # embedded server; loopback unless asked
     # embedded server on GPUs: under a private MPS daemon ("auto": where the driver's
     # nvidia-cuda-mps-control is found; see engine/server/mps.py for what it gains)
     mps: str = "auto"  # "auto", "on" or "off"
+
+    def endpoint_urls(self) -> list[str]:
+        """The remote servers' HTTP URLs: urls, or url alone."""
+        return list(self.urls) or ([self.url] if self.url else [])
+
+    def endpoint_metrics_urls(self) -> list[str]:
+        """Their /metrics URLs, one per server, or none."""
+        return list(self.metrics_urls) or ([self.metrics_url] if self.metrics_url and not self.urls else [])
 
 
 @dataclass
@@ -173,6 +185,9 @@ def redact_server(server: dict[str, Any]) -> dict[str, Any]:
     out = dict(server)
     out["url"] = redact_url(out.get("url"))
     out["metrics_url"] = redact_url(out.get("metrics_url"))
+    for key in ("urls", "metrics_urls"):
+        if isinstance(out.get(key), list):
+            out[key] = [redact_url(u) for u in out[key]]
     out["headers"] = {k: "***" for k in (out.get("headers") or {})}
     return out
 
@@ -362,6 +377,9 @@ SPEC: dict[str, dict[str, Check]] = {
         "kind": _one_of("embedded", "remote"),
         "url": _http_url,
         "metrics_url": _http_url,
+        "urls": _list_of(_http_url, "http:// or https:// URLs"),
+        "metrics_urls": _list_of(_http_url, "http:// or https:// URLs"),
+        "allow_mixed": _bool,
         "headers": _headers,
         "startup_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "bind_address": _bind_address,
@@ -441,6 +459,8 @@ def _describe(v: Any, key: str = "") -> str:
         return f"a {type(v).__name__} (not shown: header values may be credentials)"
     if leaf in ("url", "metrics_url") and isinstance(v, (dict, list)):
         return f"a {'table' if isinstance(v, dict) else 'list'} (not shown: it may hold credentials)"
+    if leaf in ("urls", "metrics_urls"):
+        return f"a {type(v).__name__} (not shown: it may hold credentials)"
     if leaf in ("url", "metrics_url") and isinstance(v, str) and "@" in v:  # user info, however it is written
         v = f"{v.partition('://')[0] + '://' if '://' in v else ''}{MASK}@{v.rpartition('@')[2]}"
     text = repr(Redactor().value(v, leaf))
@@ -451,15 +471,20 @@ def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileErr
     """``http://user:password@host``: sent as HTTP Basic auth (an Authorization header), the URL
     kept without them. Every request (inference, metadata, metrics) then carries them."""
     found: dict[str, tuple[str, str]] = {}
-    for key in ("url", "metrics_url"):
-        url = getattr(server, key)
-        if not url:
-            continue
+
+    def strip(key: str, url: str) -> str:
         parts = urlsplit(url)
         if parts.username is None and parts.password is None:
-            continue
+            return url
         found[key] = (unquote(parts.username or ""), unquote(parts.password or ""))
-        setattr(server, key, parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
+        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+    for key in ("url", "metrics_url"):
+        url = getattr(server, key)
+        if url:
+            setattr(server, key, strip(key, url))
+    for key in ("urls", "metrics_urls"):  # several servers: one user:password for them all
+        setattr(server, key, [strip(f"{key}[{i}]", url) for i, url in enumerate(getattr(server, key))])
     if not found:
         return
     if len(set(found.values())) > 1:
@@ -515,11 +540,31 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     return profile
 
 
+def _check_endpoints(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
+    """server.urls: several servers, each once, instead of server.url; metrics URLs one per server."""
+    if server.urls and server.url:
+        raise fail("server.urls", "expected server.url (one server) or server.urls (several), found both")
+    if server.metrics_urls and server.metrics_url:
+        raise fail("server.metrics_urls", "expected server.metrics_url or server.metrics_urls, found both")
+    if server.metrics_urls and len(server.metrics_urls) != len(server.urls):
+        raise fail("server.metrics_urls", f"expected one per URL of server.urls ({len(server.urls)}), "
+                   f"found {len(server.metrics_urls)}")
+    for key in ("urls", "metrics_urls"):
+        seen: dict[str, int] = {}
+        for i, url in enumerate(getattr(server, key)):
+            norm = url.rstrip("/").lower()
+            if norm in seen:
+                raise fail(f"server.{key}", f"endpoint ep{i + 1} ({redact_url(url)}) duplicates ep{seen[norm] + 1}: "
+                           "each server once")
+            seen[norm] = i
+
+
 def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     """Rules between keys: contradictions a single key's check cannot see."""
-    if p.server.kind == "remote" and not p.server.url:
+    _check_endpoints(p.server, fail)
+    if p.server.kind == "remote" and not p.server.endpoint_urls():
         raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
-    if p.server.kind == "embedded" and p.server.url:
+    if p.server.kind == "embedded" and p.server.endpoint_urls():
         raise fail("server.url", "expected no URL when server.kind = 'embedded' (set kind = 'remote')")
     if TRANSPORTS[p.load.transport].local_only and p.server.kind == "remote":
         remote = ", ".join(repr(t.name) for t in TRANSPORTS.values() if not t.local_only)
@@ -583,6 +628,10 @@ def _parse_value(text: str) -> Any:
     return text
 
 
+# server.url and server.urls are one setting (one server or several), as are their metrics URLs
+ONE_OR_SEVERAL = {"url": "urls", "urls": "url", "metrics_url": "metrics_urls", "metrics_urls": "metrics_url"}
+
+
 def apply_override(data: dict[str, Any], item: str) -> None:
     """Apply one ``section.key=value`` override (``--set``) to a parsed profile document."""
     key, sep, value = item.partition("=")
@@ -598,6 +647,8 @@ def apply_override(data: dict[str, Any], item: str) -> None:
             raise ProfileError(f"--set {key}=...: {section!r} is not a table")
         node = child
     parsed = _parse_value(value.strip())
+    if sections == ["server"] and leaf in ONE_OR_SEVERAL:  # one way of naming the servers replaces the other
+        node.pop(ONE_OR_SEVERAL[leaf], None)
     if len(sections) == 1 and sections[0] in SECTIONS and not isinstance(parsed, list):
         fields = {f.name: f for f in dataclasses.fields(SECTIONS[sections[0]])}
         if leaf in fields and str(fields[leaf].type).startswith("list"):

@@ -81,7 +81,8 @@ def _url_password(url: str | None) -> str | None:
 def profile_secrets(profile: Profile) -> list[str]:
     """What must never be shown or recorded: header values (auth) and URL passwords."""
     server = profile.server
-    found = [*server.headers.values(), *(_url_password(u) for u in (server.url, server.metrics_url))]
+    urls = (server.url, server.metrics_url, *server.urls, *server.metrics_urls)
+    found = [*server.headers.values(), *(_url_password(u) for u in urls)]
     return [s for s in found if s]
 
 
@@ -104,6 +105,8 @@ class Session(EventSource):
         self._recorder: Any = None
         self._server: Any = None
         self._late_target: tuple[Any, Any] | None = None  # Triton started for a sweep asked for later
+        # several servers (server.urls, or the servers a scale-out started): the load spread over them
+        self._endpoints: list[Any] = []
         self._telemetry: Any = None
         self._record_error: str | None = None
         self.error: str | None = None  # why the session failed, one line
@@ -394,7 +397,8 @@ class Session(EventSource):
     # ----------------------------------------------------------------- server
 
     async def _start_server(self) -> tuple[Any, Any]:
-        from engine.load.target import Target, describe_target
+        from engine.load.endpoints import describe_endpoints, endpoints_from
+        from engine.load.target import Target
 
         server = self.profile.server
         model = self.profile.model
@@ -424,11 +428,16 @@ class Session(EventSource):
                 self._publish(ev.Warning(source="server", key="mps", message=(
                     f"embedded server without MPS ({mps_why}): its model instances take turns on each GPU")))
         else:
-            http_url, metrics_url, variant, log_path = server.url, server.metrics_url, model.variant, None
+            urls = server.endpoint_urls()
+            metrics_url = next(iter(server.endpoint_metrics_urls()), None)
+            http_url, variant, log_path = urls[0], model.variant, None
             mps, mps_why = None, ""
+            if len(urls) > 1:  # several servers: the load spread over them (engine/load/endpoints.py)
+                self._endpoints = endpoints_from(urls, server.metrics_urls)
         target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers),
-                        input_shapes={k: list(v) for k, v in self.profile.load.input_shapes.items()})
-        info = await describe_target(target)
+                        input_shapes={k: list(v) for k, v in self.profile.load.input_shapes.items()},
+                        endpoints=list(self._endpoints))
+        info = await describe_endpoints(target, server.allow_mixed)
         check_input_shapes(self.profile.load.input_shapes, info)
         from engine.profiles import redact_url
 
@@ -446,6 +455,7 @@ class Session(EventSource):
                 log_path=log_path,
                 mps=mps,
                 mps_why=mps_why,
+                endpoints=[f"{ep.name} {redact_url(ep.http_url)}" for ep in self._endpoints],
             )
         )
         return target, info
@@ -533,7 +543,7 @@ class Session(EventSource):
         if not self.options.sweep and self._server is None:
             metrics_url = None  # probe only: no Triton to ask
         elif server.kind == "remote":
-            metrics_url = server.metrics_url
+            metrics_url = next(iter(server.endpoint_metrics_urls()), None)
         elif self._server is not None and self._server.prepared and self._server.prepared.gpus:
             # Triton's own GPU gauges beside NVML's: each reading says which source it came from
             metrics_url = self._server.metrics_url
@@ -545,7 +555,8 @@ class Session(EventSource):
             host_interval_s=t.host_interval_s,
             metrics_url=metrics_url,
             metrics_headers=dict(server.headers) or None,
-            host_server_port=loopback_port(server.url) if server.kind == "remote" else None,
+            host_server_port=loopback_port(server.endpoint_urls()[0]) if server.kind == "remote" else None,
+            metrics_endpoints=tuple((ep.name, ep.metrics_url) for ep in self._endpoints if ep.metrics_url),
         )
         self._telemetry.start()
 

@@ -75,6 +75,34 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _add_endpoint_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", dest="urls", action="append", default=[], metavar="URL",
+                   help="a remote Triton's HTTP URL (server.url); give it once per server to spread the load over "
+                        "several (server.urls)")
+    p.add_argument("--metrics-url", dest="metrics_urls", action="append", default=[], metavar="URL",
+                   help="its /metrics URL, in the order of --url (server.metrics_url / server.metrics_urls)")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="several servers whose model configs differ: measure them together anyway")
+
+
+def _endpoint_overrides(args: argparse.Namespace) -> list[str]:
+    """--url, --metrics-url and --allow-mixed as profile overrides (the command line's servers
+    replace the profile's)."""
+    import json
+
+    urls, metrics = getattr(args, "urls", []), getattr(args, "metrics_urls", [])
+    out = []
+    if urls:
+        out += ["server.kind=remote", f"server.url={json.dumps(urls[0])}" if len(urls) == 1
+                else f"server.urls={json.dumps(urls)}"]
+    if metrics:
+        out.append(f"server.metrics_url={json.dumps(metrics[0])}" if len(metrics) == 1 and len(urls) <= 1
+                   else f"server.metrics_urls={json.dumps(metrics)}")
+    if getattr(args, "allow_mixed", False):
+        out.append("server.allow_mixed=true")
+    return out
+
+
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", "-p", default="local", metavar="NAME|PATH",
                    help="a bundled profile (see `gpuscale-tui profiles`) or a path to a .toml file (default: local)")
@@ -92,6 +120,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wire", action="store_true",
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
+    _add_endpoint_flags(p)
 
 
 def _add_study_flags(p: argparse.ArgumentParser) -> None:
@@ -112,6 +141,7 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
                    help="folder for the recordings, the study index and its reports (default: recordings/)")
     p.add_argument("--record", "--headless", dest="headless", action="store_true",
                    help="no TUI: progress lines with the time left for the whole study")
+    _add_endpoint_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,7 +303,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.profiles import load_profile
     from engine.session import Session, SessionOptions
 
-    overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else [])]
+    overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
+                 *_endpoint_overrides(args)]
     profile = load_profile(args.profile, overrides)
     options = SessionOptions(
         sweep=not args.probe_only,
@@ -329,7 +360,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
 
-    profile = load_profile(args.profile, args.overrides)
+    profile = load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args)])
     slo = parse_slo(args.slo) if args.slo is not None else None
     if not 0 <= args.search_steps <= 20:
         raise UserError(f"--search-steps: expected 0-20, found {args.search_steps}")

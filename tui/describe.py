@@ -38,7 +38,9 @@ def describe(event: ev.Event) -> str | None:
         variant = f" ({event.config_variant})" if event.config_variant else ""
         version = f", Triton {event.triton_version}" if event.triton_version else ""
         mps = "" if event.mps is None else ", under MPS" if event.mps else ", without MPS"
-        return f"server ready: {where} {event.model}{variant} at {event.http_url}{version}{mps}"
+        at = (f"{len(event.endpoints)} servers ({', '.join(event.endpoints)}), the load spread evenly"
+              if event.endpoints else event.http_url)
+        return f"server ready: {where} {event.model}{variant} at {at}{version}{mps}"
     if isinstance(event, ev.ServerStopped):
         code = f" (exit {event.exit_code})" if event.exit_code is not None else ""
         return f"server stopped{code}" + (f": {event.reason}" if event.reason else "")

@@ -151,6 +151,8 @@ class HeadlessPrinter:
         cells = tables.sweep_cells(row, self.state)
         style = {"failed": "bold red", "unstable": "yellow", "interrupted": "magenta"}.get(row.status, "")
         self._plain("level  " + columns.fixed_line(cols, cells), style)
+        for cells in tables.endpoint_cells(row):  # several servers: a row each under the level
+            self._plain("       " + columns.fixed_line(cols, cells), "bold red" if cells["status"] == "failed" else "")
         for message in event.error_messages[:3]:
             self._plain(f"       error: {message}", "red")
 
@@ -164,6 +166,8 @@ class HeadlessPrinter:
         self._plain("  " + columns.header_line(cols), "bold")
         for row in self.state.levels.values():
             self._plain("  " + columns.fixed_line(cols, tables.sweep_cells(row, self.state)))
+            for cells in tables.endpoint_cells(row):
+                self._plain("  " + columns.fixed_line(cols, cells))
         best = self.state.best_level()
         if best is not None and best.result is not None:
             text = (

@@ -7,6 +7,7 @@ replay or a snapshot test renders the same text as the live run did.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -457,6 +458,13 @@ class SessionState:
         found = value.get(key, default)
         return default if found is None else found
 
+    def _profile_number(self, section: str, key: str, default: float) -> float:
+        """A recorded profile's number; the default where a doctored recording holds anything else."""
+        value = self._profile_value(section, key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return default
+        return float(value)
+
     @property
     def cost_per_hour(self) -> float:
         try:
@@ -535,12 +543,12 @@ class SessionState:
         load.min_window_requests). A guide, not a promise."""
         if row is None or self.sweep_finished is not None or self.now is None:
             return None, None
-        window_s = float(self._profile_value("load", "window_ms", 5000)) / 1000.0
+        window_s = self._profile_number("load", "window_ms", 5000) / 1000.0
         if self.window_seconds:
             window_s = max(window_s, statistics.median(self.window_seconds))
-        warmup_s = float(self._profile_value("load", "warmup_s", 0.0))
-        stable = int(self._profile_value("load", "stable_windows", 3))
-        max_windows = int(self._profile_value("load", "max_windows", 10))
+        warmup_s = self._profile_number("load", "warmup_s", 0.0)
+        stable = int(self._profile_number("load", "stable_windows", 3))
+        max_windows = int(self._profile_number("load", "max_windows", 10))
         durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
         per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
         per_level_max = warmup_s + max_windows * window_s

@@ -35,6 +35,13 @@ def sweep_cells(row: LevelRow, state: SessionState) -> dict[str, str]:
     return columns.cells(columns.SWEEP, level_figures(row, state))
 
 
+def endpoint_cells(row: LevelRow) -> list[dict[str, str]]:
+    """A level spread over several servers: each endpoint's row, under the level's."""
+    if row.result is None:
+        return []
+    return [columns.cells(columns.SWEEP, f) for f in columns.endpoint_figures(row.result)]
+
+
 def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ...]:
     """The screen's sweep columns, less the cost where the profile has no price."""
     return columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
@@ -115,8 +122,10 @@ def sweep_table(
     one width and one scale: they are fitted to the cells of them all."""
     rows = list(state.levels.values()) if rows is None else list(rows)
     all_cells = [sweep_cells(row, state) for row in rows]
+    under = [endpoint_cells(row) for row in rows]  # several servers: their rows under each level
     shown = [*state.levels.values(), *(r for past in state.past_sweeps for r in past.levels)]
     fit_cells = [sweep_cells(row, state) for row in shown] if state.past_sweeps else all_cells
+    fit_cells = [*fit_cells, *(c for cells in under for c in cells)]
     if curve:
         columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width)
     else:
@@ -125,22 +134,29 @@ def sweep_table(
     if bar_w:
         table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)
         top = max((r.throughput_ips or 0.0 for r in shown), default=0.0)
-    for row, cells in zip(rows, all_cells, strict=True):
-        styled = []
-        for col in columns:
-            text = cells[col.key]
-            style = ""
-            if col.key == "status":
-                style = STATUS_STYLE.get(text, "")
-            elif col.key == "client" and text == "BOUND":
-                style = "bold yellow"
-            elif col.key == "errors" and text != "0":
-                style = "red"
-            styled.append(Text(text, style=style))
+    for row, cells, endpoint_rows in zip(rows, all_cells, under, strict=True):
+        styled = _styled(columns, cells)
         if bar_w:
             styled.append(curve_cell(row, top, bar_w))
         table.add_row(*styled, style="bold" if row.result is None else "")
+        for ep_cells in endpoint_rows:
+            table.add_row(*_styled(columns, ep_cells), *([Text("")] if bar_w else []), style="dim")
     return table
+
+
+def _styled(cols: Sequence[Column[Any]], cells: dict[str, str]) -> list[Text]:
+    styled = []
+    for col in cols:
+        text = cells[col.key]
+        style = ""
+        if col.key == "status":
+            style = STATUS_STYLE.get(text, "")
+        elif col.key == "client" and text == "BOUND":
+            style = "bold yellow"
+        elif col.key == "errors" and text != "0":
+            style = "red"
+        styled.append(Text(text, style=style))
+    return styled
 
 
 def fitted_table(cols: Sequence[Column[Any]], items: Sequence[Any], width: int | None = None) -> Table:

@@ -143,3 +143,18 @@ async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapsho
         return dataclasses.replace(found, asked_ns=asked, answered_ns=time.monotonic_ns()) if found else None
     except (TimeoutError, OSError, http1.BadResponse, ValueError, RecursionError):
         return None
+
+
+def summed(snapshots: list[StatsSnapshot | None]) -> StatsSnapshot | None:
+    """Several servers' counters as one server's (pure): their sums, no timing; None when none
+    is given. Their deltas give the breakdown over every request the servers served."""
+    found = [s for s in snapshots if s is not None]
+    if not found:
+        return None
+    return StatsSnapshot(
+        inference_count=sum(s.inference_count for s in found),
+        execution_count=sum(s.execution_count for s in found),
+        counts={part: sum(s.counts[part] for s in found) for part in PARTS},
+        ns={part: sum(s.ns[part] for s in found) for part in PARTS},
+        dropped=tuple(dict.fromkeys(name for s in found for name in s.dropped)),
+    )

@@ -16,11 +16,15 @@ the protocol's status), bad_response (an answer that cannot be framed), malforme
 answer that is not the one asked for: engine/load/answer_check.py), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
+
+A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
+each worker sends to one, and the level's result gives each endpoint's figures and errors too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import time
@@ -33,6 +37,7 @@ from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
 from engine.errors import UserError
 from engine.events import (
+    EndpointResult,
     Error,
     Event,
     LatencyStats,
@@ -46,19 +51,27 @@ from engine.events import (
 )
 from engine.load.audit import client_audit
 from engine.load.dev import LoadDev
+from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.error_text import errors_line
 from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
 from engine.load.request import request_inputs
-from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, taken_in_time
-from engine.load.target import Target, TargetInfo
+from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, summed, taken_in_time
+from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
-from engine.load.transport import MALFORMED_ANSWER, RESPONSE_TOO_LARGE, SweepInputs, transport_named
+from engine.load.transport import (
+    MALFORMED_ANSWER,
+    RESPONSE_TOO_LARGE,
+    Prepared,
+    SweepInputs,
+    Transport,
+    transport_named,
+)
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
-from engine.profiles import MAX_IN_FLIGHT, Load
+from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
 BAD_ANSWER_KINDS = (MALFORMED_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
@@ -74,6 +87,10 @@ class _Window:
     latency: LatencyStats
     server: ServerBreakdown | None
     throughput_rps: float
+    parts: list[Aggregate] | None = None  # several endpoints: each one's share of the window
+
+
+Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
 
 
 def _interleave(total: int, parts: int) -> list[int]:
@@ -111,7 +128,12 @@ class _Level:
         self.publish, self.stop = publish, stop
         self.tick_ns = tick_ns
         self.rate_mode = mode_of(load.mode).open_loop
-        self.active = workers_for_level(load, level, pool.count, request_bytes)
+        self.endpoints = target.endpoint_list()
+        self.stats_targets = [target.at(ep) for ep in self.endpoints] if len(self.endpoints) > 1 else [target]
+        # every endpoint gets as many workers (pool.count is a multiple of the endpoints)
+        self.active = workers_multiple(workers_for_level(load, level, pool.count, request_bytes),
+                                       len(self.endpoints), pool.count)
+        self.slots: list[int] = []  # concurrency mode: each worker's connections
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
         # a window waits for min_window_requests at most until every request that was in
         # flight when it reached its nominal length has either completed or timed out
@@ -123,7 +145,7 @@ class _Level:
         self.windows: list[_Window] = []
         self.cur_start = self.warmup_ticks
         self.warmup_published = 0
-        self.snapshots: dict[int, asyncio.Task[StatsSnapshot | None]] = {}
+        self.snapshots: dict[int, asyncio.Task[Snapshots]] = {}
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
         self.cpu_cores = os.cpu_count() or 1
@@ -147,10 +169,8 @@ class _Level:
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,
         )
         if not self.rate_mode:
-            return [
-                LevelPlan(**common, slots=n, seed=self.index * 1000 + w)
-                for w, n in enumerate(_interleave(int(self.level), self.active))
-            ]
+            self.slots = connections_per_worker(int(self.level), len(self.endpoints), self.active)
+            return [LevelPlan(**common, slots=n, seed=self.index * 1000 + w) for w, n in enumerate(self.slots)]
         share = self.level / self.active
         caps = _interleave(MAX_IN_FLIGHT, self.active)
         return [
@@ -285,34 +305,46 @@ class _Level:
             self.load.min_window_requests,
         )
 
-    def ensure_snapshot(self, boundary: int) -> asyncio.Task[StatsSnapshot | None]:
+    def ensure_snapshot(self, boundary: int) -> asyncio.Task[Snapshots]:
         task = self.snapshots.get(boundary)
         if task is None:
-            task = asyncio.get_running_loop().create_task(fetch_snapshot(self.target, STATS_TIMEOUT_S))
+            # each endpoint's statistics, read together; one that does not answer gives up before
+            # the wait for them all does, so the others' still count
+            each_s = STATS_TIMEOUT_S if len(self.stats_targets) == 1 else 0.8 * STATS_TIMEOUT_S
+
+            async def every() -> Snapshots:
+                return tuple(await asyncio.gather(*(fetch_snapshot(t, each_s) for t in self.stats_targets)))
+            task = asyncio.get_running_loop().create_task(every())
             self.snapshots[boundary] = task
         return task
 
-    async def snapshot(self, boundary: int) -> StatsSnapshot | None:
+    async def snapshot(self, boundary: int) -> Snapshots:
         """The statistics at a window boundary. Normally taken by poll_stats on the boundary;
         if the window's last tick arrived first, taken now (a few ms late) rather than never."""
         task = self.ensure_snapshot(boundary)
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
         except (TimeoutError, asyncio.CancelledError):
-            return None
+            return (None,) * len(self.stats_targets)
 
-    async def server_over(self, start: int, end: int, client_mean_s: float | None) -> ServerBreakdown | None:
-        """The server's per-request times between two tick boundaries; None, with a warning,
-        when a snapshot was read too far from its boundary to stand for it (server_stats)."""
+    async def server_over(self, start: int, end: int, client_mean_s: float | None,
+                          endpoint: int | None = None) -> ServerBreakdown | None:
+        """The server's per-request times between two tick boundaries (one endpoint's, or summed
+        over the endpoints that answered both times); None, with a warning, when a snapshot was
+        read too far from its boundary to stand for it (server_stats)."""
         before, after = await self.snapshot(start), await self.snapshot(end)
+        chosen = range(len(before)) if endpoint is None else [endpoint]
         interval = (end - start) * self.tick_ns
-        if not (taken_in_time(before, self.t0 + start * self.tick_ns, interval)
-                and taken_in_time(after, self.t0 + end * self.tick_ns, interval)):
+        if not all(taken_in_time(before[e], self.t0 + start * self.tick_ns, interval)
+                   and taken_in_time(after[e], self.t0 + end * self.tick_ns, interval) for e in chosen):
             self.publish(Warning(source="load", key=f"late-stats-{self.index}",
                                  message=f"level {self.level:g}: the server's statistics came too late to stand for "
                                          "a window's edges (a busy machine?): its server breakdown is not shown"))
             return None
-        return breakdown(before, after, client_mean_s)
+        if len(before) == 1:
+            return breakdown(before[0], after[0], client_mean_s)
+        answered = [e for e in chosen if before[e] is not None and after[e] is not None]
+        return breakdown(summed([before[e] for e in answered]), summed([after[e] for e in answered]), client_mean_s)
 
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
@@ -330,7 +362,7 @@ class _Level:
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns)
         server = await self.server_over(start, end, lat.mean)
-        window = _Window(agg, lat, server, agg.ok / agg.duration_s)
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end))
         self.windows.append(window)
         self.cur_start = end
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
@@ -348,6 +380,14 @@ class _Level:
         if len(self.windows) >= self.load.max_windows:
             return "unstable"
         return None
+
+    def endpoint_parts(self, start: int, end: int) -> list[Aggregate] | None:
+        """Several endpoints: the window's ticks per endpoint (its workers' ticks)."""
+        n = len(self.endpoints)
+        if n == 1:
+            return None
+        return [aggregate((t for t in self.ticks if start <= t.tick < end and endpoint_of_worker(t.worker, n) == e),
+                          start, end, self.tick_ns, self.rate_mode) for e in range(n)]
 
     def window_event(
         self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool
@@ -396,6 +436,9 @@ class _Level:
         # the level's early windows must not vanish because the last windows were clean.
         every = merge([w.agg for w in self.windows], self.rate_mode) if len(chosen) < len(self.windows) else agg
         messages = [m for texts in every.messages.values() for m in texts]
+        endpoints = await self.endpoint_results(chosen)
+        if endpoints:  # each message says which endpoint it came from
+            messages = [f"{e.name} ({e.url}): {m}" for e in endpoints for m in e.error_messages]
         return LevelResult(
             **base,
             windows=len(self.windows),
@@ -413,7 +456,37 @@ class _Level:
             target_rate=self.level if self.rate_mode else None,
             duration_s=agg.duration_s,
             network=self.network_path(),
+            endpoints=endpoints,
         )
+
+    async def endpoint_results(self, chosen: list[_Window]) -> list[EndpointResult]:
+        """Each endpoint's share of the merged windows (its errors over every measured window)."""
+        if len(self.endpoints) == 1 or not chosen:
+            return []
+        out = []
+        n = len(self.endpoints)
+        for e, ep in enumerate(self.endpoints):
+            parts = [w.parts[e] for w in chosen if w.parts is not None]
+            agg = merge(parts, self.rate_mode)
+            every = merge([w.parts[e] for w in self.windows if w.parts is not None], self.rate_mode)
+            lat = latency_stats(agg.latency_ns)
+            server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean, e)
+            out.append(EndpointResult(
+                name=ep.name,
+                url=redact_url(ep.http_url) or "",
+                connections=sum(c for w, c in enumerate(self.slots) if endpoint_of_worker(w, n) == e),
+                target_rate=self.level / n if self.rate_mode else None,
+                requests=agg.ok,
+                errors=every.error_count,
+                throughput_rps=agg.ok / agg.duration_s,
+                throughput_ips=agg.ok * self.load.batch_size / agg.duration_s,
+                latency=lat,
+                server=server,
+                errors_by_kind=dict(every.errors),
+                error_messages=[m for texts in every.messages.values() for m in texts],
+                failed=any(w.parts[e].ok == 0 and w.parts[e].error_count > 0 for w in self.windows if w.parts),
+            ))
+        return out
 
     def network_path(self) -> NetworkPath:
         """The level's path figures; the round trip from the probe, else the kernel's, else the
@@ -460,16 +533,19 @@ async def run_sweep(
     inputs = request_inputs(target, info, load.batch_size, load.data)  # the tensors, made once
     for text in inputs[2]:
         publish(Warning(source="load", message=text, key="input-shape"))
-    prepared = await transport.prepare(SweepInputs(target, info, load.batch_size, load.data, inputs, gpus))
+    endpoints = target.endpoint_list()
+    prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data, inputs, gpus),
+                                   endpoints)
     tick_ns = tick_ns or tick_for(load.window_ms)
-    request_bytes = prepared.request_bytes
+    request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
     try:
-        pool = WorkerPool(min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes)))
+        wanted = min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes))
+        pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
         await pool.start()
-        for w in range(pool.count):
-            pool.send(w, ("sweep", module, prepared.payload, dev))
+        for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
+            pool.send(w, ("sweep", module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -492,7 +568,7 @@ async def run_sweep(
                 wait_s = load.server_wait_s
                 publish(Warning(source="load", message=f"server unreachable after level {level:g}: waiting up to "
                                 f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index - 1}"))
-                waited = await wait_until_ready(target, stop, wait_s)
+                waited = await _wait_for_every(target, stop, wait_s)
                 if waited is None:
                     if not stop.is_set():
                         publish(Error(source="load", message=f"server not ready within {wait_s:.0f} s: the sweep stops"))
@@ -507,7 +583,8 @@ async def run_sweep(
     finally:
         if pool is not None:
             await pool.close()
-        await prepared.close()
+        for each in prepared:
+            await each.close()
     publish(
         SweepFinished(
             levels=len(results),
@@ -517,6 +594,37 @@ async def run_sweep(
         )
     )
     return results
+
+
+async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:
+    """The transport's requests for each endpoint (its own shared-memory regions included); on a
+    failure, what was prepared is undone and the endpoint is named."""
+    if len(endpoints) == 1:
+        return [await transport.prepare(sweep)]
+    done: list[Prepared] = []
+    try:
+        for ep in endpoints:
+            try:
+                done.append(await transport.prepare(dataclasses.replace(sweep, target=sweep.target.at(ep),
+                                                                        gpus=ep.gpus or sweep.gpus)))
+            except UserError as exc:
+                raise UserError(f"endpoint {ep.name} ({ep.http_url}): {exc}") from None
+    except BaseException:
+        for each in done:
+            await each.close()
+        raise
+    return done
+
+
+async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) -> float | None:
+    """Seconds until every endpoint was ready again; None when one was not within ``wait_s``."""
+    waited = 0.0
+    for ep in target.endpoint_list():
+        took = await wait_until_ready(target.at(ep), stop, max(0.0, wait_s - waited))
+        if took is None:
+            return None
+        waited += took
+    return waited
 
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
@@ -534,6 +642,12 @@ def _saturation(results: list[LevelResult]) -> float | None:
 def _report_errors(result: LevelResult, publish: Publish) -> None:
     if not result.errors_by_kind:
         return
+    for ep in result.endpoints:
+        if ep.failed:
+            others = "the other endpoints went on" if result.requests else "no endpoint answered"
+            publish(Warning(source="load", key=f"endpoint-failed-{result.index}-{ep.name}", message=(
+                f"level {result.level:g}: endpoint {ep.name} ({ep.url}) failed ({ep.errors} failed requests: "
+                f"{errors_line(ep.errors_by_kind, ep.error_messages)}); {others}")))
     line = errors_line(result.errors_by_kind, result.error_messages)
     bad = sum(result.errors_by_kind.get(kind, 0) for kind in BAD_ANSWER_KINDS)
     if result.status == "failed" and bad and result.requests:

@@ -1,4 +1,4 @@
-"""What the load engine talks to: a Triton server URL and one of its models.
+"""What the load engine talks to: a Triton server URL (or several endpoints) and one of its models.
 
 ``describe_target`` asks the server what the model looks like (KServe v2 metadata plus Triton's
 model configuration) so that requests can be built for any model, and turns every way this can
@@ -8,12 +8,27 @@ go wrong into one clear line (engine.errors.UserError).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
 from engine.load import http1
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One server of a sweep spread over several (engine/load/endpoints.py): its figures, errors
+    and GPUs are labelled by ``name``."""
+
+    name: str  # "ep1", "ep2", ...
+    http_url: str
+    metrics_url: str | None = None  # its /metrics (GPU telemetry); None: not read
+    grpc_url: str = ""  # host:port; "": the HTTP port + 1
+    # where this server's model has instances, as this process numbers the GPUs (a server pinned
+    # to one GPU by CUDA_VISIBLE_DEVICES); (): the sweep's own (cuda_shm puts the inputs there)
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass
@@ -26,6 +41,16 @@ class Target:
     # shapes for inputs with variable dimensions (without the batch dimension)
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     grpc_url: str = ""  # host:port of its gRPC endpoint; "": the HTTP port + 1 (the grpc transport)
+    # two or more: the load is spread over these servers, and http_url is the first's; empty: one server
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    def endpoint_list(self) -> list[Endpoint]:
+        """The servers the load goes to: the endpoints, or this target's one URL."""
+        return list(self.endpoints) or [Endpoint("", self.http_url, None, self.grpc_url)]
+
+    def at(self, endpoint: Endpoint) -> Target:
+        """This target on one endpoint alone (what a transport prepares, a poller asks)."""
+        return dataclasses.replace(self, http_url=endpoint.http_url, grpc_url=endpoint.grpc_url, endpoints=[])
 
     @property
     def model_path(self) -> str:

@@ -275,7 +275,7 @@ class Recorder:
                 "server": {
                     k: data.get(k)
                     for k in ("http_url", "metrics_url", "embedded", "model", "model_version",
-                              "config_variant", "triton_version", "inputs", "mps", "mps_why")
+                              "config_variant", "triton_version", "inputs", "mps", "mps_why", "endpoints")
                 },
                 "model_config": data.get("model_config", {}),
             }

@@ -91,6 +91,8 @@ def _setup(s: RecordingSummary) -> list:
     ]
     if s.server.get("triton_version"):
         rows.append(["Triton", str(s.server["triton_version"])])
+    if endpoints := s.server.get("endpoints"):  # the load spread over several servers
+        rows.append(["Servers", f"{len(endpoints)}, the load spread evenly: " + "; ".join(map(str, endpoints))])
     if s.mps is not None:
         why = str(s.server.get("mps_why") or "")
         rows.append(["GPU sharing", ("MPS: the model instances share each GPU" if s.mps else
@@ -151,11 +153,13 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     s = f.summary
     unit = mode_of(s.load_mode).heading
     figures = [
-        columns.LevelFigures.of(
+        figure
+        for lv in f.levels
+        for figure in (columns.LevelFigures.of(
             lv.result, gpu_util=lv.gpu_util_mean,
             cost_per_1000=cost_per_1000(s.cost_per_hour, lv.result.throughput_ips)
-            if s.cost_per_hour and lv.result.throughput_ips > 0 else None)
-        for lv in f.levels
+            if s.cost_per_hour and lv.result.throughput_ips > 0 else None),
+            *columns.endpoint_figures(lv.result))  # several servers: a row each under the level
     ]
     blocks: list = [Heading("Throughput and latency per level" + tag)]
     if not figures:
@@ -174,18 +178,20 @@ def _levels(f: RunFindings, tag: str = "") -> list:
 
 def _breakdown(f: RunFindings, tag: str = "") -> list:
     rows, cats, queue, compute, outside = [], [], [], [], []
-    for lv in f.levels:
-        sv = lv.result.server
+    # a level, then (several servers) each endpoint's share of it
+    parts = [part for lv in f.levels for part in [(fmt.level_value(lv.level), lv.result.server),
+             *((f"{fmt.level_value(lv.level)} {ep.name}", ep.server) for ep in lv.result.endpoints)]]
+    for label, sv in parts:
         if sv is None:
             continue
         comp = None
         if None not in (sv.compute_input, sv.compute_infer, sv.compute_output):
             comp = sv.compute_input + sv.compute_infer + sv.compute_output  # type: ignore[operator]  # all three are set when server stats are
         share = sv.queue / (sv.queue + comp) if sv.queue is not None and comp and (sv.queue + comp) > 0 else None
-        rows.append([fmt.level_value(lv.level), fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
+        rows.append([label, fmt.ms(sv.queue), fmt.ms(sv.compute_input), fmt.ms(sv.compute_infer),
                      fmt.ms(sv.compute_output), fmt.ms(sv.server_total), fmt.ms(sv.client_minus_server),
                      fmt.percent(share), fmt.batch(sv.avg_batch_size)])
-        cats.append(fmt.level_value(lv.level))
+        cats.append(label)
         queue.append(sv.queue * 1000 if sv.queue is not None else None)
         compute.append(comp * 1000 if comp is not None else None)
         outside.append(sv.client_minus_server * 1000 if sv.client_minus_server is not None else None)

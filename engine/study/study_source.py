@@ -115,11 +115,12 @@ class StudySource(EventSource):
                                 "(expected config.pbtxt, config.multigpu.Nx.pbtxt ...)")
             gpus = self.profile.hardware.gpu_count
             self.variants = plan_variants(model, self.requested, gpus, self.sources, gpus_known=gpus > 0)
-            assert server.url is not None
-            if check_model_control(server.url, model, dict(server.headers)):
+            # several servers (server.urls): each loads every variant
+            lacking = [url for url in server.endpoint_urls() if not check_model_control(url, model, dict(server.headers))]
+            if not lacking:
                 self.server_kind = REMOTE_CONTROL
             elif self.ask is None:
-                raise UserError(f"server {server.url} has no model control (start Triton with "
+                raise UserError(f"server {lacking[0]} has no model control (start Triton with "
                                 "--model-control-mode=explicit) and there is no terminal to wait on while you "
                                 "load each config")
             else:
@@ -211,15 +212,15 @@ class StudySource(EventSource):
         if self.server_kind == REMOTE_CONTROL:
             self.bus.publish(ev.PhaseChanged(phase="loading", detail=f"variant {variant} through the repository API"))
             try:
-                assert server.url is not None
-                load_variant(server.url, model, variant, source, dict(server.headers))
+                for url in server.endpoint_urls():
+                    load_variant(url, model, variant, source, dict(server.headers))
             except (RunFailed, NoModelControl) as exc:
                 self._record_missing(variant, EXIT_FAILED, str(exc), "repository API")
                 self.bus.publish(ev.Error(source="study", message=f"variant {variant}: {exc}"))
                 return None
             return f"loaded through the repository API from {source.name}"
         assert self.ask is not None
-        ready = self.ask(f"Load variant {variant} of {model} on {server.url} (its instance groups: {source}), "
+        ready = self.ask(f"Load variant {variant} of {model} on {', '.join(server.endpoint_urls())} (its instance groups: {source}), "
                          "then press Enter; Ctrl-C stops the study.")
         return f"loaded by hand ({source.name})" if ready and not self._stopping.is_set() else None
 

@@ -30,6 +30,8 @@ class TelemetrySettings:
     metrics_url: str | None  # Triton's /metrics; None: not polled
     metrics_headers: dict[str, str] | None
     metrics_interval_s: float  # the server's --metrics-interval-ms / 1000
+    # several servers: (endpoint name, its /metrics URL) each, read instead of metrics_url
+    metrics_endpoints: tuple[tuple[str, str], ...] = ()
 
 
 class GpuIdentity:

@@ -38,6 +38,7 @@ class TelemetrySampler:
         metrics_interval_s: float = TRITON_GPU_REFRESH_S,  # the server's --metrics-interval-ms / 1000
         host_root_pid: int | None = None,
         host_server_port: int | None = None,  # a remote-mode server on this machine: its CPU apart from ours
+        metrics_endpoints: tuple[tuple[str, str], ...] = (),  # several servers: (name, /metrics URL) each
     ) -> None:
         for name, value in (
             ("nvml_interval_s", nvml_interval_s),
@@ -55,6 +56,7 @@ class TelemetrySampler:
             metrics_url=metrics_url,
             metrics_headers=metrics_headers,
             metrics_interval_s=metrics_interval_s,
+            metrics_endpoints=metrics_endpoints,
         )
         self._host_root_pid = host_root_pid
         self._host_server_port = host_server_port

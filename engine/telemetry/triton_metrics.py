@@ -98,9 +98,11 @@ class TritonGpuPoller:
         interval_s: float = TRITON_GPU_REFRESH_S,
         identity: Callable[[], dict[str, tuple[int | None, str | None]]] | None = None,
         fetch: Callable[[str, dict[str, str] | None], str] | None = None,
+        label: str = "",
     ) -> None:
         self.url = url
         self.interval_s = interval_s
+        self.label = label  # one of several servers: its GPUs are labelled "<label>:<n>"
         self._shown_url = redact_url(url)
         self._warn = warn
         self._headers = headers
@@ -119,36 +121,40 @@ class TritonGpuPoller:
             text = self._fetch(self.url, self._headers)
         except MetricsUnavailable as exc:
             self._warn(
-                "triton-metrics-unreachable",
+                f"triton-metrics-unreachable{self.label}",
                 f"Triton metrics at {self._shown_url} unreachable ({exc}): remote GPU values are n/a until it answers",
             )
             if not self._known:
                 return None
-            return [GpuReading(uuid=r.uuid, index=r.index, source="triton", name=r.name) for r in self._known]
-        self._warn.rearm("triton-metrics-unreachable")
+            return [GpuReading(uuid=r.uuid, index=r.index, source="triton", name=r.name, label=r.label)
+                    for r in self._known]
+        self._warn.rearm(f"triton-metrics-unreachable{self.label}")
 
         parsed = parse_prometheus_text(text, only=GPU_GAUGES)
         dropped: list[str] = []
         readings = gpu_readings_from_metrics(parsed, self._identity(), dropped)
         if dropped:
             self.dropped += len(dropped)
-            self._warn("triton-metrics-impossible", f"Triton metrics at {self._shown_url} hold impossible values "
+            self._warn(f"triton-metrics-impossible{self.label}", f"Triton metrics at {self._shown_url} hold impossible values "
                        f"({', '.join(dropped[:3])}): left out (n/a), never recorded")
         if not readings:
             self._warn(
-                "triton-metrics-no-gpu",
+                f"triton-metrics-no-gpu{self.label}",
                 f"Triton metrics at {self._shown_url} have no nv_gpu_* values (CPU-only server, MIG, "
                 "--allow-gpu-metrics=false, or another DCGM agent holds the GPUs): remote GPU values are n/a",
             )
             return None
-        self._warn.rearm("triton-metrics-no-gpu")
+        self._warn.rearm(f"triton-metrics-no-gpu{self.label}")
         present = parsed.names()
         for metric, (field_name, _) in GPU_GAUGES.items():
             if metric not in present:
                 self._warn(
-                    f"triton-metrics-missing:{metric}",
+                    f"triton-metrics-missing:{metric}{self.label}",
                     f"Triton metrics at {self._shown_url} lack {metric}: {field_name} from Triton is n/a",
                 )
+        if self.label:  # unique across servers, even two that share a GPU
+            for n, reading in enumerate(readings):
+                reading.uuid, reading.label = f"{self.label}:{reading.uuid}", f"{self.label}:{n}"
         self._known = readings
         return readings
 
@@ -159,12 +165,18 @@ class TritonSource(GpuSource):
     name = "triton"
     read_at_start = True  # gauges are absolute: the first poll is already a full sample
 
-    def __init__(self, url: str, headers: dict[str, str] | None, interval_s: float) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None, interval_s: float,
+                 endpoints: tuple[tuple[str, str], ...] = ()) -> None:
+        # several servers: (label, URL) each, their GPUs in one sample; else url alone, unlabelled
+        self.urls = list(endpoints) or [("", url)]
         self.url, self.headers, self.interval_s = url, headers, interval_s
-        self._poller: TritonGpuPoller | None = None
+        self._pollers: list[TritonGpuPoller] = []
 
     @classmethod
     def for_settings(cls, settings: TelemetrySettings) -> TritonSource | None:
+        if settings.metrics_endpoints:
+            return cls(settings.metrics_endpoints[0][1], settings.metrics_headers, settings.metrics_interval_s,
+                       settings.metrics_endpoints)
         if not settings.metrics_url:
             return None
         return cls(settings.metrics_url, settings.metrics_headers, settings.metrics_interval_s)
@@ -173,10 +185,15 @@ class TritonSource(GpuSource):
         ctx.identity.wait(IDENTITY_WAIT_S, ctx.stop)
         if ctx.stop.is_set():
             return False
-        self._poller = TritonGpuPoller(
-            self.url, ctx.warn, headers=self.headers, interval_s=self.interval_s, identity=ctx.identity.get
-        )
+        self._pollers = [
+            TritonGpuPoller(url, ctx.warn, headers=self.headers, interval_s=self.interval_s,
+                            identity=ctx.identity.get, label=label)
+            for label, url in self.urls
+        ]
         return True
 
     def read(self) -> list[GpuReading] | None:
-        return self._poller.read() if self._poller is not None else None
+        found = [poller.read() for poller in self._pollers]
+        if all(r is None for r in found):
+            return None
+        return [reading for readings in found if readings for reading in readings]

@@ -134,3 +134,39 @@ def test_credentials_are_redacted_in_the_profile_dict():
     assert profile.server.headers["Authorization"] == "Basic Ym9iOnMzY3JldA=="
     assert redact_url("http://bob:s3cret@box:8000") == "http://***@box:8000"
     assert redact_url("http://box:8000") == "http://box:8000"
+
+
+def test_several_servers_in_server_urls():
+    profile = profile_from_dict({"server": {"kind": "remote", "urls": ["http://bob:pw@a:8000", "http://bob:pw@b:8000"],
+                                            "metrics_urls": ["http://a:8002/metrics", "http://b:8002/metrics"]}},
+                                "inline")
+    assert profile.server.endpoint_urls() == ["http://a:8000", "http://b:8000"]  # the credentials go in a header
+    assert profile.server.headers["Authorization"] == "Basic Ym9iOnB3"
+    assert profile.server.endpoint_metrics_urls() == ["http://a:8002/metrics", "http://b:8002/metrics"]
+    assert "pw" not in str(profile.to_dict())
+    one = profile_from_dict({"server": {"kind": "remote", "url": "http://a:8000"}}, "inline")
+    assert one.server.endpoint_urls() == ["http://a:8000"]
+
+
+@pytest.mark.parametrize(("server", "key", "message"), [
+    ({"kind": "remote", "url": "http://a:1", "urls": ["http://b:1", "http://c:1"]}, "server.urls",
+     "expected server.url (one server) or server.urls (several), found both"),
+    ({"kind": "remote", "urls": ["http://a:1", "http://b:1", "http://a:1"]}, "server.urls",
+     "endpoint ep3 (http://a:1) duplicates ep1: each server once"),
+    ({"kind": "remote", "urls": ["http://a:1", "http://b:1"], "metrics_urls": ["http://a:2/metrics"]},
+     "server.metrics_urls", "expected one per URL of server.urls (2), found 1"),
+    ({"kind": "embedded", "urls": ["http://a:1", "http://b:1"]}, "server.url", "expected no URL"),
+    ({"kind": "remote", "urls": ["ftp://a", "http://b:1"]}, "server.urls", "expected a non-empty list of http://"),
+    ({"kind": "remote", "urls": ["http://u:secret@a:1", 3]}, "server.urls", "not shown: it may hold credentials"),
+])
+def test_bad_server_urls_are_one_line(server, key, message):
+    with pytest.raises(ProfileError) as err:
+        profile_from_dict({"server": server}, "inline")
+    text = str(err.value)
+    assert text.startswith(f"inline: {key}: ") and message in text and "\n" not in text and "secret" not in text
+
+
+def test_command_line_servers_replace_the_profiles():
+    profile = load_profile("local", ["server.kind=remote", "server.url=http://a:8000",
+                                     'server.urls=["http://b:8000", "http://c:8000"]'])
+    assert profile.server.url is None and profile.server.endpoint_urls() == ["http://b:8000", "http://c:8000"]

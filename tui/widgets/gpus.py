@@ -40,8 +40,9 @@ def _widths(width: int) -> tuple[int, int, int]:
 
 def gpu_row(track: GpuTrack, width: int) -> Text:
     r = track.latest
-    util_w, mem_w, pwr_w = _widths(width)
-    label = f"{r.index}" if r.index is not None else track.uuid[-2:]
+    # several servers' GPUs: "ep1:0" (engine/telemetry/triton_metrics.py)
+    label = r.label or (f"{r.index}" if r.index is not None else track.uuid[-2:])
+    util_w, mem_w, pwr_w = _widths(width - max(0, len(label) - 2))
     row = Text(no_wrap=True, overflow="ellipsis")
     row.append(f"{label:>2} ", style="bold")
     row.append(f"{short_name(r.name)[:10]:<10} ")

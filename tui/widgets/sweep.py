@@ -38,8 +38,11 @@ class SweepPanel(Panel):
 
     def follow_lines(self, state: SessionState) -> int | None:
         """With earlier sweeps below it, the running level is the current table's last row, not
-        the body's end: one line per level (its head is docked above the body)."""
-        return len(state.levels) if state.past_sweeps else None
+        the body's end: one line per level and per endpoint row under it (its head is docked
+        above the body)."""
+        if not state.past_sweeps:
+            return None
+        return len(state.levels) + sum(len(tables.endpoint_cells(row)) for row in state.levels.values())
 
     def title_for(self, state: SessionState) -> str | None:
         if not state.levels:

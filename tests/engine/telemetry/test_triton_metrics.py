@@ -108,3 +108,24 @@ def test_missing_gauge_is_none_with_one_warning(metrics_server):
         sample = poller.poll(float(t))
         assert all(g.power_limit_w is None and g.power_w is not None for g in sample.gpus)
     assert [e.key for e in events] == ["triton-metrics-missing:nv_gpu_power_limit"]
+
+
+def test_several_servers_gpus_in_one_sample_labelled_by_endpoint(metrics_server, closed_port_url):
+    import threading
+
+    from engine.telemetry.gpu_source import GpuIdentity, SourceContext, TelemetrySettings
+    from engine.telemetry.triton_metrics import TritonSource
+
+    metrics_server.body = TRITON_GPU_METRICS
+    events: list[Warning] = []
+    # two servers sharing one box's GPUs (the same /metrics), and a third that does not answer
+    settings = TelemetrySettings(1.0, False, None, None, 2.0, metrics_endpoints=(
+        ("ep1", metrics_server.url), ("ep2", metrics_server.url), ("ep3", closed_port_url)))
+    source = TritonSource.for_settings(settings)
+    assert source is not None
+    assert source.open(SourceContext(events.append, WarnOnce(events.append), GpuIdentity(0), threading.Event()))
+    readings = source.read()
+    assert readings is not None
+    assert [g.label for g in readings] == ["ep1:0", "ep1:1", "ep2:0", "ep2:1"]
+    assert [g.uuid for g in readings] == [f"ep1:{UUID0}", f"ep1:{UUID1}", f"ep2:{UUID0}", f"ep2:{UUID1}"]
+    assert len(events) == 1 and closed_port_url in events[0].message

@@ -1,0 +1,80 @@
+"""Several endpoints, pure parts: the split of a level over them, the endpoint list, the configs check."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import UserError
+from engine.load.endpoints import (
+    config_mismatch,
+    connections_per_worker,
+    endpoints_from,
+    per_endpoint,
+    workers_multiple,
+)
+from engine.load.server_stats import StatsSnapshot, breakdown, summed
+from engine.load.target import Endpoint, Target
+
+
+@pytest.mark.parametrize("endpoints", [1, 2, 3, 4])
+@pytest.mark.parametrize("each", [1, 2, 3])
+@pytest.mark.parametrize("total", [0, 1, 2, 3, 5, 7, 8, 31, 33, 64, 127])
+def test_connections_spread_within_one_of_an_even_share(total: int, endpoints: int, each: int) -> None:
+    workers = endpoints * each
+    slots = connections_per_worker(total, endpoints, workers)
+    assert sum(slots) == total and len(slots) == workers
+    shares = per_endpoint(slots, endpoints)
+    assert max(shares) - min(shares) <= 1
+    assert all(abs(s - total / endpoints) < 1 for s in shares)
+    for e in range(endpoints):  # and evenly over each endpoint's workers
+        mine = slots[e::endpoints]
+        assert max(mine) - min(mine) <= 1
+
+
+def test_workers_rounded_to_a_multiple_of_the_endpoints() -> None:
+    assert workers_multiple(1, 2) == 2
+    assert workers_multiple(3, 2) == 4
+    assert workers_multiple(4, 2) == 4
+    assert workers_multiple(5, 2, most=4) == 4
+    assert workers_multiple(1, 1) == 1
+    with pytest.raises(ValueError):
+        connections_per_worker(4, 2, 3)
+
+
+def test_endpoints_named_in_order_with_their_metrics() -> None:
+    eps = endpoints_from(["http://a:8000", "http://b:8000"], ["http://a:8002/metrics", "http://b:8002/metrics"])
+    assert eps == [Endpoint("ep1", "http://a:8000", "http://a:8002/metrics"),
+                   Endpoint("ep2", "http://b:8000", "http://b:8002/metrics")]
+    target = Target("http://a:8000", "m", endpoints=eps)
+    assert target.at(eps[1]).http_url == "http://b:8000" and target.at(eps[1]).endpoints == []
+    assert Target("http://a:8000", "m").endpoint_list() == [Endpoint("", "http://a:8000")]
+
+
+def test_duplicate_endpoint_is_named() -> None:
+    with pytest.raises(UserError, match=r"endpoint ep3 \(http://A:8000/\) duplicates ep1"):
+        endpoints_from(["http://a:8000", "http://b:8000", "http://A:8000/"])
+    with pytest.raises(UserError, match="one of the metrics URLs per server URL"):
+        endpoints_from(["http://a:8000", "http://b:8000"], ["http://a:8002/metrics"])
+
+
+def test_config_mismatch_names_the_key_and_each_endpoint() -> None:
+    eps = endpoints_from(["http://a:1", "http://b:1"])
+    same = {"name": "m", "max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 100}}
+    assert config_mismatch(eps, [same, {**same, "name": "m2"}]) is None
+    other = {**same, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
+    line = config_mismatch(eps, [same, other])
+    assert line == "model config differs in dynamic_batching.max_queue_delay_microseconds: ep1 100, ep2 500"
+
+
+def _snap(count: int, ns: int) -> StatsSnapshot:
+    parts = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+    return StatsSnapshot(count, count, dict.fromkeys(parts, count), dict.fromkeys(parts, ns))
+
+
+def test_summed_statistics_weigh_each_server_by_its_requests() -> None:
+    before = summed([_snap(0, 0), _snap(0, 0)])
+    after = summed([_snap(100, 100 * 1_000_000), _snap(300, 300 * 3_000_000)])
+    found = breakdown(before, after, None)
+    assert found is not None and found.request_count == 400
+    assert found.server_total == pytest.approx((100 * 1e-3 + 300 * 3e-3) / 400)
+    assert summed([None, None]) is None
