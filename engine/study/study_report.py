@@ -153,7 +153,9 @@ def _scale_out(f: StudyFigures) -> list:
     slo_cols = [f"images/s at {f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", "$ / 1000 images at SLO"] if f.slo else []
     return [Heading("Scale out or scale up"),
             Table(["Config", "Way", "$ / hr", "Peak images/s", "$ / 1000 images at peak", *slo_cols], rows,
-                  "N servers of one GPU each, priced as N one-GPU boxes, against one box of N GPUs at its own price"),
+                  "N servers of one GPU each, priced as N one-GPU boxes, against one box of N GPUs at its own price"
+                  if f.unit == "GPU" else "N servers of the cpu config, priced as N boxes, against one server of N "
+                  "instances on one box"),
             *[Para(s.answer.line[0].upper() + s.answer.line[1:] + ".") for s in f.scale]]
 
 

@@ -3,7 +3,15 @@
 import pytest
 
 from engine.analysis.saturation import UNSTABLE_MARK
-from engine.analysis.scale_out import EITHER, SCALE_OUT, SCALE_UP, Figure, Side, boxes_label, scale_answer
+from engine.analysis.scale_out import (
+    EITHER,
+    SCALE_OUT,
+    SCALE_UP,
+    Figure,
+    Side,
+    boxes_label,
+    scale_answer,
+)
 from engine.analysis.scaling import cost_per_1000
 
 
