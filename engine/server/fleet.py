@@ -102,6 +102,13 @@ class ServerFleet:
         return [s.log_path for s in self.servers]
 
     @property
+    def client_gpus(self) -> list[int | None]:
+        """Each server's GPU in this process's numbering (None: a CPU server): where a client puts
+        a server's CUDA shared-memory inputs. The server itself sees that GPU as its GPU 0."""
+        return [int(s.pinned_gpu) if s.pinned_gpu is not None and s.pinned_gpu.isdigit() else None
+                for s in self.servers]
+
+    @property
     def pid(self) -> int | None:
         return self.servers[0].pid
 

@@ -278,3 +278,16 @@ def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None) -> lis
             answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
         out.append(ScaleComparison(c, up, answer))
     return out
+
+
+def scale_answer_lines(index_path: Path) -> list[str]:
+    """The study's scale-out answers, one line each, for the screens at its end (live and
+    replayed); [] when it ran no scale-out config. Never raises: a study that cannot be read
+    says so in the line."""
+    try:
+        index = read_index(index_path)
+        if not any(scale_out_parts(v) for v in index.finished):
+            return []
+        return [c.answer.line for c in study_figures(index_path).scale]
+    except (UserError, OSError) as exc:
+        return [f"no scale-out answer: {exc}"]

@@ -41,6 +41,7 @@ from engine.session import (
     SessionOptions,
 )
 from engine.source import EventSource
+from engine.study.figures import scale_answer_lines
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
 from engine.study.model_control import (
     NoModelControl,
@@ -220,19 +221,7 @@ class StudySource(EventSource):
             self.error = f"variants missing from the study: {', '.join(index.missing)}"
         self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
                                           index_path=str(self.index_path), exit_code=self.exit_code,
-                                          scale_answers=self._scale_answers()))
-
-    def _scale_answers(self) -> list[str]:
-        """The scale-out answer lines, for the screens: from the finished variants' recordings."""
-        assert self.index is not None and self.index_path is not None
-        if not any(scale_out_parts(v) for v in self.index.finished):
-            return []
-        from engine.study.figures import study_figures
-
-        try:
-            return [c.answer.line for c in study_figures(self.index_path).scale]
-        except (UserError, RunFailed, OSError) as exc:
-            return [f"no scale-out answer: {exc}"]
+                                          scale_answers=scale_answer_lines(self.index_path)))
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""

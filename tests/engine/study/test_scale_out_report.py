@@ -127,3 +127,18 @@ def test_the_study_screens_show_the_line_once_the_study_ends():
     assert ev.event_from_dict(done.to_dict()).scale_answers == [line]
     assert ev.event_from_dict({**dataclasses.asdict(ev.StudyFinished(status="ok")), "kind": "study_finished",
                                "v": 1}).scale_answers == []
+
+
+@pytest.mark.slow  # writes three synthetic recordings and replays them
+def test_a_replayed_study_ends_with_the_line(tmp_path):
+    from engine.study.study_replay import StudyReplaySource
+
+    path = _study(tmp_path, slo=None, costs={"1": 3.0})
+    replay = StudyReplaySource(path, speed=1000.0)
+    ends: list[ev.StudyFinished] = []
+    replay.bus.subscribe(lambda e: ends.append(e) if isinstance(e, ev.StudyFinished) else None)
+    replay.start()
+    replay.join(60)
+    (end,) = ends
+    assert end.scale_answers == [study_figures(path).scale[0].answer.line]
+    assert end.scale_answers[0].endswith("→ scale out")
