@@ -54,7 +54,10 @@ class ServerFleet:
         self.base, count = parts
         self.requested_variant = variant
         present = visible_gpu_count() if gpu_count is None else gpu_count
-        pins = pin_servers(variant, visible_gpus(present, os.environ.get("CUDA_VISIBLE_DEVICES")))
+        visible = visible_gpus(present, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        pins = pin_servers(variant, visible)
+        # each server's GPU as this process numbers it (its place in our visible list)
+        self._client_gpus = [visible.index(pin) if pin is not None else None for pin in pins]
         # more servers than GPUs: they share them (the mechanics on a small box, not a price answer)
         self.shared = self.base == "1x" and len(set(pins)) < count
         self.servers = [
@@ -105,8 +108,7 @@ class ServerFleet:
     def client_gpus(self) -> list[int | None]:
         """Each server's GPU in this process's numbering (None: a CPU server): where a client puts
         a server's CUDA shared-memory inputs. The server itself sees that GPU as its GPU 0."""
-        return [int(s.pinned_gpu) if s.pinned_gpu is not None and s.pinned_gpu.isdigit() else None
-                for s in self.servers]
+        return list(self._client_gpus)
 
     @property
     def pid(self) -> int | None:

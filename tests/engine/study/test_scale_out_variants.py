@@ -89,3 +89,19 @@ def test_servers_are_pinned_one_per_gpu():
         pin_servers("1x*2", [])
     with pytest.raises(UserError, match="not a scale-out variant"):
         pin_servers("2x", ["0", "1"])
+
+
+def test_a_gpu_fleet_is_built_one_server_per_gpu(monkeypatch):
+    from engine.server.fleet import ServerFleet
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fleet = ServerFleet("1x*2", gpu_count=2, model="openclip_vit_b32")  # built, not started
+    assert [(s.requested_variant, s.pinned_gpu, s.gpu_count) for s in fleet.servers] == [("1x", "0", 1), ("1x", "1", 1)]
+    assert fleet.client_gpus == [0, 1] and not fleet.shared and fleet.variant == "1x*2"
+    assert fleet.name(1) == "server 2 of 2 (GPU 1)"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    shared = ServerFleet("1x*2", gpu_count=1, model="openclip_vit_b32")
+    # pinned to the machine's GPU 3, which this process (and its load workers) number 0
+    assert [s.pinned_gpu for s in shared.servers] == ["3", "3"] and shared.client_gpus == [0, 0] and shared.shared
+    with pytest.raises(UserError, match="needs a GPU per server"):
+        ServerFleet("1x*2", gpu_count=0, model="openclip_vit_b32")
