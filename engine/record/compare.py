@@ -147,7 +147,7 @@ def _scale_answers(runs: list[RunComparison]) -> list[str]:
         parts = scale_out_parts(r.summary.config_variant)
         if parts is None:
             continue
-        ups = [u for u in runs if scale_out_parts(u.summary.config_variant) is None and u.n == r.n
+        ups = [u for u in runs if scale_out_parts(u.summary.config_variant) is None and _size(u) == _size(r)
                and (u.summary.gpu_model, u.summary.model) == (r.summary.gpu_model, r.summary.model)]
         if not ups:
             continue
@@ -158,6 +158,16 @@ def _scale_answers(runs: list[RunComparison]) -> list[str]:
                        up.summary.cost_per_hour, "set hardware.cost_per_hour or --cost GPUS=DOLLARS", _peak_figure(up))
         out.append(scale_answer(side_out, side_up).line)
     return out
+
+
+def _size(r: RunComparison) -> tuple[str, int | None]:
+    """("GPU", GPUs) or ("CPU", model instances): 1x*4 matches 4x, cpu*2 matches cpu2."""
+    variant = r.summary.config_variant
+    base, servers = scale_out_parts(variant) or (variant, 1)
+    if base.startswith("cpu"):
+        instances = base[3:]
+        return "CPU", (int(instances) if instances.isdigit() else 1) * servers
+    return "GPU", r.n
 
 
 def _peak_figure(r: RunComparison) -> Figure:
@@ -292,7 +302,9 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
             c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
                            f"is from an {peak.status} level (its windows did not agree within the tolerance): "
                            "measure again, or with more windows, before relying on it")
-        if r.findings.label in priced:
+        if r.findings.label in priced and scale_out_parts(r.summary.config_variant):
+            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr ({priced[r.findings.label]})")
+        elif r.findings.label in priced:
             c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) ({priced[r.findings.label]})")
         elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
             c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.record.compare import compare
 from engine.record.reader import Recording
 from engine.study.figures import study_figures
 from engine.study.index import read_index, recording_paths
@@ -51,6 +52,10 @@ def test_cpu_study_with_scale_out_gives_both_answers(tmp_path):
     # priced as two boxes like this one ($1.50/hr each) against one box
     assert scale.out.cost_per_hour == pytest.approx(3.0) and scale.up is not None and scale.up.variant == "cpu2"
     assert scale.answer.line == answer
+    # compare matches cpu*2 with cpu2 (two instances each), not with cpu
+    recordings = [Recording.open(p) for _v, p in recording_paths(index, index_path)]
+    (line,) = compare(recordings, pro_rata=True).scale_answers
+    assert line.startswith("at the peak: 2 boxes of cpu: ") and "; 1 box of cpu2: " in line
     md = next(out.glob("*.md")).read_text()
     assert "## Scale out or scale up" in md and f"{answer[0].upper()}{answer[1:]}." in md
 
