@@ -98,7 +98,9 @@ class ServerFleet:
 
     @property
     def log_path(self) -> Path | None:
-        return self.servers[0].log_path
+        """The first server's log, or once one has died, the log of the first that died."""
+        dead = [s for s in self.servers if s.pid is not None and not s.alive()]
+        return (dead or self.servers)[0].log_path
 
     @property
     def log_paths(self) -> list[Path | None]:

@@ -76,3 +76,20 @@ def test_a_server_that_does_not_start_is_named_and_the_other_stopped(tmp_path, s
         assert not _regions(server.shm_region_prefix)
     assert not list(scratch.iterdir())  # their scratch folders are gone
     fleet.stop()  # idempotent
+
+
+def test_a_server_that_dies_is_named_with_its_log(tmp_path, scratch):
+    import os
+    import signal
+
+    with ServerFleet("cpu*2", model="identity", log_dir=tmp_path) as fleet:
+        second = fleet.servers[1]
+        triton = next(p for p in psutil.Process(second.pid).children() if p.name() == "tritonserver")
+        os.kill(triton.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while second.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not fleet.alive() and fleet.servers[0].alive()
+        assert fleet.exit_reason().startswith(f"server 2 of 2, {second.http_url}: tritonserver killed by SIGKILL")
+        assert fleet.log_path == second.log_path == tmp_path / "server2" / "tritonserver.log"
+    assert not list(scratch.iterdir()) and not _regions(second.shm_region_prefix)
