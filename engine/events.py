@@ -606,6 +606,8 @@ class StudyFinished(Event):
     missing: list[str] = field(default_factory=list)
     index_path: str | None = None
     exit_code: int = 0
+    # scale out or scale up, one line per scale-out config (engine/analysis/scale_out.py)
+    scale_answers: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- messages

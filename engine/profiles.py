@@ -30,6 +30,15 @@ MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is wh
 INTERCONNECTS = ("none", "pcie_gen3", "pcie_gen4", "pcie_gen5", "nvlink", "sxm")
 VARIANTS = ("auto", "cpu", "1x", "2x", "4x", "8x")
 CPU_INSTANCES_VARIANT = re.compile(r"^cpu[1-9]\d*$")  # "cpu2": config.cpu2.pbtxt, 2 CPU instances
+# scale-out: "1x*4" is 4 embedded servers of the 1x config, one per GPU; "cpu*2" 2 of the cpu config
+SCALE_OUT_VARIANT = re.compile(r"^(1x|cpu(?:[1-9]\d*)?)\*([1-9]\d*)$")
+
+
+def scale_out_parts(variant: str) -> tuple[str, int] | None:
+    """"1x*4" -> ("1x", 4): the config each server runs and how many servers; None for a
+    variant served by one server ("1x", "4x", "cpu2", "auto")."""
+    match = SCALE_OUT_VARIANT.match(variant)
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 class ProfileError(UserError):
@@ -260,9 +269,10 @@ def _bool(v: Any) -> str | None:
 
 
 def _variant_check(v: Any) -> str | None:
-    if v in VARIANTS or (isinstance(v, str) and CPU_INSTANCES_VARIANT.match(v)):
+    if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v))):
         return None
-    return "one of " + ", ".join(repr(c) for c in VARIANTS) + " or 'cpuK' (K CPU instances)"
+    return ("one of " + ", ".join(repr(c) for c in VARIANTS) + ", 'cpuK' (K CPU instances) or '1x*N' / 'cpu*N' "
+            "(N embedded servers)")
 
 
 def _one_of(*choices: str) -> Check:
@@ -582,6 +592,9 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
             f"expected at most load.max_windows ({p.load.max_windows}), found {p.load.stable_windows}",
         )
     variant = p.model.variant
+    if scale_out_parts(variant) and p.server.kind != "embedded":
+        raise fail("model.variant", f"expected server.kind = 'embedded' for {variant!r} (several remote servers: "
+                   "server.urls)")
     if variant.endswith("x") and p.hardware.gpu_count and int(variant[:-1]) > p.hardware.gpu_count:
         raise fail(
             "model.variant",

@@ -402,12 +402,17 @@ class Session(EventSource):
 
         server = self.profile.server
         model = self.profile.model
+        endpoints: list[str] = []  # every server the load goes to; [] for one
         if server.kind == "embedded":
+            from engine.profiles import scale_out_parts
             from engine.server.embedded import EmbeddedServer
+            from engine.server.fleet import ServerFleet
 
-            self._publish(ev.PhaseChanged(phase="starting server", detail=f"embedded Triton, model {model.name}"))
+            scale_out = scale_out_parts(model.variant)
+            what = f"{scale_out[1]} embedded Tritons ({scale_out[0]} each)" if scale_out else "embedded Triton"
+            self._publish(ev.PhaseChanged(phase="starting server", detail=f"{what}, model {model.name}"))
             log_dir = self.recording_path.parent / f"{self.recording_path.stem}.logs" if self.recording_path else None
-            self._server = EmbeddedServer(
+            self._server = (ServerFleet if scale_out else EmbeddedServer)(
                 model=model.name,
                 variant=model.variant,
                 log_dir=log_dir,
@@ -422,6 +427,12 @@ class Session(EventSource):
             await asyncio.get_running_loop().run_in_executor(None, self._server.start)
             http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
             log_path = str(self._server.log_path)
+            if scale_out:
+                endpoints = self._server.http_urls
+                if self._server.shared:
+                    self._publish(ev.Warning(source="server", key="scale-out-shared", message=(
+                        f"{model.variant}: {scale_out[1]} servers share {self._gpus_present()} GPU(s): this shows the "
+                        "mechanics of scale-out, not what N one-GPU boxes would do")))
             on_gpus = bool(self._server.prepared and self._server.prepared.gpus)
             mps, mps_why = (self._server.mps_used, self._server.mps_why) if on_gpus else (None, "")
             if on_gpus and server.mps == "auto" and not mps:
@@ -439,6 +450,7 @@ class Session(EventSource):
                         endpoints=list(self._endpoints))
         info = await describe_endpoints(target, server.allow_mixed)
         check_input_shapes(self.profile.load.input_shapes, info)
+        target = self._load_over(target, endpoints)
         from engine.profiles import redact_url
 
         self._publish(
@@ -459,6 +471,17 @@ class Session(EventSource):
             )
         )
         return target, info
+
+    def _load_over(self, target: Any, urls: list[str]) -> Any:
+        """The target the sweep sends to when the load is to be spread over several servers
+        (``urls``: every server's HTTP URL, the embedded scale-out's; [] for one server). The
+        one place where a scale-out hands its servers to the load engine. The load engine takes
+        one URL for now: the load goes to the first server, and a warning says so."""
+        if len(urls) > 1:
+            self._publish(ev.Warning(source="load", key="scale-out-one-endpoint", message=(
+                f"the load goes to the first of {len(urls)} servers ({urls[0]}): the load engine does not spread "
+                "over several endpoints yet, so these figures are one server's")))
+        return target
 
     async def _watch_server(self) -> None:
         """The embedded server died (killed, crashed): say so at once, with how it ended, and end

@@ -127,14 +127,22 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", "-p", default="local", metavar="NAME|PATH", help="as for run (default: local)")
     p.add_argument("--variants", default=None, metavar="LIST",
                    help="config variants in turn, e.g. 1x,2x,4x (default: every GPU variant that fits this "
-                        "machine, or on a machine without GPUs the CPU variants cpu,cpu2)")
+                        "machine, or on a machine without GPUs the CPU variants cpu,cpu2); 1x*4 is 4 embedded "
+                        "servers of the 1x config, one per GPU (cpu*2: 2 servers of the cpu config)")
     p.add_argument("--slo", default=None, metavar="PCT=TARGET",
                    help="latency target, e.g. p99=50ms (p50, p95, p99): after the planned levels, bisect for "
                         "the highest level that meets it")
     p.add_argument("--search-steps", type=int, default=4, metavar="N",
                    help="at most this many extra levels per config for the --slo search (default: 4)")
     p.add_argument("--cost", action="append", default=[], metavar="GPUS=DOLLARS",
-                   help="$/hr of a box with this many GPUs (default: the profile's box price, pro rata per GPU)")
+                   help="$/hr of a box with this many GPUs (default: the profile's box price, pro rata per GPU); "
+                        "--cost 1=DOLLARS also prices the scale-out config's one-GPU boxes")
+    p.add_argument("--scale-out", action="store_true",
+                   help="also run 1x*N (N embedded servers of one GPU each, N = the largest variant's GPUs; "
+                        "cpu*2 without GPUs) and answer: scale out or scale up, by $ per 1000 images")
+    p.add_argument("--scale-out-profile", default=None, metavar="NAME|PATH",
+                   help="a one-GPU profile whose hardware.cost_per_hour prices each box of the scale-out "
+                        "config (e.g. 1x_rtx4080; --cost 1=DOLLARS wins)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value, as for run")
     p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
@@ -204,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost", action="append", default=[], metavar="GPUS=DOLLARS",
                    help="$/hr of a box with this many GPUs, e.g. --cost 1=3.5 --cost 4=14 (runs made on one big "
                         "box standing for smaller ones); replaces the profiles' cost_per_hour")
+    p.add_argument("--scale-out-profile", default=None, metavar="NAME|PATH",
+                   help="a one-GPU profile whose hardware.cost_per_hour prices each box of a scale-out run (1x*N); "
+                        "--cost 1=DOLLARS wins")
 
     p = sub.add_parser("model", help="model utilities")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", parser_class=OneLineParser, required=True)
@@ -367,7 +378,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
     terminal = sys.stdin.isatty() and sys.stdout.isatty()
     study = StudySource(profile, parse_variants(args.variants), slo=slo, record_dir=args.output,
                         search_steps=args.search_steps, costs=_parse_costs(args.cost),
-                        ask=_ask_on_terminal if terminal else None)
+                        ask=_ask_on_terminal if terminal else None, scale_out=args.scale_out,
+                        scale_out_price=_one_box_price(args.scale_out_profile))
     study.prepare()  # bad input (variants, GPUs, model control) ends here: one line, exit 2
     if args.headless or not terminal or study.server_kind == "remote (manual)":
         return _run_study_headless(study)
@@ -493,6 +505,22 @@ def _print_notes(recordings: list) -> None:  # noqa: ANN001 - Recording
             print(f"{PROG}: warning: {note}", file=sys.stderr)
 
 
+def _one_box_price(name: str | None) -> tuple[float, str] | None:
+    """--scale-out-profile: a one-GPU profile's box price, and where it is from."""
+    if name is None:
+        return None
+    from engine.profiles import load_profile
+
+    box = load_profile(name)
+    hw = box.hardware
+    if hw.gpu_count != 1:
+        raise UserError(f"--scale-out-profile {name}: expected a one-GPU profile, found hardware.gpu_count = "
+                        f"{hw.gpu_count}")
+    if not hw.cost_per_hour:
+        raise UserError(f"--scale-out-profile {name}: hardware.cost_per_hour is not set (or use --cost 1=DOLLARS)")
+    return hw.cost_per_hour, f"hardware.cost_per_hour of profile {box.name}"
+
+
 def _parse_costs(items: list[str]) -> dict[int, float]:
     """``4=14`` or ``4gpu:14``: $/hr of a box with that many GPUs."""
     costs: dict[int, float] = {}
@@ -530,6 +558,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from engine.study.index import is_index, read_index, recording_paths
 
     files: list[Path] = []
+    one_box = _one_box_price(args.scale_out_profile)
     study = False  # a study prices each config as its share of the box: so does its comparison
     for path in args.files:  # a study index stands for its finished variants' recordings
         if is_index(path):
@@ -538,6 +567,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             study = True
             for gpus, dollars in index.costs.items():  # the study's own --cost, unless given again
                 costs.setdefault(int(gpus), float(dollars))
+            if one_box is None and index.scale_out_price:  # the study's own --scale-out-profile
+                one_box = (index.scale_out_price, index.scale_out_price_from)
         else:
             files.append(path)
     recordings = [Recording.open(path) for path in files]
@@ -547,7 +578,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         from engine.study.figures import study_figures
 
         verdict = study_figures(args.files[0], costs).stop.reason
-    comparison = compare(recordings, costs, pro_rata=study, study_verdict=verdict)
+    comparison = compare(recordings, costs, pro_rata=study, study_verdict=verdict, scale_out_price=one_box)
     failures = evaluate_comparison_gates(gates, comparison)
     comparison.gates, comparison.gate_failures = describe_gates(gates), failures  # in the report too
     if args.out:

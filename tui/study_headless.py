@@ -67,7 +67,8 @@ class StudyPrinter(HeadlessPrinter):
 
     def _study_finished(self, event: ev.StudyFinished) -> str:
         missing = f"; missing: {', '.join(event.missing)}" if event.missing else ""
-        return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}"
+        answers = "".join(f"\n{line}" for line in event.scale_answers)  # scale out or scale up
+        return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}{answers}"
 
     def finish_study(self, exit_code: int, index_path: Path | None, report_lines: list[str]) -> None:
         self.close()

@@ -111,3 +111,15 @@ def config_table(study: StudyState) -> Table:
             track.recording or "", style=style,
         )
     return table
+
+
+def scale_answers(study: StudyState) -> Text:
+    """Scale out or scale up: the study's answer lines, once it has finished (none before)."""
+    lines = study.finished.scale_answers if study.finished is not None else []
+    text = Text()
+    for i, line in enumerate(lines):
+        verdict = line.rsplit("→", 1)
+        text.append(("\n" if i else "") + verdict[0])
+        if len(verdict) == 2:
+            text.append("→" + verdict[1], style="bold")
+    return text

@@ -15,8 +15,10 @@ from typing import Any
 
 from engine import format as num
 from engine.analysis.gates import GATE_FAILURE_EXIT_CODE as GATE_EXIT
+from engine.analysis.scale_out import Figure, Side, boxes_label, scale_answer
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
+from engine.profiles import scale_out_parts
 from engine.record import svg
 from engine.record.doc import (
     Bullets,
@@ -65,6 +67,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # differences to keep in mind
     levels: list[float] = field(default_factory=list)  # every level any run measured
     study_verdict: str | None = None  # a study's own conclusion (stop at N), when these runs are one study
+    scale_answers: list[str] = field(default_factory=list)  # scale out or scale up, per scale-out run
     gates: list[str] = field(default_factory=list)  # the gates checked, in words ([]: none)
     gate_failures: list[str] = field(default_factory=list)
 
@@ -77,21 +80,27 @@ class Comparison:
 
 
 def compare(recordings: list[Recording], costs: dict[int, float] | None = None, pro_rata: bool = False,
-            study_verdict: str | None = None) -> Comparison:
+            study_verdict: str | None = None, scale_out_price: tuple[float, str] | None = None) -> Comparison:
     """``costs``: $/hr by GPU count of the config variant (seed 001's "1gpu:1.5,2gpu:3.0"), for runs
     made on one big box that stand for smaller boxes; it replaces each profile's cost_per_hour.
     ``pro_rata``: a run on part of the box, not priced by ``costs``, costs its share of the box
     (what the study's own table does, so that its report and this comparison agree).
     ``study_verdict``: the runs are one scaling study, whose verdict this is: the model-config
     differences between its variants are its variable, not a mismatch, and the recommendation
-    leads with its verdict."""
+    leads with its verdict. ``scale_out_price``: a one-GPU box's $/hr and where it is from, for
+    the scale-out runs (N servers are N boxes); ``costs[1]`` wins over it."""
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
     priced: dict[int, str] = {}  # run index -> how its price was set
     for i, summary in enumerate(summaries):
         n, box, count = summary.gpus_in_config, summary.cost_per_hour, summary.gpu_count
-        if costs and n in costs:
+        if (parts := scale_out_parts(summary.config_variant)) is not None:
+            price, priced_how = scale_out_box_price(parts, costs or {}, scale_out_price, box)
+            summaries[i] = replace(summary, cost_per_hour=price)
+            if priced_how:
+                priced[i] = priced_how
+        elif costs and n in costs:
             summaries[i] = replace(summary, cost_per_hour=costs[n])
             priced[i] = "given on the command line"
         elif pro_rata and n and count and n < count and box:
@@ -109,7 +118,62 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
     comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}),
                             study_verdict=study_verdict)
     _check_apples(comparison, {findings[i].label: how for i, how in priced.items()}, study=study_verdict is not None)
+    comparison.scale_answers = _scale_answers(runs)
     return comparison
+
+
+SCALE_OUT_UNPRICED = "no price for its one-GPU boxes: set --cost 1=DOLLARS or --scale-out-profile NAME"
+
+
+def scale_out_box_price(parts: tuple[str, int], costs: Mapping[int, float], one_box: tuple[float, str] | None,
+                        box: float | None) -> tuple[float | None, str]:
+    """A scale-out run's $/hr: its N servers are N boxes, each priced as a one-GPU box (--cost 1=,
+    else a one-GPU profile's price), or on a CPU run as the box it ran on; never the N-GPU box's
+    price it may have been recorded with."""
+    base, n = parts
+    if base == "1x" and 1 in costs:
+        return n * costs[1], f"{n} one-GPU boxes at ${costs[1]:g}/hr each (given on the command line)"
+    if one_box is not None:
+        return n * one_box[0], f"{n} boxes at ${one_box[0]:g}/hr each ({one_box[1]})"
+    if base != "1x" and box:
+        return n * box, f"{n} boxes like this one at ${box:g}/hr each"
+    return None, ""
+
+
+def _scale_answers(runs: list[RunComparison]) -> list[str]:
+    """Each scale-out run against a one-server run with as many GPUs, of the same GPU and model."""
+    out = []
+    for r in runs:
+        parts = scale_out_parts(r.summary.config_variant)
+        if parts is None:
+            continue
+        ups = [u for u in runs if scale_out_parts(u.summary.config_variant) is None and _size(u) == _size(r)
+               and (u.summary.gpu_model, u.summary.model) == (r.summary.gpu_model, r.summary.model)]
+        if not ups:
+            continue
+        up = ups[0]
+        side_out = Side(boxes_label(parts[1], parts[0], r.summary.gpu_model), r.summary.cost_per_hour,
+                        SCALE_OUT_UNPRICED.split(": ", 1)[1], _peak_figure(r))
+        side_up = Side(boxes_label(1, up.summary.config_variant or f"{up.n}x", up.summary.gpu_model),
+                       up.summary.cost_per_hour, "set hardware.cost_per_hour or --cost GPUS=DOLLARS", _peak_figure(up))
+        out.append(scale_answer(side_out, side_up).line)
+    return out
+
+
+def _size(r: RunComparison) -> tuple[str, int | None]:
+    """("GPU", GPUs) or ("CPU", model instances): 1x*4 matches 4x, cpu*2 matches cpu2."""
+    variant = r.summary.config_variant
+    base, servers = scale_out_parts(variant) or (variant, 1)
+    if base.startswith("cpu"):
+        instances = base[3:]
+        return "CPU", (int(instances) if instances.isdigit() else 1) * servers
+    return "GPU", r.n
+
+
+def _peak_figure(r: RunComparison) -> Figure:
+    peak = r.findings.peak
+    return Figure(peak.throughput if peak else None, r.findings.cost_per_1000_at_peak,
+                  peak is not None and peak.status != "stable")
 
 
 def _unique_labels(labels: list[str]) -> list[str]:
@@ -238,13 +302,16 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
             c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
                            f"is from an {peak.status} level (its windows did not agree within the tolerance): "
                            "measure again, or with more windows, before relying on it")
-        if r.findings.label in priced:
+        if r.findings.label in priced and scale_out_parts(r.summary.config_variant):
+            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr ({priced[r.findings.label]})")
+        elif r.findings.label in priced:
             c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) ({priced[r.findings.label]})")
         elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
             c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
                            f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")
         if r.summary.cost_per_hour is None:
-            c.notes.append(f"{r.label}: hardware.cost_per_hour not set: no cost per 1000 images")
+            c.notes.append(f"{r.label}: " + (SCALE_OUT_UNPRICED if scale_out_parts(r.summary.config_variant) else
+                                            "hardware.cost_per_hour not set") + ": no cost per 1000 images")
 
 
 def _version(r: RunComparison, key: str) -> Any:
@@ -307,6 +374,8 @@ def build_compare_doc(c: Comparison) -> Doc:
     for r in c.runs:
         v = r.findings.verdict
         doc.add(Para(f"{r.label}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
+    if c.scale_answers:
+        doc.add(Heading("Scale out or scale up"), *[Para(line[0].upper() + line[1:] + ".") for line in c.scale_answers])
     doc.add(Heading("Recommendation"), Bullets(_recommend(c)))
     if c.gates:  # the gates' results belong in the report as well as in the exit code
         if c.gate_failures:

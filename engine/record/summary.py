@@ -27,6 +27,7 @@ from engine.events import (
     WireCeiling,
 )
 from engine.modes import mode_of
+from engine.profiles import scale_out_parts
 from engine.record.gpu_fields import FIELDS, TIMELINE, column_or_null
 
 
@@ -204,12 +205,19 @@ class RecordingSummary:
     @property
     def label(self) -> str:
         n = self.gpus_in_config
-        gpus = f"{n}x {self.gpu_model}" if n else (self.config_variant or "cpu")
+        if (parts := scale_out_parts(self.config_variant)) is not None:  # N servers stand for N boxes
+            gpus = f"{parts[1]} x {parts[0]}" + (f" {self.gpu_model}" if parts[0] == "1x" else "")
+        else:
+            gpus = f"{n}x {self.gpu_model}" if n else (self.config_variant or "cpu")
         return f"{gpus} ({self.profile_name})"
 
 
 def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
-    """"4x" -> 4. Without an "Nx" variant: the box's GPU count, or None on a CPU-only run."""
+    """"4x" -> 4, "1x*4" (4 servers of one GPU each) -> 4. Without an "Nx" variant: the box's
+    GPU count, or None on a CPU-only run."""
+    parts = scale_out_parts(variant)
+    if parts is not None:
+        return parts[1] if parts[0] == "1x" else (gpu_count if gpu_count > 0 else None)
     if variant.endswith("x") and variant[:-1].isdigit() and int(variant[:-1]) > 0:
         return int(variant[:-1])
     return gpu_count if gpu_count > 0 else None

@@ -128,14 +128,18 @@ class EmbeddedServer:
         model_control: str | None = None,
         extra_models: tuple[str, ...] = (),
         mps: str = "auto",
+        pinned_gpu: str | None = None,
     ) -> None:
         self.model = model
+        # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
+        # several servers side by side (engine/server/fleet.py); None: it sees what we see
+        self.pinned_gpu = pinned_gpu
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
         self.requested_variant = variant
         self.log_dir = log_dir
-        self.gpu_count = visible_gpu_count() if gpu_count is None else gpu_count
+        self.gpu_count = (1 if pinned_gpu is not None else visible_gpu_count()) if gpu_count is None else gpu_count
         self.weights = weights
         self.bind_address = bind_address
         self.startup_timeout_s = startup_timeout_s
@@ -216,6 +220,8 @@ class EmbeddedServer:
             log_dir.mkdir(parents=True, exist_ok=True)
             self.log_path = log_dir / "tritonserver.log"
             env = server_environment(dist, [str(PROJECT_ROOT)])
+            if self.pinned_gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = self.pinned_gpu
             choice = choose(self.mps, len(self.prepared.gpus), find_control())
             self.mps_used, self.mps_why = choice.use, choice.why
             authored = instance_count(self.prepared.config_text)
@@ -281,8 +287,10 @@ class EmbeddedServer:
         assert self.prepared is not None
         wanted = parameter(self.prepared.config_text, "mps_instances_per_gpu")
         gpus = self.prepared.gpus
+        # NVML counts every GPU of the machine: a pinned server's GPU 0 is the one it is pinned to
+        physical = (int(self.pinned_gpu),) if self.pinned_gpu is not None and self.pinned_gpu.isdigit() else gpus
         count = instances_under_mps(authored, int(wanted) if wanted and wanted.isdigit() else None,
-                                    smallest_memory_gib(gpus), len(gpus), os.cpu_count() or 1) if under_mps else authored
+                                    smallest_memory_gib(physical), len(gpus), os.cpu_count() or 1) if under_mps else authored
         if count != instance_count(self.prepared.config_text):
             self.prepared = set_instance_count(self.prepared, count)
 

@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis.energy import joules_per_image
+from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.slo import Measured, Slo, SloPoint, parse_slo, slo_point
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
+from engine.profiles import scale_out_parts
 from engine.record.findings import RunFindings, analyze
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.index import StudyIndex, read_index, recording_paths
-from engine.study.variants import variant_order, variant_units
+from engine.study.variants import is_gpu_variant, variant_order, variant_units
 
 ENERGY_SOURCES = {"nvml": "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption)",
                   "triton": "Triton's nv_energy_consumption (/metrics)"}
@@ -49,6 +51,20 @@ class ConfigFigures:
     def peak_throughput(self) -> float | None:
         return self.findings.peak.throughput if self.findings.peak else None
 
+    @property
+    def scale_out(self) -> tuple[str, int] | None:
+        """("1x", 4) for "1x*4": the config of each server and how many; None for one server."""
+        return scale_out_parts(self.variant)
+
+
+@dataclass
+class ScaleComparison:
+    """A scale-out config against the scale-up config of the same size, with the answer."""
+
+    out: ConfigFigures
+    up: ConfigFigures | None  # None: the study has no scale-up config of that size
+    answer: ScaleAnswer
+
 
 @dataclass
 class StudyFigures:
@@ -61,6 +77,7 @@ class StudyFigures:
     basis: str  # "at p99 <= 50 ms" or "peak"
     unit: str  # "GPU" or "CPU instance"
     recordings: list[Recording]
+    scale: list[ScaleComparison] = field(default_factory=list)  # one per scale-out config
 
 
 def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -112,7 +129,10 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
     source = "nvml" if series.get("nvml") else ("triton" if series.get("triton") else None)
     if source is None:
         return {}, None
-    wanted = _config_gpus(summary.server.get("model_config") or summary.model_config or {})
+    parts = scale_out_parts(summary.config_variant)
+    # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each
+    wanted = (set(range(parts[1])) if parts and parts[0] == "1x" else
+              _config_gpus(summary.server.get("model_config") or summary.model_config or {}))
     devices = {k: v for k, v in series[source].items()
                if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}
     out: dict[float, float] = {}
@@ -127,7 +147,30 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
     return out, source
 
 
-def _cost(summary: RecordingSummary, variant: str, costs: dict[int, float]) -> tuple[float | None, str]:
+SCALE_OUT_PRICE_HINT = "set --cost 1=DOLLARS (a one-GPU box's $/hr) or --scale-out-profile NAME (a one-GPU profile)"
+SCALE_UP_PRICE_HINT = "set hardware.cost_per_hour in the profile or --cost GPUS=DOLLARS"
+
+
+def _scale_out_cost(summary: RecordingSummary, variant: str, costs: dict[int, float],
+                    one_box: tuple[float, str] | None) -> tuple[float | None, str]:
+    """N servers are N boxes: N times a one-GPU box's price (--cost 1=, else the one-GPU profile
+    given with --scale-out-profile); on a CPU study N times the box's own price."""
+    parts = scale_out_parts(variant)
+    assert parts is not None
+    base, n = parts
+    if base == "1x" and 1 in costs:
+        return n * costs[1], f"{n} one-GPU boxes at ${costs[1]:g}/hr each (given on the command line)"
+    if one_box is not None:
+        return n * one_box[0], f"{n} boxes at ${one_box[0]:g}/hr each ({one_box[1]})"
+    if base != "1x" and summary.cost_per_hour is not None:
+        return n * summary.cost_per_hour, f"{n} boxes like this one at ${summary.cost_per_hour:g}/hr each"
+    return None, f"not set: {SCALE_OUT_PRICE_HINT}"
+
+
+def _cost(summary: RecordingSummary, variant: str, costs: dict[int, float],
+          one_box: tuple[float, str] | None = None) -> tuple[float | None, str]:
+    if scale_out_parts(variant):
+        return _scale_out_cost(summary, variant, costs, one_box)
     units = variant_units(variant)
     gpu = variant.endswith("x")
     if gpu and units in costs:
@@ -147,6 +190,8 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     costs = dict(costs or {})
     for key, value in index.costs.items():
         costs.setdefault(int(key), float(value))
+    one_box = ((index.scale_out_price, index.scale_out_price_from or "the one-GPU profile")
+               if index.scale_out_price else None)
     slo = parse_slo(index.slo) if index.slo else None
     recordings = []
     configs = []
@@ -166,11 +211,11 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
                                  lv.result.throughput_ips)
                         for lv in summary.levels if lv.result.status != "interrupted"]
             point = slo_point(measured, slo.target_s)
-        per_hour, basis = _cost(summary, variant, costs)
+        per_hour, basis = _cost(summary, variant, costs, one_box)
         energy, source = _energy(recording, summary)
         peak = findings.peak
         configs.append(ConfigFigures(
-            variant=variant, units=variant_units(variant), gpu=variant.endswith("x"), findings=findings, slo=point,
+            variant=variant, units=variant_units(variant), gpu=is_gpu_variant(variant), findings=findings, slo=point,
             cost_per_hour=per_hour, cost_basis=basis,
             cost_peak=cost_per_1000(per_hour, peak.throughput) if per_hour and peak else None,
             cost_slo=cost_per_1000(per_hour, point.throughput) if per_hour and point and point.throughput else None,
@@ -190,8 +235,59 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     gpu = all(c.gpu for c in configs)
     unit = "GPU" if gpu else "CPU instance"
     basis = f"at {slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else "peak"
+    # the marginal gain and "stop at" weigh GPUs added to one server: the scale-out configs are
+    # the other answer (scale_comparisons)
     points = [ConfigPoint(c.variant, c.units, (c.slo.throughput if c.slo else None) if slo else c.peak_throughput,
-                          c.cost_slo if slo else c.cost_peak) for c in configs]
+                          c.cost_slo if slo else c.cost_peak) for c in configs if c.scale_out is None]
+    slo_name = f"{slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else None
     return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
                         steps=marginal_steps(points), stop=stop_at(points, unit, basis=basis), basis=basis,
-                        unit=unit, recordings=recordings)
+                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, slo_name))
+
+
+def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
+    return any(p.level == level and p.status != "stable" for p in c.findings.points)
+
+
+def _side(c: ConfigFigures, label: str, hint: str) -> Side:
+    peak = c.findings.peak
+    slo = None
+    if c.slo is not None:
+        slo = Figure(c.slo.throughput if c.slo.level is not None else None, c.cost_slo,
+                     c.slo.level is not None and _unstable_at(c, c.slo.level))
+    return Side(label, c.cost_per_hour, hint,
+                Figure(c.peak_throughput, c.cost_peak, peak is not None and peak.status != "stable"), slo)
+
+
+def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None) -> list[ScaleComparison]:
+    """Each scale-out config against the one-server config of the same size (1x*4 against 4x,
+    cpu*2 against cpu2), and the answer in one line."""
+    out = []
+    for c in configs:
+        if c.scale_out is None:
+            continue
+        base, n = c.scale_out
+        model = c.summary.gpu_model
+        up = next((u for u in configs if u.scale_out is None and u.gpu == c.gpu and u.units == c.units), None)
+        out_side = _side(c, boxes_label(n, base, model), SCALE_OUT_PRICE_HINT)
+        if up is None:
+            size = f"{c.units}x" if c.gpu else f"cpu{c.units}"
+            answer = ScaleAnswer(None, f"{out_side.label}: no scale-up config of the same size in this study "
+                                       f"(add {size} to --variants)")
+        else:
+            answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
+        out.append(ScaleComparison(c, up, answer))
+    return out
+
+
+def scale_answer_lines(index_path: Path) -> list[str]:
+    """The study's scale-out answers, one line each, for the screens at its end (live and
+    replayed); [] when it ran no scale-out config. Never raises: a study that cannot be read
+    says so in the line."""
+    try:
+        index = read_index(index_path)
+        if not any(scale_out_parts(v) for v in index.finished):
+            return []
+        return [c.answer.line for c in study_figures(index_path).scale]
+    except (UserError, OSError) as exc:
+        return [f"no scale-out answer: {exc}"]

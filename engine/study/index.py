@@ -22,7 +22,7 @@ from engine.errors import UserError
 INDEX_SUFFIX = ".study.json"
 INDEX_KIND = "gpuscale-tui study"
 INDEX_VERSION = 1
-VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*)$")  # as engine/study/variants.py accepts them
+VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*)$")  # as engine/study/variants.py accepts them
 
 
 @dataclass
@@ -45,6 +45,9 @@ class StudyIndex:
     slo: str | None = None
     search_steps: int = 0
     costs: dict[str, float] = field(default_factory=dict)  # GPUs -> $/hr given on the command line
+    # a one-GPU box's $/hr for the scale-out configs (from --scale-out-profile), and where from
+    scale_out_price: float | None = None
+    scale_out_price_from: str = ""
     started: float = 0.0
     ended: float | None = None
     status: str = "running"  # "running", "ok", "failed", "interrupted"
@@ -115,7 +118,7 @@ def _index_problem(index: StudyIndex) -> str | None:
         return f"variants: expected a list of names, found {index.variants!r:.80}"
     for run in index.runs:
         if not isinstance(run.variant, str) or not VARIANT_NAME.match(run.variant):
-            return f"unknown variant {run.variant!r:.40} (expected Nx, cpu or cpuK)"
+            return f"unknown variant {run.variant!r:.40} (expected Nx, cpu, cpuK, 1x*N or cpu*N)"
         if run.recording is not None and (not isinstance(run.recording, str) or not run.recording
                                           or Path(run.recording).is_absolute() or ".." in Path(run.recording).parts):
             return f"variant {run.variant}: recording {run.recording!r:.80} is not a file name beside the index"
@@ -123,6 +126,12 @@ def _index_problem(index: StudyIndex) -> str | None:
             return f"variant {run.variant}: status and exit_code of the wrong type"
         if not isinstance(run.how, str) or (run.error is not None and not isinstance(run.error, str)):
             return f"variant {run.variant}: error of the wrong type"
+    price = index.scale_out_price
+    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
+                              or not math.isfinite(price) or price <= 0):
+        return f"scale_out_price: expected $/hr > 0, found {price!r:.40}"
+    if not isinstance(index.scale_out_price_from, str):
+        return f"scale_out_price_from: expected text, found {index.scale_out_price_from!r:.40}"
     if index.slo is not None and not isinstance(index.slo, str):
         return f"slo: expected text, found {index.slo!r:.40}"
     if isinstance(index.search_steps, bool) or not isinstance(index.search_steps, int):

@@ -121,6 +121,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
                 Table(["Step", f"Added {units}", f"images/s per added {f.unit} ({f.basis})",
                        f"Share of one {f.unit} in {f.configs[0].variant}", "Change in $ / 1000 images"], step_rows))
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
+    doc.add(*_scale_out(f))
 
     if len(f.recordings) >= 2:
         comparison = compare(f.recordings, study_verdict=f.stop.reason)
@@ -134,6 +135,28 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Heading("Recordings"), Bullets([f"{r.variant}: {r.recording or 'none'} (status {r.status}"
                                             + (f", {r.error}" if r.error else "") + ")" for r in ix.runs]))
     return doc
+
+
+def _scale_out(f: StudyFigures) -> list:
+    """Scale out or scale up: each scale-out config beside the one-server config of its size,
+    each priced as what it is, then the answer in one line."""
+    if not f.scale:
+        return []
+    rows = []
+    for s in f.scale:
+        for c, how in ((s.out, "scale out"), (s.up, "scale up")):
+            if c is None:
+                continue
+            slo = c.slo.throughput if c.slo and c.slo.level is not None else None
+            rows.append([c.variant, how, fmt.money(c.cost_per_hour), fmt.rate(c.peak_throughput) + _unstable(c.findings.peak),
+                         fmt.money(c.cost_peak), *([fmt.rate(slo), fmt.money(c.cost_slo)] if f.slo else [])])
+    slo_cols = [f"images/s at {f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", "$ / 1000 images at SLO"] if f.slo else []
+    return [Heading("Scale out or scale up"),
+            Table(["Config", "Way", "$ / hr", "Peak images/s", "$ / 1000 images at peak", *slo_cols], rows,
+                  "N servers of one GPU each, priced as N one-GPU boxes, against one box of N GPUs at its own price"
+                  if f.unit == "GPU" else "N servers of the cpu config, priced as N boxes, against one server of N "
+                  "instances on one box"),
+            *[Para(s.answer.line[0].upper() + s.answer.line[1:] + ".") for s in f.scale]]
 
 
 def _charts(f: StudyFigures) -> list:

@@ -29,7 +29,7 @@ from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.modes import mode_of
-from engine.profiles import Profile
+from engine.profiles import Profile, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import (
     EXIT_BAD_INPUT,
@@ -41,6 +41,7 @@ from engine.session import (
     SessionOptions,
 )
 from engine.source import EventSource
+from engine.study.figures import scale_answer_lines
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
 from engine.study.model_control import (
     NoModelControl,
@@ -48,7 +49,12 @@ from engine.study.model_control import (
     load_variant,
     variant_sources,
 )
-from engine.study.variants import plan_variants
+from engine.study.variants import (
+    plan_variants,
+    refuse_scale_out_remote,
+    scale_out_variant,
+    variant_order,
+)
 
 Ask = Callable[[str], bool]  # shows a request to a person, True when they are ready, False to stop
 
@@ -80,8 +86,11 @@ class StudySource(EventSource):
     def __init__(self, profile: Profile, variants: list[str] | None, *, slo: Slo | None = None,
                  record_dir: Path = Path("recordings"), gpu_count: int | None = None,
                  search_steps: int = DEFAULT_SEARCH_STEPS, costs: dict[int, float] | None = None,
-                 ask: Ask | None = None, bus: EventBus | None = None) -> None:
+                 ask: Ask | None = None, bus: EventBus | None = None, scale_out: bool = False,
+                 scale_out_price: tuple[float, str] | None = None) -> None:
         super().__init__(bus)
+        self.scale_out = scale_out  # add the scale-out config (1x*N, or cpu*2) to the planned ones
+        self.scale_out_price = scale_out_price  # a one-GPU box's $/hr, and where it is from
         self.profile = profile
         self.requested = variants
         self.slo = slo
@@ -109,6 +118,10 @@ class StudySource(EventSource):
         model = self.profile.model.name
         server = self.profile.server
         if server.kind == "remote":
+            refuse_scale_out_remote(self.requested)
+            if self.scale_out:
+                raise UserError("--scale-out starts embedded servers; for several remote servers, list them in "
+                                "server.urls")
             self.sources = variant_sources(model)
             if not self.sources:
                 raise UserError(f"no config variants for model {model!r} under model_repository/ "
@@ -131,6 +144,11 @@ class StudySource(EventSource):
 
                 self.gpu_count = visible_gpu_count()
             self.variants = plan_variants(model, self.requested, self.gpu_count)
+            if self.scale_out:
+                added = scale_out_variant(self.variants, self.gpu_count)
+                plan_variants(model, [added], self.gpu_count, gpus_known=False)  # its config exists
+                if added not in self.variants:
+                    self.variants = sorted([*self.variants, added], key=variant_order)
         self.record_dir.mkdir(parents=True, exist_ok=True)
         stamp = utc_stamp(datetime.now(UTC))
         stem = f"study_{name_slug(model)}_{name_slug(self.profile.name)}_{stamp}"
@@ -144,6 +162,8 @@ class StudySource(EventSource):
             study_id=uuid.uuid4().hex[:12], profile=self.profile.name, model=model, variants=list(self.variants),
             server=self.server_kind, slo=str(self.slo) if self.slo else None, search_steps=self.search_steps,
             costs={str(k): v for k, v in self.costs.items()}, started=time.time(),
+            scale_out_price=self.scale_out_price[0] if self.scale_out_price else None,
+            scale_out_price_from=self.scale_out_price[1] if self.scale_out_price else "",
         )
         write_index(self.index, self.index_path)
 
@@ -201,11 +221,15 @@ class StudySource(EventSource):
         if index.missing and self.error is None and self.exit_code != EXIT_OK:
             self.error = f"variants missing from the study: {', '.join(index.missing)}"
         self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
-                                          index_path=str(self.index_path), exit_code=self.exit_code))
+                                          index_path=str(self.index_path), exit_code=self.exit_code,
+                                          scale_answers=scale_answer_lines(self.index_path)))
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""
         if self.server_kind == EMBEDDED:
+            if parts := scale_out_parts(variant):
+                each = "one per GPU" if parts[0] == "1x" else "on this box"
+                return f"{parts[1]} embedded servers of the {parts[0]} config, {each}"
             return "embedded server started with this variant"
         server, model = self.profile.server, self.profile.model.name
         source = self.sources[variant]

@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.host import ViewHost
-from tui.study_view import config_table, headline, render_curves
+from tui.study_view import config_table, headline, render_curves, scale_answers
 from tui.widgets.view import ViewBody
 
 
@@ -22,10 +22,13 @@ class StudyView(ViewBody):
         with VerticalScroll(id="study-body"):
             yield Static(id="study-curves", classes="panel")
             yield Static(id="study-table", classes="panel")
+            yield Static(id="study-scale", classes="panel")
 
     def on_mount(self) -> None:
         self.query_one("#study-curves").border_title = "throughput vs concurrency, per config"
         self.query_one("#study-table").border_title = "configs"
+        self.query_one("#study-scale").border_title = "scale out or scale up"
+        self.query_one("#study-scale").display = False  # until a study with a scale-out config ends
 
     def show(self, host: ViewHost, force: bool = False) -> None:
         study = host.study
@@ -38,3 +41,7 @@ class StudyView(ViewBody):
         self.query_one("#study-head", Static).update(headline(study))
         self.query_one("#study-curves", Static).update(render_curves(study, width, height))
         self.query_one("#study-table", Static).update(config_table(study))
+        answers = scale_answers(study)
+        scale = self.query_one("#study-scale", Static)
+        scale.display = bool(answers.plain)
+        scale.update(answers)

@@ -1,0 +1,82 @@
+"""Scale out or scale up, in one line: N one-GPU boxes against one N-GPU box, each priced as
+what it is (N times a one-GPU box's $/hr against the N-GPU box's), compared on $ per 1000 images
+at the latency target when the study has one (what a service can sell), else at the peak.
+
+Pure: the figures come in (throughput, cost per 1000 images, whether the level was stable), the
+line goes out, e.g. "at the peak: 4 boxes of 1x RTX 4080: 2,310 images/s at $0.000410/1000;
+1 box of 4x RTX 4080: 1,980 images/s at $0.000520/1000 → scale out".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine import format as fmt
+from engine.analysis.saturation import UNSTABLE_MARK
+
+TIE = 0.02  # costs per image within 2 % of each other: neither side wins
+SCALE_OUT, SCALE_UP, EITHER = "scale out", "scale up", "either"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One side at one point (its peak, or its SLO point)."""
+
+    throughput: float | None  # images/s; None: no result there (at the SLO: no level met it)
+    cost_per_1000: float | None  # $ per 1000 images; None: no price
+    unstable: bool = False  # drawn from a level whose windows did not agree
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # "4 boxes of 1x RTX 4080"
+    price_per_hour: float | None  # what all its boxes cost together; None: not set
+    price_hint: str  # what to set when the price is missing, e.g. "--cost 1=DOLLARS"
+    peak: Figure
+    slo: Figure | None = None  # None: the study has no latency target
+
+
+@dataclass(frozen=True)
+class ScaleAnswer:
+    choice: str | None  # SCALE_OUT, SCALE_UP, EITHER, or None: no answer (and the line says why)
+    line: str
+
+
+def boxes_label(boxes: int, per_box: str, gpu_model: str | None) -> str:
+    """"4 boxes of 1x RTX 4080", "1 box of 4x RTX 4080"; on a CPU study "2 boxes of cpu"."""
+    model = f" {gpu_model}" if gpu_model and gpu_model != "none" and not per_box.startswith("cpu") else ""
+    return f"{boxes} box{'es' if boxes != 1 else ''} of {per_box}{model}"
+
+
+def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
+    if figure.throughput is None:
+        return f"{side.label}: " + (f"no level meets {slo_name}" if slo_name else "no result")
+    mark = f" ({UNSTABLE_MARK})" if figure.unstable else ""
+    cost = f" at {fmt.money(figure.cost_per_1000)}/1000" if figure.cost_per_1000 is not None else " (no price)"
+    return f"{side.label}: {fmt.rate(figure.throughput)} images/s{mark}{cost}"
+
+
+def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE) -> ScaleAnswer:
+    """``out``: the N one-GPU boxes; ``up``: the one N-GPU box; ``slo_name`` ("p99 <= 50 ms"):
+    the study's latency target, whose point decides (None: the peak decides)."""
+    a = out.slo if slo_name and out.slo is not None else out.peak
+    b = up.slo if slo_name and up.slo is not None else up.peak
+    basis = f"at {slo_name}" if slo_name else "at the peak"
+    head = f"{basis}: {_figure_text(out, a, slo_name)}; {_figure_text(up, b, slo_name)}"
+    if a.throughput is None and b.throughput is None:
+        return ScaleAnswer(None, f"{head} → no answer: neither meets {slo_name}" if slo_name
+                           else f"{head} → no answer: neither has a result")
+    if a.throughput is None or b.throughput is None:
+        choice, winner = (SCALE_UP, up) if a.throughput is None else (SCALE_OUT, out)
+        why = f"only {winner.label} meets {slo_name}" if slo_name else f"only {winner.label} has a result"
+        return ScaleAnswer(choice, f"{head} → {choice} ({why})")
+    unpriced = [s for s, f in ((out, a), (up, b)) if f.cost_per_1000 is None]
+    if unpriced:
+        hints = "; ".join(f"{s.label}: {s.price_hint}" for s in unpriced)
+        return ScaleAnswer(None, f"{head} → no cost answer: no price for {hints}")
+    assert a.cost_per_1000 is not None and b.cost_per_1000 is not None
+    cheaper, dearer = sorted((a.cost_per_1000, b.cost_per_1000))
+    if dearer <= 0 or (dearer - cheaper) / dearer <= tie:
+        return ScaleAnswer(EITHER, f"{head} → either: the same cost per image within {tie * 100:g} %")
+    choice = SCALE_OUT if a.cost_per_1000 < b.cost_per_1000 else SCALE_UP
+    return ScaleAnswer(choice, f"{head} → {choice}")

@@ -1,0 +1,75 @@
+"""`study --scale-out` on this CPU box against the real embedded Triton (identity model): cpu,
+cpu2 and cpu*2 (two servers of the cpu config) in one study, with the answer line; and its bad
+input, one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.record.compare import compare
+from engine.record.reader import Recording
+from engine.study.figures import study_figures
+from engine.study.index import read_index, recording_paths
+
+ROOT = Path(__file__).resolve().parents[3]
+QUICK = ["model.name=identity", "load.window_ms=200", "load.warmup_s=0.2", "load.min_window_requests=20",
+         "load.max_windows=4", "load.request_timeout_s=5", "load.concurrency=1,8", "hardware.cost_per_hour=1.5"]
+NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", NO_TEXTUAL, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+def test_cpu_study_with_scale_out_gives_both_answers(tmp_path):
+    out = tmp_path / "rec"
+    sets = [x for kv in QUICK for x in ("--set", kv)]
+    done = _cli("study", "--record", "--scale-out", *sets, "-o", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert "study ok: finished cpu, cpu2, cpu*2" in done.stdout
+    assert "=== config 3/3: cpu*2 (2 embedded servers of the cpu config, on this box)" in done.stdout
+    answer = next(line for line in done.stdout.splitlines() if line.startswith("at the peak: 2 boxes of cpu: "))
+    assert "; 1 box of cpu2: " in answer and "→ " in answer
+    (index_path,) = out.glob("*.study.json")
+    index = read_index(index_path)
+    assert index.finished == ["cpu", "cpu2", "cpu*2"]
+    with Recording.open(dict(recording_paths(index, index_path))["cpu*2"]) as rec:
+        summary = rec.summary()
+        assert summary.config_variant == "cpu*2" and summary.levels
+        assert rec.rows(kinds=("server_ready",))
+    logs = sorted(p.relative_to(out) for p in out.glob("*.logs/server*/tritonserver.log"))
+    assert len(logs) == 2 and logs[0].parent.parent == logs[1].parent.parent  # one folder per server
+    figures = study_figures(index_path)
+    (scale,) = figures.scale
+    # priced as two boxes like this one ($1.50/hr each) against one box
+    assert scale.out.cost_per_hour == pytest.approx(3.0) and scale.up is not None and scale.up.variant == "cpu2"
+    assert scale.answer.line == answer
+    # compare matches cpu*2 with cpu2 (two instances each), not with cpu
+    recordings = [Recording.open(p) for _v, p in recording_paths(index, index_path)]
+    (line,) = compare(recordings, pro_rata=True).scale_answers
+    assert line.startswith("at the peak: 2 boxes of cpu: ") and "; 1 box of cpu2: " in line
+    md = next(out.glob("*.md")).read_text()
+    assert "## Scale out or scale up" in md and f"{answer[0].upper()}{answer[1:]}." in md
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, needle", [
+    (["--scale-out-profile", "4x_h200"], "--scale-out-profile 4x_h200: expected a one-GPU profile"),
+    (["--variants", "cpu,1x*2"], "has no 1x variant"),
+    (["--variants", "cpu,2x*2"], "--variants: unknown variant '2x*2'"),
+    (["--scale-out", "--set", "server.kind=remote", "--set", "server.url=http://127.0.0.1:9"],
+     "--scale-out starts embedded servers; for several remote servers, list them in server.urls"),
+])
+def test_bad_scale_out_input_is_one_line_and_exit_2(args, needle, tmp_path):
+    proc = _cli("study", "--record", "--set", "model.name=identity", *args, "-o", str(tmp_path))
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
