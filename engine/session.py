@@ -86,6 +86,16 @@ def profile_secrets(profile: Profile) -> list[str]:
     return [s for s in found if s]
 
 
+def fleet_endpoints(fleet: Any, on_gpus: bool) -> list[Any]:
+    """A scale-out's servers as the load engine's endpoints: each with its own metrics (GPU
+    telemetry, when on GPUs) and the GPU it is pinned to, in this process's numbering."""
+    from engine.load.target import Endpoint
+
+    return [Endpoint(f"ep{i + 1}", one.http_url, one.metrics_url if on_gpus else None, one.grpc_url,
+                     gpus=(gpu,) if gpu is not None else ())
+            for i, (one, gpu) in enumerate(zip(fleet.servers, fleet.client_gpus, strict=True))]
+
+
 class Session(EventSource):
     def __init__(self, profile: Profile, options: SessionOptions | None = None, bus: EventBus | None = None) -> None:
         super().__init__(bus)
@@ -402,7 +412,6 @@ class Session(EventSource):
 
         server = self.profile.server
         model = self.profile.model
-        endpoints: list[str] = []  # every server the load goes to; [] for one
         if server.kind == "embedded":
             from engine.profiles import scale_out_parts
             from engine.server.embedded import EmbeddedServer
@@ -427,13 +436,13 @@ class Session(EventSource):
             await asyncio.get_running_loop().run_in_executor(None, self._server.start)
             http_url, metrics_url, variant = self._server.http_url, self._server.metrics_url, self._server.variant
             log_path = str(self._server.log_path)
+            on_gpus = bool(self._server.prepared and self._server.prepared.gpus)
             if scale_out:
-                endpoints = self._server.http_urls
+                self._endpoints = fleet_endpoints(self._server, on_gpus)
                 if self._server.shared:
                     self._publish(ev.Warning(source="server", key="scale-out-shared", message=(
                         f"{model.variant}: {scale_out[1]} servers share {self._gpus_present()} GPU(s): this shows the "
                         "mechanics of scale-out, not what N one-GPU boxes would do")))
-            on_gpus = bool(self._server.prepared and self._server.prepared.gpus)
             mps, mps_why = (self._server.mps_used, self._server.mps_why) if on_gpus else (None, "")
             if on_gpus and server.mps == "auto" and not mps:
                 self._publish(ev.Warning(source="server", key="mps", message=(
@@ -450,7 +459,6 @@ class Session(EventSource):
                         endpoints=list(self._endpoints))
         info = await describe_endpoints(target, server.allow_mixed)
         check_input_shapes(self.profile.load.input_shapes, info)
-        target = self._load_over(target, endpoints)
         from engine.profiles import redact_url
 
         self._publish(
@@ -472,16 +480,20 @@ class Session(EventSource):
         )
         return target, info
 
-    def _load_over(self, target: Any, urls: list[str]) -> Any:
-        """The target the sweep sends to when the load is to be spread over several servers
-        (``urls``: every server's HTTP URL, the embedded scale-out's; [] for one server). The
-        one place where a scale-out hands its servers to the load engine. The load engine takes
-        one URL for now: the load goes to the first server, and a warning says so."""
-        if len(urls) > 1:
-            self._publish(ev.Warning(source="load", key="scale-out-one-endpoint", message=(
-                f"the load goes to the first of {len(urls)} servers ({urls[0]}): the load engine does not spread "
-                "over several endpoints yet, so these figures are one server's")))
-        return target
+    async def _watch_fleet(self, fleet: Any) -> None:
+        """A scale-out's servers: one that dies is named (its endpoint's errors say the rest) and
+        the others go on; returns when every one is gone."""
+        named: set[int] = set()
+        while True:
+            for i, one in enumerate(fleet.servers):
+                if i not in named and not one.alive():
+                    named.add(i)
+                    self._publish(ev.Warning(source="server", key=f"fleet-lost-{i}", message=(
+                        f"{fleet.name(i)} (ep{i + 1}, {one.http_url}) exited ({one.exit_reason()}); the other servers "
+                        f"go on; log: {one.log_path}")))
+            if len(named) == len(fleet.servers):
+                return
+            await asyncio.sleep(SERVER_CHECK_S)
 
     async def _watch_server(self) -> None:
         """The embedded server died (killed, crashed): say so at once, with how it ended, and end
@@ -489,8 +501,11 @@ class Session(EventSource):
         server = self._server
         if server is None:
             return
-        while server.alive():
-            await asyncio.sleep(SERVER_CHECK_S)
+        if len(getattr(server, "servers", ())) > 1:
+            await self._watch_fleet(server)
+        else:
+            while server.alive():
+                await asyncio.sleep(SERVER_CHECK_S)
         if self._server is not server:  # stopped by us
             return
         self._server_lost = f"the embedded Triton server exited ({server.exit_reason()})"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.events import LevelResult
 from engine.record.compare import compare
 from engine.record.reader import Recording
 from engine.study.figures import study_figures
@@ -45,6 +46,15 @@ def test_cpu_study_with_scale_out_gives_both_answers(tmp_path):
         summary = rec.summary()
         assert summary.config_variant == "cpu*2" and summary.levels
         assert rec.rows(kinds=("server_ready",))
+        levels = [e for e in rec.events() if isinstance(e, LevelResult)]
+    # the load was spread over both servers: each level's connections split evenly, and the
+    # servers' figures add up to the level's
+    assert [lv.level for lv in levels if not lv.slo_search][:2] == [1, 8]
+    for level in levels:
+        assert [ep.name for ep in level.endpoints] == ["ep1", "ep2"]
+        assert sum(ep.requests for ep in level.endpoints) == level.requests > 0
+    assert sorted(ep.connections for ep in levels[1].endpoints) == [4, 4]
+    assert all(ep.requests > 0 for ep in levels[1].endpoints)
     logs = sorted(p.relative_to(out) for p in out.glob("*.logs/server*/tritonserver.log"))
     assert len(logs) == 2 and logs[0].parent.parent == logs[1].parent.parent  # one folder per server
     figures = study_figures(index_path)
