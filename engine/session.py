@@ -644,7 +644,8 @@ class Session(EventSource):
                 self._publish(replace(event, source="wire", message=f"wire check: {event.message}"))
 
         try:
-            wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes),
+            wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes,
+                                                                          input_data=""),
                                            publish, self._sweep_stop or asyncio.Event(), gpus=gpus)
         except UserError as exc:  # e.g. a batch size beyond the wire's max_batch_size
             self._wire_skipped(str(exc))
