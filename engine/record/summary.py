@@ -164,6 +164,26 @@ class RecordingSummary:
     wires: dict[int, WireCeiling] = field(default_factory=dict)  # sweep number -> its wire check (--wire)
     # Python-backend stubs per GPU and whether an MPS server was there (NVML's process lists)
     gpu_sharing: list[GpuSharing] = field(default_factory=list)
+    # the inputs sent: load.input_data's path, sha256, entries, requests, source, validated (the
+    # InputDataUsed event); None: load.data's generated tensors (``data``)
+    input_data: dict[str, Any] | None = None
+    data: str = "random"  # load.data
+
+    @property
+    def inputs_text(self) -> str:
+        """What the requests carried, in a few words: the data file and its digest, or generated tensors."""
+        d = self.input_data
+        if not d:
+            return "zeros" if self.data == "zeros" else "random tensors"
+        entries = d.get("entries")
+        checked = ", outputs checked against its validation_data" if d.get("validated") else ""
+        return (f"{d.get('path')} ({entries} entr{'y' if entries == 1 else 'ies'}, sha256 {str(d.get('sha256'))[:12]}"
+                f"{checked})")
+
+    @property
+    def inputs_key(self) -> str:
+        """What two runs must share to have sent the same inputs: the data's digest, or load.data."""
+        return f"sha256 {self.input_data.get('sha256')}" if self.input_data else self.data
 
     @property
     def main_sweep(self) -> int | None:
@@ -358,6 +378,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         box_check=fold.box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
         wires=fold.wires,
+        input_data=dict(_table(meta.get("input_data"))) or None,
+        data=_text(load.get("data")) or "random",
         gpu_sharing=_gpu_sharing(gpus),
     )
 

@@ -80,7 +80,7 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
                  cycle: RequestCycle | None = None) -> None:
         super().__init__(scheduler)
         self.requests = requests
-        self.cycle = cycle or RequestCycle(len(requests), scheduler.index)  # shared by the worker's connections
+        self.cycle = cycle or RequestCycle(len(requests), 0)  # the dialer shares its worker's among its connections
         self.sent = 0  # the index of the request in flight
         self.answers = answers  # None: answers are framed, not checked
         self.max_body = answers.spec.max_bytes if answers is not None else UNCHECKED_MAX_BODY
