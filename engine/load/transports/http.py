@@ -211,7 +211,9 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self.written_ns = 0
-        self.sent = i = self.cycle.take()
+        cycle = self.cycle  # RequestCycle.take, inlined: the hot path
+        self.sent = i = cycle.next
+        cycle.next = i + 1 if i + 1 < cycle.count else 0
         self.tr.write(self.requests[i])  # type: ignore[union-attr]  # only connected connections send
         if not self.paused:
             self.written_ns = monotonic_ns()
