@@ -263,6 +263,9 @@ def encode_values(values: list[Any], datatype: str, label: str) -> tuple[bytes, 
     dtype = NUMPY_DTYPES.get(datatype)
     if dtype is None:
         raise UserError(f"{label}: datatype {datatype!r} is not supported")
+    if flat and kind not in "iu" and all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
+        worst = max(flat, key=abs)  # integers numpy cannot hold in one 64-bit type
+        raise UserError(f"{label}: value {worst} does not fit {datatype}")
     if flat and (kind not in "iu" or any(isinstance(v, bool) for v in flat)):
         raise UserError(f"{label}: {datatype} values must be integers, found {_first_bad(flat, integers=True)}")
     limits = np.iinfo(dtype)  # type: ignore[type-var]  # an integer dtype here

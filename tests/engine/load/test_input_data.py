@@ -170,6 +170,7 @@ INTS = _info([{"name": "ids", "datatype": "UINT8", "shape": [-1, 2]}])
     ([1, 300], "value 300 does not fit UINT8"),
     ([1, 2.5], "UINT8 values must be integers, found 2.5"),
     ([1, True], "UINT8 values must be integers, found true"),
+    ([-1, 2**70], "value 1180591620717411303424 does not fit UINT8"),
 ])
 def test_values_the_datatype_cannot_hold(tmp_path, values, needle):
     with pytest.raises(UserError, match=needle):
@@ -216,3 +217,10 @@ def test_entries_of_different_shapes_cannot_share_a_batch(tmp_path):
     assert len(data_requests(TARGET, info, 1, data)) == 2
     with pytest.raises(UserError, match="cannot batch entries 0 and 1: input 't' has shapes \\[2\\] and \\[3\\]"):
         data_requests(TARGET, info, 2, data)
+
+
+def test_a_bytes_text_file_is_one_element_per_line_as_in_perf_analyzer(tmp_path):
+    info = _info([{"name": "text", "datatype": "BYTES", "shape": [-1, 2]}])
+    (tmp_path / "text").write_text("first line\nsecond\n")
+    data = read_input_data(str(tmp_path), info)
+    assert data.entries[0].inputs["text"].raw == _elements(b"first line", b"second")
