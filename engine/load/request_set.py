@@ -15,7 +15,7 @@ import math
 
 from engine.errors import UserError
 from engine.load.answer_values import Expected
-from engine.load.input_data import DataEntry, InputData
+from engine.load.input_tensors import DataEntry, InputData
 from engine.load.request import request_inputs, request_shapes
 from engine.load.target import Target, TargetInfo
 from engine.load.transport import RequestInputs

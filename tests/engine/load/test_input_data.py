@@ -201,10 +201,11 @@ def test_bad_folders_and_files(tmp_path):
 
 
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    from engine.load import input_data
+    from engine.load import input_data, input_tensors
 
     path = _write(tmp_path, {"data": [{"INPUT0": [1.0] * 4}]})
     monkeypatch.setattr(input_data, "MAX_DATA_BYTES", 10)
+    monkeypatch.setattr(input_tensors, "MAX_DATA_BYTES", 10)
     with pytest.raises(UserError, match="over the 0 GiB limit|over the"):
         check_readable(path)
     with pytest.raises(UserError, match="over the"):
