@@ -70,11 +70,12 @@ def _tensors(step: Any, model: DataModel, k: int, where: str, outputs: bool) -> 
             continue
         label = f"{where}: {what} entry {k}, {'output' if outputs else 'input'} {name!r}"
         datatype, dims = known[name]
-        found[name] = _tensor(value, datatype, dims, model.wanted.get(name) if not outputs else None, label)
+        found[name] = _tensor(value, datatype, dims, model.wanted.get(name) if not outputs else None, label, outputs)
     return found
 
 
-def _tensor(value: Any, datatype: str, dims: list[int], wanted: list[int] | None, label: str) -> DataTensor:
+def _tensor(value: Any, datatype: str, dims: list[int], wanted: list[int] | None, label: str,
+            output: bool = False) -> DataTensor:
     """One tensor of an entry: a list, {"content": ..., "shape": ...} or {"b64": ...}."""
     shape = None
     content = value
@@ -96,6 +97,8 @@ def _tensor(value: Any, datatype: str, dims: list[int], wanted: list[int] | None
         raw, count = _decode_b64(content["b64"], datatype, label)
     else:
         raise UserError(f"{label}: expected a list of values or {{\"b64\": ...}}, found {short(content)}")
+    if output and shape is None and sum(d < 0 for d in dims) > 1:
+        return DataTensor(datatype, (count,), raw)  # expected values are compared as bytes: any shape that holds them
     return DataTensor(datatype, tuple(entry_shape(shape, dims, wanted, count, label)), raw)
 
 
