@@ -2,7 +2,8 @@
 with Triton's binary tensor extension (the system_shm and cuda_shm transports send the same way).
 
 The requests' bytes are encoded once per sweep in the session (one request, or one per input
-data entry); every connection writes them as they are, the next of its worker's RequestCycle. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
+data entry); every connection writes them as they are, each the next of its worker's
+RequestCycle. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
 into the connection's own buffer) frames the response from its head (Content-Length) and reports
 it to the scheduler, which in concurrency mode writes the same bytes again on the same connection.
 No coroutine, future, or JSON per request: every answer is checked (engine/load/answer_check.py),
