@@ -92,7 +92,7 @@ class Connection:
         self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
 
     def send(self, intended_ns: int = 0) -> int:
-        """Write one request (the sweep's); returns the send time (monotonic ns). The hot path:
+        """Write one request (the next of the sweep's); returns the send time (monotonic ns). The hot path:
         no allocation beyond what the transport's write needs."""
         raise NotImplementedError
 
