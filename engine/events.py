@@ -393,6 +393,21 @@ class LevelResult(Event):
 
 @register
 @dataclass
+class InputDataUsed(Event):
+    """The input data a sweep sends (load.input_data), read before its first level: which file
+    or folder, its digest, and the requests its entries make."""
+
+    kind: ClassVar[str] = "input_data"
+    path: str
+    sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
+    entries: int
+    requests: int  # the distinct requests the entries make at the sweep's batch size
+    source: str = "json"  # "json" or "folder"
+    validated: bool = False  # whether it has validation data (answers compared with it)
+
+
+@register
+@dataclass
 class SweepFinished(Event):
     kind: ClassVar[str] = "sweep_finished"
     levels: int

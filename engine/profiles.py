@@ -108,6 +108,10 @@ class Load:
     workers: int = 0  # load worker processes; 0 = chosen automatically
     request_timeout_s: float = 30.0
     data: str = "random"  # "random" or "zeros"
+    # real inputs instead: a perf_analyzer input-data JSON file or folder (engine/load/input_data.py)
+    input_data: str = ""
+    # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
+    validate_tolerance: float = 1e-5
     on_level_failure: str = "continue"  # or "stop"
     server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
@@ -420,6 +424,8 @@ SPEC: dict[str, dict[str, Check]] = {
         "workers": _at_most(_non_negative_int, 4096),
         "request_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
         "data": _one_of("random", "zeros"),
+        "input_data": lambda v: None if isinstance(v, str) else "a path to a JSON file or a folder",
+        "validate_tolerance": _non_negative_number,
         "on_level_failure": _one_of("continue", "stop"),
         "input_shapes": _shape_table,
         "server_wait_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),

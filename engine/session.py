@@ -664,6 +664,13 @@ class Session(EventSource):
             return
         _shapes, tensors, _ = request_inputs(target, info, 1, load.data)
         bytes_per_item = sum(len(blob) for _t, blob in tensors)
+        if load.input_data:  # the data's bytes per item (its mean over the entries), not random tensors'
+            from engine.load.input_data import read_input_data
+            from engine.load.request_set import data_requests
+
+            data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes)
+            sizes = [sum(len(blob) for _t, blob in r.tensors) for r in data_requests(target, info, 1, data)]
+            bytes_per_item = sum(sizes) // len(sizes)
         approximated = not (len(tensors) == 1 and tensors[0][0].get("datatype") == "FP32")
         wire_target = Target(http_url=target.http_url, model=WIRE_MODEL, headers=dict(target.headers),
                              input_shapes={"INPUT0": [wire_elements(bytes_per_item)]})
@@ -693,7 +700,8 @@ class Session(EventSource):
                 self._publish(replace(event, source="wire", message=f"wire check: {event.message}"))
 
         try:
-            wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes),
+            wire_results = await run_sweep(wire_target, wire_info, replace(load, input_shapes=wire_target.input_shapes,
+                                                                          input_data=""),
                                            publish, self._sweep_stop or asyncio.Event(), gpus=gpus)
         except UserError as exc:  # e.g. a batch size beyond the wire's max_batch_size
             self._wire_skipped(str(exc))

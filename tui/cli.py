@@ -8,6 +8,7 @@ line on stderr and exit code 2; a failed run exits 1, failed gates 3, an interru
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import signal
@@ -117,6 +118,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="folder for the recording (default: recordings/)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
     p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
+    p.add_argument("--input-data", default=None, metavar="PATH",
+                   help="send real inputs: a perf_analyzer --input-data JSON file or folder (load.input_data)")
     p.add_argument("--wire", action="store_true",
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
@@ -145,6 +148,8 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
                         "config (e.g. 1x_rtx4080; --cost 1=DOLLARS wins)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value, as for run")
+    p.add_argument("--input-data", default=None, metavar="PATH",
+                   help="send real inputs: a perf_analyzer --input-data JSON file or folder (load.input_data)")
     p.add_argument("--output", "-o", type=Path, default=Path("recordings"), metavar="DIR",
                    help="folder for the recordings, the study index and its reports (default: recordings/)")
     p.add_argument("--record", "--headless", dest="headless", action="store_true",
@@ -315,8 +320,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.session import Session, SessionOptions
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
-                 *_endpoint_overrides(args)]
+                 *_endpoint_overrides(args), *_input_data_override(args)]
     profile = load_profile(args.profile, overrides)
+    _check_input_data(profile.load.input_data)
     options = SessionOptions(
         sweep=not args.probe_only,
         probe=True if (args.probe or args.probe_only) else None,
@@ -331,6 +337,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tui.app import run_tui
 
     return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
+
+
+def _input_data_override(args: argparse.Namespace) -> list[str]:
+    """--input-data PATH as the profile override it stands for (a TOML string: any path)."""
+    path = getattr(args, "input_data", None)
+    return [f"load.input_data={json.dumps(path)}"] if path else []
+
+
+def _check_input_data(path: str) -> None:
+    """A missing, unreadable or oversized data file is one line now, not after the server starts
+    (its contents are checked against the model's metadata before the first level)."""
+    if path:
+        from engine.load.input_data import check_readable
+
+        check_readable(path)
 
 
 def _run_headless(session, *, replay: bool = False) -> int:  # noqa: ANN001 - a Session or a ReplaySource
@@ -371,7 +392,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
 
-    profile = load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args)])
+    profile = load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args), *_input_data_override(args)])
+    _check_input_data(profile.load.input_data)
     slo = parse_slo(args.slo) if args.slo is not None else None
     if not 0 <= args.search_steps <= 20:
         raise UserError(f"--search-steps: expected 0-20, found {args.search_steps}")

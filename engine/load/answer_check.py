@@ -5,7 +5,10 @@ up to the body (or, for outputs placed in shared memory, the region asked for).
 Cheap per answer: the answers to one request are nearly always the same bytes of JSON header,
 so the header of the last answer that passed the full check is kept, and an answer whose body
 has the same length and starts with the same header bytes passes on one memcmp. Any other is
-parsed and checked in full. Standard library only: load workers import it.
+parsed and checked in full. With validation data (the input data's ``validation_data``) an
+answer's values are then compared with those expected for the request it answers
+(``check_values``, engine/load/answer_values.py); without it nothing more is done per answer.
+Standard library only: load workers import it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.load.answer_values import Expected, binary_layout, compare_output
+
 # bytes per element of the fixed-size KServe datatypes (BYTES has none: its size is in its data)
 ITEM_SIZE = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2,
              "UINT32": 4, "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8}
 HEADER_ALLOWANCE = 64 * 1024  # the JSON header of an answer, per output
 MIN_RESPONSE_CAP = 1 << 20  # an answer may always be this large
 UNKNOWN_OUTPUT_CAP = 256 << 20  # an output whose size the metadata does not fix (BYTES, variable dims)
+MAX_LAYOUTS = 4096  # distinct answer headers whose binary layout is kept (one per request, nearly always)
 MARGIN = 4  # the derived cap is this many times the answer's expected size
 
 
@@ -46,6 +52,11 @@ class AnswerSpec:
     outputs: dict[str, str]  # output name -> the model's datatype ("" when the metadata gives none)
     shm: dict[str, ShmOutput] = field(default_factory=dict)  # outputs placed in shared memory
     max_bytes: int = MIN_RESPONSE_CAP  # an answer's body past this is refused (response_too_large)
+    # validation data, per request of the sweep (its index in the transport's list): output name ->
+    # what it must hold; empty when the input data has none (then no value is compared)
+    expected: tuple[dict[str, Expected], ...] = ()
+    labels: tuple[str, ...] = ()  # per request: the data entries it carries, for error lines
+    tolerance: float = 1e-5  # load.validate_tolerance, for float outputs
 
 
 def response_cap(outputs: list[dict[str, Any]], max_batch_size: int, batch_size: int) -> int:
@@ -75,6 +86,8 @@ class AnswerCheck:
         self.known = b"\0"  # the JSON header of the last answer that passed in full (never a prefix of JSON)
         self.known_body = -1  # its body's length
         self.known_ihl: int | None = -1  # its Inference-Header-Content-Length
+        self.validate = bool(spec.expected)  # whether check_values has anything to compare
+        self.layouts: dict[bytes, dict[str, tuple[int, int]] | None] = {}  # answer header -> binary_layout
 
     def check(self, buf: bytearray, start: int, body_len: int, ihl: int | None) -> str | None:
         """The answer whose body is ``buf[start:start + body_len]``, its inference header
@@ -93,6 +106,43 @@ class AnswerCheck:
     def check_body(self, body: bytes, ihl: int | None) -> str | None:
         """The same for a body already taken out of the buffer (a chunked answer)."""
         return self.check(bytearray(body), 0, len(body), ihl)
+
+    def check_values(self, buf: bytearray, start: int, body_len: int, ihl: int | None, request: int) -> str | None:
+        """After ``check`` passed: the answer's outputs against the validation data of the
+        sweep's request number ``request``; a one-line problem (entries, output, expected, got),
+        or None. The binary layout of each distinct answer header is parsed once."""
+        expected = self.spec.expected[request]
+        if not expected:
+            return None
+        header_len = body_len if ihl is None else ihl
+        header = bytes(buf[start : start + header_len])
+        if header in self.layouts:
+            layout = self.layouts[header]
+        else:
+            layout = binary_layout(header)
+            if len(self.layouts) < MAX_LAYOUTS:
+                self.layouts[header] = layout
+        base = start + header_len
+        view = memoryview(buf)
+        for name, want in expected.items():
+            place = layout.get(name) if layout else None
+            if place is None:
+                return f"{self.spec.labels[request]}: output {name!r} is not in the answer's binary data"
+            problem = compare_output(name, want, view[base + place[0] : base + place[0] + place[1]], self.spec.tolerance)
+            if problem is not None:
+                return f"{self.spec.labels[request]}: {problem}"
+        return None
+
+    def check_raw(self, outputs: dict[str, bytes], request: int) -> str | None:
+        """The same for outputs already split by the protocol (gRPC's raw_output_contents)."""
+        for name, want in self.spec.expected[request].items():
+            got = outputs.get(name)
+            if got is None:
+                return f"{self.spec.labels[request]}: output {name!r} is not in the answer"
+            problem = compare_output(name, want, got, self.spec.tolerance)
+            if problem is not None:
+                return f"{self.spec.labels[request]}: {problem}"
+        return None
 
 
 def check_header(header_bytes: bytes, binary_len: int, spec: AnswerSpec) -> str | None:

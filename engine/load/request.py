@@ -146,17 +146,19 @@ def prepare_request(
     target: Target, info: TargetInfo, endpoint: Endpoint, batch_size: int, data: str = "random", seed: int = 0,
     shm: ShmPlan | None = None,
     inputs: tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]] | None = None,
+    request: int = 0,
 ) -> PreparedRequest:
     """The whole HTTP request. With ``shm`` (a shared-memory transport) the inputs, and the
     outputs it places, are named by region instead of carried in the body: a JSON-only body.
-    ``inputs``: request_inputs' answer when the caller already has it (made once per sweep)."""
+    ``inputs``: request_inputs' answer when the caller already has it (made once per sweep);
+    ``request``: which of the sweep's requests it is (where ``shm`` placed its inputs)."""
     shapes, tensors, warnings = inputs or request_inputs(target, info, batch_size, data, seed)
     header_inputs = []
     blobs = []
     for tensor, blob in tensors:
         entry = {"name": tensor["name"], "shape": shapes[tensor["name"]], "datatype": tensor["datatype"]}
         if shm is not None:
-            entry["parameters"] = shm.inputs[tensor["name"]].parameters()
+            entry["parameters"] = shm.request_inputs(request)[tensor["name"]].parameters()
         else:
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)

@@ -1,9 +1,11 @@
 """Shared-memory regions for the system_shm and cuda_shm transports, as perf_analyzer's
 ``--shared-memory system|cuda``.
 
-The request's input tensors are written once per sweep into a POSIX shared-memory segment
+The requests' input tensors are written once per sweep into a POSIX shared-memory segment
 (/dev/shm) the server maps, or into the memory of one GPU, which the server opens through a CUDA
-IPC handle; each request is then a small JSON body naming the region, its offset and size.
+IPC handle; each request is then a small JSON body naming the region, its offset and size. With
+input data every request's tensors are in the one region, one after the other; past
+MAX_REGION_BYTES the sweep is refused before any region is made.
 Outputs go to one system region every request writes into (perf_analyzer does the same: the
 values are not read); outputs whose size is not known in advance stay in the HTTP response.
 CUDA inputs live on the model's first GPU only: why, and what a copy per GPU measured, is in
@@ -49,12 +51,25 @@ class TensorRef:
         }
 
 
+MAX_REGION_BYTES = 2 << 30  # the input region, every request's tensors together
+
+
 @dataclass
 class ShmPlan:
     """What a load worker's requests reference: the input region and the output region."""
 
-    inputs: dict[str, TensorRef]
+    inputs: dict[str, TensorRef]  # the first request's inputs
     outputs: dict[str, TensorRef]
+    requests: list[dict[str, TensorRef]] = field(default_factory=list)  # every request's inputs (empty: ``inputs``)
+
+    def request_inputs(self, request: int) -> dict[str, TensorRef]:
+        return self.requests[request] if self.requests else self.inputs
+
+
+def region_bytes(requests: list[list[tuple[str, int]]]) -> int:
+    """The input region's size for these requests' (name, bytes) tensors, 64-byte aligned each.
+    Pure: nothing is allocated."""
+    return max(64, sum((size + 63) // 64 * 64 for tensors in requests for _name, size in tensors))
 
 
 @dataclass
@@ -122,17 +137,29 @@ def release_cuda(tensors: list[Any], counters: list[tuple[bytes, int]]) -> None:
         pass
 
 
+def check_region_size(requests: list[list[tuple[str, int]]]) -> None:
+    total = region_bytes(requests)
+    if total > MAX_REGION_BYTES:
+        raise UserError(f"shared memory: the {len(requests)} requests' inputs need {total / (1 << 30):.1f} GiB, over "
+                        f"the limit of {MAX_REGION_BYTES >> 30} GiB (use fewer input data entries, a smaller batch "
+                        "size, or load.transport = 'http')")
+
+
 async def open_regions(
     url: str,
     headers: dict[str, str],
-    inputs: list[tuple[str, bytes]],
+    inputs: list[tuple[str, bytes]] | list[list[tuple[str, bytes]]],
     outputs: list[tuple[str, int]],
     gpu: int | None = None,
 ) -> SharedRegions:
     """Create and register the regions for one sweep: the inputs in system shared memory, or on
-    GPU ``gpu``. ``inputs``: (name, tensor bytes) of one request; ``outputs``: (name, bytes) of
-    the outputs whose size is known. Raises UserError (and leaves nothing behind) when the
-    server refuses a region."""
+    GPU ``gpu``. ``inputs``: (name, tensor bytes) of one request, or a list of those, one per
+    request; ``outputs``: (name, bytes) of the outputs whose size is known. Raises UserError (and
+    leaves nothing behind) when the inputs are too large or the server refuses a region."""
+    requests: list[list[tuple[str, bytes]]] = (
+        inputs if inputs and isinstance(inputs[0], list) else [inputs]  # type: ignore[list-item]
+    )
+    check_region_size([[(n, len(b)) for n, b in tensors] for tensors in requests])
     regions = SharedRegions(url, headers)
     tag = secrets.token_hex(3)
     try:
@@ -142,8 +169,9 @@ async def open_regions(
             layout, total = _layout(outputs)
             await _system_region(regions, name, b"\0" * total)
             out_refs = {n: TensorRef(name, off, size) for n, (off, size) in layout.items()}
-        layout, total = _layout([(n, len(b)) for n, b in inputs])
-        blob = _packed(inputs, layout, total)
+        placed = [(k, n, b) for k, tensors in enumerate(requests) for n, b in tensors]
+        layout, total = _layout([((k, n), len(b)) for k, n, b in placed])
+        blob = b"".join(b + bytes(-len(b) % 64) for _k, _n, b in placed)
         base = 0
         if gpu is None:
             name = f"{segment_prefix()}{tag}-in"
@@ -151,30 +179,24 @@ async def open_regions(
         else:
             name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
             base = await _cuda_region(regions, name, blob, gpu)
-        regions.plan = ShmPlan({n: TensorRef(name, base + off, size) for n, (off, size) in layout.items()}, out_refs)
+        refs: list[dict[str, TensorRef]] = [{} for _ in requests]
+        for (k, n), (off, size) in layout.items():
+            refs[k][n] = TensorRef(name, base + off, size)
+        regions.plan = ShmPlan(refs[0], out_refs, refs)
     except BaseException:
         await regions.close()
         raise
     return regions
 
 
-def _layout(items: list[tuple[str, int]]) -> tuple[dict[str, tuple[int, int]], int]:
+def _layout(items: list[tuple[Any, int]]) -> tuple[dict[Any, tuple[int, int]], int]:
     """Offsets of tensors packed one after the other, each 64-byte aligned."""
-    layout: dict[str, tuple[int, int]] = {}
+    layout: dict[Any, tuple[int, int]] = {}
     offset = 0
     for name, size in items:
         layout[name] = (offset, size)
         offset += (size + 63) // 64 * 64
     return layout, max(offset, 64)
-
-
-def _packed(tensors: list[tuple[str, bytes]], layout: dict[str, tuple[int, int]], total: int) -> bytes:
-    """The tensors' bytes, each at its offset in ``layout`` (the gaps that align them zeroed)."""
-    blob = bytearray(total)
-    for name, data in tensors:
-        offset = layout[name][0]
-        blob[offset : offset + len(data)] = data
-    return bytes(blob)
 
 
 async def _system_region(regions: SharedRegions, name: str, data: bytes) -> None:

@@ -8,12 +8,13 @@ or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
 without that: the last stable_windows windows are merged and the level says so), "failed" (a
-whole window completed no request successfully, or some answer was malformed or too large: every
-window is merged), "interrupted" (stop was asked before the level was decided).
+whole window completed no request successfully, or some answer was malformed, wrong or too large:
+every window is merged), "interrupted" (stop was asked before the level was decided).
 Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
 connection_reset, timeout, rejected and server_error (the server's answer, with its message and
 the protocol's status), bad_response (an answer that cannot be framed), malformed_answer (a framed
-answer that is not the one asked for: engine/load/answer_check.py), response_too_large (past the
+answer that is not the one asked for: engine/load/answer_check.py), wrong_answer (an answer whose
+values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
 
@@ -40,6 +41,7 @@ from engine.events import (
     EndpointResult,
     Error,
     Event,
+    InputDataUsed,
     LatencyStats,
     LevelResult,
     LevelStarted,
@@ -56,14 +58,15 @@ from engine.load.error_text import errors_line
 from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.request import request_inputs
 from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, summed, taken_in_time
 from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.transport import (
     MALFORMED_ANSWER,
     RESPONSE_TOO_LARGE,
+    WRONG_ANSWER,
     Prepared,
+    RequestInputs,
     SweepInputs,
     Transport,
     transport_named,
@@ -74,7 +77,7 @@ from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
-BAD_ANSWER_KINDS = (MALFORMED_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
+BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
 T0_LEAD_NS = 50_000_000  # time for "go" to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
@@ -240,7 +243,7 @@ class _Level:
         return result
 
     def bad_answers(self) -> int:
-        """Answers of the measured windows that were malformed or too large."""
+        """Answers of the measured windows that were malformed, wrong or too large."""
         return sum(w.agg.errors.get(kind, 0) for w in self.windows for kind in BAD_ANSWER_KINDS)
 
     async def collect(self) -> str:
@@ -530,12 +533,14 @@ async def run_sweep(
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))
-    inputs = request_inputs(target, info, load.batch_size, load.data)  # the tensors, made once
-    for text in inputs[2]:
+    requests, warnings = await _requests(target, info, load, publish)  # the tensors, made once
+    for text in warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
     endpoints = target.endpoint_list()
-    prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data, inputs, gpus),
-                                   endpoints)
+    first = requests[0]
+    prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data,
+                                                          (first.shapes, first.tensors, []), gpus, requests,
+                                                          load.validate_tolerance), endpoints)
     tick_ns = tick_ns or tick_for(load.window_ms)
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
@@ -627,6 +632,23 @@ async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) ->
     return waited
 
 
+async def _requests(target: Target, info: TargetInfo, load: Load,
+                    publish: Publish) -> tuple[list[RequestInputs], list[str]]:
+    """The sweep's requests: load.data's one, or those of load.input_data (read in a thread: it
+    may be large), which is then announced (InputDataUsed: the recording keeps it)."""
+    from engine.load.request_set import data_requests, random_requests
+
+    if not load.input_data:
+        return random_requests(target, info, load.batch_size, load.data)
+    from engine.load.input_data import read_input_data
+
+    data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes)
+    requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
+    publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
+                          source=data.kind, validated=data.validated))
+    return requests, []
+
+
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
     """No more processes than the busiest level will use."""
     big = pool_size(load, os.cpu_count() or 1)
@@ -651,7 +673,8 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
     line = errors_line(result.errors_by_kind, result.error_messages)
     bad = sum(result.errors_by_kind.get(kind, 0) for kind in BAD_ANSWER_KINDS)
     if result.status == "failed" and bad and result.requests:
-        publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed or too large: {line}"))
+        publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed, wrong or too "
+                      f"large: {line}"))
     elif result.status == "failed":
         publish(Error(source="load", message=f"level {result.level:g} failed: every request in a window failed: {line}"))
     else:

@@ -6,10 +6,14 @@ inference request is framed and written, how its answer is read. Its module (one
 under engine/load/transports/) exposes ``TRANSPORT``, a ``Transport`` with two halves:
 
 - in the session, once per sweep, ``prepare``: what every load worker sends (a picklable
-  payload, e.g. the request's bytes encoded once) and what to undo when the sweep ends;
+  payload, e.g. the requests' bytes encoded once) and what to undo when the sweep ends;
 - in each load worker, ``dialer(scheduler, payload)``: a ``Dialer`` that makes connections and
   opens them a group at a time. A ``Connection`` carries one request at a time: ``send``
   writes it, and the connection calls the scheduler back once with what came of it.
+
+A sweep has one request (random or zero tensors) or one per entry of the input data
+(``SweepInputs.requests``), each encoded once. A worker's connections take them in turn from
+one ``RequestCycle``: an index and its increment per request, nothing more on the hot path.
 
 Kept light (standard library only): every load worker imports it.
 """
@@ -17,12 +21,13 @@ Kept light (standard library only): every load worker imports it.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
+    from engine.load.answer_values import Expected
     from engine.load.target import Target, TargetInfo
     from engine.load.ticks import LevelPlan
 
@@ -32,6 +37,7 @@ REJECTED = "rejected"  # the server refused the request (HTTP 4xx: bad input, un
 SERVER_ERROR = "server_error"  # the server failed to serve it (HTTP 5xx)
 BAD_RESPONSE = "bad_response"  # an answer we cannot frame (not HTTP, a broken chunk, bytes unasked for)
 MALFORMED_ANSWER = "malformed_answer"  # a framed answer that is not the one asked for (engine/load/answer_check.py)
+WRONG_ANSWER = "wrong_answer"  # a well-formed answer whose values differ from the input data's validation_data
 RESPONSE_TOO_LARGE = "response_too_large"  # an answer past the sweep's cap on its size: the connection is closed
 TIMEOUT = "timeout"
 CONNECTION_RESET = "connection_reset"
@@ -86,7 +92,7 @@ class Connection:
         self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
 
     def send(self, intended_ns: int = 0) -> int:
-        """Write one request (the sweep's); returns the send time (monotonic ns). The hot path:
+        """Write one request (the next of the sweep's); returns the send time (monotonic ns). The hot path:
         no allocation beyond what the transport's write needs."""
         raise NotImplementedError
 
@@ -122,6 +128,41 @@ class Dialer:
         return [], []
 
 
+GOLDEN = 0.6180339887498949  # spreads the workers' first requests over the list, whatever their number
+
+
+def first_request(worker: int, count: int) -> int:
+    """Where worker number ``worker`` starts in a list of ``count`` requests: far from the other
+    workers' starts (a golden-ratio sequence), so that even a short level sends every entry."""
+    return int(worker * GOLDEN * count) % count if count > 1 else 0
+
+
+class RequestCycle:
+    """A load worker's place in the sweep's requests: each ``take`` is the next one's index."""
+
+    __slots__ = ("count", "next")
+
+    def __init__(self, count: int, worker: int) -> None:
+        self.count = max(1, count)
+        self.next = first_request(worker, self.count)
+
+    def take(self) -> int:
+        i = self.next
+        self.next = i + 1 if i + 1 < self.count else 0
+        return i
+
+
+@dataclass(frozen=True)
+class RequestInputs:
+    """One request of a sweep: each input's shape (batch included) and (tensor metadata, raw
+    bytes), and what its answer must hold (validation data; empty without)."""
+
+    shapes: dict[str, list[int]]
+    tensors: list[tuple[dict, bytes]]
+    expected: dict[str, Expected] = field(default_factory=dict)
+    label: str = "entry 0"  # the input data entries it carries, for error lines
+
+
 @dataclass
 class SweepInputs:
     """What a transport prepares a sweep's requests from."""
@@ -130,9 +171,21 @@ class SweepInputs:
     info: TargetInfo
     batch_size: int
     data: str  # load.data: "random" or "zeros"
-    # request_inputs' answer, made once per sweep: shapes, (tensor metadata, bytes), warnings
+    # request_inputs' answer for one request (random or zero tensors): shapes, (tensor metadata,
+    # bytes), warnings; what ``requests`` holds when it is not given
     inputs: tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]]
     gpus: tuple[int, ...] = ()  # where the model has instances
+    # every request the sweep sends, in turn (input data: one per entry, engine/load/request_set.py)
+    requests: Sequence[RequestInputs] = ()
+    tolerance: float = 1e-5  # load.validate_tolerance
+
+    def __post_init__(self) -> None:
+        if not self.requests:
+            self.requests = (RequestInputs(self.inputs[0], self.inputs[1]),)
+
+    @property
+    def validating(self) -> bool:
+        return any(r.expected for r in self.requests)
 
 
 @dataclass

@@ -280,6 +280,10 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
     if (diff := _differs(runs, lambda r: r.summary.transport)) is not None:
         c.notes.append(f"transport differs: {diff}: the inputs took different paths to the server, so the runs "
                        "compare serving paths as well as GPUs")
+    if (diff := _differs(runs, lambda r: r.summary.inputs_key)) is not None:
+        sent = "; ".join(f"{r.summary.inputs_text} ({r.label})" for r in runs)
+        c.notes.append(f"input data differs: {sent}: the runs sent different inputs, so a model whose work depends "
+                       "on its inputs did different work")
     # the embedded server's MPS (engine/server/mps.py); a remote server's is not known
     if (diff := _differs(runs, lambda r: "MPS" if r.summary.mps else "no MPS or not known")) is not None:
         c.notes.append(f"GPU sharing differs: {diff}: with MPS the model instances share each GPU, without it they "

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
-from engine.events import SCHEMA_VERSION, Event, ServerReady, SessionEnded, SessionStarted
+from engine.events import (
+    SCHEMA_VERSION,
+    Event,
+    InputDataUsed,
+    ServerReady,
+    SessionEnded,
+    SessionStarted,
+)
 from engine.profiles import redact_server
 from engine.record import gpu_fields
 from engine.record.naming import recording_path
@@ -279,6 +286,8 @@ class Recorder:
                 },
                 "model_config": data.get("model_config", {}),
             }
+        if isinstance(event, InputDataUsed):
+            return {"input_data": {k: data.get(k) for k in ("path", "sha256", "entries", "requests", "source", "validated")}}
         if isinstance(event, SessionEnded):
             return {"ended_ts": data["ts"], "status": data["status"], "exit_code": data.get("exit_code", 0)}
         return {}

@@ -87,6 +87,7 @@ def _setup(s: RecordingSummary) -> list:
         ["Weights", s.weights or "random (no weights file)"],
         ["Load", f"{s.load_mode or fmt.NA}, inputs by {transport_spec(s.transport).inputs_by}, batch {s.batch_size or fmt.NA}, levels "
                  + (", ".join(fmt.level_value(x) for x in s.levels_planned) or fmt.NA)],
+        ["Inputs", s.inputs_text],
         ["Cost", f"${s.cost_per_hour:g}/hr" if s.cost_per_hour else "not set (hardware.cost_per_hour)"],
     ]
     if s.server.get("triton_version"):

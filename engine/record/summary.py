@@ -167,6 +167,26 @@ class RecordingSummary:
     gpu_sharing: list[GpuSharing] = field(default_factory=list)
     # probe.dataset_size, samples per epoch (the training bill); None: not set, or recorded before it
     dataset_size: int | None = None
+    # the inputs sent: load.input_data's path, sha256, entries, requests, source, validated (the
+    # InputDataUsed event); None: load.data's generated tensors (``data``)
+    input_data: dict[str, Any] | None = None
+    data: str = "random"  # load.data
+
+    @property
+    def inputs_text(self) -> str:
+        """What the requests carried, in a few words: the data file and its digest, or generated tensors."""
+        d = self.input_data
+        if not d:
+            return "zeros" if self.data == "zeros" else "random tensors"
+        entries = d.get("entries")
+        checked = ", outputs checked against its validation_data" if d.get("validated") else ""
+        return (f"{d.get('path')} ({entries} entr{'y' if entries == 1 else 'ies'}, sha256 {str(d.get('sha256'))[:12]}"
+                f"{checked})")
+
+    @property
+    def inputs_key(self) -> str:
+        """What two runs must share to have sent the same inputs: the data's digest, or load.data."""
+        return f"sha256 {self.input_data.get('sha256')}" if self.input_data else self.data
 
     @property
     def main_sweep(self) -> int | None:
@@ -371,6 +391,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         wires=fold.wires,
         dataset_size=dataset_size if isinstance(dataset_size, int) and not isinstance(dataset_size, bool)
         and dataset_size > 0 else None,
+        input_data=dict(_table(meta.get("input_data"))) or None,
+        data=_text(load.get("data")) or "random",
         gpu_sharing=_gpu_sharing(gpus),
     )
 

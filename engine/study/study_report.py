@@ -61,7 +61,11 @@ def build_study_doc(f: StudyFigures) -> Doc:
     box = f"{first.gpu_count}x {first.gpu_model}" if first.gpu_count else "CPU only"
     doc = Doc(f"gpuscale-tui scaling study: {ix.model} on {box}")
     doc.add(Para(f"Profile {ix.profile}; variants {', '.join(ix.variants)}; server: {ix.server}; "
-                 f"latency target: {ix.slo or 'none (peak only)'}; study status: {ix.status}."))
+                 f"latency target: {ix.slo or 'none (peak only)'}; inputs: {first.inputs_text}; "
+                 f"study status: {ix.status}."))
+    if len({c.summary.inputs_key for c in f.configs}) > 1:
+        doc.add(Note("The configs sent different inputs: " + "; ".join(
+            f"{c.variant}: {c.summary.inputs_text}" for c in f.configs) + ".", warning=True))
     if ix.missing:
         doc.add(Note(f"Missing from this study (not finished): {', '.join(ix.missing)}.", warning=True))
     for c in f.configs:

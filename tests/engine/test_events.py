@@ -26,6 +26,8 @@ def _samples() -> list[ev.Event]:
         ev.LevelResult(mode="concurrency", level=8, index=2, status="stable", batch_size=1, windows=3,
                        merged_windows=3, requests=30, errors=0, throughput_rps=10.0, throughput_ips=10.0,
                        latency=lat, server=server, latency_uncorrected=lat),
+        ev.InputDataUsed(path="/data/photos.json", sha256="ab" * 32, entries=12, requests=12, source="json",
+                         validated=True),
         ev.SweepFinished(levels=7, stable=7, failed=0, saturation_level=32),
         ev.GpuSample(gpus=[gpu], source="nvml", interval_s=1.0),
         ev.HostSample(cpu_percent=50.0, per_core=[40.0, 60.0]),

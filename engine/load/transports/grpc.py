@@ -2,12 +2,14 @@
 ``raw_input_contents``.
 
 The ``ModelInferRequest`` is built and serialised once per sweep in the session (tritonclient's
-generated messages); every connection sends those bytes as they are, through a method whose
+generated messages; one per request of the sweep, taken in turn from the worker's
+RequestCycle); every connection sends those bytes as they are, through a method whose
 request serialiser is the identity. A connection is one ``grpc.aio`` channel with its own
 subchannel (its own TCP connection: channels otherwise share one per address), carrying one call
 at a time, as the scheduler's connections do. Each answer is parsed and checked (outputs asked
 for, their datatypes, raw sizes against shapes); one that does not add up is counted as
-``malformed_answer``. gRPC has no per-byte timings: written_ns = sent_ns, first_ns = the answer.
+``malformed_answer``; with validation data, one whose values differ is ``wrong_answer``. gRPC has
+no per-byte timings: written_ns = sent_ns, first_ns = the answer.
 
 The server's address: ``Target.grpc_url`` when given, else the HTTP URL's host with the HTTP port
 + 1 (Triton's default layout, 8000/8001, which the embedded server keeps).
@@ -22,15 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 import grpc  # grpcio; its asyncio API is grpc.aio
 
-from engine.load.answer_check import fixed_size_bytes, response_cap
+from engine.load.answer_check import AnswerCheck, AnswerSpec, fixed_size_bytes, response_cap
 from engine.load.transport import (
     MALFORMED_ANSWER,
     REJECTED,
     RESPONSE_TOO_LARGE,
     SERVER_ERROR,
+    WRONG_ANSWER,
     Connection,
     Dialer,
     Prepared,
+    RequestCycle,
     Scheduler,
     SweepInputs,
 )
@@ -55,14 +59,15 @@ REFUSALS = {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANG
 
 @dataclass
 class GrpcPayload:
-    """What each load worker gets: where to connect, and the request every connection sends."""
+    """What each load worker gets: where to connect, and the requests its connections send."""
 
     address: str  # host:port
     tls: bool
-    request: bytes  # the serialised ModelInferRequest
+    requests: tuple[bytes, ...]  # each serialised ModelInferRequest, sent in turn
     metadata: tuple[tuple[str, str], ...]  # the target's headers, as gRPC metadata
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output asked for
     max_answer: int  # bytes: a larger answer is refused (response_too_large)
+    values: AnswerSpec | None = None  # validation data, per request (None: values not compared)
 
 
 def grpc_address(target: Target) -> tuple[str, bool]:
@@ -167,12 +172,12 @@ class GrpcConnection(Connection):
         self.sent_ns = self.written_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
-        self.task = self.w.loop.create_task(self._call(self.infer))
+        self.task = self.w.loop.create_task(self._call(self.infer, self.dialer.cycle.take()))
         return now
 
-    async def _call(self, infer: Any) -> None:
+    async def _call(self, infer: Any, sent: int) -> None:
         try:
-            reply = await infer(self.payload.request, metadata=self.payload.metadata)
+            reply = await infer(self.payload.requests[sent], metadata=self.payload.metadata)
         except asyncio.CancelledError:
             return  # aborted: abort() reported it
         except grpc.aio.AioRpcError as exc:
@@ -193,10 +198,17 @@ class GrpcConnection(Connection):
         self.first_ns = monotonic_ns()
         self.task = None
         problem = check_answer(reply, self.payload.outputs)
-        if problem is None:
-            self.w.answered(self, False)
-        else:
+        if problem is not None:
             self.w.rejected(self, MALFORMED_ANSWER, problem, False)
+            return
+        values = self.dialer.values
+        if values is not None:
+            problem = values.check_raw(dict(zip((o.name for o in reply.outputs), reply.raw_output_contents,
+                                                strict=True)), sent)
+            if problem is not None:
+                self.w.rejected(self, WRONG_ANSWER, problem, False)
+                return
+        self.w.answered(self, False)
 
     def _gone(self, exc: BaseException | None) -> None:
         self.close_channel()
@@ -220,6 +232,8 @@ class GrpcDialer(Dialer):
         self.payload = payload
         self.parse = messages().ModelInferResponse.FromString
         self.closings: set[asyncio.Task[None]] = set()
+        self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # shared by the worker's connections
+        self.values = AnswerCheck(payload.values) if payload.values is not None else None
 
     def connection(self) -> GrpcConnection:
         return GrpcConnection(self.w, self)
@@ -268,21 +282,26 @@ class GrpcTransport:
         service_pb2 = messages()  # the session's side
 
         address, tls = grpc_address(sweep.target)
-        shapes, tensors, _warnings = sweep.inputs
-        request = service_pb2.ModelInferRequest(model_name=sweep.target.model,
-                                                model_version=sweep.target.model_version)
-        for tensor, blob in tensors:
-            entry = request.inputs.add()
-            entry.name, entry.datatype = tensor["name"], tensor["datatype"]
-            entry.shape.extend(shapes[tensor["name"]])
-            request.raw_input_contents.append(blob)
-        for out in sweep.info.outputs:
-            request.outputs.add().name = out["name"]
-        raw = request.SerializeToString()
+        raws = []
+        for r in sweep.requests:
+            request = service_pb2.ModelInferRequest(model_name=sweep.target.model,
+                                                    model_version=sweep.target.model_version)
+            for tensor, blob in r.tensors:
+                entry = request.inputs.add()
+                entry.name, entry.datatype = tensor["name"], tensor["datatype"]
+                entry.shape.extend(r.shapes[tensor["name"]])
+                request.raw_input_contents.append(blob)
+            for out in sweep.info.outputs:
+                request.outputs.add().name = out["name"]
+            raws.append(request.SerializeToString())
         metadata = tuple((k.lower(), v) for k, v in sweep.target.headers.items())
         outputs = tuple((o["name"], o.get("datatype", "")) for o in sweep.info.outputs)
         cap = response_cap(sweep.info.outputs, sweep.info.max_batch_size, sweep.batch_size)
-        return Prepared(GrpcPayload(address, tls, raw, metadata, outputs, cap), len(raw))
+        values = AnswerSpec({}, expected=tuple(r.expected for r in sweep.requests),
+                            labels=tuple(r.label for r in sweep.requests),
+                            tolerance=sweep.tolerance) if sweep.validating else None
+        payload = GrpcPayload(address, tls, tuple(raws), metadata, outputs, cap, values)
+        return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
         return GrpcDialer(scheduler, payload)

@@ -1,8 +1,9 @@
 """load.transport = http: KServe v2 over raw HTTP/1.1 keep-alive connections, the inputs in the body
 with Triton's binary tensor extension (the system_shm and cuda_shm transports send the same way).
 
-The request's bytes are encoded once per sweep in the session; every connection writes them as
-they are. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
+The requests' bytes are encoded once per sweep in the session (one request, or one per input
+data entry); every connection writes them as they are, each the next of its worker's
+RequestCycle. Hot path, per response: one ``buffer_updated`` callback (the socket was read straight
 into the connection's own buffer) frames the response from its head (Content-Length) and reports
 it to the scheduler, which in concurrency mode writes the same bytes again on the same connection.
 No coroutine, future, or JSON per request: every answer is checked (engine/load/answer_check.py),
@@ -35,9 +36,11 @@ from engine.load.transport import (
     REJECTED,
     RESPONSE_TOO_LARGE,
     SERVER_ERROR,
+    WRONG_ANSWER,
     Connection,
     Dialer,
     Prepared,
+    RequestCycle,
     Scheduler,
     SweepInputs,
 )
@@ -55,13 +58,13 @@ CHUNK_SLACK = 64 * 1024  # a chunked body's framing, beyond twice its cap, befor
 
 @dataclass
 class HttpPayload:
-    """What each load worker gets: where to connect, and the request every connection sends."""
+    """What each load worker gets: where to connect, and the requests its connections send."""
 
     host: str
     port: int
     tls: bool
     server_hostname: str
-    raw: bytes  # the whole HTTP request
+    requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
     answers: AnswerSpec  # what every answer must hold, and its size cap
 
 
@@ -74,9 +77,12 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
     say what was measured).
     """
 
-    def __init__(self, scheduler: Scheduler, raw: bytes = b"", answers: AnswerCheck | None = None) -> None:
+    def __init__(self, scheduler: Scheduler, requests: tuple[bytes, ...] = (b"",), answers: AnswerCheck | None = None,
+                 cycle: RequestCycle | None = None) -> None:
         super().__init__(scheduler)
-        self.raw = raw
+        self.requests = requests
+        self.cycle = cycle or RequestCycle(len(requests), 0)  # the dialer shares its worker's among its connections
+        self.sent = 0  # the index of the request in flight
         self.answers = answers  # None: answers are framed, not checked
         self.max_body = answers.spec.max_bytes if answers is not None else UNCHECKED_MAX_BODY
         self.tr: asyncio.Transport | None = None
@@ -179,6 +185,15 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
                 if problem is not None:
                     self.w.rejected(self, MALFORMED_ANSWER, problem, head.close)
                     return
+                if answers.validate:
+                    if decoded is None:
+                        problem = answers.check_values(self.buf, head.head_len, end - head.head_len, ihl, self.sent)
+                    else:
+                        body = bytearray(decoded[0])
+                        problem = answers.check_values(body, 0, len(body), ihl, self.sent)
+                    if problem is not None:
+                        self.w.rejected(self, WRONG_ANSWER, problem, head.close)
+                        return
             self.w.answered(self, head.close)
         else:
             self.w.rejected(self, _error_kind(head.status), self._error_text(head, end), head.close)
@@ -197,7 +212,10 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self.written_ns = 0
-        self.tr.write(self.raw)  # type: ignore[union-attr]  # only connected connections send
+        cycle = self.cycle  # RequestCycle.take, inlined: the hot path
+        self.sent = i = cycle.next
+        cycle.next = i + 1 if i + 1 < cycle.count else 0
+        self.tr.write(self.requests[i])  # type: ignore[union-attr]  # only connected connections send
         if not self.paused:
             self.written_ns = monotonic_ns()
         return now
@@ -232,9 +250,10 @@ class HttpDialer(TcpDialer):
         super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
         self.payload = payload
         self.answers = AnswerCheck(payload.answers)  # shared by this worker's connections
+        self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # so is its place in the requests
 
     def connection(self) -> HttpConnection:
-        return HttpConnection(self.w, self.payload.raw, self.answers)
+        return HttpConnection(self.w, self.payload.requests, self.answers, self.cycle)
 
 
 def server_endpoint(sweep: SweepInputs) -> Endpoint:
@@ -255,20 +274,26 @@ class HttpTransport:
 
     def prepared(self, sweep: SweepInputs, shm: ShmPlan | None = None,
                  cleanup: Callable[[], Awaitable[None]] | None = None) -> Prepared:
-        """Encode the sweep's request (the inputs named by ``shm``'s regions when given)."""
+        """Encode the sweep's requests (the inputs named by ``shm``'s regions when given)."""
         from engine.load.request import prepare_request  # numpy: the session's side only
 
         endpoint = server_endpoint(sweep)
-        request = prepare_request(sweep.target, sweep.info, endpoint, sweep.batch_size, sweep.data, shm=shm,
-                                  inputs=sweep.inputs)
+        raws = tuple(
+            prepare_request(sweep.target, sweep.info, endpoint, sweep.batch_size, sweep.data, shm=shm,
+                            inputs=(r.shapes, r.tensors, []), request=k).raw
+            for k, r in enumerate(sweep.requests)
+        )
         info = sweep.info
         answers = AnswerSpec(
             {o["name"]: str(o.get("datatype") or "") for o in info.outputs},
             {name: ShmOutput(ref.region, ref.offset, ref.byte_size) for name, ref in (shm.outputs if shm else {}).items()},
             response_cap(info.outputs, info.max_batch_size, sweep.batch_size),
+            expected=tuple(r.expected for r in sweep.requests) if sweep.validating else (),
+            labels=tuple(r.label for r in sweep.requests),
+            tolerance=sweep.tolerance,
         )
-        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, request.raw, answers)
-        return Prepared(payload, len(request.raw), cleanup)
+        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, raws, answers)
+        return Prepared(payload, sum(len(r) for r in raws) // len(raws), cleanup)
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
         return HttpDialer(scheduler, payload)

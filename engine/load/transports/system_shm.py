@@ -14,14 +14,17 @@ class SystemShmTransport(HttpTransport):
 
 async def prepare_shm(transport: HttpTransport, sweep: SweepInputs, gpu: int | None) -> Prepared:
     """Open the sweep's regions (the inputs on ``gpu``, or in system shared memory) and encode the
-    request that names them; the regions go when the sweep ends, or now if encoding fails."""
+    requests that name them; the regions go when the sweep ends, or now if encoding fails. With
+    validation data the outputs stay in the answers, where each answer's own values are (one
+    output region is shared by every request in flight)."""
     from engine.load.request import output_sizes  # numpy: the session's side only
     from engine.load.shm import open_regions
 
     server_endpoint(sweep)  # a bad URL is the user's error before any region is made
     target = sweep.target
-    tensors = [(t["name"], blob) for t, blob in sweep.inputs[1]]
-    regions = await open_regions(target.http_url, target.headers, tensors, output_sizes(sweep.info, sweep.batch_size), gpu)
+    tensors = [[(t["name"], blob) for t, blob in r.tensors] for r in sweep.requests]
+    outputs = [] if sweep.validating else output_sizes(sweep.info, sweep.batch_size)
+    regions = await open_regions(target.http_url, target.headers, tensors, outputs, gpu)
     try:
         return transport.prepared(sweep, regions.plan, regions.close)
     except BaseException:

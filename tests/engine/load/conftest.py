@@ -49,7 +49,7 @@ def http_payload(url: str, info: TargetInfo | None = None) -> HttpPayload:
     of one item, or no request at all (connections only) without ``info``."""
     if info is None:
         e = parse_endpoint(url)
-        return HttpPayload(e.host, e.port, e.tls, e.host, b"", AnswerSpec({}))
+        return HttpPayload(e.host, e.port, e.tls, e.host, (b"",), AnswerSpec({}))
     target = Target(url, "identity")
     sweep = SweepInputs(target, info, 1, "random", request_inputs(target, info, 1))
     return http.TRANSPORT.prepared(sweep).payload

@@ -76,6 +76,7 @@ def test_report_has_every_config_and_the_chart(study):
     assert "| 1x | 8 |" in md and "| 2x | 16 |" in md
     assert "Stop at 2 GPUs, the largest config measured" in md
     assert "NVML total-energy counter" in md
+    assert "inputs: random tensors;" in md and "sent different inputs" not in md
     html = render_study(f, "html")
     assert html.count("<svg") == 2 and "Throughput vs concurrency" in html
     assert html.count("<polyline") >= 5  # 2 throughput lines + 2 latency lines + the target

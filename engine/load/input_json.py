@@ -1,0 +1,193 @@
+"""perf_analyzer's input-data JSON (its docs/input_data.md) into entries: ``data``, a list of
+entries naming each input as a flat list of values, ``{"content": [...], "shape": [...]}``,
+``{"b64": "..."}`` or ``{"content": {"b64": "..."}, "shape": [...]}``; BYTES values as strings
+(or base64 of length-prefixed elements); ``validation_data`` aligned with it, naming outputs.
+Values the datatype cannot hold are the user's error, named with the entry and the input."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import numpy as np
+
+from engine.errors import UserError
+from engine.load.answer_check import ITEM_SIZE
+from engine.load.input_tensors import (
+    DataEntry,
+    DataModel,
+    DataTensor,
+    bytes_elements,
+    element,
+    entry_shape,
+    short,
+)
+from engine.load.request import NUMPY_DTYPES
+
+IGNORED_KEYS = {"model"}  # perf_analyzer allows it in an entry (its multi-model mode); it names no tensor
+
+
+def parse_document(doc: Any, model: DataModel, where: str) -> list[DataEntry]:
+    """perf_analyzer's input-data JSON, already parsed, into entries."""
+    if not isinstance(doc, dict) or "data" not in doc:
+        raise UserError(f"{where}: expected a JSON object with a 'data' list")
+    data, validation = doc["data"], doc.get("validation_data")
+    if not isinstance(data, list):
+        raise UserError(f"{where}: 'data' is not a list")
+    if not data:
+        raise UserError(f"{where}: 'data' is empty: no entry to send")
+    if validation is not None and (not isinstance(validation, list) or len(validation) != len(data)):
+        found = f"{len(validation)} entries" if isinstance(validation, list) else "not a list"
+        raise UserError(f"{where}: 'validation_data' must align with 'data' ({len(data)} entries), found {found}")
+    entries = []
+    for k, step in enumerate(data):
+        if isinstance(step, list):
+            raise UserError(f"{where}: entry {k} is a list: sequence streams (for sequence models) are not supported")
+        inputs = _tensors(step, model, k, where, outputs=False)
+        expected = _tensors(validation[k], model, k, where, outputs=True) if validation is not None else {}
+        entries.append(DataEntry(inputs, expected))
+    return entries
+
+
+def _tensors(step: Any, model: DataModel, k: int, where: str, outputs: bool) -> dict[str, DataTensor]:
+    what = "validation_data" if outputs else "data"
+    if not isinstance(step, dict):
+        raise UserError(f"{where}: {what} entry {k} is not an object of tensor names")
+    known = model.outputs if outputs else model.inputs
+    for name in step:
+        if name not in known and name not in IGNORED_KEYS:
+            kind = "output" if outputs else "input"
+            raise UserError(f"{where}: {what} entry {k} names {kind} {name!r}, which the model does not have "
+                            f"({kind}s: {model.names(outputs)})")
+    if not outputs:
+        missing = [name for name in model.required if name not in step]
+        if missing:
+            raise UserError(f"{where}: entry {k} lacks input {missing[0]!r}")
+    found = {}
+    for name, value in step.items():
+        if name in IGNORED_KEYS:
+            continue
+        label = f"{where}: {what} entry {k}, {'output' if outputs else 'input'} {name!r}"
+        datatype, dims = known[name]
+        found[name] = _tensor(value, datatype, dims, model.wanted.get(name) if not outputs else None, label, outputs)
+    return found
+
+
+def _tensor(value: Any, datatype: str, dims: list[int], wanted: list[int] | None, label: str,
+            output: bool = False) -> DataTensor:
+    """One tensor of an entry: a list, {"content": ..., "shape": ...} or {"b64": ...}."""
+    shape = None
+    content = value
+    if isinstance(value, dict):
+        if "shape" in value:
+            shape = value["shape"]
+            if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                      for d in shape):
+                raise UserError(f"{label}: 'shape' must be a list of non-negative integers, found {short(shape)}")
+        if "b64" in value:
+            content = value
+        elif "content" in value:
+            content = value["content"]
+        else:
+            raise UserError(f"{label}: expected 'content' or 'b64' in {short(value)}")
+    if isinstance(content, list):
+        raw, count = encode_values(content, datatype, label)
+    elif isinstance(content, dict) and "b64" in content:
+        raw, count = _decode_b64(content["b64"], datatype, label)
+    else:
+        raise UserError(f"{label}: expected a list of values or {{\"b64\": ...}}, found {short(content)}")
+    if output and shape is None and sum(d < 0 for d in dims) > 1:
+        return DataTensor(datatype, (count,), raw)  # expected values are compared as bytes: any shape that holds them
+    return DataTensor(datatype, tuple(entry_shape(shape, dims, wanted, count, label)), raw)
+
+
+def encode_values(values: list[Any], datatype: str, label: str) -> tuple[bytes, int]:
+    """A JSON list of values (nested lists are flattened, row-major) as raw bytes, and its
+    element count; a value the datatype cannot hold is the user's error."""
+    flat = _flatten(values, label)
+    if datatype == "BYTES":
+        if not all(isinstance(v, str) for v in flat):
+            bad = next(v for v in flat if not isinstance(v, str))
+            raise UserError(f"{label}: BYTES values must be strings, found {short(bad)}")
+        return b"".join(element(v.encode()) for v in flat), len(flat)
+    try:
+        array = np.asarray(flat) if flat else np.zeros(0)
+    except (ValueError, OverflowError):
+        raise UserError(f"{label}: values that are not numbers of one kind") from None
+    kind = array.dtype.kind
+    if datatype == "BOOL":
+        if kind != "b" and not (kind in "iu" and set(np.unique(array).tolist()) <= {0, 1}):
+            raise UserError(f"{label}: BOOL values must be true/false (or 0/1), found {_first_bad(flat)}")
+        return array.astype(np.bool_).tobytes(), len(flat)
+    if datatype in ("FP16", "FP32", "FP64", "BF16"):
+        if kind not in "iuf" or any(isinstance(v, bool) for v in flat):
+            raise UserError(f"{label}: {datatype} values must be numbers, found {_first_bad(flat)}")
+        if datatype == "BF16":
+            return bf16_bytes(array.astype(np.float32)), len(flat)
+        return array.astype(np.dtype(NUMPY_DTYPES[datatype]).newbyteorder("<")).tobytes(), len(flat)
+    dtype = NUMPY_DTYPES.get(datatype)
+    if dtype is None:
+        raise UserError(f"{label}: datatype {datatype!r} is not supported")
+    if flat and kind not in "iu" and all(isinstance(v, int) and not isinstance(v, bool) for v in flat):
+        worst = max(flat, key=abs)  # integers numpy cannot hold in one 64-bit type
+        raise UserError(f"{label}: value {worst} does not fit {datatype}")
+    if flat and (kind not in "iu" or any(isinstance(v, bool) for v in flat)):
+        raise UserError(f"{label}: {datatype} values must be integers, found {_first_bad(flat, integers=True)}")
+    limits = np.iinfo(dtype)  # type: ignore[type-var]  # an integer dtype here
+    if flat and (int(array.min()) < limits.min or int(array.max()) > limits.max):
+        worst = int(array.min()) if int(array.min()) < limits.min else int(array.max())
+        raise UserError(f"{label}: value {worst} does not fit {datatype} ({limits.min} to {limits.max})")
+    return array.astype(np.dtype(dtype).newbyteorder("<")).tobytes(), len(flat)
+
+
+def bf16_bytes(floats: np.ndarray) -> bytes:
+    """FP32 values as BF16 (the upper 16 bits), rounded to nearest even."""
+    bits = floats.astype("<f4").view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype("<u2").tobytes()
+
+
+def _decode_b64(text: Any, datatype: str, label: str) -> tuple[bytes, int]:
+    if not isinstance(text, str):
+        raise UserError(f"{label}: 'b64' must be a string, found {short(text)}")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise UserError(f"{label}: bad base64") from None
+    if datatype == "BYTES":
+        count = bytes_elements(raw)
+        if count is None:
+            raise UserError(f"{label}: BYTES data must be elements each after a 4-byte little-endian length")
+        return raw, count
+    size = ITEM_SIZE.get(datatype)
+    if size is None:
+        raise UserError(f"{label}: datatype {datatype!r} is not supported")
+    if len(raw) % size:
+        raise UserError(f"{label}: {len(raw)} bytes are not a whole number of {datatype} elements ({size} bytes each)")
+    return raw, len(raw) // size
+
+
+def _flatten(values: list[Any], label: str) -> list[Any]:
+    if not any(isinstance(v, list) for v in values):
+        return values
+    out: list[Any] = []
+    stack = [iter(values)]
+    while stack:
+        for v in stack[-1]:
+            if isinstance(v, list):
+                if len(stack) > 64:
+                    raise UserError(f"{label}: lists nested too deep")
+                stack.append(iter(v))
+                break
+            out.append(v)
+        else:
+            stack.pop()
+    return out
+
+
+def _first_bad(flat: list[Any], integers: bool = False) -> str:
+    for v in flat:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integers and not isinstance(v, int)):
+            return short(v)
+    return "values of mixed kinds"
