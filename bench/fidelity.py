@@ -84,6 +84,18 @@ class Budget:
         self.walls.setdefault((tool, mode), []).append(m.wall_s)
 
 
+def input_data_for(args: argparse.Namespace, model: str) -> str:
+    """--input-data for ``model``: its MODEL=PATH entry, else a bare PATH (every model), else ""."""
+    bare = ""
+    for item in (x.strip() for x in (getattr(args, "input_data", "") or "").split(",") if x.strip()):
+        name, sep, path = item.partition("=")
+        if not sep:
+            bare = item
+        elif name == model:
+            return path
+    return bare
+
+
 def run_pair(
     model: str, mode: str, level: float, rnd: int, flip: int, url: str, args: argparse.Namespace, pa: PA, budget: Budget,
     pa_extra: tuple[str, ...] = (),
@@ -94,6 +106,9 @@ def run_pair(
     if not budget.allows_pair(mode):
         return None
     got: dict[str, Measure] = {}
+    data = input_data_for(args, model)
+    if data:  # the same file for both tools: perf_analyzer's --input-data, our load.input_data
+        pa_extra = (*pa_extra, "--input-data", data)
     for tool in order:
         if tool == "pa":
             for _ in range(1 + args.pa_retries):
@@ -103,7 +118,7 @@ def run_pair(
                     break
             got["pa"] = m
         else:
-            got["ours"] = run_ours(url, model, level, args, mode, transport=args.transport)
+            got["ours"] = run_ours(url, model, level, args, mode, transport=args.transport, input_data=data)
             budget.ran("ours", mode, got["ours"])
     ours, theirs = got["ours"], got["pa"]
     row = {
@@ -406,6 +421,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=4 if cpu else 10)
     p.add_argument("--rounds", type=int, default=2 if cpu else 1)
     p.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
+    p.add_argument("--input-data", default="", metavar="[MODEL=]PATH,...",
+                   help="a perf_analyzer input-data file (JSON or folder) both tools send (theirs: --input-data, "
+                        "ours: load.input_data); MODEL=PATH per model, comma-separated, or one PATH for every model")
     p.add_argument("--pa-retries", type=int, default=0 if cpu else 1, help="perf_analyzer runs again after no result")
     p.add_argument("--pa-rate-threads", type=int, default=0,
                    help="perf_analyzer --max-threads in rate mode (0 = the peak's concurrency level, 16 to 256)")

@@ -388,7 +388,7 @@ def ours_measure(r: LevelResult) -> Measure:
 
 
 async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace, mode: str, transport: str,
-                    gpus: tuple[int, ...]) -> Measure:
+                    gpus: tuple[int, ...], input_data: str = "") -> Measure:
     from engine.load.sweep import run_sweep
     from engine.load.target import Target, describe_target
     from engine.profiles import Load
@@ -397,7 +397,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
     info = await describe_target(target)
     common = {"batch_size": args.batch, "window_ms": args.window_ms, "stability_percent": args.stability,
               "max_windows": args.max_windows, "warmup_s": 0.0, "workers": getattr(args, "workers", 0),
-              "request_timeout_s": 30.0, "transport": transport}
+              "request_timeout_s": 30.0, "transport": transport, "input_data": input_data}
     if mode == "concurrency":
         load = Load(mode="concurrency", concurrency=[int(level)], **common)
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default
@@ -408,12 +408,12 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
 
 
 def run_ours(url: str, model: str, level: float, args: argparse.Namespace, mode: str = "concurrency",
-             transport: str = "http", gpus: tuple[int, ...] = ()) -> Measure:
+             transport: str = "http", gpus: tuple[int, ...] = (), input_data: str = "") -> Measure:
     """Our engine at one level (``args`` as for run_perf_analyzer, plus ``workers``). A failure
     becomes a failed Measure with its reason, so that one level cannot end a comparison."""
     started = time.monotonic()
     try:
-        return asyncio.run(_run_ours(url, model, level, args, mode, transport, gpus))
+        return asyncio.run(_run_ours(url, model, level, args, mode, transport, gpus, input_data))
     except Exception as exc:  # noqa: BLE001 - reported in the row, the bench goes on
         m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:160])
         m.wall_s = time.monotonic() - started
