@@ -73,9 +73,8 @@ def numpy_refusal(version: str | None) -> str | None:
     docs/results/empty_answers_on_the_gpu_boxes.md has how it was found."""
     if version is None or not version.split(".")[0].isdigit() or int(version.split(".")[0]) < 2:
         return None
-    return (f"the embedded server's Python backend answers with empty outputs under numpy {version} (it needs "
-            "numpy<2): run this tool from an environment with numpy<2, e.g. python3 -m venv --system-site-packages "
-            "~/gpuscale-venv && ~/gpuscale-venv/bin/pip install 'numpy<2' (or use a remote server)")
+    return (f"the embedded server's Python backend answers with empty outputs under numpy {version}: install "
+            "numpy<2 where this tool runs (pip install 'numpy<2', as the [server] extra pins it) or use a remote server")
 
 
 def assemble_backends(dist: TritonDistribution, dest: Path) -> Path:
