@@ -129,18 +129,56 @@ def breakdown(
     )
 
 
+def ensemble_steps(config: dict[str, Any]) -> tuple[str, ...]:
+    """The step models of an ensemble's configuration, in order; () for any other model (pure)."""
+    if config.get("platform") != "ensemble":
+        return ()
+    scheduling = config.get("ensemble_scheduling")
+    steps = scheduling.get("step") if isinstance(scheduling, dict) else None
+    names = [s.get("model_name") for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+    return tuple(n for n in names if isinstance(n, str) and n)
+
+
+def ensemble_snapshot(top: StatsSnapshot | None, steps: list[StatsSnapshot | None]) -> StatsSnapshot | None:
+    """An ensemble's counters as perf_analyzer reads them (pure): its own request count and total
+    time, its steps' queue and compute times summed (each step runs once per request of a linear
+    ensemble), and the first step's batches. Triton's own counters for an ensemble hold its steps'
+    compute but not their queue time. A step without statistics: the ensemble's own counters."""
+    if top is None or not steps or any(s is None for s in steps):
+        return top
+    found = [s for s in steps if s is not None]
+    ns = {"success": top.ns["success"], **{part: sum(s.ns[part] for s in found) for part in PARTS[1:]}}
+    counts = dict.fromkeys(PARTS, top.counts["success"])  # every part per request of the ensemble
+    return StatsSnapshot(
+        inference_count=found[0].inference_count, execution_count=found[0].execution_count, counts=counts, ns=ns,
+        asked_ns=top.asked_ns, answered_ns=top.answered_ns,
+        dropped=tuple(dict.fromkeys(name for s in (top, *found) for name in s.dropped)),
+    )
+
+
 async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapshot | None:
-    """One snapshot, or None when the server cannot give it (stopped, extension disabled)."""
+    """One snapshot, or None when the server cannot give it (stopped, extension disabled). For an
+    ensemble (``target.composing``), its steps' statistics are read with it (ensemble_snapshot)."""
+    asked = time.monotonic_ns()
+    if target.composing:
+        import asyncio
+
+        every = await asyncio.gather(_model_snapshot(target, target.model, target.model_version, timeout_s),
+                                     *(_model_snapshot(target, step, "", timeout_s) for step in target.composing))
+        found = ensemble_snapshot(every[0], list(every[1:]))
+    else:
+        found = await _model_snapshot(target, target.model, target.model_version, timeout_s)
+    return dataclasses.replace(found, asked_ns=asked, answered_ns=time.monotonic_ns()) if found else None
+
+
+async def _model_snapshot(target: Target, model: str, version: str, timeout_s: float) -> StatsSnapshot | None:
+    path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/stats"
     try:
-        asked = time.monotonic_ns()
-        reply = await http1.request(
-            target.http_url, f"{target.model_path}/stats", headers=target.headers, timeout_s=timeout_s,
-            max_bytes=STATS_MAX_BYTES,
-        )
+        reply = await http1.request(target.http_url, path, headers=target.headers, timeout_s=timeout_s,
+                                    max_bytes=STATS_MAX_BYTES)
         if reply.status != 200:
             return None
-        found = snapshot_from_json(reply.json(), target.model, target.model_version)
-        return dataclasses.replace(found, asked_ns=asked, answered_ns=time.monotonic_ns()) if found else None
+        return snapshot_from_json(reply.json(), model, version)
     except (TimeoutError, OSError, http1.BadResponse, ValueError, RecursionError):
         return None
 

@@ -58,7 +58,14 @@ from engine.load.error_text import errors_line
 from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
 from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.server_stats import StatsSnapshot, breakdown, fetch_snapshot, summed, taken_in_time
+from engine.load.server_stats import (
+    StatsSnapshot,
+    breakdown,
+    ensemble_steps,
+    fetch_snapshot,
+    summed,
+    taken_in_time,
+)
 from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.transport import (
@@ -526,6 +533,7 @@ async def run_sweep(
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
     when this returns or raises."""
     mode = mode_of(load.mode)
+    target = dataclasses.replace(target, composing=ensemble_steps(info.model_config))  # its statistics' models
     levels = mode.levels(load)
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")

@@ -43,6 +43,9 @@ class Target:
     grpc_url: str = ""  # host:port of its gRPC endpoint; "": the HTTP port + 1 (the grpc transport)
     # two or more: the load is spread over these servers, and http_url is the first's; empty: one server
     endpoints: list[Endpoint] = field(default_factory=list)
+    # an ensemble's step models (engine/load/server_stats.ensemble_steps): the server's queue and
+    # compute times are theirs, as perf_analyzer reports them; (): the model's own statistics
+    composing: tuple[str, ...] = ()
 
     def endpoint_list(self) -> list[Endpoint]:
         """The servers the load goes to: the endpoints, or this target's one URL."""
