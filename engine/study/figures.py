@@ -52,6 +52,14 @@ class ConfigFigures:
         return self.findings.peak.throughput if self.findings.peak else None
 
     @property
+    def shared_gpus(self) -> int | None:
+        """A scale-out of more one-GPU servers than the box has GPUs (the mechanics on a small
+        box): the GPUs they shared; None otherwise. Its per-GPU efficiency means nothing."""
+        parts = self.scale_out
+        box = self.summary.gpu_count
+        return box if parts and parts[0] == "1x" and 0 < box < parts[1] else None
+
+    @property
     def scale_out(self) -> tuple[str, int] | None:
         """("1x", 4) for "1x*4": the config of each server and how many; None for one server."""
         return scale_out_parts(self.variant)
@@ -229,6 +237,8 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
         raise UserError(f"{index_path}: no variant of this study finished (missing: {', '.join(index.missing)})")
     base = configs[0]
     for c in configs:
+        if c.shared_gpus:
+            continue
         c.efficiency_peak = efficiency(c.peak_throughput, c.units, base.peak_throughput, base.units)
         if c.slo and base.slo:
             c.efficiency_slo = efficiency(c.slo.throughput, c.units, base.slo.throughput, base.units)

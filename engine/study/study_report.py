@@ -81,7 +81,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
         fi = c.findings
         sat = fi.saturation
         peak_rows.append([
-            c.variant, str(c.units), fmt.rate(c.peak_throughput) + _unstable(fi.peak),
+            c.variant, f"{c.units} (on {c.shared_gpus})" if c.shared_gpus else str(c.units),
+            fmt.rate(c.peak_throughput) + _unstable(fi.peak),
             fmt.level_value(fi.peak.level) if fi.peak else fmt.NA, fmt.ms(fi.peak.p99 if fi.peak else None),
             fmt.percent(c.efficiency_peak), fmt.money(c.cost_peak), _j(c.j_per_image_peak),
         ])
@@ -102,6 +103,10 @@ def build_study_doc(f: StudyFigures) -> Doc:
     doc.add(Para(f"Efficiency = (images/s per {f.unit}) / (images/s per {f.unit} of {f.configs[0].variant}); "
                  "saturation = the lowest level within 5 % of the config's peak; "
                  "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))
+    for c in f.configs:
+        if c.shared_gpus:
+            doc.add(Para(f"{c.variant}: its {c.units} servers shared this box's {c.shared_gpus} GPU(s), which shows "
+                         "the mechanics of scale-out, not what separate boxes would do: no efficiency is given."))
     if f.slo:
         doc.add(Para(f"SLO point: of the levels whose {f.slo.percentile} stays under "
                      f"{f.slo.target_s * 1000:g} ms below the lowest level that missed it, the one with the most "

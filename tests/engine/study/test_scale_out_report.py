@@ -142,3 +142,24 @@ def test_a_replayed_study_ends_with_the_line(tmp_path):
     (end,) = ends
     assert end.scale_answers == [study_figures(path).scale[0].answer.line]
     assert end.scale_answers[0].endswith("→ scale out")
+
+
+@pytest.mark.slow  # writes two synthetic recordings
+def test_servers_sharing_a_smaller_boxs_gpu_get_no_efficiency(tmp_path):
+    runs = []
+    for k, variant in enumerate(("1x", "1x*2")):
+        run = SyntheticRun(gpu_model="H200", gpu_count=1, variant=variant, profile_name="1x_h200", cost_per_hour=3.5,
+                           levels=[1, 4, 16], capacity_per_gpu_ips=200.0, base_latency_s=0.02, probe=False,
+                           telemetry_hz=1.0, t0=1_771_169_400.0 + 10_000 * k)
+        path = record_events(tmp_path / f"{variant.replace('*', '_')}.sqlite", synthetic_session(run))
+        runs.append(VariantRun(variant, path.name, "ok", 0))
+    index = StudyIndex(study_id="s", profile="1x_h200", model="openclip_vit_b32", variants=["1x", "1x*2"],
+                       server="embedded", slo=None, runs=runs, status="ok")
+    write_index(index, tmp_path / "s.study.json")
+    figures = study_figures(tmp_path / "s.study.json")
+    one, two = figures.configs
+    assert (one.shared_gpus, two.shared_gpus) == (None, 1)
+    assert one.efficiency_peak == pytest.approx(1.0) and two.efficiency_peak is None
+    md = render_study(figures, "md")
+    assert "| 1x*2 | 2 (on 1) |" in md
+    assert "1x*2: its 2 servers shared this box's 1 GPU(s)" in md
