@@ -646,7 +646,7 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
-    return requests, []
+    return requests, list(data.notes)
 
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
