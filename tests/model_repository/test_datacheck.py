@@ -115,3 +115,27 @@ def test_perf_analyzer_takes_a_raw_photos_file_as_our_engine_does(shapes_server,
     text = run.stdout + run.stderr
     assert "2 step/steps" in text and "had error" not in text and "doesn't match" not in text, text[-1500:]
     assert run.returncode == 0 or "Failed to obtain stable measurement" in text, text[-1500:]
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_perf_analyzer_ignores_an_input_the_model_lacks_and_compares_floats_exactly(shapes_server, perf_analyzer,
+                                                                                     tmp_path):
+    """What our reader follows (an unknown input name is not sent) and where it differs on purpose
+    (floats within load.validate_tolerance, where perf_analyzer wants the same bytes)."""
+    import numpy as np
+
+    document = json.loads(DATA_FILE.read_text())
+    for entry in document["data"]:
+        entry["PROMPT"] = ["not an input of datacheck"]
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps(document))
+    run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(extra))
+    text = run.stdout + run.stderr
+    assert "had error" not in text and (run.returncode == 0 or "Failed to obtain stable" in text), text[-1500:]
+    for want in document["validation_data"]:  # one FP32 step up from the exact answer
+        want["SCORE"][0] = float(np.nextafter(np.float32(want["SCORE"][0]), np.float32(2)))
+    ulp = tmp_path / "ulp.json"
+    ulp.write_text(json.dumps(document))
+    run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(ulp))
+    assert run.returncode != 0 and "Output doesn't match expected output" in run.stdout + run.stderr

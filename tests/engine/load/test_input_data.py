@@ -142,7 +142,6 @@ BAD = [
     ({"data": []}, "'data' is empty"),
     ({"data": [{"INPUT0": [1.0] * 4}], "validation_data": []}, "must align with 'data'"),
     ({"data": [{}]}, "entry 0 lacks input 'INPUT0'"),
-    ({"data": [{"INPUT0": [1.0] * 4, "EXTRA": [1]}]}, "names input 'EXTRA', which the model does not have"),
     ({"data": [{"INPUT0": [1.0] * 3}]}, "input 'INPUT0': 3 elements where shape \\[4\\] holds 4"),
     ({"data": [{"INPUT0": {"content": [1.0] * 4, "shape": [2, 2]}}]}, "shape \\[2, 2\\] does not fit the model's \\[4\\]"),
     ({"data": [{"INPUT0": ["a", "b", "c", "d"]}]}, "input 'INPUT0': FP32 values must be numbers"),

@@ -2,7 +2,8 @@
 our reader reads it the same (pure: the datacheck models' metadata written out by hand, no
 server). FP16 from base64 (perf_analyzer takes FP16 only so), a BYTES base64 as the whole
 serialized tensor (each element a 4-byte little-endian length, then its bytes), validation data
-naming outputs the model lacks ignored (one file for an ensemble and the models it wraps)."""
+and inputs naming tensors the model lacks ignored (one file for an ensemble and the models it
+wraps; perf_analyzer 2.41 runs such a file without a word)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,14 @@ def test_validation_data_for_outputs_the_model_lacks_is_ignored_with_a_note():
     requests = data_requests(Target("http://127.0.0.1:9", "datacheck_bls", input_shapes={}), BLS, 1, data)
     assert set(requests[0].expected) == {"TOKEN_COUNT", "SCORE"}
     assert read_input_data(str(DATA_FILE), DATACHECK).notes == ()
+
+
+def test_an_input_the_model_lacks_is_not_sent_with_a_note(tmp_path):
+    doc = {"data": [{"TOKENS": [101], "IMAGE": ["x"], "PROMPT": ["unused"]}]}
+    data = read_input_data(_write(tmp_path, doc), DATACHECK)
+    assert list(data.entries[0].inputs) == ["TOKENS", "IMAGE"]
+    (note,) = data.notes
+    assert "data names 'PROMPT', which the model does not take (inputs: IMAGE, SCALE, TOKENS): not sent" in note
 
 
 def test_validation_data_may_name_some_outputs_where_perf_analyzer_wants_all(tmp_path):
