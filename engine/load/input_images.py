@@ -95,10 +95,10 @@ def images_document(folder: Path, input_name: str, size: int = 224, raw: bool = 
     entries, total = [], 0
     for path in photos(folder):
         content = _read(path)
-        tensor = element(content) if raw else pixels(content, size, path)
-        total += len(tensor)
-        if total > MAX_DATA_BYTES:
-            raise UserError(f"{folder}: the photos make over {MAX_DATA_BYTES >> 30} GiB of tensors: use fewer")
+        text = base64.b64encode(element(content) if raw else pixels(content, size, path)).decode()
+        total += len(text)
+        if total > MAX_DATA_BYTES:  # a file load.input_data would refuse
+            raise UserError(f"{folder}: the photos make a file over {MAX_DATA_BYTES >> 30} GiB: use fewer")
         shape = [1] if raw else [3, size, size]
-        entries.append({input_name: {"content": {"b64": base64.b64encode(tensor).decode()}, "shape": shape}})
+        entries.append({input_name: {"content": {"b64": text}, "shape": shape}})
     return {"data": entries}
