@@ -98,3 +98,13 @@ def test_a_bad_folder_is_one_line_and_exit_2(tmp_path, capsys, case, needle):
     err = capsys.readouterr().err.strip()
     assert needle in err and err.count("\n") == 0, err
     assert not out.exists()
+
+
+def test_photos_that_make_a_file_over_the_limit_are_refused(tmp_path, capsys, monkeypatch):
+    from engine.load import input_images
+
+    _photos(tmp_path / "photos")
+    monkeypatch.setattr(input_images, "MAX_DATA_BYTES", 1000)  # 2 GiB in use: what load.input_data reads
+    out = tmp_path / "raw.json"
+    assert main(["data", "from-images", str(tmp_path / "photos"), "--input", "IMAGE", "--raw", "--out", str(out)]) == 2
+    assert "the photos make a file over" in capsys.readouterr().err and not out.exists()
