@@ -27,6 +27,7 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     "server": (("pytriton", "nvidia-pytriton"),),
     "probe": (("torch", "torch"), ("scipy", "scipy")),
     "model": (("torch", "torch"), ("onnx", "onnx")),
+    "data": (("PIL", "pillow"),),
 }
 
 

@@ -229,6 +229,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", type=Path, default=Path("model_repository"), metavar="DIR")
     e.add_argument("--opset", type=int, default=17)
 
+    p = sub.add_parser("data", help="input-data files (perf_analyzer's --input-data JSON) for --input-data")
+    dsub = p.add_subparsers(dest="data_command", metavar="ACTION", parser_class=OneLineParser, required=True)
+    d = dsub.add_parser("from-images", help="one entry per photo (JPEG/PNG) of a folder: decoded, resized, "
+                                            "centre-cropped and normalised as OpenCLIP's FP32 CHW (needs [data]), "
+                                            "or with --raw each file's bytes as a BYTES element")
+    d.add_argument("folder", type=Path, metavar="FOLDER", help="a folder of JPEG or PNG photos (file-name order)")
+    d.add_argument("--input", required=True, metavar="NAME", help="the model's input the photos go to (e.g. image)")
+    d.add_argument("--out", type=Path, required=True, metavar="FILE", help="the JSON file to write")
+    d.add_argument("--size", type=int, default=224, metavar="PIXELS", help="side of the square crop (default: 224)")
+    d.add_argument("--raw", action="store_true",
+                   help="each file's bytes as one BYTES element, for a model that decodes JPEGs itself")
+
     p = sub.add_parser("server", help="start the embedded Triton server, print its URLs, stop on Ctrl-C "
                                       "(its log is kept in ~/.cache/gpuscale-tui/server-logs)")
     p.add_argument("--model", default="vit_tiny", metavar="NAME",
@@ -624,6 +636,22 @@ def _cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data(args: argparse.Namespace) -> int:
+    from engine.load.input_images import images_document
+
+    document = images_document(args.folder, args.input, size=args.size, raw=args.raw)
+    text = json.dumps(document, separators=(",", ":"))
+    partial = args.out.with_name(f".{args.out.name}.partial")
+    try:
+        partial.write_text(text)
+        partial.replace(args.out)
+    finally:
+        partial.unlink(missing_ok=True)
+    what = "raw bytes (BYTES)" if args.raw else f"FP32 [3, {args.size}, {args.size}], OpenCLIP-normalised"
+    print(f"{args.out}: {len(document['data'])} entries for input {args.input!r}, {what}")
+    return 0
+
+
 def _cmd_server(args: argparse.Namespace) -> int:
     import threading
 
@@ -667,6 +695,7 @@ COMMANDS = {
     "export": _cmd_export,
     "compare": _cmd_compare,
     "model": _cmd_model,
+    "data": _cmd_data,
     "server": _cmd_server,
 }
 
@@ -695,7 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: needs Python {'.'.join(map(str, MIN_PYTHON))} or newer (this is {found})", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
-    if args.command in ("export", "compare", "profiles", "model"):
+    if args.command in ("export", "compare", "profiles", "model", "data"):
         _interrupt_on_term()  # run, study and server install their own stop signals
     try:
         return COMMANDS[args.command](args)

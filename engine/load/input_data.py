@@ -70,5 +70,6 @@ def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[in
         raise UserError(f"input data {path}: not JSON ({msg} at line {getattr(exc, 'lineno', '?')})") from None
     except RecursionError:
         raise UserError(f"input data {path}: not JSON (nested too deep)") from None
-    entries = parse_document(doc, model, f"input data {path}")
-    return InputData(str(where.resolve()), "json", hashlib.sha256(raw).hexdigest(), entries)
+    notes: list[str] = []
+    entries = parse_document(doc, model, f"input data {path}", notes)
+    return InputData(str(where.resolve()), "json", hashlib.sha256(raw).hexdigest(), entries, tuple(notes))

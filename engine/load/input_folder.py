@@ -1,8 +1,9 @@
 """load.input_data as a folder: perf_analyzer's folder mode (a file named after each input holds
 its raw little-endian bytes for one entry; for BYTES a text file, one element per line), and a
 folder named after an input holding one file per entry (for BYTES, one file per element, e.g.
-JPEG photos), cycled over requests. Files named after outputs are their expected values. The
-digest covers every file: relative paths and bytes, in sorted order."""
+JPEG photos), cycled over requests. Files named after outputs are their expected values; other
+names are not read (a note). The digest covers the files read: relative paths and bytes, in
+sorted order."""
 
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ def read_folder(folder: Path, model: DataModel) -> InputData:
     """perf_analyzer's folder mode, and a folder per input holding one file per entry (BYTES:
     one file per element)."""
     where = f"input data {folder}"
-    names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
-    for name in names:
-        if name not in model.inputs and name not in model.outputs:
-            raise UserError(f"{where}: {name!r} is neither an input nor an output of the model "
-                            f"(inputs: {model.names(False)}; outputs: {model.names(True)})")
+    listed = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    names = [n for n in listed if n in model.inputs or n in model.outputs]
+    others = [n for n in listed if n not in names]  # perf_analyzer reads only the model's names too
+    notes = [f"{where}: {', '.join(repr(n) for n in others)} named after no input or output of the model "
+             f"(inputs: {model.names(False)}; outputs: {model.names(True)}): not read, as perf_analyzer ignores them"
+             ] if others else []
     for name in names:
         if not (folder / name).is_file() and not (folder / name).is_dir():
             raise UserError(f"{where}: {name!r} is neither a file nor a folder")
@@ -56,7 +58,7 @@ def read_folder(folder: Path, model: DataModel) -> InputData:
     count = max(len(items) for items in (*inputs.values(), *expected.values()))
     entries = [DataEntry({n: items[k % len(items)] for n, items in inputs.items()},
                          {n: items[k % len(items)] for n, items in expected.items()}) for k in range(count)]
-    return InputData(str(folder), "folder", digest.hexdigest(), entries)
+    return InputData(str(folder), "folder", digest.hexdigest(), entries, tuple(notes))
 
 
 def _folder_tensors(path: Path, datatype: str, dims: list[int], wanted: list[int] | None, label: str,

@@ -28,8 +28,9 @@ from engine.load.request import NUMPY_DTYPES
 IGNORED_KEYS = {"model"}  # perf_analyzer allows it in an entry (its multi-model mode); it names no tensor
 
 
-def parse_document(doc: Any, model: DataModel, where: str) -> list[DataEntry]:
-    """perf_analyzer's input-data JSON, already parsed, into entries."""
+def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | None = None) -> list[DataEntry]:
+    """perf_analyzer's input-data JSON, already parsed, into entries; tensors named that the model
+    lacks are left out, as perf_analyzer leaves them, and ``notes`` says so."""
     if not isinstance(doc, dict) or "data" not in doc:
         raise UserError(f"{where}: expected a JSON object with a 'data' list")
     data, validation = doc["data"], doc.get("validation_data")
@@ -41,32 +42,38 @@ def parse_document(doc: Any, model: DataModel, where: str) -> list[DataEntry]:
         found = f"{len(validation)} entries" if isinstance(validation, list) else "not a list"
         raise UserError(f"{where}: 'validation_data' must align with 'data' ({len(data)} entries), found {found}")
     entries = []
+    ignored: dict[str, set[str]] = {"data": set(), "validation_data": set()}
     for k, step in enumerate(data):
         if isinstance(step, list):
             raise UserError(f"{where}: entry {k} is a list: sequence streams (for sequence models) are not supported")
-        inputs = _tensors(step, model, k, where, outputs=False)
-        expected = _tensors(validation[k], model, k, where, outputs=True) if validation is not None else {}
+        inputs = _tensors(step, model, k, where, False, ignored["data"])
+        expected = (_tensors(validation[k], model, k, where, True, ignored["validation_data"])
+                    if validation is not None else {})
         entries.append(DataEntry(inputs, expected))
+    for what, names in ignored.items():
+        if names and notes is not None:
+            outputs = what == "validation_data"
+            verb, kind, done = ("output", "outputs", "compared") if outputs else ("take", "inputs", "sent")
+            notes.append(f"{where}: {what} names {', '.join(repr(n) for n in sorted(names))}, which the model does not "
+                         f"{verb} ({kind}: {model.names(outputs)}): not {done}, as perf_analyzer ignores them")
     return entries
 
 
-def _tensors(step: Any, model: DataModel, k: int, where: str, outputs: bool) -> dict[str, DataTensor]:
+def _tensors(step: Any, model: DataModel, k: int, where: str, outputs: bool, ignored: set[str]) -> dict[str, DataTensor]:
+    """One entry's tensors. A name the model lacks goes to ``ignored``: perf_analyzer looks up
+    only the model's tensors, so one file serves an ensemble and the models it wraps."""
     what = "validation_data" if outputs else "data"
     if not isinstance(step, dict):
         raise UserError(f"{where}: {what} entry {k} is not an object of tensor names")
     known = model.outputs if outputs else model.inputs
-    for name in step:
-        if name not in known and name not in IGNORED_KEYS:
-            kind = "output" if outputs else "input"
-            raise UserError(f"{where}: {what} entry {k} names {kind} {name!r}, which the model does not have "
-                            f"({kind}s: {model.names(outputs)})")
+    ignored.update(name for name in step if name not in known and name not in IGNORED_KEYS)
     if not outputs:
         missing = [name for name in model.required if name not in step]
         if missing:
             raise UserError(f"{where}: entry {k} lacks input {missing[0]!r}")
     found = {}
     for name, value in step.items():
-        if name in IGNORED_KEYS:
+        if name not in known:
             continue
         label = f"{where}: {what} entry {k}, {'output' if outputs else 'input'} {name!r}"
         datatype, dims = known[name]

@@ -41,6 +41,7 @@ class InputData:
     kind: str  # "json" or "folder"
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: list[DataEntry]
+    notes: tuple[str, ...] = ()  # names the data gives that the model lacks, left out: shown as warnings
 
     @property
     def validated(self) -> bool:

@@ -654,6 +654,8 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
+    for k, note in enumerate(data.notes):  # names the model does not have, left out as perf_analyzer leaves them
+        publish(Warning(source="load", message=note, key=f"input-data-{k}"))
     return requests, []
 
 

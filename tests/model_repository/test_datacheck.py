@@ -57,6 +57,7 @@ def test_the_data_file_is_real_data_in_perf_analyzers_format():
 @pytest.mark.parametrize("model, data_file", [
     ("datacheck", DATA_FILE), ("datacheck_nobatch", DATA_FILE),
     ("datacheck_ensemble", ENSEMBLE_FILE),  # the same inputs; the ensemble's outputs expected
+    ("datacheck_bls", DATA_FILE),  # the file expects IMAGE_BYTES, which the BLS model lacks: ignored
 ])
 def test_perf_analyzer_with_the_file_has_no_errors(shapes_server, perf_analyzer, model, data_file):
     real = _run(perf_analyzer, shapes_server.http_url, model, "--input-data", str(data_file))
@@ -86,3 +87,55 @@ def test_perf_analyzer_checks_the_outputs_against_the_files_validation_data(shap
     run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(wrong))
     assert run.returncode != 0
     assert "Output doesn't match expected output" in run.stdout + run.stderr
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_perf_analyzer_takes_a_raw_photos_file_as_our_engine_does(shapes_server, perf_analyzer, tmp_path):
+    """`data from-images --raw` writes each photo as perf_analyzer's serialized BYTES element: with
+    token ids beside it, perf_analyzer sends the JPEGs and its output check passes (our engine
+    with the same file: tests/engine/load/test_datacheck_input_data.py)."""
+    from PIL import Image
+
+    from tui.cli import main
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for k, size in enumerate([(16, 16), (40, 24)]):
+        Image.new("RGB", size, (30 * k, 90, 160)).save(photos / f"p{k}.jpg")
+    out = tmp_path / "raw.json"
+    assert main(["data", "from-images", str(photos), "--input", "IMAGE", "--raw", "--out", str(out)]) == 0
+    document = json.loads(out.read_text())
+    for entry in document["data"]:
+        entry["TOKENS"] = {"content": [101, 7592, 102], "shape": [3]}
+    sizes = [(photos / f"p{k}.jpg").stat().st_size for k in range(2)]
+    document["validation_data"] = [{"IMAGE_BYTES": [n], "TOKEN_COUNT": [3], "SCORE": [0.795]} for n in sizes]
+    out.write_text(json.dumps(document))
+    run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(out))
+    text = run.stdout + run.stderr
+    assert "2 step/steps" in text and "had error" not in text and "doesn't match" not in text, text[-1500:]
+    assert run.returncode == 0 or "Failed to obtain stable measurement" in text, text[-1500:]
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_perf_analyzer_ignores_an_input_the_model_lacks_and_compares_floats_exactly(shapes_server, perf_analyzer,
+                                                                                     tmp_path):
+    """What our reader follows (an unknown input name is not sent) and where it differs on purpose
+    (floats within load.validate_tolerance, where perf_analyzer wants the same bytes)."""
+    import numpy as np
+
+    document = json.loads(DATA_FILE.read_text())
+    for entry in document["data"]:
+        entry["PROMPT"] = ["not an input of datacheck"]
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps(document))
+    run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(extra))
+    text = run.stdout + run.stderr
+    assert "had error" not in text and (run.returncode == 0 or "Failed to obtain stable" in text), text[-1500:]
+    for want in document["validation_data"]:  # one FP32 step up from the exact answer
+        want["SCORE"][0] = float(np.nextafter(np.float32(want["SCORE"][0]), np.float32(2)))
+    ulp = tmp_path / "ulp.json"
+    ulp.write_text(json.dumps(document))
+    run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(ulp))
+    assert run.returncode != 0 and "Output doesn't match expected output" in run.stdout + run.stderr
