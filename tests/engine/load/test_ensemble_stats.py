@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.server_stats import PARTS, StatsSnapshot, breakdown, ensemble_snapshot, ensemble_steps
+from engine.load.server_stats import (
+    PARTS,
+    StatsSnapshot,
+    breakdown,
+    ensemble_snapshot,
+    ensemble_steps,
+)
 from engine.load.target import Target, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 
