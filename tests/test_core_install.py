@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.server]
+# one group: the module-scoped core venv (about 20 s) is built once, not once per xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.xdist_group("core_venv")]
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "engine", "tui")  # what the wheel is built from

@@ -88,14 +88,18 @@ async def test_levels_spread_evenly_and_add_up(identity_server, second_server, i
         assert ep1.throughput_rps + ep2.throughput_rps == pytest.approx(r.throughput_rps)
         assert ep1.throughput_ips + ep2.throughput_ips == pytest.approx(r.throughput_ips)
         assert ep1.latency.count + ep2.latency.count == r.latency.count
+        # a busy box may read a server's statistics too far from a window's edge: then the
+        # breakdown is left out, and a warning says so (sweep.server_over)
+        late = any(w.key.startswith("late-stats") and f"level {r.level:g}:" in w.message for w in events.of("warning"))
         for ep in r.endpoints:
             if ep.connections:
                 assert ep.requests > 0 and ep.latency.p99 is not None
-                assert ep.server is not None and ep.server.request_count > 0
+                assert late or (ep.server is not None and ep.server.request_count > 0)
             else:
                 assert ep.requests == 0
-        assert r.server is not None
-        assert r.server.request_count == sum(ep.server.request_count for ep in r.endpoints if ep.server)
+        if not late:
+            assert r.server is not None
+            assert r.server.request_count == sum(ep.server.request_count for ep in r.endpoints if ep.server)
         again = event_from_dict(r.to_dict())  # recorded and read back
         assert isinstance(again, LevelResult) and again.endpoints == r.endpoints
     for level, counts in seen.items():  # what the servers were sent over, counted on the wire

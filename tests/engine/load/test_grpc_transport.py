@@ -145,14 +145,14 @@ async def test_a_server_that_goes_away_is_lost_connections_not_a_hang(tmp_path: 
 @pytest.mark.server
 @pytest.mark.slow
 def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_path: Path):
-    """vit_tiny on CPU over gRPC, recorded; its report says how the inputs travelled, and a
+    """The identity model over gRPC, recorded; its report says how the inputs travelled, and a
     comparison with the same run over HTTP says the transports differ."""
     recordings = []
     for transport in ("grpc", "http"):
         out = tmp_path / transport
         run = subprocess.run(
             [sys.executable, "-m", "tui.cli", "--record", "--output", str(out), "--no-check",
-             "--set", "model.name=vit_tiny", "--set", f"load.transport={transport}", "--set", "load.concurrency=2",
+             "--set", "model.name=identity", "--set", f"load.transport={transport}", "--set", "load.concurrency=2",
              "--set", "load.window_ms=500", "--set", "load.max_windows=4", "--set", "load.stability_percent=50",
              "--set", "load.warmup_s=0.5"],
             cwd=REPO, capture_output=True, text=True, timeout=300)
