@@ -66,9 +66,12 @@ async def test_open_loop_sends_on_schedule(identity_server, identity_info):
     _, ticks = await _run(identity_server.http_url, identity_info, plan, 10)
     sent = [t.sent for t in ticks]
     # 200/s on a constant schedule from T0: 20 per 100 ms tick, 180 in the first 9 ticks (a
-    # send due on a boundary, or caught up after a stall of the loop, may land one tick later)
-    assert 177 <= sum(sent[:9]) <= 181, sent
-    assert 0 <= sum(t.late for t in ticks) <= sum(sent)
+    # send due on a boundary may land one tick later). On a busy box the loop can stall: the
+    # sends it owed then go out later, each counted late, never dropped
+    late = sum(t.late for t in ticks)
+    assert sum(sent[:9]) <= 181, sent
+    assert 177 - sum(sent[:9]) <= late, (sent, late)
+    assert 0 <= late <= sum(sent)
     for t in ticks:
         assert t.latency_uncorrected_ns is not None and len(t.latency_uncorrected_ns) == t.ok
         # from the intended send time >= from the actual send, request by request
