@@ -87,7 +87,7 @@ def _compare_floats(name: str, want: Expected, got: bytes, tolerance: float) -> 
 
 
 def _compare_bytes(name: str, want: bytes, got: bytes) -> str:
-    a, b = _elements(want), _elements(got)
+    a, b = bytes_elements(want), bytes_elements(got)
     if b is None:
         return f"output {name!r}: BYTES data that is not length-prefixed elements"
     for index, (x, y) in enumerate(zip(a or [], b, strict=False)):
@@ -96,8 +96,9 @@ def _compare_bytes(name: str, want: bytes, got: bytes) -> str:
     return f"output {name!r}: {len(b)} elements, expected {len(a or [])}"
 
 
-def _elements(raw: bytes) -> list[bytes] | None:
-    """BYTES elements of ``raw`` (each a 4-byte little-endian length, then its bytes)."""
+def bytes_elements(raw: bytes) -> list[bytes] | None:
+    """BYTES elements of ``raw`` (each a 4-byte little-endian length, then its bytes); None when
+    ``raw`` is not exactly that."""
     out, at = [], 0
     while at < len(raw):
         if at + 4 > len(raw):

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.load.answer_check import ITEM_SIZE
+from engine.load.answer_values import bytes_elements as split_bytes
 from engine.load.target import TargetInfo
 
 MAX_DATA_BYTES = 2 << 30  # a data file, or a folder's files together, larger than this is refused
@@ -96,13 +97,8 @@ def entry_shape(given: list[int] | None, dims: list[int], wanted: list[int] | No
 
 def bytes_elements(raw: bytes) -> int | None:
     """How many length-prefixed BYTES elements ``raw`` holds exactly; None if it is not that."""
-    count = at = 0
-    while at < len(raw):
-        if at + 4 > len(raw):
-            return None
-        at += 4 + int.from_bytes(raw[at : at + 4], "little")
-        count += 1
-    return count if at == len(raw) else None
+    elements = split_bytes(raw)
+    return None if elements is None else len(elements)
 
 
 def element(value: bytes) -> bytes:

@@ -23,6 +23,7 @@ import numpy as np
 from engine.errors import UserError
 from engine.load.answer_check import fixed_size_bytes
 from engine.load.http1 import Endpoint, encode_request
+from engine.load.input_tensors import element
 from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo
 
@@ -95,11 +96,11 @@ def tensor_bytes(datatype: str, shape: list[int], data: str, rng: np.random.Gene
     zeros = data == "zeros"
     if datatype == "BYTES":
         # binary BYTES: each element is a 4-byte little-endian length then its bytes
-        element = b"0" if zeros else None
+        fixed = b"0" if zeros else None
         out = bytearray()
         for _ in range(count):
-            value = element or bytes(rng.integers(48, 58, BYTES_ELEMENT, dtype=np.uint8))
-            out += len(value).to_bytes(4, "little") + value
+            value = fixed or bytes(rng.integers(48, 58, BYTES_ELEMENT, dtype=np.uint8))
+            out += element(value)
         return bytes(out)
     if datatype == "BF16":
         floats = np.zeros(count, np.float32) if zeros else rng.random(count, dtype=np.float32)

@@ -9,6 +9,7 @@ from other clients of the same model during the interval are included.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -161,8 +162,6 @@ async def fetch_snapshot(target: Target, timeout_s: float = 5.0) -> StatsSnapsho
     ensemble (``target.composing``), its steps' statistics are read with it (ensemble_snapshot)."""
     asked = time.monotonic_ns()
     if target.composing:
-        import asyncio
-
         every = await asyncio.gather(_model_snapshot(target, target.model, target.model_version, timeout_s),
                                      *(_model_snapshot(target, step, "", timeout_s) for step in target.composing))
         found = ensemble_snapshot(every[0], list(every[1:]))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
+from tests.photo_files import raw_photos_document
 
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "datacheck_input.json"
 ENSEMBLE_FILE = DATA_FILE.with_name("datacheck_ensemble_input.json")
@@ -95,21 +96,9 @@ def test_perf_analyzer_takes_a_raw_photos_file_as_our_engine_does(shapes_server,
     """`data from-images --raw` writes each photo as perf_analyzer's serialized BYTES element: with
     token ids beside it, perf_analyzer sends the JPEGs and its output check passes (our engine
     with the same file: tests/engine/load/test_datacheck_input_data.py)."""
-    from PIL import Image
-
-    from tui.cli import main
-
-    photos = tmp_path / "photos"
-    photos.mkdir()
-    for k, size in enumerate([(16, 16), (40, 24)]):
-        Image.new("RGB", size, (30 * k, 90, 160)).save(photos / f"p{k}.jpg")
-    out = tmp_path / "raw.json"
-    assert main(["data", "from-images", str(photos), "--input", "IMAGE", "--raw", "--out", str(out)]) == 0
-    document = json.loads(out.read_text())
-    for entry in document["data"]:
-        entry["TOKENS"] = {"content": [101, 7592, 102], "shape": [3]}
-    sizes = [(photos / f"p{k}.jpg").stat().st_size for k in range(2)]
+    document, sizes = raw_photos_document(tmp_path)
     document["validation_data"] = [{"IMAGE_BYTES": [n], "TOKEN_COUNT": [3], "SCORE": [0.795]} for n in sizes]
+    out = tmp_path / "raw.json"
     out.write_text(json.dumps(document))
     run = _run(perf_analyzer, shapes_server.http_url, "datacheck", "--input-data", str(out))
     text = run.stdout + run.stderr

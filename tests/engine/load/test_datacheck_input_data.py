@@ -22,6 +22,7 @@ from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.summary import summarize
 from tests.engine.load.conftest import quick_load, sweep
+from tests.photo_files import raw_photos_document
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
@@ -92,21 +93,9 @@ def test_every_entry_is_sent(shapes_server, tmp_path, transport):
 def test_a_raw_photos_file_reaches_the_model_as_jpegs(shapes_server, tmp_path):
     """`data from-images --raw`: each photo one BYTES element; with token ids beside it, the
     model accepts it and counts each JPEG's bytes as the file holds them."""
-    from PIL import Image
-
-    from tui.cli import main
-
-    photos = tmp_path / "photos"
-    photos.mkdir()
-    for k, size in enumerate([(16, 16), (40, 24)]):
-        Image.new("RGB", size, (30 * k, 90, 160)).save(photos / f"p{k}.jpg")
-    out = tmp_path / "raw.json"
-    assert main(["data", "from-images", str(photos), "--input", "IMAGE", "--raw", "--out", str(out)]) == 0
-    document = json.loads(out.read_text())
-    sizes = [(photos / f"p{k}.jpg").stat().st_size for k in range(2)]
-    for entry in document["data"]:
-        entry["TOKENS"] = {"content": [101, 7592, 102], "shape": [3]}
+    document, sizes = raw_photos_document(tmp_path)
     document["validation_data"] = [{"IMAGE_BYTES": [n], "TOKEN_COUNT": [3]} for n in sizes]
+    out = tmp_path / "raw.json"
     out.write_text(json.dumps(document))
     results, events = _sweep(shapes_server.http_url, "datacheck", "http", str(out))
     (level,) = results
