@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -134,6 +135,10 @@ def run_pair(
     return row
 
 
+def _cpus(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus)) if cpus else "all"
+
+
 def print_row(row: dict) -> None:
     o, p = row["ours"], row["perf_analyzer"]
     head = f"c={row['level']:<4g}" if row["mode"] == "concurrency" else f"rate {row['level']:.0f}/s ({100 * row['fraction']:.0f} % of peak)"
@@ -195,9 +200,11 @@ def bench_model(model: str, args: argparse.Namespace, pa: PA, budget: Budget, ro
     from engine.server.embedded import EmbeddedServer
 
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=model, variant=args.variant, log_dir=Path(logs)) as srv:
+    with tempfile.TemporaryDirectory() as logs, EmbeddedServer(
+            model=model, variant=args.variant, log_dir=Path(logs), cpus=tuple(args.server_cpus)) as srv:
         print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}, over {args.transport}"
-              f" (perf_analyzer -i {PA_PROTOCOL[args.transport]}), ready in {time.monotonic() - t0:.0f} s", flush=True)
+              f" (perf_analyzer -i {PA_PROTOCOL[args.transport]}), ready in {time.monotonic() - t0:.0f} s"
+              f"; CPUs: server {_cpus(args.server_cpus)}, clients {_cpus(args.client_cpus)}", flush=True)
         flip = 0
         for level in args.levels:
             for rnd in range(args.rounds):
@@ -430,6 +437,11 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--budget-s", type=float, default=0.0, help="start no run that would end later than this (0 = no limit)")
     p.add_argument("--run-overhead-s", type=float, default=1.5 if cpu else 2.0, help="estimate: a tool run's start-up and end, seconds")
     p.add_argument("--server-start-s", type=float, default=5.0 if cpu else 30.0, help="estimate: one embedded server start, seconds")
+    p.add_argument("--server-cpus", default="", metavar="0,1",
+                   help="host CPUs for the embedded server and its Python stubs (default: all)")
+    p.add_argument("--client-cpus", default="", metavar="2,3",
+                   help="host CPUs for both clients, ours and perf_analyzer (default: all); apart from --server-cpus,"
+                        " neither client takes the server's CPU time, which on a small box decides a sub-ms model's figure")
     p.add_argument("--estimate", action="store_true", help="print the planned runs and the duration estimate, run nothing")
     return p
 
@@ -439,12 +451,25 @@ class Stopped(BaseException):
 
 
 def _parse_lists(args: argparse.Namespace) -> str | None:
-    """Turn --levels and --rates-of-peak into lists; the error line, if any."""
+    """Turn --levels, --rates-of-peak and the CPU lists into lists; the error line, if any."""
     try:
         args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
         args.rates_of_peak = [float(x) for x in args.rates_of_peak.split(",") if x.strip()]
     except ValueError as exc:
         return f"--levels / --rates-of-peak: {exc}"
+    try:
+        args.server_cpus = [int(x) for x in args.server_cpus.split(",") if x.strip()]
+        args.client_cpus = [int(x) for x in args.client_cpus.split(",") if x.strip()]
+    except ValueError as exc:
+        return f"--server-cpus / --client-cpus: {exc}"
+    if (args.server_cpus or args.client_cpus) and not hasattr(os, "sched_setaffinity"):
+        return "--server-cpus / --client-cpus: this OS has no CPU affinity (Linux only)"
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    unknown = sorted(set(args.server_cpus + args.client_cpus) - usable)
+    if unknown:
+        return f"CPUs {unknown} are not among this process's CPUs {sorted(usable)}"
+    if set(args.server_cpus) & set(args.client_cpus):
+        return "--server-cpus and --client-cpus overlap: the point of pinning is to keep them apart"
     if any(f <= 0 for f in args.rates_of_peak) or any(c <= 0 for c in args.levels) or args.rounds < 1:
         return "levels, fractions of the peak and rounds must be > 0"
     if args.rates_of_peak and not args.levels and not args.peak:
@@ -471,6 +496,8 @@ def run(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"{args.stage}: {exc}", file=sys.stderr)
         return 2
+    if args.client_cpus:  # both clients are children of this process and inherit its CPUs
+        os.sched_setaffinity(0, set(args.client_cpus))
     path = out_dir() / f"{args.stage}-{stamp()}.json"
     rows: list[dict] = []
     args.peaks = {}

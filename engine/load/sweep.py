@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,7 +78,7 @@ from engine.load.transport import (
     transport_named,
 )
 from engine.load.windows import Aggregate, aggregate, merge, window_end
-from engine.load.workers_rule import pool_size, workers_for_level
+from engine.load.workers_rule import pool_size, usable_cores, workers_for_level
 from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
@@ -158,7 +157,7 @@ class _Level:
         self.snapshots: dict[int, asyncio.Task[Snapshots]] = {}
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
-        self.cpu_cores = os.cpu_count() or 1
+        self.cpu_cores = usable_cores()
         self.request_bytes = request_bytes
         self.rtt: float | None = None  # the round trip before the level (path_probe)
         self.connect_ns: list[int] = []  # the workers' connections: connect times
@@ -554,7 +553,7 @@ async def run_sweep(
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
     try:
-        wanted = min(pool_size(load, os.cpu_count() or 1), _most_workers(load, levels, request_bytes))
+        wanted = min(pool_size(load, usable_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
         await pool.start()
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
@@ -661,7 +660,7 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
     """No more processes than the busiest level will use."""
-    big = pool_size(load, os.cpu_count() or 1)
+    big = pool_size(load, usable_cores())
     return max(workers_for_level(load, level, big, request_bytes) for level in levels)
 
 

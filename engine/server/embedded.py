@@ -129,11 +129,15 @@ class EmbeddedServer:
         extra_models: tuple[str, ...] = (),
         mps: str = "auto",
         pinned_gpu: str | None = None,
+        cpus: tuple[int, ...] = (),
     ) -> None:
         self.model = model
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
         # several servers side by side (engine/server/fleet.py); None: it sees what we see
         self.pinned_gpu = pinned_gpu
+        # the host CPUs the server (and its Python stubs) may run on; () = all. A bench keeps a
+        # client's cores apart from the server's with it, so that neither takes the other's time
+        self.cpus = tuple(cpus)
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -332,10 +336,12 @@ class EmbeddedServer:
         read_end, write_end = os.pipe()
         # The guard's stdin is a pipe whose write end only we hold: it sees EOF when we die.
         assert self._work_dir is not None
-        mps = ["--mps", str(self._work_dir / "mps")] if self.mps_used else []
+        guard_options = ["--mps", str(self._work_dir / "mps")] if self.mps_used else []
+        if self.cpus:
+            guard_options += ["--cpus", ",".join(map(str, self.cpus))]
         self._guard = subprocess.Popen(
             [sys.executable, "-m", "engine.server.guard", "--cleanup", str(self._work_dir),
-             "--shm-prefix", segment_prefix(), "--server-shm-prefix", self.shm_region_prefix, *mps, "--", *args],
+             "--shm-prefix", segment_prefix(), "--server-shm-prefix", self.shm_region_prefix, *guard_options, "--", *args],
             stdin=read_end,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,

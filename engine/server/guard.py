@@ -160,15 +160,17 @@ def exit_status(code: int) -> int:
 
 def main(argv: list[str]) -> int:
     options: dict[str, str] = {}
-    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix", "--server-shm-prefix", "--mps"):
+    while len(argv) >= 2 and argv[0] in ("--cleanup", "--shm-prefix", "--server-shm-prefix", "--mps", "--cpus"):
         options[argv[0]] = argv[1]
         argv = argv[2:]
     cleanup, shm_prefix = options.get("--cleanup"), options.get("--shm-prefix")
     if not argv or argv[0] != "--" or len(argv) < 2:
         print("usage: python -m engine.server.guard [--cleanup DIR] [--shm-prefix PREFIX] [--server-shm-prefix PREFIX] "
-              "[--mps DIR] -- COMMAND [ARGS]",
+              "[--mps DIR] [--cpus 0,1] -- COMMAND [ARGS]",
               file=sys.stderr)
         return 2
+    if options.get("--cpus"):  # the server and its stubs inherit it, e.g. apart from the client's cores
+        os.sched_setaffinity(0, {int(c) for c in options["--cpus"].split(",")})
     orphaned = threading.Event()
     try:
         return _guard(argv[1:], orphaned, options.get("--mps"))

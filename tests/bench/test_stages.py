@@ -56,3 +56,16 @@ def test_the_estimate_plans_without_a_server() -> None:
     # 2 tools x 2 rounds x (2 levels + 1 rate) = 12 runs; low 12 x (1 + 3 x 1) + 5, high 12 x (1 + 4 x 1) + 5
     assert "plan: 12 tool runs" in done.stdout
     assert "estimate 53-65 s" in done.stdout
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    (("--server-cpus", "0", "--client-cpus", "0"),
+     "fidelity: --server-cpus and --client-cpus overlap: the point of pinning is to keep them apart"),
+    (("--server-cpus", "a"), "fidelity: --server-cpus / --client-cpus: invalid literal for int() with base 10: 'a'"),
+    (("--client-cpus", "4096"), "fidelity: CPUs [4096] are not among this process's CPUs"),
+])
+def test_bad_cpu_pinning_is_one_line_before_anything_starts(flags: tuple[str, ...], line: str) -> None:
+    done = bench("fidelity", *flags, "--estimate")
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith(line) and len(done.stderr.strip().splitlines()) == 1
+    assert done.stdout == ""

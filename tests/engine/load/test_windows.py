@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,15 @@ def test_workers_rule():
     assert workers_for_level(fixed, 64, 3, image) == 3
     assert [workers_for_level(fixed, c, 3) for c in (1, 2, 8)] == [1, 2, 3]
     assert workers_for_level(Load(mode="rate", rates=[1.0], workers=3), 1.0, 3) == 3
+
+
+def test_the_pool_counts_the_cores_this_process_may_use():
+    from engine.load.workers_rule import usable_cores
+
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})  # as taskset or a container's cpuset leaves it
+        assert usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, before)
+    assert usable_cores() == len(before)

@@ -73,6 +73,21 @@ def test_start_infer_stop_leaves_nothing(tmp_path):
     assert (tmp_path / "tritonserver.log").stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_a_server_given_cpus_runs_there_with_its_stubs(tmp_path):
+    ours = os.sched_getaffinity(0)
+    cpu = max(ours)  # one core, apart from this process's others
+    with EmbeddedServer(model="identity", variant="auto", log_dir=tmp_path, cpus=(cpu,)) as server:
+        guard = psutil.Process(server.pid)
+        procs = guard.children(recursive=True)
+        assert any(p.name().startswith("triton_python_b") for p in procs), [p.name() for p in procs]
+        for proc in procs:  # tritonserver and its Python stubs, every thread of each
+            for thread in proc.threads():
+                assert os.sched_getaffinity(thread.id) == {cpu}, (proc.name(), thread.id)
+        np.testing.assert_array_equal(_infer_identity(server.http_url), np.arange(32, dtype=np.float32).reshape(2, 16))
+    assert os.sched_getaffinity(0) == ours  # the caller's own CPUs are untouched
+
+
 def _group(pgid: int) -> dict[int, str]:
     """Every process of a process group, zombies included: pid -> "comm state" (from /proc)."""
     found = {}
