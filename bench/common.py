@@ -35,6 +35,34 @@ def stamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
+class CpuAwake:
+    """Holds /dev/cpu_dma_latency at 0 µs while open (Linux, root), as tuned's latency-performance
+    profile does: an idle CPU polls instead of halting. In a VM a halt is an exit to the host, whose
+    wake-up time varies with the host's load; a sub-ms round trip at concurrency 1 pays it on
+    every hop, in both tools. Released when closed (or when the process ends)."""
+
+    PATH = "/dev/cpu_dma_latency"
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+
+    def __enter__(self) -> CpuAwake:
+        try:
+            self._fd = os.open(self.PATH, os.O_WRONLY)
+            os.write(self._fd, (0).to_bytes(4, sys.byteorder))
+        except OSError as exc:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            raise OSError(f"cannot hold {self.PATH} at 0: {exc.strerror} (it needs Linux and root)") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 # --------------------------------------------------------------------------- the GPU box
 
 

@@ -29,12 +29,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import out_dir, stamp
+from bench.common import CpuAwake, out_dir, stamp
 from bench.fidelity_targets import cell_verdict
 from bench.tools import (
     Measure,
     SetupError,
     ensure_perf_analyzer,
+    run_floor,
     run_ours,
     run_perf_analyzer,
     spread_text,
@@ -110,7 +111,9 @@ def run_pair(
     data = input_data_for(args, model)
     if data:  # the same file for both tools: perf_analyzer's --input-data, our load.input_data
         pa_extra = (*pa_extra, "--input-data", data)
-    for tool in order:
+    for k, tool in enumerate(order):
+        if k == 1 and args.floor and mode == "concurrency" and level == 1 and args.transport == "http":
+            got["floor"] = run_floor(url, model, args, input_data=data)  # between the two tools' runs
         if tool == "pa":
             for _ in range(1 + args.pa_retries):
                 m = run_perf_analyzer(pa, url, model, level, args, mode, pa_extra, protocol=PA_PROTOCOL[args.transport])
@@ -129,6 +132,10 @@ def run_pair(
         "p50_ratio": _ratio(ours.p50_ms, theirs.p50_ms),
         "p99_ratio": _ratio(ours.p99_ms, theirs.p99_ms),
     }
+    if "floor" in got:
+        row["floor"] = asdict(got["floor"])
+        row["ours_floor_ratio"] = _ratio(ours.throughput, got["floor"].throughput)
+        row["pa_floor_ratio"] = _ratio(theirs.throughput, got["floor"].throughput)
     if mode == "rate":
         row["p50_uncorrected_ratio"] = _ratio(ours.p50_uncorrected_ms, theirs.p50_ms)
         row["p99_uncorrected_ratio"] = _ratio(ours.p99_uncorrected_ms, theirs.p99_ms)
@@ -167,6 +174,10 @@ def print_row(row: dict) -> None:
     )
     for w in p["extra"].get("warnings", []):
         print(f"      perf_analyzer: {w}", flush=True)
+    if "floor" in row:
+        f = row["floor"]
+        print(f"      floor (one blocking socket, pre-built bytes): thr {_fmt(f['throughput'], '.1f')}, p50 {_fmt(f['p50_ms'], '.3f')} ms;"
+              f" ours / floor {_fmt(row['ours_floor_ratio'], '.3f')}, pa / floor {_fmt(row['pa_floor_ratio'], '.3f')}", flush=True)
 
 
 def find_peak(rows: list[dict], model: str, source: str) -> tuple[float, float, str] | None:
@@ -204,7 +215,8 @@ def bench_model(model: str, args: argparse.Namespace, pa: PA, budget: Budget, ro
             model=model, variant=args.variant, log_dir=Path(logs), cpus=tuple(args.server_cpus)) as srv:
         print(f"\n== {model}: embedded Triton at {srv.http_url} (variant {srv.variant}), batch {args.batch}, over {args.transport}"
               f" (perf_analyzer -i {PA_PROTOCOL[args.transport]}), ready in {time.monotonic() - t0:.0f} s"
-              f"; CPUs: server {_cpus(args.server_cpus)}, clients {_cpus(args.client_cpus)}", flush=True)
+              f"; CPUs: server {_cpus(args.server_cpus)}, clients {_cpus(args.client_cpus)}"
+              + (", held awake (cpu_dma_latency 0)" if args.cpus_awake else ""), flush=True)
         flip = 0
         for level in args.levels:
             for rnd in range(args.rounds):
@@ -323,6 +335,16 @@ def print_summary(rows: list[dict], args: argparse.Namespace) -> None:
                   f"{_spread(thr['ours']):>9} |{_spread(thr['perf_analyzer']):>7}{_spread(p50['ours']):>9} |{_spread(p50['perf_analyzer']):>7}"
                   f"{_fmt(cpu['ours'], '.0f'):>7} |{_fmt(cpu['perf_analyzer'], '.0f'):>5}{_fmt(wait['ours'], '.0f'):>7} |{_fmt(wait['perf_analyzer'], '.0f'):>5}"
                   f"{_pct(side, '.0f'):>10}{_fmt(ovh, '.1f') + ' %' if ovh is not None else 'n/a':>8}  {notes}")
+    floors = [r for r in conc if "floor" in r]
+    if floors:
+        print("\nconcurrency 1 against the floor client (one blocking socket, the same pre-built bytes): each tool's throughput / the floor's")
+        print(f"  {'model':<18}{'floor infer/s':>15}{'floor spread':>14}{'ours / floor':>20}{'pa / floor':>20}")
+        for model in models:
+            sel = [r for r in floors if r["model"] == model]
+            if sel:
+                floor_thr = _vals(sel, "floor", "throughput")
+                print(f"  {model:<18}{_fmt(_mean(floor_thr), '.0f'):>15}{_spread(floor_thr):>14}"
+                      f"{_band(_vals(sel, 'ours_floor_ratio')):>20}{_band(_vals(sel, 'pa_floor_ratio')):>20}")
     if rate:
         print("\nrate mode (constant arrival): ratios; ours corrected = from the intended send time, uncorrected = from the actual send (perf_analyzer's way)")
         print(f"  {'model':<18}{'of peak':>8}{'req/s':>8}{'thr ratio':>20}{'p50 corr':>20}{'p50 uncorr':>20}{'p99 corr':>20}{'p99 uncorr':>20}{'rounds':>8}")
@@ -442,6 +464,12 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--client-cpus", default="", metavar="2,3",
                    help="host CPUs for both clients, ours and perf_analyzer (default: all); apart from --server-cpus,"
                         " neither client takes the server's CPU time, which on a small box decides a sub-ms model's figure")
+    p.add_argument("--floor", action="store_true",
+                   help="at concurrency 1 over http, also run the floor client between the two tools: one blocking socket"
+                        " sending our pre-built bytes; each tool's throughput / the floor's is its own cost per round trip")
+    p.add_argument("--cpus-awake", action="store_true",
+                   help="hold /dev/cpu_dma_latency at 0 while the bench runs (Linux, root): idle CPUs poll instead of"
+                        " halting, so a sub-ms round trip does not pay a VM's wake-up from halt in either tool")
     p.add_argument("--estimate", action="store_true", help="print the planned runs and the duration estimate, run nothing")
     return p
 
@@ -498,6 +526,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.client_cpus:  # both clients are children of this process and inherit its CPUs
         os.sched_setaffinity(0, set(args.client_cpus))
+    awake = CpuAwake()
+    if args.cpus_awake:
+        try:
+            awake.__enter__()
+        except OSError as exc:
+            print(f"{args.stage}: --cpus-awake: {exc}", file=sys.stderr)
+            return 2
     path = out_dir() / f"{args.stage}-{stamp()}.json"
     rows: list[dict] = []
     args.peaks = {}
@@ -521,6 +556,7 @@ def run(args: argparse.Namespace) -> int:
         print("\ninterrupted: the summary of what was measured follows", flush=True)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        awake.__exit__()
         save(status)
     if budget.skipped and status == "finished":
         status, code = "incomplete", 1  # planned runs were left out: not a finished comparison

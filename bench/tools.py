@@ -418,3 +418,77 @@ def run_ours(url: str, model: str, level: float, args: argparse.Namespace, mode:
         m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:160])
         m.wall_s = time.monotonic() - started
         return m
+
+
+# --------------------------------------------------------------------------- the floor
+
+
+def _floor_requests(url: str, model: str, batch: int, input_data: str) -> tuple[str, int, tuple[bytes, ...]]:
+    """The very bytes our engine sends (its HTTP transport's, input data included): host, port, requests."""
+    from engine.load.request_set import data_requests, random_requests
+    from engine.load.target import Target, describe_target
+    from engine.load.transport import SweepInputs
+    from engine.load.transports.http import HttpTransport
+
+    target = Target(url, model)
+    info = asyncio.run(describe_target(target))
+    if input_data:
+        from engine.load.input_data import read_input_data
+
+        requests = data_requests(target, info, batch, read_input_data(input_data, info, target.input_shapes))
+    else:
+        requests = random_requests(target, info, batch, "random")[0]
+    payload = HttpTransport().prepared(SweepInputs(target, info, batch, "random", ({}, [], []), requests=requests)).payload
+    return payload.host, payload.port, payload.requests
+
+
+def run_floor(url: str, model: str, args: argparse.Namespace, input_data: str = "") -> Measure:
+    """The least a client can do at concurrency 1: our engine's pre-built request bytes over one
+    blocking socket, each answer read to its Content-Length; only its status is looked at. Between it and a
+    tool at c=1 lies that tool's own cost per round trip. One warm-up window, then 3 windows."""
+    import socket
+
+    host, port, requests = _floor_requests(url, model, args.batch, input_data)
+    started = time.monotonic()
+    window_s = args.window_ms / 1000
+    counted, failed, since = 0, 0, 0.0
+    latencies: list[int] = []
+    # it runs on this thread, no child process: its CPU is this thread's (include_self)
+    with RunAccount(url, model, "\0no child", include_self=True, level=1) as acct, \
+            socket.create_connection((host, port), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        measure_from = time.monotonic() + window_s
+        end = measure_from + 3 * window_s
+        i, buf = 0, bytearray()
+        while (now := time.monotonic()) < end:
+            t0 = time.perf_counter_ns()
+            sock.sendall(requests[i])
+            i = i + 1 if i + 1 < len(requests) else 0
+            buf.clear()
+            while True:
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    raise ConnectionError("the server closed the floor client's connection")
+                buf += chunk
+                head = buf.find(b"\r\n\r\n")
+                if head >= 0:
+                    length = int(bytes(buf[:head]).lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    if len(buf) >= head + 4 + length:
+                        break
+            if not buf.startswith(b"HTTP/1.1 200"):
+                failed += 1
+            elif now >= measure_from:
+                latencies.append(time.perf_counter_ns() - t0)
+                since = since or now
+        counted = len(latencies)
+        elapsed = time.monotonic() - since if since else 0.0
+    status = f"{failed} answers were not 200 OK" if failed else "measured" if counted else "no requests"
+    m = acct.fill(Measure("floor", counted > 0 and not failed, status))
+    m.extra["requests"] = counted
+    if counted and elapsed > 0:
+        lat = sorted(latencies)
+        m.throughput = counted * args.batch / elapsed
+        m.p50_ms, m.p99_ms = lat[counted // 2] / 1e6, lat[min(counted - 1, int(counted * 0.99))] / 1e6
+        m.mean_ms = sum(lat) / counted / 1e6
+    m.wall_s = time.monotonic() - started
+    return m
