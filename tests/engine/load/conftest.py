@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
+import psutil
 import pytest
 
 from engine.events import Event
@@ -36,6 +38,21 @@ def quick_load(**overrides) -> Load:
 class Events(list):
     def of(self, kind: str) -> list[Event]:
         return [e for e in self if e.kind == kind]
+
+
+async def first_measured_window(events: Events, timeout_s: float = 20.0) -> None:
+    """Until the sweep has published a window past its warm-up."""
+    deadline = time.monotonic() + timeout_s
+    while not any(not w.warmup for w in events.of("window")):
+        assert time.monotonic() < deadline, "no measurement window"
+        await asyncio.sleep(0.02)
+
+
+def kill_tritonserver(server) -> None:
+    """SIGKILL an embedded server's tritonserver: a graceful stop keeps serving open connections
+    for seconds."""
+    (triton,) = [p for p in psutil.Process(server.pid).children(recursive=True) if p.name() == "tritonserver"]
+    triton.kill()
 
 
 async def sweep(target: Target, info: TargetInfo, load: Load, stop: asyncio.Event | None = None):

@@ -5,7 +5,6 @@ the bad input that stops a run before any load."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import psutil
 import pytest
@@ -15,7 +14,7 @@ from engine.events import LevelResult, event_from_dict
 from engine.load.endpoints import describe_endpoints, endpoints_from
 from engine.load.sweep import run_sweep
 from engine.load.target import Target
-from tests.engine.load.conftest import Events, quick_load
+from tests.engine.load.conftest import Events, first_measured_window, kill_tritonserver, quick_load
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -118,13 +117,6 @@ async def test_rate_level_split_evenly(identity_server, second_server, identity_
     assert ep1.requests == pytest.approx(ep2.requests, rel=0.2)
 
 
-async def _measured(events: Events, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not any(not w.warmup for w in events.of("window")):
-        assert time.monotonic() < deadline, "no measurement window"
-        await asyncio.sleep(0.02)
-
-
 async def test_one_server_killed_mid_level_is_named_and_the_other_goes_on(identity_server, identity_info, tmp_path):
     from engine.server.embedded import EmbeddedServer
 
@@ -142,9 +134,8 @@ async def test_one_server_killed_mid_level_is_named_and_the_other_goes_on(identi
         load = quick_load(concurrency=[4], max_windows=8, stability_percent=0.001, request_timeout_s=2.0)
         events = Events()
         task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
-        await _measured(events)
-        (triton,) = [p for p in psutil.Process(srv.pid).children(recursive=True) if p.name() == "tritonserver"]
-        triton.kill()
+        await first_measured_window(events)
+        kill_tritonserver(srv)
         results = await asyncio.wait_for(task, 60)
     finally:
         srv.stop()

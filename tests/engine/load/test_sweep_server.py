@@ -13,16 +13,15 @@ from engine.errors import UserError
 from engine.events import event_from_dict
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, describe_target
-from tests.engine.load.conftest import Events, quick_load, sweep
+from tests.engine.load.conftest import (
+    Events,
+    first_measured_window,
+    kill_tritonserver,
+    quick_load,
+    sweep,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
-
-
-async def _first_measured_window(events: Events, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not any(not w.warmup for w in events.of("window")):
-        assert time.monotonic() < deadline, "no measurement window"
-        await asyncio.sleep(0.02)
 
 
 def _load_workers_alive() -> list[psutil.Process]:
@@ -175,7 +174,7 @@ async def test_stop_finishes_the_current_window_and_returns_promptly(identity_se
     load = quick_load(concurrency=[2, 4], max_windows=40, stability_percent=0.001)
     events = Events()
     task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, stop))
-    await _first_measured_window(events)
+    await first_measured_window(events)
     stop.set()
     t_stop = time.monotonic()
     results = await task
@@ -197,10 +196,8 @@ async def test_server_stopped_mid_level(tmp_path):
         load = quick_load(concurrency=[4], max_windows=30, stability_percent=0.001, request_timeout_s=2.0)
         events = Events()
         task = asyncio.create_task(run_sweep(target, info, load, events.append, asyncio.Event()))
-        await _first_measured_window(events)
-        # kill tritonserver outright: a graceful stop keeps serving open connections for seconds
-        (triton,) = [p for p in psutil.Process(srv.pid).children(recursive=True) if p.name() == "tritonserver"]
-        triton.kill()
+        await first_measured_window(events)
+        kill_tritonserver(srv)
         results = await asyncio.wait_for(task, 30)
     finally:
         srv.stop()
@@ -220,7 +217,7 @@ async def test_a_dead_worker_ends_the_sweep_with_an_error_event(identity_server,
     load = quick_load(concurrency=[2, 4], max_windows=40, stability_percent=0.001)
     events = Events()
     task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
-    await _first_measured_window(events)
+    await first_measured_window(events)
     (worker,) = _load_workers_alive()
     worker.kill()
     results = await asyncio.wait_for(task, 30)
