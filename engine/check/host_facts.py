@@ -31,7 +31,7 @@ def cgroup_cpu_limit(root: Path = CGROUP) -> float | None:
         return None
     quota_us, period_us = _read(root / "cpu" / "cpu.cfs_quota_us"), _read(root / "cpu" / "cpu.cfs_period_us")
     if quota_us and period_us and int(quota_us) > 0:
-        return int(quota) / int(period)
+        return int(quota_us) / int(period_us)
     return None
 
 

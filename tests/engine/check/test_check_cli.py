@@ -90,6 +90,8 @@ def test_cgroup_limits(tmp_path: Path):
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1")
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000")
     assert cgroup_cpu_limit(v1) is None
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("250000")  # a v1 quota: 2.5 CPUs
+    assert cgroup_cpu_limit(v1) == 2.5
     assert usable_cores(64, 64, 7.5) == 8 and usable_cores(64, 16, None) == 16 and usable_cores(None, None, None) is None
 
 
