@@ -448,6 +448,8 @@ def run_floor(url: str, model: str, args: argparse.Namespace, input_data: str = 
     tool at c=1 lies that tool's own cost per round trip. One warm-up window, then 3 windows."""
     import socket
 
+    from engine.load.http1 import parse_head
+
     host, port, requests = _floor_requests(url, model, args.batch, input_data)
     started = time.monotonic()
     window_s = args.window_ms / 1000
@@ -465,17 +467,14 @@ def run_floor(url: str, model: str, args: argparse.Namespace, input_data: str = 
             sock.sendall(requests[i])
             i = i + 1 if i + 1 < len(requests) else 0
             buf.clear()
-            while True:
+            head = None
+            while head is None or len(buf) < head.head_len + (head.content_length or 0):
                 chunk = sock.recv(1 << 16)
                 if not chunk:
                     raise ConnectionError("the server closed the floor client's connection")
                 buf += chunk
-                head = buf.find(b"\r\n\r\n")
-                if head >= 0:
-                    length = int(bytes(buf[:head]).lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                    if len(buf) >= head + 4 + length:
-                        break
-            if not buf.startswith(b"HTTP/1.1 200"):
+                head = head or parse_head(buf)
+            if head.status != 200:
                 failed += 1
             elif now >= measure_from:
                 latencies.append(time.perf_counter_ns() - t0)

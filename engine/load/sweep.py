@@ -50,6 +50,7 @@ from engine.events import (
     Warning,
     WindowResult,
 )
+from engine.hostinfo import process_cores
 from engine.load.audit import client_audit
 from engine.load.dev import LoadDev
 from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
@@ -78,7 +79,7 @@ from engine.load.transport import (
     transport_named,
 )
 from engine.load.windows import Aggregate, aggregate, merge, window_end
-from engine.load.workers_rule import pool_size, usable_cores, workers_for_level
+from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
@@ -157,7 +158,7 @@ class _Level:
         self.snapshots: dict[int, asyncio.Task[Snapshots]] = {}
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
-        self.cpu_cores = usable_cores()
+        self.cpu_cores = process_cores()
         self.request_bytes = request_bytes
         self.rtt: float | None = None  # the round trip before the level (path_probe)
         self.connect_ns: list[int] = []  # the workers' connections: connect times
@@ -553,7 +554,7 @@ async def run_sweep(
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
     try:
-        wanted = min(pool_size(load, usable_cores()), _most_workers(load, levels, request_bytes))
+        wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
         await pool.start()
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
@@ -660,7 +661,7 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
     """No more processes than the busiest level will use."""
-    big = pool_size(load, usable_cores())
+    big = pool_size(load, process_cores())
     return max(workers_for_level(load, level, big, request_bytes) for level in levels)
 
 

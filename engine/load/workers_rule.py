@@ -20,23 +20,12 @@ when more workers would help.
 
 from __future__ import annotations
 
-import os
-
 from engine.modes import mode_of
 from engine.profiles import Load
 
 BODY_SHARE_BYTES = 64 * 1024  # up to this request size a worker carries its mode's full share
 MIN_SHARE_CONCURRENCY = 4.0  # connections per worker, however large the request
 MIN_SHARE_RATE = 500.0  # requests/s per worker, however large the request
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its affinity mask where the OS has one (a container's
-    cpuset, taskset), else every core; os.cpu_count() counts the host's."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # macOS: no affinity masks
-        return os.cpu_count() or 1
 
 
 def pool_size(load: Load, cpu_count: int) -> int:

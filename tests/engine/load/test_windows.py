@@ -117,12 +117,12 @@ def test_workers_rule():
 
 
 def test_the_pool_counts_the_cores_this_process_may_use():
-    from engine.load.workers_rule import usable_cores
+    from engine.hostinfo import process_cores
 
     before = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {min(before)})  # as taskset or a container's cpuset leaves it
-        assert usable_cores() == 1
+        assert process_cores() == 1
     finally:
         os.sched_setaffinity(0, before)
-    assert usable_cores() == len(before)
+    assert process_cores() == len(before)
