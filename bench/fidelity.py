@@ -496,6 +496,8 @@ def _parse_lists(args: argparse.Namespace) -> str | None:
     unknown = sorted(set(args.server_cpus + args.client_cpus) - usable)
     if unknown:
         return f"CPUs {unknown} are not among this process's CPUs {sorted(usable)}"
+    if args.floor and (args.transport != "http" or 1 not in args.levels):
+        return "--floor runs at concurrency 1 over http: add 1 to --levels and use --transport http"
     if set(args.server_cpus) & set(args.client_cpus):
         return "--server-cpus and --client-cpus overlap: the point of pinning is to keep them apart"
     if any(f <= 0 for f in args.rates_of_peak) or any(c <= 0 for c in args.levels) or args.rounds < 1:

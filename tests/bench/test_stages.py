@@ -63,8 +63,9 @@ def test_the_estimate_plans_without_a_server() -> None:
      "fidelity: --server-cpus and --client-cpus overlap: the point of pinning is to keep them apart"),
     (("--server-cpus", "a"), "fidelity: --server-cpus / --client-cpus: invalid literal for int() with base 10: 'a'"),
     (("--client-cpus", "4096"), "fidelity: CPUs [4096] are not among this process's CPUs"),
+    (("--floor", "--levels", "4"), "fidelity: --floor runs at concurrency 1 over http: add 1 to --levels and use --transport http"),
 ])
-def test_bad_cpu_pinning_is_one_line_before_anything_starts(flags: tuple[str, ...], line: str) -> None:
+def test_bad_pinning_or_floor_flags_are_one_line_before_anything_starts(flags: tuple[str, ...], line: str) -> None:
     done = bench("fidelity", *flags, "--estimate")
     assert done.returncode == 2
     assert done.stderr.strip().startswith(line) and len(done.stderr.strip().splitlines()) == 1
