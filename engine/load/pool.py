@@ -3,8 +3,8 @@
 Workers are plain subprocesses (``python -m engine.load.worker``) rather than multiprocessing
 "spawn" children: spawn re-imports the parent's ``__main__`` in every child, which for the TUI
 means importing Textual in each load worker. A subprocess imports only the worker module.
-Messages are pickled over a socket pair (multiprocessing.connection framing), read on the
-session's event loop with ``add_reader``.
+Messages (engine/load/worker_messages.py) are pickled over a socket pair
+(multiprocessing.connection framing), read on the session's event loop with ``add_reader``.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import IO, TypeVar
 
 import engine
+from engine.load.worker_messages import Exit, Fatal, FromWorker, Gone, Hello, ToWorker
 
 _PACKAGE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
 START_TIMEOUT_S = 30.0  # python + numpy import; generous for a loaded box
 EXIT_TIMEOUT_S = 3.0
+M = TypeVar("M", bound=FromWorker)
 
 
 class WorkerGone(Exception):
@@ -37,8 +39,8 @@ class WorkerPool:
         self.count = count
         self.procs: list[subprocess.Popen[bytes]] = []
         self.conns: list[Connection] = []
-        self.logs: list[Any] = []
-        self.inbox: asyncio.Queue[tuple[int, tuple[Any, ...]]] = asyncio.Queue()
+        self.logs: list[IO[bytes]] = []
+        self.inbox: asyncio.Queue[tuple[int, FromWorker]] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -66,7 +68,7 @@ class WorkerPool:
                 self.conns.append(conn)
                 self._loop.add_reader(conn.fileno(), self._on_readable, index)
             for _ in range(self.count):
-                await self.expect("hello", START_TIMEOUT_S)
+                await self.expect(Hello, START_TIMEOUT_S)
         except BaseException:
             await self.close()
             raise
@@ -85,7 +87,7 @@ class WorkerPool:
                 code = None
             last = self.last_output(index)
             detail = f": {last}" if last else ""
-            self.inbox.put_nowait((index, ("gone", f"load worker {index} exited (code {code}){detail}")))
+            self.inbox.put_nowait((index, Gone(f"load worker {index} exited (code {code}){detail}")))
 
     def last_output(self, index: int) -> str:
         """The last line a worker wrote (a traceback's last line says what killed it)."""
@@ -94,28 +96,28 @@ class WorkerPool:
         lines = [line.strip() for line in log.read()[-4096:].decode("utf-8", "replace").splitlines() if line.strip()]
         return lines[-1][:200] if lines else ""
 
-    def send(self, index: int, msg: tuple[Any, ...]) -> None:
+    def send(self, index: int, msg: ToWorker) -> None:
         try:
             self.conns[index].send(msg)
         except (OSError, EOFError) as exc:
             raise WorkerGone(f"load worker {index} is gone: {exc}") from None
 
-    async def receive(self, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
+    async def receive(self, timeout_s: float) -> tuple[int, FromWorker]:
         try:
             item = await asyncio.wait_for(self.inbox.get(), timeout_s)
         except TimeoutError:
             raise WorkerGone(f"load workers did not answer within {timeout_s:g} s") from None
-        if item[1][0] in ("gone", "fatal"):
-            raise WorkerGone(item[1][1])
+        if isinstance(item[1], (Gone, Fatal)):
+            raise WorkerGone(item[1].message)
         return item
 
-    async def expect(self, what: str, timeout_s: float) -> tuple[int, tuple[Any, ...]]:
-        """The next message of kind ``what`` (ticks of a finished level are dropped)."""
+    async def expect(self, what: type[M], timeout_s: float) -> tuple[int, M]:
+        """The next message of type ``what`` (ticks of a finished level are dropped)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             left = deadline - asyncio.get_running_loop().time()
             index, msg = await self.receive(max(0.0, left))
-            if msg[0] == what:
+            if isinstance(msg, what):
                 return index, msg
 
     async def close(self) -> None:
@@ -127,7 +129,7 @@ class WorkerPool:
             except (ValueError, OSError):
                 pass
             try:
-                conn.send(("exit",))
+                conn.send(Exit())
             except (OSError, EOFError):
                 pass
         loop = asyncio.get_running_loop()

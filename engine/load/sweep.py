@@ -79,13 +79,22 @@ from engine.load.transport import (
     transport_named,
 )
 from engine.load.windows import Aggregate, aggregate, merge, window_end
+from engine.load.worker_messages import (
+    PrepareLevel,
+    Ready,
+    StartAt,
+    StopLevel,
+    Stopped,
+    TickReport,
+    UseTransport,
+)
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
 BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
-T0_LEAD_NS = 50_000_000  # time for "go" to reach every worker before T0
+T0_LEAD_NS = 50_000_000  # time for StartAt to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
 OPEN_LEAD_NS = 50_000_000  # plans reach the workers well within this
@@ -101,6 +110,28 @@ class _Window:
 
 
 Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
+
+
+class SweepStop(asyncio.Event):
+    """Set to stop the sweep. ``fail(why)`` stops it as a failure (the server died), not a
+    request: the level it cuts short is then "failed", with ``why`` as its first message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failure: str | None = None
+
+    def fail(self, why: str) -> None:
+        if self.failure is None:
+            self.failure = why
+        self.set()
+
+
+def failed_by(stop: asyncio.Event, result: LevelResult) -> LevelResult:
+    """A level cut short or failed after the sweep was stopped as a failure names that failure."""
+    failure = stop.failure if isinstance(stop, SweepStop) else None
+    if failure is None or result.status not in ("interrupted", "failed"):
+        return result
+    return dataclasses.replace(result, status="failed", error_messages=[failure, *result.error_messages])
 
 
 def _interleave(total: int, parts: int) -> list[int]:
@@ -204,20 +235,19 @@ class _Level:
         pool = self.pool
         self.rtt = await health_rtt(self.target)  # before any load: the path, not a queue
         for w, plan in enumerate(self.plans()):
-            pool.send(w, ("level", plan))
+            pool.send(w, PrepareLevel(plan))
         connect_problem = None
         for _ in range(self.active):
-            _, msg = await pool.expect("ready", self.load.request_timeout_s + 10)
-            if msg[3] and connect_problem is None:
-                connect_problem = msg[3]
-            if len(msg) > 4:
-                self.connect_ns += msg[4][0]
-                self.kernel_rtt_us += msg[4][1]
+            _, ready = await pool.expect(Ready, self.load.request_timeout_s + 10)
+            if ready.first_error and connect_problem is None:
+                connect_problem = ready.first_error
+            self.connect_ns += ready.connect_ns
+            self.kernel_rtt_us += ready.kernel_rtt_us
         if connect_problem:
             self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
         self.t0 = time.monotonic_ns() + T0_LEAD_NS
         for w in range(self.active):
-            pool.send(w, ("go", self.t0))
+            pool.send(w, StartAt(self.t0))
         self.publish(
             LevelStarted(
                 mode=self.load.mode,
@@ -237,11 +267,11 @@ class _Level:
             poller.cancel()
             for w in range(self.active):
                 try:
-                    pool.send(w, ("stop",))
+                    pool.send(w, StopLevel())
                 except WorkerGone:
                     pass
         for _ in range(self.active):
-            await pool.expect("stopped", TICK_SLACK_S)
+            await pool.expect(Stopped, TICK_SLACK_S)
         if status in ("stable", "unstable") and self.bad_answers():
             status = "failed"  # figures measured on answers that were not the ones asked for
         result = await self.result(status)
@@ -265,9 +295,9 @@ class _Level:
             expected_end = self.t0 + (self.available() + 1) * self.tick_ns
             wait_s = max(0.0, (expected_end - time.monotonic_ns()) / 1e9) + TICK_SLACK_S
             _, msg = await self.pool.receive(wait_s)
-            if msg[0] != "tick" or msg[1].level_index != self.index:
+            if not isinstance(msg, TickReport) or msg.tick.level_index != self.index:
                 continue
-            self.add(msg[1])
+            self.add(msg.tick)
             self.publish_warmup()
             while (end := self.next_window_end()) is not None:
                 status = await self.close_window(end)
@@ -558,7 +588,7 @@ async def run_sweep(
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
         await pool.start()
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
-            pool.send(w, ("sweep", module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
+            pool.send(w, UseTransport(module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -569,11 +599,12 @@ async def run_sweep(
                 queue.append(float(extra))
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
-            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
-                                  request_bytes).run()
+            measured = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
+                                    request_bytes).run()
+            result = failed_by(stop, measured)
             results.append(result)
             publish(result)
-            _report_errors(result, publish)
+            _report_errors(measured, publish)
             index += 1
             if lost_the_server(result) and not stop.is_set():
                 if index >= len(levels) and more_levels is None:
@@ -588,7 +619,7 @@ async def run_sweep(
                     break
                 publish(Warning(source="load", message=f"server ready again after {waited:.1f} s: the sweep goes on",
                                 key=f"server-back-{index - 1}"))
-            if result.status == "failed" and load.on_level_failure == "stop":
+            if measured.status == "failed" and load.on_level_failure == "stop":
                 publish(Warning(source="load", message=f"level {level:g} failed: the sweep stops (load.on_level_failure = 'stop')", key="sweep-stopped"))
                 break
     except WorkerGone as exc:

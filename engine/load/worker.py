@@ -1,9 +1,8 @@
 """A load worker process: the scheduler of one share of a level's load, on one event loop.
 
 Run as ``python -m engine.load.worker <fd> <index>``: ``fd`` is this end of a socket pair with
-the session, which sends pickled commands (("sweep", transport module, payload, LoadDev),
-("level", LevelPlan), ("go", t0_ns), ("stop",), ("exit",)) and receives
-("hello"|"ready"|"stopped"|"tick"|"fatal").
+the session, which sends the typed commands of engine/load/worker_messages.py (UseTransport,
+PrepareLevel, StartAt, StopLevel, Exit) and receives Hello, Ready, TickReport, Stopped or Fatal.
 
 The scheduler owns levels, ticks, how many connections are open and when, and the clock; the
 sweep's transport (engine/load/transport.py) owns the wire. Hot path, per answer: the
@@ -25,9 +24,9 @@ import sys
 import time
 from array import array
 from collections import deque
+from collections.abc import Callable, Coroutine
 from importlib import import_module
 from multiprocessing.connection import Connection as Pipe
-from typing import Any
 
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
@@ -41,6 +40,20 @@ from engine.load.transport import (
     Dialer,
     connect_error_kind,
     describe,
+)
+from engine.load.worker_messages import (
+    Exit,
+    Fatal,
+    FromWorker,
+    Hello,
+    PrepareLevel,
+    Ready,
+    StartAt,
+    StopLevel,
+    Stopped,
+    TickReport,
+    ToWorker,
+    UseTransport,
 )
 from engine.modes import mode_of
 
@@ -185,11 +198,11 @@ class Worker:
         self.selector = selector
         self.conn = conn
         self.loop = asyncio.get_running_loop()
-        self.dialer: Dialer | None = None  # the sweep's transport, for this worker ("sweep" message)
+        self.dialer: Dialer | None = None  # the sweep's transport, for this worker (UseTransport)
         self.dev = LoadDev()
         self.plan: LevelPlan | None = None
         self.tick_buffer: TickBuffer | None = None
-        self.running = False  # between "go" and "stop": requests may be sent
+        self.running = False  # between StartAt and StopLevel: requests may be sent
         self.warming = False  # while a level's connections open: those open keep busy (open_grouped)
         self.open_loop = False  # the level's mode sends on a schedule (rate), not on each answer
         self.generation = 0  # bumps per level so that late callbacks of an old level are ignored
@@ -202,7 +215,7 @@ class Worker:
         self.coming = 0
         self.checked = False
         self.handles: list[asyncio.TimerHandle] = []
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
         self.rng = random.Random()
         self.next_ns = 0.0  # rate mode: when the next request is due (fractional ns add up)
@@ -210,7 +223,7 @@ class Worker:
 
     # -- control channel
 
-    def send_msg(self, msg: tuple[Any, ...]) -> None:
+    def send_msg(self, msg: FromWorker) -> None:
         try:
             self.conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
@@ -223,37 +236,36 @@ class Worker:
         except (EOFError, OSError):
             self.done.set()
 
-    def handle(self, msg: tuple[Any, ...]) -> None:
-        cmd = msg[0]
-        if cmd == "sweep":
-            self.use(import_module(msg[1]).TRANSPORT.dialer(self, msg[2]), msg[3])
-        elif cmd == "level":
+    def handle(self, msg: ToWorker) -> None:
+        if isinstance(msg, UseTransport):
+            self.take_transport(import_module(msg.module).TRANSPORT.dialer(self, msg.payload), msg.dev)
+        elif isinstance(msg, PrepareLevel):
             self.stop_level()
-            self.spawn(self.prepare(msg[1]))
-        elif cmd == "go":
-            self.go(msg[1])
-        elif cmd == "stop":
+            self.spawn(self.prepare(msg.plan))
+        elif isinstance(msg, StartAt):
+            self.start_at(msg.t0_ns)
+        elif isinstance(msg, StopLevel):
             self.stop_level()
-            self.send_msg(("stopped", self.plan.level_index if self.plan else -1))
-        elif cmd == "exit":
+            self.send_msg(Stopped(self.plan.level_index if self.plan else -1))
+        elif isinstance(msg, Exit):
             self.stop_level()
             self.done.set()
 
-    def use(self, dialer: Dialer, dev: LoadDev | None = None) -> None:
-        """The sweep's transport and developer settings (its "sweep" message)."""
+    def take_transport(self, dialer: Dialer, dev: LoadDev | None = None) -> None:
+        """The sweep's transport and developer settings (its UseTransport message)."""
         self.dialer = dialer
         self.dev = dev or LoadDev()
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = self.loop.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
-            self.send_msg(("fatal", f"load worker {self.index}: {type(exc).__name__}: {exc}"))
+            self.send_msg(Fatal(f"load worker {self.index}: {type(exc).__name__}: {exc}"))
 
     def new_connections(self, count: int) -> list[Connection]:
         dialer = self.dialer
@@ -286,8 +298,8 @@ class Worker:
             self.idle = deque(s for s in self.slots if s.connected)
             self.slots = list(self.idle)
             self.open_count = len(self.slots)
-        figures = self.dialer.path_figures() if self.dialer is not None else ([], [])
-        self.send_msg(("ready", plan.level_index, connected, first_error, figures))
+        connect_ns, kernel_rtt_us = self.dialer.path_figures() if self.dialer is not None else ([], [])
+        self.send_msg(Ready(plan.level_index, connected, first_error, connect_ns, kernel_rtt_us))
 
     async def await_first_answers(self, primed: list[Connection]) -> None:
         """Rate mode: every connection is open, so stop warming; the level is ready when the
@@ -341,17 +353,19 @@ class Worker:
         errors = await asyncio.gather(*(dialer.open([slot], 0) for slot in slots))
         return next((describe(e) for e in errors if e is not None), None)
 
-    def go(self, t0_ns: int) -> None:
+    def start_at(self, t0_ns: int) -> None:
+        """The level's clock: sending starts at T0, ticks are flushed, the loop's lag and the
+        requests' timeouts are watched from then on."""
         plan = self.plan
         assert plan is not None
         self.tick_buffer = TickBuffer(self.index, plan.level_index, t0_ns, plan.tick_ns, self.open_loop)
         self.running = True
-        self.at(t0_ns, self.start_sending)
-        self.at(t0_ns + plan.tick_ns, self.flush, 0)
-        self.at(t0_ns + LAG_PROBE_NS, self.probe_lag, t0_ns + LAG_PROBE_NS)
-        self.at(t0_ns, self.scan_timeouts)
+        self.schedule(t0_ns, self.start_sending)
+        self.schedule(t0_ns + plan.tick_ns, self.flush, 0)
+        self.schedule(t0_ns + LAG_PROBE_NS, self.probe_lag, t0_ns + LAG_PROBE_NS)
+        self.schedule(t0_ns, self.scan_timeouts)
         if self.dev.stall_ms:
-            self.at(t0_ns, self.stall)
+            self.schedule(t0_ns, self.stall)
 
     def stall(self) -> None:
         """Developer setting stall_ms: keep the loop busy, as a worker starved by its own work
@@ -359,9 +373,10 @@ class Worker:
         end = monotonic_ns() + self.dev.stall_ms * 1_000_000
         while monotonic_ns() < end:
             pass
-        self.at(monotonic_ns() + STALL_EVERY_NS, self.stall)
+        self.schedule(monotonic_ns() + STALL_EVERY_NS, self.stall)
 
-    def at(self, when_ns: int, callback: Any, *args: Any) -> None:
+    def schedule(self, when_ns: int, callback: Callable[..., object], *args: object) -> None:
+        """Call ``callback(*args)`` at ``when_ns`` (CLOCK_MONOTONIC); cancelled when the level stops."""
         handles = self.handles
         if len(handles) > 64:
             handles[:] = [h for h in handles if not h.cancelled() and h.when() >= self.loop.time()]
@@ -383,7 +398,7 @@ class Worker:
         else:
             self.gap_ns = 1e9 / plan.rate
             self.next_ns = self.tick_buffer.t0 + plan.phase_ns
-            self.fire()
+            self.send_due()
 
     def stop_level(self) -> None:
         self.running = False
@@ -416,14 +431,14 @@ class Worker:
         if ticks:
             ticks[-1].in_flight = sum(1 for slot in self.slots if slot.busy)
         for tick in ticks:
-            self.send_msg(("tick", tick))
-        self.at(tick_buffer.t0 + (k + 2) * tick_buffer.tick_ns, self.flush, k + 1)
+            self.send_msg(TickReport(tick))
+        self.schedule(tick_buffer.t0 + (k + 2) * tick_buffer.tick_ns, self.flush, k + 1)
 
     def probe_lag(self, expected_ns: int) -> None:
         now = monotonic_ns()
         if self.tick_buffer is not None:
             self.tick_buffer.lag(max(0, now - expected_ns), now)
-        self.at(now + LAG_PROBE_NS, self.probe_lag, now + LAG_PROBE_NS)
+        self.schedule(now + LAG_PROBE_NS, self.probe_lag, now + LAG_PROBE_NS)
 
     def scan_timeouts(self) -> None:
         plan, tick_buffer = self.plan, self.tick_buffer
@@ -436,7 +451,7 @@ class Worker:
                 slot.busy = False
                 tick_buffer.error(TIMEOUT, f"no response within {limit / 1e9:g} s", now)
                 slot.abort()  # lost() reconnects it
-        self.at(now + TIMEOUT_SCAN_NS, self.scan_timeouts)
+        self.schedule(now + TIMEOUT_SCAN_NS, self.scan_timeouts)
 
     # -- answers (the transport's callbacks: engine/load/transport.py, Scheduler)
 
@@ -446,7 +461,7 @@ class Worker:
         slot.busy = False
         tick_buffer = self.tick_buffer
         # measurement starts at T0: an answer before it (a warming request, also between the
-        # "go" message and T0) is not a result, and its replacement is not a counted send
+        # StartAt message and T0) is not a result, and its replacement is not a counted send
         if tick_buffer is None or slot.generation != self.generation or now < tick_buffer.t0:
             if self.warming and slot.generation == self.generation and not close:
                 slot.send()  # before T0: keep this connection's server thread busy (open_grouped)
@@ -564,14 +579,15 @@ class Worker:
             return self.rng.expovariate(1.0) * self.gap_ns
         return self.gap_ns
 
-    def fire(self) -> None:
+    def send_due(self) -> None:
+        """Rate mode: send every request whose time has come, then wake at the next one's."""
         if not self.running:
             return
         now = monotonic_ns()
         while self.next_ns <= now:
             self.dispatch(int(self.next_ns), now)
             self.next_ns += self.next_gap()
-        self.at(int(self.next_ns), self.fire)
+        self.schedule(int(self.next_ns), self.send_due)
 
     def dispatch(self, intended: int, now: int) -> None:
         tick_buffer, plan = self.tick_buffer, self.plan
@@ -630,7 +646,7 @@ class Worker:
 
     async def run(self) -> None:
         self.loop.add_reader(self.conn.fileno(), self.on_control)
-        self.send_msg(("hello", self.index))
+        self.send_msg(Hello(self.index))
         await self.done.wait()
         self.stop_level()
         self.loop.remove_reader(self.conn.fileno())

@@ -16,10 +16,11 @@ import json
 import math
 import os
 import queue
+import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from engine.errors import UserError
 from engine.events import (
     SCHEMA_VERSION,
+    Error,
     Event,
     InputDataUsed,
     ServerReady,
@@ -85,10 +87,12 @@ def to_json(data: Any) -> str:
 
 
 class Recorder:
-    """``bus.subscribe(Recorder(path))``; ``close()`` when the session ends."""
+    """``bus.subscribe(Recorder(path))``; ``close()`` when the session ends. A writer that fails
+    (disk full) stops recording and says so once, as a fatal Error from "record", to ``report``."""
 
-    def __init__(self, path: Path, *, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, path: Path, *, secrets: Iterable[str] = (), report: Callable[[Event], None] | None = None) -> None:
         self.path = Path(path)
+        self._report = report
         self._redactor = Redactor(secrets)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=MAX_QUEUED)
         self._dropped = 0
@@ -135,6 +139,22 @@ class Recorder:
         except queue.Full:
             return
         self._thread.join(CLOSE_TIMEOUT_S)
+
+    def discard(self) -> bool:
+        """Remove the closed recording, its -wal and -shm, and the server logs beside it: a run
+        that measured nothing and ended on bad input (the one line on stderr says why; a "failed"
+        file would only be clutter). Kept when the writer failed (it says why). True when gone."""
+        if self.error is not None:
+            return False
+        for leftover in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+        shutil.rmtree(self.path.parent / f"{self.path.stem}.logs", ignore_errors=True)
+        return True
 
     # ------------------------------------------------------------------ writer side
 
@@ -221,6 +241,9 @@ class Recorder:
                 pass
         finally:
             self._finish(conn)
+        if self.error is not None and self._report is not None:
+            self._report(Error(source="record", fatal=True, message=(
+                f"recording stopped: {self.error} (disk full?); what was written stays readable: {self.path}")))
 
     def _write_event(self, conn: sqlite3.Connection, event: Event) -> None:
         try:

@@ -29,17 +29,10 @@ from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.modes import mode_of
+from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRUPTED, EXIT_OK
 from engine.profiles import Profile, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
-from engine.session import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_GATES,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    Session,
-    SessionOptions,
-)
+from engine.session import Session, SessionOptions
 from engine.source import EventSource
 from engine.study.figures import scale_answer_lines
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index

@@ -73,5 +73,5 @@ def http_payload(url: str, info: TargetInfo | None = None) -> HttpPayload:
 
 
 def use_http(worker, url: str, info: TargetInfo | None = None) -> None:
-    """A worker driven in this process, given the sweep's http transport as its "sweep" message would."""
-    worker.use(http.TRANSPORT.dialer(worker, http_payload(url, info)))
+    """A worker driven in this process, given the sweep's http transport as its UseTransport message would."""
+    worker.take_transport(http.TRANSPORT.dialer(worker, http_payload(url, info)))

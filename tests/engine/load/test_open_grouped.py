@@ -159,7 +159,7 @@ def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0, ssl=server_ctx)
         port = server.sockets[0].getsockname()[1]
         w = _worker(port)
-        w.use(http.TRANSPORT.dialer(w, HttpPayload("127.0.0.1", port, True, "localhost", (b"",), AnswerSpec({}))))
+        w.take_transport(http.TRANSPORT.dialer(w, HttpPayload("127.0.0.1", port, True, "localhost", (b"",), AnswerSpec({}))))
         slots = w.new_connections(3)
         error = await w.open_grouped(slots, wait=False)
         secured = [s.tr.get_extra_info("ssl_object") is not None for s in slots if s.tr is not None]

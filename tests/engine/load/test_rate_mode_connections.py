@@ -70,7 +70,7 @@ def test_open_connections_keep_sending_while_later_groups_connect(monkeypatch, i
         return ready, state
 
     ready, (per_slot, busy, warming) = asyncio.run(main())
-    assert ready[:4] == ("ready", 0, 6, None)
+    assert (ready.level_index, ready.connected, ready.first_error) == (0, 6, None)
     # three groups of two, 0.2 s apart: the first group sent again while the others connected
     assert min(per_slot[:2]) >= 2, per_slot
     assert all(n >= 1 for n in per_slot), per_slot
@@ -94,7 +94,7 @@ def _counting_sends(monkeypatch) -> list[int]:
 
 
 def _start_by_hand(w: Worker) -> Worker:
-    """What go() sets up for a rate-mode level, without the schedule: the test dispatches."""
+    """What start_at() sets up for a rate-mode level, without the schedule: the test dispatches."""
     w.open_loop = True
     w.tick_buffer = TickBuffer(0, 0, 0, 10**12, rate_mode=True)
     w.running = True
@@ -116,7 +116,8 @@ async def _ready_rate_worker(url: str, info) -> Worker:
     plan = _plan("rate")
     plan.preopen = 1
     await w.prepare(plan)
-    assert theirs.recv()[:4] == ("ready", 0, 1, None)
+    ready = theirs.recv()
+    assert (ready.level_index, ready.connected, ready.first_error) == (0, 1, None)
     return _start_by_hand(w)
 
 

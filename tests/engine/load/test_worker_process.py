@@ -9,6 +9,15 @@ import pytest
 from engine.load.dev import LoadDev
 from engine.load.pool import WorkerPool
 from engine.load.ticks import LevelPlan
+from engine.load.worker_messages import (
+    PrepareLevel,
+    Ready,
+    StartAt,
+    StopLevel,
+    Stopped,
+    TickReport,
+    UseTransport,
+)
 from tests.engine.load.conftest import http_payload
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -23,18 +32,18 @@ async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
     pool = WorkerPool(1)
     await pool.start()
     try:
-        pool.send(0, ("sweep", "engine.load.transports.http", http_payload(url, info), LoadDev()))
-        pool.send(0, ("level", plan))
-        _, ready = await pool.expect("ready", 10)
+        pool.send(0, UseTransport("engine.load.transports.http", http_payload(url, info), LoadDev()))
+        pool.send(0, PrepareLevel(plan))
+        _, ready = await pool.expect(Ready, 10)
         t0 = time.monotonic_ns() + 30_000_000
-        pool.send(0, ("go", t0))
+        pool.send(0, StartAt(t0))
         ticks = []
         while len(ticks) < ticks_wanted:
             _, msg = await pool.receive(5)
-            if msg[0] == "tick":
-                ticks.append(msg[1])
-        pool.send(0, ("stop",))
-        await pool.expect("stopped", 5)
+            if isinstance(msg, TickReport):
+                ticks.append(msg.tick)
+        pool.send(0, StopLevel())
+        await pool.expect(Stopped, 5)
         procs = list(pool.procs)
     finally:
         await pool.close()
@@ -44,8 +53,8 @@ async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
 
 async def test_closed_loop_keeps_exactly_n_in_flight(identity_server, identity_info):
     ready, ticks = await _run(identity_server.http_url, identity_info, _plan(mode="concurrency", slots=5), 10)
-    assert ready[:4] == ("ready", 7, 5, None)  # level index, connections open, no connect error
-    connect_ns, rtt_us = ready[4]  # per connection: connect time, the kernel's RTT (Linux)
+    assert (ready.level_index, ready.connected, ready.first_error) == (7, 5, None)  # no connect error
+    connect_ns, rtt_us = ready.connect_ns, ready.kernel_rtt_us  # per connection: connect time, the kernel's RTT
     assert len(connect_ns) == 5 and all(0 <= t < 10**9 for t in connect_ns)
     assert len(rtt_us) in (0, 5) and all(0 <= r < 100_000 for r in rtt_us)  # loopback: well under 100 ms
     assert [t.tick for t in ticks] == list(range(10)) and {t.level_index for t in ticks} == {7}
