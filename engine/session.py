@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -89,7 +88,7 @@ class Session(EventSource):
         self._probe_stop = threading.Event()
         self._cancelled = False  # the running job was cut short on request: not a failure
         self._busy = False
-        self._busy_listeners: list[Callable[[bool], None]] = []
+        self._busy_listeners: list[Callable[[bool], object]] = []
         # what only the conductor knows of how the run went
         self._stopped_mid_job = False
         self._incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
@@ -128,7 +127,7 @@ class Session(EventSource):
         """A sweep or the probe is running."""
         return self._busy
 
-    def on_busy(self, listener: Callable[[bool], None]) -> Callable[[], None]:
+    def on_busy(self, listener: Callable[[bool], object]) -> Callable[[], None]:
         """Call ``listener(busy)`` (on the session's thread) whenever a job starts or ends."""
         self._busy_listeners.append(listener)
         return lambda: self._busy_listeners.remove(listener) if listener in self._busy_listeners else None
@@ -143,11 +142,6 @@ class Session(EventSource):
             self._sweep_stop.set()
         if self._requests is not None:
             self._requests.put_nowait("stop")
-
-    def _set_busy(self, busy: bool) -> None:
-        self._busy = busy
-        for listener in list(self._busy_listeners):
-            listener(busy)
 
     # ----------------------------------------------------------------- the one way out
 
@@ -252,12 +246,10 @@ class Session(EventSource):
         return self.profile.probe.enabled if self.options.probe is None else self.options.probe
 
     def _gate_failures(self) -> list[str]:
-        gates = self.profile.gates
-        if gates.min_throughput is None and not gates.max_p99_ms:
-            return []  # min_efficiency needs several runs: `gpuscale-tui compare` gates it
+        """The profile's gates on this run (min_efficiency needs several: `gpuscale-tui compare` gates it)."""
         from engine.analysis.gates import evaluate_gates
 
-        failures = evaluate_gates(replace(gates, min_efficiency=None), self.level_results)
+        failures = evaluate_gates(replace(self.profile.gates, min_efficiency=None), self.level_results)
         for failure in failures:
             self._publish(ev.Error(source="gates", message=f"gate failed: {failure}"))
         return failures
@@ -287,29 +279,13 @@ class Session(EventSource):
     # ----------------------------------------------------------------- the parts, in turn
 
     async def _box_check(self) -> None:
-        """Is this box fit for the run: recorded, shown, and a no-go says so loudly; it does not
-        stop the session (the user chose to run; the recording says what the box was)."""
         if self.profile.server.kind == "remote" and not self._probe_wanted():
             return  # the GPUs being measured are on another machine
-        from engine.check.run import expected_from_profile, publish_progress, run_check
+        from engine.check.run import check_before_run, expected_from_profile
 
-        if self.options.box_check is not None:  # taken already: the box has not changed since
-            result = replace(self.options.box_check, ts=time.time())
-        else:
-            self._publish(ev.PhaseChanged(phase="box check", detail="is this box fit for the run"))
-            record_dir = self.options.record_dir or Path(".")
-            try:
-                result = await asyncio.get_running_loop().run_in_executor(None, lambda: run_check(
-                    expected_from_profile(self.profile), record_dir, allreduce=self._probe_wanted(),
-                    progress=publish_progress(self._publish), stop=self._probe_stop))
-            except Exception as exc:  # the check informs the run; it must never be why it failed
-                self._publish(ev.Warning(source="check", key="check-failed", message=f"box check did not run: {exc!r}"))
-                return
-        self._publish(result)
-        if result.verdict == "no-go":
-            self._publish(ev.Error(source="check", message=result.summary))
-        elif result.verdict == "warn":
-            self._publish(ev.Warning(source="check", key="check-warn", message=result.summary))
+        await check_before_run(expected_from_profile(self.profile), self.options.record_dir or Path("."),
+                               self._publish, allreduce=self._probe_wanted(), stop=self._probe_stop,
+                               taken=self.options.box_check)
 
     async def _open_target(self) -> tuple[Target, TargetInfo]:
         """The sweep's server: the embedded one started (engine/server/supervisor.py) or the
@@ -331,31 +307,26 @@ class Session(EventSource):
     def _start_telemetry(self) -> None:
         from engine.telemetry.host import loopback_port
 
-        t, server = self.profile.telemetry, self.profile.server
-        if server.kind == "remote" and self.options.sweep:
-            metrics_url = next(iter(server.endpoint_metrics_urls()), None)
-        elif self.servers.server is not None and self.servers.gpus:
-            # Triton's own GPU gauges beside NVML's: each reading says which source it came from
-            metrics_url = self.servers.server.metrics_url
-        else:
-            metrics_url = None  # probe only (no Triton to ask), or a CPU-only embedded server: no nv_gpu_* gauges
+        t, server, remote = self.profile.telemetry, self.profile.server, self.profile.server.kind == "remote"
+        # Triton's own GPU gauges beside NVML's (each reading says its source): the remote server's,
+        # or ours on GPUs; none for the probe alone or a CPU-only embedded server (no nv_gpu_* gauges)
+        ours = self.servers.server.metrics_url if self.servers.server is not None and self.servers.gpus else None
+        metrics_url = next(iter(server.endpoint_metrics_urls()), None) if remote and self.options.sweep else ours
         endpoints = self._target[0].endpoints if self._target is not None else []
         self._telemetry = TelemetrySampler(
-            self._publish,
-            nvml_interval_s=t.nvml_interval_s,
-            host_interval_s=t.host_interval_s,
-            metrics_url=metrics_url,
-            metrics_headers=dict(server.headers) or None,
-            host_server_port=loopback_port(server.endpoint_urls()[0]) if server.kind == "remote" else None,
-            metrics_endpoints=tuple((ep.name, ep.metrics_url) for ep in endpoints if ep.metrics_url),
-        )
+            self._publish, nvml_interval_s=t.nvml_interval_s, host_interval_s=t.host_interval_s,
+            metrics_url=metrics_url, metrics_headers=dict(server.headers) or None,
+            host_server_port=loopback_port(server.endpoint_urls()[0]) if remote else None,
+            metrics_endpoints=tuple((ep.name, ep.metrics_url) for ep in endpoints if ep.metrics_url))
         self._telemetry.start()
 
     async def _run_job(self, job: str) -> None:
         if self._busy:
             self._publish(ev.Warning(source="session", message=f"{job} requested while another job runs: ignored"))
             return
-        self._set_busy(True)
+        self._busy = True
+        for listener in list(self._busy_listeners):
+            listener(True)
         try:
             self._stopped_mid_job = False
             if job == "sweep":
@@ -363,9 +334,10 @@ class Session(EventSource):
             elif job == "probe":
                 await self._probe()
         finally:
-            self._set_busy(False)
-            # stopped (quit, SIGHUP) in the middle of a job: the session was interrupted
-            self._stopped_mid_job = self._stopping.is_set()
+            self._busy = False
+            self._stopped_mid_job = self._stopping.is_set()  # stopped (quit, SIGHUP) in the middle of a job
+            for listener in list(self._busy_listeners):
+                listener(False)
 
     async def _sweep(self) -> None:
         from engine.load.sweep import run_sweep
@@ -408,23 +380,14 @@ class Session(EventSource):
         if missing := missing_extra("probe", "the training probe"):  # asked for in the TUI
             self._publish(ev.Warning(source="probe", key="probe-extra", message=missing))
             return
-        from engine.probe.orchestrate import run_allreduce_sweep, run_probe
+        from engine.probe.orchestrate import run_probe_job
 
-        settings = self.profile.probe
         self._probe_stop.clear()
         if self._stopping.is_set():
             return
         self._publish(ev.PhaseChanged(phase="probe", detail="training probe"))
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, lambda: run_probe(settings, self._publish, self._probe_stop))
-        if settings.allreduce:
-            for world_size in sorted({w for w in settings.world_sizes if w > 1}):
-                if self._probe_stop.is_set():
-                    break
-                self._publish(ev.PhaseChanged(phase="all-reduce", detail=f"{world_size} ranks"))
-                await loop.run_in_executor(None, functools.partial(
-                    run_allreduce_sweep, world_size, self._publish, self._probe_stop,
-                    max_bytes=settings.allreduce_max_bytes))
+        await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(run_probe_job, self.profile.probe, self._publish, self._probe_stop))
 
     async def _shutdown(self) -> None:
         if self._telemetry is not None:

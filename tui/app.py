@@ -2,7 +2,8 @@
 are folded into SessionState a few times a second; the visible view then re-renders what
 changed. Its views, their keys, footer labels, help lines and commands come from one table
 (`VIEWS`, tui/screens/views.py). Actions only forward to the live session (controls) or the
-replay source (replay), both duck-typed.
+replay source (replay), read through tui/host.py's Protocols; the keys they allow follow three
+reactives (busy, live, replaying).
 """
 
 from __future__ import annotations
@@ -17,21 +18,27 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 
 from engine.errors import UserError
 from engine.events import Event
 from engine.source import EventSource
+from tui.host import LiveControls, ReplayControls
 from tui.screens.base import View, ViewScreen
 from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
 from tui.screens.help import HelpScreen, help_text
 from tui.screens.views import VIEWS
 from tui.state import SessionState
 from tui.study_state import StudyState
+
+if TYPE_CHECKING:
+    from engine.record.replay_source import ReplaySource
 
 REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
 MAX_EVENTS_PER_TICK = 50_000  # a replay at max speed must not stall a frame for long
@@ -62,11 +69,19 @@ def recording_candidates(folder: Path = Path("recordings")) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def open_replay(path: Path) -> Any:
+def open_replay(path: Path) -> ReplaySource:
     """A replay source for a recording (engine/record); its errors are UserErrors."""
     from engine.record.replay_source import ReplaySource
 
     return ReplaySource(path)
+
+
+class SessionBusy(Message):
+    """The live session started or ended a job (posted from its thread)."""
+
+    def __init__(self, busy: bool) -> None:
+        super().__init__()
+        self.busy = busy
 
 
 class GpuscaleApp(App[int]):
@@ -103,17 +118,24 @@ class GpuscaleApp(App[int]):
             cls.BINDINGS = [*cls.__dict__.get("BINDINGS", []), *view_bindings(cls.VIEWS)]
         super().__init_subclass__(**kwargs)
 
+    # what the keys allow follows these (check_action): a change refreshes the footer's bindings
+    busy: reactive[bool | None] = reactive(None, bindings=True)  # the live session's word; None: unknown
+    live: reactive[bool] = reactive(False, bindings=True)  # a live session runs (live_running)
+    replaying: reactive[bool] = reactive(False, bindings=True)
+
     def __init__(
         self,
         *,
-        controls: object | None = None,
-        replay: object | None = None,
+        controls: LiveControls | None = None,
+        replay: ReplayControls | None = None,
         title: str = "gpuscale-tui",
         refresh_hz: float = REFRESH_HZ,
-        opener: Callable[[Path], Any] = open_replay,
+        opener: Callable[[Path], ReplaySource] = open_replay,
     ) -> None:
         super().__init__()
         self.title = title
+        self._controls: LiveControls | None = None
+        self._unwatch_busy: Callable[[], None] | None = None
         self.controls = controls
         self.replay = replay
         self.state = SessionState()
@@ -125,18 +147,36 @@ class GpuscaleApp(App[int]):
         self.hung_up = False
         self._unsubscribe: Callable[[], None] | None = None
         self._signals: list[int] = []
-        self._control_state: tuple[Any, ...] = ()
         self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
         self._told_recording: Path | None = None
         for view in self.VIEWS:
             self.add_mode(view.name, partial(ViewScreen, view, self))
+
+    @property
+    def controls(self) -> LiveControls | None:
+        return self._controls
+
+    @controls.setter
+    def controls(self, controls: LiveControls | None) -> None:
+        """The live session, or None: its job state reaches ``busy`` as it changes."""
+        if self._unwatch_busy is not None:
+            self._unwatch_busy()
+            self._unwatch_busy = None
+        self._controls = controls
+        self.set_reactive(GpuscaleApp.busy, controls.busy if controls is not None else None)
+        if controls is not None:
+            self._unwatch_busy = controls.on_busy(lambda busy: self.post_message(SessionBusy(busy)))
+
+    def on_session_busy(self, message: SessionBusy) -> None:
+        if self._controls is not None:
+            self.busy = message.busy
 
     def shown_views(self) -> list[View]:
         return [v for v in self.VIEWS if v.shown_by(self)]
 
     # ------------------------------------------------------------------ sources
 
-    def attach(self, source: EventSource, replay: object | None = None, start: bool = True) -> None:
+    def attach(self, source: EventSource, replay: ReplayControls | None = None, start: bool = True) -> None:
         """Show ``source`` from now on: subscribe before starting so that no event is missed."""
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -216,16 +256,14 @@ class GpuscaleApp(App[int]):
             if applied or told:
                 screen.show_state()
             screen.tick_replay()
-        control_state = (self.controls_busy, self.live_running, self.replay is not None)
-        if control_state != self._control_state:
-            self._control_state = control_state
-            self.refresh_bindings()
+        self.live = self.live_running
+        self.replaying = self.replay is not None
 
     def _tell_recording(self) -> bool:
         """Once the live session knows its recording's path (it opens the file on its own thread),
         the warnings panel shows it, absolute, and the help keeps it (a toast covered the warnings
         and broke the path mid-word)."""
-        path = getattr(self.controls, "recording_path", None) if self.controls is not None else None
+        path = self.controls.recording_path if self.controls is not None else None
         if not path or (self.state.recording is not None and Path(path) == self._told_recording):
             return False  # (the state forgets it when it is reset)
         self._told_recording = Path(path)
@@ -238,27 +276,20 @@ class GpuscaleApp(App[int]):
     def live_running(self) -> bool:
         return self.controls is not None and self.state.ended is None
 
-    @property
-    def controls_busy(self) -> bool | None:
-        """The session's own word when it has one (Session.busy), else None (unknown)."""
-        busy = getattr(self.controls, "busy", None)
-        return bool(busy) if busy is not None else None
-
     def running_job(self) -> str | None:
         """What the live session is doing, by its phase (sweep, probe, box check ...); None when
         it sits idle waiting for a request (or has ended)."""
         if not self.live_running:
             return None
         if self.state.phase in IDLE_PHASES:
-            return "a job" if self.controls_busy else None  # asked for, its first event not here yet
+            return "a job" if self.busy else None  # asked for, its first event not here yet
         return self.state.phase
 
     def recording_path(self) -> Path | None:
-        for owner in (self.controls, self.replay):
-            for name in ("recording_path", "path"):
-                value = getattr(owner, name, None)
-                if value:
-                    return Path(value)
+        if self.controls is not None and self.controls.recording_path:
+            return Path(self.controls.recording_path)
+        if self.replay is not None and self.replay.path:
+            return Path(self.replay.path)
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -276,7 +307,7 @@ class GpuscaleApp(App[int]):
                 return False
             if not self.live_running:
                 return None
-            busy = self.controls_busy
+            busy = self.busy
             if action == "start_sweep" or action == "run_probe":
                 return None if busy else True
             if action == "cancel_sweep":
@@ -299,23 +330,29 @@ class GpuscaleApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(help_text(self.shown_views(), self.recording_path(), self.controls is not None)))
 
+    # the live and replay actions are allowed only with their source (check_action)
     def action_start_sweep(self) -> None:
-        self.controls.request_sweep()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
-        self.notify("sweep requested")
+        if self.controls is not None:
+            self.controls.request_sweep()
+            self.notify("sweep requested")
 
     def action_cancel_sweep(self) -> None:
-        self.controls.cancel_sweep()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
-        self.notify("stopping the current job")
+        if self.controls is not None:
+            self.controls.cancel_sweep()
+            self.notify("stopping the current job")
 
     def action_run_probe(self) -> None:
-        self.controls.request_probe()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
-        self.notify("training probe requested")
+        if self.controls is not None:
+            self.controls.request_probe()
+            self.notify("training probe requested")
 
-    def _replay_do(self, method: str, *args: Any) -> bool:
-        """Call the replay source; its UserErrors (no such level ...) become a notification."""
+    def _replay_do(self, call: Callable[[ReplayControls], object]) -> bool:
+        """Steer the replay source; its UserErrors (no such level ...) become a notification."""
+        if self.replay is None:
+            return False
         ok = True
         try:
-            getattr(self.replay, method)(*args)
+            call(self.replay)
         except UserError as exc:
             self.notify(str(exc), severity="warning")
             ok = False
@@ -325,48 +362,53 @@ class GpuscaleApp(App[int]):
         return ok
 
     def action_toggle_pause(self) -> None:
-        if getattr(self.replay, "finished", False):  # at the end, play means play again
-            self._rewind(0.0)
-            if getattr(self.replay, "speed", 1.0) is not None:
-                self._replay_do("resume")
+        replay = self.replay
+        if replay is None:
             return
-        self._replay_do("resume" if getattr(self.replay, "paused", False) else "pause")
+        if replay.finished:  # at the end, play means play again
+            self._rewind(0.0)
+            if replay.speed is not None:
+                self._replay_do(lambda r: r.resume())
+            return
+        self._replay_do(lambda r: r.resume() if r.paused else r.pause())
+
+    def _pause_at_max_speed(self) -> None:
+        """At max speed a seek pauses where it lands: playing on would be back at the end before
+        the screen showed the target."""
+        if self.replay is not None and self.replay.speed is None and not self.replay.paused:
+            self._replay_do(lambda r: r.pause())
 
     def _rewind(self, seconds: float) -> bool:
-        """Seek; at max speed the replay pauses there, where playing on would be back at the
-        end before the screen showed the target."""
         self._level_target = None
-        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
-            self._replay_do("pause")
-        return self._replay_do("seek", seconds)
+        self._pause_at_max_speed()
+        return self._replay_do(lambda r: r.seek(seconds))
 
     def action_seek(self, direction: int) -> None:
         # position_s is the pending target while a seek is under way: quick presses add up
-        position = float(getattr(self.replay, "position_s", 0.0) or 0.0)
+        position = float(self.replay.position_s or 0.0) if self.replay is not None else 0.0
         self._rewind(max(0.0, position + direction * SEEK_STEP_S))
 
     def action_seek_start(self) -> None:
         self._rewind(0.0)
 
     def action_speed(self, direction: int) -> None:
-        current = getattr(self.replay, "speed", 1.0)
+        current = self.replay.speed if self.replay is not None else 1.0
         index = SPEEDS.index(current) if current in SPEEDS else SPEEDS.index(1.0)
-        index = min(len(SPEEDS) - 1, max(0, index + direction))
-        self._replay_do("set_speed", SPEEDS[index])
+        speed = SPEEDS[min(len(SPEEDS) - 1, max(0, index + direction))]
+        self._replay_do(lambda r: r.set_speed(speed))
 
     def action_seek_level(self, direction: int) -> None:
         # From the level a previous press is still seeking to, not the one on screen: a burst
         # of `]` moves one level per press.
         current = self._level_target if self._level_target is not None else self.state.current_level
         target = 0 if current is None else max(0, current + direction)
-        if getattr(self.replay, "speed", 1.0) is None and not getattr(self.replay, "paused", False):
-            self._replay_do("pause")  # as _rewind: at max speed, stay where the seek lands
+        self._pause_at_max_speed()
         self._level_target = target
-        if not self._replay_do("seek_level", target):
+        if not self._replay_do(lambda r: r.seek_level(target)):
             self._level_target = None
 
     def action_step(self) -> None:
-        self._replay_do("step")
+        self._replay_do(lambda r: r.step())
 
     def action_export(self) -> None:
         path = self.recording_path()
@@ -444,8 +486,8 @@ class GpuscaleApp(App[int]):
 def run_tui(
     source: EventSource,
     *,
-    controls: object | None = None,
-    replay: object | None = None,
+    controls: LiveControls | None = None,
+    replay: ReplayControls | None = None,
     title: str = "gpuscale-tui",
 ) -> int:
     """Show ``source`` in the TUI until the user quits or the terminal goes away; then stop the
@@ -461,11 +503,11 @@ def run_tui(
     return source.exit_code
 
 
-def _tell(stuck: list[EventSource], controls: object | None) -> None:
+def _tell(stuck: list[EventSource], controls: LiveControls | None) -> None:
     try:
         for source in stuck:
             print(f"gpuscale-tui: {type(source).__name__} did not stop within {JOIN_TIMEOUT_S:.0f} s", file=sys.stderr)
-        path = getattr(controls, "recording_path", None)
+        path = controls.recording_path if controls is not None else None
         if path:
             print(f"recording: {Path(path).resolve()}")
     except OSError:

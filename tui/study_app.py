@@ -9,6 +9,7 @@ from typing import Any
 from engine import events as ev
 from engine.source import EventSource
 from tui.app import GpuscaleApp
+from tui.host import ReplayControls
 from tui.study_state import StudyState
 
 
@@ -19,7 +20,7 @@ class StudyApp(GpuscaleApp):
         super().__init__(**kwargs)
         self.study = StudyState()
 
-    def attach(self, source: EventSource, replay: object | None = None, start: bool = True) -> None:
+    def attach(self, source: EventSource, replay: ReplayControls | None = None, start: bool = True) -> None:
         self.study = StudyState()
         super().attach(source, replay=replay, start=start)
 

@@ -9,6 +9,7 @@ the all-reduce group starts its ranks once and sweeps 1 KiB .. 256 MiB.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -26,7 +27,7 @@ from engine.check.host_facts import read_host_facts
 from engine.check.nvml_facts import read_idle_facts
 from engine.check.verdicts import judge, overall
 from engine.errors import missing_extra
-from engine.events import BoxCheck, Event, PhaseChanged
+from engine.events import BoxCheck, Error, Event, PhaseChanged, Warning
 from engine.probe.worker import FORCED_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -176,3 +177,25 @@ def run_check(
 
 def publish_progress(publish: Callable[[Event], None]) -> Callable[[str], None]:
     return lambda text: publish(PhaseChanged(phase="box check", detail=text))
+
+
+async def check_before_run(expected: ExpectedHardware, record_dir: Path, publish: Callable[[Event], None], *,
+                           allreduce: bool, stop: threading.Event, taken: BoxCheck | None = None) -> None:
+    """A session's check of its box, in a thread: published (recorded, shown), and a no-go said
+    loudly; it never stops the session (the user chose to run; the recording says what the box
+    was). ``taken``: a check already taken (a study's): the box has not changed since."""
+    if taken is not None:
+        result = dataclasses.replace(taken, ts=time.time())
+    else:
+        publish(PhaseChanged(phase="box check", detail="is this box fit for the run"))
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(None, lambda: run_check(
+                expected, record_dir, allreduce=allreduce, progress=publish_progress(publish), stop=stop))
+        except Exception as exc:  # the check informs the run; it must never be why it failed
+            publish(Warning(source="check", key="check-failed", message=f"box check did not run: {exc!r}"))
+            return
+    publish(result)
+    if result.verdict == "no-go":
+        publish(Error(source="check", message=result.summary))
+    elif result.verdict == "warn":
+        publish(Warning(source="check", key="check-warn", message=result.summary))

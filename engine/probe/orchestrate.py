@@ -207,3 +207,15 @@ def run_allreduce_sweep(
     threads = threads_per_rank(device, world_size, world_size)
     collector = _run_world_size(world_size, [job], device, timeout_s, stop, publish, Baselines(), threads)
     return collector.sweeps[0] if collector.sweeps else None
+
+
+def run_probe_job(settings: Probe, publish: Publish, stop: threading.Event) -> None:
+    """A session's probe job (in a thread): the training probe, then, when asked, the all-reduce
+    sweep at each world size above one."""
+    run_probe(settings, publish, stop)
+    if settings.allreduce:
+        for world_size in sorted({w for w in settings.world_sizes if w > 1}):
+            if stop.is_set():
+                break
+            publish(PhaseChanged(phase="all-reduce", detail=f"{world_size} ranks"))
+            run_allreduce_sweep(world_size, publish, stop, max_bytes=settings.allreduce_max_bytes)

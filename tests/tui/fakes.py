@@ -1,8 +1,9 @@
-"""Small fakes of the duck-typed collaborators (live controls, replay source) for pilot tests."""
+"""Small fakes of the app's collaborators (tui/host.py's LiveControls and ReplayControls) for pilot tests."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.events import Event
@@ -40,8 +41,24 @@ class FakeControls:
 
     def __init__(self, recording_path: Path | None = None) -> None:
         self.calls: list[str] = []
-        self.busy = True
+        self._busy = True
+        self._listeners: list[Callable[[bool], object]] = []
         self.recording_path = recording_path
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @busy.setter
+    def busy(self, busy: bool) -> None:
+        """As a session does when a job starts or ends: the listeners hear of it."""
+        self._busy = busy
+        for listener in list(self._listeners):
+            listener(busy)
+
+    def on_busy(self, listener: Callable[[bool], object]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def request_sweep(self) -> None:
         self.calls.append("sweep")
@@ -66,6 +83,7 @@ class FakeReplay(ListSource):
         self.duration_s = duration_s
         self.paused = False
         self.speed: float | None = 1.0
+        self.finished = False
         self.path = path
 
     def pause(self) -> None:

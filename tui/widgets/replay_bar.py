@@ -1,4 +1,5 @@
-"""Replay position and controls: play/pause, speed, seek (the replay source is duck-typed)."""
+"""Replay position and controls: play/pause, speed, seek (the replay source read through
+tui/host.py's ReplayControls)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ from textual.widgets import Static
 
 from engine import format as fmt
 from tui import glyphs
+from tui.host import ReplayControls
 
 
-def replay_line(replay: object, width: int) -> Text:
-    position = float(getattr(replay, "position_s", 0.0) or 0.0)
-    total = float(getattr(replay, "duration_s", 0.0) or 0.0)
-    paused = bool(getattr(replay, "paused", False))
-    speed = getattr(replay, "speed", 1.0)
+def replay_line(replay: ReplayControls, width: int) -> Text:
+    position = float(replay.position_s or 0.0)
+    total = float(replay.duration_s or 0.0)
+    paused, speed = replay.paused, replay.speed
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(" REPLAY ", style="reverse bold")
-    if getattr(replay, "finished", False):  # every event shown: nothing is playing any more
+    if replay.finished:  # every event shown: nothing is playing any more
         line.append(" ■ end ", style="bold")
     else:
         line.append(" ❚❚ paused " if paused else " ▶ playing ", style="yellow" if paused else "green")
@@ -38,7 +39,7 @@ class ReplayBar(Static):
         self.tick()
 
     def tick(self) -> None:
-        replay = getattr(self.app, "replay", None)  # the app may switch recordings
+        replay: ReplayControls | None = getattr(self.app, "replay", None)  # the app's (widgets never import it); it may switch recordings
         if replay is None:
             return
         line = replay_line(replay, self.size.width or 80)
