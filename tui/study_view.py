@@ -18,7 +18,7 @@ STYLES = ["bold cyan", "bold magenta", "bold green", "bold yellow", "bold red", 
 MARKS = "●■▲◆✚✱"
 
 
-def _lv(level: float) -> str:
+def _level_text(level: float) -> str:
     return f"{level:g}"
 
 
@@ -79,7 +79,7 @@ def render_curves(study: StudyState, width: int, height: int) -> Text:
         out.append("\n")
     axis = [" "] * plot_w
     for lv in levels:
-        tag = _lv(lv)
+        tag = _level_text(lv)
         c = min(col(lv), plot_w - len(tag))
         if all(ch == " " for ch in axis[max(0, c - 1):c + len(tag)]):
             axis[c:c + len(tag)] = list(tag)
@@ -105,8 +105,8 @@ def config_table(study: StudyState) -> Table:
         style = {"running": "bold", "failed": "red", "interrupted": "magenta", "waiting": "dim"}.get(track.status, "")
         table.add_row(
             track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,
-            _lv(peak[0]) if peak else fmt.NA,
-            (_lv(point.level) if point and point.level is not None else ("none" if point else fmt.NA)),
+            _level_text(peak[0]) if peak else fmt.NA,
+            (_level_text(point.level) if point and point.level is not None else ("none" if point else fmt.NA)),
             fmt.rate(point.throughput) if point and point.throughput else fmt.NA,
             track.recording or "", style=style,
         )

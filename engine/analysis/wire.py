@@ -1,7 +1,7 @@
 """The wire's ceiling against the model: what the request path alone carries, what the model's
 instances would do by Triton's own compute times, and whether the request path is the limit.
 
-The wire check (engine/session.py, ``--wire``) sends the model-under-test's bytes per item to the
+The wire check (engine/load/wire_check.py, ``--wire``) sends the model-under-test's bytes per item to the
 no-compute ``wire`` model at the sweep's levels, with the same transport and batch size. Its peak
 is the request path's ceiling (client, HTTP body or shared memory, Triton's front end and
 batcher, the backend's hand-over). The model's instances' capacity comes from the main sweep's

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
@@ -199,7 +199,7 @@ class _Level:
 
     def plans(self) -> list[LevelPlan]:
         load = self.load
-        common: dict[str, Any] = dict(
+        common = LevelPlan(
             level_index=self.index,
             mode=load.mode,
             tick_ns=self.tick_ns,
@@ -211,12 +211,12 @@ class _Level:
         )
         if not self.rate_mode:
             self.slots = connections_per_worker(int(self.level), len(self.endpoints), self.active)
-            return [LevelPlan(**common, slots=n, seed=self.index * 1000 + w) for w, n in enumerate(self.slots)]
+            return [dataclasses.replace(common, slots=n, seed=self.index * 1000 + w) for w, n in enumerate(self.slots)]
         share = self.level / self.active
         caps = _interleave(MAX_IN_FLIGHT, self.active)
         return [
-            LevelPlan(
-                **common,
+            dataclasses.replace(
+                common,
                 rate=share,
                 phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
                 seed=self.index * 1000 + w,
@@ -460,11 +460,11 @@ class _Level:
             chosen = self.windows
         else:
             chosen = self.windows[-load.stable_windows :]
-        base: dict[str, Any] = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size,
-                    slo_search=self.slo_search)
+        base = functools.partial(LevelResult, mode=load.mode, level=self.level, index=self.index, status=status,
+                                 batch_size=load.batch_size, slo_search=self.slo_search)
         if not chosen:
-            return LevelResult(
-                **base, windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
+            return base(
+                windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
                 throughput_ips=0.0, latency=LatencyStats(count=0),
                 target_rate=self.level if self.rate_mode else None,
             )
@@ -479,8 +479,7 @@ class _Level:
         endpoints = await self.endpoint_results(chosen)
         if endpoints:  # each message says which endpoint it came from
             messages = [f"{e.name} ({e.url}): {m}" for e in endpoints for m in e.error_messages]
-        return LevelResult(
-            **base,
+        return base(
             windows=len(self.windows),
             merged_windows=len(chosen),
             requests=agg.ok,

@@ -154,7 +154,7 @@ def launch_group(
         reader = threading.Thread(target=_read_lines, args=(read_fd, records), name="probe-pipe", daemon=True)
         reader.start()
         try:
-            outcome = _watch(procs, records, logs, jobs, timeout_s, stop, on_record, on_job_start)
+            outcome = _follow_ranks(procs, records, logs, jobs, timeout_s, stop, on_record, on_job_start)
         finally:
             end_processes(procs)
             reader.join(timeout=5.0)
@@ -162,7 +162,7 @@ def launch_group(
     return outcome
 
 
-def _watch(
+def _follow_ranks(
     procs: list[subprocess.Popen],
     records: queue.Queue,
     logs: list[Path],
@@ -172,6 +172,8 @@ def _watch(
     on_record: Callable[[dict[str, Any]], None],
     on_job_start: Callable[[str], None] | None,
 ) -> LaunchOutcome:
+    """Follow the ranks' records (jobs started and done, errors) until every rank has exited, a
+    job ran past its timeout, or a stop was asked; then say how the group ended."""
     state: dict[str, Any] = {"done": [], "current": None, "errors": [], "pipe_open": True}
     deadline = time.monotonic() + max(timeout_s, STARTUP_MIN_S)
 

@@ -294,7 +294,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
     first_ts = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
     last_ts = next(recording.query("SELECT ts FROM events ORDER BY seq DESC LIMIT 1"), (None,))[0]
-    fold = _Fold(recording)
+    fold = _RecordingTotals(recording)
     for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
         if not isinstance(data, dict):
             raise _bad(recording, seq, kind, "not a table")
@@ -397,7 +397,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     )
 
 
-class _Fold:
+class _RecordingTotals:
     """What the event rows add up to, one handler per kind (as tui/state.py applies events)."""
 
     def __init__(self, recording: RecordedEvents) -> None:
@@ -480,21 +480,21 @@ class _Fold:
         self.wires[max(self.sweep_no, 1)] = event  # it follows the sweep it measured the path of
 
 
-_ROW_HANDLERS: dict[str, Callable[[_Fold, int, float, str, dict[str, Any]], None]] = {
-    "window": _Fold.window,
-    "level_started": _Fold.level_started,
-    "warning": _Fold.warning,
-    "error": _Fold.error,
-    "session_ended": _Fold.session_ended,
+_ROW_HANDLERS: dict[str, Callable[[_RecordingTotals, int, float, str, dict[str, Any]], None]] = {
+    "window": _RecordingTotals.window,
+    "level_started": _RecordingTotals.level_started,
+    "warning": _RecordingTotals.warning,
+    "error": _RecordingTotals.error,
+    "session_ended": _RecordingTotals.session_ended,
 }
-_EVENT_HANDLERS: dict[type, Callable[[_Fold, Any], None]] = {
-    LevelResult: _Fold.level_result,
-    SweepFinished: _Fold.sweep_finished,
-    ProbeResult: _Fold.probe_result,
-    AllReduceResult: _Fold.allreduce_result,
-    Topology: _Fold.topology_found,
-    BoxCheck: _Fold.box_checked,
-    WireCeiling: _Fold.wire_ceiling,
+_EVENT_HANDLERS: dict[type, Callable[[_RecordingTotals, Any], None]] = {
+    LevelResult: _RecordingTotals.level_result,
+    SweepFinished: _RecordingTotals.sweep_finished,
+    ProbeResult: _RecordingTotals.probe_result,
+    AllReduceResult: _RecordingTotals.allreduce_result,
+    Topology: _RecordingTotals.topology_found,
+    BoxCheck: _RecordingTotals.box_checked,
+    WireCeiling: _RecordingTotals.wire_ceiling,
 }
 _IGNORED_KINDS = frozenset({"session_started", "server_ready", "server_stopped", "phase"})
 

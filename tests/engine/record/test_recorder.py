@@ -226,7 +226,8 @@ def test_rows_are_json_text(tmp_path: Path) -> None:
 
 def test_a_failing_writer_says_why_and_never_hangs(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
-    rec = Recorder(path)
+    reported: list = []
+    rec = Recorder(path, report=reported.append)
     rec(Warning(source="t", message="kept"))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not _count(path):
@@ -238,6 +239,10 @@ def test_a_failing_writer_says_why_and_never_hangs(tmp_path: Path) -> None:
     while time.monotonic() < deadline and rec.error is None:
         time.sleep(0.05)
     assert rec.error is not None and "host_samples" in rec.error
+    rec._thread.join(10)  # the writer reports as it ends
+    (error,) = reported  # said once, as the recorder's own fatal error, naming the file kept
+    assert error.kind == "error" and error.source == "record" and error.fatal
+    assert "host_samples" in error.message and str(path) in error.message
     for _ in range(10):
         rec(Warning(source="t", message="ignored"))  # still never blocks
     rec.close()
