@@ -1,4 +1,5 @@
-"""Messages between the session and its load workers (pickled over a socket pair).
+"""A level's plan for one load worker and the ticks it sends back (carried by the messages of
+engine/load/worker_messages.py).
 
 A level's clock starts at T0 on CLOCK_MONOTONIC (the same clock in every process on Linux).
 Each worker buckets what completes into ticks ``[T0 + k*tick, T0 + (k+1)*tick)`` by completion
