@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.load.http1 import (
+from engine.http1 import (
     BadResponse,
     dechunk,
     encode_request,
