@@ -104,10 +104,11 @@ def study_reports(study, say: Callable[[str], object]) -> list[str]:  # noqa: AN
         say(f"{PROG}: no study report: {exc}")
         return []
     doc = build_study_doc(figures)
-    from engine.record.doc import Table, text_table
+    from engine.columns import text_table
+    from engine.record.doc import Table
 
     table = next(b for b in doc.blocks if isinstance(b, Table))
-    lines = ["", "study result", text_table(table.header, table.rows), "",
+    lines = ["", "study result", text_table(table.header, table.rows, rule=True), "",
              figures.stop.reason[0].upper() + figures.stop.reason[1:] + ".", *[f"report: {p}" for p in paths]]
     return lines
 
