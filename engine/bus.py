@@ -7,6 +7,7 @@ a writer thread, the TUI appends it to an inbox its timer drains. A subscriber t
 detached and named in a Warning event to the others, so one broken consumer cannot stop a
 measurement.
 """
+
 from __future__ import annotations
 
 import threading
