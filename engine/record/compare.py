@@ -367,7 +367,8 @@ def render_compare(comparison: Comparison, fmt: str = "text") -> str:
     return renderers[fmt](build_compare_doc(comparison))
 
 
-def _eff(r: RunComparison) -> str:
+def _efficiency_at_peak(r: RunComparison) -> str:
+    """The run's scaling efficiency for the summary table; the base run is 100 % by definition."""
     if r.n == 1 and r.base_label == r.label:
         return "100 % (base)"
     return num.percent(r.scaling.efficiency) if r.scaling else num.NA
@@ -395,7 +396,7 @@ def build_compare_doc(c: Comparison) -> Doc:
             num.level_value(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
             num.ms(f.peak.p99 if f.peak else None),
             num.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
-            num.times(r.scaling.speedup if r.scaling else None), _eff(r),
+            num.times(r.scaling.speedup if r.scaling else None), _efficiency_at_peak(r),
             f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
             f.verdict.kind,
         ])
@@ -429,7 +430,7 @@ def _per_level(c: Comparison) -> list:
     def table(get: Callable[[RunComparison, float], str], caption: str) -> Table:
         return Table(header, [[num.level_value(lv), *(get(r, lv) for r in c.runs)] for lv in c.levels], caption)
 
-    def tp(r: RunComparison, lv: float) -> str:
+    def throughput(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)
         if p is None:
             return num.NA
@@ -439,12 +440,12 @@ def _per_level(c: Comparison) -> list:
         p = point_at(r.findings.points, lv)
         return num.ms(p.p99) if p else num.NA
 
-    def eff(r: RunComparison, lv: float) -> str:
+    def efficiency(r: RunComparison, lv: float) -> str:
         return num.percent(r.scaling.by_level.get(lv)) if r.scaling else num.NA
 
-    blocks: list = [Heading("Per level"), table(tp, "Throughput, images/s"), table(p99, "p99 latency, ms")]
+    blocks: list = [Heading("Per level"), table(throughput, "Throughput, images/s"), table(p99, "p99 latency, ms")]
     if any(r.scaling and r.n and r.n > 1 for r in c.runs):
-        blocks.append(table(eff, "Scaling efficiency at the same level (vs the 1x run)"))
+        blocks.append(table(efficiency, "Scaling efficiency at the same level (vs the 1x run)"))
     return blocks
 
 
