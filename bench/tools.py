@@ -448,7 +448,7 @@ def run_floor(url: str, model: str, args: argparse.Namespace, input_data: str = 
     tool at c=1 lies that tool's own cost per round trip. One warm-up window, then 3 windows."""
     import socket
 
-    from engine.load.http1 import parse_head
+    from engine.http1 import parse_head
 
     host, port, requests = _floor_requests(url, model, args.batch, input_data)
     started = time.monotonic()

@@ -1,9 +1,11 @@
-"""Fan-out of events from the engines to their consumers (recorder, TUI, headless printer).
+"""Fan-out of events from the engines to their consumers (recorder, TUI, headless printer, a
+study forwarding its sessions' events).
 
-Publishing never blocks on a consumer: subscribers must return quickly (the recorder queues
-to its writer thread, the TUI posts to its own loop). A subscriber that raises is reported
-once on stderr-free terms (as a Warning event to the others) and dropped, so one broken
-consumer cannot stop a measurement.
+``publish`` calls each subscriber in turn, in order, on the publisher's thread, so a subscriber
+must return quickly and never block: the recorder and the headless printer queue each event to
+a writer thread, the TUI appends it to an inbox its timer drains. A subscriber that raises is
+detached and named in a Warning event to the others, so one broken consumer cannot stop a
+measurement.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from engine import format as fmt
 from engine.analysis.training_bill import BillRow, Interval, TrainingBill
 
 T = TypeVar("T")
+Justify = Literal["left", "right"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Column(Generic[T]):
     header: str  # the name and its unit: "p99 ms"
     cell: Callable[[T], str]
     width: int  # fixed width in plain text; a minimum on screen
-    justify: Literal["left", "right"] = "right"
+    justify: Justify = "right"
     optional: bool = False  # dropped first where room is short
     short: str = ""  # the header without its unit, when even the required columns are too wide
 
@@ -65,22 +66,39 @@ def select(columns: Iterable[Column[T]], keys: Sequence[str]) -> tuple[Column[T]
 # --------------------------------------------------------------------------- plain text
 
 
+def _fixed(cells: Sequence[str], widths: Sequence[int], justify: Sequence[Justify]) -> str:
+    return "  ".join(c.ljust(w) if j == "left" else c.rjust(w)
+                     for c, w, j in zip(cells, widths, justify, strict=False)).rstrip()
+
+
+def text_table(header: Sequence[str], rows: Iterable[Sequence[object]], *, widths: Sequence[int] | None = None,
+               justify: Sequence[Justify] | None = None, rule: bool = False) -> str:
+    """The plain-text table writer (probe CLI, text reports, the study's summary): columns two
+    spaces apart, by default the first left-aligned and the others right-aligned. ``widths``: each
+    column's width, where a wider cell pushes its own line only (the lines of a table of declared
+    columns, whether printed together or one at a time); by default each column is as wide as its
+    widest cell. ``rule``: a line of dashes under the header."""
+    lines = [[str(c) for c in r] for r in rows]
+    widths = widths or [max(len(r[i]) for r in [header, *lines] if i < len(r)) for i in range(len(header))]
+    right: list[Justify] = ["right"] * (len(header) - 1)
+    justify = justify or ["left", *right]
+    ruled = ["  ".join("-" * w for w in widths)] if rule else []
+    return "\n".join([_fixed(header, widths, justify), *ruled, *(_fixed(r, widths, justify) for r in lines)])
+
+
 def fixed_line(columns: Sequence[Column[T]], cells: dict[str, str]) -> str:
-    """One table row as fixed-width text (cells wider than their column push, never cut)."""
-    parts = []
-    for col in columns:
-        text = cells.get(col.key, fmt.NA)
-        parts.append(text.ljust(col.width) if col.justify == "left" else text.rjust(col.width))
-    return "  ".join(parts).rstrip()
+    """One row of declared columns as fixed-width text (cells wider than their column push, never cut)."""
+    return _fixed([cells.get(c.key, fmt.NA) for c in columns], [c.width for c in columns], [c.justify for c in columns])
 
 
 def header_line(columns: Sequence[Column[T]]) -> str:
     return fixed_line(columns, {c.key: c.header for c in columns})
 
 
-def text_table(columns: Sequence[Column[T]], items: Iterable[T]) -> str:
-    """A whole table as fixed-width lines: header, then one line per item."""
-    return "\n".join([header_line(columns), *(fixed_line(columns, cells(columns, i)) for i in items)])
+def column_table(columns: Sequence[Column[T]], items: Iterable[T]) -> str:
+    """A whole table of declared columns as fixed-width lines: header, then one line per item."""
+    return text_table(headers(columns), [row(columns, i) for i in items], widths=[c.width for c in columns],
+                      justify=[c.justify for c in columns])
 
 
 # --------------------------------------------------------------------------- sweep levels

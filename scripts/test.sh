@@ -2,8 +2,8 @@
 # Set up (if needed) and run the whole test suite. Exit code 5 (no tests selected) counts as a
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
 # The tests run on TEST_WORKERS pytest-xdist workers (default 3): most of the suite's time is real
-# parts starting up (Triton, torch ranks, apps) and waiting on them, so on a 2-core box three
-# workers take its 1,434 tests to about 6 minutes, where two took 8. Each worker starts its own session-wide
+# parts starting up (Triton, torch ranks, apps) and waiting on them, so even a 2-core box gains
+# from a third worker. Each worker starts its own session-wide
 # identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
 # (tests/conftest.py). TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
 # --fast: the suite without the tests that start a real server or are marked slow (under a minute

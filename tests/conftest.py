@@ -2,7 +2,7 @@
 session. Tests that only need a server to talk to share it (start and graceful stop cost about
 5 s); tests that stop, kill, freeze or reconfigure a server start their own.
 
-scripts/test.sh runs the suite on 2 pytest-xdist workers (--dist loadgroup); each worker is its
+scripts/test.sh runs the suite on TEST_WORKERS pytest-xdist workers (--dist loadgroup); each is its
 own session, with its own identity server. Tests that keep several cores busy for seconds (torch
 ranks, torch export, the CPU study) carry xdist_group("cpu_heavy"): they run one after another
 in one worker (the largest group is handed out first), never side by side, so they do not slow

@@ -100,7 +100,7 @@ class GpuscaleApp(App[int]):
         Binding("p", "run_probe", "Probe"),
         Binding("e", "export", "Export"),
         Binding("o", "open_recording", "Open", show=False),
-        Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # "space" cut the footer at 80 columns
+        Binding("space", "toggle_pause", "Pause", priority=True, key_display="␣"),  # the glyph, not "space": the footer fits 80 columns
         Binding("left", "seek(-1)", "-10s", priority=True, group=SEEK),
         Binding("right", "seek(1)", "+10s", priority=True, group=SEEK),
         Binding("home", "seek_start", "Start", show=False, priority=True),  # live: the panels' own Home
@@ -261,8 +261,8 @@ class GpuscaleApp(App[int]):
 
     def _tell_recording(self) -> bool:
         """Once the live session knows its recording's path (it opens the file on its own thread),
-        the warnings panel shows it, absolute, and the help keeps it (a toast covered the warnings
-        and broke the path mid-word)."""
+        the warnings panel shows it, absolute, and the help keeps it (not a toast: a toast would cover
+        the warnings and break the path mid-word)."""
         path = self.controls.recording_path if self.controls is not None else None
         if not path or (self.state.recording is not None and Path(path) == self._told_recording):
             return False  # (the state forgets it when it is reset)

@@ -87,7 +87,7 @@ def price_for(world_size: int, cost_per_hour: float, box_gpus: int) -> float:
     return cost_per_hour * math.ceil(world_size / box_gpus)
 
 
-def _work(r: ProbeResult) -> int:
+def _profile_batch(r: ProbeResult) -> int:
     """The profile's batch a result answers for: per device (weak) or global (strong)."""
     return r.global_batch if r.scaling == "strong" else r.per_device_batch
 
@@ -97,7 +97,7 @@ def _baseline_row(r: ProbeResult) -> ProbeResult | None:
     if r.baseline_samples_per_s is None:
         return None
     step = StatSummary(mean=r.baseline_step_time_s or 0.0, ci_low=None, ci_high=None, n=r.baseline_samples_per_s.n)
-    return replace(r, strategy="single", world_size=1, per_device_batch=_work(r), global_batch=_work(r),
+    return replace(r, strategy="single", world_size=1, per_device_batch=_profile_batch(r), global_batch=_profile_batch(r),
                    samples_per_s=r.baseline_samples_per_s, step_time_s=step, speedup=1.0, efficiency=1.0,
                    comm_overhead=None, peak_mem_bytes=[], gpu_util=list(r.baseline_gpu_util), p_value=None,
                    significant=None, baseline_samples_per_s=None, baseline_step_time_s=None, baseline_gpu_util=[])
@@ -130,7 +130,7 @@ def training_bill(results: Sequence[ProbeResult], dataset_size: int | None, cost
     unit = "GPU" if any(r.device == "cuda" for r in results) or not results else "rank"
     groups: dict[tuple[str, str, str, int], list[ProbeResult]] = {}
     for r in results:
-        groups.setdefault((r.model, r.precision, r.scaling, _work(r)), []).append(r)
+        groups.setdefault((r.model, r.precision, r.scaling, _profile_batch(r)), []).append(r)
     rows: list[BillRow] = []
     stops: list[Stop] = []
     for (model, _precision, scaling, work), members in groups.items():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from engine.load import http1
+from engine import http1
 from engine.load.target import Target
 
 PROBES = 3

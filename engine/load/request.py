@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import UserError
+from engine.http1 import Endpoint, encode_request
 from engine.load.answer_check import fixed_size_bytes
-from engine.load.http1 import Endpoint, encode_request
 from engine.load.input_tensors import element
 from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo

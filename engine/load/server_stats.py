@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from engine import http1
 from engine.analysis import sane_values
 from engine.events import ServerBreakdown
-from engine.load import http1
 from engine.load.target import Target
 
 PARTS = ("success", "queue", "compute_input", "compute_infer", "compute_output")

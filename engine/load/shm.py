@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UserError
-from engine.load.http1 import BadResponse, error_message, request
+from engine.http1 import BadResponse, error_message, request
 from engine.shm_segments import segment_prefix
 
 SHM_ROOT = "/dev/shm"

@@ -7,14 +7,13 @@ go wrong into one clear line (engine.errors.UserError).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import http1
 from engine.errors import UserError
-from engine.load import http1
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,6 @@ class TargetInfo:
     versions: list[str] = field(default_factory=list)
 
 
-def _describe_exc(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timed out"
-    text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
-
-
 async def _get(target: Target, path: str, method: str = "GET", body: bytes = b"") -> http1.Reply:
     try:
         return await http1.request(
@@ -91,7 +81,7 @@ async def _get(target: Target, path: str, method: str = "GET", body: bytes = b""
     except http1.ResponseTooLarge as exc:
         raise UserError(f"Triton at {target.http_url} answered {path} with {exc}") from None
     except (TimeoutError, OSError, http1.BadResponse) as exc:
-        raise UserError(f"cannot reach Triton at {target.http_url}: {_describe_exc(exc)}") from None
+        raise UserError(f"cannot reach Triton at {target.http_url}: {http1.describe_failure(exc)}") from None
 
 
 def _json(reply: http1.Reply, what: str, target: Target) -> Any:

@@ -21,7 +21,7 @@ def _order(r: ProbeResult) -> tuple[str, str, int, int]:
 def probe_table(results: list[ProbeResult]) -> str:
     if not results:
         return "(no training results)"
-    return columns.text_table(columns.PROBE, sorted(results, key=_order))
+    return columns.column_table(columns.PROBE, sorted(results, key=_order))
 
 
 def bill_text(bill: TrainingBill) -> str:
@@ -29,11 +29,11 @@ def bill_text(bill: TrainingBill) -> str:
     to set, where to stop)."""
     parts = ["training bill"]
     if bill.has_epochs:
-        parts.append(columns.text_table(columns.bill_columns(bill), bill.rows))
+        parts.append(columns.column_table(columns.bill_columns(bill), bill.rows))
     parts += columns.bill_notes(bill)
     return "\n".join(parts)
 
 
 def allreduce_table(sweep: AllReduceResult) -> str:
     cols = columns.allreduce_columns(sweep)
-    return columns.allreduce_title(sweep) + "\n" + columns.text_table(cols, columns.allreduce_items(sweep))
+    return columns.allreduce_title(sweep) + "\n" + columns.column_table(cols, columns.allreduce_items(sweep))

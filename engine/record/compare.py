@@ -117,7 +117,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
     runs.sort(key=lambda r: (gpu_slug(r.summary.gpu_model, r.summary.gpu_count), r.n or 0, r.label))
     comparison = Comparison(runs=runs, levels=sorted({p.level for r in runs for p in r.findings.points}),
                             study_verdict=study_verdict)
-    _check_apples(comparison, {findings[i].label: how for i, how in priced.items()}, study=study_verdict is not None)
+    _check_apples_to_apples(comparison, {findings[i].label: how for i, how in priced.items()}, study=study_verdict is not None)
     comparison.scale_answers = _scale_answers(runs)
     return comparison
 
@@ -242,9 +242,21 @@ def _instances(config: Mapping[str, Any]) -> str:
     return " + ".join(one(g) for g in groups if isinstance(g, Mapping)) or "not known"
 
 
-def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study: bool = False) -> None:
-    priced = priced or {}
-    runs = c.runs
+def _check_apples_to_apples(c: Comparison, priced: Mapping[str, str] | None = None, study: bool = False) -> None:
+    """Where the runs are not apples to apples: ``c.mismatches`` for differences that make the
+    level-by-level figures meaningless (another model, other levels), ``c.notes`` for those a
+    reader must weigh (transport, input data, versions, an unstable peak, how a run is priced).
+    ``study``: the runs are one study's configs, whose model config differs by design."""
+    _compare_workloads(c)
+    _compare_model_configs(c, study)
+    _compare_levels(c)
+    _compare_setups(c)
+    for r in c.runs:
+        _note_run(c, r, priced or {})
+
+
+def _compare_workloads(c: Comparison) -> None:
+    """The model, its batch size, inputs and weights, and the load mode."""
     checks: list[tuple[str, Callable[[RunComparison], Any], bool]] = [
         ("model", lambda r: r.summary.model, True),
         ("batch size", lambda r: r.summary.batch_size, True),
@@ -253,8 +265,14 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
         ("weights", lambda r: r.summary.weights or "random", False),
     ]
     for what, get, breaks in checks:
-        if (diff := _differs(runs, get)) is not None:
+        if (diff := _differs(c.runs, get)) is not None:
             (c.mismatches if breaks else c.notes).append(f"{what} differs: {diff}")
+
+
+def _compare_model_configs(c: Comparison, study: bool) -> None:
+    """Each key of the model configs (the variant's own keys aside); in a study, what differs is
+    the study's variable, not a mismatch."""
+    runs = c.runs
     configs = {r.label: _leaves({k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS})
                for r in runs}
     keys = sorted({k for cfg in configs.values() for k in cfg})
@@ -266,8 +284,12 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
                 c.notes.append(f"{STUDY_VARIABLES.get(key, 'model config ' + key)}: the study's variable ({diff})")
             else:
                 c.mismatches.append(f"model config differs in {key}: {diff}")
-    level_sets = {r.label: {p.level for p in r.findings.points} for r in runs}
-    planned = {r.label: set(r.summary.levels_planned) for r in runs}
+
+
+def _compare_levels(c: Comparison) -> None:
+    """The levels each run planned and measured: level-by-level figures need levels in common."""
+    level_sets = {r.label: {p.level for p in r.findings.points} for r in c.runs}
+    planned = {r.label: set(r.summary.levels_planned) for r in c.runs}
     if len({frozenset(v) for v in planned.values()}) > 1:
         c.mismatches.append("concurrency levels differ: " + "; ".join(
             f"{', '.join(num.level_value(x) for x in sorted(v)) or 'none'} ({label})" for label, v in planned.items()))
@@ -276,6 +298,12 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
             c.notes.append(f"{label}: no result at level {', '.join(num.level_value(x) for x in missing)}")
     if level_sets and not set.intersection(*level_sets.values()):
         c.mismatches.append("no level was measured by every run: level-by-level figures are empty")
+
+
+def _compare_setups(c: Comparison) -> None:
+    """How each run was measured: transport, input data, GPU sharing, measurement settings and
+    software versions."""
+    runs = c.runs
     load = {r.label: (r.summary.metadata.get("profile") or {}).get("load") or {} for r in runs}
     if (diff := _differs(runs, lambda r: r.summary.transport)) is not None:
         c.notes.append(f"transport differs: {diff}: the inputs took different paths to the server, so the runs "
@@ -294,28 +322,32 @@ def _check_apples(c: Comparison, priced: Mapping[str, str] | None = None, study:
     for key in VERSION_KEYS:
         if (diff := _differs(runs, _getter(_version, key))) is not None:
             c.notes.append(f"{key} version differs: {diff}")
-    for r in runs:
-        if r.summary.status != "ok":
-            c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
-        if r.n and r.n > 1 and r.base_label is None:
-            c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
-        if r.findings.sweep_note:
-            c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
-        peak = r.findings.peak
-        if peak is not None and peak.status != "stable":
-            c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
-                           f"is from an {peak.status} level (its windows did not agree within the tolerance): "
-                           "measure again, or with more windows, before relying on it")
-        if r.findings.label in priced and scale_out_parts(r.summary.config_variant):
-            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr ({priced[r.findings.label]})")
-        elif r.findings.label in priced:
-            c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) ({priced[r.findings.label]})")
-        elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
-            c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
-                           f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")
-        if r.summary.cost_per_hour is None:
-            c.notes.append(f"{r.label}: " + (SCALE_OUT_UNPRICED if scale_out_parts(r.summary.config_variant) else
-                                            "hardware.cost_per_hour not set") + ": no cost per 1000 images")
+
+
+def _note_run(c: Comparison, r: RunComparison, priced: Mapping[str, str]) -> None:
+    """What a reader must know of one run: how it ended, its scaling base, its sweeps, whether its
+    peak is stable, and how it is priced."""
+    if r.summary.status != "ok":
+        c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
+    if r.n and r.n > 1 and r.base_label is None:
+        c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
+    if r.findings.sweep_note:
+        c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
+    peak = r.findings.peak
+    if peak is not None and peak.status != "stable":
+        c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
+                       f"is from an {peak.status} level (its windows did not agree within the tolerance): "
+                       "measure again, or with more windows, before relying on it")
+    if r.findings.label in priced and scale_out_parts(r.summary.config_variant):
+        c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr ({priced[r.findings.label]})")
+    elif r.findings.label in priced:
+        c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr for {r.n} GPU(s) ({priced[r.findings.label]})")
+    elif r.n and r.summary.gpu_count and r.n < r.summary.gpu_count and r.summary.cost_per_hour:
+        c.notes.append(f"{r.label}: uses {r.n} of the box's {r.summary.gpu_count} GPUs; its cost is the whole box's "
+                       f"${r.summary.cost_per_hour:g}/hr (a smaller box would cost less)")
+    if r.summary.cost_per_hour is None:
+        c.notes.append(f"{r.label}: " + (SCALE_OUT_UNPRICED if scale_out_parts(r.summary.config_variant) else
+                                        "hardware.cost_per_hour not set") + ": no cost per 1000 images")
 
 
 def _version(r: RunComparison, key: str) -> Any:
@@ -335,7 +367,8 @@ def render_compare(comparison: Comparison, fmt: str = "text") -> str:
     return renderers[fmt](build_compare_doc(comparison))
 
 
-def _eff(r: RunComparison) -> str:
+def _efficiency_at_peak(r: RunComparison) -> str:
+    """The run's scaling efficiency for the summary table; the base run is 100 % by definition."""
     if r.n == 1 and r.base_label == r.label:
         return "100 % (base)"
     return num.percent(r.scaling.efficiency) if r.scaling else num.NA
@@ -363,7 +396,7 @@ def build_compare_doc(c: Comparison) -> Doc:
             num.level_value(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
             num.ms(f.peak.p99 if f.peak else None),
             num.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
-            num.times(r.scaling.speedup if r.scaling else None), _eff(r),
+            num.times(r.scaling.speedup if r.scaling else None), _efficiency_at_peak(r),
             f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
             f.verdict.kind,
         ])
@@ -397,7 +430,7 @@ def _per_level(c: Comparison) -> list:
     def table(get: Callable[[RunComparison, float], str], caption: str) -> Table:
         return Table(header, [[num.level_value(lv), *(get(r, lv) for r in c.runs)] for lv in c.levels], caption)
 
-    def tp(r: RunComparison, lv: float) -> str:
+    def throughput(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)
         if p is None:
             return num.NA
@@ -407,12 +440,12 @@ def _per_level(c: Comparison) -> list:
         p = point_at(r.findings.points, lv)
         return num.ms(p.p99) if p else num.NA
 
-    def eff(r: RunComparison, lv: float) -> str:
+    def efficiency(r: RunComparison, lv: float) -> str:
         return num.percent(r.scaling.by_level.get(lv)) if r.scaling else num.NA
 
-    blocks: list = [Heading("Per level"), table(tp, "Throughput, images/s"), table(p99, "p99 latency, ms")]
+    blocks: list = [Heading("Per level"), table(throughput, "Throughput, images/s"), table(p99, "p99 latency, ms")]
     if any(r.scaling and r.n and r.n > 1 for r in c.runs):
-        blocks.append(table(eff, "Scaling efficiency at the same level (vs the 1x run)"))
+        blocks.append(table(efficiency, "Scaling efficiency at the same level (vs the 1x run)"))
     return blocks
 
 

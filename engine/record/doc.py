@@ -83,16 +83,6 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align_right_f
     return "\n".join(lines)
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Fixed-width columns for a terminal: first column left-aligned, the rest right-aligned."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
-
-
 def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
     """Columns from ``left`` on hold numbers: right-aligned (class "n")."""
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
@@ -137,7 +127,7 @@ def to_text(doc: Doc) -> str:
         elif isinstance(b, Table):
             if b.caption:
                 out.append(b.caption)
-            out += [text_table(b.header, b.rows), ""]
+            out += [columns.text_table(b.header, b.rows, rule=True), ""]
         elif isinstance(b, Bullets):
             out += [f"  * {item}" for item in b.items] + [""]
     return "\n".join(out).rstrip() + "\n"

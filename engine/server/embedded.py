@@ -17,7 +17,6 @@ Lifecycle guarantees:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,11 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import BinaryIO
 
+from engine import http1
 from engine.errors import RunFailed
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import smallest_memory_gib, visible_gpu_count
@@ -96,14 +94,6 @@ def free_port_pair(address: str = "127.0.0.1", first: int | None = None) -> tupl
                 continue
     base = first or free_port(address)
     return base, next(p for p in free_ports(2, address) if p != base)
-
-
-def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback URL we built
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 def _signal_name(number: int) -> str:
@@ -274,8 +264,8 @@ class EmbeddedServer:
         return "\n".join(text[-lines:])
 
     def server_metadata(self) -> dict:
-        status, body = _get(f"{self.http_url}/v2")
-        return json.loads(body) if status == 200 else {}
+        reply = http1.request_blocking(self.http_url, "/v2", timeout_s=2.0)
+        return reply.json() if reply.status == 200 else {}
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
@@ -355,16 +345,16 @@ class EmbeddedServer:
     def _wait_ready(self) -> None:
         assert self._guard is not None
         deadline = time.monotonic() + self.startup_timeout_s
-        waiting = [f"{self.http_url}/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
+        waiting = [f"/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
         while time.monotonic() < deadline:
             if self._guard.poll() is not None:
                 raise self._start_error("tritonserver exited during start-up")
             try:
-                while waiting and _get(waiting[0], timeout=1.0)[0] == 200:
+                while waiting and http1.request_blocking(self.http_url, waiting[0], timeout_s=1.0).status == 200:
                     waiting.pop(0)
                 if not waiting:
                     return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            except (OSError, http1.BadResponse):  # not listening yet, or not answering yet
                 pass
             time.sleep(0.2)
         raise self._start_error(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")

@@ -8,11 +8,10 @@ keeps its own; only where the server's config cannot be read is the variant file
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from engine import http1
 from engine.errors import RunFailed, UserError
 from engine.record.redact import Redactor
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_files
@@ -37,22 +36,20 @@ def variant_sources(model: str) -> dict[str, Path]:
 
 def _request(method: str, url: str, headers: dict[str, str], body: Any = None,
              timeout: float = 10.0) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={**headers, **({"Content-Type": "application/json"} if data else {})})
+    server = url.split("/v2")[0]
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 - the profile's server URL
-            status, raw = response.status, response.read(MAX_REPLY_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read(MAX_REPLY_BYTES + 1)
-    except (urllib.error.URLError, OSError) as exc:
-        raise RunFailed(f"server {url.split('/v2')[0]}: {getattr(exc, 'reason', exc)}") from None
-    if len(raw) > MAX_REPLY_BYTES:
-        raise RunFailed(f"server {url.split('/v2')[0]}: response_too_large: more than {MAX_REPLY_BYTES >> 20} MiB")
+        reply = http1.request_blocking(url, method=method, body=json.dumps(body).encode() if body is not None else b"",
+                                       headers=headers, timeout_s=timeout, max_bytes=MAX_REPLY_BYTES)
+    except http1.ResponseTooLarge:
+        raise RunFailed(f"server {server}: response_too_large: more than {MAX_REPLY_BYTES >> 20} MiB") from None
+    except ValueError as exc:  # a malformed URL
+        raise RunFailed(f"server {server}: {exc}") from None
+    except (OSError, http1.BadResponse) as exc:
+        raise RunFailed(f"server {server}: {http1.describe_failure(exc)}") from None
     try:
-        return status, json.loads(raw) if raw else {}
+        return reply.status, json.loads(reply.body) if reply.body else {}
     except ValueError:
-        return status, {"error": raw.decode(errors="replace")[:200]}
+        return reply.status, {"error": reply.body.decode(errors="replace")[:200]}
 
 
 def _said(answer: dict[str, Any], headers: dict[str, str]) -> str:

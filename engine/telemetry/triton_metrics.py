@@ -8,10 +8,10 @@ pretend to a resolution the source does not have.
 from __future__ import annotations
 
 import math
-import urllib.error
-import urllib.request
 from collections.abc import Callable
+from http import HTTPStatus
 
+from engine import http1
 from engine.analysis.sane_values import gauge
 from engine.events import GpuReading, GpuSample
 from engine.profiles import redact_url
@@ -71,19 +71,20 @@ def gpu_readings_from_metrics(
 
 
 def fetch_metrics_text(url: str, headers: dict[str, str] | None = None, timeout: float = FETCH_TIMEOUT_S) -> str:
-    request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked by callers
-            body = response.read(MAX_BODY_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise MetricsUnavailable(f"HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise MetricsUnavailable(str(exc.reason)) from None
-    except (TimeoutError, OSError) as exc:
-        raise MetricsUnavailable(str(exc) or type(exc).__name__) from None
-    if len(body) > MAX_BODY_BYTES:
-        raise MetricsUnavailable(f"response larger than {MAX_BODY_BYTES} bytes")
-    return body.decode("utf-8", errors="replace")
+        reply = http1.request_blocking(url, headers={"Accept": "text/plain", **(headers or {})}, timeout_s=timeout,
+                                       max_bytes=MAX_BODY_BYTES)
+    except http1.ResponseTooLarge:
+        raise MetricsUnavailable(f"response larger than {MAX_BODY_BYTES} bytes") from None
+    except (ValueError, OSError, http1.BadResponse) as exc:  # ValueError: not an http(s) URL
+        raise MetricsUnavailable(http1.describe_failure(exc)) from None
+    if not 200 <= reply.status < 300:
+        try:
+            phrase = f" {HTTPStatus(reply.status).phrase}"
+        except ValueError:  # a status HTTP does not name
+            phrase = ""
+        raise MetricsUnavailable(f"HTTP {reply.status}{phrase}")
+    return reply.body.decode("utf-8", errors="replace")
 
 
 class TritonGpuPoller:

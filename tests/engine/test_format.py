@@ -16,7 +16,7 @@ def test_missing_values_render_as_the_one_na_marker() -> None:
 
 def test_milliseconds_keep_three_significant_figures() -> None:
     assert fmt.ms(0.0029) == "2.90"
-    assert fmt.ms(0.01235) == "12.3"  # the report used to say 12.35, the screen 12.3
+    assert fmt.ms(0.01235) == "12.3"  # the screen and the report alike
     assert fmt.ms(0.1234) == "123"
     assert fmt.ms(1.2345) == "1,234"
     assert fmt.ms(0.0) == "0.00"
@@ -24,7 +24,7 @@ def test_milliseconds_keep_three_significant_figures() -> None:
 
 def test_throughput_reads_with_thousands_separators_never_k() -> None:
     assert fmt.rate(180.0) == "180.0" and fmt.rate(1454.4) == "1,454"
-    assert fmt.rate(12345.6) == "12,346"  # the screen used to say 12.3k, the report 12,346
+    assert fmt.rate(12345.6) == "12,346"  # never 12.3k, on any surface
 
 
 def test_percent_ratios_money_and_memory() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.load.http1 import parse_endpoint
+from engine.http1 import parse_endpoint
 from engine.load.request import prepare_request, request_shapes
 from engine.load.target import Target, describe_target
 from engine.server.embedded import EmbeddedServer

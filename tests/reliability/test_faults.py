@@ -48,11 +48,11 @@ def test_signal_finalizes_the_recording_and_leaves_no_process(tmp_path, sig):
 
 
 # SIGKILL of the app (no orphans, the recording keeps all but the last second): with the copy
-# taken without its -wal file in test_round_two_faults.py, one run of the app for both
+# taken without its -wal file in test_signals_and_kills.py, one run of the app for both
 
 
 # the app's embedded server SIGKILLed mid-level (counted errors, the death named, nothing left):
-# test_round_two_faults.py, with request and wait timeouts long enough to show it is named at once
+# test_signals_and_kills.py, with request and wait timeouts long enough to show it is named at once
 
 
 def _remote_profile(tmp_path, url: str) -> str:

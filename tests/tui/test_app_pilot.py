@@ -360,9 +360,9 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
 
 
 @pytest.mark.slow
-async def test_displays_that_misled() -> None:
-    """At 80x24: "ours" CPU auto-scaled (1 % drew full bars), a fatal error left
-    "WAITING", a remote server was called "no GPU: the model runs on the CPU"."""
+async def test_a_remote_server_that_fails_reads_as_it_is() -> None:
+    """At 80x24: "ours" CPU near the floor at 1 % (a fixed scale, not full bars), a fatal error
+    shows FAILED, not WAITING, and a remote server is "remote", never "the model runs on the CPU"."""
     from tests.tui.synthetic import profile
     from tui.glyphs import SPARK_CHARS
     from tui.widgets.gpus import GpuPanel
@@ -404,7 +404,8 @@ async def test_the_end_of_a_replay_does_not_say_playing() -> None:
 
 @pytest.mark.slow
 async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Path) -> None:
-    """The path was printed only after the screen closed, relative to the current folder."""
+    """The recording's path, absolute, is on the screen while the session runs (not printed after the
+    screen closes), and the help keeps it."""
     path = tmp_path / "rec.sqlite"
     app, source, _ = live_app(recording=path)
     async with app.run_test(size=SIZE) as pilot:
@@ -436,8 +437,9 @@ def screen_lines(app) -> list[str]:  # noqa: ANN001
 
 @pytest.mark.slow
 async def test_at_80x24_every_view_keeps_its_headers() -> None:
-    """The replay footer was cut, the windows table lost its header, the over-time
-    panel's queue/compute rows fell below the fold, warnings and the probe status were cut mid-word."""
+    """At 80x24 each view keeps what it needs whole: the replay footer, the windows table's
+    header, the over-time panel's queue/compute rows above the fold, warnings and the probe status
+    not cut mid-word."""
     events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
     events.append(ev.Warning(source="load", message="level 64 took " + "much longer than its windows " * 3 + "planned",
                              ts=events[-1].ts))
@@ -471,7 +473,8 @@ async def test_at_80x24_every_view_keeps_its_headers() -> None:
 
 @pytest.mark.slow
 async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
-    """Only over-time sparklines; the throughput-vs-concurrency curve was missing."""
+    """At 80x24 the live screen draws the throughput-vs-concurrency curve beside the over-time
+    sparklines."""
     events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
     app, source, _ = live_app(events)
     async with app.run_test(size=SIZE) as pilot:

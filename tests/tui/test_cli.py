@@ -77,7 +77,7 @@ def _declared_min_python() -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_requires_python_covers_every_stdlib_module_the_code_imports():
-    """Issue 16.11: pyproject said >=3.10 while engine/profiles imports tomllib (3.11+)."""
+    """pyproject's requires-python covers every stdlib module the code imports (tomllib needs 3.11)."""
     import ast
 
     from tui.cli import MIN_PYTHON
@@ -126,7 +126,7 @@ PROBE_TINY = ["--set", "probe.models=mlp_258k", "--set", "probe.batch_sizes=4", 
     ["--set", "server.kind=remote", "--set", "server.url=http://127.0.0.1:9"],  # a remote one that is down
 ])
 def test_probe_only_needs_no_triton(tmp_path, server):
-    """Issue 16.3: --probe-only started the embedded server, and failed on a remote one that is down."""
+    """--probe-only starts no server and needs none: it runs with a remote server that is down."""
     from engine.record.reader import Recording
 
     proc = _run("--probe-only", "--record", "--output", str(tmp_path), *server, *PROBE_TINY, timeout=240)
@@ -141,7 +141,7 @@ def test_probe_only_needs_no_triton(tmp_path, server):
 
 @pytest.mark.slow
 def test_version_and_help_say_what_a_new_user_needs():
-    """Issue 16.9: no --version; --help lacked the exit codes and help for positionals and server --model."""
+    """--version, and --help with the exit codes and help for the positionals and server --model."""
     version = _run("--version")
     assert version.returncode == 0 and re.fullmatch(r"gpuscale-tui \S+.*\n", version.stdout)
     top = _run("--help").stdout

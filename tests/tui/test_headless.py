@@ -201,7 +201,7 @@ def test_a_blocked_stdout_never_stalls_the_session_thread() -> None:
     publisher = threading.Thread(target=session_thread, daemon=True)
     publisher.start()
     try:
-        # a deadlock check, not a timing: before the fix the publisher blocked here for good
+        # a deadlock check, not a timing: a printer that blocks the bus would block the publisher for good
         assert published.wait(60), "the publisher blocked on the unread pipe"
         got: list[str] = []
         drain = threading.Thread(target=lambda: got.extend(reader))

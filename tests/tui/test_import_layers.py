@@ -1,7 +1,7 @@
 """The TUI's layers (pyproject's import-linter contract) hold for every import, those under
 ``if TYPE_CHECKING:`` and inside functions included: import-linter is told to skip the former
 (``exclude_type_checking_imports``), and a type-only import that goes up a layer is still a
-circle (the screens once imported the app that imports them)."""
+circle (screens importing the app that imports them)."""
 
 from __future__ import annotations
 

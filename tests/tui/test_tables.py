@@ -67,7 +67,7 @@ def test_probe_row_compares_with_its_single_gpu_baseline() -> None:
 
 
 def test_probe_baseline_is_the_one_the_engine_filled_in() -> None:
-    """The table reads ProbeResult.baseline_*; it no longer searches the other rows for one."""
+    """The table reads ProbeResult.baseline_*; it never searches the other rows for one."""
     results = [e for e in session_events() if isinstance(e, ev.ProbeResult)]
     results[1].baseline_samples_per_s = ev.StatSummary(mean=4000.0, ci_low=None, ci_high=None, n=3)
     results[1].speedup = results[1].efficiency = None  # no baseline found: the engine leaves them out

@@ -1,7 +1,7 @@
 """The real app in a real terminal (tmux) against the embedded Triton server: a sweep runs and
 renders, the keys work, quitting finalises the recording. A hang-up (SSH gone) exiting cleanly,
 with the recording finalised and no child process left, is tested with the other faults of the TUI
-in tests/reliability/test_round_two_faults.py.
+in tests/reliability/test_signals_and_kills.py.
 
 Slow (a real server and sweep per test): `pytest -m "not slow"` skips it.
 """
@@ -153,5 +153,5 @@ def test_sweep_renders_keys_work_and_quit_finalises_the_recording(tmux: Tmux, tm
     assert counts.get("session_ended") == 1 and counts.get("level_result") == 2
 
 
-# a hang-up (the terminal goes away mid-sweep): tests/reliability/test_round_two_faults.py::
+# a hang-up (the terminal goes away mid-sweep): tests/reliability/test_signals_and_kills.py::
 # test_tui_hang_up_keeps_the_level_and_ends_interrupted, one TUI run for what both files asked of it

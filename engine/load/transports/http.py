@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.load.answer_check import AnswerCheck, AnswerSpec, ShmOutput, response_cap
-from engine.load.http1 import (
+from engine.http1 import (
     BadResponse,
     Endpoint,
     Head,
@@ -29,6 +28,7 @@ from engine.load.http1 import (
     parse_endpoint,
     parse_head,
 )
+from engine.load.answer_check import AnswerCheck, AnswerSpec, ShmOutput, response_cap
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def session(out: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
     # the smallest real session: identity, one level, short windows (a session that fails on bad
-    # input leaves no recording since issue 18, so this one must succeed)
+    # input leaves no recording, so this one must succeed)
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "--record", "--output", str(out),
                            "--set", "model.name=identity", "--set", "load.concurrency=1", "--set", "load.window_ms=300",
                            "--set", "load.warmup_s=0", "--set", "load.max_windows=3", "--set", "load.min_window_requests=5",

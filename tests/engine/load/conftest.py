@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from engine.events import Event
+from engine.http1 import parse_endpoint
 from engine.load.answer_check import AnswerSpec
-from engine.load.http1 import parse_endpoint
 from engine.load.request import request_inputs
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target

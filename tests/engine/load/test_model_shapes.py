@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.http1 import Endpoint, parse_endpoint
 from engine.load.answer_check import AnswerCheck, AnswerSpec
-from engine.load.http1 import Endpoint, parse_endpoint
 from engine.load.request import (
     NUMPY_DTYPES,
     output_sizes,

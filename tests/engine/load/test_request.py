@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.errors import UserError
-from engine.load.http1 import parse_endpoint
+from engine.http1 import parse_endpoint
 from engine.load.request import prepare_request, tensor_bytes
 from engine.load.target import Target, TargetInfo
 

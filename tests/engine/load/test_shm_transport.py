@@ -51,7 +51,7 @@ async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identit
 
 
 def test_a_request_names_its_region_instead_of_carrying_the_tensor(identity_server, identity_info):
-    from engine.load.http1 import parse_endpoint
+    from engine.http1 import parse_endpoint
     from engine.load.request import prepare_request
     from engine.load.shm import ShmPlan, TensorRef
 

@@ -133,7 +133,7 @@ def test_output_writes_every_event_and_prints_the_tables(tmp_path):
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
 def test_a_torchrun_rank_skips_interpreter_teardown(tmp_path, no_ranks_left):
-    """Issue 16.10: a rank that exits normally runs torch's static destructors with C++ threads
+    """A rank that exits normally runs torch's static destructors with C++ threads
     still joinable and sometimes aborts after its tables ("terminate called without an active
     exception"). Like the local worker, a rank must leave with os._exit once flushed: an atexit
     hook (run by a normal exit only) shows which way it left. One rank, so no timing involved."""

@@ -100,7 +100,7 @@ def test_bad_input_fails_before_any_process_starts(no_ranks_left):
 
 
 def test_world_size_8_on_gloo(no_ranks_left):
-    """The 8-GPU code path (issue 9) as far as this box runs it: 8 real gloo ranks, DDP and the
+    """The 8-GPU code path as far as this box runs it: 8 real gloo ranks, DDP and the
     all-reduce sweep with busbw = algbw x 2(n-1)/n = 1.75 x algbw."""
     events = []
     settings = _tiny(world_sizes=[1, 8], repeats=2, steps=2, allreduce_max_bytes=4096, timeout_s=120.0)

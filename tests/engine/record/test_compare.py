@@ -150,7 +150,7 @@ def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int 
 
 
 def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -> None:
-    """Issue 16.8: no stability column, and a peak taken from an unstable level without a word."""
+    """A stability column, and a peak taken from an unstable level says so."""
     steady = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
     shaky = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 500.0, "unstable")])
     c = compare(_open([steady, shaky]))
@@ -164,7 +164,7 @@ def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -
 
 
 def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
-    """Issue 16.2: a session with two sweeps is compared by one of them, named, never a mix."""
+    """A session with two sweeps is compared by one of them, named, never a mix."""
     once = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
     twice = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")], sweeps=2)
     c = compare(_open([once, twice]))

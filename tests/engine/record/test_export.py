@@ -152,7 +152,7 @@ def test_exports_stay_inside_the_chosen_folder_and_never_overwrite(recording_4x:
 
 
 def test_a_cpu_only_run_is_not_told_the_gpus_are_the_limit(tmp_path: Path) -> None:
-    """Issue 16.7: the compute verdict on a CPU-only run recommended more or faster GPUs."""
+    """The compute verdict on a CPU-only run never recommends more or faster GPUs."""
     from engine.profiles import Model
     from engine.record.doc import to_markdown
     from engine.record.findings import analyze
@@ -194,8 +194,8 @@ def _two_sweeps(tmp_path: Path) -> Path:
 
 
 def test_two_sweeps_stay_apart_in_every_export(tmp_path: Path) -> None:
-    """Issue 16.2: level 1 from the second sweep and 4..8 from the first exported as one table,
-    with a saturation point computed from the mix."""
+    """Two sweeps of one session are exported apart: never one table mixing their levels, nor a
+    saturation point computed from the mix."""
     from engine.record.findings import analyze
 
     path = _two_sweeps(tmp_path)

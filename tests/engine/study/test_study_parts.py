@@ -141,8 +141,9 @@ def test_study_state_follows_configs_and_time_left():
 
 
 def test_time_left_counts_level_time_and_one_server_start_per_config_still_waiting():
-    """On a 4x H200 box the study said "11m 58s left" after its first level, where 3 minutes
-    were: the box check and the server start had gone into the first level's pace."""
+    """The time left is the levels' pace plus one server start per config still waiting: the box
+    check and the server start never go into the first level's pace (which would make minutes
+    look like a quarter of an hour)."""
     state = StudyState()
     state.apply(ev.StudyStarted(study_id="s", model="m", variants=["1x", "2x", "4x"], levels=[16, 64, 128, 256, 512],
                                 mode="concurrency", server="embedded", slo="p99=50ms", search_steps=3, ts=0.0))
@@ -152,7 +153,7 @@ def test_time_left_counts_level_time_and_one_server_start_per_config_still_waiti
     state.apply(dataclasses.replace(result, ts=40.0))
     # 5 s per level x 23 levels left (7 of 1x, 8 each of 2x and 4x) + 35 s per config waiting
     assert state.levels_left() == 23 and state.time_left_s() == pytest.approx(5 * 23 + 35 * 2)
-    assert time_left(state.elapsed_s, 1, 23) == pytest.approx(40 * 23)  # the old pace: 15 minutes
+    assert time_left(state.elapsed_s, 1, 23) == pytest.approx(40 * 23)  # elapsed time as the pace: 15 minutes
     state.apply(ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, ts=41.0))
     state.apply(ev.StudyVariantStarted(variant="2x", position=1, ts=41.0))
     state.apply(ev.LevelStarted(mode="concurrency", level=16, index=0, total=5, ts=49.0))  # no check: 8 s

@@ -1,5 +1,6 @@
-"""Reports of a sweep whose levels were not stable: every figure drawn from an unstable level
-says so where it is drawn, and a sweep with no stable level says so in its first lines."""
+"""The verdicts of a report: every figure drawn from an unstable level says so where it is drawn,
+a sweep with no stable level says so in its first lines, and a full shared host's CPU is read
+with each share (the server's, ours, others')."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
 """Just enough HTTP/1.1 for Triton's KServe v2 REST API, with no third-party client.
 
 The load workers' hot path uses ``parse_head`` on raw bytes (status line, Content-Length,
-Inference-Header-Content-Length); the session's control calls (metadata, config, statistics)
-use ``request_json``. Kept free of heavy imports: the load worker processes import this module.
+Inference-Header-Content-Length). Every control call (readiness, metadata, config, statistics,
+/metrics, model loads) goes through ``request``, or ``request_blocking`` from a thread without an
+event loop: one bounded reader and one way to name a failure (``describe_failure``) for them all.
+Kept free of heavy imports: the load worker processes import this module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -219,6 +222,38 @@ async def request(
             writer.close()
 
     return await asyncio.wait_for(exchange(), timeout_s)
+
+
+def request_blocking(
+    url: str,
+    path: str = "",
+    method: str = "GET",
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 10.0,
+    max_bytes: int = CONTROL_MAX_BYTES,
+) -> Reply:
+    """``request`` for a caller that blocks: the server's start-up wait, the /metrics poller's
+    thread, the study's model loads. Raises as ``request`` does."""
+    call = request(url, path, method, body, headers, timeout_s, max_bytes)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(call)
+    # called on an event loop's thread: a loop of its own on a thread of its own
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, call).result()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failed control call in a few words: "connection refused", "timed out", or the error's own
+    text on one line."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
 
 
 async def read_reply(reader: asyncio.StreamReader, max_bytes: int) -> Reply:

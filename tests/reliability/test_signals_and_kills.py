@@ -1,4 +1,4 @@
-"""Issue 18 with real processes: signals sent to the whole process group (as a terminal, an SSH
+"""Faults with real processes: signals sent to the whole process group (as a terminal, an SSH
 drop or `timeout` sends them), a second Ctrl-C, a load worker or the server's guard killed, a
 crash whose copy lost its -wal file. A run that did not finish all its levels never exits 0 nor
 records "ok"."""

@@ -1,16 +1,20 @@
-"""HTTP/1.1 framing used by the load workers and the control calls (pure)."""
+"""HTTP/1.1 framing used by the load workers and the control calls (pure), and the blocking control
+call against a loopback server."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.load.http1 import (
+from engine.http1 import (
     BadResponse,
+    ResponseTooLarge,
     dechunk,
+    describe_failure,
     encode_request,
     error_message,
     parse_endpoint,
     parse_head,
+    request_blocking,
 )
 
 TRITON_OK = (
@@ -94,3 +98,61 @@ def test_encode_request():
     raw = encode_request("POST", e, "/v2/x", {"A": "b"}, b"body")
     assert raw == b"POST /base/v2/x HTTP/1.1\r\nHost: h:1\r\nA: b\r\nContent-Length: 4\r\n\r\nbody"
     assert encode_request("GET", e, "/v2", {}) == b"GET /base/v2 HTTP/1.1\r\nHost: h:1\r\n\r\n"
+
+
+# --------------------------------------------------------------------------- blocking control calls
+
+
+@pytest.fixture()
+def plain_server():
+    """A loopback HTTP server: 200 with a JSON body on /ok, 503 elsewhere."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            ok = self.path == "/ok"
+            body = b'{"accept": "%s"}' % self.headers.get("Accept", "").encode() if ok else b"busy"
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_blocking_call_gets_the_reply_with_the_callers_headers(plain_server):
+    reply = request_blocking(plain_server, "/ok", headers={"Accept": "text/plain"})
+    assert reply.status == 200 and reply.json() == {"accept": "text/plain"}
+    assert request_blocking(f"{plain_server}/elsewhere").status == 503  # a full URL, no path
+
+
+async def test_a_blocking_call_from_inside_an_event_loop_runs_on_its_own_loop(plain_server):
+    assert request_blocking(plain_server, "/ok").status == 200
+
+
+def test_a_blocking_call_caps_the_body(plain_server):
+    with pytest.raises(ResponseTooLarge):
+        request_blocking(plain_server, "/ok", max_bytes=4)
+
+
+def test_a_refused_connection_is_named_in_a_few_words():
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(OSError) as caught:
+            request_blocking(url, "/v2/health/ready", timeout_s=5.0)
+    assert describe_failure(caught.value) == "connection refused"
+    assert describe_failure(TimeoutError()) == "timed out"
+    assert describe_failure(OSError("no  route\nto host")) == "no route to host"

@@ -28,7 +28,7 @@ from tests.reliability.hostile_server import (
     remote_profile,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BINARY = b"\0" * 16  # OUTPUT0 of one request: FP32 [1, 4]
 
 

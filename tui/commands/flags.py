@@ -1,0 +1,92 @@
+"""Flags that several commands share: the servers to measure and the input data (as the profile
+overrides they stand for), positive numbers, and the $/hr of a box."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from engine.errors import UserError
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+    if not math.isfinite(value) or value <= 0:  # nan passes "<= 0": a gate that can never fail
+        raise argparse.ArgumentTypeError(f"expected a number > 0, found {text!r}")
+    return value
+
+
+def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", dest="urls", action="append", default=[], metavar="URL",
+                   help="a remote Triton's HTTP URL (server.url); give it once per server to spread the load over "
+                        "several (server.urls)")
+    p.add_argument("--metrics-url", dest="metrics_urls", action="append", default=[], metavar="URL",
+                   help="its /metrics URL, in the order of --url (server.metrics_url / server.metrics_urls)")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="several servers whose model configs differ: measure them together anyway")
+
+
+def endpoint_overrides(args: argparse.Namespace) -> list[str]:
+    """--url, --metrics-url and --allow-mixed as profile overrides (the command line's servers
+    replace the profile's)."""
+    urls, metrics = getattr(args, "urls", []), getattr(args, "metrics_urls", [])
+    out = []
+    if urls:
+        out += ["server.kind=remote", f"server.url={json.dumps(urls[0])}" if len(urls) == 1
+                else f"server.urls={json.dumps(urls)}"]
+    if metrics:
+        out.append(f"server.metrics_url={json.dumps(metrics[0])}" if len(metrics) == 1 and len(urls) <= 1
+                   else f"server.metrics_urls={json.dumps(metrics)}")
+    if getattr(args, "allow_mixed", False):
+        out.append("server.allow_mixed=true")
+    return out
+
+
+def input_data_override(args: argparse.Namespace) -> list[str]:
+    """--input-data PATH as the profile override it stands for (a TOML string: any path)."""
+    path = getattr(args, "input_data", None)
+    return [f"load.input_data={json.dumps(path)}"] if path else []
+
+
+def check_input_data(path: str) -> None:
+    """A missing, unreadable or oversized data file is one line now, not after the server starts
+    (its contents are checked against the model's metadata before the first level)."""
+    if path:
+        from engine.load.input_data import check_readable
+
+        check_readable(path)
+
+
+def parse_costs(items: list[str]) -> dict[int, float]:
+    """--cost ``4=14`` or ``4gpu:14``: $/hr of a box with that many GPUs."""
+    costs: dict[int, float] = {}
+    for item in items:
+        gpus, sep, dollars = item.partition("=") if "=" in item else item.partition(":")
+        try:
+            n, price = int(gpus.removesuffix("gpu")), float(dollars)
+        except ValueError:
+            n, price = 0, 0.0
+        if not sep or n <= 0 or price <= 0:
+            raise UserError(f"--cost {item!r}: expected GPUS=DOLLARS_PER_HOUR, e.g. 4=14")
+        costs[n] = price
+    return costs
+
+
+def one_box_price(name: str | None) -> tuple[float, str] | None:
+    """--scale-out-profile: a one-GPU profile's box price, and where it is from."""
+    if name is None:
+        return None
+    from engine.profiles import load_profile
+
+    box = load_profile(name)
+    hw = box.hardware
+    if hw.gpu_count != 1:
+        raise UserError(f"--scale-out-profile {name}: expected a one-GPU profile, found hardware.gpu_count = "
+                        f"{hw.gpu_count}")
+    if not hw.cost_per_hour:
+        raise UserError(f"--scale-out-profile {name}: hardware.cost_per_hour is not set (or use --cost 1=DOLLARS)")
+    return hw.cost_per_hour, f"hardware.cost_per_hour of profile {box.name}"
