@@ -215,6 +215,7 @@ class Session(EventSource):
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._requests = asyncio.Queue()
+        status: ev.SessionStatus
         status, error, code = "ok", None, EXIT_OK
         try:
             if self._probe_wanted():  # before anything starts: one line naming the pip extra

@@ -244,7 +244,7 @@ def read_lenient(cls: type[T], data: object) -> T:
     recording was checked when it was made, perhaps by an older version's rules), else its
     default, as for a key an older version did not write or a doctored file spoilt."""
     raw = data if isinstance(data, Mapping) else {}
-    hints = _plain_hints(cls)
+    hints = _plain_hints(typing.cast(type, cls))
     values: dict[str, Any] = {}
     for name in keys(cls):
         if name not in raw:
