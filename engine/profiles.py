@@ -297,7 +297,7 @@ class Gates:
 
 @dataclass
 class Profile:
-    name: Text = "profile"  # a file's name unless it says otherwise
+    name: Text = ""  # profile_from_dict: the file's name unless it says otherwise
     description: str = ""
     hardware: Hardware = field(default_factory=Hardware)
     server: Server = field(default_factory=Server)
