@@ -14,6 +14,7 @@ and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stab
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -63,7 +64,9 @@ class Event:
     ts: float = field(default_factory=time.time, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = msgspec.to_builtins(self)
+        # asdict, not msgspec.to_builtins: a decoded event holds its class-level defaults on the
+        # class (msgspec sets only what the JSON has), and to_builtins would leave them out
+        data = dataclasses.asdict(self)
         data["kind"] = self.kind
         data["v"] = SCHEMA_VERSION
         return data

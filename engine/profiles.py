@@ -9,6 +9,7 @@ what was found (credentials masked), in one line.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import ipaddress
 import math
 import re
@@ -106,7 +107,7 @@ def _variant(v: Any) -> str | None:
 
 def _transport(v: Any) -> str | None:
     """One of engine/transports.py's table as it is when read."""
-    return None if v in TRANSPORTS else "one of " + ", ".join(repr(c) for c in TRANSPORTS)
+    return None if isinstance(v, str) and v in TRANSPORTS else "one of " + ", ".join(repr(c) for c in TRANSPORTS)
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
@@ -309,7 +310,9 @@ class Profile:
     source: str = field(default="", metadata=NOT_A_KEY)  # the file it came from
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
-        data: dict[str, Any] = msgspec.to_builtins(self)
+        # every key (asdict: msgspec.to_builtins leaves out defaults msgspec did not set), as
+        # plain JSON values (to_builtins: the LoadMode as its string)
+        data: dict[str, Any] = msgspec.to_builtins(dataclasses.asdict(self))
         if redact:
             data["server"] = redact_server(data["server"])
         return data

@@ -246,7 +246,7 @@ def read_lenient(cls: type[T], data: object) -> T:
     raw = data if isinstance(data, Mapping) else {}
     hints = _plain_hints(typing.cast(type, cls))
     values: dict[str, Any] = {}
-    for name in keys(cls):
+    for name in hints:  # the fields the code sets (NOT_A_KEY) too: the recording holds them
         if name not in raw:
             continue
         tp = hints[name]
