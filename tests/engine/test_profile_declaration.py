@@ -14,7 +14,14 @@ from msgspec import Meta
 
 from engine import profiles, table_schema
 from engine.events import SessionStarted
-from engine.profiles import Load, Profile, ProfileError, bundled_profiles, load_profile, profile_from_dict
+from engine.profiles import (
+    Load,
+    Profile,
+    ProfileError,
+    bundled_profiles,
+    load_profile,
+    profile_from_dict,
+)
 from engine.record.reader import Recording
 from engine.record.recorder import Recorder
 
