@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -717,7 +719,23 @@ def _at(data: Any, parts: list[str]) -> Any:
     return data
 
 
-def _reason(error: msgspec.ValidationError, body: dict[str, Any]) -> str:
+def _declared_at(cls: type, parts: list[str]) -> Any:
+    """The declared type at a path of field names and list indexes (None where it is not known)."""
+    tp: Any = cls
+    for part in parts:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+            tp = args[0]
+        if typing.get_origin(tp) is list and part.isdigit():
+            tp = typing.get_args(tp)[0]
+        elif dataclasses.is_dataclass(tp):
+            tp = typing.get_type_hints(tp).get(part)
+        else:
+            return None
+    return tp
+
+
+def _reason(error: msgspec.ValidationError, cls: type, body: dict[str, Any]) -> str:
     """msgspec's finding ("Expected `float`, got `null` - at `$.throughput_ips`") in the words of
     the one-line errors: the field, what was expected and the value as the file holds it."""
     text = str(error)
@@ -725,10 +743,14 @@ def _reason(error: msgspec.ValidationError, body: dict[str, Any]) -> str:
     if match is None:
         return text.replace("Object missing required field", "missing field")
     parts = [a or b for a, b in _PATH_PART.findall(match.group(1))]
+    found = _at(body, parts)
+    table = _declared_at(cls, parts)
+    if parts and parts[-1].isdigit() and dataclasses.is_dataclass(table):  # a hole in a list of tables
+        return f"{'.'.join(parts[:-1])}: expected a list of {getattr(table, '__name__', 'event')} tables, found {found!r:.40} in it"
     expected = text[: match.start()]
     word = re.match(r"Expected `(\w+)", expected)
     words = _TYPE_WORDS.get(word.group(1), f"a {word.group(1)}") if word else expected.lower()
-    return f"{'.'.join(parts)}: expected {words}, found {_at(body, parts)!r:.40}"
+    return f"{'.'.join(parts)}: expected {words}, found {found!r:.40}"
 
 
 def _integral_as_int(value: Any) -> Any:
@@ -767,8 +789,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         return msgspec.json.decode(text, type=cls)
     except msgspec.ValidationError as exc:
         if "Expected `int`, got `float`" not in str(exc):
-            raise EventSchemaError(f"malformed {kind} event: {_reason(exc, body)}") from None
+            raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None
     try:
         return msgspec.convert(_integral_as_int(msgspec.json.decode(text)), cls, strict=True)
     except msgspec.ValidationError as exc:
-        raise EventSchemaError(f"malformed {kind} event: {_reason(exc, body)}") from None
+        raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None
