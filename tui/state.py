@@ -11,7 +11,7 @@ import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine import events as ev
 from engine.analysis.scaling import cost_per_1000
@@ -48,8 +48,8 @@ class LevelRow:
     finished_ts: float | None = None
 
     @property
-    def status(self) -> str:
-        """"stable", "unstable", "failed" once merged; "running" before."""
+    def status(self) -> ev.LevelStatus | Literal["running"]:
+        """The level's status once merged; "running" before."""
         return self.result.status if self.result else "running"
 
     @property
@@ -487,7 +487,7 @@ class SessionState:
     def best_level(self) -> LevelRow | None:
         """Highest throughput among merged levels that were measured to the end (not failed,
         not interrupted)."""
-        done = [r for r in self.levels.values() if r.result is not None and r.status not in ("failed", "interrupted")]
+        done = [r for r in self.levels.values() if r.result is not None and ev.sound(r.result.status)]
         return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]  # done holds levels with a result
 
     @property
