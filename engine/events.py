@@ -695,14 +695,27 @@ _TYPE_WORDS = {"float": "a number", "int": "a number", "str": "a str", "bool": "
 _json = msgspec.json.Encoder()
 
 
-def _huge(value: Any, path: str) -> str | None:
-    """The path of a number past MAX_MAGNITUDE in a JSON tree, or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return path if abs(value) > MAX_MAGNITUDE else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _huge(item, f"{path}.{key}" if path else str(key))
-        if found is not None:
+def _huge(value: Any, tp: Any, path: str) -> str | None:
+    """The path of a number past MAX_MAGNITUDE where ``tp`` declares a number (a table of any
+    values, like the recorded profile, is used as it is), or None."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        tp = args[0]
+    if tp in (int, float):
+        big = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE
+        return path if big else None
+    origin = typing.get_origin(tp)
+    if origin is list and isinstance(value, list):
+        items: Any = ((str(i), v, typing.get_args(tp)[0]) for i, v in enumerate(value))
+    elif origin is dict and isinstance(value, dict):
+        items = ((str(k), v, typing.get_args(tp)[1]) for k, v in value.items())
+    elif dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        hints = typing.get_type_hints(tp)
+        items = ((k, v, hints[k]) for k, v in value.items() if k in hints)
+    else:
+        return None
+    for key, item, inner in items:
+        if (found := _huge(item, inner, f"{path}.{key}" if path else key)) is not None:
             return found
     return None
 
@@ -783,7 +796,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         text = _json.encode(body)  # nan and inf become null here
     except (TypeError, ValueError, OverflowError) as exc:  # not a JSON tree (an int past 64 bits)
         raise EventSchemaError(f"malformed {kind} event: {exc}") from None
-    if _HUGE_FLOAT.search(text) and (path := _huge(body, "")) is not None:
+    if _HUGE_FLOAT.search(text) and (path := _huge(body, cls, "")) is not None:
         raise EventSchemaError(f"malformed {kind} event: {path}: expected a number, found {_at(body, path.split('.'))!r:.40}")
     try:
         return msgspec.json.decode(text, type=cls)
