@@ -57,7 +57,7 @@ class ProfileError(UserError):
 # Each returns what was expected when the value is wrong (any value a file may hold), else None.
 
 
-def _http_url(v: Any) -> str | None:
+def _http_url(v: object) -> str | None:
     if not isinstance(v, str):
         return "an http:// or https:// URL"
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in v):
@@ -78,11 +78,11 @@ def _http_url(v: Any) -> str | None:
 URL_LIST = "a non-empty list of http:// or https:// URLs"
 
 
-def _http_urls(v: Any) -> str | None:
+def _http_urls(v: object) -> str | None:
     return URL_LIST if not isinstance(v, list) or not v or any(_http_url(u) for u in v) else None
 
 
-def _bind_address(v: Any) -> str | None:
+def _bind_address(v: object) -> str | None:
     if not isinstance(v, str) or not v.strip():
         return "an IP address to listen on, e.g. 127.0.0.1"
     try:
@@ -98,14 +98,14 @@ def check_bind_address(address: str, what: str = "--bind") -> None:
                            f"found {_describe(address)}")
 
 
-def _variant(v: Any) -> str | None:
+def _variant(v: object) -> str | None:
     if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v))):
         return None
     return ("one of " + ", ".join(repr(c) for c in VARIANTS) + ", 'cpuK' (K CPU instances) or '1x*N' / 'cpu*N' "
             "(N embedded servers)")
 
 
-def _transport(v: Any) -> str | None:
+def _transport(v: object) -> str | None:
     """One of engine/transports.py's table as it is when read."""
     return None if isinstance(v, str) and v in TRANSPORTS else "one of " + ", ".join(repr(c) for c in TRANSPORTS)
 
@@ -113,7 +113,7 @@ def _transport(v: Any) -> str | None:
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
 
 
-def _headers(v: Any) -> str | None:
+def _headers(v: object) -> str | None:
     """HTTP header names and values: a CR/LF in a value would inject headers of its own."""
     if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
         return "a table of header name = string value"
@@ -125,7 +125,7 @@ def _headers(v: Any) -> str | None:
     return None
 
 
-def _level_number(key: Any) -> bool:
+def _level_number(key: str) -> bool:
     """A p99 gate's level: a number > 0 written as text ("64", "12.5")."""
     try:
         level = float(key)
@@ -137,7 +137,7 @@ def _level_number(key: Any) -> bool:
 P99_TABLE = 'a table of level = milliseconds, e.g. { "64" = 250 }'
 
 
-def _p99_levels(v: Any) -> str | None:
+def _p99_levels(v: object) -> str | None:
     return None if isinstance(v, dict) and all(_level_number(k) for k in v) else P99_TABLE
 
 
@@ -159,6 +159,8 @@ NonNegativeNumber = Annotated[float, Meta(ge=0, le=_FINITE)]
 Seconds = Annotated[float, Meta(ge=0, le=MAX_SECONDS, extra={"unit": " s"})]
 PositiveSeconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS, extra={"unit": " s"})]
 Interval = Annotated[float, Meta(gt=0, le=3600, extra={"unit": " s"})]
+# $/hr of a box: a bound on believable prices is a Meta(le=...) or a Check added here, once
+Price = Annotated[float, Meta(ge=0, le=_FINITE)]
 HttpUrl = Annotated[str, Check(_http_url)]
 HttpUrls = Annotated[list[str], Check(_http_urls)]
 
@@ -178,7 +180,7 @@ class Hardware:
     interconnect: Interconnect = "none"
     vcpus: NonNegativeInt = 0
     ram_gb: NonNegativeNumber = 0.0
-    cost_per_hour: NonNegativeNumber = 0.0  # USD, what the box costs on demand
+    cost_per_hour: Price = 0.0  # USD, what the box costs on demand
 
 
 @dataclass

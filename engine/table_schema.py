@@ -25,8 +25,6 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 import msgspec
 from msgspec import Meta
 
-__all__ = ["Annotated", "Check", "Meta", "Mismatch", "UnknownKey", "keys", "parse", "read_lenient", "tables"]
-
 NOT_A_KEY = {"key": False}  # dataclasses.field(metadata=NOT_A_KEY): set by the code, never by a file
 T = TypeVar("T")
 _MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")
@@ -38,7 +36,7 @@ class Check:
     """A rule beyond msgspec's bounds: returns what was expected when the value is wrong, else
     None. It sees any value a document may hold (a number where a URL belongs, too)."""
 
-    rule: Callable[[Any], str | None]
+    rule: Callable[[object], str | None]
 
 
 class Mismatch(ValueError):
@@ -86,7 +84,7 @@ def keys(cls: type) -> list[str]:
     return [f.name for f in _key_fields(cls)]
 
 
-def _is_table(tp: Any) -> bool:
+def _is_table(tp: object) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
@@ -213,7 +211,7 @@ def _run_checks(obj: object, raw: Mapping[str, Any], prefix: str) -> None:
                     raise Mismatch(f"{prefix}{name}", expected_text(cls, name, raw[name]), raw[name])
 
 
-def parse(cls: type[T], data: Mapping[str, Any], **code_set: Any) -> T:
+def parse(cls: type[T], data: Mapping[str, Any], **code_set: object) -> T:
     """A parsed document as ``cls``, every key checked against its declaration. ``code_set``:
     fields the code sets (NOT_A_KEY ones, like where the document came from). Raises
     UnknownKey or Mismatch, each naming the dotted key."""

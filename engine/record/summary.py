@@ -243,11 +243,11 @@ def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
     return gpu_count if gpu_count > 0 else None
 
 
-def _table(value: Any) -> dict[str, Any]:
+def _table(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -500,11 +500,11 @@ def _gpu_sharing(gpus: list[GpuSummary]) -> list[GpuSharing]:
             for g in gpus if g.index is not None and (stubs := g.stats.get("python_stubs_max")) is not None]
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: object) -> int | None:
     number = _number(value)
     return int(number) if number is not None and abs(number) < 2**31 else None
 
