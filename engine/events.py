@@ -15,6 +15,7 @@ and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 import types
@@ -685,14 +686,21 @@ class ReplayReset(Event):
 # the event's dataclass from JSON values, checking each field against the type declared above.
 
 MAX_MAGNITUDE = 1e100  # no measurement is this large; beyond it, arithmetic in the reports overflows to inf
-# a float written past MAX_MAGNITUDE, as msgspec writes it ("1e308"): a literal first, so the
-# search is quick (a pattern without one costs more than the decoding); ints are not screened
-_HUGE_FLOAT = re.compile(rb"e[0-9]{3}")
+# a float written past MAX_MAGNITUDE, as msgspec writes it ("1e308," at the end of a number): a
+# literal first, so the search is quick (a pattern without one costs more than the decoding), and
+# the end of the number after it, so that a hex id ("GPU-e3e70682") rarely sends a GPU sample down
+# the slow path; ints are not screened
+_HUGE_FLOAT = re.compile(rb"e[0-9]{3}[,\]}]")
 _PATH = re.compile(r" - at `\$(.*)`$")
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
 _TYPE_WORDS = {"float": "a number", "int": "a number", "str": "a str", "bool": "a bool", "object": "a table",
                "array": "a list"}
 _json = msgspec.json.Encoder()
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
 def _huge(value: Any, tp: Any, path: str) -> str | None:
@@ -709,8 +717,8 @@ def _huge(value: Any, tp: Any, path: str) -> str | None:
         items: Any = ((str(i), v, typing.get_args(tp)[0]) for i, v in enumerate(value))
     elif origin is dict and isinstance(value, dict):
         items = ((str(k), v, typing.get_args(tp)[1]) for k, v in value.items())
-    elif dataclasses.is_dataclass(tp) and isinstance(value, dict):
-        hints = typing.get_type_hints(tp)
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        hints = _type_hints(tp)
         items = ((k, v, hints[k]) for k, v in value.items() if k in hints)
     else:
         return None
@@ -741,8 +749,8 @@ def _declared_at(cls: type, parts: list[str]) -> Any:
             tp = args[0]
         if typing.get_origin(tp) is list and part.isdigit():
             tp = typing.get_args(tp)[0]
-        elif dataclasses.is_dataclass(tp):
-            tp = typing.get_type_hints(tp).get(part)
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            tp = _type_hints(tp).get(part)
         else:
             return None
     return tp
