@@ -770,7 +770,10 @@ def _reason(error: msgspec.ValidationError, cls: type, body: dict[str, Any]) -> 
         return f"{'.'.join(parts[:-1])}: expected a list of {getattr(table, '__name__', 'event')} tables, found {found!r:.40} in it"
     expected = text[: match.start()]
     word = re.match(r"Expected `(\w+)", expected)
-    words = _TYPE_WORDS.get(word.group(1), f"a {word.group(1)}") if word else expected.lower()
+    if expected.startswith("Invalid enum value"):  # a status or verdict this version has no word for
+        words = "one of " + ", ".join(repr(w) for w in typing.get_args(table))
+    else:
+        words = _TYPE_WORDS.get(word.group(1), f"a {word.group(1)}") if word else expected.lower()
     return f"{'.'.join(parts)}: expected {words}, found {found!r:.40}"
 
 
@@ -802,14 +805,14 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     body = {k: v for k, v in data.items() if k not in ("kind", "v")}
     try:
         text = _json.encode(body)  # nan and inf become null here
-    except (TypeError, ValueError, OverflowError) as exc:  # not a JSON tree (an int past 64 bits)
+    except (TypeError, ValueError, OverflowError) as exc:  # a value JSON cannot hold
         raise EventSchemaError(f"malformed {kind} event: {exc}") from None
     if _HUGE_FLOAT.search(text) and (path := _huge(body, cls, "")) is not None:
         raise EventSchemaError(f"malformed {kind} event: {path}: expected a number, found {_at(body, path.split('.'))!r:.40}")
     try:
         return msgspec.json.decode(text, type=cls)
     except msgspec.ValidationError as exc:
-        if "Expected `int`, got `float`" not in str(exc):
+        if "got `float`" not in str(exc):  # else perhaps an int field holding 3.0: tried below
             raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None
     try:
         return msgspec.convert(_integral_as_int(msgspec.json.decode(text)), cls, strict=True)

@@ -121,10 +121,6 @@ def is_list(cls: type, name: str) -> bool:
 # --------------------------------------------------------------------------- what was expected
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _base_text(d: _Declared) -> str:
     base, meta = d.base, d.meta
     if meta.description:
@@ -156,7 +152,9 @@ def expected_text(cls: type, name: str, value: object) -> str:
     for check in d.checks:
         if (said := check.rule(value)) is not None:
             return said
-    if d.meta.le is not None and _number(value) and math.isfinite(value) and value > d.meta.le:  # type: ignore[arg-type,operator]  # a number, checked above
+    past_bound = (d.meta.le is not None and isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and math.isfinite(value) and value > d.meta.le)
+    if past_bound:
         unit = (d.meta.extra or {}).get("unit", "")
         return f"a value up to {d.meta.le:.0f}{unit}"
     return _base_text(d)
