@@ -7,6 +7,7 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from engine.events import (
     LevelResult,
     NetworkPath,
     ProbeResult,
+    SessionStatus,
     SweepFinished,
     Topology,
     WireCeiling,
@@ -138,7 +140,7 @@ class RecordingSummary:
     # the embedded server on GPUs under MPS (True/False); None: remote, CPU, or recorded before
     mps: bool | None
     cost_per_hour: float | None
-    status: str | None
+    status: SessionStatus | None  # None: not recorded (a session that never ended)
     exit_code: int | None
     error: str | None
     first_ts: float | None
@@ -358,7 +360,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         mps=server.get("mps") if isinstance(server.get("mps"), bool) else None,
         levels_planned=planned,
         cost_per_hour=hardware.cost_per_hour if hardware.cost_per_hour > 0 else None,
-        status=_text(ended.get("status") or meta.get("status")),
+        status=_session_status(ended.get("status") or meta.get("status")),
         exit_code=_int_or_none(ended.get("exit_code", meta.get("exit_code"))),
         error=_text(ended.get("error")),
         first_ts=first_ts,
@@ -498,6 +500,11 @@ def _gpu_sharing(gpus: list[GpuSummary]) -> list[GpuSharing]:
     made before those columns, or a source without process lists."""
     return [GpuSharing(g.index, int(stubs), bool(g.stats.get("mps_server_max")))
             for g in gpus if g.index is not None and (stubs := g.stats.get("python_stubs_max")) is not None]
+
+
+def _session_status(value: object) -> SessionStatus | None:
+    """A recorded session status; None for a word the contract lacks (a doctored file)."""
+    return next((s for s in typing.get_args(SessionStatus) if s == value), None)
 
 
 def _text(value: object) -> str | None:
