@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -544,7 +545,8 @@ def _label(row: LevelRow) -> str:
     return level_label(row.mode, row.level)
 
 
-_HANDLERS: dict[type, Any] = {
+# each handler takes its own event type: Any, as a dict of handlers cannot say which
+_HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.SessionStarted: SessionState._on_session_started,
     ev.PhaseChanged: SessionState._on_phase,
     ev.ServerReady: SessionState._on_server_ready,
