@@ -20,6 +20,12 @@ T = TypeVar("T")
 Justify = Literal["left", "right"]
 
 
+def _mean_of_known(values: list[float | None]) -> float | None:
+    """The mean of the values a recording holds (None: not available), or None."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 @dataclass(frozen=True)
 class Column(Generic[T]):
     key: str
@@ -222,8 +228,7 @@ PROBE: tuple[Column[ev.ProbeResult], ...] = (
     Column("comm", "comm", lambda r: fmt.percent(r.comm_overhead), 5, optional=True),
     Column("mem", "GiB/GPU", lambda r: fmt.gib(max(r.peak_mem_bytes) if r.peak_mem_bytes else None), 7,
            short="mem"),
-    Column("util", "GPU util", lambda r: fmt.percent_points(sum(r.gpu_util) / len(r.gpu_util) if r.gpu_util
-                                                            else None), 8, short="util"),
+    Column("util", "GPU util", lambda r: fmt.percent_points(_mean_of_known(r.gpu_util)), 8, short="util"),
     Column("p", "p-value", lambda r: fmt.p_value(r.p_value, r.significant), 7, optional=True),
     Column("step", "step ms", lambda r: fmt.ms(r.step_time_s.mean), 7, optional=True, short="step"),
 )

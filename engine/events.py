@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
+import re
 import time
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Literal
+
+import msgspec
 
 SCHEMA_VERSION = 1
 
@@ -40,6 +41,23 @@ class UnknownEventKind(EventSchemaError):
         self.event_kind = kind
 
 
+# --------------------------------------------------------------------------- statuses
+# The words events use for how a thing ended; recordings carry them as written, and a reader
+# refuses another word as a malformed event.
+
+LevelStatus = Literal["stable", "unstable", "failed", "interrupted"]  # interrupted: stopped before it was decided
+SessionStatus = Literal["ok", "failed", "interrupted"]
+CheckStatus = Literal["ok", "warn", "fail", "n/a"]  # n/a: could not be measured here
+Verdict = Literal["go", "warn", "no-go"]  # warn: go, with warnings
+# levels measured to their end: the only ones a decision (peak, SLO point, stop at N GPUs) rests on
+UNSOUND_LEVEL: frozenset[LevelStatus] = frozenset({"failed", "interrupted"})
+
+
+def sound(status: LevelStatus) -> bool:
+    """A level measured to its end (stable or unstable), not failed or interrupted."""
+    return status not in UNSOUND_LEVEL
+
+
 # --------------------------------------------------------------------------- base
 
 
@@ -49,6 +67,8 @@ class Event:
     ts: float = field(default_factory=time.time, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
+        # asdict, not msgspec.to_builtins: a decoded event holds its class-level defaults on the
+        # class (msgspec sets only what the JSON has), and to_builtins would leave them out
         data = dataclasses.asdict(self)
         data["kind"] = self.kind
         data["v"] = SCHEMA_VERSION
@@ -250,7 +270,7 @@ class SessionStarted(Event):
 @dataclass
 class SessionEnded(Event):
     kind: ClassVar[str] = "session_ended"
-    status: str  # "ok", "failed", "interrupted"
+    status: SessionStatus
     error: str | None = None
     exit_code: int = 0
 
@@ -366,7 +386,7 @@ class LevelResult(Event):
     mode: str
     level: float
     index: int
-    status: str  # "stable", "unstable", "failed", "interrupted" (stopped before it was decided)
+    status: LevelStatus
     batch_size: int
     windows: int  # measurement windows run (warmup excluded)
     merged_windows: int  # windows merged into this result
@@ -421,7 +441,7 @@ class WireLevel:
     """One level of the wire check: the request path alone (see WireCeiling)."""
 
     level: float
-    status: str  # as LevelResult.status
+    status: LevelStatus
     throughput_ips: float  # items (images) / s
     throughput_rps: float
     p50: float | None = None  # seconds
@@ -472,7 +492,7 @@ class GpuSample(Event):
 class HostSample(Event):
     kind: ClassVar[str] = "host_sample"
     cpu_percent: float | None
-    per_core: list[float] = field(default_factory=list)
+    per_core: list[float | None] = field(default_factory=list)  # None: a core the sampler could not read (not available)
     mem_used: int | None = None
     mem_total: int | None = None
     own_cpu_percent: float | None = None  # this tool's processes (session + load workers)
@@ -499,7 +519,7 @@ class CheckItem:
 
     name: str  # "pcie link", "power limit", "p2p", "h2d bandwidth", "ram per gpu", ...
     scope: str  # "GPU 0", "GPU 0-1", "all GPUs", "host", "profile"
-    status: str  # "ok", "warn", "fail", "n/a" (could not be measured here)
+    status: CheckStatus
     measured: str = ""
     expected: str = ""
     note: str = ""  # why it matters or what to do, one line
@@ -511,7 +531,7 @@ class BoxCheck(Event):
     """Is this box fit for the run: per-item verdicts and one go/no-go line."""
 
     kind: ClassVar[str] = "box_check"
-    verdict: str  # "go", "warn" (go, with warnings), "no-go"
+    verdict: Verdict
     summary: str  # the one line: "NO-GO: 1 fail, 2 warn: GPU 2 PCIe link x4 (expected x16)"
     items: list[CheckItem] = field(default_factory=list)
     gpus: int = 0  # GPUs NVML found
@@ -547,7 +567,7 @@ class ProbeResult(Event):
     efficiency: float | None = None
     comm_overhead: float | None = None  # fraction of step time spent on gradient sync
     peak_mem_bytes: list[int] = field(default_factory=list)  # per rank
-    gpu_util: list[float] = field(default_factory=list)  # per rank, mean over the run
+    gpu_util: list[float | None] = field(default_factory=list)  # per rank, mean over the run
     p_value: float | None = None  # Welch two-tailed vs world size 1
     significant: bool | None = None
     warmup_steps: int = 0
@@ -556,7 +576,7 @@ class ProbeResult(Event):
     # the world-size-1 result compared with (seed 002's "single -> multi" columns); None/[] if none
     baseline_samples_per_s: StatSummary | None = None
     baseline_step_time_s: float | None = None
-    baseline_gpu_util: list[float] = field(default_factory=list)
+    baseline_gpu_util: list[float | None] = field(default_factory=list)
 
 
 @register
@@ -606,7 +626,7 @@ class StudyVariantFinished(Event):
     kind: ClassVar[str] = "study_variant_finished"
     variant: str
     position: int
-    status: str  # the variant session's status: "ok", "failed", "interrupted"
+    status: SessionStatus  # the variant session's
     exit_code: int
     recording: str | None = None
     error: str | None = None
@@ -616,7 +636,7 @@ class StudyVariantFinished(Event):
 @dataclass
 class StudyFinished(Event):
     kind: ClassVar[str] = "study_finished"
-    status: str  # "ok", "failed", "interrupted"
+    status: SessionStatus
     finished: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     index_path: str | None = None
@@ -662,105 +682,117 @@ class ReplayReset(Event):
 
 
 # --------------------------------------------------------------------------- decoding
-# One decoder for every reader (recordings, replay, probe lines, JSON exports). Each class's
-# field decoders are compiled once: resolving type hints per event cost ~3x the time, which an
-# hour of 8-GPU samples (3,600 GpuSample rows) turns into seconds on every replay seek.
+# One decoder for every reader (recordings, replay, probe lines, JSON exports): msgspec rebuilds
+# the event's dataclass from JSON values, checking each field against the type declared above.
 
-_Decoder = Callable[[Any], Any]
-ABSURD = 1e100  # no measurement is this large; beyond it, arithmetic in the reports overflows to inf
-
-
-class _WrongType(TypeError):
-    """A recorded value of the wrong type: the event is malformed (one line, not a traceback)."""
-
-
-def _scalar_check(tp: Any) -> _Decoder | None:
-    """A check for a JSON scalar of type ``tp`` (bool is not a number here, as in JSON)."""
-    if tp in (float, int):  # an int field holding 3.0 was readable before: numbers stay numbers
-        def number(value: Any) -> Any:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= ABSURD:
-                raise _WrongType(f"expected a number, found {value!r:.40}")  # nan and inf too: never recorded
-            return value
-        return number
-    if tp in (str, bool):
-        def exact(value: Any) -> Any:
-            if not isinstance(value, tp):
-                raise _WrongType(f"expected a {tp.__name__}, found {value!r:.40}")
-            return value
-        return exact
-    if typing.get_origin(tp) is dict or tp is dict:
-        def mapping(value: Any) -> Any:
-            if not isinstance(value, dict):
-                raise _WrongType(f"expected a table, found {value!r:.40}")
-            return value
-        return mapping
-    return None
-
-
-def _optional(tp: Any) -> bool:
-    return typing.get_origin(tp) in (Union, types.UnionType) and type(None) in typing.get_args(tp)
+MAX_MAGNITUDE = 1e100  # no measurement is this large; beyond it, arithmetic in the reports overflows to inf
+# a float written past MAX_MAGNITUDE, as msgspec writes it ("1e308," at the end of a number): a
+# literal first, so the search is quick (a pattern without one costs more than the decoding), and
+# the end of the number after it, so that a hex id ("GPU-e3e70682") rarely sends a GPU sample down
+# the slow path; ints are not screened
+_HUGE_FLOAT = re.compile(rb"e[0-9]{3}[,\]}]")
+_PATH = re.compile(r" - at `\$(.*)`$")
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
+_TYPE_WORDS = {"float": "a number", "int": "a number", "str": "a str", "bool": "a bool", "object": "a table",
+               "array": "a list"}
+_json = msgspec.json.Encoder()
 
 
 @functools.cache
-def _compile(tp: Any) -> _Decoder | None:
-    """A function that rebuilds ``tp`` from JSON values (and checks their types), or None where
-    the value is used as is."""
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _huge(value: Any, tp: Any, path: str) -> str | None:
+    """The path of a number past MAX_MAGNITUDE where ``tp`` declares a number (a table of any
+    values, like the recorded profile, is used as it is), or None."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        tp = args[0]
+    if tp in (int, float):
+        big = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE
+        return path if big else None
     origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
+    if origin is list and isinstance(value, list):
+        items: Any = ((str(i), v, typing.get_args(tp)[0]) for i, v in enumerate(value))
+    elif origin is dict and isinstance(value, dict):
+        items = ((str(k), v, typing.get_args(tp)[1]) for k, v in value.items())
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        hints = _type_hints(tp)
+        items = ((k, v, hints[k]) for k, v in value.items() if k in hints)
+    else:
+        return None
+    for key, item, inner in items:
+        if (found := _huge(item, inner, f"{path}.{key}" if path else key)) is not None:
+            return found
+    return None
+
+
+def _at(data: Any, parts: list[str]) -> Any:
+    """The value at a msgspec path in the JSON tree it was found in (None where there is none)."""
+    for part in parts:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data
+
+
+def _declared_at(cls: type, parts: list[str]) -> Any:
+    """The declared type at a path of field names and list indexes (None where it is not known)."""
+    tp: Any = cls
+    for part in parts:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _compile(args[0]) if args else None  # the first non-None type
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        fields = [f for f in dataclasses.fields(tp) if f.init]
-        plan = {f.name: _compile(hints[f.name]) for f in fields}
-        # a None where the type has no None (and no default to fall back on) breaks every reader
-        required = frozenset(f.name for f in fields if not _optional(hints[f.name]) and hints[f.name] is not Any)
+        if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+            tp = args[0]
+        if typing.get_origin(tp) is list and part.isdigit():
+            tp = typing.get_args(tp)[0]
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            tp = _type_hints(tp).get(part)
+        else:
+            return None
+    return tp
 
-        def decode_dataclass(value: Any) -> Any:
-            if not isinstance(value, dict):
-                raise _WrongType(f"expected a {tp.__name__} table, found {value!r:.40}")
-            kwargs: dict[str, Any] = {}
-            for key, item in value.items():
-                if key in plan:
-                    inner = plan[key]
-                    if isinstance(item, float) and not math.isfinite(item) and key not in required:
-                        item = None  # as the recorder writes it: "not available"
-                    if item is None:
-                        if key in required:
-                            raise _WrongType(f"{key}: expected a value, found None")
-                        kwargs[key] = None
-                        continue
-                    try:
-                        kwargs[key] = inner(item) if inner is not None else item
-                    except _WrongType as exc:
-                        raise _WrongType(f"{key}: {exc}") from None
-            return tp(**kwargs)
 
-        return decode_dataclass
-    if origin is list:
-        (arg,) = typing.get_args(tp) or (Any,)
-        inner = _compile(arg)
-        # a number the recorder could not write (inf) reads back as None: "not available"; a
-        # missing table (a GPU reading) is a hole every reader would fall into
-        none_ok = _optional(arg) or not (isinstance(arg, type) and dataclasses.is_dataclass(arg))
+def _reason(error: msgspec.ValidationError, cls: type, body: dict[str, Any]) -> str:
+    """msgspec's finding ("Expected `float`, got `null` - at `$.throughput_ips`") in the words of
+    the one-line errors: the field, what was expected and the value as the file holds it."""
+    text = str(error)
+    match = _PATH.search(text)
+    if match is None:
+        return text.replace("Object missing required field", "missing field")
+    parts = [a or b for a, b in _PATH_PART.findall(match.group(1))]
+    found = _at(body, parts)
+    table = _declared_at(cls, parts)
+    if parts and parts[-1].isdigit() and dataclasses.is_dataclass(table):  # a hole in a list of tables
+        return f"{'.'.join(parts[:-1])}: expected a list of {getattr(table, '__name__', 'event')} tables, found {found!r:.40} in it"
+    expected = text[: match.start()]
+    word = re.match(r"Expected `(\w+)", expected)
+    if expected.startswith("Invalid enum value"):  # a status or verdict this version has no word for
+        words = "one of " + ", ".join(repr(w) for w in typing.get_args(table))
+    else:
+        words = _TYPE_WORDS.get(word.group(1), f"a {word.group(1)}") if word else expected.lower()
+    return f"{'.'.join(parts)}: expected {words}, found {found!r:.40}"
 
-        def decode_list(value: Any) -> Any:
-            if not isinstance(value, list):
-                raise _WrongType(f"expected a list, found {value!r:.40}")
-            if inner is None:
-                return value
-            if not none_ok and any(v is None for v in value):
-                raise _WrongType(f"expected a list of {arg.__name__} tables, found a None in it")
-            return [None if v is None else inner(v) for v in value]
 
-        return decode_list
-    return _scalar_check(tp)
+def _integral_as_int(value: Any) -> Any:
+    """3.0 as 3 in a JSON tree: an int field holding 3.0 was readable before (numbers stay numbers)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_as_int(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_as_int(v) for v in value]
+    return value
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
     """Inverse of ``Event.to_dict``. Unknown fields are ignored (an older reader of a newer
-    minor version); a newer schema version or a malformed field raises EventSchemaError, an
-    unknown kind its subclass UnknownEventKind (readers skip those: a newer minor version)."""
+    minor version); a number that is not finite reads as None ("not available", as the recorder
+    writes it). A newer schema version or a malformed field raises EventSchemaError, an unknown
+    kind its subclass UnknownEventKind (readers skip those: a newer minor version)."""
     version = data.get("v", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise EventSchemaError(
@@ -770,9 +802,19 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise UnknownEventKind(kind)
-    decoder = _compile(typing.cast(Any, cls))  # a type is hashable; mypy reads Event's __hash__ = None
-    assert decoder is not None
+    body = {k: v for k, v in data.items() if k not in ("kind", "v")}
     try:
-        return typing.cast(Event, decoder({k: v for k, v in data.items() if k not in ("kind", "v")}))
-    except TypeError as exc:
+        text = _json.encode(body)  # nan and inf become null here
+    except (TypeError, ValueError, OverflowError) as exc:  # a value JSON cannot hold
         raise EventSchemaError(f"malformed {kind} event: {exc}") from None
+    if _HUGE_FLOAT.search(text) and (path := _huge(body, cls, "")) is not None:
+        raise EventSchemaError(f"malformed {kind} event: {path}: expected a number, found {_at(body, path.split('.'))!r:.40}")
+    try:
+        return msgspec.json.decode(text, type=cls)
+    except msgspec.ValidationError as exc:
+        if "got `float`" not in str(exc):  # else perhaps an int field holding 3.0: tried below
+            raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None
+    try:
+        return msgspec.convert(_integral_as_int(msgspec.json.decode(text)), cls, strict=True)
+    except msgspec.ValidationError as exc:
+        raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None

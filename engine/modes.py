@@ -1,10 +1,10 @@
 """Load modes: one strategy object per mode behind a typed name.
 
-The profile keeps ``load.mode`` a plain string ("concurrency" or "rate"), and events and
-recordings carry it as written; ``mode_of`` turns it into the mode's strategy, which says what
-differs between the modes: where the profile lists its levels, whether requests go out on a
-schedule (open loop) or one after the other's response (closed loop), how many load workers a
-level wants, and how a level is named in tables, charts and the CSV. A new mode: a ``LoadMode``
+The profile's ``load.mode`` is a ``LoadMode`` (a StrEnum, equal to its string); events and
+recordings carry it as a plain string; ``mode_of`` turns either into the mode's strategy, which
+says what differs between the modes: where the profile lists its levels, whether requests go out
+on a schedule (open loop) or one after the other's response (closed loop), how many load workers
+a level wants, and how a level is named in tables, charts and the CSV. A new mode: a ``LoadMode``
 member and a strategy here, its request schedule in engine/load/worker.py and sweep.py's plans.
 """
 

@@ -34,7 +34,7 @@ RECORD_SOURCE = "record"  # the source of the recorder's own fatal error
 class RunFacts:
     """Everything the end of a run depends on."""
 
-    level_statuses: tuple[str, ...] = ()  # each level's status, in order
+    level_statuses: tuple[ev.LevelStatus, ...] = ()  # each level's status, in order
     planned_levels: int = 0  # levels the sweeps were asked to run
     record_error: str | None = None  # the recording stopped: why
     fatal_error: str | None = None  # the first part that died: "source: message"
@@ -48,7 +48,7 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # "ok", "failed", "interrupted"
+    status: ev.SessionStatus
     error: str | None
     exit_code: int
 
@@ -105,6 +105,6 @@ class RunLedger:
                 if self.fatal_error is None:
                     self.fatal_error = f"{event.source}: {event.message}"
 
-    def statuses(self) -> tuple[str, ...]:
+    def statuses(self) -> tuple[ev.LevelStatus, ...]:
         with self._lock:
             return tuple(r.status for r in self.levels)

@@ -1,7 +1,9 @@
 """Profiles: one TOML file describes a box, its server, its model and how to measure it.
 
-The schema is declared once (the dataclasses below, with their ``_spec`` constraints) and every
-error names the file, the key, what was expected and what was found, in one line.
+Each key is declared once: a field of the dataclasses below, whose annotation holds its type,
+bounds and words (msgspec's ``Meta``, engine/table_schema.py's ``Check``). engine/table_schema.py
+checks a document against them, and every error names the file, the key, what was expected and
+what was found (credentials masked), in one line.
 """
 
 from __future__ import annotations
@@ -11,15 +13,22 @@ import dataclasses
 import ipaddress
 import math
 import re
+import sys
 import tomllib
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
+import msgspec
+from msgspec import Meta
+
+from engine import table_schema
 from engine.errors import UserError
 from engine.modes import LoadMode
+from engine.table_schema import NOT_A_KEY, Check
 from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -27,7 +36,6 @@ DEFAULT_PROFILE = "local"
 DEFAULT_CONCURRENCY = [1, 4, 8, 16, 32, 64, 128]
 MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is what you measure
 
-INTERCONNECTS = ("none", "pcie_gen3", "pcie_gen4", "pcie_gen5", "nvlink", "sxm")
 VARIANTS = ("auto", "cpu", "1x", "2x", "4x", "8x")
 CPU_INSTANCES_VARIANT = re.compile(r"^cpu[1-9]\d*$")  # "cpu2": config.cpu2.pbtxt, 2 CPU instances
 # scale-out: "1x*4" is 4 embedded servers of the 1x config, one per GPU; "cpu*2" 2 of the cpu config
@@ -45,35 +53,151 @@ class ProfileError(UserError):
     pass
 
 
+# --------------------------------------------------------------------------- rules beyond bounds
+# Each returns what was expected when the value is wrong (any value a file may hold), else None.
+
+
+def _http_url(v: object) -> str | None:
+    if not isinstance(v, str):
+        return "an http:// or https:// URL"
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in v):
+        return "an http:// or https:// URL without spaces or control characters"
+    try:
+        parts = urlsplit(v)
+    except ValueError:  # "http://[::1": an unclosed IPv6 bracket
+        return "an http:// or https:// URL with a valid host"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http:// or https:// URL with a host"
+    try:
+        _ = parts.port  # urlsplit checks the port only when asked
+    except ValueError:
+        return "an http:// or https:// URL with a valid port"
+    return None
+
+
+URL_LIST = "a non-empty list of http:// or https:// URLs"
+
+
+def _http_urls(v: object) -> str | None:
+    return URL_LIST if not isinstance(v, list) or not v or any(_http_url(u) for u in v) else None
+
+
+def _bind_address(v: object) -> str | None:
+    if not isinstance(v, str) or not v.strip():
+        return "an IP address to listen on, e.g. 127.0.0.1"
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        return "an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0"
+    return None
+
+
+def check_bind_address(address: str, what: str = "--bind") -> None:
+    if _bind_address(address):
+        raise ProfileError(f"{what}: expected an IP address to listen on (e.g. 127.0.0.1 or 0.0.0.0), "
+                           f"found {_describe(address)}")
+
+
+def _variant(v: object) -> str | None:
+    if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v))):
+        return None
+    return ("one of " + ", ".join(repr(c) for c in VARIANTS) + ", 'cpuK' (K CPU instances) or '1x*N' / 'cpu*N' "
+            "(N embedded servers)")
+
+
+def _transport(v: object) -> str | None:
+    """One of engine/transports.py's table as it is when read."""
+    return None if isinstance(v, str) and v in TRANSPORTS else "one of " + ", ".join(repr(c) for c in TRANSPORTS)
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+
+
+def _headers(v: object) -> str | None:
+    """HTTP header names and values: a CR/LF in a value would inject headers of its own."""
+    if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+        return "a table of header name = string value"
+    for name, value in v.items():
+        if not _HEADER_NAME.match(name):
+            return "header names made of letters, digits and - (no spaces or control characters)"
+        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+            return f"header values without control characters (CR/LF); {name!r} has one"
+    return None
+
+
+def _level_number(key: str) -> bool:
+    """A p99 gate's level: a number > 0 written as text ("64", "12.5")."""
+    try:
+        level = float(key)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(level) and level > 0
+
+
+P99_TABLE = 'a table of level = milliseconds, e.g. { "64" = 250 }'
+
+
+def _p99_levels(v: object) -> str | None:
+    return None if isinstance(v, dict) and all(_level_number(k) for k in v) else P99_TABLE
+
+
 # --------------------------------------------------------------------------- schema
+# Each key is declared once, here: its type, bounds and words (engine/table_schema.py reads them).
+
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: longer than any run this tool makes
+MAX_COUNT = 1_000_000_000
+MAX_DATASET = 10**15  # samples per epoch: far past any real dataset, short of float trouble
+_FINITE = sys.float_info.max  # an upper bound that only inf (and nan) fail: they pass "> 0" and fail much later
+
+Text = Annotated[str, Meta(pattern=r"\S", description="a non-empty string")]
+PositiveInt = Annotated[int, Meta(ge=1)]
+NonNegativeInt = Annotated[int, Meta(ge=0)]
+Count = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
+Windows = Annotated[int, Meta(ge=1, le=100_000)]
+PositiveNumber = Annotated[float, Meta(gt=0, le=_FINITE)]
+NonNegativeNumber = Annotated[float, Meta(ge=0, le=_FINITE)]
+Seconds = Annotated[float, Meta(ge=0, le=MAX_SECONDS, extra={"unit": " s"})]
+PositiveSeconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS, extra={"unit": " s"})]
+Interval = Annotated[float, Meta(gt=0, le=3600, extra={"unit": " s"})]
+# $/hr of a box: a bound on believable prices is a Meta(le=...) or a Check added here, once
+Price = Annotated[float, Meta(ge=0, le=_FINITE)]
+HttpUrl = Annotated[str, Check(_http_url)]
+HttpUrls = Annotated[list[str], Check(_http_urls)]
+
+Interconnect = Literal["none", "pcie_gen3", "pcie_gen4", "pcie_gen5", "nvlink", "sxm"]
+INTERCONNECTS: tuple[str, ...] = typing.get_args(Interconnect)
+ServerKind = Literal["embedded", "remote"]
+Precision = Literal["fp32", "bf16", "fp16"]
+Strategy = Literal["ddp", "fsdp"]
+Scaling = Literal["weak", "strong"]
 
 
 @dataclass
 class Hardware:
-    gpu_model: str = "none"
-    gpu_count: int = 0
-    vram_gb: float = 0.0
-    interconnect: str = "none"
-    vcpus: int = 0
-    ram_gb: float = 0.0
-    cost_per_hour: float = 0.0  # USD, what the box costs on demand
+    gpu_model: Text = "none"
+    gpu_count: NonNegativeInt = 0
+    vram_gb: NonNegativeNumber = 0.0
+    interconnect: Interconnect = "none"
+    vcpus: NonNegativeInt = 0
+    ram_gb: NonNegativeNumber = 0.0
+    cost_per_hour: Price = 0.0  # USD, what the box costs on demand
 
 
 @dataclass
 class Server:
-    kind: str = "embedded"  # "embedded" or "remote"
-    url: str | None = None  # remote: http://host:8000
-    metrics_url: str | None = None  # remote: http://host:8002/metrics (optional)
+    kind: ServerKind = "embedded"
+    url: HttpUrl | None = None  # remote: http://host:8000
+    metrics_url: HttpUrl | None = None  # remote: http://host:8002/metrics (optional)
     # remote, several servers at once (instead of url): each level's load spread over them
-    urls: list[str] = field(default_factory=list)
-    metrics_urls: list[str] = field(default_factory=list)  # one per URL of urls (optional)
+    urls: HttpUrls = field(default_factory=list)
+    metrics_urls: HttpUrls = field(default_factory=list)  # one per URL of urls (optional)
     allow_mixed: bool = False  # several servers whose model configs differ: measured anyway
-    headers: dict[str, str] = field(default_factory=dict)  # e.g. auth; never recorded
-    startup_timeout_s: float = 180.0
-    bind_address: str = "127.0.0.1"  # embedded server; loopback unless asked
+    headers: Annotated[dict[str, str], Check(_headers)] = field(default_factory=dict)  # e.g. auth; never recorded
+    startup_timeout_s: PositiveSeconds = 180.0
+    bind_address: Annotated[str, Check(_bind_address)] = "127.0.0.1"  # embedded server; loopback unless asked
     # embedded server on GPUs: under a private MPS daemon ("auto": where the driver's
     # nvidia-cuda-mps-control is found; see engine/server/mps.py for what it gains)
-    mps: str = "auto"  # "auto", "on" or "off"
+    mps: Literal["auto", "on", "off"] = "auto"
 
     def endpoint_urls(self) -> list[str]:
         """The remote servers' HTTP URLs: urls, or url alone."""
@@ -86,84 +210,97 @@ class Server:
 
 @dataclass
 class Model:
-    name: str = "vit_tiny"
-    variant: str = "auto"  # instance-group variant: 1x/2x/4x/8x over GPUs, cpu, or auto
-    weights: str | None = None  # path to OpenCLIP weights; None = random weights
+    name: Text = "vit_tiny"
+    # instance-group variant: 1x/2x/4x/8x over GPUs, cpu, cpuK, 1x*N, or auto
+    variant: Annotated[str, Check(_variant)] = "auto"
+    weights: Text | None = None  # path to OpenCLIP weights; None = random weights
     version: str = ""
 
 
 @dataclass
 class Load:
-    mode: str = "concurrency"  # an engine.modes.LoadMode name: "concurrency" (closed loop) or "rate" (open loop)
-    concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
-    rates: list[float] = field(default_factory=list)  # requests/s, rate mode
-    arrival: str = "constant"  # rate mode: "constant" or "poisson"
-    batch_size: int = 1
-    window_ms: int = 5000  # perf_analyzer's default measurement interval
-    min_window_requests: int = 50  # a window is extended until it holds this many
-    stability_percent: float = 10.0
-    stable_windows: int = 3
-    max_windows: int = 10
-    warmup_s: float = 2.0
-    workers: int = 0  # load worker processes; 0 = chosen automatically
-    request_timeout_s: float = 30.0
-    data: str = "random"  # "random" or "zeros"
+    mode: LoadMode = LoadMode.CONCURRENCY  # closed loop (concurrency) or open loop (rate)
+    concurrency: Annotated[list[Annotated[int, Meta(ge=1, le=MAX_IN_FLIGHT)]], Meta(
+        min_length=1, description=f"a non-empty list of integers from 1 to {MAX_IN_FLIGHT}",
+    )] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
+    rates: Annotated[list[PositiveNumber], Meta(description="a list of request rates > 0")] = field(
+        default_factory=list)  # requests/s, rate mode
+    arrival: Literal["constant", "poisson"] = "constant"  # rate mode
+    batch_size: Count = 1
+    window_ms: Annotated[int, Meta(ge=1, le=3_600_000, extra={"unit": " ms"})] = 5000  # perf_analyzer's default
+    min_window_requests: Count = 50  # a window is extended until it holds this many
+    stability_percent: PositiveNumber = 10.0
+    stable_windows: Windows = 3
+    max_windows: Windows = 10
+    warmup_s: Seconds = 2.0
+    workers: Annotated[int, Meta(ge=0, le=4096)] = 0  # load worker processes; 0 = chosen automatically
+    request_timeout_s: PositiveSeconds = 30.0
+    data: Literal["random", "zeros"] = "random"
     # real inputs instead: a perf_analyzer input-data JSON file or folder (engine/load/input_data.py)
-    input_data: str = ""
+    input_data: Annotated[str, Meta(description="a path to a JSON file or a folder")] = ""
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
-    validate_tolerance: float = 1e-5
-    on_level_failure: str = "continue"  # or "stop"
-    server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
+    validate_tolerance: NonNegativeNumber = 1e-5
+    on_level_failure: Literal["continue", "stop"] = "continue"
+    server_wait_s: Seconds = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
-    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    input_shapes: Annotated[dict[str, Annotated[list[PositiveInt], Meta(min_length=1)]], Meta(
+        description="a table of input name = list of positive dimensions, e.g. { image = [3, 224, 224] }",
+    )] = field(default_factory=dict)
     # how inputs reach the server: in the HTTP body, or in shared memory the server maps
     # (perf_analyzer's --shared-memory system|cuda; a server on this machine only)
-    transport: str = DEFAULT_TRANSPORT  # a name in engine/transports.py's TRANSPORTS: "http", "system_shm", "cuda_shm"
+    transport: Annotated[str, Check(_transport)] = DEFAULT_TRANSPORT  # a name in engine/transports.py
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
     wire_check: bool = False
     # developer settings (tests, A/B runs; never a measurement to report): engine/load/dev.py
     dev_open_burst: bool = False
-    dev_stall_ms: int = 0
+    dev_stall_ms: Annotated[int, Meta(ge=0, le=19, extra={"unit": " ms"})] = 0
 
 
 @dataclass
 class Probe:
     enabled: bool = False
-    models: list[str] = field(default_factory=lambda: ["mlp_258k", "mlp_6.9m"])
-    strategies: list[str] = field(default_factory=lambda: ["ddp"])
-    batch_sizes: list[int] = field(default_factory=lambda: [32])
-    world_sizes: list[int] = field(default_factory=lambda: [1, 2])
-    scaling: list[str] = field(default_factory=lambda: ["weak"])
-    steps: int = 30
-    warmup_steps: int = 5
-    repeats: int = 3
-    precision: str = "fp32"  # "fp32", "bf16", "fp16"
-    timeout_s: float = 300.0
+    models: Annotated[list[Text], Meta(min_length=1, description="a non-empty list of model names")] = field(
+        default_factory=lambda: ["mlp_258k", "mlp_6.9m"])
+    strategies: Annotated[list[Strategy], Meta(min_length=1, description="a non-empty list of 'ddp' or 'fsdp'")] = (
+        field(default_factory=lambda: ["ddp"]))
+    batch_sizes: Annotated[list[PositiveInt], Meta(min_length=1, description="a non-empty list of positive integers")] = (
+        field(default_factory=lambda: [32]))
+    world_sizes: Annotated[list[PositiveInt], Meta(min_length=1, description="a non-empty list of positive integers")] = (
+        field(default_factory=lambda: [1, 2]))
+    scaling: Annotated[list[Scaling], Meta(min_length=1, description="a non-empty list of 'weak' or 'strong'")] = field(
+        default_factory=lambda: ["weak"])
+    steps: Count = 30
+    warmup_steps: Annotated[int, Meta(ge=0, le=MAX_COUNT)] = 5
+    repeats: Windows = 3
+    precision: Precision = "fp32"
+    timeout_s: PositiveSeconds = 300.0
     allreduce: bool = True
-    allreduce_max_bytes: int = 1 << 30
+    allreduce_max_bytes: PositiveInt = 1 << 30
     # samples per epoch: with hardware.cost_per_hour, the time and $ per epoch at each world size
-    dataset_size: int | None = None
+    dataset_size: Annotated[int, Meta(ge=1, le=MAX_DATASET)] | None = None
 
 
 @dataclass
 class Telemetry:
-    nvml_interval_s: float = 1.0
-    host_interval_s: float = 1.0
+    nvml_interval_s: Interval = 1.0
+    host_interval_s: Interval = 1.0
 
 
 @dataclass
 class Gates:
     """Pass/fail thresholds turned into the exit code (CI use). Empty = no gate."""
 
-    min_throughput: float | None = None  # inferences/s at the best level
-    max_p99_ms: dict[str, float] = field(default_factory=dict)  # level -> p99 limit
-    min_efficiency: float | None = None  # scaling efficiency, compare mode
+    min_throughput: PositiveNumber | None = None  # inferences/s at the best level
+    # level -> p99 limit
+    max_p99_ms: Annotated[dict[str, PositiveNumber], Meta(description=P99_TABLE), Check(_p99_levels)] = field(
+        default_factory=dict)
+    min_efficiency: PositiveNumber | None = None  # scaling efficiency, compare mode
 
 
 @dataclass
 class Profile:
-    name: str
+    name: Text = ""  # profile_from_dict: the file's name unless it says otherwise
     description: str = ""
     hardware: Hardware = field(default_factory=Hardware)
     server: Server = field(default_factory=Server)
@@ -172,13 +309,24 @@ class Profile:
     probe: Probe = field(default_factory=Probe)
     telemetry: Telemetry = field(default_factory=Telemetry)
     gates: Gates = field(default_factory=Gates)
-    source: str = ""  # the file it came from
+    source: str = field(default="", metadata=NOT_A_KEY)  # the file it came from
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        # every key (asdict: msgspec.to_builtins leaves out defaults msgspec did not set), as
+        # plain JSON values (to_builtins: the LoadMode as its string)
+        data: dict[str, Any] = msgspec.to_builtins(dataclasses.asdict(self))
         if redact:
             data["server"] = redact_server(data["server"])
         return data
+
+
+SECTIONS: dict[str, type] = table_schema.tables(Profile)  # "hardware" -> Hardware, ...
+
+
+def recorded_profile(data: object) -> Profile:
+    """A recording's copy of the profile (SessionStarted.profile, the meta table's), typed: a
+    key it lacks (an older version) or holds of another type (a doctored file) keeps its default."""
+    return table_schema.read_lenient(Profile, data)
 
 
 def redact_url(url: str | None) -> str | None:
@@ -207,266 +355,8 @@ def redact_server(server: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- validation
 
-Check = Callable[[Any], str | None]  # returns "expected ..." text when the value is wrong
 
-
-def _positive_int(v: Any) -> str | None:
-    return None if isinstance(v, int) and not isinstance(v, bool) and v > 0 else "a positive integer"
-
-
-def _non_negative_int(v: Any) -> str | None:
-    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "an integer >= 0"
-
-
-def _number(v: Any) -> bool:
-    """A real, finite number: inf/nan pass every comparison check and fail much later."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _positive_number(v: Any) -> str | None:
-    return None if _number(v) and v > 0 else "a finite number > 0"
-
-
-def _non_negative_number(v: Any) -> str | None:
-    return None if _number(v) and v >= 0 else "a finite number >= 0"
-
-
-def _at_most(check: Check, limit: float, unit: str = "") -> Check:
-    """A bound on durations and counts: a window of 1e26 ms passes "> 0" and never ends."""
-
-    def inner(v: Any) -> str | None:
-        expected = check(v)
-        if expected is None and v > limit:
-            return f"a value up to {limit:.0f}{unit}"
-        return expected
-
-    return inner
-
-
-MAX_SECONDS = 7 * 24 * 3600.0  # a week: longer than any run this tool makes
-MAX_COUNT = 1_000_000_000
-MAX_DATASET = 10**15  # samples per epoch: far past any real dataset, short of float trouble
-
-
-def _bind_address(v: Any) -> str | None:
-    if _string(v):
-        return "an IP address to listen on, e.g. 127.0.0.1"
-    try:
-        ipaddress.ip_address(v)
-    except ValueError:
-        return "an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0"
-    return None
-
-
-def check_bind_address(address: str, what: str = "--bind") -> None:
-    if _bind_address(address):
-        raise ProfileError(f"{what}: expected an IP address to listen on (e.g. 127.0.0.1 or 0.0.0.0), "
-                           f"found {_describe(address)}")
-
-
-def _string(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else "a non-empty string"
-
-
-def _bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else "true or false"
-
-
-def _variant_check(v: Any) -> str | None:
-    if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v))):
-        return None
-    return ("one of " + ", ".join(repr(c) for c in VARIANTS) + ", 'cpuK' (K CPU instances) or '1x*N' / 'cpu*N' "
-            "(N embedded servers)")
-
-
-def _one_of(*choices: str) -> Check:
-    def check(v: Any) -> str | None:
-        return None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
-
-    return check
-
-
-def _list_of(item: Check, what: str, non_empty: bool = True, items: tuple[str, ...] = ()) -> Check:
-    def check(v: Any) -> str | None:
-        expected = f"a {'non-empty ' if non_empty else ''}list of {what}"
-        if not isinstance(v, list) or (non_empty and not v):
-            return expected
-        if any(item(x) for x in v):
-            return expected
-        return None
-
-    return check
-
-
-def _http_url(v: Any) -> str | None:
-    if not isinstance(v, str):
-        return "an http:// or https:// URL"
-    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in v):
-        return "an http:// or https:// URL without spaces or control characters"
-    try:
-        parts = urlsplit(v)
-    except ValueError:  # "http://[::1": an unclosed IPv6 bracket
-        return "an http:// or https:// URL with a valid host"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "an http:// or https:// URL with a host"
-    try:
-        _ = parts.port  # urlsplit checks the port only when asked
-    except ValueError:
-        return "an http:// or https:// URL with a valid port"
-    return None
-
-
-def _concurrency_level(v: Any) -> str | None:
-    if _positive_int(v):
-        return "a positive integer"
-    return None if v <= MAX_IN_FLIGHT else f"at most {MAX_IN_FLIGHT} requests in flight"
-
-
-def _str_dict(v: Any) -> str | None:
-    ok = isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
-    return None if ok else "a table of string values"
-
-
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
-
-
-def _headers(v: Any) -> str | None:
-    """HTTP header names and values: a CR/LF in a value would inject headers of its own."""
-    if _str_dict(v):
-        return "a table of header name = string value"
-    for name, value in v.items():
-        if not _HEADER_NAME.match(name):
-            return "header names made of letters, digits and - (no spaces or control characters)"
-        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
-            return f"header values without control characters (CR/LF); {name!r} has one"
-    return None
-
-
-def _level_number(key: Any) -> bool:
-    """A p99 gate's level: a number > 0 written as text ("64", "12.5")."""
-    try:
-        level = float(key)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(level) and level > 0
-
-
-def _p99_table(v: Any) -> str | None:
-    ok = isinstance(v, dict) and all(_number(x) and x > 0 and _level_number(k) for k, x in v.items())
-    return None if ok else 'a table of level = milliseconds, e.g. { "64" = 250 }'
-
-
-
-def _shape_table(v: Any) -> str | None:
-    ok = isinstance(v, dict) and all(
-        isinstance(dims, list) and dims and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
-        for dims in v.values()
-    )
-    return None if ok else "a table of input name = list of positive dimensions, e.g. { image = [3, 224, 224] }"
-
-
-def _optional(check: Check) -> Check:
-    def inner(v: Any) -> str | None:
-        return None if v is None else check(v)
-
-    return inner
-
-
-def _power_of_two_sizes(v: Any) -> str | None:
-    return _positive_int(v)
-
-
-SPEC: dict[str, dict[str, Check]] = {
-    "": {"name": _string, "description": lambda v: None if isinstance(v, str) else "a string"},
-    "hardware": {
-        "gpu_model": _string,
-        "gpu_count": _non_negative_int,
-        "vram_gb": _non_negative_number,
-        "interconnect": _one_of(*INTERCONNECTS),
-        "vcpus": _non_negative_int,
-        "ram_gb": _non_negative_number,
-        "cost_per_hour": _non_negative_number,
-    },
-    "server": {
-        "kind": _one_of("embedded", "remote"),
-        "url": _http_url,
-        "metrics_url": _http_url,
-        "urls": _list_of(_http_url, "http:// or https:// URLs"),
-        "metrics_urls": _list_of(_http_url, "http:// or https:// URLs"),
-        "allow_mixed": _bool,
-        "headers": _headers,
-        "startup_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
-        "bind_address": _bind_address,
-        "mps": _one_of("auto", "on", "off"),
-    },
-    "model": {
-        "name": _string,
-        "variant": _variant_check,
-        "weights": _string,
-        "version": lambda v: None if isinstance(v, str) else "a string",
-    },
-    "load": {
-        "mode": _one_of(*(m.value for m in LoadMode)),
-        "transport": lambda v: _one_of(*TRANSPORTS)(v),  # the table as it is when read
-        "wire_check": _bool,
-        "dev_open_burst": _bool,
-        "dev_stall_ms": _at_most(_non_negative_int, 19, " ms"),
-        "concurrency": _list_of(_concurrency_level, f"integers from 1 to {MAX_IN_FLIGHT}"),
-        "rates": _list_of(_positive_number, "request rates > 0", non_empty=False),
-        "arrival": _one_of("constant", "poisson"),
-        "batch_size": _at_most(_positive_int, MAX_COUNT),
-        "window_ms": _at_most(_positive_int, 3_600_000, " ms"),
-        "min_window_requests": _at_most(_positive_int, MAX_COUNT),
-        "stability_percent": _positive_number,
-        "stable_windows": _at_most(_positive_int, 100_000),
-        "max_windows": _at_most(_positive_int, 100_000),
-        "warmup_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
-        "workers": _at_most(_non_negative_int, 4096),
-        "request_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
-        "data": _one_of("random", "zeros"),
-        "input_data": lambda v: None if isinstance(v, str) else "a path to a JSON file or a folder",
-        "validate_tolerance": _non_negative_number,
-        "on_level_failure": _one_of("continue", "stop"),
-        "input_shapes": _shape_table,
-        "server_wait_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
-    },
-    "probe": {
-        "enabled": _bool,
-        "models": _list_of(_string, "model names"),
-        "strategies": _list_of(_one_of("ddp", "fsdp"), "'ddp' or 'fsdp'"),
-        "batch_sizes": _list_of(_positive_int, "positive integers"),
-        "world_sizes": _list_of(_positive_int, "positive integers"),
-        "scaling": _list_of(_one_of("weak", "strong"), "'weak' or 'strong'"),
-        "steps": _at_most(_positive_int, MAX_COUNT),
-        "warmup_steps": _at_most(_non_negative_int, MAX_COUNT),
-        "repeats": _at_most(_positive_int, 100_000),
-        "precision": _one_of("fp32", "bf16", "fp16"),
-        "timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),
-        "allreduce": _bool,
-        "allreduce_max_bytes": _power_of_two_sizes,
-        "dataset_size": _optional(_at_most(_positive_int, MAX_DATASET)),
-    },
-    "telemetry": {"nvml_interval_s": _at_most(_positive_number, 3600, " s"),
-                  "host_interval_s": _at_most(_positive_number, 3600, " s")},
-    "gates": {
-        "min_throughput": _optional(_positive_number),
-        "max_p99_ms": _p99_table,
-        "min_efficiency": _optional(_positive_number),
-    },
-}
-
-SECTIONS = {
-    "hardware": Hardware,
-    "server": Server,
-    "model": Model,
-    "load": Load,
-    "probe": Probe,
-    "telemetry": Telemetry,
-    "gates": Gates,
-}
-
-
-def _describe(v: Any, key: str = "") -> str:
+def _describe(v: object, key: str = "") -> str:
     """The found value for an error line, with credentials masked: errors go to the screen."""
     from engine.record.redact import MASK, Redactor
 
@@ -481,6 +371,11 @@ def _describe(v: Any, key: str = "") -> str:
         v = f"{v.partition('://')[0] + '://' if '://' in v else ''}{MASK}@{v.rpartition('@')[2]}"
     text = repr(Redactor().value(v, leaf))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def unknown_key_error(source: str, key: str, known: list[str]) -> ProfileError:
+    """The one line for a key no table declares, listing the keys its table knows."""
+    return ProfileError(f"{source}: {key}: unknown key (known: {', '.join(known)})")
 
 
 def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
@@ -519,35 +414,15 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     def fail(key: str, message: str) -> ProfileError:
         return ProfileError(f"{source}: {key}: {message}")
 
-    for key in data:
-        if key not in SPEC[""] and key not in SECTIONS:
-            known = ", ".join(sorted([*SPEC[""], *SECTIONS]))
-            raise fail(key, f"unknown key (known: {known})")
-    top: dict[str, Any] = {}
-    for key, check in SPEC[""].items():
-        if key in data:
-            if (expected := check(data[key])) is not None:
-                raise fail(key, f"expected {expected}, found {_describe(data[key], key)}")
-            top[key] = data[key]
-    if "name" not in top:
-        top["name"] = Path(source).stem if source else "profile"
-    sections: dict[str, Any] = {}
-    for section, cls in SECTIONS.items():
-        raw = data.get(section, {})
-        if not isinstance(raw, dict):
-            raise fail(section, f"expected a table [{section}], found {_describe(raw)}")
-        values: dict[str, Any] = {}
-        for key, value in raw.items():
-            validator = SPEC[section].get(key)
-            if validator is None:
-                known = ", ".join(SPEC[section])
-                raise fail(f"{section}.{key}", f"unknown key (known: {known})")
-            if (expected := validator(value)) is not None:
-                raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value, key)}")
-            values[key] = value
-        sections[section] = cls(**values)
-    profile = Profile(**top, **sections, source=source)
-    if "world_sizes" not in data.get("probe", {}) and profile.hardware.gpu_count:
+    named = {"name": Path(source).stem if source else "profile", **data}
+    try:
+        profile = table_schema.parse(Profile, named, source=source)
+    except table_schema.UnknownKey as exc:
+        raise unknown_key_error(source, exc.key, exc.known) from None
+    except table_schema.Mismatch as exc:
+        raise fail(exc.key, f"expected {exc.expected}, found {_describe(exc.found, exc.key)}") from None
+    probe = data.get("probe")
+    if not (isinstance(probe, dict) and "world_sizes" in probe) and profile.hardware.gpu_count:
         # default: 1, 2, 4, ... up to the GPUs the box has
         n = profile.hardware.gpu_count
         profile.probe.world_sizes = [w for w in (1, 2, 4, 8, 16, 32, 64) if w <= n] + ([n] if n & (n - 1) else [])
@@ -669,8 +544,7 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     if sections == ["server"] and leaf in ONE_OR_SEVERAL:  # one way of naming the servers replaces the other
         node.pop(ONE_OR_SEVERAL[leaf], None)
     if len(sections) == 1 and sections[0] in SECTIONS and not isinstance(parsed, list):
-        fields = {f.name: f for f in dataclasses.fields(SECTIONS[sections[0]])}
-        if leaf in fields and str(fields[leaf].type).startswith("list"):
+        if table_schema.is_list(SECTIONS[sections[0]], leaf):
             parsed = [parsed]  # --set load.concurrency=8 means [8]
     node[leaf] = parsed
 

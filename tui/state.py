@@ -7,18 +7,19 @@ replay or a snapshot test renders the same text as the live run did.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine import events as ev
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.training_bill import TrainingBill, training_bill
 from engine.columns import compute_seconds
 from engine.format import level as level_label
+from engine.profiles import Profile, recorded_profile
 from tui.describe import describe, severity
 
 GPU_HISTORY = 300  # samples kept per GPU: 5 minutes at the default 1 s interval
@@ -48,8 +49,8 @@ class LevelRow:
     finished_ts: float | None = None
 
     @property
-    def status(self) -> str:
-        """"stable", "unstable", "failed" once merged; "running" before."""
+    def status(self) -> ev.LevelStatus | Literal["running"]:
+        """The level's status once merged; "running" before."""
         return self.result.status if self.result else "running"
 
     @property
@@ -200,6 +201,7 @@ class SessionState:
 
     def reset(self) -> None:
         self.session: ev.SessionStarted | None = None
+        self.profile = Profile()  # the session's profile as recorded, typed: defaults until it starts
         self.t0: float | None = None
         self.now: float | None = None  # ts of the newest event: the session's own clock
         self.phase = "waiting"
@@ -274,6 +276,7 @@ class SessionState:
 
     def _on_session_started(self, e: ev.SessionStarted) -> None:
         self.session = e
+        self.profile = recorded_profile(e.profile)
         self.t0 = e.ts
         self._touch("session", "progress")
 
@@ -448,47 +451,24 @@ class SessionState:
         return self.rel(self.now)
 
     @property
-    def profile(self) -> dict[str, Any]:
-        return self.session.profile if self.session else {}
-
-    def _profile_value(self, section: str, key: str, default: Any) -> Any:
-        value = self.profile.get(section, {})
-        if not isinstance(value, dict):
-            return default
-        found = value.get(key, default)
-        return default if found is None else found
-
-    def _profile_number(self, section: str, key: str, default: float) -> float:
-        """A recorded profile's number; the default where a doctored recording holds anything else."""
-        value = self._profile_value(section, key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return default
-        return float(value)
-
-    @property
     def cost_per_hour(self) -> float:
-        try:
-            return float(self._profile_value("hardware", "cost_per_hour", 0.0))
-        except (TypeError, ValueError):
-            return 0.0
+        return max(0.0, self.profile.hardware.cost_per_hour)
 
     @property
     def dataset_size(self) -> int | None:
         """probe.dataset_size (samples per epoch); None where the profile has none (older ones)."""
-        value = self._profile_value("probe", "dataset_size", None)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        size = self.profile.probe.dataset_size
+        return size if size is not None and size > 0 else None
 
     def training_bill(self) -> TrainingBill:
         """Time and $ per epoch at each world size of the probe's results, and where to stop."""
-        box = self._profile_value("hardware", "gpu_count", 0)
-        box_gpus = box if isinstance(box, int) and not isinstance(box, bool) and box > 0 else 0
+        box_gpus = max(0, self.profile.hardware.gpu_count)
         return training_bill(self.probe, self.dataset_size, self.cost_per_hour, box_gpus)
 
     @property
     def gpu_count(self) -> int:
         """GPUs the profile declares, else the GPUs telemetry has seen."""
-        declared = self._profile_value("hardware", "gpu_count", 0)
-        return int(declared) if declared else len(self.gpus)
+        return max(0, self.profile.hardware.gpu_count) or len(self.gpus)
 
     def own_cpu_of_host(self, own_cpu_percent: float | None) -> float | None:
         """Our processes' CPU (measured in % of one core) as a share of the whole machine, the
@@ -508,7 +488,7 @@ class SessionState:
     def best_level(self) -> LevelRow | None:
         """Highest throughput among merged levels that were measured to the end (not failed,
         not interrupted)."""
-        done = [r for r in self.levels.values() if r.result is not None and r.status not in ("failed", "interrupted")]
+        done = [r for r in self.levels.values() if r.result is not None and ev.sound(r.result.status)]
         return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]  # done holds levels with a result
 
     @property
@@ -543,12 +523,11 @@ class SessionState:
         load.min_window_requests). A guide, not a promise."""
         if row is None or self.sweep_finished is not None or self.now is None:
             return None, None
-        window_s = self._profile_number("load", "window_ms", 5000) / 1000.0
+        load = self.profile.load
+        window_s = load.window_ms / 1000.0
         if self.window_seconds:
             window_s = max(window_s, statistics.median(self.window_seconds))
-        warmup_s = self._profile_number("load", "warmup_s", 0.0)
-        stable = int(self._profile_number("load", "stable_windows", 3))
-        max_windows = int(self._profile_number("load", "max_windows", 10))
+        warmup_s, stable, max_windows = load.warmup_s, load.stable_windows, load.max_windows
         durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
         per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
         per_level_max = warmup_s + max_windows * window_s
@@ -566,7 +545,8 @@ def _label(row: LevelRow) -> str:
     return level_label(row.mode, row.level)
 
 
-_HANDLERS: dict[type, Any] = {
+# each handler takes its own event type: Any, as a dict of handlers cannot say which
+_HANDLERS: dict[type, Callable[[SessionState, Any], None]] = {
     ev.SessionStarted: SessionState._on_session_started,
     ev.PhaseChanged: SessionState._on_phase,
     ev.ServerReady: SessionState._on_server_ready,

@@ -5,6 +5,7 @@ the time left for the whole study."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from engine import events as ev
 
@@ -12,7 +13,7 @@ from engine import events as ev
 @dataclass
 class ConfigTrack:
     variant: str
-    status: str = "waiting"  # "waiting", "running", then the session's "ok", "failed", "interrupted"
+    status: ev.SessionStatus | Literal["waiting", "running"] = "waiting"  # then the session's
     points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)  # level, images/s, latency, search
     levels_done: int = 0
     recording: str | None = None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.events import LevelStatus
+
 
 def spread(values: Sequence[float]) -> float | None:
     """max / min - 1 of positive values; None when any value is missing or not positive."""
@@ -40,7 +42,7 @@ def is_stable(
     return within(tail_t, percent) and within(tail_l, percent)  # type: ignore[arg-type]  # callers drop windows without a mean latency
 
 
-def none_stable(statuses: Sequence[str]) -> str:
+def none_stable(statuses: Sequence[LevelStatus]) -> str:
     """"" unless levels were measured and none of them was stable; then the line that says so
     (a session's end line, the top of its report). ``statuses``: each level's status."""
     measured = [st for st in statuses if st != "failed"]

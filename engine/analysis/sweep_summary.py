@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.analysis.scaling import cost_per_1000, scaling_efficiency, speedup
-from engine.events import LevelResult
+from engine.events import LevelResult, LevelStatus
 
 LEVEL_MATCH = 1e-9
 
@@ -20,7 +20,7 @@ class SweepPoint:
     p95: float | None
     p99: float | None
     mean: float | None
-    status: str  # "stable" or "unstable" (failed levels are not points)
+    status: LevelStatus  # "stable" or "unstable" (failed levels are not points)
 
 
 def points_from_results(results: Iterable[LevelResult]) -> list[SweepPoint]:

@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from engine.check.facts import BoxFacts, ExpectedHardware, GpuFacts, HostFacts, PairFacts
-from engine.events import CheckItem
+from engine.events import CheckItem, CheckStatus, Verdict
 from engine.probe.bandwidth import NVLINK_FAMILIES, NVLINK_GBPS_PER_LINK, PCIE_GBPS_PER_LANE
 
-OK, WARN, FAIL, NA = "ok", "warn", "fail", "n/a"
+OK: CheckStatus = "ok"
+WARN: CheckStatus = "warn"
+FAIL: CheckStatus = "fail"
+NA: CheckStatus = "n/a"
 _RANK = {NA: 0, OK: 1, WARN: 2, FAIL: 3}
 GIB = 1 << 30
 
@@ -36,7 +39,7 @@ MPS_MISSING = ("the embedded server runs without MPS: its model instances take t
                "(docs/results/mps_h200.md: what MPS gains)")
 
 # nvmlClocksEventReason* bits (nvml.h)
-THROTTLE_BITS: dict[int, tuple[str, str]] = {
+THROTTLE_BITS: dict[int, tuple[str, CheckStatus]] = {
     0x8: ("hardware slowdown", FAIL),
     0x40: ("hardware thermal slowdown", FAIL),
     0x80: ("hardware power brake", FAIL),
@@ -45,11 +48,11 @@ THROTTLE_BITS: dict[int, tuple[str, str]] = {
 POWER_CAP_BIT = 0x4  # normal at full load; at idle it means a very low limit
 
 
-def item(name: str, scope: str, status: str, measured: str = "", expected: str = "", note: str = "") -> CheckItem:
+def item(name: str, scope: str, status: CheckStatus, measured: str = "", expected: str = "", note: str = "") -> CheckItem:
     return CheckItem(name=name, scope=scope, status=status, measured=measured, expected=expected, note=note)
 
 
-def worst(statuses: Iterable[str]) -> str:
+def worst(statuses: Iterable[CheckStatus]) -> CheckStatus:
     return max(statuses, key=_RANK.__getitem__, default=NA)
 
 
@@ -61,7 +64,7 @@ def _gib(value: float | None) -> str:
     return "n/a" if value is None else f"{value / GIB:.0f} GiB"
 
 
-def _ratio_status(measured: float, expected: float, ok: float, warn: float) -> str:
+def _ratio_status(measured: float, expected: float, ok: float, warn: float) -> CheckStatus:
     ratio = measured / expected if expected > 0 else 1.0
     return OK if ratio >= ok else (WARN if ratio >= warn else FAIL)
 
@@ -489,7 +492,7 @@ def judge(facts: BoxFacts) -> list[CheckItem]:
     return items
 
 
-def overall(items: list[CheckItem], gpu_count: int, nvml_error: str | None = None) -> tuple[str, str]:
+def overall(items: list[CheckItem], gpu_count: int, nvml_error: str | None = None) -> tuple[Verdict, str]:
     """("go" | "warn" | "no-go", the one line)."""
     fails = [i for i in items if i.status == FAIL]
     warns = [i for i in items if i.status == WARN]

@@ -44,6 +44,7 @@ from engine.events import (
     LatencyStats,
     LevelResult,
     LevelStarted,
+    LevelStatus,
     NetworkPath,
     ServerBreakdown,
     SweepFinished,
@@ -283,7 +284,7 @@ class _Level:
         """Answers of the measured windows that were malformed, wrong or too large."""
         return sum(w.agg.errors.get(kind, 0) for w in self.windows for kind in BAD_ANSWER_KINDS)
 
-    async def collect(self) -> str:
+    async def collect(self) -> LevelStatus:
         """Take ticks until the level is decided; returns its status."""
         stopping = False
         while True:
@@ -397,7 +398,7 @@ class _Level:
                 self.ensure_snapshot(boundary)
             boundary += 1
 
-    async def close_window(self, end: int) -> str | None:
+    async def close_window(self, end: int) -> LevelStatus | None:
         start = self.cur_start
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns)
@@ -454,7 +455,7 @@ class _Level:
 
     # -- result
 
-    async def result(self, status: str) -> LevelResult:
+    async def result(self, status: LevelStatus) -> LevelResult:
         load = self.load
         if status == "failed":
             chosen = self.windows

@@ -59,7 +59,7 @@ def train_results(
     step = summarize([t / job.steps for t in times])
     overhead = comm_overhead(step.mean, ranks, job.steps) if job.world_size > 1 else None
     peak = [int(r["peak_mem_bytes"]) for r in ranks if r.get("peak_mem_bytes") is not None]
-    util = [float(r["gpu_util"]) for r in ranks if r.get("gpu_util") is not None]
+    util: list[float | None] = [float(r["gpu_util"]) for r in ranks if r.get("gpu_util") is not None]
     out: list[ProbeResult] = []
     for view in job.views or []:
         base = baselines.get(job.model, job.precision, view.batch) if job.world_size > 1 else None

@@ -13,6 +13,7 @@ speedup and efficiency. Exit codes: 0 ok, 1 a configuration failed, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> Probe:
     # without a profile the all-reduce sweep is opt-in (--allreduce), as the flag reads
     base = load_profile(args.profile).probe if args.profile else Probe(allreduce=False)
-    data: dict[str, Any] = {k: v for k, v in vars(base).items()}
+    data: dict[str, Any] = dataclasses.asdict(base)  # every field (vars() misses defaults kept on the class)
     for key in ("models", "strategies", "world_sizes", "batch_sizes", "scaling", "steps", "warmup_steps",
                 "repeats", "precision", "timeout_s", "allreduce", "allreduce_max_bytes", "dataset_size"):
         value = getattr(args, key)

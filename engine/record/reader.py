@@ -16,6 +16,7 @@ from engine.errors import (
     RecordingError as RecordingError,  # re-exported: readers catch it from here
 )
 from engine.events import Event, EventSchemaError, UnknownEventKind, event_from_dict
+from engine.profiles import SECTIONS
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
 from engine.record.summary import RecordingSummary, summarize
 
@@ -206,7 +207,6 @@ class Recording:
 
 _META_TABLES = ("profile", "server", "host", "versions", "model_config")
 _META_TEXTS = ("session_id", "profile_name", "mode", "status", "tool_version")
-_PROFILE_SECTIONS = ("hardware", "server", "model", "load", "probe", "telemetry", "gates")
 
 
 def _checked_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +221,7 @@ def _checked_metadata(meta: dict[str, Any]) -> dict[str, Any]:
             del out[key]
     profile = out.get("profile")
     if isinstance(profile, dict):
-        out["profile"] = {k: v for k, v in profile.items() if k not in _PROFILE_SECTIONS or isinstance(v, dict)}
+        out["profile"] = {k: v for k, v in profile.items() if k not in SECTIONS or isinstance(v, dict)}
     return out
 
 

@@ -7,6 +7,7 @@ parsing an hour of 8-GPU samples as JSON): the summary must come back in well un
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +23,13 @@ from engine.events import (
     LevelResult,
     NetworkPath,
     ProbeResult,
+    SessionStatus,
     SweepFinished,
     Topology,
     WireCeiling,
 )
 from engine.modes import mode_of
-from engine.profiles import scale_out_parts
+from engine.profiles import recorded_profile, scale_out_parts
 from engine.record.gpu_fields import FIELDS, TIMELINE, column_or_null
 
 
@@ -138,7 +140,7 @@ class RecordingSummary:
     # the embedded server on GPUs under MPS (True/False); None: remote, CPU, or recorded before
     mps: bool | None
     cost_per_hour: float | None
-    status: str | None
+    status: SessionStatus | None  # None: not recorded (a session that never ended)
     exit_code: int | None
     error: str | None
     first_ts: float | None
@@ -243,11 +245,11 @@ def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
     return gpu_count if gpu_count > 0 else None
 
 
-def _table(value: Any) -> dict[str, Any]:
+def _table(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -284,11 +286,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     check_numeric_tables(recording)
     meta = recording.metadata if isinstance(recording.metadata, dict) else {}
     # a recording's metadata is read as found: a wrong-typed value is "not recorded", not a crash
-    profile = _table(meta.get("profile"))
-    hardware = _table(profile.get("hardware"))
-    load = _table(profile.get("load"))
-    model_section = _table(profile.get("model"))
-    dataset_size = _table(profile.get("probe")).get("dataset_size")
+    profile = recorded_profile(meta.get("profile"))
+    hardware, load = profile.hardware, profile.load
     server = _table(meta.get("server"))
 
     # the first and last events published (by seq: O(log n), where min/max(ts) would scan the file)
@@ -341,30 +340,27 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     ]
     levels.sort(key=lambda s: (s.sweep, s.result.level, s.result.index))
 
-    variant = str(server.get("config_variant") or model_section.get("variant") or "")
-    gpu_count = int(_number(hardware.get("gpu_count")) or 0)
-    cost = _number(hardware.get("cost_per_hour"))
-    planned = load.get(mode_of(_text(load.get("mode"))).levels_key)
-    planned = [x for x in planned if _number(x) is not None] if isinstance(planned, list) else []
-    batch_size = _number(load.get("batch_size"))
+    variant = str(server.get("config_variant") or profile.model.variant or "")
+    gpu_count = max(0, hardware.gpu_count)
+    planned = mode_of(load.mode).levels(load)
     return RecordingSummary(
         path=str(recording.path),
         metadata=meta,
-        profile_name=str(meta.get("profile_name") or profile.get("name") or recording.path.stem),
+        profile_name=str(meta.get("profile_name") or profile.name or recording.path.stem),
         mode=_text(meta.get("mode")),
-        gpu_model=str(hardware.get("gpu_model") or "none"),
+        gpu_model=hardware.gpu_model or "none",
         gpu_count=gpu_count,
         config_variant=variant,
         gpus_in_config=gpus_in_variant(variant, gpu_count),
-        model=_text(server.get("model")) or _text(model_section.get("name")),
-        weights=_text(model_section.get("weights")),
-        batch_size=int(batch_size) if batch_size else None,
-        load_mode=_text(load.get("mode")),
-        transport=_text(load.get("transport")) or "http",
+        model=_text(server.get("model")) or profile.model.name,
+        weights=profile.model.weights,
+        batch_size=load.batch_size if load.batch_size > 0 else None,
+        load_mode=load.mode,
+        transport=load.transport or "http",
         mps=server.get("mps") if isinstance(server.get("mps"), bool) else None,
-        levels_planned=[float(x) for x in planned or []],
-        cost_per_hour=float(cost) if isinstance(cost, (int, float)) and cost > 0 else None,
-        status=_text(ended.get("status") or meta.get("status")),
+        levels_planned=planned,
+        cost_per_hour=hardware.cost_per_hour if hardware.cost_per_hour > 0 else None,
+        status=_session_status(ended.get("status") or meta.get("status")),
         exit_code=_int_or_none(ended.get("exit_code", meta.get("exit_code"))),
         error=_text(ended.get("error")),
         first_ts=first_ts,
@@ -389,10 +385,9 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         box_check=fold.box_check,
         sweeps=[run for _n, run in sorted(sweep_runs.items()) if run.measured],
         wires=fold.wires,
-        dataset_size=dataset_size if isinstance(dataset_size, int) and not isinstance(dataset_size, bool)
-        and dataset_size > 0 else None,
+        dataset_size=profile.probe.dataset_size if (profile.probe.dataset_size or 0) > 0 else None,
         input_data=dict(_table(meta.get("input_data"))) or None,
-        data=_text(load.get("data")) or "random",
+        data=load.data,
         gpu_sharing=_gpu_sharing(gpus),
     )
 
@@ -507,11 +502,16 @@ def _gpu_sharing(gpus: list[GpuSummary]) -> list[GpuSharing]:
             for g in gpus if g.index is not None and (stubs := g.stats.get("python_stubs_max")) is not None]
 
 
-def _text(value: Any) -> str | None:
+def _session_status(value: object) -> SessionStatus | None:
+    """A recorded session status; None for a word the contract lacks (a doctored file)."""
+    return next((s for s in typing.get_args(SessionStatus) if s == value), None)
+
+
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: object) -> int | None:
     number = _number(value)
     return int(number) if number is not None and abs(number) < 2**31 else None
 

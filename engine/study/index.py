@@ -15,9 +15,10 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.errors import UserError
+from engine.events import SessionStatus
 
 INDEX_SUFFIX = ".study.json"
 INDEX_KIND = "gpuscale-tui study"
@@ -29,7 +30,7 @@ VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*)$")  # a
 class VariantRun:
     variant: str
     recording: str | None  # relative to the index's folder
-    status: str  # the session's: "ok", "failed", "interrupted"
+    status: SessionStatus  # the session's
     exit_code: int
     error: str | None = None
     how: str = ""  # how the config was put in place
@@ -50,7 +51,7 @@ class StudyIndex:
     scale_out_price_from: str = ""
     started: float = 0.0
     ended: float | None = None
-    status: str = "running"  # "running", "ok", "failed", "interrupted"
+    status: SessionStatus | Literal["running"] = "running"
     runs: list[VariantRun] = field(default_factory=list)
     kind: str = INDEX_KIND
     version: int = INDEX_VERSION

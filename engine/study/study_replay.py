@@ -84,7 +84,9 @@ class StudyReplaySource(EventSource):
             self.bus.publish(ev.StudyVariantFinished(variant=variant, position=position, status=run.status,
                                                      exit_code=run.exit_code, recording=run.recording,
                                                      error=run.error, ts=last[0]))
-        self.bus.publish(ev.StudyFinished(status=ix.status, finished=ix.finished, missing=ix.missing,
+        # an index still "running": the study stopped before it wrote its end (a crash, a kill)
+        status: ev.SessionStatus = "interrupted" if ix.status == "running" else ix.status
+        self.bus.publish(ev.StudyFinished(status=status, finished=ix.finished, missing=ix.missing,
                                           index_path=str(self.index_path),
                                           exit_code=0 if ix.status == "ok" else 1, ts=ix.ended or first_ts,
                                           scale_answers=scale_answer_lines(self.index_path)))

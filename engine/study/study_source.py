@@ -75,6 +75,11 @@ def study_exit_code(codes: list[int], interrupted: bool) -> int:
     return EXIT_OK
 
 
+
+def _status_of(exit_code: int) -> ev.SessionStatus:
+    """A session's or the study's status from its exit code (bad input, gates: failed)."""
+    return "ok" if exit_code == EXIT_OK else "interrupted" if exit_code == EXIT_INTERRUPTED else "failed"
+
 class StudySource(EventSource):
     def __init__(self, profile: Profile, variants: list[str] | None, *, slo: Slo | None = None,
                  record_dir: Path = Path("recordings"), gpu_count: int | None = None,
@@ -208,7 +213,7 @@ class StudySource(EventSource):
         interrupted = self._stopping.is_set()
         self.exit_code = study_exit_code(codes, interrupted)
         index = self.index
-        index.status = {EXIT_OK: "ok", EXIT_INTERRUPTED: "interrupted"}.get(self.exit_code, "failed")
+        index.status = _status_of(self.exit_code)
         index.ended = time.time()
         write_index(index, self.index_path)
         if index.missing and self.error is None and self.exit_code != EXIT_OK:
@@ -266,7 +271,7 @@ class StudySource(EventSource):
             pass
         with self._lock:
             self._session = None
-        status = {EXIT_OK: "ok", EXIT_INTERRUPTED: "interrupted", EXIT_BAD_INPUT: "failed"}.get(session.exit_code, "failed")
+        status = _status_of(session.exit_code)
         if session.exit_code == EXIT_BAD_INPUT and self.error is None:
             self.error = session.error
         assert self.index is not None and self.index_path is not None

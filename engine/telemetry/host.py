@@ -198,7 +198,7 @@ class HostReader:
         total = psutil.cpu_times()
         cores = psutil.cpu_times(percpu=True)
         cpu_percent = cpu_busy_percent(self._cpu_total, total) if self._cpu_total is not None else None
-        per_core: list[float] = []
+        per_core: list[float | None] = []
         if self._cpu_cores is not None and len(self._cpu_cores) == len(cores):
             values = [cpu_busy_percent(a, b) for a, b in zip(self._cpu_cores, cores, strict=True)]
             per_core = [v for v in values if v is not None] if None not in values else []

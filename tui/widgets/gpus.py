@@ -111,8 +111,7 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
             if extra.plain:
                 lines.append(extra)
     if not tracks:
-        server_kind = (state.profile.get("server") or {}).get("kind") if isinstance(state.profile.get("server"), dict) else None
-        remote = (state.server is not None and not state.server.embedded) or server_kind == "remote"
+        remote = (state.server is not None and not state.server.embedded) or state.profile.server.kind == "remote"
         cpu_run = state.server is not None and state.server.config_variant == "cpu"
         if remote and not cpu_run:  # its GPUs are on another machine: only its metrics URL shows them
             note = "no GPU telemetry: the server is remote (server.metrics_url shows its GPUs)"

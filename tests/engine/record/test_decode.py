@@ -65,3 +65,29 @@ def test_errors_are_typed() -> None:
 def test_unknown_fields_are_ignored() -> None:
     data = Warning(source="s", message="m").to_dict() | {"added_in_a_newer_minor": 1}
     assert event_from_dict(data) == Warning(source="s", message="m", ts=data["ts"])
+
+
+def test_a_status_is_one_of_its_words() -> None:
+    """Statuses are Literal types: a word the contract lacks is a malformed event, named in one line."""
+    with pytest.raises(EventSchemaError, match=r"status: expected one of 'ok', 'failed', 'interrupted', found 'done'"):
+        event_from_dict({"kind": "session_ended", "v": SCHEMA_VERSION, "status": "done"})
+    assert event_from_dict({"kind": "session_ended", "v": SCHEMA_VERSION, "status": "interrupted"}).status == "interrupted"
+
+
+def test_numbers_past_any_measurement_are_refused_where_numbers_are_declared() -> None:
+    with pytest.raises(EventSchemaError, match=r"per_core.1: expected a number, found 1e\+200"):
+        event_from_dict({"kind": "host_sample", "v": SCHEMA_VERSION, "cpu_percent": 1.0, "per_core": [1.0, 1e200]})
+    sample = event_from_dict({"kind": "host_sample", "v": SCHEMA_VERSION, "cpu_percent": float("inf"),
+                              "per_core": [1.0, float("nan")]})
+    assert sample.cpu_percent is None and sample.per_core == [1.0, None]  # not available, as recorded
+    # a table of any values (the recorded profile) is used as it is
+    started = event_from_dict({"kind": "session_started", "v": SCHEMA_VERSION, "session_id": "s", "profile_name": "p",
+                               "profile": {"load": {"warmup_s": 1e308}}, "mode": "sweep"})
+    assert started.profile == {"load": {"warmup_s": 1e308}}
+
+
+def test_an_int_field_holding_a_whole_float_reads_as_the_int() -> None:
+    event = event_from_dict({"kind": "server_stopped", "v": SCHEMA_VERSION, "exit_code": 3.0})
+    assert event.exit_code == 3 and isinstance(event.exit_code, int)
+    with pytest.raises(EventSchemaError, match="exit_code: expected a number, found 3.5"):
+        event_from_dict({"kind": "server_stopped", "v": SCHEMA_VERSION, "exit_code": 3.5})
