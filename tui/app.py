@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -453,7 +453,7 @@ class GpuscaleApp(App[int]):
         previous = self.replay
         if previous is not None:
             for s in self.sources:
-                if s is previous:
+                if s is cast(object, previous):  # the replay is one of the sources
                     s.stop()
         self.controls = None
         self.attach(source, replay=source)
