@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
+from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
@@ -124,6 +125,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
     _add_endpoint_flags(p)
+    add_metrics_flags(p)
 
 
 def _add_study_flags(p: argparse.ArgumentParser) -> None:
@@ -155,6 +157,7 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record", "--headless", dest="headless", action="store_true",
                    help="no TUI: progress lines with the time left for the whole study")
     _add_endpoint_flags(p)
+    add_metrics_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -342,13 +345,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check=not args.no_check,
     )
     headless = args.record or args.headless or not sys.stdout.isatty()
-    if headless:
-        return _run_headless(Session(profile, options))
-    options.interactive = True
-    session = Session(profile, options)
-    from tui.app import run_tui
+    options.interactive = not headless
+    with metrics_endpoint(args, PROG) as metrics:
+        session = Session(profile, options)
+        metrics.watch(session.bus)
+        if headless:
+            return _run_headless(session)
+        from tui.app import run_tui
 
-    return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
+        return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
 
 
 def _input_data_override(args: argparse.Namespace) -> list[str]:
@@ -415,11 +420,13 @@ def _cmd_study(args: argparse.Namespace) -> int:
                         ask=_ask_on_terminal if terminal else None, scale_out=args.scale_out,
                         scale_out_price=_one_box_price(args.scale_out_profile))
     study.prepare()  # bad input (variants, GPUs, model control) ends here: one line, exit 2
-    if args.headless or not terminal or study.server_kind == "remote (manual)":
-        return _run_study_headless(study)
-    from tui.study_app import run_study_tui
+    with metrics_endpoint(args, PROG) as metrics:
+        metrics.watch(study.bus)
+        if args.headless or not terminal or study.server_kind == "remote (manual)":
+            return _run_study_headless(study)
+        from tui.study_app import run_study_tui
 
-    code = run_study_tui(study, title=f"{PROG} · study {profile.model.name}")
+        code = run_study_tui(study, title=f"{PROG} · study {profile.model.name}")
     for line in _study_reports(study, print):
         print(line)
     return code
