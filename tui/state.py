@@ -129,6 +129,7 @@ class HostTrack:
     latest: ev.HostSample
     cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
     own_cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    server_cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
 
 
 @dataclass
@@ -384,6 +385,7 @@ class SessionState:
         self.host.latest = e
         self.host.cpu.append(e.cpu_percent)
         self.host.own_cpu.append(e.own_cpu_percent)
+        self.host.server_cpu.append(e.server_cpu_percent)
         self._touch("host")
 
     def _on_topology(self, e: ev.Topology) -> None:
