@@ -31,6 +31,8 @@ STAGES = (
     Stage("probe_overhead", "probe_overhead", "the training probe's samples/s against a bare DDP loop",
           "CPU here (2 gloo ranks) or 4 GPUs, about 2 minutes"),
     Stage("tui_overhead", "tui_overhead", "the same sweep in the TUI against headless", "CPU here, or a GPU box with textual carried"),
+    Stage("chart_cost", "chart_cost", "one refresh of the charts view's charts: tui/plots.py against plotext",
+          "any box, no server; seconds (needs plotext installed)"),
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
