@@ -34,6 +34,11 @@ class Chart:
     plot_w: int
 
 
+def ms_label(seconds: float) -> str:
+    """A latency axis label: milliseconds below a second ("0.5", "20", "100"), then seconds ("1s")."""
+    return f"{seconds:g}s" if seconds >= 1 else f"{seconds * 1000:.3g}"
+
+
 def _log(v: float) -> float:
     return math.log10(v)
 

@@ -15,6 +15,7 @@ class ConfigTrack:
     status: str = "waiting"  # "waiting", "running", then the session's "ok", "failed", "interrupted"
     points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)  # level, images/s, latency, search
     levels_done: int = 0
+    unstable: set[float] = field(default_factory=set)  # levels not sound for a decision
     recording: str | None = None
     how: str = ""
     started_at: float | None = None  # the config's start (its server start and any check follow)
@@ -84,6 +85,8 @@ class StudyState:
             track.points.append((float(event.level), event.throughput_ips if usable else 0.0,
                                  latency if usable else None, event.slo_search))
             track.points.sort(key=lambda p: p[0])
+            if event.status != "stable":
+                track.unstable.add(float(event.level))
             track.levels_done += 1
             track.last_level_at = event.ts
         elif isinstance(event, ev.StudyVariantFinished):

@@ -17,10 +17,6 @@ TALL_ROWS = 34  # app.py's breakpoint: from here the charts get their taller for
 COMPACT_GPUS = 5  # from this many GPUs each one gets a single row
 
 
-def _ms(v: float) -> str:
-    return f"{v * 1000:.3g}" if v * 1000 < 1000 else f"{v:.3g}s"
-
-
 def _rate(v: float) -> str:
     return fmt.rate(v) if v < 10_000 else f"{v / 1000:.0f}k"
 
@@ -41,7 +37,7 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
         lines.append(plots.Line(key, [(row.result.throughput_ips, getattr(row.result.latency, key))  # type: ignore[union-attr]
                                       for row in kept], style, markers=True,
                                 unsound=[row.result.status != "stable" for row in kept]))  # type: ignore[union-attr]
-    chart = plots.line_chart(lines, width, rows, log_y=True, y_format=_ms, x_format=_rate)
+    chart = plots.line_chart(lines, width, rows, log_y=True, y_format=plots.ms_label, x_format=_rate)
     head = Text(no_wrap=True, overflow="ellipsis")
     head.append("ms (log)  ", style="dim")
     head.append("● p50", style="cyan")
@@ -66,7 +62,7 @@ def render_over_time(state: SessionState, width: int, rows: int) -> Text:
                           width, rows, y_format=_rate, x_range=x_range, marks=marks)
     lat = plots.line_chart([plots.Line("p50", [(p.t, p.p50) for p in points if p.p50 is not None], "cyan"),
                             plots.Line("p99", [(p.t, p.p99) for p in points if p.p99 is not None], "red")],
-                           width, rows, log_y=True, y_format=_ms, x_range=x_range, marks=marks)
+                           width, rows, log_y=True, y_format=plots.ms_label, x_range=x_range, marks=marks)
     head = Text("infer/s per window · x: seconds, ┴ a level begins", style="dim", no_wrap=True, overflow="ellipsis")
     head2 = Text(no_wrap=True, overflow="ellipsis")
     head2.append("ms (log) ", style="dim")
