@@ -501,7 +501,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             return study.exit_code
         from tui.study_app import run_study_tui
 
-        run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
+        run_study_tui(study, title=f"{PROG} · replay {args.file.name}", replay=study)
         return study.exit_code
 
     # no terminal to draw on (a pipe, a log file, CI): print the events, as `run` does

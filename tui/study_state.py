@@ -89,6 +89,11 @@ class StudyState:
                 track.unstable.add(float(event.level))
             track.levels_done += 1
             track.last_level_at = event.ts
+        elif isinstance(event, ev.ReplayReset) and self.current in self.configs:
+            # a seek back in the config being replayed: its levels come again from the start
+            track = self.configs[self.current]
+            track.points, track.levels_done, track.unstable = [], 0, set()
+            track.first_level_at = track.last_level_at = None
         elif isinstance(event, ev.StudyVariantFinished):
             track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
             track.status, track.recording = event.status, event.recording
