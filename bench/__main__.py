@@ -33,6 +33,8 @@ STAGES = (
     Stage("tui_overhead", "tui_overhead", "the same sweep in the TUI against headless", "CPU here, or a GPU box with textual carried"),
     Stage("chart_cost", "chart_cost", "one refresh of the charts view's charts: tui/plots.py against plotext",
           "any box, no server; seconds (needs plotext installed)"),
+    Stage("replay_keys", "replay_keys", "view keys answered while a one-hour 8-GPU recording replays at max speed (charts view)",
+          "any box, no server; a minute or two"),
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
