@@ -1,5 +1,6 @@
 """One level, drilled into: the levels to choose from, then the chosen level's figures, its
-windows, its latency percentiles on a log scale and where a request's time went on the server.
+windows, its latency percentiles on a log scale, where a request's time went on the server, and
+each GPU's utilization and the host's CPU over its span.
 Pure functions of SessionState (testable without Textual); numbers become text in engine/format."""
 
 from __future__ import annotations
@@ -79,7 +80,58 @@ def _server(server: ev.ServerBreakdown | None) -> Text:
     return out
 
 
-def render_level(state: SessionState, row: LevelRow, width: int) -> RenderableType:
+def _in_span(times: object, values: object, start: float, end: float) -> list[float | None]:
+    return [v for t, v in zip(times, values, strict=False) if start <= t <= end]  # type: ignore[call-overload]  # deques of one length
+
+
+def _traces(state: SessionState, row: LevelRow, width: int) -> Text:
+    """Each GPU's utilization and power, and the host's CPU by party, over the level's span."""
+    end = row.finished_ts if row.finished_ts is not None else math.inf
+    spark_w = max(8, width - 40)
+    lines = []
+    for track in state.gpus.values():
+        util = _in_span(track.times, track.util, row.started_ts, end)
+        power = _in_span(track.times, track.power, row.started_ts, end)
+        if not util:
+            continue
+        numbers = [u for u in util if u is not None]
+        line = Text(no_wrap=True, overflow="ellipsis")
+        r = track.latest
+        label = r.label or (str(r.index) if r.index is not None else track.uuid[-4:])
+        line.append(f"GPU {label:<4} ", style="bold")
+        line.append(glyphs.spark(util, spark_w, 0.0, 100.0), style="green")
+        line.append(f" util mean {fmt.percent_points(sum(numbers) / len(numbers) if numbers else None)}")
+        watts = [p for p in power if p is not None]
+        line.append(f" · {fmt.watts(sum(watts) / len(watts) if watts else None)}", style="cyan")
+        lines.append(line)
+    host = state.host
+    if host is not None:
+        for name, values in (("host cpu", host.cpu), ("ours", [state.own_cpu_of_host(v) for v in host.own_cpu]),
+                             ("server", [state.own_cpu_of_host(v) for v in host.server_cpu])):
+            part = _in_span(host.times, values, row.started_ts, end)
+            numbers = [v for v in part if v is not None]
+            if not numbers:
+                continue
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append(f"{name:<9}", style="dim")
+            line.append(glyphs.spark(part, spark_w, 0.0, 100.0), style="yellow")
+            line.append(f" mean {fmt.percent_points(sum(numbers) / len(numbers))} of the machine")
+            lines.append(line)
+    return Text("\n").join(lines) if lines else Text("no GPU or host samples in this level's span", style="dim")
+
+
+def _percentile_line(latency: ev.LatencyStats) -> Text:
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for name, attr in PERCENTILES:
+        out.append(f"{name} ", style="dim")
+        out.append(f"{fmt.ms(getattr(latency, attr))}  ", style="red" if name == "p99" else "")
+    out.append("ms", style="dim")
+    return out
+
+
+def render_level(state: SessionState, row: LevelRow, width: int, compact: bool = False) -> RenderableType:
+    """``compact`` (a short terminal): the last 3 windows and the percentiles on one line, so that
+    the server's figures stay in the first screen."""
     latency = row.latency
     head = Text(no_wrap=True, overflow="ellipsis")
     head.append(f"{fmt.level(row.mode, row.level)} ", style="bold")
@@ -89,12 +141,17 @@ def render_level(state: SessionState, row: LevelRow, width: int) -> RenderableTy
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for name in ("t", "", "infer/s", "p50 ms", "p99 ms", "queue ms", "compute ms"):
         table.add_column(name, justify="right" if name not in ("", "t") else "left", no_wrap=True)
-    for p in windows[-12:]:
+    shown = 3 if compact else 12
+    for p in windows[-shown:]:
         table.add_row(fmt.clock(p.t), "warmup" if p.warmup else "", fmt.rate(p.throughput_ips), fmt.ms(p.p50),
                       fmt.ms(p.p99), fmt.ms(p.queue), fmt.ms(p.compute))
-    blocks: list[RenderableType] = [head, Text(f"windows ({len(windows)}, the last 12 shown)", style="bold dim")]
+    blocks: list[RenderableType] = [head, Text(f"windows ({len(windows)}, the last {shown} shown)", style="bold dim")]
     blocks.append(table if windows else Text("no window yet", style="dim"))
-    blocks += [Text("latency percentiles (log scale)", style="bold dim"),
-               _distribution(latency, width) if latency else Text("no latency yet", style="dim"),
-               Text("server, per request", style="bold dim"), _server(row.server)]
+    if latency is None:
+        distribution: RenderableType = Text("no latency yet", style="dim")
+    else:
+        distribution = _percentile_line(latency) if compact else _distribution(latency, width)
+    blocks += [Text("latency percentiles" + ("" if compact else " (log scale)"), style="bold dim"), distribution,
+               Text("server, per request", style="bold dim"), _server(row.server),
+               Text("GPUs and host during the level", style="bold dim"), _traces(state, row, width)]
     return Group(*blocks)

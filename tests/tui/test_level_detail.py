@@ -25,6 +25,27 @@ def test_a_levels_windows_are_its_own() -> None:
     assert len(windows_of(state, rows[0])) == 4 and len(windows_of(state, rows[-1])) == 2  # 16 still running
 
 
+def test_a_levels_gpu_and_host_trace_are_the_samples_of_its_span() -> None:
+    from rich.console import Console
+
+    from engine import events as ev
+    from tui.level_detail import render_level
+
+    events = session_events(n_gpus=2, finish_levels=3, end=False)
+    state = SessionState()
+    state.apply_all(events)
+    row = level_rows(state)[0]  # level 1: GPU 0 at 90 x 0.1 = 9 %, GPU 1 at 87 x 0.1 = 8.7 %
+    console = Console(width=110, record=True, color_system=None)
+    console.print(render_level(state, row, 100))
+    text = console.export_text()
+    samples = [e for e in events if isinstance(e, ev.GpuSample) and row.started_ts <= e.ts <= (row.finished_ts or 0)]
+    mean0 = sum(s.gpus[0].util_gpu for s in samples) / len(samples)
+    assert "GPUs and host during the level" in text
+    from engine import format as fmt
+
+    assert f"util mean {fmt.percent_points(mean0)}" in text and "GPU 1" in text and "host cpu" in text
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 @pytest.mark.parametrize("replay", [False, True])
 async def test_l_opens_the_levels_and_arrows_choose_one(size: tuple[int, int], replay: bool) -> None:

@@ -1,5 +1,5 @@
-"""The levels, navigable: ↑/↓ choose a level, and its windows, latency percentiles and server
-time show beside (or, below 120 columns, under) the list. Live and in replay alike: it reads the
+"""The levels, navigable: ↑/↓ choose a level, and its windows, latency percentiles, server time
+and GPU and host trace show beside (or, below 120 columns, under) the list. Live and in replay alike: it reads the
 session's state, and redraws as that state changes."""
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ class LevelDetailScreen(ModalScreen[None]):
         self.selected = min(self.selected, len(rows) - 1)
         self.query_one("#levels-list-body", Static).update(level_list(rows, self.selected))
         width = self.query_one("#level-body").size.width or self.app.size.width - 40
-        self.query_one("#level-body-text", Static).update(render_level(state, rows[self.selected], max(30, width - 2)))
+        compact = self.app.size.height < 34  # app.py's breakpoint: a short terminal
+        self.query_one("#level-body-text", Static).update(
+            render_level(state, rows[self.selected], max(30, width - 2), compact=compact))
 
     def action_move(self, step: int) -> None:
         rows = level_rows(self.host.state)
