@@ -53,6 +53,7 @@ class Run:
     wall_s: float = 0.0
     cpu_s: float = 0.0  # the tool's process and its load workers (waited-for children)
     terminal_bytes: int = 0  # what the TUI wrote to its terminal
+    requests: int = 0  # every window's requests (warmup included): the divisor of CPU per request
 
 
 def cli_args(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path) -> list[str]:
@@ -76,6 +77,8 @@ def cli_args(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path) ->
 def read_results(out_dir: Path, run: Run) -> None:
     (path,) = out_dir.glob("*.sqlite")
     with Recording.open(path) as recording:
+        for window in recording.events(("window",)):
+            run.requests += window.requests  # type: ignore[attr-defined]  # a WindowResult (kind checked above)
         for event in recording.events(("level_result",)):
             run.levels[event.level] = (event.throughput_ips, event.latency.p99 or math.nan)  # type: ignore[attr-defined]  # a LevelResult (kind checked above)
             run.statuses[event.level] = event.status  # type: ignore[attr-defined]  # a LevelResult
@@ -119,6 +122,7 @@ def run_tui(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run
     os.kill(pid, signal.SIGWINCH)
     quit_sent: float | None = None
     confirmed = False
+    view_sent = not args.view  # --view: its key once the app has drawn its first screen
     deadline = time.monotonic() + RUN_TIMEOUT_S
     last_check = 0.0
     try:
@@ -132,6 +136,9 @@ def run_tui(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run
                 if not data:
                     break
                 run.terminal_bytes += len(data)
+                if not view_sent and run.terminal_bytes > 4096:
+                    os.write(fd, args.view.encode())
+                    view_sent = True
             now = time.monotonic()
             if quit_sent is None and now - last_check > 0.5:
                 last_check = now
@@ -173,7 +180,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> None:
     levels = sorted({level for r in runs for level in r.levels})
     by_mode = {m: [r for r in runs if r.mode == m] for m in ("headless", "tui")}
     print(f"\nTUI overhead: model {args.model}, concurrency {args.concurrency}, {args.pairs} pairs (ABBA), "
-          f"TUI terminal {args.size}, windows {args.window_ms} ms")
+          f"TUI terminal {args.size}, view {args.view or 'live'}, windows {args.window_ms} ms")
     head = f"{'level':>6}  {'headless infer/s':>22}  {'TUI infer/s':>22}  {'ratio':>6}  {'headless p99 ms':>22}  {'TUI p99 ms':>22}  {'ratio':>6}"
     print(head)
     tput_ratios, p99_ratios = [], []
@@ -204,6 +211,11 @@ def report(runs: list[Run], args: argparse.Namespace) -> None:
         if mode == "tui":
             extra = f", terminal output {statistics.median(r.terminal_bytes / r.wall_s for r in rs) / 1024:.1f} KiB/s"
         print(f"{mode:>8}: median wall {wall:.1f} s, CPU of the tool + load workers {cpu:.1f} s{extra}")
+    per_request = {m: [r.cpu_s / r.requests * 1e6 for r in rs if r.requests] for m, rs in by_mode.items()}
+    if per_request["headless"] and per_request["tui"]:
+        h, u = statistics.median(per_request["headless"]), statistics.median(per_request["tui"])
+        print(f"client CPU per request (tool + load workers): headless {h:.0f} µs, TUI {u:.0f} µs "
+              f"(rounds {', '.join(f'{v:.0f}' for v in per_request['tui'])}), ratio {u / h:.3f}")
     t, p = geo_mean(tput_ratios), geo_mean(p99_ratios)
     print(f"throughput ratio TUI/headless (geometric mean over levels): {t:.3f}  target >= {TARGET_THROUGHPUT} "
           f"{'met' if t >= TARGET_THROUGHPUT else 'MISSED'}")
@@ -225,6 +237,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--max-windows", type=int, default=6)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--size", default="100x40", help="the TUI's terminal, COLSxROWS")
+    parser.add_argument("--view", default="", metavar="KEY",
+                        help="the view the TUI shows during its runs, by its key (6: the charts; default: the live view)")
     parser.add_argument("--keep", action="store_true", help="keep the recordings (printed folder)")
     return parser
 

@@ -26,9 +26,14 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 "${PIP[@]}" -e ".[all,test]"
 
-# The tmux-driven UI test needs tmux; install it where we may (root with apt), else it is skipped.
-if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null 2>&1 || echo "setup: could not install tmux" >&2
+# The tmux-driven UI test needs tmux, the --metrics-port test a Prometheus server; install them
+# where we may (root with apt), else those tests are skipped and say why.
+missing=()
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 \
+    || echo "setup: could not install ${missing[*]}" >&2
 fi
 rm -f "$VENV"/.setup-*
 touch "$STAMP"

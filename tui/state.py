@@ -114,9 +114,11 @@ class GpuTrack:
     util: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
     mem_fraction: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
     power: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))  # each sample's ts
 
-    def add(self, reading: ev.GpuReading) -> None:
+    def add(self, reading: ev.GpuReading, ts: float = 0.0) -> None:
         self.latest = reading
+        self.times.append(ts)
         self.util.append(reading.util_gpu)
         frac = None
         if reading.mem_used is not None and reading.mem_total:
@@ -130,6 +132,8 @@ class HostTrack:
     latest: ev.HostSample
     cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
     own_cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    server_cpu: deque[float | None] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))  # each sample's ts
 
 
 @dataclass
@@ -378,7 +382,7 @@ class SessionState:
             track = self.gpus.get(reading.uuid)
             if track is None:
                 track = self.gpus[reading.uuid] = GpuTrack(reading.uuid, reading)
-            track.add(reading)
+            track.add(reading, e.ts)
         self._touch("gpus")
 
     def _on_host_sample(self, e: ev.HostSample) -> None:
@@ -387,6 +391,8 @@ class SessionState:
         self.host.latest = e
         self.host.cpu.append(e.cpu_percent)
         self.host.own_cpu.append(e.own_cpu_percent)
+        self.host.server_cpu.append(e.server_cpu_percent)
+        self.host.times.append(e.ts)
         self._touch("host")
 
     def _on_topology(self, e: ev.Topology) -> None:

@@ -16,6 +16,7 @@ class ConfigTrack:
     status: ev.SessionStatus | Literal["waiting", "running"] = "waiting"  # then the session's
     points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)  # level, images/s, latency, search
     levels_done: int = 0
+    unstable: set[float] = field(default_factory=set)  # levels not sound for a decision
     recording: str | None = None
     how: str = ""
     started_at: float | None = None  # the config's start (its server start and any check follow)
@@ -85,8 +86,15 @@ class StudyState:
             track.points.append((float(event.level), event.throughput_ips if usable else 0.0,
                                  latency if usable else None, event.slo_search))
             track.points.sort(key=lambda p: p[0])
+            if event.status != "stable":
+                track.unstable.add(float(event.level))
             track.levels_done += 1
             track.last_level_at = event.ts
+        elif isinstance(event, ev.ReplayReset) and self.current in self.configs:
+            # a seek back in the config being replayed: its levels come again from the start
+            track = self.configs[self.current]
+            track.points, track.levels_done, track.unstable = [], 0, set()
+            track.first_level_at = track.last_level_at = None
         elif isinstance(event, ev.StudyVariantFinished):
             track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
             track.status, track.recording = event.status, event.recording

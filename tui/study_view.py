@@ -11,6 +11,7 @@ from rich.text import Text
 
 from engine import format as fmt
 from engine.analysis.slo import Measured, parse_slo, slo_point
+from tui import plots
 from tui.study_headless import duration
 from tui.study_state import StudyState
 
@@ -88,6 +89,28 @@ def render_curves(study: StudyState, width: int, height: int) -> Text:
         out.append(f"  {MARKS[i % len(MARKS)]} {track.variant}", style=STYLES[i % len(STYLES)])
     out.append("   images/s vs concurrency (log2)", style="dim")
     return out
+
+
+def render_knee(study: StudyState, width: int, height: int) -> Text:
+    """Each config's latency (the target's percentile, p99 without one) against its throughput,
+    one point per level in level order (○: unstable), on a log axis; the target dotted in red."""
+    lines = []
+    for i, track in enumerate(t for t in study.configs.values() if t.points):
+        kept = [(lv, tp, lat) for lv, tp, lat, _s in track.points if lat is not None and tp > 0]
+        lines.append(plots.Line(track.variant, [(tp, lat) for _lv, tp, lat in kept], STYLES[i % len(STYLES)],
+                                markers=True, unsound=[lv in track.unstable for lv, _tp, _lat in kept]))
+    slo = parse_slo(study.started.slo) if study.started and study.started.slo else None
+    chart = plots.line_chart(lines, width, max(3, height - 3), log_y=True,
+                             y_format=plots.ms_label, x_format=fmt.rate,
+                             target=(slo.target_s, "red") if slo else None)
+    key = Text(no_wrap=True, overflow="ellipsis")
+    key.append(f"{study.percentile} ms (log) vs images/s  ", style="dim")
+    for line in lines:
+        key.append(f"● {line.name}  ", style=line.style)
+    key.append("○ unstable", style="dim")
+    if slo is not None:
+        key.append(f"  ⠒ target {slo.target_s * 1000:g} ms", style="red")
+    return Text("\n").join([*chart.lines, key])
 
 
 def config_table(study: StudyState) -> Table:

@@ -4,6 +4,7 @@ Reports and comparisons build blocks once; the renderers own all escaping."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,9 +111,15 @@ def to_markdown(doc: Doc) -> str:
             out += [md_table(b.header, b.rows, align_right_from=b.left), ""]
         elif isinstance(b, Bullets):
             out += [f"- {md_escape(item)}" for item in b.items] + [""]
-        elif isinstance(b, Chart):
-            pass  # charts live in the HTML report
+        elif isinstance(b, Chart):  # the picture lives in the HTML report; its place is named here
+            out += [f"*Chart in the HTML report: {md_text(chart_title(b))}.*", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def chart_title(chart: Chart) -> str:
+    """The chart's own title (its SVG <title>), as plain text."""
+    found = re.search(r"<title>([^<]*)</title>", chart.svg)
+    return html.unescape(found.group(1)) if found else chart.caption
 
 
 def to_text(doc: Doc) -> str:

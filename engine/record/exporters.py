@@ -17,6 +17,7 @@ from engine.record.export_json import write_json
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
+from engine.record.timelines import read_timelines
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Exporter:
 
 
 def _report(render: Callable[..., str]) -> Callable[[Recording, IO[str]], object]:
-    return lambda recording, fh: fh.write(render(build_report(recording.summary())))
+    return lambda recording, fh: fh.write(render(build_report(recording.summary(), timelines=read_timelines(recording))))
 
 
 # The one list of export formats: the CLI's --format choices and the TUI's export dialog read it.

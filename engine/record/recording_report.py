@@ -20,6 +20,7 @@ from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
 from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
+from engine.record.timelines import Timelines
 from engine.transports import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
@@ -31,7 +32,10 @@ def utc(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def build_report(summary: RecordingSummary, findings: RunFindings | None = None) -> Doc:
+def build_report(summary: RecordingSummary, findings: RunFindings | None = None,
+                 timelines: Timelines | None = None) -> Doc:
+    """``timelines`` (engine/record/timelines.py) adds the time-axis charts: windows' throughput
+    and latency with the level boundaries, each GPU's utilization, power and memory."""
     f = findings or analyze(summary)
     s = summary
     doc = Doc(f"gpuscale-tui results: {s.label}")
@@ -60,10 +64,12 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None)
                     Para(per.saturation.describe() if per.saturation else "No level produced a result."))
         doc.add(Para("Saturation point: the lowest level whose throughput is within 5 % of the sweep's maximum; "
                      "beyond it, more load adds almost no throughput and only queueing latency."))
+        if timelines is not None:
+            doc.add(*_over_time(timelines, s))
     doc.add(*_scaling(f))
     if sweep:
         doc.add(*_cost(f, tag))
-    doc.add(*_telemetry(f))
+    doc.add(*_telemetry(f, timelines))
     if sweep:
         doc.add(*_wire(f, tag))
         doc.add(Heading("Bottlenecks found" + tag), Para(f"Verdict: {f.verdict.kind}: {f.verdict.summary}."))
@@ -174,7 +180,57 @@ def _levels(f: RunFindings, tag: str = "") -> list:
         [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])
          for name, key in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"))],
         unit, "latency (ms)", log2_x=mode_of(s.load_mode).log2_axis), "Client latency percentiles at each level"))
+    blocks.append(knee_chart("Latency vs throughput (the knee)", [("", pts)]))
     return blocks
+
+
+def knee_chart(title: str, curves: list[tuple[str, list]], slo: tuple[str, float] | None = None) -> Chart:
+    """p50 and p99 against throughput, one point per level in level order, on a log latency axis;
+    an open marker is an unsound (unstable) level; ``slo``: (its name, its target in seconds), the
+    dashed line. ``curves``: (config name, its SweepPoints); one config's name may be ""."""
+    series = []
+    for i, (name, pts) in enumerate(curves):
+        for key, dashed in (("p50", True), ("p99", False)):
+            kept = [p for p in pts if getattr(p, key) is not None]
+            series.append(svg.Series(f"{name} {key}".strip(), [(p.throughput, getattr(p, key) * 1000) for p in kept],
+                                     dashed=dashed, hollow=[p.status != "stable" for p in kept],
+                                     color=svg.PALETTE[i % len(svg.PALETTE)] if len(curves) > 1 else None))
+    rules = [svg.Rule(slo[1] * 1000, f"target {slo[0]}", color="#d62728")] if slo else []
+    caption = (("One color per config, p50 dashed and p99 solid. " if len(curves) > 1 else "")
+               + "Each point is a level, in level order: where p99 turns up while throughput stops growing is the knee. "
+               "Latency on a log scale; an open marker is an unstable level (not sound for a decision)"
+               + ("; dashed red: the latency target" if slo else ""))
+    return Chart(svg.line_chart(title, series, "throughput (images/s)", "latency (ms, log)", log_y=True, rules=rules,
+                                continuous_x=True),
+                 caption)
+
+
+def _seconds(v: float) -> str:
+    return f"{v:.0f}"
+
+
+def _over_time(t: Timelines, s: RecordingSummary) -> list:
+    """Windows' throughput and latency on a time axis, with a dotted line where each level began."""
+    if not t.windows:
+        return []
+    rules = [svg.Rule(b.t, b.label, vertical=True) for b in t.boundaries]
+    measured = [w for w in t.windows if not w.warmup]
+    how = (f"averaged into {len(t.windows)} time buckets (p99: the highest of each)" if t.bucketed
+           else "one point per window")
+    return [
+        Heading("Over time"),
+        Chart(svg.line_chart("Throughput per window", [svg.Series("images/s", [(w.t, w.throughput_ips) for w in measured]),
+                                                       svg.Series("warmup", [(w.t, w.throughput_ips) for w in t.windows
+                                                                             if w.warmup], markers_only=True)],
+                             "seconds from start", "images/s", rules=rules, x_format=_seconds, continuous_x=True),
+              f"Measured windows ({how}); dotted lines: a level begins, labelled with its "
+              f"{mode_of(s.load_mode).name}"),
+        Chart(svg.line_chart("Latency per window", [
+            svg.Series("p50", [(w.t, w.p50 * 1000) for w in measured if w.p50 is not None], dashed=True),
+            svg.Series("p99", [(w.t, w.p99 * 1000) for w in measured if w.p99 is not None])],
+            "seconds from start", "latency (ms, log)", log_y=True, rules=rules, x_format=_seconds, continuous_x=True),
+            "Client latency of the measured windows, log scale; dotted lines: level boundaries"),
+    ]
 
 
 def _breakdown(f: RunFindings, tag: str = "") -> list:
@@ -285,7 +341,22 @@ def _cost(f: RunFindings, tag: str = "") -> list:
         f"images/s, ${s.cost_per_hour:g}/hr{unstable_mark(f.peak, inside=True)}): $/hr / (images/s x 3600) x 1000. Per level in the table above.")]
 
 
-def _telemetry(f: RunFindings) -> list:
+def _gpu_charts(t: Timelines) -> list:
+    """Each GPU's utilization, power and memory on the time axis, one line per GPU."""
+    rules = [svg.Rule(b.t, b.label, vertical=True) for b in t.boundaries]
+    out = []
+    for title, attr, unit, scale in (("GPU utilization over time", "util", "utilization %", 1.0),
+                                     ("GPU power over time", "power", "watts", 1.0),
+                                     ("GPU memory used over time", "mem", "GiB", 1 / 2**30)):
+        series = [svg.Series(g.label, [(x, v * scale) for x, v in getattr(g, attr)]) for g in t.gpus]
+        if any(s.points for s in series):
+            out.append(Chart(svg.line_chart(title, series, "seconds from start", unit, rules=rules, x_format=_seconds, continuous_x=True),
+                             f"Each GPU in {max(len(s.points) for s in series)} time buckets (utilization and power: "
+                             "the mean of each, memory: the highest); dotted lines: level boundaries"))
+    return out
+
+
+def _telemetry(f: RunFindings, timelines: Timelines | None = None) -> list:
     s = f.summary
     blocks: list = [Heading("GPU and host telemetry")]
     if s.gpus:
@@ -294,11 +365,14 @@ def _telemetry(f: RunFindings) -> list:
                 for g in s.gpus]
         blocks.append(Table(["GPU", "Name", "UUID", *(heading for heading, _cell in REPORT_COLUMNS), "Source"], rows,
                             "Over the whole session", left=3))
-        series = [svg.Series(f"GPU {g.index if g.index is not None else g.uuid[:8]}",
-                             [(t, u[g.uuid]) for t, u in s.gpu_timeline if g.uuid in u]) for g in s.gpus]
-        blocks.append(Chart(svg.line_chart("GPU utilization over time", series, "seconds from start", "utilization %",
-                                           x_format=lambda v: f"{v:.0f}"), "GPU utilization (averaged to at most "
-                            f"{len(s.gpu_timeline)} points)"))
+        if timelines is not None and timelines.gpus:
+            blocks += _gpu_charts(timelines)
+        else:
+            series = [svg.Series(f"GPU {g.index if g.index is not None else g.uuid[:8]}",
+                                 [(t, u[g.uuid]) for t, u in s.gpu_timeline if g.uuid in u]) for g in s.gpus]
+            blocks.append(Chart(svg.line_chart("GPU utilization over time", series, "seconds from start", "utilization %",
+                                               x_format=lambda v: f"{v:.0f}"), "GPU utilization (averaged to at most "
+                                f"{len(s.gpu_timeline)} points)"))
     else:
         blocks.append(Para("No GPU telemetry in this recording (CPU run, or no NVML / metrics endpoint)."))
     if s.host_cpu_mean is not None:

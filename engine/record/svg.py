@@ -1,6 +1,7 @@
 """Inline SVG charts for the HTML reports: no script, no fonts or styles from the network, so a
 report opens offline and looks the same anywhere. Small on purpose: lines (optionally with error
-bars, optionally on a log-2 x axis for concurrency) and grouped or stacked bars."""
+bars, a log-2 x axis for concurrency, a log-10 y axis for latency, open markers for unsound
+points, and labelled reference lines: a target, level boundaries) and grouped or stacked bars."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ class Series:
     points: list[tuple[float, float]]  # (x, y)
     errors: list[tuple[float, float]] = field(default_factory=list)  # (low, high) per point, optional
     dashed: bool = False
+    hollow: list[bool] = field(default_factory=list)  # per point: an open marker (unsound), optional
+    markers_only: bool = False  # points without a line between them (e.g. warmup windows)
+    color: str | None = None  # None: the palette's, by position
+
+
+@dataclass
+class Rule:
+    """A labelled reference line across the plot: horizontal at y (a latency target) or vertical
+    at x (a level boundary)."""
+
+    at: float
+    label: str = ""
+    vertical: bool = False
+    color: str = "#888"
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -98,22 +113,50 @@ def _log2_ticks(xs: Sequence[float], most: int) -> list[float]:
     return sorted({xs[0], *powers, xs[-1]})
 
 
+def log10_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 steps per decade covering [lo, hi] (lo > 0); whole decades only when that is many."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if last == first:
+        last += 1
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    ticks = [m * 10.0 ** d for d in range(first, last + 1) for m in steps]
+    inside = [t for t in ticks if lo <= t <= hi]
+    below = [t for t in ticks if t < lo]
+    above = [t for t in ticks if t > hi]
+    low = [below[-1]] if below and not (inside and inside[0] == lo) else []
+    high = [above[0]] if above and not (inside and inside[-1] == hi) else []
+    return low + inside + high
+
+
 def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, *, log2_x: bool = False,
+               log_y: bool = False, rules: Sequence[Rule] = (), continuous_x: bool = False,
                y_format: Callable[[float], str] = _num, x_format: Callable[[float], str] = _num,
                max_x_ticks: int = 10) -> str:
+    """``log_y``: a log-10 y axis (values <= 0 are left out), so that a 50 ms target and a 1.2 s
+    tail both read. ``rules``: reference lines (a horizontal one counts in the y range).
+    ``continuous_x``: round ticks on a linear x axis (time, throughput), never the points' own x."""
     pts = [p for s in series for p in s.points if p[1] is not None and math.isfinite(p[1])]
     if log2_x:
         pts = [p for p in pts if p[0] > 0]
+    if log_y:
+        pts = [p for p in pts if p[1] > 0]
     if not pts:
         return _empty(title, "no data")
     fx = (lambda v: math.log2(v)) if log2_x else (lambda v: v)
     xs = sorted({p[0] for p in pts})
-    xlo, xhi = fx(xs[0]), fx(xs[-1])
+    span = sorted({*xs, *(r.at for r in rules if r.vertical and (r.at > 0 or not log2_x))})
+    xlo, xhi = fx(span[0]), fx(span[-1])
     if xhi == xlo:
         xlo, xhi = xlo - 1, xhi + 1
-    tops = [hi for s in series for _lo, hi in s.errors] + [p[1] for p in pts]
-    y_ticks = nice_ticks(min(0.0, min(p[1] for p in pts)), max(tops))
-    ylo, yhi = y_ticks[0], y_ticks[-1]
+    levels = [r.at for r in rules if not r.vertical and (r.at > 0 or not log_y)]
+    tops = [hi for s in series for _lo, hi in s.errors] + [p[1] for p in pts] + levels
+    if log_y:
+        y_ticks = log10_ticks(min(min(p[1] for p in pts), *levels) if levels else min(p[1] for p in pts), max(tops))
+        fy = math.log10
+    else:
+        y_ticks = nice_ticks(min(0.0, min(p[1] for p in pts)), max(tops))
+        fy = float
+    ylo, yhi = fy(y_ticks[0]), fy(y_ticks[-1])
     if yhi <= ylo:  # ticks rounded to 12 decimals collapse for values below 1e-12
         yhi = ylo + 1.0
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
@@ -122,31 +165,61 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
         return x0 + 8 + (fx(x) - xlo) / (xhi - xlo) * (x1 - x0 - 16)
 
     def py(y: float) -> float:
-        return y0 - (y - ylo) / (yhi - ylo) * (y0 - y1)
+        return y0 - (fy(y) - ylo) / (yhi - ylo) * (y0 - y1)
 
     if log2_x and len(xs) > max_x_ticks:
         tick_values = _log2_ticks(xs, max_x_ticks)
-    elif log2_x or len(xs) <= max_x_ticks:
+    elif (log2_x or len(xs) <= max_x_ticks) and not continuous_x:
         tick_values = xs if len(xs) <= max_x_ticks else xs[:: math.ceil(len(xs) / max_x_ticks)]
     else:
-        tick_values = [t for t in nice_ticks(xs[0], xs[-1], max_x_ticks // 2) if xs[0] <= t <= xs[-1]]
+        tick_values = [t for t in nice_ticks(span[0], span[-1], max_x_ticks // 2) if span[0] <= t <= span[-1]]
     body = _axes([(px(x), x_format(x)) for x in tick_values], [(py(y), y_format(y)) for y in y_ticks], x_label, y_label)
+    body += _rules(rules, px, py, span, log2_x, log_y)
     legend = []
     for i, s in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
-        good = [(x, y) for x, y in s.points if y is not None and math.isfinite(y) and (x > 0 or not log2_x)]
-        if not good:
+        color = s.color or PALETTE[i % len(PALETTE)]
+        keep = [(k, x, y) for k, (x, y) in enumerate(s.points)
+                if y is not None and math.isfinite(y) and (x > 0 or not log2_x) and (y > 0 or not log_y)]
+        if not keep:
             continue
         dash = ' stroke-dasharray="5 3"' if s.dashed else ""
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in good)
-        body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{path}"/>')
-        if len(good) <= 40:
-            body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{color}"/>' for x, y in good]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for _k, x, y in keep)
+        if not s.markers_only:
+            body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{path}"/>')
+        if len(keep) <= 40 or s.markers_only:
+            for k, x, y in keep:
+                hollow = k < len(s.hollow) and s.hollow[k]
+                fill = 'fill="white" stroke-width="1.5" stroke="' + color + '"' if hollow else f'fill="{color}"'
+                body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{3.5 if hollow else 2.5}" {fill}/>')
         for (x, _y), (lo, hi) in zip(s.points, s.errors, strict=False):
             body.append(f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" '
                         f'stroke="{color}" stroke-width="1.5"/>')
         legend.append((s.name, color, s.dashed))
+    legend += [(r.label, r.color, True) for r in rules if not r.vertical and r.label]
     return _frame(title, body, legend)
+
+
+def _rules(rules: Sequence[Rule], px: Callable[[float], float], py: Callable[[float], float], xs: list[float],
+           log2_x: bool, log_y: bool) -> list[str]:
+    """Reference lines: horizontal ones dashed across the plot (named in the legend), vertical ones
+    dotted with their label at the top, a label left out where it would crowd the previous one."""
+    out: list[str] = []
+    x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
+    last_label = -1e9
+    for r in rules:
+        if r.vertical:
+            if not xs[0] <= r.at <= xs[-1] or (log2_x and r.at <= 0):
+                continue
+            x = px(r.at)
+            out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}" stroke="{r.color}" stroke-dasharray="2 3"/>')
+            if r.label and x - last_label >= 6 * len(r.label) + 4:
+                out.append(f'<text x="{x + 2:.1f}" y="{y1 + 9}" font-size="9" fill="#555">{escape(r.label)}</text>')
+                last_label = x
+        elif r.at > 0 or not log_y:
+            y = py(r.at)
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="{r.color}" stroke-width="1.5" '
+                       'stroke-dasharray="6 3"/>')
+    return out
 
 
 def bar_chart(title: str, categories: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],

@@ -17,6 +17,10 @@ from engine.study.index import read_index, recording_paths
 
 
 class StudyReplaySource(EventSource):
+    """The replay controls of a single recording (pause, speed, seek, step, a level) act on the
+    config being played; the next config starts paused or at the speed they left. `path` is that
+    config's recording, so that an export writes its report."""
+
     def __init__(self, index_path: Path, bus: EventBus | None = None, speed: float | None = None) -> None:
         super().__init__(bus)
         self.index_path = Path(index_path)
@@ -34,7 +38,69 @@ class StudyReplaySource(EventSource):
         self.error: str | None = None  # why the replay failed: one line
         self._stopping = threading.Event()
         self._current: ReplaySource | None = None
+        self._current_path: Path | None = None
+        self._paused = False
+        self._done = False  # the StudyFinished is published
         self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the replay controls
+
+    def _on_current(self, method: str, *args: object) -> bool:
+        with self._lock:
+            current = self._current
+        if current is None:
+            return False
+        getattr(current, method)(*args)
+        return True
+
+    def pause(self) -> None:
+        self._paused = True
+        self._on_current("pause")
+
+    def resume(self) -> None:
+        self._paused = False
+        self._on_current("resume")
+
+    def set_speed(self, speed: float | None) -> None:
+        self.speed = speed
+        self._on_current("set_speed", speed)
+
+    def seek(self, seconds_from_start: float) -> None:
+        """Within the config being played, from its recording's start."""
+        self._on_current("seek", seconds_from_start)
+
+    def seek_level(self, index: int) -> None:
+        if not self._on_current("seek_level", index):
+            raise UserError("no config is playing: nothing to seek in")
+
+    def step(self) -> None:
+        self._on_current("step")
+
+    def _current_value(self, name: str, default: object) -> object:
+        with self._lock:
+            current = self._current
+        return getattr(current, name) if current is not None else default
+
+    @property
+    def position_s(self) -> float:
+        return float(self._current_value("position_s", 0.0))  # type: ignore[arg-type]  # a float where there is a current
+
+    @property
+    def duration_s(self) -> float:
+        return float(self._current_value("duration_s", 0.0))  # type: ignore[arg-type]  # as position_s
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    @property
+    def path(self) -> Path | None:
+        """The recording of the config being played (or played last)."""
+        return self._current_path
 
     def _fail(self, message: str) -> None:
         self.exit_code, self.error = 2, message
@@ -58,7 +124,7 @@ class StudyReplaySource(EventSource):
                 break
             run = runs[variant]
             try:
-                source = ReplaySource(path, speed=self.speed, linger=False, idle_timeout_s=1.0)
+                source = ReplaySource(path, speed=self.speed, linger=False, idle_timeout_s=1.0, paused=self._paused)
                 with Recording.open(path) as recording:
                     first = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (first_ts,))[0]
             except UserError as exc:  # a recording gone bad since the index was read: a failed replay
@@ -74,7 +140,7 @@ class StudyReplaySource(EventSource):
 
             source.bus.subscribe(keep_ts)
             with self._lock:
-                self._current = source
+                self._current, self._current_path = source, path
             source.start()
             source.join()
             with self._lock:
@@ -90,3 +156,4 @@ class StudyReplaySource(EventSource):
                                           index_path=str(self.index_path),
                                           exit_code=0 if ix.status == "ok" else 1, ts=ix.ended or first_ts,
                                           scale_answers=scale_answer_lines(self.index_path)))
+        self._done = True

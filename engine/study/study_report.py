@@ -27,6 +27,7 @@ from engine.record.doc import (
 )
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
+from engine.record.recording_report import knee_chart
 from engine.study.figures import ConfigFigures, StudyFigures
 
 
@@ -73,6 +74,9 @@ def build_study_doc(f: StudyFigures) -> Doc:
             doc.add(Note(f"{c.variant}: {c.findings.stability_caveat}", warning=True))
     if all(c.summary.random_weights for c in f.configs):
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
+    # the study's answer in pictures, before the tables it comes from
+    # (the answer line of engine/analysis goes above them, once it exists)
+    doc.add(*_charts(f))
 
     # three narrow tables, not one wide one: a page of about 1000 px holds each whole
     units = "GPUs" if f.unit == "GPU" else "Instances"
@@ -140,7 +144,6 @@ def build_study_doc(f: StudyFigures) -> Doc:
     for c in f.configs:
         v = c.findings.verdict
         doc.add(Para(f"{c.variant}: {v.kind}: {v.summary}."), Bullets(v.evidence + [x.text for x in v.findings]))
-    doc.add(*_charts(f))
     doc.add(Heading("Recordings"), Bullets([f"{r.variant}: {r.recording or 'none'} (status {r.status}"
                                             + (f", {r.error}" if r.error else "") + ")" for r in ix.runs]))
     return doc
@@ -169,25 +172,29 @@ def _scale_out(f: StudyFigures) -> list:
 
 
 def _charts(f: StudyFigures) -> list:
+    """Throughput against load, the percentile the target names (log scale, the target dashed) and
+    the knee (p50 and p99 against throughput), one curve per config."""
     mode = mode_of(f.configs[0].summary.load_mode)
     unit = mode.axis
-    tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points]) for c in f.configs]
-    lat = [svg.Series(c.variant, [(p.level, p.p99 * 1000) for p in c.findings.points if p.p99 is not None])
-           for c in f.configs]
-    if f.slo is not None:
-        levels = sorted({p.level for c in f.configs for p in c.findings.points})
-        if levels:
-            pct = [svg.Series(c.variant, [(p.level, getattr(p, f.slo.percentile) * 1000) for p in c.findings.points
-                                          if getattr(p, f.slo.percentile) is not None]) for c in f.configs]
-            target = svg.Series("target", [(levels[0], f.slo.target_s * 1000), (levels[-1], f.slo.target_s * 1000)],
-                                dashed=True)
-            lat = pct + [target]
+    tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points],
+                     hollow=[p.status != "stable" for p in c.findings.points]) for c in f.configs]
     name = f.slo.percentile if f.slo else "p99"
+    lat = []
+    for c in f.configs:
+        kept = [p for p in c.findings.points if getattr(p, name) is not None]
+        lat.append(svg.Series(c.variant, [(p.level, getattr(p, name) * 1000) for p in kept],
+                              hollow=[p.status != "stable" for p in kept]))
+    rules = [svg.Rule(f.slo.target_s * 1000, f"target {f.slo.target_s * 1000:g} ms", color="#d62728")] if f.slo else []
+    slo = (f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", f.slo.target_s) if f.slo else None
     return [
+        Heading("The curves"),
         Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=mode.log2_axis),
-              "One line per config; the SLO search adds levels between the planned ones"),
-        Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms)",
-                             log2_x=mode.log2_axis), "Dashed: the latency target"),
+              "One line per config; the SLO search adds levels between the planned ones; an open marker is an "
+              "unstable level"),
+        Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms, log)",
+                             log2_x=mode.log2_axis, log_y=True, rules=rules),
+              "Log scale" + ("; dashed red: the latency target" if f.slo else "")),
+        knee_chart("Latency vs throughput (the knee)", [(c.variant, c.findings.points) for c in f.configs], slo),
     ]
 
 

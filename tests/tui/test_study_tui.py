@@ -89,3 +89,46 @@ async def test_study_view_fills_in_live():
         await pilot.press("2")
         await pilot.press("5")
         assert app.current_mode == "study"
+
+
+def test_the_knee_has_a_curve_per_config_the_target_and_open_unstable_points():
+    from tui.study_view import render_knee
+
+    events = study_events()
+    unstable = next(e for e in events if isinstance(e, ev.LevelResult) and e.level == 64)
+    unstable.status = "unstable"  # 1x's level 64: drawn open, not as a sound point
+    state = StudyState()
+    for e in events:
+        state.apply(e)
+    knee = _text(render_knee(state, 90, 14))
+    assert "● 1x" in knee and "● 2x" in knee and "target 50 ms" in knee and "p99 ms (log)" in knee
+    plot = knee.split("● 1x")[0]
+    assert plot.count("○") == 1 and plot.count("●") == 7  # 4 levels each, 1x's 64 open
+    labels = [line.split("┤")[0].strip() for line in plot.splitlines() if "┤" in line[:8]]
+    assert labels == ["1s", "100", "10"]  # decades from 10 ms to 1 s, p99 in ms
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_study_view_shows_the_knee_at_both_sizes(size):
+    app = StudyApp()
+    source = ListSource(study_events(finish=True), linger=False)
+    app.attach(source, start=False)
+    async with app.run_test(size=size) as pilot:
+        source.start()
+        source.join(5)
+        for _ in range(30):  # until the study's end is shown, then the knee brought into view
+            await pilot.pause(0.1)
+            if app.study.finished is not None and "study ok" in app.export_screenshot().replace("&#160;", " "):
+                break
+        knee = app.query_one("#study-knee" if size[0] >= 120 else "#study-knee-low")
+        for _ in range(30):  # laid out, then scrolled into view
+            knee.scroll_visible(animate=False)
+            await pilot.pause(0.1)
+            shot = app.export_screenshot().replace("&#160;", " ")
+            if "the knee" in shot and "target 50 ms" in shot:
+                break
+        assert "the knee" in shot and "target 50 ms" in shot and "1x" in shot and "2x" in shot
+        if size[0] >= 120:  # side by side with the throughput curves, both in the first screen
+            assert "throughput vs concurrency" in shot

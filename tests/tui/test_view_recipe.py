@@ -38,7 +38,7 @@ class LevelsView(ViewBody):
 
 
 # ---- ... and one entry
-TOY = View("levels", "6", "Levels", "levels count", "How many levels are measured", LevelsView)
+TOY = View("levels", "7", "Levels", "levels count", "How many levels are measured", LevelsView)
 
 
 class ToyApp(GpuscaleApp):
@@ -58,8 +58,8 @@ async def test_a_view_is_one_widget_and_one_entry() -> None:
     async with app.run_test(size=SIZE) as pilot:
         publish(source, session_events(finish_levels=2, end=False))
         app.drain()
-        assert "6 Levels" in screen_lines(app)[-1]  # the footer lists its key and label
-        await pilot.press("6")
+        assert "7 Levels" in screen_lines(app)[-1]  # the footer lists its key and label
+        await pilot.press("7")
         assert view_of(app) == "levels"
         await pilot.pause()
         text = "\n".join(screen_lines(app))
@@ -67,7 +67,7 @@ async def test_a_view_is_one_widget_and_one_entry() -> None:
         assert "levels count" in screen_lines(app)[0]  # the header names the view
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        assert "| `6` | view: levels count |" in app.screen.text
+        assert "| `7` | view: levels count |" in app.screen.text
         await pilot.press("escape", "1")
         assert view_of(app) == "live"
         commands = [c.title for c in app.get_system_commands(app.screen)]
@@ -81,14 +81,14 @@ async def test_the_study_view_is_a_views_entry_shown_only_in_a_study() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("5")
         assert view_of(app) == "live"  # no study: no study view, and its key does nothing
-        assert " 1234 Views " in screen_lines(app)[-1]  # the footer's compact group of view keys
+        assert " 12346 Views " in screen_lines(app)[-1]  # the footer's compact group of view keys
         await pilot.press("question_mark")
         assert "`4`" in app.screen.text and "`5`" not in app.screen.text
     study = StudyApp()
     study.attach(ListSource([], linger=False), start=False)
     async with study.run_test(size=SIZE) as pilot:
         assert view_of(study) == "study"  # the first view a study shows
-        assert " 12345 Views " in screen_lines(study)[-1]
+        assert " 123456 Views " in screen_lines(study)[-1]
         await pilot.press("1")
         assert view_of(study) == "live"
         await pilot.press("5")

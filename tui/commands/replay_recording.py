@@ -56,5 +56,5 @@ def _replay_study(args: argparse.Namespace) -> int:
         return study.exit_code
     from tui.study_app import run_study_tui
 
-    run_study_tui(study, title=f"{PROG} · replay {args.file.name}")
+    run_study_tui(study, title=f"{PROG} · replay {args.file.name}", replay=study)
     return study.exit_code

@@ -14,6 +14,7 @@ from tui.commands.flags import (
     endpoint_overrides,
     input_data_override,
 )
+from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -37,6 +38,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
     add_endpoint_flags(p)
+    add_metrics_flags(p)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
         check=not args.no_check,
     )
     headless = args.record or args.headless or not sys.stdout.isatty()
-    if headless:
-        return run_headless(Session(profile, options))
-    options.interactive = True
-    session = Session(profile, options)
-    from tui.app import run_tui
+    options.interactive = not headless
+    with metrics_endpoint(args, PROG) as metrics:
+        session = Session(profile, options)
+        metrics.watch(session.bus)
+        if headless:
+            return run_headless(session)
+        from tui.app import run_tui
 
-    return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")
+        return run_tui(session, controls=session, title=f"{PROG} · {profile.name}")

@@ -19,6 +19,7 @@ from tui.commands.flags import (
     parse_costs,
 )
 from tui.commands.stop_signals import StopSignals
+from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--record", "--headless", dest="headless", action="store_true",
                    help="no TUI: progress lines with the time left for the whole study")
     add_endpoint_flags(p)
+    add_metrics_flags(p)
 
 
 def ask_on_terminal(message: str) -> bool:
@@ -80,11 +82,13 @@ def run(args: argparse.Namespace) -> int:
                         ask=ask_on_terminal if terminal else None, scale_out=args.scale_out,
                         scale_out_price=one_box_price(args.scale_out_profile))
     study.prepare()  # bad input (variants, GPUs, model control) ends here: one line, exit 2
-    if args.headless or not terminal or study.server_kind == "remote (manual)":
-        return run_study_headless(study)
-    from tui.study_app import run_study_tui
+    with metrics_endpoint(args, PROG) as metrics:
+        metrics.watch(study.bus)
+        if args.headless or not terminal or study.server_kind == "remote (manual)":
+            return run_study_headless(study)
+        from tui.study_app import run_study_tui
 
-    code = run_study_tui(study, title=f"{PROG} · study {profile.model.name}")
+        code = run_study_tui(study, title=f"{PROG} · study {profile.model.name}")
     for line in study_reports(study, print):
         print(line)
     return code

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
@@ -31,6 +32,8 @@ class View:
 
 class ViewScreen(Screen):
     """One view of the app's state. Only the visible view renders, so hidden ones cost nothing."""
+
+    BINDINGS = [Binding("l", "levels", "Levels", show=False)]  # every view: drill into a level (live and replay); in the help
 
     def __init__(self, view: View, host: ViewHost) -> None:
         super().__init__()
@@ -61,6 +64,11 @@ class ViewScreen(Screen):
         bar.display = self.host.replay is not None
         if bar.display:
             bar.tick()
+
+    def action_levels(self) -> None:
+        from tui.screens.level_detail import LevelDetailScreen
+
+        self.app.push_screen(LevelDetailScreen(self.host))
 
     def on_screen_resume(self) -> None:
         self.show_state(force=True)

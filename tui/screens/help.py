@@ -30,6 +30,7 @@ HELP = """\
 | `-` `+` | replay: slower / faster (up to max) |
 | `[` `]` | replay: previous / next level |
 | `.` | replay: one event forward (paused) |
+| `l` | the levels: `↑` `↓` choose one, and see its windows, latency percentiles, server time and GPU and host trace (live and replay) |
 | `tab` `↑` `↓` `pgup` `pgdn` | move between panels and scroll them |
 | `ctrl+p` | command palette: every action, themes |
 | `q` | quit (a live session is stopped and its recording finalised) |

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 
 from tui.screens.base import View
+from tui.widgets.charts import GpuHistoryPanel, HostPartiesPanel, KneePanel, OverTimePanel
 from tui.widgets.event_log import EventLogPanel
 from tui.widgets.gpus import GpuPanel
 from tui.widgets.notices import NoticesPanel
@@ -52,6 +53,19 @@ class ProbeView(ViewBody):
         yield AllReducePanel(id="allreduce")
 
 
+class ChartsView(ViewBody):
+    """The knee and the windows over time side by side from 120 columns (stacked below), then
+    each GPU's history and the host's CPU by party."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="charts-top"):
+            yield KneePanel(id="knee")
+            yield OverTimePanel(id="over-time")
+        with Horizontal(id="charts-bottom"):
+            yield GpuHistoryPanel(id="gpu-history")
+            yield HostPartiesPanel(id="host-parties")
+
+
 class LogView(ViewBody):
     def compose(self) -> ComposeResult:
         yield NoticesPanel(id="notices-full")
@@ -65,4 +79,6 @@ VIEWS: tuple[View, ...] = (
     View("log", "4", "Log", "warnings and log", "Every warning once, and the event log", LogView),
     View("study", "5", "Study", "scaling study", "Every config's throughput curve, and the per-config table", StudyView,
          study_only=True),
+    View("charts", "6", "Charts", "charts", "The knee, windows over time, each GPU's history, the host's CPU by party",
+         ChartsView),
 )

@@ -1,15 +1,18 @@
-"""The study view: every config's throughput-vs-concurrency curve filling in live, and the
-per-config table (pictures from tui/study_view.py, of the study's own state)."""
+"""The study view: every config's throughput-vs-concurrency curve and its knee (latency against
+throughput, the target's line) filling in live, and the per-config table (pictures from
+tui/study_view.py, of the study's own state)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from tui.host import ViewHost
-from tui.study_view import config_table, headline, render_curves, scale_answers
+from tui.study_view import config_table, headline, render_curves, render_knee, scale_answers
 from tui.widgets.view import ViewBody
+
+WIDE = 120  # app.py's breakpoint: the curves and the knee side by side
 
 
 class StudyView(ViewBody):
@@ -20,12 +23,17 @@ class StudyView(ViewBody):
     def compose(self) -> ComposeResult:
         yield Static(id="study-head")
         with VerticalScroll(id="study-body"):
-            yield Static(id="study-curves", classes="panel")
+            with Horizontal(id="study-charts"):  # side by side from 120 columns (app.tcss)
+                yield Static(id="study-curves", classes="panel")
+                yield Static(id="study-knee", classes="panel")
             yield Static(id="study-table", classes="panel")
+            yield Static(id="study-knee-low", classes="panel")  # below 120 columns: after the table
             yield Static(id="study-scale", classes="panel")
 
     def on_mount(self) -> None:
         self.query_one("#study-curves").border_title = "throughput vs concurrency, per config"
+        for knee in ("#study-knee", "#study-knee-low"):
+            self.query_one(knee).border_title = "the knee: latency vs throughput, per config"
         self.query_one("#study-table").border_title = "configs"
         self.query_one("#study-scale").border_title = "scale out or scale up"
         self.query_one("#study-scale").display = False  # until a study with a scale-out config ends
@@ -38,8 +46,12 @@ class StudyView(ViewBody):
         size = self.app.size  # the terminal's: the curves take what the screen has room for
         width = max(30, size.width - 4)
         height = max(8, min(18, size.height - 14))
+        chart_w = (width - 4) // 2 if size.width >= WIDE else width
         self.query_one("#study-head", Static).update(headline(study))
-        self.query_one("#study-curves", Static).update(render_curves(study, width, height))
+        self.query_one("#study-curves", Static).update(render_curves(study, chart_w, height))
+        knee = render_knee(study, chart_w, height)
+        self.query_one("#study-knee", Static).update(knee)
+        self.query_one("#study-knee-low", Static).update(knee)
         self.query_one("#study-table", Static).update(config_table(study))
         answers = scale_answers(study)
         scale = self.query_one("#study-scale", Static)

@@ -111,6 +111,9 @@ def test_markdown_report(recording_4x: Path, tmp_path: Path) -> None:
     # $2/hr at 600 images/s: 2 / (600 x 3600) x 1000 = $0.000926
     assert "$0.000926 per 1000 images" in text
     assert "Verdict: compute" in text
+    # the charts are the HTML report's; the Markdown names each where it stands
+    assert "*Chart in the HTML report: Latency vs throughput (the knee).*" in text
+    assert text.index("Chart in the HTML report: Throughput per window") < text.index("## Scaling efficiency")
 
 
 def test_html_report_is_self_contained(hand_recording: Path, recording_4x: Path, tmp_path: Path) -> None:
@@ -127,9 +130,10 @@ def test_html_report_is_self_contained(hand_recording: Path, recording_4x: Path,
     with Recording.open(recording_4x) as r:
         page = export(r, "html", tmp_path, name="full.html").read_text()
     titles = re.findall(r"<svg[^>]*><title>([^<]*)</title>", page)
-    assert titles == ["Throughput vs load", "Latency percentiles", "Where a request&#x27;s time goes",
+    assert titles == ["Throughput vs load", "Latency percentiles", "Latency vs throughput (the knee)",
+                      "Where a request&#x27;s time goes", "Throughput per window", "Latency per window",
                       "Training probe: scaling efficiency", "Training probe: samples/s (95 % CI)",
-                      "GPU utilization over time"]
+                      "GPU utilization over time", "GPU power over time", "GPU memory used over time"]
 
 
 def test_exports_stay_inside_the_chosen_folder_and_never_overwrite(recording_4x: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A study's figures and report from recordings (synthetic sessions written through the real
 Recorder: the figures are the model's, so only the arithmetic is under test)."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -78,8 +79,12 @@ def test_report_has_every_config_and_the_chart(study):
     assert "NVML total-energy counter" in md
     assert "inputs: random tensors;" in md and "sent different inputs" not in md
     html = render_study(f, "html")
-    assert html.count("<svg") == 2 and "Throughput vs concurrency" in html
-    assert html.count("<polyline") >= 5  # 2 throughput lines + 2 latency lines + the target
+    titles = re.findall(r"<svg[^>]*><title>([^<]*)</title>", html)
+    assert titles == ["Throughput vs concurrency", "p99 latency vs concurrency", "Latency vs throughput (the knee)"]
+    assert html.index("<svg") < html.index("<table")  # the charts come before the tables they sum up
+    assert html.count("<polyline") == 2 + 2 + 4  # throughput and p99 per config; p50 and p99 per config on the knee
+    assert html.count('stroke="#d62728" stroke-width="1.5" stroke-dasharray="6 3"') == 2  # the target on both latency charts
+    assert "latency (ms, log)" in html
 
 
 def test_missing_variant_is_said(study, tmp_path):
