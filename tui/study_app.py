@@ -38,7 +38,7 @@ class StudyApp(GpuscaleApp):
         return self.study is not None and self.study.finished is None and any(s.running for s in self.sources)
 
 
-def run_study_tui(source: EventSource, *, title: str, replay: object | None = None) -> int:
+def run_study_tui(source: EventSource, *, title: str, replay: ReplayControls | None = None) -> int:
     """``replay``: a study replay, whose controls (pause, speed, seek, step, export) the keys drive."""
     app = StudyApp(title=title, replay=replay)
     app.attach(source, replay=replay)
