@@ -20,9 +20,13 @@ from urllib.parse import unquote, urlsplit
 
 from engine.errors import UserError
 from engine.modes import LoadMode
+from engine.suggest import closest, did_you_mean
 from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+# the repository's profiles/ (a source checkout, an editable install); a wheel carries the same
+# files as package data in engine/bundled_profiles (setup.py)
+_PACKAGED_PROFILES = Path(__file__).resolve().parent / "bundled_profiles"
+PROFILES_DIR = _PACKAGED_PROFILES if _PACKAGED_PROFILES.is_dir() else Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = "local"
 DEFAULT_CONCURRENCY = [1, 4, 8, 16, 32, 64, 128]
 MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is what you measure
@@ -521,8 +525,7 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
 
     for key in data:
         if key not in SPEC[""] and key not in SECTIONS:
-            known = ", ".join(sorted([*SPEC[""], *SECTIONS]))
-            raise fail(key, f"unknown key (known: {known})")
+            raise fail(key, unknown_key(key, sorted([*SPEC[""], *SECTIONS])))
     top: dict[str, Any] = {}
     for key, check in SPEC[""].items():
         if key in data:
@@ -540,8 +543,7 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
         for key, value in raw.items():
             validator = SPEC[section].get(key)
             if validator is None:
-                known = ", ".join(SPEC[section])
-                raise fail(f"{section}.{key}", f"unknown key (known: {known})")
+                raise fail(f"{section}.{key}", unknown_key(key, SPEC[section]))
             if (expected := validator(value)) is not None:
                 raise fail(f"{section}.{key}", f"expected {expected}, found {_describe(value, key)}")
             values[key] = value
@@ -554,6 +556,14 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     _credentials_to_header(profile.server, fail)
     _check_consistency(profile, fail)
     return profile
+
+
+def unknown_key(key: str, known: Any) -> str:
+    """"unknown key (did you mean 'concurrency'?; known: ...)": developer keys (dev_*) work but
+    are not offered."""
+    shown = [k for k in known if not k.startswith("dev_")]
+    match = closest(key, shown)
+    return f"unknown key ({f'did you mean {match!r}?; ' if match else ''}known: {', '.join(shown)})"
 
 
 def _check_endpoints(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
@@ -632,8 +642,9 @@ def resolve_profile_path(name_or_path: str) -> Path:
     bundled = PROFILES_DIR / f"{name_or_path}.toml"
     if bundled.is_file():
         return bundled
-    names = ", ".join(p.stem for p in bundled_profiles())
-    raise ProfileError(f"unknown profile {name_or_path!r} (bundled: {names}; or give a path to a .toml file)")
+    names = [p.stem for p in bundled_profiles()]
+    raise ProfileError(f"unknown profile {name_or_path!r}{did_you_mean(name_or_path, names)} (bundled: "
+                       f"{', '.join(names)}; or give a path to a .toml file)")
 
 
 def _parse_value(text: str) -> Any:

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
+from tui.commands import init as init_command
+from tui.commands.ports import parse_ports
+from tui.commands.remote import check_url_flags, name_after_server
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
@@ -250,9 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
+    p.add_argument("--ports", type=parse_ports, default=None, metavar="default|HTTP,GRPC,METRICS",
+                   help="all three ports: 'default' is Triton's 8000,8001,8002 (default: free ones)")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
                    help="on GPUs, run under a private MPS daemon so the model instances share each GPU "
                         "(default: auto, where nvidia-cuda-mps-control is found)")
+    init_command.add_parser(sub)
     return parser
 
 
@@ -333,7 +339,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
                  *_endpoint_overrides(args), *_input_data_override(args)]
-    profile = load_profile(args.profile, overrides)
+    check_url_flags(args)
+    profile = name_after_server(load_profile(args.profile, overrides), args)
     _check_input_data(profile.load.input_data)
     options = SessionOptions(
         sweep=not args.probe_only,
@@ -404,7 +411,9 @@ def _cmd_study(args: argparse.Namespace) -> int:
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
 
-    profile = load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args), *_input_data_override(args)])
+    check_url_flags(args)
+    profile = name_after_server(load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args),
+                                                            *_input_data_override(args)]), args)
     _check_input_data(profile.load.input_data)
     slo = parse_slo(args.slo) if args.slo is not None else None
     if not 0 <= args.search_steps <= 20:
@@ -659,6 +668,8 @@ def _cmd_server(args: argparse.Namespace) -> int:
     from engine.server.embedded import EmbeddedServer
 
     check_bind_address(args.bind)
+    if args.ports and args.http_port is not None:
+        raise UserError("--ports and --http-port: give one of them")
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
     import os
@@ -668,7 +679,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     log_dir = cache / "gpuscale-tui" / "server-logs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
-                            mps=args.mps, log_dir=log_dir)
+                            mps=args.mps, log_dir=log_dir, ports=args.ports)
     done = threading.Event()
     signals = _install_stop_signals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)
@@ -697,6 +708,7 @@ COMMANDS = {
     "model": _cmd_model,
     "data": _cmd_data,
     "server": _cmd_server,
+    "init": init_command.run,
 }
 
 

@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import BinaryIO
 
-from engine.errors import RunFailed
+from engine.errors import RunFailed, UserError
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
@@ -130,6 +130,7 @@ class EmbeddedServer:
         mps: str = "auto",
         pinned_gpu: str | None = None,
         cpus: tuple[int, ...] = (),
+        ports: tuple[int, int, int] | None = None,
     ) -> None:
         self.model = model
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
@@ -148,6 +149,8 @@ class EmbeddedServer:
         self.bind_address = bind_address
         self.startup_timeout_s = startup_timeout_s
         self.fixed_http_port = http_port  # e.g. to restart a server where its clients expect it
+        # HTTP, gRPC and metrics ports all fixed (Triton's 8000, 8001, 8002: `server --ports default`)
+        self.fixed_ports = ports
         # "explicit": models load and unload through the repository API (a remote box's setup,
         # reproduced here for the study's model-control path); the model is loaded at start
         self.model_control = model_control
@@ -231,6 +234,8 @@ class EmbeddedServer:
             authored = instance_count(self.prepared.config_text)
             if self.mps_used and authored is not None:
                 self._instances(authored, under_mps=True)
+            if self.fixed_ports:
+                _check_ports_free(self.fixed_ports, self.bind_address)
             taken = 0
             while True:
                 self._launch(dist.binary, backends, env)
@@ -240,7 +245,7 @@ class EmbeddedServer:
                 except PortTaken:  # taken between probing and binding: try new ones
                     self._terminate()
                     taken += 1
-                    if taken == 3:
+                    if taken == 3 or self.fixed_ports:
                         raise
                 except ServerStartError as exc:
                     self._terminate()
@@ -300,8 +305,11 @@ class EmbeddedServer:
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None
-        self.http_port, self.grpc_port = free_port_pair(first=self.fixed_http_port)
-        self.metrics_port = next(p for p in free_ports(3) if p not in (self.http_port, self.grpc_port))
+        if self.fixed_ports:
+            self.http_port, self.grpc_port, self.metrics_port = self.fixed_ports
+        else:
+            self.http_port, self.grpc_port = free_port_pair(first=self.fixed_http_port)
+            self.metrics_port = next(p for p in free_ports(3) if p not in (self.http_port, self.grpc_port))
         args = [
             str(binary),
             f"--model-repository={self.prepared.repository}",
@@ -406,6 +414,19 @@ class EmbeddedServer:
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+def _check_ports_free(ports: tuple[int, ...], address: str) -> None:
+    """Fixed ports already taken (another Triton, an earlier server): one line, before a start
+    that could only fail."""
+    for port in ports:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+            try:
+                sock.bind((address, port))
+            except OSError as exc:
+                raise UserError(f"port {port} on {address} is taken ({exc.strerror}): stop what listens "
+                                "there, or choose other ports") from None
 
 
 def _mps_failure(message: str) -> str:
