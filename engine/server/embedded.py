@@ -44,6 +44,12 @@ from engine.server.repository import (
     prepare_repository,
     set_instance_count,
 )
+from engine.server.startup import (
+    PROBE_TIMEOUTS,
+    StartupProgress,
+    group_cpu_ticks,
+    next_probe_timeout,
+)
 from engine.shm_segments import remove_segments, segment_prefix, server_region_prefix
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -361,21 +367,34 @@ class EmbeddedServer:
         self._pipe = os.fdopen(write_end, "wb")  # non-inheritable (PEP 446): only we hold it
 
     def _wait_ready(self) -> None:
+        """Until every model answers ready; given up only when the server stops making progress
+        (engine/server/startup.py), never at a fixed time on a busy box."""
         assert self._guard is not None
-        deadline = time.monotonic() + self.startup_timeout_s
+        progress = StartupProgress(self.startup_timeout_s, time.monotonic())
         waiting = [f"{self.http_url}/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
-        while time.monotonic() < deadline:
+        probe_timeout = PROBE_TIMEOUTS[0]
+        while True:
             if self._guard.poll() is not None:
                 raise self._start_error("tritonserver exited during start-up")
+            now = time.monotonic()
+            progress.observe(now, self._log_size(), group_cpu_ticks(self._guard.pid))
+            if why := progress.given_up(now):
+                raise self._start_error(f"tritonserver not ready after {now - progress.started:.0f} s ({why})")
             try:
-                while waiting and _get(waiting[0], timeout=1.0)[0] == 200:
+                while waiting and _get(waiting[0], timeout=probe_timeout)[0] == 200:
                     waiting.pop(0)
                 if not waiting:
                     return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+                if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+                    probe_timeout = next_probe_timeout(probe_timeout)  # slow to answer, not a no
             time.sleep(0.2)
-        raise self._start_error(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size if self.log_path else 0
+        except OSError:
+            return 0
 
     def _start_error(self, what: str) -> ServerStartError:
         message = self._failure(what)
