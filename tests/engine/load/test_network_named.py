@@ -1,5 +1,8 @@
-"""The network named: a sweep through a proxy that delays every byte 20 ms each way records a
-round trip of about 40 ms, says so in the report's setup, and the verdict names the network.
+"""The network named: a sweep through a proxy that delays every byte 100 ms each way records a
+round trip of about 200 ms, says so in the report's setup, and the verdict names the network.
+The delay is long beside what a busy machine adds to a request (tens of ms with two CPU hogs
+beside the suite): the verdict rests on the path making up most of the latency, and so it does
+whatever else runs on the box.
 
 The proxy is a userspace relay on loopback: the kernel's view of the client's connections (their
 connect time, TCP_INFO's RTT) ends at the proxy and stays well under a millisecond, while the
@@ -28,7 +31,7 @@ from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from engine.session import Session, SessionOptions
 
-DELAY_S = 0.020  # each way
+DELAY_S = 0.100  # each way
 QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=10",
          "load.stability_percent=90", "load.workers=1"]
 
@@ -155,11 +158,9 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
     profile = load_profile("local", ["server.kind=remote", f"server.url={delay_proxy}", "model.name=identity",
                                      "load.concurrency=1,4", *QUICK])
     session = Session(profile, SessionOptions(record_dir=tmp_path, check=False, gpu_count=0))
-    started = time.monotonic()
     session.start()
-    assert session.join(180), "the session did not finish"
+    assert session.join(900), "the session did not finish"  # a bound on a hang, not a speed
     assert session.exit_code == 0, session.error
-    assert time.monotonic() - started < 180
     (path,) = tmp_path.glob("*.sqlite")
     with Recording.open(path) as rec:
         summary = rec.summary()
@@ -168,7 +169,7 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
     for lv in levels:
         net = lv.result.network
         assert net is not None and net.rtt_method == "health probe"
-        assert 0.038 <= net.rtt <= 0.080, net  # 2 x 20 ms, plus a loaded machine's slack
+        assert 2 * DELAY_S * 0.98 <= net.rtt <= 4 * DELAY_S, net  # 2 x 100 ms, plus a loaded machine's slack
         # the kernel sees only the hop to the proxy on loopback
         assert net.connections == lv.level and net.connect_p50 is not None and net.connect_p50 < 0.010
         assert net.tcp_rtt_p50 is None or net.tcp_rtt_p50 < 0.010
