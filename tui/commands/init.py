@@ -16,7 +16,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"  # Triton's HTTP port, through an SSH tunn
 DEFAULT_FILE = Path("gpuscale.toml")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="write a commented profile for a remote Triton: its URL, the box's GPUs "
                                     "and price (then: --profile FILE)")
     p.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE, metavar="FILE",
