@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import RunFailed, UserError
-from tui.commands import init as init_command
-from tui.commands.ports import parse_ports
-from tui.commands.remote import check_url_flags, name_after_server
 
 PROG = "gpuscale-tui"
 MIN_PYTHON = (3, 11)  # engine/profiles reads TOML with tomllib; keep in step with pyproject's requires-python
@@ -161,6 +158,9 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tui.commands import init as init_command  # here, not at import: main() checks the Python first
+    from tui.commands.ports import parse_ports
+
     parser = OneLineParser(
         prog=PROG,
         description="Measure how Triton inference and torch training scale across GPUs, live in the terminal. "
@@ -339,6 +339,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
                  *_endpoint_overrides(args), *_input_data_override(args)]
+    from tui.commands.remote import check_url_flags, name_after_server
+
     check_url_flags(args)
     profile = name_after_server(load_profile(args.profile, overrides), args)
     _check_input_data(profile.load.input_data)
@@ -410,6 +412,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
     from engine.profiles import load_profile
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
+
+    from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)
     profile = name_after_server(load_profile(args.profile, [*args.overrides, *_endpoint_overrides(args),
@@ -708,8 +712,14 @@ COMMANDS = {
     "model": _cmd_model,
     "data": _cmd_data,
     "server": _cmd_server,
-    "init": init_command.run,
+    "init": lambda args: _init_command(args),
 }
+
+
+def _init_command(args: argparse.Namespace) -> int:
+    from tui.commands.init import run
+
+    return run(args)
 
 
 def _shown(exc: BaseException | str) -> str:

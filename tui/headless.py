@@ -12,6 +12,7 @@ So the subscriber only queues the event; a writer thread of its own applies and 
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import sys
 import threading
@@ -51,6 +52,7 @@ class HeadlessPrinter:
         self._probe_header_printed = False
         self._last_telemetry_t: float | None = None
         self._seen_notices: set[str] = set()
+        self._fatal_shown: set[str] = set()  # fatal errors printed: the end lines do not repeat them
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # unbounded: put never blocks
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -108,9 +110,17 @@ class HeadlessPrinter:
 
     def _print_notice(self, event: ev.Warning | ev.Error) -> None:
         key = notice_key(event)
+        if isinstance(event, ev.Error) and event.fatal:
+            self._fatal_shown.add(event.message)
         if key not in self._seen_notices:  # shown once; the final summary counts repeats
             self._seen_notices.add(key)
             self._print_line(event)
+
+    def _print_session_ended(self, event: ev.SessionEnded) -> None:
+        """Its error once: not again when a fatal error line already said it."""
+        if event.error and event.error in self._fatal_shown:
+            event = dataclasses.replace(event, error=None)
+        self._print_line(event)
 
     def _print_level_started(self, event: ev.LevelStarted) -> None:
         if event.index == 0:
@@ -253,7 +263,8 @@ class HeadlessPrinter:
             if exit_code == 0:
                 self._plain("done", "bold green")
             else:
-                reason = f": {state.ended.error}" if state.ended and state.ended.error else ""
+                error = state.ended.error if state.ended else None
+                reason = f": {error}" if error and error not in self._fatal_shown else ""
                 self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
 
 
@@ -263,6 +274,7 @@ _PRINTERS: dict[type, Callable[[HeadlessPrinter, Any], None]] = {
     ev.HostSample: HeadlessPrinter._print_telemetry,
     ev.Warning: HeadlessPrinter._print_notice,
     ev.Error: HeadlessPrinter._print_notice,
+    ev.SessionEnded: HeadlessPrinter._print_session_ended,
     ev.LevelStarted: HeadlessPrinter._print_level_started,
     ev.LevelResult: HeadlessPrinter._print_level_row,
     ev.SweepFinished: HeadlessPrinter._print_sweep_finished,
