@@ -120,3 +120,14 @@ def test_server_ports_taken_is_one_line(capsys):
             _check_ports_free((port,), "127.0.0.1")
         assert main(["server", "--ports", "default", "--http-port", "9000"]) == 2
         assert "--ports and --http-port: give one of them" in _one_error(capsys)
+
+
+def test_export_out_is_a_folder_and_a_file_name_is_refused_in_one_line(tmp_path, capsys):
+    recording = tmp_path / "r.sqlite"
+    recording.write_bytes(b"")
+    assert main(["export", str(recording), "-f", "md", "--out", str(tmp_path / "x.md")]) == 2
+    assert "--out " in (line := _one_error(capsys)) and "into a folder" in line
+    assert not (tmp_path / "x.md").exists()
+    (tmp_path / "afile").write_text("")
+    assert main(["export", str(recording), "-f", "md", "--out", str(tmp_path / "afile")]) == 2
+    assert "is a file" in _one_error(capsys)
