@@ -42,3 +42,9 @@ def test_setup_says_each_step_then_nothing_once_ready(tmp_path):
     assert "-e .[all,test]" in calls and "torch==" in calls  # the steps it named are the ones it ran
     again = _setup(tmp_path)
     assert again.returncode == 0 and again.stderr == ""
+
+
+def test_the_suite_script_says_what_its_time_depends_on_and_how_long_it_took():
+    text = (REPO / "scripts" / "test.sh").read_text()
+    assert "about 6 minutes" in text and "depends on the CPU the" in text  # not a bare promise
+    assert 'echo "test: pytest took $((SECONDS - started)) s' in text

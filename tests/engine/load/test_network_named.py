@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import format as fmt
 from engine.load.path_probe import health_rtt
 from engine.load.target import Target
 from engine.load.tcp import kernel_rtt_us
@@ -184,8 +185,8 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
     # the verdict quotes the round trip measured before its decisive level; the setup, the sweep's shortest
     decisive = next(lv.result.network for lv in levels if lv.level == verdict.level)
     assert decisive is not None and decisive.rtt is not None
-    assert f"the client is {decisive.rtt * 1000:.1f} ms from the server" in verdict.summary, verdict.summary
+    assert f"the client is {fmt.ms(decisive.rtt)} ms from the server" in verdict.summary, verdict.summary
     rtt = summary.network_path()
     assert rtt is not None and rtt.rtt is not None and rtt.rtt <= decisive.rtt
     report = to_markdown(build_report(summary, findings))
-    assert f"| Network | client {rtt.rtt * 1000:.1f} ms from the server (round trip: time to the first byte" in report
+    assert f"| Network | client {fmt.ms(rtt.rtt)} ms from the server (round trip: time to the first byte" in report
