@@ -40,7 +40,12 @@ def breakdown_line(state: SessionState, width: int) -> Text:
     line.append(" compute ", style="green")
     line.append(f"{fmt.ms(compute)} ms")
     line.append(" client+net ", style="blue")
-    line.append(f"{fmt.ms(rest)} ms")
+    if rest is not None and rest < 0:
+        # the server's time per request past the client's latency: the two were read over windows
+        # that do not line up exactly; a negative time is not a reading
+        line.append("n/a", style="dim")
+    else:
+        line.append(f"{fmt.ms(rest)} ms")
     return line
 
 
