@@ -291,7 +291,9 @@ class GpuscaleApp(App[int]):
 
     async def action_quit(self) -> None:
         if self.live_running:
-            self.push_screen(ConfirmQuit(self.running_job()), lambda yes: self.exit(0) if yes else None)
+            server = self.state.server
+            self.push_screen(ConfirmQuit(self.running_job(), stops_server=server is None or server.embedded),
+                             lambda yes: self.exit(0) if yes else None)
         else:
             self.exit(0)
 
