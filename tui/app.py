@@ -310,6 +310,11 @@ class GpuscaleApp(App[int]):
         self.notify("stopping the current job")
 
     def action_run_probe(self) -> None:
+        from engine.errors import missing_extra
+
+        if missing := missing_extra("probe", "the training probe"):  # one message, not "requested" as well
+            self.notify(missing, severity="warning")
+            return
         self.controls.request_probe()  # type: ignore[union-attr]  # the bindings exist only in a live session, which has controls
         self.notify("training probe requested")
 
