@@ -158,7 +158,9 @@ def _add_study_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tui.commands import init as init_command  # here, not at import: main() checks the Python first
+    from tui.commands import (
+        init as init_command,  # here, not at import: main() checks the Python first
+    )
     from tui.commands.ports import parse_ports
 
     parser = OneLineParser(
@@ -412,7 +414,6 @@ def _cmd_study(args: argparse.Namespace) -> int:
     from engine.profiles import load_profile
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
-
     from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)
@@ -525,7 +526,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from engine.record.exporters import export
     from engine.record.reader import Recording
     from engine.study.index import is_index
-
     from tui.commands.export_out import check_out_folder
 
     check_out_folder(args.out)

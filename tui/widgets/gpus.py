@@ -114,7 +114,8 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
         server_kind = (state.profile.get("server") or {}).get("kind") if isinstance(state.profile.get("server"), dict) else None
         remote = (state.server is not None and not state.server.embedded) or server_kind == "remote"
         cpu_run = state.server is not None and state.server.config_variant == "cpu"
-        server = state.profile.get("server") if isinstance(state.profile.get("server"), dict) else {}
+        section = state.profile.get("server")
+        server: dict = section if isinstance(section, dict) else {}
         metrics = bool(server.get("metrics_url") or server.get("metrics_urls"))
         if remote and not cpu_run and metrics:
             note = "waiting for GPU telemetry from the server's /metrics (server.metrics_url)"
