@@ -11,7 +11,7 @@ from rich.text import Text
 
 from engine import format as fmt
 from engine.analysis.slo import Measured, parse_slo, slo_point
-from tui.study_headless import duration
+from tui.study_headless import running_config, time_left_text
 from tui.study_state import StudyState
 
 STYLES = ["bold cyan", "bold magenta", "bold green", "bold yellow", "bold red", "bold blue"]
@@ -29,13 +29,13 @@ def headline(study: StudyState) -> Text:
     n, total = study.position()
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"study of {s.model}", style="bold")
-    text.append(f"  config {n}/{total} ({study.current or '-'})  {study.levels_done()} levels done  ")
+    text.append(f"  config {n}/{total}{running_config(study.current)}  {study.levels_done()} levels done  ")
     if study.finished is not None:
         missing = f", missing {', '.join(study.finished.missing)}" if study.finished.missing else ""
         text.append(f"study {study.finished.status}{missing}", style="bold green" if study.finished.status == "ok"
                     else "bold red")
     else:
-        text.append(f"about {duration(study.time_left_s())} left", style="bold")
+        text.append(time_left_text(study.time_left_s()), style="bold")
     if s.slo:
         text.append(f"  target {s.slo}", style="dim")
     return text
