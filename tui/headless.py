@@ -39,6 +39,30 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
 _CLOSE = object()  # the writer thread's last item
 
 
+ROW_LEAD = 7  # "level  ", "sweep  ": the words before a table row
+# dropped in this order where a terminal is narrower than the table: the figures a log can spare
+NARROW_DROPS = ("batch", "errors", "cost", "p95")
+
+
+def fit_columns(cols: tuple[columns.Column[Any], ...], width: int) -> tuple[columns.Column[Any], ...]:
+    """The sweep table within ``width`` characters (a terminal of 80 columns): less-needed
+    columns go first, then the longest headers lose their unit; a log file (LOG_WIDTH) keeps all."""
+    def line(cs: tuple[columns.Column[Any], ...]) -> int:
+        return ROW_LEAD + sum(c.width for c in cs) + 2 * (len(cs) - 1)
+
+    kept = cols
+    for key in NARROW_DROPS:
+        if line(kept) <= width:
+            return kept
+        kept = tuple(c for c in kept if c.key != key)
+    for key in ("compute", "queue"):
+        if line(kept) <= width:
+            break
+        kept = tuple(dataclasses.replace(c, header=c.short, width=max(len(c.short), 7))
+                     if c.key == key and c.short else c for c in kept)
+    return kept
+
+
 class HeadlessPrinter:
     def __init__(self, console: Console | None = None) -> None:
         if console is None:
@@ -149,7 +173,7 @@ class HeadlessPrinter:
     # ------------------------------------------------------------------ tables
 
     def _print_level_row(self, event: ev.LevelResult) -> None:
-        cols = tables.sweep_columns(self.state)
+        cols = fit_columns(tables.sweep_columns(self.state), self.console.width)
         if not self._sweep_header_printed:
             if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
                 self._plain(f"sweep {self.state.sweep_number}", "bold")
@@ -169,7 +193,7 @@ class HeadlessPrinter:
     def _print_sweep_summary(self) -> None:
         if not self.state.levels:
             return
-        cols = tables.sweep_columns(self.state)
+        cols = fit_columns(tables.sweep_columns(self.state), self.console.width)
         self._plain("")
         number = self.state.sweep_number
         self._plain(f"sweep {number} result" if number > 1 else "sweep result", "bold")
