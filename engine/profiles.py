@@ -705,6 +705,6 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE, overrides: list[str] | tup
 def _display_path(path: Path) -> str:
     """profiles/local.toml for bundled files; the user's own path as given otherwise."""
     try:
-        return str(path.resolve().relative_to(PROFILES_DIR.parent))
+        return str(Path("profiles") / path.resolve().relative_to(PROFILES_DIR))  # a checkout or a wheel alike
     except ValueError:
         return str(path)
