@@ -29,9 +29,13 @@ from engine import table_schema
 from engine.errors import UserError
 from engine.modes import LoadMode
 from engine.table_schema import NOT_A_KEY, Check
+from engine.suggest import closest, did_you_mean
 from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+# the repository's profiles/ (a source checkout, an editable install); a wheel carries the same
+# files as package data in engine/bundled_profiles (setup.py)
+_PACKAGED_PROFILES = Path(__file__).resolve().parent / "bundled_profiles"
+PROFILES_DIR = _PACKAGED_PROFILES if _PACKAGED_PROFILES.is_dir() else Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = "local"
 DEFAULT_CONCURRENCY = [1, 4, 8, 16, 32, 64, 128]
 MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is what you measure
@@ -375,7 +379,7 @@ def _describe(v: object, key: str = "") -> str:
 
 def unknown_key_error(source: str, key: str, known: list[str]) -> ProfileError:
     """The one line for a key no table declares, listing the keys its table knows."""
-    return ProfileError(f"{source}: {key}: unknown key (known: {', '.join(known)})")
+    return ProfileError(f"{source}: {key}: {unknown_key(key.rpartition('.')[2], known)}")
 
 
 def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
@@ -429,6 +433,14 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     _credentials_to_header(profile.server, fail)
     _check_consistency(profile, fail)
     return profile
+
+
+def unknown_key(key: str, known: list[str]) -> str:
+    """"unknown key (did you mean 'concurrency'?; known: ...)": developer keys (dev_*) work but
+    are not offered."""
+    shown = [k for k in known if not k.startswith("dev_")]
+    match = closest(key, shown)
+    return f"unknown key ({f'did you mean {match!r}?; ' if match else ''}known: {', '.join(shown)})"
 
 
 def _check_endpoints(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
@@ -507,8 +519,9 @@ def resolve_profile_path(name_or_path: str) -> Path:
     bundled = PROFILES_DIR / f"{name_or_path}.toml"
     if bundled.is_file():
         return bundled
-    names = ", ".join(p.stem for p in bundled_profiles())
-    raise ProfileError(f"unknown profile {name_or_path!r} (bundled: {names}; or give a path to a .toml file)")
+    names = [p.stem for p in bundled_profiles()]
+    raise ProfileError(f"unknown profile {name_or_path!r}{did_you_mean(name_or_path, names)} (bundled: "
+                       f"{', '.join(names)}; or give a path to a .toml file)")
 
 
 def _parse_value(text: str) -> Any:
@@ -568,6 +581,6 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE, overrides: list[str] | tup
 def _display_path(path: Path) -> str:
     """profiles/local.toml for bundled files; the user's own path as given otherwise."""
     try:
-        return str(path.resolve().relative_to(PROFILES_DIR.parent))
+        return str(Path("profiles") / path.resolve().relative_to(PROFILES_DIR))  # a checkout or a wheel alike
     except ValueError:
         return str(path)

@@ -12,18 +12,25 @@ STAMP="$VENV/.setup-$(sha1sum pyproject.toml scripts/setup.sh | sha1sum | cut -c
 
 "$PY" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)' \
   || { echo "setup: Python 3.11-3.13 needed, found $("$PY" --version 2>&1)" >&2; exit 2; }
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+# pip is quiet (its output is pages long): these lines say what is being installed and how far
+# it got, on stderr, so that a first run is not minutes of silence
+say() { echo "setup: $*" >&2; }
+started=$SECONDS
+say "setting up .venv/ (once; again only when pyproject.toml changes)"
+[ -x "$VENV/bin/python" ] || { say "creating .venv/ with $("$PY" --version 2>&1)"; "$PY" -m venv "$VENV"; }
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   # No GPU: the CPU build. TORCH_INDEX_URL may name PyTorch's CPU wheel index where the default
   # index would resolve torch to the CUDA build.
+  say "step 1/2: torch ${TORCH_VERSION:-2.13.0}, CPU build (no GPU here; about 200 MB, a few minutes on a slow link)"
   if [ -n "${TORCH_INDEX_URL:-}" ]; then
     "${PIP[@]}" --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION:-2.13.0}"
   else
     "${PIP[@]}" "torch==${TORCH_VERSION:-2.13.0}"
   fi
 fi
+say "step 2/2: gpuscale-tui with every extra and the test tools (-e '.[all,test]': the embedded Triton server, torch, onnx, pytest ...)"
 "${PIP[@]}" -e ".[all,test]"
 
 # The tmux-driven UI test needs tmux, the --metrics-port test a Prometheus server; install them
@@ -37,3 +44,4 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
 fi
 rm -f "$VENV"/.setup-*
 touch "$STAMP"
+say "done in $((SECONDS - started)) s: .venv/bin/gpuscale-tui"

@@ -322,7 +322,9 @@ class GpuscaleApp(App[int]):
 
     async def action_quit(self) -> None:
         if self.live_running:
-            self.push_screen(ConfirmQuit(self.running_job()), lambda yes: self.exit(0) if yes else None)
+            server = self.state.server
+            self.push_screen(ConfirmQuit(self.running_job(), stops_server=server is None or server.embedded),
+                             lambda yes: self.exit(0) if yes else None)
         else:
             self.exit(0)
 
@@ -342,9 +344,14 @@ class GpuscaleApp(App[int]):
             self.notify("stopping the current job")
 
     def action_run_probe(self) -> None:
+        from engine.errors import missing_extra
+
+        if missing := missing_extra("probe", "the training probe"):  # one message, not "requested" as well
+            self.notify(missing, severity="warning")
+            return
         if self.controls is not None:
             self.controls.request_probe()
-            self.notify("training probe requested")
+        self.notify("training probe requested")
 
     def _replay_do(self, call: Callable[[ReplayControls], object]) -> bool:
         """Steer the replay source; its UserErrors (no such level ...) become a notification."""

@@ -19,6 +19,7 @@ from tui.commands import (
     compare,
     data,
     export_recording,
+    init,
     model,
     profiles,
     replay_recording,
@@ -74,12 +75,13 @@ COMMANDS: dict[str | None, Command] = {
     "model": model.run,
     "data": data.run,
     "server": server.run,
+    "init": init.run,
 }
 # Each command's flags, in the order --help lists the commands.
-PARSERS = (run, check, study, profiles, replay_recording, export_recording, compare, model, data, server)
+PARSERS = (run, check, study, profiles, replay_recording, export_recording, compare, model, data, server, init)
 # Commands without a session to stop: SIGTERM and SIGHUP interrupt them as Ctrl-C does (run, study
 # and server install their own stop signals).
-INTERRUPTED_ON_TERM = ("export", "compare", "profiles", "model", "data")
+INTERRUPTED_ON_TERM = ("export", "compare", "profiles", "model", "data", "init")
 
 
 def build_parser() -> argparse.ArgumentParser:

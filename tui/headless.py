@@ -12,6 +12,7 @@ So the subscriber only queues the event; a writer thread of its own applies and 
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import sys
 import threading
@@ -38,6 +39,30 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
 _CLOSE = object()  # the writer thread's last item
 
 
+ROW_LEAD = 7  # "level  ", "sweep  ": the words before a table row
+# dropped in this order where a terminal is narrower than the table: the figures a log can spare
+NARROW_DROPS = ("batch", "errors", "cost", "p95")
+
+
+def fit_columns(cols: tuple[columns.Column[Any], ...], width: int) -> tuple[columns.Column[Any], ...]:
+    """The sweep table within ``width`` characters (a terminal of 80 columns): less-needed
+    columns go first, then the longest headers lose their unit; a log file (LOG_WIDTH) keeps all."""
+    def line(cs: tuple[columns.Column[Any], ...]) -> int:
+        return ROW_LEAD + sum(c.width for c in cs) + 2 * (len(cs) - 1)
+
+    kept = cols
+    for key in NARROW_DROPS:
+        if line(kept) <= width:
+            return kept
+        kept = tuple(c for c in kept if c.key != key)
+    for key in ("compute", "queue"):
+        if line(kept) <= width:
+            break
+        kept = tuple(dataclasses.replace(c, header=c.short, width=max(len(c.short), 7))
+                     if c.key == key and c.short else c for c in kept)
+    return kept
+
+
 class HeadlessPrinter:
     def __init__(self, console: Console | None = None) -> None:
         if console is None:
@@ -51,6 +76,7 @@ class HeadlessPrinter:
         self._probe_header_printed = False
         self._last_telemetry_t: float | None = None
         self._seen_notices: set[str] = set()
+        self._fatal_shown: set[str] = set()  # fatal errors printed: the end lines do not repeat them
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # unbounded: put never blocks
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -108,9 +134,17 @@ class HeadlessPrinter:
 
     def _print_notice(self, event: ev.Warning | ev.Error) -> None:
         key = notice_key(event)
+        if isinstance(event, ev.Error) and event.fatal:
+            self._fatal_shown.add(event.message)
         if key not in self._seen_notices:  # shown once; the final summary counts repeats
             self._seen_notices.add(key)
             self._print_line(event)
+
+    def _print_session_ended(self, event: ev.SessionEnded) -> None:
+        """Its error once: not again when a fatal error line already said it."""
+        if event.error and event.error in self._fatal_shown:
+            event = dataclasses.replace(event, error=None)
+        self._print_line(event)
 
     def _print_level_started(self, event: ev.LevelStarted) -> None:
         if event.index == 0:
@@ -139,7 +173,7 @@ class HeadlessPrinter:
     # ------------------------------------------------------------------ tables
 
     def _print_level_row(self, event: ev.LevelResult) -> None:
-        cols = tables.sweep_columns(self.state)
+        cols = fit_columns(tables.sweep_columns(self.state), self.console.width)
         if not self._sweep_header_printed:
             if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
                 self._plain(f"sweep {self.state.sweep_number}", "bold")
@@ -159,7 +193,7 @@ class HeadlessPrinter:
     def _print_sweep_summary(self) -> None:
         if not self.state.levels:
             return
-        cols = tables.sweep_columns(self.state)
+        cols = fit_columns(tables.sweep_columns(self.state), self.console.width)
         self._plain("")
         number = self.state.sweep_number
         self._plain(f"sweep {number} result" if number > 1 else "sweep result", "bold")
@@ -253,7 +287,8 @@ class HeadlessPrinter:
             if exit_code == 0:
                 self._plain("done", "bold green")
             else:
-                reason = f": {state.ended.error}" if state.ended and state.ended.error else ""
+                error = state.ended.error if state.ended else None
+                reason = f": {error}" if error and error not in self._fatal_shown else ""
                 self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
 
 
@@ -263,6 +298,7 @@ _PRINTERS: dict[type, Callable[[HeadlessPrinter, Any], None]] = {
     ev.HostSample: HeadlessPrinter._print_telemetry,
     ev.Warning: HeadlessPrinter._print_notice,
     ev.Error: HeadlessPrinter._print_notice,
+    ev.SessionEnded: HeadlessPrinter._print_session_ended,
     ev.LevelStarted: HeadlessPrinter._print_level_started,
     ev.LevelResult: HeadlessPrinter._print_level_row,
     ev.SweepFinished: HeadlessPrinter._print_sweep_finished,

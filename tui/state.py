@@ -220,6 +220,9 @@ class SessionState:
         self.windows: list[ev.WindowResult] = []  # of the current level
         self.timeline: deque[WindowPoint] = deque(maxlen=WINDOW_HISTORY)
         self.window_seconds: deque[float] = deque(maxlen=30)  # measured windows, for time left
+        # the time-left plan of the level running: (its start, time per level, at most), fixed when
+        # the level starts so that the time left counts down during it, never up
+        self._eta_plan: tuple[float, float, float] | None = None
         self.sweep_finished: ev.SweepFinished | None = None
         self.gpus: OrderedDict[str, GpuTrack] = OrderedDict()
         self.gpu_source: str | None = None
@@ -529,14 +532,18 @@ class SessionState:
         load.min_window_requests). A guide, not a promise."""
         if row is None or self.sweep_finished is not None or self.now is None:
             return None, None
-        load = self.profile.load
-        window_s = load.window_ms / 1000.0
-        if self.window_seconds:
-            window_s = max(window_s, statistics.median(self.window_seconds))
-        warmup_s, stable, max_windows = load.warmup_s, load.stable_windows, load.max_windows
-        durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
-        per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
-        per_level_max = warmup_s + max_windows * window_s
+        if self._eta_plan is not None and self._eta_plan[0] == row.started_ts:
+            _start, per_level, per_level_max = self._eta_plan
+        else:
+            load = self.profile.load
+            window_s = load.window_ms / 1000.0
+            if self.window_seconds:
+                window_s = max(window_s, statistics.median(self.window_seconds))
+            warmup_s, stable, max_windows = load.warmup_s, load.stable_windows, load.max_windows
+            durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
+            per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
+            per_level_max = warmup_s + max_windows * window_s
+            self._eta_plan = (row.started_ts, per_level, per_level_max)
         remaining = max(0, row.total - done - (1 if row.result is None else 0))
         eta = remaining * per_level
         eta_max = remaining * per_level_max

@@ -13,6 +13,16 @@ from tui.headless import HeadlessPrinter
 from tui.study_state import StudyState
 
 
+def time_left_text(seconds: float | None) -> str:
+    """"about 4m 10s left", or "time left not known yet" before a first level has been timed."""
+    return "time left not known yet" if seconds is None else f"about {duration(seconds)} left"
+
+
+def running_config(current: str | None) -> str:
+    """" (cpu2)" while a config runs; nothing once none does (not "(-)")."""
+    return f" ({current})" if current else ""
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "estimating"
@@ -43,8 +53,8 @@ class StudyPrinter(HeadlessPrinter):
     def progress_line(self) -> str:
         s = self.study
         n, total = s.position()
-        return (f"study: config {n}/{total} ({s.current or '-'}), {fmt.plural(s.levels_done(), 'level')} done, "
-                f"{duration(s.elapsed_s)} elapsed, about {duration(s.time_left_s())} left for the whole study")
+        return (f"study: config {n}/{total}{running_config(s.current)}, {fmt.plural(s.levels_done(), 'level')} done, "
+                f"{duration(s.elapsed_s)} elapsed, {time_left_text(s.time_left_s())} for the whole study")
 
     def _study_line(self, event: ev.Event) -> str | None:
         line = _STUDY_LINES.get(type(event))

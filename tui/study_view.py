@@ -12,7 +12,7 @@ from rich.text import Text
 from engine import format as fmt
 from engine.analysis.slo import Measured, parse_slo, slo_point
 from tui import plots
-from tui.study_headless import duration
+from tui.study_headless import running_config, time_left_text
 from tui.study_state import StudyState
 
 STYLES = ["bold cyan", "bold magenta", "bold green", "bold yellow", "bold red", "bold blue"]
@@ -30,13 +30,13 @@ def headline(study: StudyState) -> Text:
     n, total = study.position()
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"study of {s.model}", style="bold")
-    text.append(f"  config {n}/{total} ({study.current or '-'})  {study.levels_done()} levels done  ")
+    text.append(f"  config {n}/{total}{running_config(study.current)}  {study.levels_done()} levels done  ")
     if study.finished is not None:
         missing = f", missing {', '.join(study.finished.missing)}" if study.finished.missing else ""
         text.append(f"study {study.finished.status}{missing}", style="bold green" if study.finished.status == "ok"
                     else "bold red")
     else:
-        text.append(f"about {duration(study.time_left_s())} left", style="bold")
+        text.append(time_left_text(study.time_left_s()), style="bold")
     if s.slo:
         text.append(f"  target {s.slo}", style="dim")
     return text
@@ -97,7 +97,7 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
     lines = []
     for i, track in enumerate(t for t in study.configs.values() if t.points):
         kept = [(lv, tp, lat) for lv, tp, lat, _s in track.points if lat is not None and tp > 0]
-        lines.append(plots.Line(track.variant, [(tp, lat) for _lv, tp, lat in kept], STYLES[i % len(STYLES)],
+        lines.append(plots.Line(track.variant, [(tp, lat) for _level, tp, lat in kept], STYLES[i % len(STYLES)],
                                 markers=True, unsound=[lv in track.unstable for lv, _tp, _lat in kept]))
     slo = parse_slo(study.started.slo) if study.started and study.started.slo else None
     chart = plots.line_chart(lines, width, max(3, height - 3), log_y=True,

@@ -62,7 +62,7 @@ GPU_SPREAD_PCT = 30.0  # busiest minus idlest GPU, percentage points
 OVERLOAD_DROP = 0.10  # throughput at the highest level this far below the peak
 HOST_CPU_BUSY_PCT = 90.0  # the measuring host itself is out of CPU
 # ...or nearly so, with our workers measured waiting in the run queue for a core: a level's mean
-# host CPU under-reads a host that is full at its peaks (docs/results/newcomer_verdicts_h200.md)
+# host CPU under-reads a host that is full at its peaks (docs/results/host_cpu_verdict_h200.md)
 HOST_CPU_CONTENDED_PCT = 75.0
 CPU_WAIT_CONTENDED = 0.10  # a worker runnable but waiting for a CPU this share of the level
 

@@ -45,6 +45,8 @@ VARIANT_KEYS = frozenset({"instance_group", "name"})
 MEASUREMENT_KEYS = ("window_ms", "min_window_requests", "stability_percent", "stable_windows", "max_windows",
                     "warmup_s", "data", "arrival")
 VERSION_KEYS = ("triton", "driver", "cuda", "torch", "gpuscale_tui")
+# read on the measuring machine: the server's own only when we started it (embedded)
+CLIENT_SIDE_VERSIONS = ("torch", "driver", "cuda")
 
 
 @dataclass
@@ -197,10 +199,24 @@ def _base_for(run: RunComparison, runs: list[RunComparison]) -> RunComparison | 
 def _differs(runs: list[RunComparison], get: Callable[[RunComparison], Any]) -> str | None:
     """"a (run1) vs b (run2)" when the runs disagree on a value, else None."""
     values = [(get(r), r.label) for r in runs]
-    # canonical form: the same config read back with its keys in another order is the same config
-    if len({json.dumps(v, sort_keys=True, default=str) for v, _ in values}) <= 1:
+    # canonical form: the same config read back with its keys in another order is the same config,
+    # and 10 is 10.0 (a level or a setting written once as an integer, once as a float)
+    if len({json.dumps(_same_numbers(v), sort_keys=True, default=str) for v, _ in values}) <= 1:
         return None
     return "; ".join(f"{v if v not in (None, '') else 'unset'} ({label})" for v, label in values)
+
+
+def _same_numbers(value: Any) -> Any:
+    """Numbers as floats, through lists and tables (booleans stay booleans)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {k: _same_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_same_numbers(v) for v in value]
+    return value
 
 
 def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[RunComparison], Any]:
@@ -320,6 +336,8 @@ def _compare_setups(c: Comparison) -> None:
         if (diff := _differs(runs, _getter(lambda r, k: load[r.label].get(k), key))) is not None:
             c.notes.append(f"measurement setting load.{key} differs: {diff}")
     for key in VERSION_KEYS:
+        if key in CLIENT_SIDE_VERSIONS and not all(r.summary.server.get("embedded") for r in runs):
+            continue  # the client's torch says nothing of a remote server: it never served these runs
         if (diff := _differs(runs, _getter(_version, key))) is not None:
             c.notes.append(f"{key} version differs: {diff}")
 
@@ -380,8 +398,11 @@ def build_compare_doc(c: Comparison) -> Doc:
         doc.add(Heading("Apples-to-apples check"))
         doc.add(*[Note(m, warning=True) for m in c.mismatches])
     else:
-        doc.add(Heading("Apples-to-apples check"), Para("Same model, model config (apart from its instance groups), "
-                                                         "inputs, batch size, load mode and levels in every run."))
+        data_differs = any(n.startswith("input data differs") for n in c.notes)
+        doc.add(Heading("Apples-to-apples check"), Para(
+            "Same model, model config (apart from its instance groups), model inputs (names, types, shapes), batch "
+            "size, load mode and levels in every run" + ("; the input data sent differs (below)." if data_differs
+                                                         else ".")))
     if c.notes:
         doc.add(Bullets(c.notes))
     if all(r.summary.random_weights for r in c.runs):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from engine import http1
-from engine.errors import RunFailed
+from engine.errors import RunFailed, UserError
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
@@ -41,6 +41,12 @@ from engine.server.repository import (
     parameter,
     prepare_repository,
     set_instance_count,
+)
+from engine.server.startup import (
+    PROBE_TIMEOUTS,
+    StartupProgress,
+    group_cpu_ticks,
+    next_probe_timeout,
 )
 from engine.shm_segments import remove_segments, segment_prefix, server_region_prefix
 
@@ -120,6 +126,7 @@ class EmbeddedServer:
         mps: str = "auto",
         pinned_gpu: str | None = None,
         cpus: tuple[int, ...] = (),
+        ports: tuple[int, int, int] | None = None,
     ) -> None:
         self.model = model
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
@@ -138,6 +145,8 @@ class EmbeddedServer:
         self.bind_address = bind_address
         self.startup_timeout_s = startup_timeout_s
         self.fixed_http_port = http_port  # e.g. to restart a server where its clients expect it
+        # HTTP, gRPC and metrics ports all fixed (Triton's 8000, 8001, 8002: `server --ports default`)
+        self.fixed_ports = ports
         # "explicit": models load and unload through the repository API (a remote box's setup,
         # reproduced here for the study's model-control path); the model is loaded at start
         self.model_control = model_control
@@ -221,6 +230,8 @@ class EmbeddedServer:
             authored = instance_count(self.prepared.config_text)
             if self.mps_used and authored is not None:
                 self._instances(authored, under_mps=True)
+            if self.fixed_ports:
+                _check_ports_free(self.fixed_ports, self.bind_address)
             taken = 0
             while True:
                 self._launch(dist.binary, backends, env)
@@ -230,7 +241,7 @@ class EmbeddedServer:
                 except PortTaken:  # taken between probing and binding: try new ones
                     self._terminate()
                     taken += 1
-                    if taken == 3:
+                    if taken == 3 or self.fixed_ports:
                         raise
                 except ServerStartError as exc:
                     self._terminate()
@@ -290,8 +301,11 @@ class EmbeddedServer:
 
     def _launch(self, binary: Path, backends: Path, env: dict[str, str]) -> None:
         assert self.prepared is not None and self.log_path is not None
-        self.http_port, self.grpc_port = free_port_pair(first=self.fixed_http_port)
-        self.metrics_port = next(p for p in free_ports(3) if p not in (self.http_port, self.grpc_port))
+        if self.fixed_ports:
+            self.http_port, self.grpc_port, self.metrics_port = self.fixed_ports
+        else:
+            self.http_port, self.grpc_port = free_port_pair(first=self.fixed_http_port)
+            self.metrics_port = next(p for p in free_ports(3) if p not in (self.http_port, self.grpc_port))
         args = [
             str(binary),
             f"--model-repository={self.prepared.repository}",
@@ -343,21 +357,36 @@ class EmbeddedServer:
         self._pipe = os.fdopen(write_end, "wb")  # non-inheritable (PEP 446): only we hold it
 
     def _wait_ready(self) -> None:
+        """Until every model answers ready; given up only when the server stops making progress
+        (engine/server/startup.py), never at a fixed time on a busy box."""
         assert self._guard is not None
-        deadline = time.monotonic() + self.startup_timeout_s
+        progress = StartupProgress(self.startup_timeout_s, time.monotonic())
         waiting = [f"/v2/models/{m}/ready" for m in (self.model, *self.extra_models)]
-        while time.monotonic() < deadline:
+        probe_timeout = PROBE_TIMEOUTS[0]
+        while True:
             if self._guard.poll() is not None:
                 raise self._start_error("tritonserver exited during start-up")
+            now = time.monotonic()
+            progress.observe(now, self._log_size(), group_cpu_ticks(self._guard.pid))
+            if why := progress.given_up(now):
+                raise self._start_error(f"tritonserver not ready after {now - progress.started:.0f} s ({why})")
             try:
-                while waiting and http1.request_blocking(self.http_url, waiting[0], timeout_s=1.0).status == 200:
+                while waiting and http1.request_blocking(self.http_url, waiting[0],
+                                                         timeout_s=probe_timeout).status == 200:
                     waiting.pop(0)
                 if not waiting:
                     return
+            except TimeoutError:
+                probe_timeout = next_probe_timeout(probe_timeout)  # slow to answer, not a no
             except (OSError, http1.BadResponse):  # not listening yet, or not answering yet
                 pass
             time.sleep(0.2)
-        raise self._start_error(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size if self.log_path else 0
+        except OSError:
+            return 0
 
     def _start_error(self, what: str) -> ServerStartError:
         message = self._failure(what)
@@ -396,6 +425,19 @@ class EmbeddedServer:
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+def _check_ports_free(ports: tuple[int, ...], address: str) -> None:
+    """Fixed ports already taken (another Triton, an earlier server): one line, before a start
+    that could only fail."""
+    for port in ports:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+            try:
+                sock.bind((address, port))
+            except OSError as exc:
+                raise UserError(f"port {port} on {address} is taken ({exc.strerror}): stop what listens "
+                                "there, or choose other ports") from None
 
 
 def _mps_failure(message: str) -> str:

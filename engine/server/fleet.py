@@ -45,6 +45,29 @@ def pin_servers(variant: str, gpus: list[str]) -> list[str | None]:
     return [gpus[i % len(gpus)] for i in range(servers)]
 
 
+def split_cpus(cpus: list[int], servers: int) -> list[tuple[int, ...]]:
+    """The CPUs each of ``servers`` CPU servers runs on, as if each were its own box: the CPUs we
+    may use in contiguous equal shares (the first shares one larger when they do not divide), or
+    with fewer CPUs than servers, one each in turn. Unpinned, two servers' stubs (each with as
+    many compute threads as the box has cores) took each other's cores: one read 10x the other."""
+    cpus = sorted(cpus)
+    if not cpus:
+        return [()] * servers
+    if len(cpus) < servers:
+        return [(cpus[i % len(cpus)],) for i in range(servers)]
+    sizes = [len(cpus) // servers + (1 if i < len(cpus) % servers else 0) for i in range(servers)]
+    starts = [sum(sizes[:i]) for i in range(servers)]
+    return [tuple(cpus[s:s + n]) for s, n in zip(starts, sizes, strict=True)]
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), all of them where that cannot be read."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
 class ServerFleet:
     def __init__(self, variant: str, *, log_dir: Path | None = None, gpu_count: int | None = None,
                  **server_options: Any) -> None:
@@ -60,10 +83,14 @@ class ServerFleet:
         self._client_gpus = [visible.index(pin) if pin is not None else None for pin in pins]
         # more servers than GPUs: they share them (the mechanics on a small box, not a price answer)
         self.shared = self.base == "1x" and len(set(pins)) < count
+        # CPU servers: each on its own share of the cores, as N boxes would be (a caller's own
+        # cpus, e.g. a bench keeping the clients apart, are split the same way)
+        shares = (split_cpus(list(server_options.pop("cpus", ()) or usable_cpus()), count)
+                  if self.base.startswith("cpu") else [tuple(server_options.pop("cpus", ()))] * count)
         self.servers = [
             EmbeddedServer(variant=self.base, log_dir=log_dir / f"server{i + 1}" if log_dir else None,
-                           gpu_count=1 if pin is not None else 0, pinned_gpu=pin, **server_options)
-            for i, pin in enumerate(pins)
+                           gpu_count=1 if pin is not None else 0, pinned_gpu=pin, cpus=share, **server_options)
+            for i, (pin, share) in enumerate(zip(pins, shares, strict=True))
         ]
 
     # ----------------------------------------------------------------- what the session reads

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.suggest import did_you_mean
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2] / "model_repository"
 EMBEDDED_ROOT = REPOSITORY_ROOT / "embedded"
@@ -126,7 +127,8 @@ def prepare_repository(
     """Copy one embedded model into ``dest`` with the chosen variant as its config.pbtxt."""
     source = EMBEDDED_ROOT / model
     if not (source / "config.pbtxt").is_file():
-        raise UserError(f"unknown embedded model {model!r} (available: {', '.join(embedded_models())})")
+        names = embedded_models()
+        raise UserError(f"unknown embedded model {model!r}{did_you_mean(model, names)} (available: {', '.join(names)})")
     if weights and not Path(weights).is_file():
         raise UserError(f"model.weights: no such file {weights!r}")
     files = variant_files(source)

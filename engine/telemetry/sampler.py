@@ -76,8 +76,10 @@ class TelemetrySampler:
                 raise UserError(f"telemetry source {source.name}: interval must be at least {MIN_INTERVAL_S} s, got {source.interval_s}")
         identity = GpuIdentity(sum(1 for s in sources if s.enumerates_gpus))
         targets: list[tuple[str, Callable[[], None]]] = [("telemetry-host", self._host_loop)]
+        remote_gpus = bool(self.settings.metrics_url or self.settings.metrics_endpoints)
         for source in sources:
-            ctx = SourceContext(self._publish, self._warn, identity, self._stop)
+            warn = _NoDriverIsNoNews(self._warn) if remote_gpus and source.name == "nvml" else self._warn
+            ctx = SourceContext(self._publish, warn, identity, self._stop)
             targets.append((f"telemetry-{source.name}", self._gpu_loop_of(source, ctx)))
         for name, target in targets:
             thread = threading.Thread(target=self._guarded(name, target), name=name, daemon=True)
@@ -163,3 +165,26 @@ class TelemetrySampler:
                 source.close()
 
         return loop
+
+
+NO_LOCAL_DRIVER = ("nvml-missing", "nvml-unavailable")
+
+
+class _NoDriverIsNoNews(WarnOnce):
+    """NVML's warnings where the GPUs are read from the server's /metrics: a machine with no
+    NVIDIA driver at all (a laptop reaching a rented box) is no news, so that is not said; a
+    driver that is there and fails still is."""
+
+    def __init__(self, inner: WarnOnce) -> None:  # shares the sampler's once-only record
+        self._inner = inner
+
+    def __call__(self, key: str, message: str) -> bool:
+        if key in NO_LOCAL_DRIVER and "no NVIDIA driver" in message:
+            return False
+        return self._inner(key, message)
+
+    def rearm(self, key: str) -> None:
+        self._inner.rearm(key)
+
+    def active(self, key: str) -> bool:
+        return self._inner.active(key)

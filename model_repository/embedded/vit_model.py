@@ -42,7 +42,9 @@ class TritonPythonModel:
         on_gpu = args["model_instance_kind"] == "GPU" and torch.cuda.is_available()
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu")
         # on a GPU the host threads only copy inputs into the staging buffer; on the CPU they compute
-        torch.set_num_threads(int(params.get("cpu_threads", "1")))
+        # never more compute threads than the CPUs this stub may run on (a server pinned to its
+        # share of the cores): more would spin on each other's cores
+        torch.set_num_threads(max(1, min(int(params.get("cpu_threads", "1")), len(os.sched_getaffinity(0)))))
         if on_gpu:
             torch.cuda.set_device(self.device)
         # fp16 on GPUs is how the ONNX/TensorRT deployments of this model are served

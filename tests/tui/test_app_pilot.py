@@ -464,8 +464,13 @@ async def test_at_80x24_every_view_keeps_its_headers() -> None:
     async with app.run_test(size=SIZE) as pilot:
         publish(replay, probe)
         app.drain()
-        await pilot.pause(1.0)  # the footer composes its keys after the first refresh
-        rows = screen_lines(app)
+        # the footer composes its keys after the first refresh: wait for it, however long a busy
+        # box takes (a fixed second was not always enough), bounded only against a hang
+        for _ in range(600):
+            await pilot.pause(0.1)
+            rows = screen_lines(app)
+            if rows[-1].strip():
+                break
         assert rows[-1].rstrip().endswith("^p palette") and "-+ Speed" in rows[-1]
         status = rows[2]
         assert "3 probe results" in status and "…" not in status, status

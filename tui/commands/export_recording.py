@@ -18,14 +18,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p.add_argument("--format", "-f", choices=tuple(EXPORTERS), action="append", required=True,
                    help="json, csv, md or html; repeat for several")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: beside the file)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder, one file per format (default: beside the file)")
 
 
 def run(args: argparse.Namespace) -> int:
     from engine.record.exporters import export
     from engine.record.reader import Recording
     from engine.study.index import is_index
+    from tui.commands.export_out import check_out_folder
 
+    check_out_folder(args.out)
     out_dir = args.out or args.file.parent
     if is_index(args.file):  # a study: one report for all its configs; data per recording
         from engine.study.figures import study_figures

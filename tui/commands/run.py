@@ -54,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
                  *endpoint_overrides(args), *input_data_override(args)]
-    profile = load_profile(args.profile, overrides)
+    from tui.commands.remote import check_url_flags, name_after_server
+
+    check_url_flags(args)
+    profile = name_after_server(load_profile(args.profile, overrides), args)
     check_input_data(profile.load.input_data)
     options = SessionOptions(
         sweep=not args.probe_only,

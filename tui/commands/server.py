@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from engine.errors import RunFailed, UserError
+from tui.commands.ports import parse_ports
 from tui.commands.stop_signals import StopSignals
 
 
@@ -31,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "auto: every GPU here, or cpu (default: auto)")
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help="listen address (default: loopback only)")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT", help="HTTP port (default: a free one)")
+    p.add_argument("--ports", type=parse_ports, default=None, metavar="default|HTTP,GRPC,METRICS",
+                   help="all three ports: 'default' is Triton's 8000,8001,8002 (default: free ones)")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"),
                    help="on GPUs, run under a private MPS daemon so the model instances share each GPU "
                         "(default: auto, where nvidia-cuda-mps-control is found)")
@@ -41,13 +44,15 @@ def run(args: argparse.Namespace) -> int:
     from engine.server.embedded import EmbeddedServer
 
     check_bind_address(args.bind)
+    if args.ports and args.http_port is not None:
+        raise UserError("--ports and --http-port: give one of them")
     if args.http_port is not None and not 0 < args.http_port < 65536:
         raise UserError(f"--http-port: expected 1-65535, found {args.http_port}")
     # the log outside the server's work folder, which goes when it stops: the printed path stays true
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     log_dir = cache / "gpuscale-tui" / "server-logs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     server = EmbeddedServer(model=args.model, variant=args.variant, bind_address=args.bind, http_port=args.http_port,
-                            mps=args.mps, log_dir=log_dir)
+                            mps=args.mps, log_dir=log_dir, ports=args.ports)
     done = threading.Event()
     signals = StopSignals(done.set)
     print(f"starting embedded Triton ({args.model}, variant {args.variant}) ...", flush=True)

@@ -71,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
 
-    profile = load_profile(args.profile, [*args.overrides, *endpoint_overrides(args), *input_data_override(args)])
+    from tui.commands.remote import check_url_flags, name_after_server
+
+    check_url_flags(args)
+    profile = name_after_server(load_profile(args.profile, [*args.overrides, *endpoint_overrides(args),
+                                                            *input_data_override(args)]), args)
     check_input_data(profile.load.input_data)
     slo = parse_slo(args.slo) if args.slo is not None else None
     if not 0 <= args.search_steps <= 20:

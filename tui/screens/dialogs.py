@@ -25,16 +25,17 @@ class ConfirmQuit(ModalScreen[bool]):
         Binding("n,escape,q", "answer(False)", "Stay"),
     ]
 
-    def __init__(self, running: str | None = None) -> None:
+    def __init__(self, running: str | None = None, stops_server: bool = True) -> None:
         super().__init__()
         self.running = running
+        self.stops_server = stops_server  # an embedded server stops with the app; a remote one goes on
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             if self.running:
                 yield Label(f"Running: {self.running}. Stop it and quit?")
             else:
-                yield Label("The session is idle. Quit? Its server stops.")
+                yield Label("The session is idle. Quit?" + (" Its server stops." if self.stops_server else ""))
             yield Label("The recording is finalised either way.", classes="dim")
             yield Label("[b]y[/b] quit    [b]n[/b] stay" if not self.running else "[b]y[/b] stop and quit    [b]n[/b] keep it running")
 

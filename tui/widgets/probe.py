@@ -24,7 +24,7 @@ class ProbePanel(Panel):
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.probe:
-            return Text("no probe result yet (p runs the probe)", style="dim")
+            return Text(no_probe_text(replay=getattr(self.app, "replay", None) is not None), style="dim")
         return tables.probe_table(state.probe, width)
 
     def title_for(self, state: SessionState) -> str | None:
@@ -32,6 +32,11 @@ class ProbePanel(Panel):
             return self.TITLE
         first = state.probe[0]
         return f"training probe · {fmt.plural(len(state.probe), 'result')} · {first.backend} on {first.device}, {first.precision}"
+
+
+def no_probe_text(replay: bool) -> str:
+    """A replay cannot run the probe: `p` is a live session's key."""
+    return "no probe result in the recording so far" if replay else "no probe result yet (p runs the probe)"
 
 
 def efficiency_bars(results: list[ev.ProbeResult], width: int) -> Text:

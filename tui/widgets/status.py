@@ -84,9 +84,11 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
     head = Text()
     if state.ended is not None:
         ok = state.ended.status == "ok"
-        head.append("✓ finished " if ok else f"✗ {state.ended.status} ", style="green" if ok else "bold red")
+        caveat = ok and bool(state.ended.error)  # finished, with a but ("no level was stable")
+        head.append("⚠ finished: " if caveat else "✓ finished " if ok else f"✗ {state.ended.status} ",
+                    style="bold yellow" if caveat else "green" if ok else "bold red")
         if state.ended.error:
-            head.append(state.ended.error.splitlines()[0] + " ", style="red")
+            head.append(state.ended.error.splitlines()[0] + " ", style="yellow" if caveat else "red")
     server = Text()
     if state.server is not None:
         s = state.server

@@ -27,20 +27,31 @@ def breakdown_line(state: SessionState, width: int) -> Text:
     compute = compute_seconds(server) or 0.0
     rest = server.client_minus_server if server.client_minus_server is not None else None
     total = queue + compute + max(rest or 0.0, 0.0)
-    bar_w = max(8, width - 64)
-    line.append("per request ", style="dim")
-    if total > 0:
+    figures = Text()
+    figures.append(" queue ", style="yellow")
+    figures.append(f"{fmt.ms(queue)} ms")
+    figures.append(" compute ", style="green")
+    figures.append(f"{fmt.ms(compute)} ms")
+    figures.append(" client+net ", style="blue")
+    if rest is not None and rest < 0:
+        # the server's time per request past the client's latency: the two were read over windows
+        # that do not line up exactly; a negative time is not a reading
+        figures.append("n/a", style="dim")
+    else:
+        figures.append(f"{fmt.ms(rest)} ms")
+    label = "per request "
+    # the figures whole, the bar takes what is left (at 80 columns long figures cut client+net)
+    bar_w = max(0, min(max(8, width - 64), width - len(label) - len(figures.plain) - 1))
+    if bar_w < 4:
+        label, bar_w = "", max(0, width - len(figures.plain) - 1)
+    line.append(label, style="dim")
+    if total > 0 and bar_w >= 4:
         q = int(round(bar_w * queue / total))
         c = int(round(bar_w * compute / total))
         line.append("█" * q, style="yellow")
         line.append("█" * c, style="green")
         line.append("█" * max(0, bar_w - q - c), style="blue")
-    line.append(" queue ", style="yellow")
-    line.append(f"{fmt.ms(queue)} ms")
-    line.append(" compute ", style="green")
-    line.append(f"{fmt.ms(compute)} ms")
-    line.append(" client+net ", style="blue")
-    line.append(f"{fmt.ms(rest)} ms")
+    line.append_text(figures)
     return line
 
 

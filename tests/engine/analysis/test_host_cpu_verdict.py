@@ -111,7 +111,7 @@ def test_a_server_on_this_machine_that_is_not_ours_is_found_by_its_port() -> Non
 
 
 def _contended_sweep(wait: float | None) -> list[LevelEvidence]:
-    # As measured on 1x H200 (docs/results/newcomer_verdicts_h200.md): at c=128 the host 85 % busy,
+    # As measured on 1x H200 (docs/results/host_cpu_verdict_h200.md): at c=128 the host 85 % busy,
     # the server's processes 12.6 cores, our 4 workers under one core and waiting for a CPU 25 %
     # of the level; the audit flags the level client-bound for that lag.
     busy = dict(host_cpu_percent=85.0, server_cpu_percent=1260.0, own_cpu_percent=102.0, client_bound=True,

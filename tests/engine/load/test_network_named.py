@@ -1,5 +1,9 @@
-"""The network named: a sweep through a proxy that delays every byte 20 ms each way records a
-round trip of about 40 ms, says so in the report's setup, and the verdict names the network.
+"""The network named: a sweep through a proxy that delays every byte 400 ms each way records a
+round trip of about 0.8 s, says so in the report's setup, and the verdict names the network.
+The delay is long beside what a busy machine does to a request and to our load worker (with two
+CPU hogs beside the suite its event loop lags up to 90 ms, which the client audit holds against
+a quarter of the latency): the path makes up most of the latency, and the client stays within
+its audit, whatever else runs on the box.
 
 The proxy is a userspace relay on loopback: the kernel's view of the client's connections (their
 connect time, TCP_INFO's RTT) ends at the proxy and stays well under a millisecond, while the
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import format as fmt
 from engine.load.path_probe import health_rtt
 from engine.load.target import Target
 from engine.load.tcp import kernel_rtt_us
@@ -28,7 +33,7 @@ from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from engine.session import Session, SessionOptions
 
-DELAY_S = 0.020  # each way
+DELAY_S = 0.400  # each way (the path probe gives up past 2 s)
 QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=10",
          "load.stability_percent=90", "load.workers=1"]
 
@@ -153,13 +158,15 @@ def test_the_kernel_s_rtt_on_loopback_is_microseconds() -> None:
 @pytest.mark.slow
 def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tmp_path: Path) -> None:
     profile = load_profile("local", ["server.kind=remote", f"server.url={delay_proxy}", "model.name=identity",
-                                     "load.concurrency=1,4", *QUICK])
+                                     "load.concurrency=1,4", *QUICK,
+                                     # a few requests a window (one takes 0.8 s), and windows long
+                                     # enough that the server's statistics, read through the same
+                                     # delay, still stand for their edges (a quarter of a window)
+                                     "load.min_window_requests=3", "load.window_ms=5000"])
     session = Session(profile, SessionOptions(record_dir=tmp_path, check=False, gpu_count=0))
-    started = time.monotonic()
     session.start()
-    assert session.join(180), "the session did not finish"
+    assert session.join(900), "the session did not finish"  # a bound on a hang, not a speed
     assert session.exit_code == 0, session.error
-    assert time.monotonic() - started < 180
     (path,) = tmp_path.glob("*.sqlite")
     with Recording.open(path) as rec:
         summary = rec.summary()
@@ -168,7 +175,7 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
     for lv in levels:
         net = lv.result.network
         assert net is not None and net.rtt_method == "health probe"
-        assert 0.038 <= net.rtt <= 0.080, net  # 2 x 20 ms, plus a loaded machine's slack
+        assert 2 * DELAY_S * 0.98 <= net.rtt <= 4 * DELAY_S, net  # 2 x 400 ms, plus a loaded machine's slack
         # the kernel sees only the hop to the proxy on loopback
         assert net.connections == lv.level and net.connect_p50 is not None and net.connect_p50 < 0.010
         assert net.tcp_rtt_p50 is None or net.tcp_rtt_p50 < 0.010
@@ -178,8 +185,8 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
     # the verdict quotes the round trip measured before its decisive level; the setup, the sweep's shortest
     decisive = next(lv.result.network for lv in levels if lv.level == verdict.level)
     assert decisive is not None and decisive.rtt is not None
-    assert f"the client is {decisive.rtt * 1000:.1f} ms from the server" in verdict.summary, verdict.summary
+    assert f"the client is {fmt.ms(decisive.rtt)} ms from the server" in verdict.summary, verdict.summary
     rtt = summary.network_path()
     assert rtt is not None and rtt.rtt is not None and rtt.rtt <= decisive.rtt
     report = to_markdown(build_report(summary, findings))
-    assert f"| Network | client {rtt.rtt * 1000:.1f} ms from the server (round trip: time to the first byte" in report
+    assert f"| Network | client {fmt.ms(rtt.rtt)} ms from the server (round trip: time to the first byte" in report

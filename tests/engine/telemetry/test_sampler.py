@@ -165,3 +165,14 @@ def test_triton_readings_take_index_and_name_from_nvml(metrics_server):
     named = {g.uuid: (g.index, g.name) for g in triton[0].gpus}
     assert named[uuid] == (0, "local H200")  # the first poll already knew it
     assert named["GPU-7f1e2d3c-0000-1111-2222-333344445555"] == (None, None)  # not local
+
+
+@pytest.mark.slow
+def test_with_the_servers_metrics_a_machine_without_a_driver_is_not_warned_about():
+    """A laptop reaching a rented box reads the GPUs from the server's /metrics: that it has no
+    NVIDIA driver of its own is no news (the metrics URL here answers nothing: its own warnings
+    are another matter)."""
+    got = Collector()
+    sampler = TelemetrySampler(got, nvml_interval_s=0.1, host_interval_s=0.2, metrics_url="http://127.0.0.1:9/metrics")
+    _run(sampler, lambda: got.wait_for(HostSample, 3))
+    assert "nvml-unavailable" not in [w.key for w in got.of(Warning)]
