@@ -28,8 +28,8 @@ from msgspec import Meta
 from engine import table_schema
 from engine.errors import UserError
 from engine.modes import LoadMode
-from engine.table_schema import NOT_A_KEY, Check
 from engine.suggest import closest, did_you_mean
+from engine.table_schema import NOT_A_KEY, Check
 from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
 
 # the repository's profiles/ (a source checkout, an editable install); a wheel carries the same

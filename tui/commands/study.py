@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
     from engine.profiles import load_profile
     from engine.study.study_source import StudySource
     from engine.study.variants import parse_variants
-
     from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)

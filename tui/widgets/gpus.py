@@ -113,9 +113,7 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
     if not tracks:
         remote = (state.server is not None and not state.server.embedded) or state.profile.server.kind == "remote"
         cpu_run = state.server is not None and state.server.config_variant == "cpu"
-        section = state.profile.get("server")
-        server: dict = section if isinstance(section, dict) else {}
-        metrics = bool(server.get("metrics_url") or server.get("metrics_urls"))
+        metrics = bool(state.profile.server.metrics_url or state.profile.server.metrics_urls)
         if remote and not cpu_run and metrics:
             note = "waiting for GPU telemetry from the server's /metrics (server.metrics_url)"
         elif remote and not cpu_run:  # its GPUs are on another machine: only its metrics URL shows them
