@@ -94,8 +94,8 @@ def test_every_key_is_validated_and_listed(section, table):
     unknown = {section: {"no_such_key": 1}} if section else {"no_such_key": 1}
     listed = _error(unknown)
     assert f"{prefix}no_such_key: unknown key (known: " in listed
-    for key in table_schema.keys(table):
-        assert key in listed.partition("(known: ")[2], key
+    for key in table_schema.keys(table):  # the engine's own test switches (dev_*) work but are not offered
+        assert (key in listed.partition("(known: ")[2]) != key.startswith("dev_"), key
 
 
 @pytest.mark.parametrize("path", bundled_profiles(), ids=lambda p: p.stem)
