@@ -28,7 +28,7 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError, missing_extra, require_extra
 from engine.hostinfo import host_facts, software_versions
 from engine.modes import mode_of
-from engine.profiles import Profile
+from engine.profiles import Profile, headers_for
 from engine.record.redact import Redactor
 from engine.source import EventSource
 
@@ -82,7 +82,7 @@ def profile_secrets(profile: Profile) -> list[str]:
     """What must never be shown or recorded: header values (auth) and URL passwords."""
     server = profile.server
     urls = (server.url, server.metrics_url, *server.urls, *server.metrics_urls)
-    found = [*server.headers.values(), *(_url_password(u) for u in urls)]
+    found = [*server.headers.values(), *server.credentials.values(), *(_url_password(u) for u in urls)]
     return [s for s in found if s]
 
 
@@ -266,6 +266,10 @@ class Session(EventSource):
                 error = f"{len(failed)} of {planned} levels failed" + (f" ({unrun} not run)" if unrun else "")
             elif self._incomplete:
                 status, error, code = "failed", self._incomplete, EXIT_FAILED
+            elif degraded := [r for r in self.level_results if r.degraded]:  # part of the servers measured
+                status, code = "failed", EXIT_FAILED
+                error = (f"{len(degraded)} level(s) degraded, missing an endpoint (level {degraded[0].level:g}: "
+                         f"{degraded[0].degraded})")
             elif gate_failures := self._gate_failures():
                 status, code = "failed", EXIT_GATES
                 error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
@@ -454,7 +458,8 @@ class Session(EventSource):
             mps, mps_why = None, ""
             if len(urls) > 1:  # several servers: the load spread over them (engine/load/endpoints.py)
                 self._endpoints = endpoints_from(urls, server.metrics_urls)
-        target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers),
+        target = Target(http_url=http_url, model=model.name, model_version=model.version,
+                        headers=headers_for(server, *server.endpoint_urls()),
                         input_shapes={k: list(v) for k, v in self.profile.load.input_shapes.items()},
                         endpoints=list(self._endpoints))
         info = await describe_endpoints(target, server.allow_mixed)
@@ -592,7 +597,7 @@ class Session(EventSource):
             nvml_interval_s=t.nvml_interval_s,
             host_interval_s=t.host_interval_s,
             metrics_url=metrics_url,
-            metrics_headers=dict(server.headers) or None,
+            metrics_headers=headers_for(server, metrics_url, *(ep.metrics_url for ep in self._endpoints)) or None,
             host_server_port=loopback_port(server.endpoint_urls()[0]) if server.kind == "remote" else None,
             metrics_endpoints=tuple((ep.name, ep.metrics_url) for ep in self._endpoints if ep.metrics_url),
         )

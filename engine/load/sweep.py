@@ -467,7 +467,21 @@ class _Level:
             duration_s=agg.duration_s,
             network=self.network_path(),
             endpoints=endpoints,
+            degraded=self.degraded(),
         )
+
+    def degraded(self) -> str:
+        """One line naming each endpoint that answered nothing (and failed) in some measured
+        window; "" when every endpoint answered in every window. Such a level measured part of
+        the servers: its figures are not the whole's."""
+        if len(self.endpoints) == 1 or not self.windows:
+            return ""
+        dead = []
+        for e, ep in enumerate(self.endpoints):
+            lost = sum(1 for w in self.windows if w.parts and w.parts[e].ok == 0 and w.parts[e].error_count > 0)
+            if lost:
+                dead.append(f"{ep.name} answered nothing in {lost} of {len(self.windows)} measured windows")
+        return "; ".join(dead)
 
     async def endpoint_results(self, chosen: list[_Window]) -> list[EndpointResult]:
         """Each endpoint's share of the merged windows (its errors over every measured window)."""
@@ -544,6 +558,8 @@ async def run_sweep(
     requests, warnings = await _requests(target, info, load, publish)  # the tensors, made once
     for text in warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
+    if stop.is_set():  # stopped while the requests were made: nothing more to prepare
+        return []
     endpoints = target.endpoint_list()
     first = requests[0]
     prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data,
@@ -667,11 +683,16 @@ def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
 
 def _saturation(results: list[LevelResult]) -> float | None:
     # a level where the client was the limit measures us, not the server: never a saturation point
-    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed" and not r.audit.client_bound])
+    found = saturation_point([(r.level, r.throughput_rps) for r in results
+                              if r.status != "failed" and not r.audit.client_bound and not r.degraded])
     return found.level if found else None
 
 
 def _report_errors(result: LevelResult, publish: Publish) -> None:
+    if result.degraded:
+        publish(Warning(source="load", key=f"degraded-{result.index}", message=(
+            f"level {result.level:g} degraded: {result.degraded}: it measured part of the servers, so no decision "
+            "rests on it and the run will not end ok")))
     if not result.errors_by_kind:
         return
     for ep in result.endpoints:

@@ -6,6 +6,7 @@ transport."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import service_pb2
 
+from engine.load.answer_check import AnswerSpec, check_header
 from engine.load.target import Target, describe_target
 from engine.load.transports.grpc import check_answer, error_kind, grpc_address
 from engine.server.embedded import EmbeddedServer
@@ -70,10 +72,22 @@ def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: st
 def test_an_answer_that_does_not_add_up_is_named():
     asked = (("OUTPUT0", "FP32"),)
     assert check_answer(_answer([2, 4], [bytes(32)]), asked) is None
-    assert check_answer(_answer([2, 4], [bytes(31)]), asked) == "output OUTPUT0 holds 31 bytes, its shape [2, 4] says 32"
+    assert check_answer(_answer([2, 4], [bytes(31)]), asked) == ("output 'OUTPUT0': 31 bytes for shape [2, 4] of FP32, "
+                                                                 "which holds 32")
     assert check_answer(_answer([2, 4], [bytes(32)], datatype="INT32"), asked) == "output OUTPUT0 is INT32, expected FP32"
     assert check_answer(_answer([2, 4], [bytes(32)], name="OTHER"), asked) == "answer lacks output OUTPUT0"
     assert check_answer(_answer([2, 4], []), asked) == "answer has 0 raw outputs for 1 outputs"
+
+
+def test_grpc_answers_are_checked_as_http_answers_are():
+    """One check for both protocols: a negative dimension is no size, whatever the byte count
+    (shape [-1, -4] "holds" 16 bytes of FP32 by arithmetic)."""
+    asked = (("OUTPUT0", "FP32"),)
+    grpc_said = check_answer(_answer([-1, -4], [bytes(16)]), asked)
+    http_said = check_header(json.dumps({"outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, -4],
+                                                      "parameters": {"binary_data_size": 16}}]}).encode(), 16,
+                             AnswerSpec(outputs={"OUTPUT0": "FP32"}))
+    assert grpc_said == http_said == "output 'OUTPUT0': shape is not a list of sizes"
 
 
 @pytest.mark.server
