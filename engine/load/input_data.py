@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import UserError
@@ -60,8 +61,10 @@ def check_readable(path: str) -> None:
         raise UserError(f"input data {path}: {size} bytes, over the {MAX_DATA_BYTES >> 30} GiB limit")
 
 
-def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[int]] | None = None) -> InputData:
-    """The entries of the JSON file or folder at ``path`` for the model ``info`` describes."""
+def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[int]] | None = None,
+                    stopped: Callable[[], bool] = lambda: False) -> InputData:
+    """The entries of the JSON file or folder at ``path`` for the model ``info`` describes.
+    ``stopped``: asked while a JSON file is decoded; when it says so, input_decode.Stopped."""
     where = Path(path).expanduser()
     if not where.exists():
         raise UserError(f"input data {path}: no such file or folder")
@@ -70,7 +73,7 @@ def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[in
         return read_folder(where.resolve(), model)
     raw = read_file(where, f"input data {path}")
     digest = hashlib.sha256(raw).hexdigest()
-    doc = decode_document(raw, f"input data {path}")
+    doc = decode_document(raw, f"input data {path}", stopped)
     del raw  # the text is not kept past its arrays
     notes: list[str] = []
     entries = parse_document(doc, model, f"input data {path}", notes)

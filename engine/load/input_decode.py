@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,9 @@ MIN_TEXT = 256  # shorter lists of numbers stay Python lists: too small to matte
 MAX_NUMBERS_BYTES = 2 << 30  # the decoded arrays together; more is refused while decoding
 MARK = "\u0000gpuscale-numbers"  # the key of the object that stands for an array in the text
 
-_WS = rb"[ \t\r\n]*"
-_NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # JSON's number grammar exactly
-_LIST = re.compile(rb"\[" + _WS + _NUM + rb"(?:" + _WS + rb"," + _WS + _NUM + rb")*" + _WS + rb"\]")
-_INT_LITERAL = re.compile(rb"(?:^|,)" + _WS + rb"-?[0-9]+" + _WS + rb"(?=,|$)")
-_LONG_INT = re.compile(rb"[0-9]{19}")  # may not fit int64: left to the JSON decoder
+# a list holding only what numbers are written with (then checked: numpy is no JSON parser)
+_LIST = re.compile(rb"\[[0-9eE+\-.,\s]*\]")
+PIECE = 1 << 20  # a list's text is converted this many bytes at a time: its Python numbers stay few
 
 
 @dataclass(frozen=True)
@@ -45,17 +43,27 @@ class Numbers:
         return int(self.array.size)
 
 
-def decode_document(raw: bytes, where: str) -> Any:
-    """The JSON document of ``raw``, long lists of numbers as ``Numbers``. Bad JSON is one line."""
+class Stopped(Exception):
+    """The decode was asked to stop (the session is stopping): nothing is returned."""
+
+
+def decode_document(raw: bytes, where: str, stopped: Callable[[], bool] = lambda: False) -> Any:
+    """The JSON document of ``raw``, long lists of numbers as ``Numbers``. Bad JSON is one line.
+    ``stopped`` is asked between pieces (about a megabyte each): when it says so, ``Stopped``."""
     arrays: list[Numbers] = []
     total = 0
+    seen, quotes = 0, 0  # where the text was read up to, and the string quotes in it
 
     def swap(match: re.Match[bytes]) -> bytes:
-        nonlocal total
+        nonlocal total, seen, quotes
+        if stopped():
+            raise Stopped
         text = match.group()
-        if len(text) < MIN_TEXT or _LONG_INT.search(text):
+        quotes += _quotes(raw, seen, match.start())
+        seen = match.end()
+        if len(text) < MIN_TEXT or quotes % 2:  # short, or inside a string: text, not numbers
             return text
-        numbers = _numbers(text[1:-1])
+        numbers = _numbers(text[1:-1], stopped)
         if numbers is None:
             return text
         total += numbers.array.nbytes
@@ -84,20 +92,57 @@ def decode_document(raw: bytes, where: str) -> Any:
         raise UserError(f"{where}: not JSON (nested too deep)") from None
 
 
-def _numbers(inner: bytes) -> Numbers | None:
-    """The numbers of a list's text (without its brackets); None where numpy reads them otherwise
-    than JSON would (then the JSON decoder does)."""
-    count = inner.count(b",") + 1
-    floats = any(c in inner for c in (b".", b"e", b"E"))
+def _quotes(raw: bytes, start: int, end: int) -> int:
+    """The JSON string quotes in ``raw[start:end]`` (escaped ones left out), without copying it
+    unless it holds an escaped backslash."""
+    if raw.count(b"\\\\", start, end) == 0:
+        return raw.count(b'"', start, end) - raw.count(b'\\"', start, end)
+    text = raw[start:end].replace(b"\\\\", b"")
+    return text.count(b'"') - text.count(b'\\"')
+
+
+def _numbers(inner: bytes, stopped: Callable[[], bool]) -> Numbers | None:
+    """The numbers of a list's text (without its brackets); None where the text is not JSON's
+    numbers as numpy would read them (then the JSON decoder reads it, and names any error)."""
+    text = inner.strip()
+    if not text or _not_json_numbers(text):
+        return None
+    count = text.count(b",") + 1
+    floats = any(c in text for c in (b".", b"e", b"E"))
+    convert = float if floats else int
+    array = np.empty(count, np.float64 if floats else np.int64)
+    done, at, int_literals = 0, 0, not floats
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # numpy < 2.3 warns, where later ones raise, on text it cannot read
-            array = np.fromstring(inner, dtype=np.float64 if floats else np.int64, sep=",")
-    except (ValueError, DeprecationWarning):
+        while at < len(text):
+            if stopped():
+                raise Stopped
+            end = len(text) if len(text) - at <= PIECE else text.index(b",", at + PIECE)
+            piece = text[at:end]
+            tokens = piece.split(b",")
+            array[done:done + len(tokens)] = np.fromiter(map(convert, tokens), array.dtype, len(tokens))
+            int_literals = int_literals or _int_literals(piece, tokens)
+            done, at = done + len(tokens), end + 1
+    except (ValueError, OverflowError):  # "1..2", "--1", an integer past int64
         return None
-    if array.size != count:
-        return None
-    if not floats and array.size:
+    if not floats:
         low, high = int(array.min()), int(array.max())
         array = array.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
-    return Numbers(array, not floats or bool(_INT_LITERAL.search(inner)))
+    return Numbers(array, int_literals)
+
+
+def _not_json_numbers(text: bytes) -> bool:
+    """What float() and int() take and JSON does not: a '+' but in an exponent, a '.' without a
+    digit on each side, an empty element, underscores (not in the pattern), spaces inside a number."""
+    if b"+" in text and text.count(b"+") != text.count(b"e+") + text.count(b"E+"):
+        return True
+    if b"." in text and any(bad in text for bad in (b".,", b",.", b"-.", b". ", b" .", b".e", b".E")):
+        return True
+    return text.startswith(b".") or text.endswith((b".", b",")) or b",," in text
+
+
+def _int_literals(piece: bytes, tokens: list[bytes]) -> bool:
+    """Whether some element is written as an integer (no '.', no exponent). Every element holding
+    a '.' (one at most each) says no at once; else each element is looked at."""
+    if piece.count(b".") == len(tokens):
+        return False
+    return any(b"." not in t and b"e" not in t and b"E" not in t for t in tokens)

@@ -555,10 +555,10 @@ async def run_sweep(
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))
-    requests, warnings = await _requests(target, info, load, publish)  # the tensors, made once
+    requests, warnings = await _requests(target, info, load, publish, stop)  # the tensors, made once
     for text in warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
-    if stop.is_set():  # stopped while the requests were made: nothing more to prepare
+    if stop.is_set() or not requests:  # stopped while the requests were made: nothing more to prepare
         return []
     endpoints = target.endpoint_list()
     first = requests[0]
@@ -656,8 +656,8 @@ async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) ->
     return waited
 
 
-async def _requests(target: Target, info: TargetInfo, load: Load,
-                    publish: Publish) -> tuple[list[RequestInputs], list[str]]:
+async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publish,
+                    stop: asyncio.Event) -> tuple[list[RequestInputs], list[str]]:
     """The sweep's requests: load.data's one, or those of load.input_data (read in a thread: it
     may be large), which is then announced (InputDataUsed: the recording keeps it)."""
     from engine.load.request_set import data_requests, random_requests
@@ -665,8 +665,12 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
     if not load.input_data:
         return random_requests(target, info, load.batch_size, load.data)
     from engine.load.input_data import read_input_data
+    from engine.load.input_decode import Stopped
 
-    data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes)
+    try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
+        data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
+    except Stopped:
+        return [], []
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
