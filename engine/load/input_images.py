@@ -17,7 +17,6 @@ more than MAX_PIXELS) is one line (UserError). Pure apart from reading the folde
 from __future__ import annotations
 
 import base64
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +66,17 @@ def pixels(raw: bytes, size: int, where: Path) -> bytes:
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
+    pillows_limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # check_pixels judges, in our words
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the size is checked below
-            with Image.open(io.BytesIO(raw)) as opened:  # reads the header only: nothing decoded yet
-                if opened.format == "JPEG":  # decoded at 1/2, 1/4 or 1/8 scale where that still covers `size`
-                    opened.draft("RGB", (size, size))
-                check_pixels(opened.size, where)
-                image = opened.convert("RGB")
-    except Image.DecompressionBombError as exc:
-        raise UserError(f"{where}: cannot decode the image: {exc}") from None
+        with Image.open(io.BytesIO(raw)) as opened:  # reads the header only: nothing decoded yet
+            if opened.format == "JPEG":  # decoded at 1/2, 1/4 or 1/8 scale where that still covers `size`
+                opened.draft("RGB", (size, size))
+            check_pixels(opened.size, where)
+            image = opened.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise UserError(f"{where}: cannot decode the image: {exc}") from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = pillows_limit
     width, height = image.size
     scale = size / min(width, height)
     resized = image.resize((max(size, round(width * scale)), max(size, round(height * scale))),

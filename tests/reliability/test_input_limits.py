@@ -6,7 +6,6 @@ the point; and a SIGTERM while the requests are being prepared ends the run, exi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability.helpers import run_measured
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_MODEL = {"name": "m", "versions": ["1"], "platform": "python",
@@ -34,49 +34,6 @@ def _text_server(extra_fp32: bool = False) -> HostileTriton:
         model["inputs"].append({"name": "y2", "datatype": "FP32", "shape": [-1, -1, -1]})
         config["input"].append({"name": "y2", "data_type": "TYPE_FP32", "dims": [-1, -1]})
     return HostileTriton(metadata=Reply(200, model), config=Reply(200, config))
-
-
-PEAK = """
-import resource, subprocess, sys
-code = subprocess.run(sys.argv[2:]).returncode
-open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(code)
-"""
-
-
-def run_measured(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """The tool's command, and its peak RSS in KiB (the kernel's count, through a fresh parent)."""
-    out = tmp_path / "peak_kib"
-    proc = subprocess.run([sys.executable, "-c", PEAK, str(out), sys.executable, "-m", "tui.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    return proc, int(out.read_text())
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
-def test_a_special_file_as_input_data_is_one_line(tmp_path: Path, kind: str):
-    """Refused from its stat, before the server is asked anything: a FIFO would block at open,
-    /dev/zero would be read until the kernel killed the tool."""
-    path = tmp_path / "data.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to("/dev/zero")
-    proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path / "rec"), "--input-data", str(path),
-                   "--set", "model.name=identity", timeout=60)
-    words = "a named pipe" if kind == "fifo" else "a character device"
-    assert_one_line_exit_2(proc, f"input data {path}: {words}, not a regular file or a folder")
-
-
-@pytest.mark.slow
-def test_a_lone_surrogate_is_bad_input_not_a_failed_run(tmp_path: Path):
-    data = tmp_path / "data.json"
-    data.write_text('{"data": [{"TEXT": ["fine"]}, {"TEXT": ["\\ud800"]}]}')
-    with _text_server() as srv:
-        proc = run_cli("--record", "--no-check", "--output", str(tmp_path), "--input-data", str(data),
-                       "--profile", remote_profile(tmp_path / "p.toml", srv.where))
-        assert not [s for s in srv.seen if s.path.endswith("/infer")]  # no load sent
-    assert_one_line_exit_2(proc, "data entry 1, input 'TEXT': BYTES value 0 is not valid Unicode text")
 
 
 SHAPES = [

@@ -46,7 +46,7 @@ def test_a_named_pipe_is_refused_without_opening_it(tmp_path):
     os.mkfifo(fifo)
     for call in (lambda: check_readable(str(fifo)), lambda: read_input_data(str(fifo), TEXT)):
         done: list[str] = []
-        worker = threading.Thread(target=lambda c=call: done.append(_refusal(c)), daemon=True)
+        worker = threading.Thread(target=lambda c=call, d=done: d.append(_refusal(c)), daemon=True)
         worker.start()
         worker.join(60)  # a hang guard only: the refusal needs no clock
         assert done and "a named pipe, not a regular file" in done[0], done
