@@ -190,3 +190,10 @@ def test_command_line_servers_replace_the_profiles():
     profile = load_profile("local", ["server.kind=remote", "server.url=http://a:8000",
                                      'server.urls=["http://b:8000", "http://c:8000"]'])
     assert profile.server.url is None and profile.server.endpoint_urls() == ["http://b:8000", "http://c:8000"]
+
+
+@pytest.mark.parametrize("price", ["1e308", "1e-300", "-2", "nan"])
+def test_a_price_no_gpu_hour_can_cost_is_refused_in_one_line(price):
+    with pytest.raises(ProfileError, match="hardware.cost_per_hour: expected a") as info:
+        load_profile("local", [f"hardware.cost_per_hour={price}"])
+    assert "\n" not in str(info.value)

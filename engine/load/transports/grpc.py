@@ -291,8 +291,9 @@ PROBE_S = 5.0
 
 
 async def not_grpc(address: str) -> str | None:
-    """Whether the port at ``address`` (host:port, no TLS) answers as an HTTP/1 server, not gRPC:
-    one line saying so, else None (gRPC, nothing listening, or no answer: the sweep finds out)."""
+    """Whether the port at ``address`` (host:port, no TLS) is something other than an HTTP/2
+    server: one line saying so, else None (gRPC, nothing listening, or no answer within PROBE_S:
+    the sweep finds out). A gRPC server answers HTTP/2's preface with its SETTINGS frame."""
     host, _, port = address.rpartition(":")
     try:
         async with asyncio.timeout(PROBE_S):
@@ -300,15 +301,21 @@ async def not_grpc(address: str) -> str | None:
             try:
                 writer.write(H2_PREFACE)
                 await writer.drain()
-                first = await reader.read(16)
+                first = await reader.read(64)
             finally:
                 writer.close()
     except (OSError, TimeoutError, ValueError):
         return None
-    if first.startswith(b"HTTP/"):
-        said = first.split(b"\r")[0].decode("ascii", "replace")
-        return f"gRPC: {address} is not a gRPC server: it answers HTTP/1 ({said}) (Triton's gRPC port is its HTTP port + 1)"
-    return None
+    if len(first) >= 9 and first[3] == 0x04:  # HTTP/2's SETTINGS frame: a gRPC server, as far as the wire says
+        return None
+    status_line = first.split(b"\r")[0].decode("ascii", "replace")
+    if not first:  # Triton's HTTP front end closes the connection at HTTP/2's preface
+        said = "HTTP/2's preface by closing the connection (an HTTP/1 server, such as Triton's HTTP port)"
+    elif first.startswith(b"HTTP/"):
+        said = f"HTTP/1 ({status_line})"
+    else:
+        said = "but not HTTP/2 (an HTTP/1 server's error page, or another protocol)"
+    return f"gRPC: {address} is not a gRPC server: it answers {said} (Triton's gRPC port is its HTTP port + 1)"
 
 
 class GrpcTransport:

@@ -18,7 +18,7 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from engine.load.answer_check import AnswerSpec, check_header
-from engine.load.target import Target, describe_target
+from engine.load.target import Target, TargetInfo, describe_target
 from engine.load.transports.grpc import check_answer, error_kind, grpc_address
 from engine.server.embedded import EmbeddedServer
 from tests.engine.load.conftest import quick_load, sweep
@@ -88,6 +88,38 @@ def test_grpc_answers_are_checked_as_http_answers_are():
                                                       "parameters": {"binary_data_size": 16}}]}).encode(), 16,
                              AnswerSpec(outputs={"OUTPUT0": "FP32"}))
     assert grpc_said == http_said == "output 'OUTPUT0': shape is not a list of sizes"
+
+
+async def test_grpc_against_an_http1_port_says_it_is_not_a_grpc_server():
+    """grpcio only says "unavailable" (20 s of every error classed "connection refused", though
+    the port is open): the sweep is refused before any load, naming what the port is."""
+    from engine.errors import UserError
+    from engine.load.transports.grpc import not_grpc
+    from tests.reliability.hostile_server import HostileTriton, identity_model
+
+    with HostileTriton() as srv:
+        said = await not_grpc(srv.where)
+        assert said is not None and f"{srv.where} is not a gRPC server: it answers but not HTTP/2" in said
+        meta = identity_model()
+        info = TargetInfo(model_config={"max_batch_size": 8}, inputs=meta["inputs"], outputs=meta["outputs"],
+                          max_batch_size=8)
+        with pytest.raises(UserError, match="is not a gRPC server"):
+            await sweep(Target(srv.url, "m", grpc_url=srv.where), info, quick_load(concurrency=[1], transport="grpc"))
+        assert not [s for s in srv.seen if s.path.endswith("/infer")]
+    assert await not_grpc("127.0.0.1:9") is None  # nothing listening: the sweep's own errors say so
+
+
+@pytest.mark.server
+async def test_tritons_grpc_port_is_taken_for_grpc_and_its_http_port_is_not(identity_server):
+    assert await not_grpc_of(identity_server.grpc_url) is None
+    said = await not_grpc_of(identity_server.http_url)
+    assert said is not None and "is not a gRPC server" in said
+
+
+async def not_grpc_of(url: str) -> str | None:
+    from engine.load.transports.grpc import not_grpc
+
+    return await not_grpc(url.split("://", 1)[-1])
 
 
 @pytest.mark.server
