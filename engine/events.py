@@ -417,6 +417,7 @@ class SweepFinished(Event):
     stable: int
     failed: int
     saturation_level: float | None = None
+    degraded: int = 0  # levels that measured part of the servers (LevelResult.degraded)
 
 
 @dataclass

@@ -620,6 +620,7 @@ async def run_sweep(
             stable=sum(1 for r in results if r.status == "stable"),
             failed=sum(1 for r in results if r.status == "failed"),
             saturation_level=_saturation(results),
+            degraded=sum(1 for r in results if r.degraded),
         )
     )
     return results
