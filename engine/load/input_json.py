@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.errors import UserError
 from engine.load.answer_check import ITEM_SIZE
-from engine.load.input_decode import Numbers
+from engine.load.input_decode import NotNumbers, Numbers
 from engine.load.input_tensors import (
     DataEntry,
     DataModel,
@@ -107,7 +107,7 @@ def _tensor(value: Any, datatype: str, dims: list[int], wanted: list[int] | None
         if "shape" in value:
             shape = value["shape"]
             if isinstance(shape, Numbers):  # a long one: refused below unless its values are dimensions
-                shape = shape.array.tolist()
+                shape = _listed(shape, label)
             if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                       for d in shape):
                 raise UserError(f"{label}: 'shape' must be a list of non-negative integers, found {short(shape)}")
@@ -177,36 +177,56 @@ def encode_values(values: list[Any] | Numbers, datatype: str, label: str) -> tup
 
 
 def _encode_numbers(numbers: Numbers, datatype: str, label: str) -> bytes:
-    """A long list of numbers, already an array (engine/load/input_decode.py), by the same rules
-    as a short one."""
-    array = numbers.array
+    """A long list of numbers (engine/load/input_decode.py) read straight into the datatype, a
+    piece at a time, by the same rules as a short one."""
     if datatype == "BYTES":
-        raise UserError(f"{label}: BYTES values must be strings, found {short(array[0].item())}")
+        raise UserError(f"{label}: BYTES values must be strings, found {numbers.first()}")
+    if datatype != "BOOL" and datatype not in FLOATS and datatype not in NUMPY_DTYPES:
+        raise UserError(f"{label}: datatype {datatype!r} is not supported")
+    out: list[bytes] = []
+    try:
+        for part in numbers.pieces():
+            out.append(_encode_piece(part, datatype, label))
+    except NotNumbers as exc:
+        raise UserError(f"{label}: not a list of JSON numbers: found {exc.token.decode('ascii', 'replace')!r}") from None
+    return b"".join(out)
+
+
+def _listed(numbers: Numbers, label: str) -> list[Any]:
+    """A long list of numbers as a Python list (a shape, or an inner list to flatten)."""
+    try:
+        return [value for part in numbers.pieces() for value in part.tolist()]
+    except NotNumbers as exc:
+        raise UserError(f"{label}: not a list of JSON numbers: found {exc.token.decode('ascii', 'replace')!r}") from None
+
+
+def _encode_piece(part: np.ndarray, datatype: str, label: str) -> bytes:
+    """One piece of a long list (float64, int64, or Python ints past int64) in ``datatype``."""
+    if part.dtype == object and (datatype in FLOATS or datatype == "BOOL"):
+        part = part.astype(np.float64)
     if datatype == "BOOL":
-        if array.dtype.kind == "f" or int(array.min()) < 0 or int(array.max()) > 1:
-            raise UserError(f"{label}: BOOL values must be true/false (or 0/1), found {_first_outside(array, 0, 1)}")
-        return array.astype(np.bool_).tobytes()
+        bad = part[(part != 0) & (part != 1)] if part.size else part
+        if part.dtype.kind == "f" or bad.size:
+            raise UserError(f"{label}: BOOL values must be true/false (or 0/1), found "
+                            f"{short(bad[0].item()) if bad.size else short(part[0].item())}")
+        return part.astype(np.bool_).tobytes()
     if datatype in FLOATS:
         if datatype == "BF16":
-            return bf16_bytes(array.astype(np.float32))
-        return array.astype(np.dtype(NUMPY_DTYPES[datatype]).newbyteorder("<")).tobytes()
-    dtype = NUMPY_DTYPES.get(datatype)
-    if dtype is None:
-        raise UserError(f"{label}: datatype {datatype!r} is not supported")
-    if array.dtype.kind == "f":
-        bad = array[array != np.floor(array)] if np.isfinite(array).all() else array[~np.isfinite(array)]
+            return bf16_bytes(part.astype(np.float32))
+        return part.astype(np.dtype(NUMPY_DTYPES[datatype]).newbyteorder("<")).tobytes()
+    dtype = NUMPY_DTYPES[datatype]
+    if part.dtype.kind == "f":
+        finite = np.isfinite(part)
+        bad = part[~finite] if not finite.all() else part[part != np.floor(part)]
         raise UserError(f"{label}: {datatype} values must be integers, found "
-                        f"{short(bad[0].item() if bad.size else array[0].item())}")
+                        f"{short(bad[0].item() if bad.size else part[0].item())}")
     limits = np.iinfo(dtype)  # type: ignore[type-var]  # an integer dtype here
-    if int(array.min()) < limits.min or int(array.max()) > limits.max:
-        worst = int(array.min()) if int(array.min()) < limits.min else int(array.max())
+    low, high = min(part.tolist()) if part.dtype == object else int(part.min()), (
+        max(part.tolist()) if part.dtype == object else int(part.max()))
+    if low < limits.min or high > limits.max:
+        worst = low if low < limits.min else high
         raise UserError(f"{label}: value {worst} does not fit {datatype} ({limits.min} to {limits.max})")
-    return array.astype(np.dtype(dtype).newbyteorder("<")).tobytes()
-
-
-def _first_outside(array: np.ndarray, low: int, high: int) -> str:
-    bad = array[(array < low) | (array > high) | (array != np.floor(array))]
-    return short(bad[0].item()) if bad.size else "values of mixed kinds"
+    return np.array(part, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
 
 
 def _differences(data: list[Any], validation: list[Any] | None, model: DataModel,
@@ -279,7 +299,7 @@ def _flatten(values: list[Any], label: str) -> list[Any]:
     while stack:
         for v in stack[-1]:
             if isinstance(v, Numbers):  # a long inner list (rare: nested lists are perf_analyzer's refusal)
-                out.extend(v.array.tolist())
+                out.extend(_listed(v, label))
             elif isinstance(v, list):
                 if len(stack) > 64:
                     raise UserError(f"{label}: lists nested too deep")

@@ -16,6 +16,8 @@ import pytest
 from engine.errors import UserError
 from engine.load.input_data import check_readable, read_input_data
 from engine.load.input_decode import MIN_TEXT, Numbers, Stopped, decode_document
+from engine.load.input_json import parse_document
+from engine.load.input_tensors import DataModel
 from engine.load.target import TargetInfo
 
 
@@ -125,10 +127,17 @@ def test_a_long_list_is_decoded_to_the_same_bytes_as_a_short_one(tmp_path, name,
     ("u8", [7] * 100 + [300], "value 300 does not fit UINT8"),
     ("u8", [-1] + [7] * 100, "value -1 does not fit UINT8"),
     ("b", [2] * 200, "BOOL values must be true/false"),
-    ("i64", [2**70] * 20, "does not fit"),
+    ("i64", [2**70] * 20, "value 1180591620717411303424 does not fit INT64"),
 ])
 def test_a_long_list_is_refused_as_a_short_one(tmp_path, name, values, needle):
     assert needle in _refusal(lambda: read_input_data(_write(tmp_path, {"data": [{name: values}]}), TYPED))
+
+
+def test_uint64s_past_int64_are_read_exactly(tmp_path):
+    info = _info([{"name": "u", "datatype": "UINT64", "shape": [-1, -1]}])
+    values = [2**64 - 1, 2**63, 5] * 20
+    data = read_input_data(_write(tmp_path, {"data": [{"u": values}]}), info)
+    assert data.entries[0].inputs["u"].raw == struct.pack(f"<{len(values)}Q", *values)
 
 
 def test_only_json_numbers_become_arrays():
@@ -141,7 +150,11 @@ def test_only_json_numbers_become_arrays():
     inside = '[' + ",".join(["1"] * 300) + ']'
     doc = decode_document(json.dumps({"s": [inside, 'a "quoted" \\ ' + inside], "n": [1.0] * 300}).encode(), "x")
     assert doc["s"] == [inside, 'a "quoted" \\ ' + inside]
-    assert isinstance(doc["n"], Numbers) and doc["n"].array.tolist() == [1.0] * 300
+    assert isinstance(doc["n"], Numbers) and [v for part in doc["n"].pieces() for v in part.tolist()] == [1.0] * 300
+    text = b'{"data": [{"f32": [' + b",".join([b"1.5"] * 200 + [b"1e"]) + b"]}]}"  # JSON's grammar, float()'s refusal
+    doc = decode_document(text, "x")  # the text is JSON's shape of a list: read once its datatype is known
+    assert "input 'f32': not a list of JSON numbers: found '1e'" in _refusal(
+        lambda: parse_document(doc, DataModel(TYPED, {}), "x"))
 
 
 def test_a_decode_stops_when_asked(tmp_path):
