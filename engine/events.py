@@ -406,6 +406,9 @@ class LevelResult(Event):
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     network: NetworkPath | None = None  # None: not measured (an older recording)
     endpoints: list[EndpointResult] = field(default_factory=list)  # a sweep over several servers: one each
+    # why the level is not a measurement of every endpoint (one of them answered nothing in some
+    # measured window), one line; "" when it is. A degraded level is no basis for a decision.
+    degraded: str = ""
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -434,6 +437,7 @@ class SweepFinished(Event):
     stable: int
     failed: int
     saturation_level: float | None = None
+    degraded: int = 0  # levels that measured part of the servers (LevelResult.degraded)
 
 
 @dataclass

@@ -140,14 +140,33 @@ def watts(value: float | None) -> str:
     return NA if not is_number(value) else f"{value:.0f}W"
 
 
+MAX_PER_HOUR = 10_000.0  # dollars per hour of a box: 8 of the dearest GPUs rent for well under this
+MIN_PER_HOUR = 1e-4  # a hundredth of a cent an hour; a non-zero price below this is a slip
+MONEY_WIDTH = 16  # the widest money() text; beyond it, scientific notation
+
+
+def price_problem(value: object, gpus: int = 1) -> str | None:
+    """Why ``value`` ($/h of a box with ``gpus`` GPUs) is no price, in words ("a ..."); None if it
+    is one. Zero means "not priced". 1e308 passes "a finite number" and printed a 534-character
+    dollar figure, 1e-300 300 zeros: slips, refused in one line where the price is given."""
+    top = MAX_PER_HOUR * max(1, gpus / 8)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return "a finite number of dollars per hour >= 0"
+    if value and not MIN_PER_HOUR <= value <= top:
+        return f"a price from ${MIN_PER_HOUR:g} to ${top:,.0f} per hour (or 0: not priced)"
+    return None
+
+
 def money(value: float | None, significant: int = 3) -> str:
-    """Dollars with at least ``significant`` significant digits and two decimals: $0.000694, $1.50."""
+    """Dollars with at least ``significant`` significant digits and two decimals: $0.000694, $1.50;
+    never wider than MONEY_WIDTH (a figure made from an extreme price: $1.23e+15, $4.56e-12)."""
     if not is_number(value):
         return NA
     if value == 0:
         return "$0.00"
     digits = max(2, significant - 1 - math.floor(math.log10(abs(value))))
-    return f"${value:,.{digits}f}"
+    text = f"${value:,.{digits}f}"
+    return text if len(text) <= MONEY_WIDTH else f"${value:.{max(significant - 1, 0)}e}"
 
 
 def p_value(value: float | None, significant: bool | None) -> str:

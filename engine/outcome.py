@@ -11,8 +11,9 @@ knows (a stop was asked for, the plan ended early); ``outcome`` decides. First m
 4. stopped (quit, signal) in the middle of a job, or before a headless plan's end: interrupted (130)
 5. a level failed: failed (1), "F of P levels failed (U not run)"
 6. the plan ended early and nobody asked it to stop: failed (1)
-7. a gate failed: failed (3)
-8. ok (0); the line says so when no level was stable
+7. a level missed one of its servers (degraded): failed (1)
+8. a gate failed: failed (3)
+9. ok (0); the line says so when no level was stable
 
 A run that did not finish never ends "ok".
 """
@@ -42,6 +43,7 @@ class RunFacts:
     interactive: bool = False  # the TUI: the session waits for requests after its plan
     stopped_mid_job: bool = False  # the stop came while a sweep or probe ran
     incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
+    degraded: tuple[tuple[float, str], ...] = ()  # (level, why) of each level that missed a server
     gate_failures: tuple[str, ...] = ()
     raised: BaseException | None = None  # the exception that ended the run, if one did
 
@@ -76,6 +78,10 @@ def outcome(facts: RunFacts) -> Outcome:
                        EXIT_FAILED)
     if facts.incomplete:
         return Outcome("failed", facts.incomplete, EXIT_FAILED)
+    if facts.degraded:
+        level, why = facts.degraded[0]
+        return Outcome("failed", f"{len(facts.degraded)} level(s) degraded, missing an endpoint (level {level:g}: {why})",
+                       EXIT_FAILED)
     if facts.gate_failures:
         return Outcome("failed", f"{len(facts.gate_failures)} gate(s) failed: " + "; ".join(facts.gate_failures),
                        EXIT_GATES)
@@ -108,3 +114,7 @@ class RunLedger:
     def statuses(self) -> tuple[ev.LevelStatus, ...]:
         with self._lock:
             return tuple(r.status for r in self.levels)
+
+    def degraded(self) -> tuple[tuple[float, str], ...]:
+        with self._lock:
+            return tuple((r.level, r.degraded) for r in self.levels if r.degraded)

@@ -27,6 +27,7 @@ from msgspec import Meta
 
 from engine import table_schema
 from engine.errors import UserError
+from engine.format import price_problem
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
@@ -197,6 +198,8 @@ class Server:
     metrics_urls: HttpUrls = field(default_factory=list)  # one per URL of urls (optional)
     allow_mixed: bool = False  # several servers whose model configs differ: measured anyway
     headers: Annotated[dict[str, str], Check(_headers)] = field(default_factory=dict)  # e.g. auth; never recorded
+    # user:password written in a URL: its host:port -> "Basic ..." (sent there only; never recorded)
+    credentials: dict[str, str] = field(default_factory=dict, repr=False, metadata=NOT_A_KEY)
     startup_timeout_s: PositiveSeconds = 180.0
     bind_address: Annotated[str, Check(_bind_address)] = "127.0.0.1"  # embedded server; loopback unless asked
     # embedded server on GPUs: under a private MPS daemon ("auto": where the driver's
@@ -354,7 +357,28 @@ def redact_server(server: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(key), list):
             out[key] = [redact_url(u) for u in out[key]]
     out["headers"] = {k: "***" for k in (out.get("headers") or {})}
+    out.pop("credentials", None)
     return out
+
+
+def authority(url: str) -> str:
+    """A URL's host:port, lower-case, the port filled in from the scheme: whom a credential is for."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def headers_for(server: Server, *urls: str | None) -> dict[str, str]:
+    """The headers to send to ``urls`` (all of them alike): server.headers, and the Authorization
+    of a user:password written in a URL only when every one of ``urls`` is that URL's host:port."""
+    headers = dict(server.headers)
+    given = {server.credentials.get(authority(u)) for u in urls if u}
+    if len(given) == 1 and (auth := next(iter(given))) is not None:
+        headers["Authorization"] = auth
+    return headers
 
 
 # --------------------------------------------------------------------------- validation
@@ -383,8 +407,9 @@ def unknown_key_error(source: str, key: str, known: list[str]) -> ProfileError:
 
 
 def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileError]) -> None:
-    """``http://user:password@host``: sent as HTTP Basic auth (an Authorization header), the URL
-    kept without them. Every request (inference, metadata, metrics) then carries them."""
+    """``http://user:password@host``: sent as HTTP Basic auth (an Authorization header) to that
+    host and port only (server.credentials, headers_for), the URL kept without them. A password
+    written in metrics_url for one box never goes to another box's inference port."""
     found: dict[str, tuple[str, str]] = {}
 
     def strip(key: str, url: str) -> str:
@@ -392,7 +417,13 @@ def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileErr
         if parts.username is None and parts.password is None:
             return url
         found[key] = (unquote(parts.username or ""), unquote(parts.password or ""))
-        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        stripped = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        user, password = found[key]
+        token = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        if server.credentials.setdefault(authority(stripped), token) != token:
+            raise fail(f"server.{key}", "expected the same user:password as the other URLs of its host and port, "
+                                        "found different ones")
+        return stripped
 
     for key in ("url", "metrics_url"):
         url = getattr(server, key)
@@ -400,16 +431,8 @@ def _credentials_to_header(server: Server, fail: Callable[[str, str], ProfileErr
             setattr(server, key, strip(key, url))
     for key in ("urls", "metrics_urls"):  # several servers: one user:password for them all
         setattr(server, key, [strip(f"{key}[{i}]", url) for i, url in enumerate(getattr(server, key))])
-    if not found:
-        return
-    if len(set(found.values())) > 1:
-        raise fail("server.metrics_url", "expected the same user:password as server.url (both go in one "
-                                         "Authorization header), found different ones")
-    if any(name.lower() == "authorization" for name in server.headers):
+    if found and any(name.lower() == "authorization" for name in server.headers):
         raise fail("server.url", "expected credentials in the URL or in server.headers.Authorization, found both")
-    user, password = next(iter(found.values()))
-    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    server.headers = {**server.headers, "Authorization": f"Basic {token}"}
 
 
 def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
@@ -465,6 +488,8 @@ def _check_endpoints(server: Server, fail: Callable[[str, str], ProfileError]) -
 def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     """Rules between keys: contradictions a single key's check cannot see."""
     _check_endpoints(p.server, fail)
+    if (problem := price_problem(p.hardware.cost_per_hour, p.hardware.gpu_count)) is not None:
+        raise fail("hardware.cost_per_hour", f"expected {problem}, found {p.hardware.cost_per_hour!r}")
     if p.server.kind == "remote" and not p.server.endpoint_urls():
         raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
     if p.server.kind == "embedded" and p.server.endpoint_urls():

@@ -31,7 +31,7 @@ from engine.load.sweep import SweepStop
 from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
-from engine.profiles import Profile
+from engine.profiles import Profile, headers_for
 from engine.record.recorder import Recorder
 from engine.record.redact import Redactor
 from engine.server.supervisor import ServerSupervisor
@@ -62,7 +62,7 @@ def profile_secrets(profile: Profile) -> list[str]:
     """What must never be shown or recorded: header values (auth) and URL passwords."""
     server = profile.server
     urls = (server.url, server.metrics_url, *server.urls, *server.metrics_urls)
-    found = [*server.headers.values(), *(urlsplit(u).password if u else None for u in urls)]
+    found = [*server.headers.values(), *server.credentials.values(), *(urlsplit(u).password if u else None for u in urls)]
     return [s for s in found if s]
 
 
@@ -221,6 +221,7 @@ class Session(EventSource):
             record_error=self.ledger.record_error, fatal_error=self.ledger.fatal_error,
             stop_asked=self._stopping.is_set(), interactive=self.options.interactive,
             stopped_mid_job=self._stopped_mid_job, incomplete=self._incomplete,
+            degraded=self.ledger.degraded(),
         )
 
     def _end(self, end: Outcome) -> None:
@@ -315,7 +316,8 @@ class Session(EventSource):
         endpoints = self._target[0].endpoints if self._target is not None else []
         self._telemetry = TelemetrySampler(
             self._publish, nvml_interval_s=t.nvml_interval_s, host_interval_s=t.host_interval_s,
-            metrics_url=metrics_url, metrics_headers=dict(server.headers) or None,
+            metrics_url=metrics_url,
+            metrics_headers=headers_for(server, metrics_url, *(ep.metrics_url for ep in endpoints)) or None,
             host_server_port=loopback_port(server.endpoint_urls()[0]) if remote else None,
             metrics_endpoints=tuple((ep.name, ep.metrics_url) for ep in endpoints if ep.metrics_url))
         self._telemetry.start()

@@ -70,7 +70,9 @@ def describe(event: ev.Event) -> str | None:
         )
     if isinstance(event, ev.SweepFinished):
         sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""
-        return f"sweep finished: {fmt.plural(event.levels, 'level')}, {event.stable} stable, {event.failed} failed{sat}"
+        degraded = f", {event.degraded} degraded (an endpoint missing)" if event.degraded else ""
+        return (f"sweep finished: {fmt.plural(event.levels, 'level')}, {event.stable} stable, {event.failed} failed"
+                f"{degraded}{sat}")
     if isinstance(event, ev.ProbeResult):
         eff = f", efficiency {fmt.percent(event.efficiency)}" if event.efficiency is not None else ""
         return (

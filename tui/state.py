@@ -496,8 +496,9 @@ class SessionState:
 
     def best_level(self) -> LevelRow | None:
         """Highest throughput among merged levels that were measured to the end (not failed,
-        not interrupted)."""
-        done = [r for r in self.levels.values() if r.result is not None and ev.sound(r.result.status)]
+        not interrupted) over every server (not degraded)."""
+        done = [r for r in self.levels.values() if r.result is not None and ev.sound(r.result.status)
+                and not r.result.degraded]
         return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]  # done holds levels with a result
 
     @property

@@ -24,13 +24,13 @@ class SweepPoint:
 
 
 def points_from_results(results: Iterable[LevelResult]) -> list[SweepPoint]:
-    """Levels with a usable result, by level. A failed level, or one that completed nothing,
-    is no point on a throughput curve."""
+    """Levels with a usable result, by level. A failed level, one that completed nothing, or a
+    degraded one (it measured part of the servers) is no point on a throughput curve."""
     points = [
         SweepPoint(level=float(r.level), throughput=r.throughput_ips, p50=r.latency.p50, p95=r.latency.p95,
                    p99=r.latency.p99, mean=r.latency.mean, status=r.status)
         for r in results
-        if r.status != "failed" and r.requests > 0
+        if r.status != "failed" and r.requests > 0 and not r.degraded
     ]
     return sorted(points, key=lambda p: p.level)
 

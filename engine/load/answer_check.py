@@ -186,8 +186,8 @@ def _check_output(name: str, output: dict[str, Any], spec: AnswerSpec) -> str | 
     want = spec.outputs.get(name)
     if want and datatype != want:
         return f"output {name!r}: datatype {datatype[:20]!r}, the model's is {want!r}"
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        return f"output {name!r}: shape is not a list of sizes"
+    if (problem := shape_problem(name, shape)) is not None:
+        return problem
     if not isinstance(params, dict):
         return f"output {name!r}: parameters is a JSON {_kind(params)}"
     placed = spec.shm.get(name)
@@ -199,13 +199,27 @@ def _check_output(name: str, output: dict[str, Any], spec: AnswerSpec) -> str | 
         size = params["binary_data_size"]
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             return f"output {name!r}: binary_data_size is {json.dumps(size)[:20]}, not a size"
-        expected = fixed_size_bytes(datatype, shape)
-        if expected is not None and size != expected:
-            return f"output {name!r}: binary_data_size {size} for shape {shape} of {datatype}"
+        if (problem := size_problem(name, datatype, shape or [], size)) is not None:
+            return problem
         return int(size)
     if not isinstance(output.get("data"), list):
         return f"output {name!r}: neither binary_data_size nor data"
     return 0
+
+
+def shape_problem(name: str, shape: Any) -> str | None:
+    """An output's shape, as any protocol answers it: a list of sizes (no negative dimension)."""
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        return f"output {name!r}: shape is not a list of sizes"
+    return None
+
+
+def size_problem(name: str, datatype: str, shape: list[int], size: int) -> str | None:
+    """An output's bytes against its shape and datatype (BYTES and unknown datatypes: any size)."""
+    expected = fixed_size_bytes(datatype, shape)
+    if expected is not None and size != expected:
+        return f"output {name!r}: {size} bytes for shape {shape} of {datatype}, which holds {expected}"
+    return None
 
 
 def _check_shm(name: str, params: dict[str, Any], placed: ShmOutput) -> str | int:

@@ -11,8 +11,11 @@ endpoints too.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 from engine.errors import UserError
 from engine.load.target import Endpoint, Target, TargetInfo, describe_target
@@ -78,6 +81,42 @@ def per_endpoint(values: list[int], endpoints: int) -> list[int]:
     return sums
 
 
+async def check_distinct(endpoints: list[Endpoint]) -> None:
+    """Each server once, judged by where its URL leads, not by the URL's text: the addresses its
+    host resolves to, with its port (127.0.0.1 and localhost are one server; counted twice, its
+    throughput, statistics and GPUs would all be doubled). A host that does not resolve is left to
+    the connection, which names it."""
+    loop = asyncio.get_running_loop()
+
+    async def places(ep: Endpoint) -> set[tuple[str, int]]:
+        parts = urlsplit(ep.http_url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            found = await loop.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+        except (OSError, ValueError, UnicodeError):
+            return set()
+        return {(_same_address(str(info[4][0])), port) for info in found}
+
+    resolved = await asyncio.gather(*(places(ep) for ep in endpoints))
+    for i, ep in enumerate(endpoints):
+        for j in range(i):
+            if resolved[i] & resolved[j]:
+                address, port = sorted(resolved[i] & resolved[j])[0]
+                raise UserError(f"endpoint {ep.name} ({ep.http_url}) is the same server as {endpoints[j].name} "
+                                f"({endpoints[j].http_url}): both lead to {address} port {port}; give each server once")
+
+
+def _same_address(address: str) -> str:
+    """An address in one spelling (an IPv4-mapped IPv6 address as IPv4)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
 def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
@@ -105,6 +144,7 @@ async def describe_endpoints(target: Target, allow_mixed: bool = False) -> Targe
     endpoints = target.endpoint_list()
     if len(endpoints) == 1:
         return await describe_target(target)
+    await check_distinct(endpoints)
 
     async def one(ep: Endpoint) -> TargetInfo:
         try:

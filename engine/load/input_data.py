@@ -22,38 +22,49 @@ the path: no server, no clock.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.load.input_decode import decode_document
 from engine.load.input_folder import read_folder
 from engine.load.input_json import parse_document
-from engine.load.input_tensors import MAX_DATA_BYTES, DataModel, InputData, read_file
+from engine.load.input_tensors import MAX_DATA_BYTES, DataModel, InputData, file_kind, read_file
 from engine.load.target import TargetInfo
 
 
 def check_readable(path: str) -> None:
     """What can be checked without the model: the path is there, readable, not over the limit."""
     where = Path(path).expanduser()
-    if not where.exists():
-        raise UserError(f"input data {path}: no such file or folder")
-    if where.is_dir():
+    try:
+        mode = where.stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"input data {path}: no such file or folder") from None
+    except OSError as exc:
+        raise UserError(f"input data {path}: cannot read it: {exc.strerror or exc}") from None
+    kind = file_kind(mode)
+    if kind is not None:  # a named pipe would block at open, /dev/zero would be read for ever
+        raise UserError(f"input data {path}: {kind}, not a regular file or a folder")
+    if stat.S_ISDIR(mode):
         if not os.access(where, os.R_OK | os.X_OK):
             raise UserError(f"input data {path}: cannot read the folder")
         return
     try:
         size = where.stat().st_size
-        with where.open("rb"):
-            pass
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        os.close(fd)
     except OSError as exc:
         raise UserError(f"input data {path}: cannot read it: {exc.strerror or exc}") from None
     if size > MAX_DATA_BYTES:
         raise UserError(f"input data {path}: {size} bytes, over the {MAX_DATA_BYTES >> 30} GiB limit")
 
 
-def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[int]] | None = None) -> InputData:
-    """The entries of the JSON file or folder at ``path`` for the model ``info`` describes."""
+def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[int]] | None = None,
+                    stopped: Callable[[], bool] = lambda: False) -> InputData:
+    """The entries of the JSON file or folder at ``path`` for the model ``info`` describes.
+    ``stopped``: asked while a JSON file is decoded; when it says so, input_decode.Stopped."""
     where = Path(path).expanduser()
     if not where.exists():
         raise UserError(f"input data {path}: no such file or folder")
@@ -61,15 +72,9 @@ def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[in
     if where.is_dir():
         return read_folder(where.resolve(), model)
     raw = read_file(where, f"input data {path}")
-    try:
-        doc = json.loads(raw)
-    except UnicodeDecodeError:
-        raise UserError(f"input data {path}: not JSON (not UTF-8 text)") from None
-    except ValueError as exc:
-        msg = getattr(exc, "msg", str(exc))
-        raise UserError(f"input data {path}: not JSON ({msg} at line {getattr(exc, 'lineno', '?')})") from None
-    except RecursionError:
-        raise UserError(f"input data {path}: not JSON (nested too deep)") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    doc = decode_document(raw, f"input data {path}", stopped)
+    del raw  # the text is not kept past its arrays
     notes: list[str] = []
     entries = parse_document(doc, model, f"input data {path}", notes)
-    return InputData(str(where.resolve()), "json", hashlib.sha256(raw).hexdigest(), entries, tuple(notes))
+    return InputData(str(where.resolve()), "json", digest, entries, tuple(notes))

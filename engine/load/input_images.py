@@ -10,8 +10,8 @@ image model: one entry per photo, in file-name order.
   as one BYTES element in perf_analyzer's serialized form (a 4-byte little-endian length, then the
   bytes), ``{"content": {"b64": ...}, "shape": [1]}``. Needs nothing beyond the core.
 
-Anything wrong (no folder, no photo in it, a file that is not a JPEG or PNG) is one line
-(UserError). Pure apart from reading the folder: the caller writes the document.
+Anything wrong (no folder, no photo in it, a file that is not a JPEG or PNG, an image declaring
+more than MAX_PIXELS) is one line (UserError). Pure apart from reading the folder: the caller writes the document.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError, require_extra
-from engine.load.input_tensors import MAX_DATA_BYTES, element
+from engine.load.input_tensors import MAX_DATA_BYTES, element, read_file
 
 # OpenCLIP's image normalisation (open_clip.constants OPENAI_DATASET_MEAN / _STD)
 MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)
+MAX_PIXELS = 64_000_000  # decoded at most (RGB: 192 MB); a larger PNG, or JPEG after draft scaling, is refused
 MAGIC = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG"}
 
 
@@ -51,10 +52,7 @@ def image_kind(raw: bytes) -> str | None:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    raw = read_file(path, str(path.parent))  # a regular file, a bounded read
     if image_kind(raw) is None:
         raise UserError(f"{path}: not a JPEG or PNG image")
     return raw
@@ -68,11 +66,17 @@ def pixels(raw: bytes, size: int, where: Path) -> bytes:
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
+    pillows_limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # check_pixels judges, in our words
     try:
-        with Image.open(io.BytesIO(raw)) as opened:
+        with Image.open(io.BytesIO(raw)) as opened:  # reads the header only: nothing decoded yet
+            if opened.format == "JPEG":  # decoded at 1/2, 1/4 or 1/8 scale where that still covers `size`
+                opened.draft("RGB", (size, size))
+            check_pixels(opened.size, where)
             image = opened.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise UserError(f"{where}: cannot decode the image: {exc}") from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = pillows_limit
     width, height = image.size
     scale = size / min(width, height)
     resized = image.resize((max(size, round(width * scale)), max(size, round(height * scale))),
@@ -82,6 +86,15 @@ def pixels(raw: bytes, size: int, where: Path) -> bytes:
     hwc = np.asarray(crop, dtype=np.float32) / 255.0
     chw = (hwc - np.array(MEAN, np.float32)) / np.array(STD, np.float32)
     return np.ascontiguousarray(chw.transpose(2, 0, 1)).astype("<f4").tobytes()
+
+
+def check_pixels(declared: tuple[int, int], where: Path) -> None:
+    """A photo decodes to at most MAX_PIXELS (after JPEG's draft scaling), judged by the size its
+    header declares: a small file may declare a huge image (a decompression bomb)."""
+    width, height = declared
+    if width * height > MAX_PIXELS:
+        raise UserError(f"{where}: declares {width} x {height} pixels, over the limit of {MAX_PIXELS // 1_000_000} "
+                        "million (a decompression bomb, or a photo to scale down first)")
 
 
 def images_document(folder: Path, input_name: str, size: int = 224, raw: bool = False) -> dict[str, Any]:

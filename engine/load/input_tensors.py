@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,14 +116,36 @@ def whole_elements(raw: bytes, datatype: str, label: str) -> int:
     return len(raw) // size
 
 
+def file_kind(mode: int) -> str | None:
+    """What a path that is neither a regular file nor a folder is, in words; None if it is one."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
 def read_file(path: Path, label: str) -> bytes:
+    """A regular file's bytes, at most MAX_DATA_BYTES of them. A named pipe, a device (a link to
+    /dev/zero reports 0 bytes and never ends) or a socket is refused before it is opened, and the
+    read stops past the limit whatever the size said."""
     try:
-        size = path.stat().st_size
-        if size > MAX_DATA_BYTES:
-            raise UserError(f"{label}: {path.name} is {size} bytes, over the {MAX_DATA_BYTES >> 30} GiB limit")
-        return path.read_bytes()
+        kind = file_kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise UserError(f"{label}: {path.name} is {kind}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a pipe swapped in after the check: no hang
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UserError(f"{label}: {path.name} is {file_kind(info.st_mode)}, not a regular file")
+            if info.st_size > MAX_DATA_BYTES:
+                raise UserError(f"{label}: {path.name} is {info.st_size} bytes, over the {MAX_DATA_BYTES >> 30} GiB limit")
+            raw = f.read(MAX_DATA_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{label}: cannot read {path.name}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_DATA_BYTES:
+        raise UserError(f"{label}: {path.name} holds over {MAX_DATA_BYTES >> 30} GiB, the limit")
+    return raw
 
 
 def short(value: Any) -> str:

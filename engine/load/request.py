@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.errors import UserError
 from engine.http1 import Endpoint, encode_request
-from engine.load.answer_check import fixed_size_bytes
+from engine.load.answer_check import ITEM_SIZE, fixed_size_bytes
 from engine.load.input_tensors import element
 from engine.load.shm import ShmPlan
 from engine.load.target import Target, TargetInfo
@@ -43,6 +43,7 @@ NUMPY_DTYPES = {
     "FP64": np.float64,
 }
 BYTES_ELEMENT = 8  # random BYTES elements are this many ASCII digits
+MAX_REQUEST_BYTES = 1 << 30  # one request's input tensors; a larger one is refused before it is built
 
 
 @dataclass
@@ -87,7 +88,22 @@ def request_shapes(target: Target, info: TargetInfo, batch_size: int) -> tuple[d
             )
             dims = fixed
         shapes[tensor["name"]] = ([batch_size] + dims) if info.max_batch_size > 0 else dims
+    check_request_size(shapes, info, target.model)
     return shapes, warnings
+
+
+def check_request_size(shapes: dict[str, list[int]], info: TargetInfo, model: str) -> None:
+    """One request's random or zero inputs within MAX_REQUEST_BYTES, computed from the shapes
+    alone (nothing allocated): load.input_shapes may ask for any size."""
+    total = 0
+    for tensor in info.inputs:
+        count = math.prod(shapes.get(tensor["name"], []))
+        size = 4 + BYTES_ELEMENT if tensor["datatype"] == "BYTES" else ITEM_SIZE.get(tensor["datatype"], 8)
+        total += count * size
+    if total > MAX_REQUEST_BYTES:
+        sizes = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise UserError(f"model {model!r}: one request's inputs would take {total / (1 << 30):.3g} GiB ({sizes}), "
+                        f"over the limit of {MAX_REQUEST_BYTES >> 30} GiB: choose smaller load.input_shapes or batch size")
 
 
 def tensor_bytes(datatype: str, shape: list[int], data: str, rng: np.random.Generator) -> bytes:
@@ -96,12 +112,13 @@ def tensor_bytes(datatype: str, shape: list[int], data: str, rng: np.random.Gene
     zeros = data == "zeros"
     if datatype == "BYTES":
         # binary BYTES: each element is a 4-byte little-endian length then its bytes
-        fixed = b"0" if zeros else None
-        out = bytearray()
-        for _ in range(count):
-            value = fixed or bytes(rng.integers(48, 58, BYTES_ELEMENT, dtype=np.uint8))
-            out += element(value)
-        return bytes(out)
+        if zeros:
+            return element(b"0") * count
+        # built whole in numpy (a Python loop per element would hold the session for minutes)
+        rows = np.empty((count, 4 + BYTES_ELEMENT), np.uint8)
+        rows[:, :4] = np.frombuffer(BYTES_ELEMENT.to_bytes(4, "little"), np.uint8)
+        rows[:, 4:] = rng.integers(48, 58, (count, BYTES_ELEMENT), dtype=np.uint8)
+        return rows.tobytes()
     if datatype == "BF16":
         floats = np.zeros(count, np.float32) if zeros else rng.random(count, dtype=np.float32)
         return (floats.view(np.uint32) >> 16).astype("<u2").tobytes()

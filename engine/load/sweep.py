@@ -497,7 +497,21 @@ class _Level:
             duration_s=agg.duration_s,
             network=self.network_path(),
             endpoints=endpoints,
+            degraded=self.degraded(),
         )
+
+    def degraded(self) -> str:
+        """One line naming each endpoint that answered nothing (and failed) in some measured
+        window; "" when every endpoint answered in every window. Such a level measured part of
+        the servers: its figures are not the whole's."""
+        if len(self.endpoints) == 1 or not self.windows:
+            return ""
+        dead = []
+        for e, ep in enumerate(self.endpoints):
+            lost = sum(1 for w in self.windows if w.parts and w.parts[e].ok == 0 and w.parts[e].error_count > 0)
+            if lost:
+                dead.append(f"{ep.name} answered nothing in {lost} of {len(self.windows)} measured windows")
+        return "; ".join(dead)
 
     async def endpoint_results(self, chosen: list[_Window]) -> list[EndpointResult]:
         """Each endpoint's share of the merged windows (its errors over every measured window)."""
@@ -571,9 +585,11 @@ async def run_sweep(
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))
-    requests, warnings = await _requests(target, info, load, publish)  # the tensors, made once
+    requests, warnings = await _requests(target, info, load, publish, stop)  # the tensors, made once
     for text in warnings:
         publish(Warning(source="load", message=text, key="input-shape"))
+    if stop.is_set() or not requests:  # stopped while the requests were made: nothing more to prepare
+        return []
     endpoints = target.endpoint_list()
     first = requests[0]
     prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data,
@@ -635,6 +651,7 @@ async def run_sweep(
             stable=sum(1 for r in results if r.status == "stable"),
             failed=sum(1 for r in results if r.status == "failed"),
             saturation_level=_saturation(results),
+            degraded=sum(1 for r in results if r.degraded),
         )
     )
     return results
@@ -671,8 +688,8 @@ async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) ->
     return waited
 
 
-async def _requests(target: Target, info: TargetInfo, load: Load,
-                    publish: Publish) -> tuple[list[RequestInputs], list[str]]:
+async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publish,
+                    stop: asyncio.Event) -> tuple[list[RequestInputs], list[str]]:
     """The sweep's requests: load.data's one, or those of load.input_data (read in a thread: it
     may be large), which is then announced (InputDataUsed: the recording keeps it)."""
     from engine.load.request_set import data_requests, random_requests
@@ -680,8 +697,12 @@ async def _requests(target: Target, info: TargetInfo, load: Load,
     if not load.input_data:
         return random_requests(target, info, load.batch_size, load.data)
     from engine.load.input_data import read_input_data
+    from engine.load.input_decode import Stopped
 
-    data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes)
+    try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
+        data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
+    except Stopped:
+        return [], []
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
@@ -698,11 +719,16 @@ def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
 
 def _saturation(results: list[LevelResult]) -> float | None:
     # a level where the client was the limit measures us, not the server: never a saturation point
-    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed" and not r.audit.client_bound])
+    found = saturation_point([(r.level, r.throughput_rps) for r in results
+                              if r.status != "failed" and not r.audit.client_bound and not r.degraded])
     return found.level if found else None
 
 
 def _report_errors(result: LevelResult, publish: Publish) -> None:
+    if result.degraded:
+        publish(Warning(source="load", key=f"degraded-{result.index}", message=(
+            f"level {result.level:g} degraded: {result.degraded}: it measured part of the servers, so no decision "
+            "rests on it and the run will not end ok")))
     if not result.errors_by_kind:
         return
     for ep in result.endpoints:

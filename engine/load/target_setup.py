@@ -12,7 +12,7 @@ from engine import events as ev
 from engine.errors import UserError
 from engine.load.endpoints import describe_endpoints, endpoints_from
 from engine.load.target import Endpoint, Target, TargetInfo
-from engine.profiles import Profile, redact_url
+from engine.profiles import Profile, headers_for, redact_url
 
 
 class Member(Protocol):
@@ -95,7 +95,8 @@ async def open_target(profile: Profile, started: Started | None,
         http_url, variant, log_path = server.endpoint_urls()[0], model.variant, None
         metrics_url = next(iter(server.endpoint_metrics_urls()), None)
         mps, mps_why = None, ""
-    target = Target(http_url=http_url, model=model.name, model_version=model.version, headers=dict(server.headers),
+    target = Target(http_url=http_url, model=model.name, model_version=model.version,
+                    headers=headers_for(server, *server.endpoint_urls()),
                     input_shapes={k: list(v) for k, v in profile.load.input_shapes.items()}, endpoints=endpoints)
     info = await describe_endpoints(target, server.allow_mixed)
     check_input_shapes(profile.load.input_shapes, info)

@@ -30,7 +30,7 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.modes import mode_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRUPTED, EXIT_OK
-from engine.profiles import Profile, scale_out_parts
+from engine.profiles import Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
@@ -127,7 +127,7 @@ class StudySource(EventSource):
             gpus = self.profile.hardware.gpu_count
             self.variants = plan_variants(model, self.requested, gpus, self.sources, gpus_known=gpus > 0)
             # several servers (server.urls): each loads every variant
-            lacking = [url for url in server.endpoint_urls() if not check_model_control(url, model, dict(server.headers))]
+            lacking = [url for url in server.endpoint_urls() if not check_model_control(url, model, headers_for(server, url))]
             if not lacking:
                 self.server_kind = REMOTE_CONTROL
             elif self.ask is None:
@@ -235,7 +235,7 @@ class StudySource(EventSource):
             self.bus.publish(ev.PhaseChanged(phase="loading", detail=f"variant {variant} through the repository API"))
             try:
                 for url in server.endpoint_urls():
-                    load_variant(url, model, variant, source, dict(server.headers))
+                    load_variant(url, model, variant, source, headers_for(server, url))
             except (RunFailed, NoModelControl) as exc:
                 self._record_missing(variant, EXIT_FAILED, str(exc), "repository API")
                 self.bus.publish(ev.Error(source="study", message=f"variant {variant}: {exc}"))

@@ -58,3 +58,15 @@ def test_sizes_bandwidth_and_all_reduce_time() -> None:
     assert fmt.body_size(602_112) == "602 KB"
     assert fmt.us(0.005) == "5,000.0" and fmt.gbps(214.7) == "214.70"
     assert fmt.bytes_rate(1.5e9) == "1.500 GB/s" and fmt.bytes_rate(2e6) == "2.00 MB/s"
+
+
+def test_prices_are_bounded_and_money_has_a_bounded_width() -> None:
+    """cost_per_hour = 1e308 printed a 534-character dollar figure, 1e-300 three hundred zeros."""
+    assert fmt.price_problem(0.0) is None and fmt.price_problem(98.32) is None and fmt.price_problem(0.0001) is None
+    for slip in (1e308, 20_000.0, 1e-300, -1.0, float("nan"), float("inf"), True, "5"):
+        assert fmt.price_problem(slip) is not None, slip
+    assert fmt.price_problem(20_000.0, gpus=16) is None  # a price per box: a bigger box may cost more
+    for value in (1e308, 1e-300, 1e15, 123456789.0, 0.000694, 12.5):
+        assert len(fmt.money(value)) <= fmt.MONEY_WIDTH, fmt.money(value)
+    assert fmt.money(1e308) == "$1.00e+308" and fmt.money(1e-300) == "$1.00e-300"
+    assert fmt.money(1234.5) == "$1,234.50"  # ordinary figures unchanged

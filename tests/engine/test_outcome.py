@@ -51,6 +51,11 @@ TABLE = [
     ("ended early on its own", RunFacts(level_statuses=("stable",), planned_levels=3, incomplete="the sweep ended "
                                         "after 1 of 3 levels", gate_failures=("p99",)),
      Outcome("failed", "the sweep ended after 1 of 3 levels", EXIT_FAILED)),
+    ("a level missed a server", RunFacts(level_statuses=("stable", "stable"), planned_levels=2,
+                                          degraded=((8.0, "ep2 answered nothing in 2 of 3 windows"),),
+                                          gate_failures=("p99",)),
+     Outcome("failed", "1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing in 2 of 3 windows)",
+             EXIT_FAILED)),
     ("a gate failed", RunFacts(level_statuses=("stable",), planned_levels=1, gate_failures=("p99 12 > 10", "tput")),
      Outcome("failed", "2 gate(s) failed: p99 12 > 10; tput", EXIT_GATES)),
 ]

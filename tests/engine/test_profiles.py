@@ -8,6 +8,7 @@ from engine.profiles import (
     DEFAULT_CONCURRENCY,
     ProfileError,
     bundled_profiles,
+    headers_for,
     load_profile,
     profile_from_dict,
     redact_url,
@@ -131,9 +132,26 @@ def test_credentials_are_redacted_in_the_profile_dict():
     assert "s3cret" not in str(data) and "t0k3n" not in str(data)
     # URL credentials travel as HTTP Basic auth; the URL itself keeps none
     assert data["server"]["url"] == "http://box:8000"
-    assert profile.server.headers["Authorization"] == "Basic Ym9iOnMzY3JldA=="
+    assert headers_for(profile.server, "http://box:8000/v2")["Authorization"] == "Basic Ym9iOnMzY3JldA=="
+    assert "credentials" not in data["server"]
     assert redact_url("http://bob:s3cret@box:8000") == "http://***@box:8000"
     assert redact_url("http://box:8000") == "http://box:8000"
+
+
+def test_a_credential_goes_only_to_the_host_and_port_it_was_written_for():
+    """A password in metrics_url (box B) never goes with inference requests to box A, nor to a
+    server given with --url over that profile."""
+    server = profile_from_dict({"server": {"kind": "remote", "url": "http://a:8000",
+                                           "metrics_url": "http://bob:pw@b:8002/metrics"}}, "inline").server
+    assert "Authorization" not in headers_for(server, "http://a:8000")
+    assert headers_for(server, "http://b:8002/metrics")["Authorization"] == "Basic Ym9iOnB3"
+    assert "Authorization" not in headers_for(server, "http://B:8002", "http://c:8002")  # unless every URL is its place
+    over = load_profile("local", ["server.kind=remote", "server.url=http://c:8000",
+                                  "server.metrics_url=http://bob:pw@a:8002/metrics"]).server
+    assert "Authorization" not in headers_for(over, *over.endpoint_urls())
+    with pytest.raises(ProfileError, match="the same user:password as the other URLs of its host and port"):
+        profile_from_dict({"server": {"kind": "remote", "url": "http://bob:pw@a:8000",
+                                      "metrics_url": "http://eve:other@a:8000/metrics"}}, "inline")
 
 
 def test_several_servers_in_server_urls():
@@ -141,7 +159,9 @@ def test_several_servers_in_server_urls():
                                             "metrics_urls": ["http://a:8002/metrics", "http://b:8002/metrics"]}},
                                 "inline")
     assert profile.server.endpoint_urls() == ["http://a:8000", "http://b:8000"]  # the credentials go in a header
-    assert profile.server.headers["Authorization"] == "Basic Ym9iOnB3"
+    assert headers_for(profile.server, *profile.server.endpoint_urls())["Authorization"] == "Basic Ym9iOnB3"
+    # ... to the host:port they were written for: not to the metrics ports, where none were written
+    assert "Authorization" not in headers_for(profile.server, *profile.server.endpoint_metrics_urls())
     assert profile.server.endpoint_metrics_urls() == ["http://a:8002/metrics", "http://b:8002/metrics"]
     assert "pw" not in str(profile.to_dict())
     one = profile_from_dict({"server": {"kind": "remote", "url": "http://a:8000"}}, "inline")
@@ -170,3 +190,10 @@ def test_command_line_servers_replace_the_profiles():
     profile = load_profile("local", ["server.kind=remote", "server.url=http://a:8000",
                                      'server.urls=["http://b:8000", "http://c:8000"]'])
     assert profile.server.url is None and profile.server.endpoint_urls() == ["http://b:8000", "http://c:8000"]
+
+
+@pytest.mark.parametrize("price", ["1e308", "1e-300", "-2", "nan"])
+def test_a_price_no_gpu_hour_can_cost_is_refused_in_one_line(price):
+    with pytest.raises(ProfileError, match="hardware.cost_per_hour: expected a") as info:
+        load_profile("local", [f"hardware.cost_per_hour={price}"])
+    assert "\n" not in str(info.value)

@@ -81,3 +81,20 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT, timeout: float =
         out, _ = proc.communicate()
         raise AssertionError(f"app did not exit within {timeout} s after signal {sig}:\n{out}") from None
     return proc.returncode, out
+
+
+_PEAK = """
+import resource, subprocess, sys
+code = subprocess.run(sys.argv[2:]).returncode
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(code)
+"""
+
+
+def run_measured(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``gpuscale-tui ARGS`` and its peak RSS in KiB: the kernel's count of the tool's process,
+    read by a fresh parent that has no other child."""
+    out = tmp_path / "peak_kib"
+    proc = subprocess.run([sys.executable, "-c", _PEAK, str(out), sys.executable, "-m", "tui.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, int(out.read_text())

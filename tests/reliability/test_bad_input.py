@@ -92,6 +92,7 @@ def test_every_corpus_file_has_a_case():
         (["--set", "load.batch_size=1e9"], "load.batch_size: expected a positive integer"),
         (["--set", "server.kind=remote", "--set", "server.url=localhost:8000"], "server.url: expected"),
         (["--set", "nonsense"], "expected section.key=value"),
+        (["--set", "hardware.cost_per_hour=1e308"], "hardware.cost_per_hour: expected a price from $0.0001 to"),
         (["--profile", "no_such_profile"], "unknown profile 'no_such_profile'"),
         (["--profile", "/no/such/file.toml"], "no such profile file"),
     ],

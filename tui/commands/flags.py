@@ -63,6 +63,8 @@ def check_input_data(path: str) -> None:
 
 def parse_costs(items: list[str]) -> dict[int, float]:
     """--cost ``4=14`` or ``4gpu:14``: $/hr of a box with that many GPUs."""
+    from engine.format import price_problem
+
     costs: dict[int, float] = {}
     for item in items:
         gpus, sep, dollars = item.partition("=") if "=" in item else item.partition(":")
@@ -72,6 +74,8 @@ def parse_costs(items: list[str]) -> dict[int, float]:
             n, price = 0, 0.0
         if not sep or n <= 0 or price <= 0:
             raise UserError(f"--cost {item!r}: expected GPUS=DOLLARS_PER_HOUR, e.g. 4=14")
+        if (problem := price_problem(price, n)) is not None:
+            raise UserError(f"--cost {item!r}: expected {problem}")
         costs[n] = price
     return costs
 

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc  # grpcio; its asyncio API is grpc.aio
 
-from engine.load.answer_check import AnswerCheck, AnswerSpec, fixed_size_bytes, response_cap
+from engine.load.answer_check import (
+    AnswerCheck,
+    AnswerSpec,
+    response_cap,
+    shape_problem,
+    size_problem,
+)
 from engine.load.transport import (
     MALFORMED_ANSWER,
     REJECTED,
@@ -111,10 +117,11 @@ def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None
     raw = reply.raw_output_contents
     if len(raw) != len(reply.outputs):
         return f"answer has {len(raw)} raw outputs for {len(reply.outputs)} outputs"
-    for out, blob in zip(reply.outputs, raw, strict=True):
-        size = fixed_size_bytes(out.datatype, list(out.shape))
-        if size is not None and len(blob) != size:
-            return f"output {out.name} holds {len(blob)} bytes, its shape {list(out.shape)} says {size}"
+    for out, blob in zip(reply.outputs, raw, strict=True):  # the HTTP answers' checks, the same words
+        shape = list(out.shape)
+        problem = shape_problem(out.name, shape) or size_problem(out.name, out.datatype, shape, len(blob))
+        if problem is not None:
+            return problem
     return None
 
 
@@ -277,11 +284,49 @@ class GrpcDialer(Dialer):
         return None
 
 
+# HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS
+# frame, an HTTP/1 server with a status line (grpcio only says "unavailable", for 20 s)
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+PROBE_S = 5.0
+
+
+async def not_grpc(address: str) -> str | None:
+    """Whether the port at ``address`` (host:port, no TLS) is something other than an HTTP/2
+    server: one line saying so, else None (gRPC, nothing listening, or no answer within PROBE_S:
+    the sweep finds out). A gRPC server answers HTTP/2's preface with its SETTINGS frame."""
+    host, _, port = address.rpartition(":")
+    try:
+        async with asyncio.timeout(PROBE_S):
+            reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+            try:
+                writer.write(H2_PREFACE)
+                await writer.drain()
+                first = await reader.read(64)
+            finally:
+                writer.close()
+    except (OSError, TimeoutError, ValueError):
+        return None
+    if len(first) >= 9 and first[3] == 0x04:  # HTTP/2's SETTINGS frame: a gRPC server, as far as the wire says
+        return None
+    status_line = first.split(b"\r")[0].decode("ascii", "replace")
+    if not first:  # Triton's HTTP front end closes the connection at HTTP/2's preface
+        said = "HTTP/2's preface by closing the connection (an HTTP/1 server, such as Triton's HTTP port)"
+    elif first.startswith(b"HTTP/"):
+        said = f"HTTP/1 ({status_line})"
+    else:
+        said = "but not HTTP/2 (an HTTP/1 server's error page, or another protocol)"
+    return f"gRPC: {address} is not a gRPC server: it answers {said} (Triton's gRPC port is its HTTP port + 1)"
+
+
 class GrpcTransport:
     async def prepare(self, sweep: SweepInputs) -> Prepared:
         service_pb2 = messages()  # the session's side
 
         address, tls = grpc_address(sweep.target)
+        if not tls and (problem := await not_grpc(address)) is not None:
+            from engine.errors import UserError
+
+            raise UserError(problem)
         raws = []
         for r in sweep.requests:
             request = service_pb2.ModelInferRequest(model_name=sweep.target.model,

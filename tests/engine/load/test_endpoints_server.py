@@ -150,6 +150,10 @@ async def test_one_server_killed_mid_level_is_named_and_the_other_goes_on(identi
     warnings = [w.message for w in events.of("warning") if w.key.startswith("endpoint-failed")]
     assert len(warnings) == 1 and f"endpoint ep2 ({srv.http_url}) failed" in warnings[0]
     assert "the other endpoints went on" in warnings[0]
+    # half the servers measured: the level says so, and no decision rests on it
+    assert r.degraded.startswith("ep2 answered nothing in ") and "measured windows" in r.degraded
+    (said,) = [w.message for w in events.of("warning") if w.key.startswith("degraded")]
+    assert said.startswith("level 4 degraded: ep2 answered nothing") and "no decision rests on it" in said
 
 
 async def test_unreachable_endpoint_at_start_is_named(identity_server):

@@ -6,6 +6,7 @@ transport."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import service_pb2
 
-from engine.load.target import Target, describe_target
+from engine.load.answer_check import AnswerSpec, check_header
+from engine.load.target import Target, TargetInfo, describe_target
 from engine.load.transports.grpc import check_answer, error_kind, grpc_address
 from engine.server.embedded import EmbeddedServer
 from tests.engine.load.conftest import quick_load, sweep
@@ -70,10 +72,54 @@ def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: st
 def test_an_answer_that_does_not_add_up_is_named():
     asked = (("OUTPUT0", "FP32"),)
     assert check_answer(_answer([2, 4], [bytes(32)]), asked) is None
-    assert check_answer(_answer([2, 4], [bytes(31)]), asked) == "output OUTPUT0 holds 31 bytes, its shape [2, 4] says 32"
+    assert check_answer(_answer([2, 4], [bytes(31)]), asked) == ("output 'OUTPUT0': 31 bytes for shape [2, 4] of FP32, "
+                                                                 "which holds 32")
     assert check_answer(_answer([2, 4], [bytes(32)], datatype="INT32"), asked) == "output OUTPUT0 is INT32, expected FP32"
     assert check_answer(_answer([2, 4], [bytes(32)], name="OTHER"), asked) == "answer lacks output OUTPUT0"
     assert check_answer(_answer([2, 4], []), asked) == "answer has 0 raw outputs for 1 outputs"
+
+
+def test_grpc_answers_are_checked_as_http_answers_are():
+    """One check for both protocols: a negative dimension is no size, whatever the byte count
+    (shape [-1, -4] "holds" 16 bytes of FP32 by arithmetic)."""
+    asked = (("OUTPUT0", "FP32"),)
+    grpc_said = check_answer(_answer([-1, -4], [bytes(16)]), asked)
+    http_said = check_header(json.dumps({"outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, -4],
+                                                      "parameters": {"binary_data_size": 16}}]}).encode(), 16,
+                             AnswerSpec(outputs={"OUTPUT0": "FP32"}))
+    assert grpc_said == http_said == "output 'OUTPUT0': shape is not a list of sizes"
+
+
+async def test_grpc_against_an_http1_port_says_it_is_not_a_grpc_server():
+    """grpcio only says "unavailable" (20 s of every error classed "connection refused", though
+    the port is open): the sweep is refused before any load, naming what the port is."""
+    from engine.errors import UserError
+    from engine.load.transports.grpc import not_grpc
+    from tests.reliability.hostile_server import HostileTriton, identity_model
+
+    with HostileTriton() as srv:
+        said = await not_grpc(srv.where)
+        assert said is not None and f"{srv.where} is not a gRPC server: it answers but not HTTP/2" in said
+        meta = identity_model()
+        info = TargetInfo(model_config={"max_batch_size": 8}, inputs=meta["inputs"], outputs=meta["outputs"],
+                          max_batch_size=8)
+        with pytest.raises(UserError, match="is not a gRPC server"):
+            await sweep(Target(srv.url, "m", grpc_url=srv.where), info, quick_load(concurrency=[1], transport="grpc"))
+        assert not [s for s in srv.seen if s.path.endswith("/infer")]
+    assert await not_grpc("127.0.0.1:9") is None  # nothing listening: the sweep's own errors say so
+
+
+@pytest.mark.server
+async def test_tritons_grpc_port_is_taken_for_grpc_and_its_http_port_is_not(identity_server):
+    assert await not_grpc_of(identity_server.grpc_url) is None
+    said = await not_grpc_of(identity_server.http_url)
+    assert said is not None and "is not a gRPC server" in said
+
+
+async def not_grpc_of(url: str) -> str | None:
+    from engine.load.transports.grpc import not_grpc
+
+    return await not_grpc(url.split("://", 1)[-1])
 
 
 @pytest.mark.server

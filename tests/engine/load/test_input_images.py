@@ -108,3 +108,62 @@ def test_photos_that_make_a_file_over_the_limit_are_refused(tmp_path, capsys, mo
     out = tmp_path / "raw.json"
     assert main(["data", "from-images", str(tmp_path / "photos"), "--input", "IMAGE", "--raw", "--out", str(out)]) == 2
     assert "the photos make a file over" in capsys.readouterr().err and not out.exists()
+
+
+# --------------------------------------------------------------------------- decompression bombs
+
+
+def _png_declaring(path: Path, width: int, height: int, rows: int = 0) -> Path:
+    """A PNG whose header declares ``width`` x ``height`` RGB; ``rows`` rows of zeros follow
+    compressed (all of them: a real bomb, a few hundred KB declaring gigabytes), or a token IDAT."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer = zlib.compressobj(9)
+    row = bytes(1 + 3 * width)  # filter byte 0, then the row's pixels
+    body = b"".join(packer.compress(row) for _ in range(rows)) + packer.flush()
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("width", "rows", "needle"), [
+    (30000, 0, "declares 30000 x 30000 pixels, over the limit of 64 million"),  # Pillow's own error was a traceback
+    (12000, 12000, "declares 12000 x 12000 pixels"),  # was decoded whole: 1.18 GB peak, Pillow's warning on stderr
+])
+def test_a_decompression_bomb_is_refused_from_its_header(tmp_path, width, rows, needle):
+    from tests.reliability.helpers import run_measured
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    _png_declaring(folder / "bomb.png", width, width if rows == 0 else rows, rows)
+    out = tmp_path / "out.json"
+    proc, peak_kib = run_measured(tmp_path, "data", "from-images", str(folder), "--input", "image", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr  # no traceback, no Pillow warning
+    assert peak_kib < 256 << 10, f"peak RSS {peak_kib >> 10} MiB"  # nothing decoded (the tool at rest: ~50 MiB)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_large_jpeg_is_decoded_at_a_draft_scale(tmp_path):
+    """80 million pixels declared, decoded at 1/8 (1250 x 1000, Pillow's draft mode): taken, and
+    the peak stays far below the 240 MB its pixels would take decoded whole."""
+    from tests.reliability.helpers import run_measured
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    Image.new("RGB", (10000, 8000), (90, 120, 200)).save(folder / "big.jpg", quality=50)
+    out = tmp_path / "out.json"
+    proc, peak_kib = run_measured(tmp_path, "data", "from-images", str(folder), "--input", "image", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (entry,) = json.loads(out.read_text())["data"]
+    pixels = np.frombuffer(base64.b64decode(entry["image"]["content"]["b64"]), "<f4").reshape(3, 224, 224)
+    expected = (np.array([90, 120, 200]) / 255.0 - np.array(MEAN)) / np.array(STD)
+    assert np.allclose(pixels[:, 112, 112], expected, atol=0.05)
+    assert peak_kib < 160 << 10, f"peak RSS {peak_kib >> 10} MiB"

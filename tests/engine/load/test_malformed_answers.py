@@ -55,7 +55,7 @@ MALFORMED = {  # case -> (the answer, what the error message says)
     "no_outputs": (binary_answer(_header(), b""), "outputs OUTPUT0 missing"),
     "wrong_datatype": (binary_answer(_header(_output(datatype="INT32"))), "datatype 'INT32', the model's is 'FP32'"),
     "binary_sizes_do_not_add_up": (binary_answer(_header(_output()), BINARY[:12]), "binary data of 12 bytes"),
-    "size_not_the_shape": (binary_answer(_header(_output(shape=[1, 3])), BINARY), "binary_data_size 16 for shape"),
+    "size_not_the_shape": (binary_answer(_header(_output(shape=[1, 3])), BINARY), "16 bytes for shape [1, 3] of FP32"),
     "json_outputs_a_dict": (Reply(200, {"outputs": {"OUTPUT0": [0, 0, 0, 0]}}), "'outputs' is a JSON object"),
 }
 
