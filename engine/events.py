@@ -142,6 +142,19 @@ class NetworkPath:
 
 
 @dataclass
+class StreamStats:
+    """A streaming level's figures (a decoupled model: a stream of responses per request), over
+    its merged windows. Times in seconds, measured as the request's latency is (from its
+    intended send in rate mode); a response counts as one output token."""
+
+    ttft: LatencyStats  # time to the first response
+    itl: LatencyStats  # the gaps between a request's successive responses
+    responses_per_request: float  # mean
+    output_tokens_per_s: float  # every response of the merged windows over their duration
+    tokens_per_s_per_request: float | None = None  # median over requests of (responses - 1) / decode time
+
+
+@dataclass
 class ClientAudit:
     """The load generator judging itself: is the client, not the server, the limit?"""
 
@@ -386,6 +399,7 @@ class LevelResult(Event):
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     network: NetworkPath | None = None  # None: not measured (an older recording)
     endpoints: list[EndpointResult] = field(default_factory=list)  # a sweep over several servers: one each
+    stream: StreamStats | None = None  # a streaming transport's figures; None: a unary sweep
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

@@ -28,6 +28,7 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         mode=row.mode, level=row.level, status=row.status, throughput_ips=row.throughput_ips,
         throughput_rps=row.throughput_rps, latency=row.latency, server=row.server, audit=row.audit,
         errors=row.errors, cost_per_1000=state.cost_per_1000(row.throughput_ips) if row.result else None,
+        stream=row.result.stream if row.result else None,
     )
 
 
@@ -43,8 +44,11 @@ def endpoint_cells(row: LevelRow) -> list[dict[str, str]]:
 
 
 def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ...]:
-    """The screen's sweep columns, less the cost where the profile has no price."""
-    return columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    """The screen's sweep columns, less the cost where the profile has no price; a streaming
+    sweep's TTFT, ITL and tokens/s where its levels have them."""
+    shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    streaming = any(row.result is not None and row.result.stream is not None for row in state.levels.values())
+    return columns.with_stream(shown) if streaming else shown
 
 
 # --------------------------------------------------------------------------- rich tables

@@ -76,9 +76,10 @@ from engine.load.transport import (
     RequestInputs,
     SweepInputs,
     Transport,
+    check_streaming,
     transport_named,
 )
-from engine.load.windows import Aggregate, aggregate, merge, window_end
+from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
 from engine.load.worker_messages import (
     PrepareLevel,
     Ready,
@@ -496,6 +497,7 @@ class _Level:
             duration_s=agg.duration_s,
             network=self.network_path(),
             endpoints=endpoints,
+            stream=stream_stats(agg),
         )
 
     async def endpoint_results(self, chosen: list[_Window]) -> list[EndpointResult]:
@@ -567,6 +569,7 @@ async def run_sweep(
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")
     module, transport = transport_named(load.transport)
+    check_streaming(load.transport, target.model, info.model_config)
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))

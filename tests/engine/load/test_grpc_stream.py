@@ -1,0 +1,119 @@
+"""Streaming (decoupled) models against the real embedded Triton serving toy_llm: a decoupled model
+is refused on a unary transport before any load; grpc_stream drives it in concurrency and rate
+modes with every response checked, figures per request (TTFT, ITL, responses) in the level's
+result; prompts that are not text are counted as errors; a stream cut by the server's death is an
+error, never a shorter success."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.load.target import Target, TargetInfo, describe_target
+from engine.transports import is_decoupled
+from tests.engine.load.conftest import first_measured_window, kill_tritonserver, quick_load, sweep, Events
+from engine.load.sweep import run_sweep
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+PROMPTS = Path(__file__).resolve().parents[2] / "data" / "toy_llm_prompts.json"
+TOKENS = 8  # MAX_TOKENS of every prompt in PROMPTS
+
+
+def _start(tmp_path_factory, name: str):
+    from engine.server.embedded import EmbeddedServer
+
+    return EmbeddedServer(model="toy_llm", variant="cpu", log_dir=tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="module")
+def toy_llm(tmp_path_factory):
+    with _start(tmp_path_factory, "triton-toy-llm") as srv:
+        target = Target(srv.http_url, "toy_llm")
+        yield target, asyncio.run(describe_target(target))
+
+
+def _stream_load(**overrides):
+    settings = dict(transport="grpc_stream", input_data=str(PROMPTS), min_window_requests=10)
+    settings.update(overrides)
+    return quick_load(**settings)
+
+
+def test_the_server_config_says_toy_llm_is_decoupled(toy_llm) -> None:
+    _, info = toy_llm
+    assert is_decoupled(info.model_config)
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc", "system_shm"])
+def test_a_decoupled_model_on_a_unary_transport_is_refused_before_any_load(toy_llm, transport: str) -> None:
+    target, info = toy_llm
+    with pytest.raises(UserError) as caught:
+        asyncio.run(sweep(target, info, _stream_load(transport=transport)))
+    line = str(caught.value)
+    assert "decoupled" in line and "grpc_stream" in line and "\n" not in line
+
+
+def _checked(result, tokens: int = TOKENS) -> None:
+    assert result.status in ("stable", "unstable")
+    assert result.errors == 0 and result.requests > 0
+    stream = result.stream
+    assert stream is not None
+    # every request answered with all its responses, none shorter
+    assert stream.responses_per_request == tokens
+    assert stream.ttft.count == result.requests
+    assert stream.itl.count == result.requests * (tokens - 1)
+    assert 0 < stream.ttft.p50 <= result.latency.p50
+    assert stream.itl.p99 is not None and stream.itl.p99 <= result.latency.max
+    assert stream.output_tokens_per_s == pytest.approx(result.throughput_rps * tokens)
+    assert stream.tokens_per_s_per_request and stream.tokens_per_s_per_request > 0
+
+
+def test_grpc_stream_concurrency_mode(toy_llm) -> None:
+    target, info = toy_llm
+    results, _ = asyncio.run(sweep(target, info, _stream_load(concurrency=[1, 4])))
+    assert len(results) == 2
+    for result in results:
+        _checked(result)
+
+
+def test_grpc_stream_rate_mode(toy_llm) -> None:
+    target, info = toy_llm
+    results, _ = asyncio.run(sweep(target, info, _stream_load(mode="rate", rates=[20.0], stability_percent=50)))
+    (result,) = results
+    _checked(result)
+    assert result.target_rate == 20.0
+
+
+def test_prompts_that_are_not_text_are_counted_errors(toy_llm) -> None:
+    target, info = toy_llm
+    results, _ = asyncio.run(sweep(target, info, _stream_load(input_data="", concurrency=[2])))
+    (result,) = results
+    assert result.status == "failed" and result.requests == 0
+    assert result.errors_by_kind.get("rejected", 0) > 0
+    assert any("not text" in m for m in result.error_messages), result.error_messages
+
+
+def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tmp_path_factory) -> None:
+    async def cut(srv, target: Target, info: TargetInfo):
+        events, stop = Events(), asyncio.Event()
+        # long streams: every request is mid-stream when the server dies
+        load = _stream_load(concurrency=[4], max_windows=40, stability_percent=0.001, request_timeout_s=5.0,
+                            server_wait_s=1.0)
+        task = asyncio.create_task(run_sweep(target, info, load, events.append, stop))
+        await first_measured_window(events, timeout_s=120)
+        kill_tritonserver(srv)
+        return await asyncio.wait_for(task, 120), events
+
+    with _start(tmp_path_factory, "triton-toy-llm-cut") as srv:
+        target = Target(srv.http_url, "toy_llm")
+        info = asyncio.run(describe_target(target))
+        results, _ = asyncio.run(cut(srv, target, info))
+    (result,) = results
+    assert result.status == "failed"
+    lost = sum(n for kind, n in result.errors_by_kind.items()
+               if kind in ("connection_reset", "connection_refused", "connect_error", "timeout"))
+    assert lost > 0, result.errors_by_kind
+    if result.stream is not None:  # what was answered before the cut was answered whole
+        assert result.stream.responses_per_request == TOKENS
