@@ -39,7 +39,6 @@ from engine.load.transports.grpc import (
     GrpcPayload,
     GrpcTransport,
     check_answer,
-    error_kind,
     messages,
 )
 
@@ -62,7 +61,8 @@ class GrpcStreamConnection(Connection):
         self.current = ""  # id of the request in flight ("" none)
         self.sent_index = 0  # which of the sweep's requests it is (validation data)
         self.serial = 0
-        self.stream = StreamTimes()
+        self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
+        self.stream = self.times
         self.last_ns = 0
 
     def new_stream(self) -> Any:
@@ -103,7 +103,7 @@ class GrpcStreamConnection(Connection):
         self.serial += 1
         self.current = f"{self.w.index}.{self.serial}"
         self.sent_index = self.dialer.cycle.take()
-        self.stream = StreamTimes()
+        self.times = self.stream = StreamTimes()
         # the id first: a repeated scalar field merges, so the request's own bytes stay as built
         data = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
         self.dialer.spawn(self._write(self.call, data))
@@ -165,7 +165,7 @@ class GrpcStreamConnection(Connection):
             if problem is not None:
                 self._refuse(MALFORMED_ANSWER, problem, now)
                 return
-            times = self.stream
+            times = self.times
             if times.responses == 0:
                 times.first_ns = now
             else:
@@ -175,7 +175,7 @@ class GrpcStreamConnection(Connection):
         if final:
             self.current = ""
             self.first_ns = now  # the answer's time: the scheduler's split of the latency ends here
-            if self.stream.responses == 0:
+            if self.times.responses == 0:
                 self._refuse(MALFORMED_ANSWER, "the stream ended the request with no response", now)
                 return
             self.w.answered(self, False)

@@ -12,10 +12,16 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
+from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target
 from engine.transports import is_decoupled
-from tests.engine.load.conftest import first_measured_window, kill_tritonserver, quick_load, sweep, Events
-from engine.load.sweep import run_sweep
+from tests.engine.load.conftest import (
+    Events,
+    first_measured_window,
+    kill_tritonserver,
+    quick_load,
+    sweep,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 PROMPTS = Path(__file__).resolve().parents[2] / "data" / "toy_llm_prompts.json"
@@ -112,8 +118,8 @@ def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tm
         results, _ = asyncio.run(cut(srv, target, info))
     (result,) = results
     assert result.status == "failed"
-    lost = sum(n for kind, n in result.errors_by_kind.items()
-               if kind in ("connection_reset", "connection_refused", "connect_error", "timeout"))
-    assert lost > 0, result.errors_by_kind
+    # the streams in flight when it died: each a lost connection, counted once
+    assert result.errors_by_kind.get("connection_reset", 0) > 0, result.errors_by_kind
+    assert any("connection lost" in m for m in result.error_messages), result.error_messages
     if result.stream is not None:  # what was answered before the cut was answered whole
         assert result.stream.responses_per_request == TOKENS

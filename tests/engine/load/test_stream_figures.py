@@ -40,7 +40,7 @@ def test_a_streaming_transport_takes_a_decoupled_model() -> None:
 
 
 def _tick(tick: int, ttft: list[int], responses: list[int], decode: list[int], itl: list[int]) -> Tick:
-    return Tick(0, 0, tick, ok=len(ttft), latency_ns=array("q", [t + d for t, d in zip(ttft, decode)]),
+    return Tick(0, 0, tick, ok=len(ttft), latency_ns=array("q", [t + d for t, d in zip(ttft, decode, strict=True)]),
                 ttft_ns=array("q", ttft), responses=array("q", responses), decode_ns=array("q", decode),
                 itl_ns=array("q", itl))
 

@@ -104,7 +104,7 @@ class TritonPythonModel:
             if rest > 0:
                 time.sleep(rest)
             still = []
-            for seq, state, word in zip(active, states, words):
+            for seq, state, word in zip(active, states, words, strict=True):
                 seq.state = state
                 seq.left -= 1
                 response = pb_utils.InferenceResponse(output_tensors=[
