@@ -7,6 +7,9 @@ error, never a shorter success."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from engine.errors import UserError
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target
+from engine.record.reader import Recording
 from engine.transports import is_decoupled
 from tests.engine.load.conftest import (
     Events,
@@ -123,3 +127,34 @@ def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tm
     assert any("connection lost" in m for m in result.error_messages), result.error_messages
     if result.stream is not None:  # what was answered before the cut was answered whole
         assert result.stream.responses_per_request == TOKENS
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tui.cli", "--headless", "--no-check", "--set", "model.name=toy_llm",
+                           "--set", "load.window_ms=300", "--set", "load.warmup_s=0.3", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_the_cli_refuses_a_decoupled_model_on_http_with_exit_2(tmp_path) -> None:
+    proc = _cli("--no-record", "--set", "load.concurrency=[1]", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "decoupled" in last and "grpc_stream" in last
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "window" not in proc.stdout  # no load was sent
+
+
+def test_a_recorded_streaming_run_keeps_its_figures_and_prints_them(tmp_path) -> None:
+    proc = _cli("--record", "--output", str(tmp_path), "--set", "load.transport=grpc_stream",
+                "--set", "load.concurrency=[2]", "--input-data", str(PROMPTS), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "TTFT p99 ms" in proc.stdout and "ITL p99 ms" in proc.stdout and "tok/s" in proc.stdout
+    (path,) = [p for p in tmp_path.rglob("*") if p.suffix == ".sqlite"]
+    with Recording.open(path) as recording:
+        (result,) = list(recording.events(("level_result",)))
+    assert result.stream is not None and result.stream.responses_per_request == TOKENS
+    assert result.stream.ttft.count == result.requests
