@@ -7,6 +7,7 @@ error, never a shorter success."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import sys
@@ -158,3 +159,38 @@ def test_a_recorded_streaming_run_keeps_its_figures_and_prints_them(tmp_path) ->
         (result,) = list(recording.events(("level_result",)))
     assert result.stream is not None and result.stream.responses_per_request == TOKENS
     assert result.stream.ttft.count == result.requests
+
+
+def test_prompts_from_a_jsonl_file_stream(toy_llm, tmp_path) -> None:
+    target, info = toy_llm
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"text": "Why is the sky blue?", "MAX_TOKENS": [5]}\n"Say something kind."\n')
+    results, events = asyncio.run(sweep(target, info, _stream_load(input_data=str(path), concurrency=[2])))
+    (result,) = results
+    assert result.errors == 0 and result.stream is not None
+    # one prompt asks 5 tokens, the other the model's 16: every request whole, in turn
+    assert 5 < result.stream.responses_per_request < 16
+    (used,) = events.of("input_data")
+    assert used.source == "jsonl" and used.entries == 2
+
+
+def test_the_cli_refuses_a_bad_prompt_file_with_exit_2(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('"fine"\n{"text": 12}\n')
+    proc = _cli("--no-record", "--set", "load.transport=grpc_stream", "--input-data", str(path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "line 2 has no prompt" in last and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_responses_that_are_not_the_answer_asked_for_are_counted(toy_llm) -> None:
+    """Every response is checked: told TOKEN is INT32, each response (BYTES) is malformed, the
+    level fails, and no request counts as answered."""
+    target, info = toy_llm
+    wrong = dataclasses.replace(info, outputs=[{**o, "datatype": "INT32"} if o["name"] == "TOKEN" else o
+                                               for o in info.outputs])
+    results, _ = asyncio.run(sweep(target, wrong, _stream_load(concurrency=[2])))
+    (result,) = results
+    assert result.status == "failed" and result.requests == 0
+    assert result.errors_by_kind.get("malformed_answer", 0) > 0
+    assert any("output TOKEN is BYTES, expected INT32" in m for m in result.error_messages), result.error_messages
