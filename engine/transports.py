@@ -36,6 +36,8 @@ TRANSPORTS: dict[str, TransportSpec] = {
         TransportSpec("grpc", "engine.load.transports.grpc", "gRPC message", "the gRPC path", "requests"),
         TransportSpec("grpc_stream", "engine.load.transports.grpc_stream", "gRPC stream message",
                       "the gRPC streaming path", "requests", streams=True),
+        TransportSpec("generate_stream", "engine.load.transports.generate_stream", "generate-extension JSON",
+                      "the HTTP event-stream path", "bodies", streams=True),
     )
 }
 

@@ -31,12 +31,13 @@ def test_unary_transports_refuse_a_decoupled_model_in_one_line(name: str) -> Non
     with pytest.raises(UserError) as caught:
         check_streaming(name, "toy_llm", DECOUPLED)
     assert str(caught.value) == (f"model 'toy_llm' is decoupled (it streams its responses): load.transport "
-                                 f"{name!r} cannot carry that; use one of: grpc_stream")
+                                 f"{name!r} cannot carry that; use one of: grpc_stream, generate_stream")
     check_streaming(name, "identity", {})  # a unary model passes
 
 
-def test_a_streaming_transport_takes_a_decoupled_model() -> None:
-    check_streaming("grpc_stream", "toy_llm", DECOUPLED)
+@pytest.mark.parametrize("name", ["grpc_stream", "generate_stream"])
+def test_a_streaming_transport_takes_a_decoupled_model(name: str) -> None:
+    check_streaming(name, "toy_llm", DECOUPLED)
 
 
 def _tick(tick: int, ttft: list[int], responses: list[int], decode: list[int], itl: list[int]) -> Tick:
