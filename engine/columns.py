@@ -104,6 +104,7 @@ class LevelFigures:
     gpu_util: float | None = None  # mean utilisation of the level's GPUs, percent points
     label: str = ""  # shown instead of the level: one endpoint's row under its level ("  ep1")
     stream: ev.StreamStats | None = None  # a streaming level's TTFT, ITL and tokens/s
+    cost_per_million_tokens: float | None = None  # dollars per million output tokens (a streaming level)
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -166,6 +167,7 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
            short="ITL50"),
     Column("itl_p99", "ITL p99 ms", lambda f: fmt.ms(f.stream.itl.p99 if f.stream else None), 10, short="ITL99"),
     Column("tokens", "tok/s", lambda f: fmt.rate(f.stream.output_tokens_per_s if f.stream else None), 8),
+    Column("cost_mtok", "$/Mtok", lambda f: fmt.money(f.cost_per_million_tokens), 8, optional=True),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows
@@ -178,10 +180,10 @@ SWEEP_REPORT = select(SWEEP, ("level", "status", "ips", "rps", "p50", "p90", "p9
 STREAM_KEYS = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens")
 
 
-def with_stream(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
+def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -> tuple[Column[LevelFigures], ...]:
     """A streaming sweep's columns: TTFT, ITL and output tokens/s after the request latency's p99
-    (which is the latency to the final response)."""
-    extra = select(SWEEP, STREAM_KEYS)
+    (which is the latency to the final response), and $ per million tokens where it is priced."""
+    extra = select(SWEEP, (*STREAM_KEYS, "cost_mtok") if priced else STREAM_KEYS)
     out: list[Column[LevelFigures]] = []
     for c in columns:
         out.append(c)

@@ -113,6 +113,8 @@ class Load:
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
     validate_tolerance: float = 1e-5
     on_level_failure: str = "continue"  # or "stop"
+    # a streaming sweep's objectives, e.g. "ttft_p99=200ms,itl_p99=50ms" (engine/analysis/stream_slo.py); "": none
+    slo: str = ""
     server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
@@ -279,6 +281,24 @@ def _variant_check(v: Any) -> str | None:
             "(N embedded servers)")
 
 
+# one objective of load.slo (engine/analysis/stream_slo.py reads them): figure, percentile, bound and unit
+SLO_PART = re.compile(r"^(ttft|itl|latency)_p(50|90|95|99)=([0-9]*\.?[0-9]+)(ms|s)$")
+
+
+def _slo_text(v: Any) -> str | None:
+    expected = ("objectives like 'ttft_p99=200ms,itl_p99=50ms' (ttft, itl or latency; p50, p90, p95 or p99; "
+                "a bound above 0 in ms or s; each once)")
+    if not isinstance(v, str):
+        return expected
+    names = []
+    for part in (p.replace(" ", "") for p in v.split(",") if p.strip()):
+        match = SLO_PART.match(part)
+        if match is None or float(match.group(3)) <= 0:
+            return expected
+        names.append(part.split("=")[0])
+    return None if len(names) == len(set(names)) else expected
+
+
 def _one_of(*choices: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in choices else "one of " + ", ".join(repr(c) for c in choices)
@@ -427,6 +447,7 @@ SPEC: dict[str, dict[str, Check]] = {
         "input_data": lambda v: None if isinstance(v, str) else "a path to a JSON file or a folder",
         "validate_tolerance": _non_negative_number,
         "on_level_failure": _one_of("continue", "stop"),
+        "slo": _slo_text,
         "input_shapes": _shape_table,
         "server_wait_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
     },

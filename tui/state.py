@@ -473,6 +473,12 @@ class SessionState:
             return 0.0
 
     @property
+    def slo_text(self) -> str:
+        """load.slo: a streaming sweep's objectives ("" where the profile has none)."""
+        value = self._profile_value("load", "slo", "")
+        return value if isinstance(value, str) else ""
+
+    @property
     def dataset_size(self) -> int | None:
         """probe.dataset_size (samples per epoch); None where the profile has none (older ones)."""
         value = self._profile_value("probe", "dataset_size", None)

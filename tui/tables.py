@@ -15,6 +15,7 @@ from rich.text import Text
 
 from engine import columns
 from engine import events as ev
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.columns import Column
 from tui import glyphs
 from tui.state import LevelRow, SessionState
@@ -29,6 +30,8 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         throughput_rps=row.throughput_rps, latency=row.latency, server=row.server, audit=row.audit,
         errors=row.errors, cost_per_1000=state.cost_per_1000(row.throughput_ips) if row.result else None,
         stream=row.result.stream if row.result else None,
+        cost_per_million_tokens=cost_per_million_tokens(state.cost_per_hour, row.result.stream.output_tokens_per_s)
+        if row.result and row.result.stream else None,
     )
 
 
@@ -48,7 +51,7 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
     streaming = any(row.result is not None and row.result.stream is not None for row in state.levels.values())
-    return columns.with_stream(shown) if streaming else shown
+    return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
 
 
 # --------------------------------------------------------------------------- rich tables
