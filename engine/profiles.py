@@ -113,8 +113,9 @@ class Load:
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
     validate_tolerance: float = 1e-5
     on_level_failure: str = "continue"  # or "stop"
-    # a streaming sweep's objectives, e.g. "ttft_p99=200ms,itl_p99=50ms" (engine/analysis/stream_slo.py); "": none
-    slo: str = ""
+    # a streaming sweep's objectives, "ttft_p99=200ms,itl_p99=50ms" or a list of them (--set splits at
+    # the commas): engine/analysis/stream_slo.py; "": none
+    slo: str | list[str] = ""
     server_wait_s: float = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
@@ -288,6 +289,8 @@ SLO_PART = re.compile(r"^(ttft|itl|latency)_p(50|90|95|99)=([0-9]*\.?[0-9]+)(ms|
 def _slo_text(v: Any) -> str | None:
     expected = ("objectives like 'ttft_p99=200ms,itl_p99=50ms' (ttft, itl or latency; p50, p90, p95 or p99; "
                 "a bound above 0 in ms or s; each once)")
+    if isinstance(v, list) and all(isinstance(p, str) for p in v):
+        v = ",".join(v)
     if not isinstance(v, str):
         return expected
     names = []

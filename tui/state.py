@@ -476,6 +476,8 @@ class SessionState:
     def slo_text(self) -> str:
         """load.slo: a streaming sweep's objectives ("" where the profile has none)."""
         value = self._profile_value("load", "slo", "")
+        if isinstance(value, list):
+            return ",".join(str(part) for part in value)
         return value if isinstance(value, str) else ""
 
     @property

@@ -31,8 +31,11 @@ class Slo:
         return f"{self.figure}_p{self.percentile}"
 
 
-def parse_slos(text: str) -> tuple[Slo, ...]:
-    """``ttft_p99=200ms,itl_p99=50ms`` as objectives; ValueError with one line on a bad one."""
+def parse_slos(text: str | Sequence[str]) -> tuple[Slo, ...]:
+    """``ttft_p99=200ms,itl_p99=50ms`` (or a list of such parts) as objectives; ValueError with
+    one line on a bad one."""
+    if not isinstance(text, str):
+        text = ",".join(str(p) for p in text)
     out: list[Slo] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -88,7 +91,7 @@ def goodput(results: Sequence[LevelResult], slos: Sequence[Slo]) -> Goodput | No
     return Goodput(best, best.throughput_rps, best.stream.output_tokens_per_s if best.stream else None)
 
 
-def goodput_line(results: Sequence[LevelResult], slo_text: str, cost_per_hour: float = 0.0) -> str | None:
+def goodput_line(results: Sequence[LevelResult], slo_text: str | Sequence[str], cost_per_hour: float = 0.0) -> str | None:
     """The goodput in one line, for every surface that shows it; None without objectives."""
     from engine import format as fmt
     from engine.analysis.scaling import cost_per_million_tokens

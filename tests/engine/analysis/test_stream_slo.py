@@ -24,6 +24,8 @@ def test_objectives_are_read_with_their_units() -> None:
     assert parse_slos("ttft_p99=200ms, itl_p95=0.05s,latency_p50=2s") == (
         Slo("ttft", 99, 0.2), Slo("itl", 95, 0.05), Slo("latency", 50, 2.0))
     assert parse_slos("") == ()
+    assert parse_slos(["ttft_p99=200ms", "itl_p99=50ms"]) == (Slo("ttft", 99, 0.2), Slo("itl", 99, 0.05))
+    profile_from_dict({"name": "x", "load": {"slo": ["ttft_p99=200ms", "itl_p99=50ms"]}}, "test")
 
 
 @pytest.mark.parametrize("text", ["ttft=200ms", "ttft_p98=1s", "tpot_p99=1ms", "ttft_p99=200", "ttft_p99=0ms",
