@@ -120,6 +120,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-check", action="store_true", help="skip the box check at the start (see `gpuscale-tui check`)")
     p.add_argument("--input-data", default=None, metavar="PATH",
                    help="send real inputs: a perf_analyzer --input-data JSON file or folder (load.input_data)")
+    p.add_argument("--slo", default=None, metavar="OBJECTIVES",
+                   help="a streaming model's objectives, e.g. ttft_p99=200ms,itl_p99=50ms: the goodput at the end (load.slo)")
     p.add_argument("--wire", action="store_true",
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
@@ -332,7 +334,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.session import Session, SessionOptions
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
-                 *_endpoint_overrides(args), *_input_data_override(args)]
+                 *_endpoint_overrides(args), *_input_data_override(args), *_slo_override(args)]
     profile = load_profile(args.profile, overrides)
     _check_input_data(profile.load.input_data)
     options = SessionOptions(
@@ -355,6 +357,12 @@ def _input_data_override(args: argparse.Namespace) -> list[str]:
     """--input-data PATH as the profile override it stands for (a TOML string: any path)."""
     path = getattr(args, "input_data", None)
     return [f"load.input_data={json.dumps(path)}"] if path else []
+
+
+def _slo_override(args: argparse.Namespace) -> list[str]:
+    """--slo OBJECTIVES as the profile override it stands for (a TOML string: commas kept)."""
+    text = getattr(args, "slo", None)
+    return [f"load.slo={json.dumps(text)}"] if text else []
 
 
 def _check_input_data(path: str) -> None:

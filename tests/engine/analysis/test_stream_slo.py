@@ -67,3 +67,12 @@ def test_the_goodput_line_prices_the_tokens() -> None:
     assert "per million output tokens at $3.6/h" in line
     assert goodput_line(levels, "ttft_p99=10ms") == "goodput (ttft_p99 ≤ 10.0 ms): no stable level meets them"
     assert goodput_line(levels, "") is None
+
+
+def test_the_cli_flag_is_the_profile_key() -> None:
+    import argparse
+
+    from tui.cli import _slo_override
+
+    assert _slo_override(argparse.Namespace(slo="ttft_p99=200ms,itl_p99=50ms")) == ['load.slo="ttft_p99=200ms,itl_p99=50ms"']
+    assert _slo_override(argparse.Namespace(slo=None)) == []

@@ -160,11 +160,13 @@ def test_the_cli_refuses_a_decoupled_model_on_http_with_exit_2(tmp_path) -> None
 def test_a_recorded_streaming_run_keeps_its_figures_and_prints_them(tmp_path) -> None:
     proc = _cli("--record", "--output", str(tmp_path), "--set", "load.transport=grpc_stream",
                 "--set", "load.concurrency=[2]", "--input-data", str(PROMPTS), "--set", "hardware.cost_per_hour=2.5",
-                "--set", "load.slo=ttft_p99=60s,itl_p99=60s", cwd=tmp_path)
+                "--slo", "ttft_p99=60s,itl_p99=60s", "--set", "load.stability_percent=100", "--set", "load.max_windows=30",
+                cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     for header in ("TTFT p99 ms", "ITL p99 ms", "tok/s", "$/Mtok"):
         assert header in proc.stdout
-    # bounds no level misses on a busy box: the line says where the goodput was served and its price
+    # bounds no level misses, and stability a busy box reaches (an unstable level decides no goodput):
+    # the line says where the goodput was served and its price
     assert "goodput (ttft_p99 ≤ 60,000 ms, itl_p99 ≤ 60,000 ms): " in proc.stdout, proc.stdout[-3000:]
     assert "at level 2, $" in proc.stdout and "per million output tokens at $2.5/h" in proc.stdout
     (path,) = [p for p in tmp_path.rglob("*") if p.suffix == ".sqlite"]
