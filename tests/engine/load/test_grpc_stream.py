@@ -18,6 +18,7 @@ import pytest
 from engine.errors import UserError
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, TargetInfo, describe_target
+from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.transports import is_decoupled
 from tests.engine.load.conftest import (
@@ -172,8 +173,11 @@ def test_a_recorded_streaming_run_keeps_its_figures_and_prints_them(tmp_path) ->
     (path,) = [p for p in tmp_path.rglob("*") if p.suffix == ".sqlite"]
     with Recording.open(path) as recording:
         (result,) = list(recording.events(("level_result",)))
+        report = export(recording, "md", tmp_path / "reports").read_text()
     assert result.stream is not None and result.stream.responses_per_request == TOKENS
     assert result.stream.ttft.count == result.requests
+    for header in ("TTFT p99 ms", "ITL p99 ms", "tok/s", "$/Mtok"):  # the report's table has them too
+        assert header in report
 
 
 def test_prompts_from_a_jsonl_file_stream(toy_llm, tmp_path) -> None:
