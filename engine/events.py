@@ -344,6 +344,7 @@ class WindowResult(Event):
     audit: ClientAudit = field(default_factory=ClientAudit)
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    stream: StreamStats | None = None  # a streaming transport's figures over the window; None: unary
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

@@ -57,6 +57,12 @@ class LevelRow:
         return self.result or self.last_window
 
     @property
+    def stream(self) -> ev.StreamStats | None:
+        """A streaming level's figures: the merged result's, else the latest window's."""
+        latest = self._latest
+        return latest.stream if latest is not None else None
+
+    @property
     def throughput_ips(self) -> float | None:
         latest = self._latest
         return latest.throughput_ips if latest else None

@@ -29,7 +29,7 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         mode=row.mode, level=row.level, status=row.status, throughput_ips=row.throughput_ips,
         throughput_rps=row.throughput_rps, latency=row.latency, server=row.server, audit=row.audit,
         errors=row.errors, cost_per_1000=state.cost_per_1000(row.throughput_ips) if row.result else None,
-        stream=row.result.stream if row.result else None,
+        stream=row.stream,
         cost_per_million_tokens=cost_per_million_tokens(state.cost_per_hour, row.result.stream.output_tokens_per_s)
         if row.result and row.result.stream else None,
     )
@@ -50,7 +50,7 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     """The screen's sweep columns, less the cost where the profile has no price; a streaming
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
-    streaming = any(row.result is not None and row.result.stream is not None for row in state.levels.values())
+    streaming = any(row.stream is not None for row in state.levels.values())
     return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
 
 

@@ -451,6 +451,7 @@ class _Level:
             audit=audit,
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
+            stream=stream_stats(agg),
         )
 
     # -- result

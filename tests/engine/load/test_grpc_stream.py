@@ -88,10 +88,12 @@ def _checked(result, tokens: int = TOKENS) -> None:
 @pytest.mark.parametrize("transport", STREAMING)
 def test_concurrency_mode(toy_llm, transport: str) -> None:
     target, info = toy_llm
-    results, _ = asyncio.run(sweep(target, info, _stream_load(concurrency=[1, 4], transport=transport)))
+    results, events = asyncio.run(sweep(target, info, _stream_load(concurrency=[1, 4], transport=transport)))
     assert len(results) == 2
     for result in results:
         _checked(result)
+    windows = [w for w in events.of("window") if w.requests]
+    assert windows and all(w.stream is not None and w.stream.responses_per_request == TOKENS for w in windows)
 
 
 @pytest.mark.parametrize("transport", STREAMING)
