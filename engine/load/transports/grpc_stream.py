@@ -64,6 +64,7 @@ class GrpcStreamConnection(Connection):
         self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
         self.stream = self.times
         self.last_ns = 0
+        self.writing: asyncio.Task[None] | None = None  # the last write, which the next one waits for
 
     def new_stream(self) -> Any:
         self.close_channel()
@@ -86,6 +87,7 @@ class GrpcStreamConnection(Connection):
         call, self.call = self.call, None
         reader, self.reader = self.reader, None
         self.current = ""
+        self.writing = None
         if call is not None:
             call.cancel()
         if reader is not None and not reader.done() and reader is not asyncio.current_task():
@@ -106,14 +108,23 @@ class GrpcStreamConnection(Connection):
         self.times = self.stream = StreamTimes()
         # the id first: a repeated scalar field merges, so the request's own bytes stay as built
         data = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
-        self.dialer.spawn(self._write(self.call, data))
+        # one write at a time on a stream: the answer to the last request can come before its
+        # write's coroutine has returned
+        self.writing = self.dialer.spawn(self._write(self.call, data, self.writing))
         return now
 
-    async def _write(self, call: Any, data: bytes) -> None:
+    async def _write(self, call: Any, data: bytes, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None and not previous.done():
+            await asyncio.wait((previous,))
+        if call is not self.call:
+            return  # the stream closed meanwhile
         try:
             await call.write(data)
-        except Exception:  # noqa: BLE001  # the stream broke: its reader reports the loss
-            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the stream broke under the write: the request in flight is lost
+            if call is self.call:
+                self._gone(exc)
 
     async def _read(self, call: Any) -> None:
         try:
@@ -218,11 +229,12 @@ class GrpcStreamDialer(Dialer):
     def closing(self, channel: Any) -> None:
         self.spawn(channel.close())
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task[None]:
         """Run ``coro`` in the background, kept until it ends (writes, channels closing)."""
         task = self.w.loop.create_task(coro)
         self.closings.add(task)
         task.add_done_callback(self.closings.discard)
+        return task
 
     async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
         plan = self.w.plan
