@@ -27,10 +27,10 @@ PROMPTS = ROOT / "tests" / "data" / "toy_llm_prompts.json"
 FIGURES = ("rps", "p50", "ttft50", "itl50")
 
 
-def theirs(pa: Path, env: dict[str, str], grpc_url: str, level: int, data: Path, out: Path, interval_ms: int) -> dict[str, Any]:
+def theirs(pa: Path, env: dict[str, str], grpc_url: str, level: int, data: Path, export: Path,
+           interval_ms: int) -> dict[str, Any]:
     import numpy as np
 
-    export = out / f"pa_c{level}.json"
     cmd = [str(pa), "-m", "toy_llm", "-i", "grpc", "--streaming", "-u", grpc_url, "--input-data", str(data),
            "--concurrency-range", str(level), "--measurement-interval", str(interval_ms),
            "--stability-percentage", "25", "--profile-export-file", str(export)]
@@ -97,8 +97,14 @@ def run(args: argparse.Namespace) -> int:
                 runs: dict[str, dict[str, Any]] = {}
                 order = ("perf_analyzer", "ours") if r % 2 == 0 else ("ours", "perf_analyzer")
                 for tool in order:
-                    runs[tool] = (theirs(pa, env, grpc_url, level, args.input_data, out, args.interval_ms)
-                                  if tool == "perf_analyzer" else ours(target, info, level, args.input_data, args.interval_ms))
+                    try:  # a fresh export file each run: perf_analyzer does not overwrite one
+                        runs[tool] = (theirs(pa, env, grpc_url, level, args.input_data, out / f"pa_r{r}_c{level}.json",
+                                             args.interval_ms)
+                                      if tool == "perf_analyzer" else ours(target, info, level, args.input_data,
+                                                                          args.interval_ms))
+                    except RuntimeError as exc:
+                        print(f"stream_fidelity: round {r + 1} c={level} {tool}: {exc}")
+                        return 1
                     figures = ", ".join(f"{k} {runs[tool][k]:.2f}" for k in FIGURES)
                     print(f"round {r + 1} c={level} {tool:<13} {figures}", flush=True)
                 for k in FIGURES:
