@@ -1,5 +1,5 @@
 """Streaming figures and the decoupled-model refusal, as pure functions (the real server's side:
-test_grpc_stream.py)."""
+test_streaming_models.py)."""
 
 from __future__ import annotations
 
