@@ -127,6 +127,8 @@ class LevelFigures:
     cost_per_1000: float | None = None  # dollars per 1000 images at this level's throughput
     gpu_util: float | None = None  # mean utilisation of the level's GPUs, percent points
     label: str = ""  # shown instead of the level: one endpoint's row under its level ("  ep1")
+    stream: ev.StreamStats | None = None  # a streaming level's TTFT, ITL and tokens/s
+    cost_per_million_tokens: float | None = None  # dollars per million output tokens (a streaming level)
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -135,6 +137,7 @@ class LevelFigures:
             mode=result.mode, level=result.level, status=result.status, throughput_ips=result.throughput_ips,
             throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
             audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
+            stream=result.stream,
         )
 
 
@@ -182,6 +185,13 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("errors", "errors", lambda f: str(f.errors), 6, optional=True),
     Column("gpu_util", "GPU util", lambda f: fmt.percent_points(f.gpu_util), 8, optional=True, short="util"),
     Column("cost", "$/1k img", lambda f: fmt.money(f.cost_per_1000), 8, optional=True),
+    Column("ttft_p50", "TTFT p50 ms", lambda f: fmt.ms(f.stream.ttft.p50 if f.stream else None), 11, short="TTFT50"),
+    Column("ttft_p99", "TTFT p99 ms", lambda f: fmt.ms(f.stream.ttft.p99 if f.stream else None), 11, short="TTFT99"),
+    Column("itl_p50", "ITL p50 ms", lambda f: fmt.ms(f.stream.itl.p50 if f.stream else None), 10, optional=True,
+           short="ITL50"),
+    Column("itl_p99", "ITL p99 ms", lambda f: fmt.ms(f.stream.itl.p99 if f.stream else None), 10, short="ITL99"),
+    Column("tokens", "tok/s", lambda f: fmt.rate(f.stream.output_tokens_per_s if f.stream else None), 8),
+    Column("cost_mtok", "$/Mtok", lambda f: fmt.money(f.cost_per_million_tokens), 8, optional=True),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows
@@ -189,6 +199,21 @@ SWEEP_SCREEN = select(SWEEP, ("level", "ips", "p50", "p95", "p99", "queue", "com
                               "errors", "cost"))
 SWEEP_REPORT = select(SWEEP, ("level", "status", "ips", "rps", "p50", "p90", "p95", "p99", "mean", "errors",
                               "gpu_util", "cost"))
+
+
+STREAM_KEYS = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens")
+
+
+def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -> tuple[Column[LevelFigures], ...]:
+    """A streaming sweep's columns: TTFT, ITL and output tokens/s after the request latency's p99
+    (which is the latency to the final response), and $ per million tokens where it is priced."""
+    extra = select(SWEEP, (*STREAM_KEYS, "cost_mtok") if priced else STREAM_KEYS)
+    out: list[Column[LevelFigures]] = []
+    for c in columns:
+        out.append(c)
+        if c.key == "p99":
+            out.extend(extra)
+    return tuple(out) if len(out) > len(columns) else (*columns, *extra)
 
 
 def without_cost(columns: Sequence[Column[LevelFigures]], cost_per_hour: float | None) -> tuple[Column[LevelFigures], ...]:

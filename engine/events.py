@@ -162,6 +162,19 @@ class NetworkPath:
 
 
 @dataclass
+class StreamStats:
+    """A streaming level's figures (a decoupled model: a stream of responses per request), over
+    its merged windows. Times in seconds, measured as the request's latency is (from its
+    intended send in rate mode); a response counts as one output token."""
+
+    ttft: LatencyStats  # time to the first response
+    itl: LatencyStats  # the gaps between a request's successive responses
+    responses_per_request: float  # mean
+    output_tokens_per_s: float  # every response of the merged windows over their duration
+    tokens_per_s_per_request: float | None = None  # median over requests of (responses - 1) / decode time
+
+
+@dataclass
 class ClientAudit:
     """The load generator judging itself: is the client, not the server, the limit?"""
 
@@ -351,6 +364,7 @@ class WindowResult(Event):
     audit: ClientAudit = field(default_factory=ClientAudit)
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    stream: StreamStats | None = None  # a streaming transport's figures over the window; None: unary
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -409,6 +423,7 @@ class LevelResult(Event):
     # why the level is not a measurement of every endpoint (one of them answered nothing in some
     # measured window), one line; "" when it is. A degraded level is no basis for a decision.
     degraded: str = ""
+    stream: StreamStats | None = None  # a streaming transport's figures; None: a unary sweep
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -425,7 +440,7 @@ class InputDataUsed(Event):
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: int
     requests: int  # the distinct requests the entries make at the sweep's batch size
-    source: str = "json"  # "json" or "folder"
+    source: str = "json"  # "json", "jsonl" (prompts, one per line) or "folder"
     validated: bool = False  # whether it has validation data (answers compared with it)
 
 

@@ -87,6 +87,26 @@ def _http_urls(v: object) -> str | None:
     return URL_LIST if not isinstance(v, list) or not v or any(_http_url(u) for u in v) else None
 
 
+# one objective of load.slo (engine/analysis/stream_slo.py reads them): figure, percentile, bound and unit
+SLO_PART = re.compile(r"^(ttft|itl|latency)_p(50|90|95|99)=([0-9]*\.?[0-9]+)(ms|s)$")
+
+
+def _slo_text(v: object) -> str | None:
+    expected = ("objectives like 'ttft_p99=200ms,itl_p99=50ms' (ttft, itl or latency; p50, p90, p95 or p99; "
+                "a bound above 0 in ms or s; each once)")
+    if isinstance(v, list) and all(isinstance(p, str) for p in v):
+        v = ",".join(v)
+    if not isinstance(v, str):
+        return expected
+    names = []
+    for part in (p.replace(" ", "") for p in v.split(",") if p.strip()):
+        match = SLO_PART.match(part)
+        if match is None or float(match.group(3)) <= 0:
+            return expected
+        names.append(part.split("=")[0])
+    return None if len(names) == len(set(names)) else expected
+
+
 def _bind_address(v: object) -> str | None:
     if not isinstance(v, str) or not v.strip():
         return "an IP address to listen on, e.g. 127.0.0.1"
@@ -248,6 +268,9 @@ class Load:
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
     validate_tolerance: NonNegativeNumber = 1e-5
     on_level_failure: Literal["continue", "stop"] = "continue"
+    # a streaming sweep's objectives, "ttft_p99=200ms,itl_p99=50ms" or a list of them (--set splits at
+    # the commas): engine/analysis/stream_slo.py; "": none
+    slo: Annotated[str | list[str], Check(_slo_text)] = ""
     server_wait_s: Seconds = 30.0  # after a level lost the server: how long to wait for it to return
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: Annotated[dict[str, Annotated[list[PositiveInt], Meta(min_length=1)]], Meta(

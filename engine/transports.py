@@ -22,6 +22,7 @@ class TransportSpec:
     path: str  # the request path, in the wire check's words
     request_noun: str  # what the wire check's request sizes are sizes of ("bodies", "requests")
     local_only: bool = False  # needs the server on this machine (shared memory): refused with a remote server
+    streams: bool = False  # carries a decoupled model's stream of responses per request
 
 
 TRANSPORTS: dict[str, TransportSpec] = {
@@ -33,6 +34,10 @@ TRANSPORTS: dict[str, TransportSpec] = {
         TransportSpec("cuda_shm", "engine.load.transports.cuda_shm", "CUDA shared memory",
                       "the CUDA shared-memory path", "requests", local_only=True),
         TransportSpec("grpc", "engine.load.transports.grpc", "gRPC message", "the gRPC path", "requests"),
+        TransportSpec("grpc_stream", "engine.load.transports.grpc_stream", "gRPC stream message",
+                      "the gRPC streaming path", "requests", streams=True),
+        TransportSpec("generate_stream", "engine.load.transports.generate_stream", "generate-extension JSON",
+                      "the HTTP event-stream path", "bodies", streams=True),
     )
 }
 
@@ -44,3 +49,11 @@ def transport_spec(name: str) -> TransportSpec:
     if known is not None:
         return known
     return TransportSpec(name, "", name, f"the {name} path", "requests")
+
+
+def is_decoupled(model_config: dict) -> bool:
+    """Whether Triton's model configuration says the model answers a request with a stream of
+    responses (``model_transaction_policy { decoupled: true }``)."""
+    policy = model_config.get("model_transaction_policy")
+    return isinstance(policy, dict) and policy.get("decoupled") is True
+

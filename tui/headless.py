@@ -27,6 +27,7 @@ from engine import columns
 from engine import events as ev
 from engine import format as fmt
 from engine.analysis.saturation import UNSTABLE_MARK
+from engine.analysis.stream_slo import goodput_line
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
 from tui import tables
@@ -217,6 +218,10 @@ class HeadlessPrinter:
             if best.result.status == "unstable":  # a figure from an unstable level says so where it is drawn
                 text += f" ({UNSTABLE_MARK})"
             self._plain(text)
+        line = goodput_line([r.result for r in self.state.levels.values() if r.result is not None],
+                            self.state.slo_text, self.state.cost_per_hour)
+        if line is not None:
+            self._plain("  " + line)
         self._plain("")
 
     def _print_probe_row(self, event: ev.ProbeResult) -> None:

@@ -58,6 +58,12 @@ class LevelRow:
         return self.result or self.last_window
 
     @property
+    def stream(self) -> ev.StreamStats | None:
+        """A streaming level's figures: the merged result's, else the latest window's."""
+        latest = self._latest
+        return latest.stream if latest is not None else None
+
+    @property
     def throughput_ips(self) -> float | None:
         latest = self._latest
         return latest.throughput_ips if latest else None
@@ -462,6 +468,12 @@ class SessionState:
     @property
     def cost_per_hour(self) -> float:
         return max(0.0, self.profile.hardware.cost_per_hour)
+
+    @property
+    def slo_text(self) -> str:
+        """load.slo: a streaming sweep's objectives ("" where the profile has none)."""
+        value = self.profile.load.slo
+        return ",".join(value) if isinstance(value, list) else value
 
     @property
     def dataset_size(self) -> int | None:

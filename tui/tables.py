@@ -15,6 +15,7 @@ from rich.text import Text
 
 from engine import columns
 from engine import events as ev
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.columns import Column
 from tui import glyphs
 from tui.state import LevelRow, SessionState
@@ -28,6 +29,9 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         mode=row.mode, level=row.level, status=row.status, throughput_ips=row.throughput_ips,
         throughput_rps=row.throughput_rps, latency=row.latency, server=row.server, audit=row.audit,
         errors=row.errors, cost_per_1000=state.cost_per_1000(row.throughput_ips) if row.result else None,
+        stream=row.stream,
+        cost_per_million_tokens=cost_per_million_tokens(state.cost_per_hour, row.result.stream.output_tokens_per_s)
+        if row.result and row.result.stream else None,
     )
 
 
@@ -43,8 +47,11 @@ def endpoint_cells(row: LevelRow) -> list[dict[str, str]]:
 
 
 def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ...]:
-    """The screen's sweep columns, less the cost where the profile has no price."""
-    return columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    """The screen's sweep columns, less the cost where the profile has no price; a streaming
+    sweep's TTFT, ITL and tokens/s where its levels have them."""
+    shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    streaming = any(row.stream is not None for row in state.levels.values())
+    return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
 
 
 # --------------------------------------------------------------------------- rich tables

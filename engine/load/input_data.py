@@ -6,6 +6,7 @@
   "shape": [...]}``, ``{"b64": "..."}`` or ``{"content": {"b64": "..."}, "shape": [...]}``.
   BYTES values are strings, or base64 of 4-byte-length-prefixed elements. ``validation_data``,
   when given, aligns with ``data``: the outputs expected for each entry.
+- A ``.jsonl`` file: prompts, one per line (engine/load/input_jsonl.py), for a text model.
 - A folder: a file named after each input holds its raw little-endian bytes (for BYTES, a text
   file with one element per line), as in perf_analyzer's folder mode (one entry). Beyond it: a
   folder named after an input holds one file per entry (for BYTES, one file per element, e.g.
@@ -31,6 +32,7 @@ from engine.errors import UserError
 from engine.load.input_decode import decode_document
 from engine.load.input_folder import read_folder
 from engine.load.input_json import parse_document
+from engine.load.input_jsonl import read_jsonl
 from engine.load.input_tensors import MAX_DATA_BYTES, DataModel, InputData, file_kind, read_file
 from engine.load.target import TargetInfo
 
@@ -71,6 +73,8 @@ def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[in
     model = DataModel(info, input_shapes or {})
     if where.is_dir():
         return read_folder(where.resolve(), model)
+    if where.suffix == ".jsonl":
+        return read_jsonl(where, path, model, [])
     raw = read_file(where, f"input data {path}")
     digest = hashlib.sha256(raw).hexdigest()
     doc = decode_document(raw, f"input data {path}", stopped)

@@ -77,9 +77,10 @@ from engine.load.transport import (
     RequestInputs,
     SweepInputs,
     Transport,
+    check_streaming,
     transport_named,
 )
-from engine.load.windows import Aggregate, aggregate, merge, window_end
+from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
 from engine.load.worker_messages import (
     PrepareLevel,
     Ready,
@@ -451,6 +452,7 @@ class _Level:
             audit=audit,
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
+            stream=stream_stats(agg),
         )
 
     # -- result
@@ -498,6 +500,7 @@ class _Level:
             network=self.network_path(),
             endpoints=endpoints,
             degraded=self.degraded(),
+            stream=stream_stats(agg),
         )
 
     def degraded(self) -> str:
@@ -582,6 +585,7 @@ async def run_sweep(
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")
     module, transport = transport_named(load.transport)
+    check_streaming(load.transport, target.model, info.model_config)
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))

@@ -60,6 +60,12 @@ class Tick:
     server_wait_ns: array = field(default_factory=lambda: array("q"))
     client_ns: array = field(default_factory=lambda: array("q"))
     in_flight: int = 0  # requests in flight when the tick was flushed
+    # a streaming transport's requests (None: a unary one), per successful request: time to the
+    # first response, responses, the time from the first to the final; and every gap between responses
+    ttft_ns: array | None = None
+    responses: array | None = None
+    decode_ns: array | None = None
+    itl_ns: array | None = None
 
     @property
     def completed(self) -> int:

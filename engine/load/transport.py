@@ -67,6 +67,18 @@ class Scheduler(Protocol):
     def lost(self, conn: Connection, exc: BaseException | None) -> None: ...
 
 
+class StreamTimes:
+    """One request's stream of responses (a decoupled model's), as a streaming transport saw it:
+    when the first response came, the gaps between the next ones, how many there were."""
+
+    __slots__ = ("first_ns", "gaps_ns", "responses")
+
+    def __init__(self) -> None:
+        self.first_ns = 0
+        self.gaps_ns: list[int] = []
+        self.responses = 0
+
+
 class Connection:
     """One connection of a load worker, carrying at most one request at a time.
 
@@ -75,8 +87,12 @@ class Connection:
     ``intended_ns`` (the schedule's time, or now); ``written_ns`` when the whole request is in
     the kernel's (or the protocol library's) hands; ``first_ns`` when the answer's first bytes
     were read; ``unread_ns`` how long they may have waited unread (an upper bound). A transport
-    that cannot tell sets written_ns = sent_ns and first_ns = the answer's time.
+    that cannot tell sets written_ns = sent_ns and first_ns = the answer's time. A streaming
+    transport keeps the request's ``stream`` (None for a unary one) and reports it answered at
+    its final response.
     """
+
+    stream: StreamTimes | None = None
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.w = scheduler
@@ -239,3 +255,17 @@ def transport_named(name: str) -> tuple[str, Transport]:
     if spec is None:
         raise UserError(f"load.transport: expected one of {', '.join(TRANSPORTS)}, found {name!r}")
     return spec.module, import_module(spec.module).TRANSPORT
+
+
+def check_streaming(name: str, model: str, model_config: dict) -> None:
+    """A decoupled model on a transport that cannot carry its stream is bad input, refused before
+    any load in one line naming the transports that can (every request would fail otherwise)."""
+    from engine.errors import UserError
+    from engine.transports import TRANSPORTS, is_decoupled
+
+    spec = TRANSPORTS.get(name)
+    if spec is None or spec.streams or not is_decoupled(model_config):
+        return
+    streaming = ", ".join(t.name for t in TRANSPORTS.values() if t.streams)
+    raise UserError(f"model {model!r} is decoupled (it streams its responses): load.transport {name!r} "
+                    f"cannot carry that; use one of: {streaming}")

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.analysis.percentiles import concat_samples
+from engine.analysis.percentiles import concat_samples, latency_stats
+from engine.events import StreamStats
 from engine.load.ticks import MESSAGES_PER_KIND, Tick
 
 
@@ -36,6 +37,29 @@ def window_end(
 
 
 @dataclass
+class StreamSamples:
+    """Per successful request of a streaming transport (the Tick's fields of the same names)."""
+
+    ttft_ns: np.ndarray
+    responses: np.ndarray
+    decode_ns: np.ndarray
+    itl_ns: np.ndarray
+
+
+def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSamples | None:
+    """The streaming samples of ticks or aggregates' samples together; None when none has any."""
+    chosen = [p for p in parts if p is not None and p.responses is not None]
+    if not chosen:
+        return None
+    return StreamSamples(
+        ttft_ns=concat_samples(p.ttft_ns for p in chosen),  # type: ignore[misc]
+        responses=concat_samples(p.responses for p in chosen),  # type: ignore[misc]
+        decode_ns=concat_samples(p.decode_ns for p in chosen),  # type: ignore[misc]
+        itl_ns=concat_samples(p.itl_ns for p in chosen),  # type: ignore[misc]
+    )
+
+
+@dataclass
 class Aggregate:
     """Everything the workers reported for a span of ticks (one window, or merged windows)."""
 
@@ -55,6 +79,7 @@ class Aggregate:
     write_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     server_wait_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     client_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    stream: StreamSamples | None = None  # a streaming transport's samples; None: unary
 
     @property
     def error_count(self) -> int:
@@ -100,6 +125,7 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
     agg.uncorrected_ns = concat_samples(unc) if rate_mode else None
     agg.lag_ns = {w: concat_samples(parts) for w, parts in lags.items()}
     agg.write_ns, agg.server_wait_ns, agg.client_ns = concat_samples(write), concat_samples(wait), concat_samples(client)
+    agg.stream = stream_samples(chosen)
     return agg
 
 
@@ -126,4 +152,25 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
     out.write_ns = concat_samples(p.write_ns for p in parts)
     out.server_wait_ns = concat_samples(p.server_wait_ns for p in parts)
     out.client_ns = concat_samples(p.client_ns for p in parts)
+    out.stream = stream_samples([p.stream for p in parts])
     return out
+
+
+def stream_stats(agg: Aggregate) -> StreamStats | None:
+    """A streaming level's figures from its merged windows (None for a unary one): TTFT and ITL
+    percentiles, responses per request, output tokens/s (each response one token) overall and per
+    request (the median of (responses - 1) over the time from the first response to the final)."""
+    samples = agg.stream
+    if samples is None or samples.responses.size == 0:
+        return None
+    responses = samples.responses.astype(np.float64)
+    decode_s = samples.decode_ns.astype(np.float64) / 1e9
+    rated = decode_s > 0
+    per_request = (responses[rated] - 1) / decode_s[rated]
+    return StreamStats(
+        ttft=latency_stats(samples.ttft_ns),
+        itl=latency_stats(samples.itl_ns),
+        responses_per_request=float(responses.mean()),
+        output_tokens_per_s=float(responses.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
+        tokens_per_s_per_request=float(np.median(per_request)) if per_request.size else None,
+    )

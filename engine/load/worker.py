@@ -110,6 +110,10 @@ class TickBuffer:
         self.write: list[int] = []
         self.wait: list[int] = []
         self.client: list[int] = []
+        self.ttft: list[int] = []
+        self.responses: list[int] = []
+        self.decode: list[int] = []
+        self.itl: list[int] = []
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -128,6 +132,10 @@ class TickBuffer:
             server_wait_ns=array("q", self.wait),
             client_ns=array("q", self.client),
         )
+        if self.responses:
+            tick = self.closed[self.index]
+            tick.ttft_ns, tick.responses = array("q", self.ttft), array("q", self.responses)
+            tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -145,6 +153,13 @@ class TickBuffer:
         self.write.append(write)
         self.wait.append(wait)
         self.client.append(client)
+
+    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int) -> None:
+        """The stream of the request ``ok`` just counted (same tick)."""
+        self.ttft.append(ttft)
+        self.itl.extend(gaps)
+        self.responses.append(responses)
+        self.decode.append(decode)
 
     def error(self, kind: str, message: str, now: int) -> None:
         if now >= self.end:
@@ -478,6 +493,10 @@ class Worker:
         # our side: the answer unread in our socket, reading it, and (rate mode) sending late
         ours = max(0, min(slot.unread_ns, first - written)) + (now - first) + (slot.sent_ns - slot.intended_ns)
         tick_buffer.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, ours)
+        stream = slot.stream
+        if stream is not None:
+            tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
+                                 now - stream.first_ns)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

@@ -94,6 +94,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
+    _refuse_streaming_with_unary(summaries)
     priced: dict[int, str] = {}  # run index -> how its price was set
     for i, summary in enumerate(summaries):
         n, box, count = summary.gpus_in_config, summary.cost_per_hour, summary.gpu_count
@@ -122,6 +123,18 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
     _check_apples_to_apples(comparison, {findings[i].label: how for i, how in priced.items()}, study=study_verdict is not None)
     comparison.scale_answers = _scale_answers(runs)
     return comparison
+
+
+def _refuse_streaming_with_unary(summaries: list[RecordingSummary]) -> None:
+    """A streaming run's latency is to its final response of many, a unary run's to its one
+    answer: side by side they would read as one figure. One line, exit 2."""
+    from engine.transports import transport_spec
+
+    streaming = sorted({s.transport for s in summaries if transport_spec(s.transport).streams})
+    unary = sorted({s.transport for s in summaries if not transport_spec(s.transport).streams})
+    if streaming and unary:
+        raise UserError(f"compare: streaming runs ({', '.join(streaming)}) and unary runs ({', '.join(unary)}) "
+                        "measure different things: compare each kind apart")
 
 
 SCALE_OUT_UNPRICED = "no price for its one-GPU boxes: set --cost 1=DOLLARS or --scale-out-profile NAME"

@@ -5,12 +5,13 @@ HTML adds the charts."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
 from engine import columns
 from engine import format as fmt
-from engine.analysis.scaling import cost_per_1000
+from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
 from engine.events import NetworkPath
@@ -162,16 +163,21 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     figures = [
         figure
         for lv in f.levels
-        for figure in (columns.LevelFigures.of(
+        for figure in (dataclasses.replace(columns.LevelFigures.of(
             lv.result, gpu_util=lv.gpu_util_mean,
             cost_per_1000=cost_per_1000(s.cost_per_hour, lv.result.throughput_ips)
             if s.cost_per_hour and lv.result.throughput_ips > 0 else None),
+            cost_per_million_tokens=cost_per_million_tokens(s.cost_per_hour or 0.0, lv.result.stream.output_tokens_per_s)
+            if lv.result.stream else None),
             *columns.endpoint_figures(lv.result))  # several servers: a row each under the level
     ]
     blocks: list = [Heading("Throughput and latency per level" + tag)]
     if not figures:
         return blocks + [Para("No level produced a result.")]
-    blocks.append(Table.of(columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour), figures))
+    shown = columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour)
+    if any(lv.result.stream is not None for lv in f.levels):  # a streaming sweep: TTFT, ITL, tokens/s
+        shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
+    blocks.append(Table.of(shown, figures))
     pts = f.points
     blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
                                        unit, "images/s", log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))

@@ -52,6 +52,12 @@ def input_data_override(args: argparse.Namespace) -> list[str]:
     return [f"load.input_data={json.dumps(path)}"] if path else []
 
 
+def slo_override(args: argparse.Namespace) -> list[str]:
+    """--slo OBJECTIVES (a streaming run's) as the profile override it stands for (a TOML string: commas kept)."""
+    text = getattr(args, "slo", None)
+    return [f"load.slo={json.dumps(text)}"] if text else []
+
+
 def check_input_data(path: str) -> None:
     """A missing, unreadable or oversized data file is one line now, not after the server starts
     (its contents are checked against the model's metadata before the first level)."""

@@ -13,6 +13,7 @@ from tui.commands.flags import (
     check_input_data,
     endpoint_overrides,
     input_data_override,
+    slo_override,
 )
 from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
@@ -37,6 +38,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wire", action="store_true",
                    help="after the sweep, measure the request path alone: the same levels against the no-compute "
                         "`wire` model with this model's bytes per request (load.wire_check = true)")
+    p.add_argument("--slo", default=None, metavar="OBJECTIVES",
+                   help="a streaming model's objectives, e.g. ttft_p99=200ms,itl_p99=50ms: the goodput at the end (load.slo)")
     add_endpoint_flags(p)
     add_metrics_flags(p)
 
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from tui.commands.headless_session import run_headless
 
     overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
-                 *endpoint_overrides(args), *input_data_override(args)]
+                 *endpoint_overrides(args), *input_data_override(args), *slo_override(args)]
     from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)

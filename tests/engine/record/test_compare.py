@@ -231,3 +231,14 @@ def test_runs_with_and_without_mps_are_compared_with_a_warning_and_the_report_sa
     with Recording.open(make_recording(tmp_path, "remote.sqlite", SyntheticRun(variant="1x", gpu_count=1))) as rec:
         assert summarize(rec).mps is None
         assert "GPU sharing" not in Path(export(rec, "md", tmp_path / "r")).read_text()
+
+
+def test_streaming_runs_are_not_compared_with_unary_ones(tmp_path: Path) -> None:
+    unary = make_recording(tmp_path, "grpc.sqlite", SyntheticRun(variant="1x", gpu_count=1, transport="grpc"))
+    stream = make_recording(tmp_path, "stream.sqlite", SyntheticRun(variant="1x", gpu_count=1, transport="grpc_stream"))
+    other = make_recording(tmp_path, "sse.sqlite", SyntheticRun(variant="1x", gpu_count=1, transport="generate_stream"))
+    with pytest.raises(UserError) as caught:
+        compare(_open([unary, stream]))
+    assert str(caught.value) == ("compare: streaming runs (grpc_stream) and unary runs (grpc) measure different "
+                                 "things: compare each kind apart")
+    assert len(compare(_open([stream, other])).runs) == 2  # two streaming runs compare

@@ -1,0 +1,281 @@
+"""load.transport = generate_stream: Triton's generate extension, ``POST .../generate_stream``, each response a server-sent event over HTTP/1.1, for decoupled models.
+
+Each request is a JSON object naming the model's inputs with their values (a BYTES input of one
+element as a string, a number as a number), encoded once per sweep in the session, and sent as
+a whole HTTP request on a keep-alive connection, one at a time. The answer is a chunked
+``text/event-stream``: each ``data:`` event one response of the model, checked (every output
+asked for, with a value of its datatype's JSON kind) and timed (the first: TTFT; the gaps
+between the next: ITL); the body's last chunk ends the request. An ``error`` event, or an
+answer that is not 200, refuses it once the body ends; a connection that closes before the
+body's end is lost (``connection_reset``), never a shorter answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engine.load.http1 import BadResponse, Head, parse_head
+from engine.load.tcp import TcpDialer
+from engine.load.transport import (
+    BAD_RESPONSE,
+    MALFORMED_ANSWER,
+    REJECTED,
+    RESPONSE_TOO_LARGE,
+    SERVER_ERROR,
+    Connection,
+    Dialer,
+    Prepared,
+    RequestCycle,
+    Scheduler,
+    StreamTimes,
+    SweepInputs,
+)
+
+monotonic_ns = time.monotonic_ns
+MAX_EVENT = 1 << 20  # bytes of one event before it is refused
+JSON_KINDS: dict[str, tuple[type, ...]] = {"BYTES": (str,), "BOOL": (bool,), "FP16": (int, float), "FP32": (int, float),
+                                           "FP64": (int, float), "BF16": (int, float)}
+
+
+@dataclass
+class GeneratePayload:
+    host: str
+    port: int
+    tls: bool
+    server_hostname: str
+    requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
+    outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output every event must hold
+
+
+def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
+    """One line on what is wrong with one event's JSON, or None."""
+    if not isinstance(event, dict):
+        return "an event that is not a JSON object"
+    for name, datatype in outputs:
+        if name not in event:
+            return f"event lacks output {name}"
+        value = event[name]
+        values = value if isinstance(value, list) else [value]
+        kinds = JSON_KINDS.get(datatype, (int,))
+        for v in values:
+            if not isinstance(v, kinds) or (bool not in kinds and isinstance(v, bool)):
+                return f"output {name} holds {json.dumps(v)[:40]}, not a {datatype} value"
+    return None
+
+
+class GenerateConnection(Connection, asyncio.Protocol):
+    """One keep-alive connection carrying at most one generate_stream request at a time."""
+
+    def __init__(self, scheduler: Scheduler, dialer: GenerateDialer) -> None:
+        super().__init__(scheduler)
+        self.dialer = dialer
+        self.tr: asyncio.Transport | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.buf = bytearray()
+        self.head: Head | None = None
+        self.pos = 0  # where the next chunk's size line starts in buf
+        self.sse = bytearray()
+        self.problem: tuple[str, str] | None = None  # the first (kind, message) found in this answer
+        self.times = StreamTimes()
+        self.stream = self.times
+        self.last_ns = 0
+
+    # -- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr = transport  # type: ignore[assignment]
+        self.connected = True
+        self._reset()
+
+    def data_received(self, data: bytes) -> None:
+        now = monotonic_ns()
+        if not self.busy:
+            self.w.unexpected(self, "bytes received with no request in flight")
+            return
+        self.buf += data
+        if self.head is None:
+            try:
+                head = parse_head(self.buf, len(self.buf))
+            except BadResponse as exc:
+                self._fail(str(exc))
+                return
+            if head is None:
+                return
+            if not head.chunked:
+                self._fail(f"HTTP {head.status} answer that is not a chunked event stream")
+                return
+            self.head, self.pos = head, head.head_len
+            if head.status != 200:
+                self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")
+        try:
+            ended = self._chunks(now)
+        except BadResponse as exc:
+            self._fail(str(exc))
+            return
+        if ended:
+            self._finish()
+
+    def _chunks(self, now: int) -> bool:
+        """Take the whole chunks in buf; True at the body's last chunk."""
+        buf = self.buf
+        while True:
+            eol = buf.find(b"\r\n", self.pos)
+            if eol < 0:
+                return False
+            try:
+                size = int(bytes(buf[self.pos : eol]).split(b";")[0], 16)
+            except ValueError:
+                raise BadResponse("a broken chunk size") from None
+            if size == 0:
+                if len(buf) < eol + 4:
+                    return False
+                if buf[eol + 2 : eol + 4] != b"\r\n" or len(buf) > eol + 4:
+                    raise BadResponse("more bytes than the answer holds")
+                return True
+            end = eol + 2 + size
+            if len(buf) < end + 2:
+                if len(buf) - eol > MAX_EVENT:
+                    raise BadResponse("a chunk past the cap")
+                return False
+            self.sse += buf[eol + 2 : end]
+            del buf[: end + 2]
+            self.pos = 0
+            self._events(now)
+
+    def _events(self, now: int) -> None:
+        sse = self.sse
+        while (cut := sse.find(b"\n\n")) >= 0:
+            event = bytes(sse[:cut])
+            del sse[: cut + 2]
+            data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+            if data:
+                self._event(data, now)
+        if len(sse) > MAX_EVENT:
+            self.problem = self.problem or (RESPONSE_TOO_LARGE, f"an event past {MAX_EVENT} bytes")
+            sse.clear()
+
+    def _event(self, data: bytes, now: int) -> None:
+        try:
+            value = json.loads(data)
+        except ValueError:
+            self.problem = self.problem or (MALFORMED_ANSWER, "an event whose data is not JSON")
+            return
+        if isinstance(value, dict) and "error" in value:
+            kind = self.problem[0] if self.problem else REJECTED
+            self.problem = (kind, f"{self.problem[1] + ': ' if self.problem else ''}{' '.join(str(value['error']).split())[:200]}")
+            return
+        problem = event_problem(value, self.dialer.payload.outputs)
+        if problem is not None:
+            self.problem = self.problem or (MALFORMED_ANSWER, problem)
+            return
+        times = self.times
+        if times.responses == 0:
+            times.first_ns = now
+        else:
+            times.gaps_ns.append(now - self.last_ns)
+        times.responses += 1
+        self.last_ns = now
+
+    def _finish(self) -> None:
+        head = self.head
+        assert head is not None
+        self.first_ns = monotonic_ns()
+        problem = self.problem
+        close = head.close
+        if problem is None and self.times.responses == 0:
+            problem = (MALFORMED_ANSWER, "the event stream ended with no response")
+        self.buf, self.head, self.pos, self.sse = bytearray(), None, 0, bytearray()
+        if problem is not None:
+            self.w.rejected(self, problem[0], problem[1], close)
+        else:
+            self.w.answered(self, close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tr = None
+        self.connected = False
+        self.w.lost(self, exc)
+
+    # -- Connection
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = self.last_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self._reset()
+        self.tr.write(self.dialer.payload.requests[self.dialer.cycle.take()])  # type: ignore[union-attr]
+        return now
+
+    def abort(self) -> None:
+        if self.tr is not None:
+            self.tr.abort()
+
+    def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
+        self._reset()
+        self.w.failed(self, kind, message)
+
+
+class GenerateDialer(TcpDialer):
+    def __init__(self, scheduler: Scheduler, payload: GeneratePayload) -> None:
+        super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
+        self.payload = payload
+        self.cycle = RequestCycle(len(payload.requests), scheduler.index)
+
+    def connection(self) -> GenerateConnection:
+        return GenerateConnection(self.w, self)
+
+
+def json_value(metadata: dict, shape: list[int], blob: bytes) -> Any:
+    """One input's raw bytes as the generate extension's JSON: one element as itself, more as a list."""
+    import numpy as np
+
+    from engine.load.request import NUMPY_DTYPES
+
+    datatype = metadata["datatype"]
+    if datatype == "BYTES":
+        values: list[Any] = []
+        at = 0
+        while at < len(blob):
+            n = int.from_bytes(blob[at : at + 4], "little")
+            values.append(blob[at + 4 : at + 4 + n].decode("utf-8", "replace"))
+            at += 4 + n
+    else:
+        values = np.frombuffer(blob, dtype=NUMPY_DTYPES[datatype]).tolist()
+    return values[0] if len(values) == 1 else values
+
+
+class GenerateStreamTransport:
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        from engine.errors import UserError
+        from engine.load.transports.http import server_endpoint
+
+        if sweep.batch_size != 1:
+            raise UserError("load.transport 'generate_stream' sends one request of one prompt: load.batch_size must be 1")
+        endpoint = server_endpoint(sweep)
+        target = sweep.target
+        raws = []
+        for r in sweep.requests:
+            try:
+                body = json.dumps({t["name"]: json_value(t, r.shapes[t["name"]], blob) for t, blob in r.tensors}).encode()
+            except KeyError as exc:
+                raise UserError(f"load.transport 'generate_stream': datatype {exc} cannot travel as JSON") from None
+            extra = "".join(f"{k}: {v}\r\n" for k, v in target.headers.items())
+            head = (f"POST {target.model_path}/generate_stream HTTP/1.1\r\nHost: {endpoint.host}:{endpoint.port}\r\n"
+                    f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{extra}"
+                    f"Content-Length: {len(body)}\r\n\r\n")
+            raws.append(head.encode() + body)
+        outputs = tuple((o["name"], str(o.get("datatype") or "")) for o in sweep.info.outputs)
+        payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs)
+        return Prepared(payload, sum(len(r) for r in raws) // len(raws))
+
+    def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
+        return GenerateDialer(scheduler, payload)
+
+
+TRANSPORT = GenerateStreamTransport()

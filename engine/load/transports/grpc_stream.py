@@ -1,0 +1,287 @@
+"""load.transport = grpc_stream: Triton's ``ModelStreamInfer``, one bidirectional gRPC stream per connection, for decoupled models that answer a request with a stream of responses.
+
+As perf_analyzer's ``-i grpc --streaming``. The requests are the grpc transport's serialised
+``ModelInferRequest``s (built once in the session, with Triton's
+``triton_enable_empty_final_response`` set so that every request ends with a response flagged
+``triton_final_response``); each send prefixes the request's id, a protobuf field that the
+parser merges, so the responses of a request the scheduler has given up on (a timeout) are told
+from the current one's. A connection carries one request at a time: its reader takes the
+stream's responses, checks each one (the grpc transport's answer check; an empty final response
+carries no outputs), times the first (TTFT) and the gaps between them (ITL), and reports the
+request answered at its final response. An error response refuses it (``rejected``); a stream
+that ends or breaks with a request in flight is a lost connection (``connection_reset``), never
+a shorter answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import grpc
+
+from engine.load.answer_check import AnswerCheck
+from engine.load.transport import (
+    MALFORMED_ANSWER,
+    REJECTED,
+    WRONG_ANSWER,
+    Connection,
+    Dialer,
+    Prepared,
+    RequestCycle,
+    Scheduler,
+    StreamTimes,
+    SweepInputs,
+)
+from engine.load.transports.grpc import (
+    CHANNEL_OPTIONS,
+    GrpcPayload,
+    GrpcTransport,
+    check_answer,
+    messages,
+)
+
+monotonic_ns = time.monotonic_ns
+METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+FINAL = "triton_final_response"  # Triton's parameter on each response of a decoupled model's stream
+ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response"
+
+
+class GrpcStreamConnection(Connection):
+    """One gRPC channel (one TCP connection) with one open ModelStreamInfer stream."""
+
+    def __init__(self, scheduler: Scheduler, dialer: GrpcStreamDialer) -> None:
+        super().__init__(scheduler)
+        self.dialer = dialer
+        self.payload = dialer.payload
+        self.channel: Any = None
+        self.call: Any = None  # the stream (grpc.aio.StreamStreamCall)
+        self.reader: asyncio.Task[None] | None = None
+        self.current = ""  # id of the request in flight ("" none)
+        self.sent_index = 0  # which of the sweep's requests it is (validation data)
+        self.serial = 0
+        self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
+        self.stream = self.times
+        self.last_ns = 0
+        self.writing: asyncio.Task[None] | None = None  # the last write, which the next one waits for
+
+    def new_stream(self) -> Any:
+        self.close_channel()
+        p = self.payload
+        options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
+        if p.tls:
+            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(p.address, options=options)
+        return self.channel
+
+    def start_stream(self) -> None:
+        method = self.channel.stream_stream(METHOD, request_serializer=None,
+                                            response_deserializer=self.dialer.parse)
+        self.call = method(metadata=self.payload.metadata)
+        self.reader = self.w.loop.create_task(self._read(self.call))
+
+    def close_channel(self) -> None:
+        channel, self.channel = self.channel, None
+        call, self.call = self.call, None
+        reader, self.reader = self.reader, None
+        self.current = ""
+        self.writing = None
+        if call is not None:
+            call.cancel()
+        if reader is not None and not reader.done() and reader is not asyncio.current_task():
+            reader.cancel()
+        if channel is not None:
+            self.dialer.closing(channel)
+
+    # -- Connection
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = self.last_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.serial += 1
+        self.current = f"{self.w.index}.{self.serial}"
+        self.sent_index = self.dialer.cycle.take()
+        self.times = self.stream = StreamTimes()
+        # the id first: a repeated scalar field merges, so the request's own bytes stay as built
+        data = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
+        # one write at a time on a stream: the answer to the last request can come before its
+        # write's coroutine has returned
+        self.writing = self.dialer.spawn(self._write(self.call, data, self.writing))
+        return now
+
+    async def _write(self, call: Any, data: bytes, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None and not previous.done():
+            await asyncio.wait((previous,))
+        if call is not self.call:
+            return  # the stream closed meanwhile
+        try:
+            await call.write(data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the stream broke under the write: the request in flight is lost
+            if call is self.call:
+                self._gone(exc)
+
+    async def _read(self, call: Any) -> None:
+        try:
+            while True:
+                reply = await call.read()
+                if reply is grpc.aio.EOF:
+                    break
+                if call is not self.call:
+                    return
+                self.take(reply)
+        except asyncio.CancelledError:
+            return
+        except grpc.aio.AioRpcError as exc:
+            if call is not self.call:
+                return
+            details = " ".join((exc.details() or "").split())[:200]
+            self._gone(ConnectionResetError(f"gRPC {exc.code().name}: {details}"))
+            return
+        except Exception as exc:  # a write on a stream that broke meanwhile
+            if call is not self.call:
+                return
+            self._gone(exc)
+            return
+        if call is self.call:
+            self._gone(None)  # the server ended the stream
+
+    def take(self, reply: Any) -> None:
+        """One message of the stream: a response of the request in flight, or an error."""
+        response = reply.infer_response
+        if not self.busy or response.id != self.current:
+            return  # a request since given up on (timed out)
+        now = monotonic_ns()
+        if reply.error_message:
+            self.current = ""
+            self.first_ns = now
+            text = " ".join(reply.error_message.split())[:200]
+            self.w.rejected(self, REJECTED, f"gRPC stream error: {text}", False)
+            return
+        final = FINAL in response.parameters and response.parameters[FINAL].bool_param
+        if response.outputs or not final:
+            problem = check_answer(response, self.payload.outputs)
+            if problem is None and self.dialer.values is not None:
+                problem = self.dialer.values.check_raw(
+                    dict(zip((o.name for o in response.outputs), response.raw_output_contents, strict=True)),
+                    self.sent_index)
+                if problem is not None:
+                    self._refuse(WRONG_ANSWER, problem, now)
+                    return
+            if problem is not None:
+                self._refuse(MALFORMED_ANSWER, problem, now)
+                return
+            times = self.times
+            if times.responses == 0:
+                times.first_ns = now
+            else:
+                times.gaps_ns.append(now - self.last_ns)
+            times.responses += 1
+            self.last_ns = now
+        if final:
+            self.current = ""
+            self.first_ns = now  # the answer's time: the scheduler's split of the latency ends here
+            if self.times.responses == 0:
+                self._refuse(MALFORMED_ANSWER, "the stream ended the request with no response", now)
+                return
+            self.w.answered(self, False)
+
+    def _refuse(self, kind: str, problem: str, now: int) -> None:
+        self.current = ""
+        self.first_ns = now
+        self.w.rejected(self, kind, problem, False)
+
+    def _gone(self, exc: BaseException | None) -> None:
+        self.close_channel()
+        self.connected = False
+        self.w.lost(self, exc)
+
+    def abort(self) -> None:
+        was_open = self.connected
+        self.connected = False
+        self.close_channel()
+        if was_open:
+            self.w.loop.call_soon(self.w.lost, self, None)
+
+
+class GrpcStreamDialer(Dialer):
+    def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
+        self.w = scheduler
+        self.payload = payload
+        service_pb2 = messages()
+        self.parse = service_pb2.ModelStreamInferResponse.FromString
+        self._request = service_pb2.ModelInferRequest
+        self.closings: set[asyncio.Task[None]] = set()
+        self.cycle = RequestCycle(len(payload.requests), scheduler.index)
+        self.values = AnswerCheck(payload.values) if payload.values is not None else None
+
+    def id_prefix(self, request_id: str) -> bytes:
+        return self._request(id=request_id).SerializeToString()
+
+    def connection(self) -> GrpcStreamConnection:
+        return GrpcStreamConnection(self.w, self)
+
+    def closing(self, channel: Any) -> None:
+        self.spawn(channel.close())
+
+    def spawn(self, coro: Any) -> asyncio.Task[None]:
+        """Run ``coro`` in the background, kept until it ends (writes, channels closing)."""
+        task = self.w.loop.create_task(coro)
+        self.closings.add(task)
+        task.add_done_callback(self.closings.discard)
+        return task
+
+    async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
+        plan = self.w.plan
+        timeout_s = plan.timeout_ns / 1e9 if plan is not None else 10.0
+        if at_ns:
+            ahead = (at_ns - monotonic_ns()) / 1e9
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+        mine = [c for c in conns if isinstance(c, GrpcStreamConnection)]
+        errors = await asyncio.gather(*(self._ready(c, timeout_s) for c in mine))
+        return next((e for e in errors if e is not None), None)
+
+    async def _ready(self, conn: GrpcStreamConnection, timeout_s: float) -> BaseException | None:
+        channel = conn.new_stream()
+        ready = grpc.ChannelConnectivity.READY
+        try:
+            async with asyncio.timeout(timeout_s):
+                state = channel.get_state(try_to_connect=True)
+                while state != ready:
+                    if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+                        raise ConnectionRefusedError(f"cannot connect to {self.payload.address} over gRPC")
+                    await channel.wait_for_state_change(state)
+                    state = channel.get_state(try_to_connect=True)
+        except (TimeoutError, OSError) as exc:
+            if conn.channel is channel:
+                conn.close_channel()
+            return exc
+        if conn.channel is not channel:
+            return None  # aborted meanwhile
+        conn.start_stream()
+        conn.connected = True
+        return None
+
+
+class GrpcStreamTransport:
+    async def prepare(self, sweep: SweepInputs) -> Prepared:
+        prepared = await GrpcTransport().prepare(sweep)
+        service_pb2 = messages()
+        flag = service_pb2.ModelInferRequest()
+        flag.parameters[ENABLE_EMPTY_FINAL].bool_param = True
+        extra = flag.SerializeToString()  # merged into each request: map entries add up
+        payload: GrpcPayload = prepared.payload
+        payload.requests = tuple(r + extra for r in payload.requests)
+        return Prepared(payload, prepared.request_bytes + len(extra), prepared.cleanup)
+
+    def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
+        return GrpcStreamDialer(scheduler, payload)
+
+
+TRANSPORT = GrpcStreamTransport()
