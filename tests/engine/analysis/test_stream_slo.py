@@ -72,7 +72,7 @@ def test_the_goodput_line_prices_the_tokens() -> None:
 def test_the_cli_flag_is_the_profile_key() -> None:
     import argparse
 
-    from tui.cli import _slo_override
+    from tui.commands.flags import slo_override as _slo_override
 
     assert _slo_override(argparse.Namespace(slo="ttft_p99=200ms,itl_p99=50ms")) == ['load.slo="ttft_p99=200ms,itl_p99=50ms"']
     assert _slo_override(argparse.Namespace(slo=None)) == []
