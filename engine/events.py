@@ -309,6 +309,7 @@ class LevelStarted(Event):
     arrival: str | None = None  # rate mode: "constant" or "poisson"
     workers: int = 1
     slo_search: bool = False  # a level the latency-target search added after the planned ones
+    trial: int = 1  # 2, 3, ...: the level measured again (unstable, contended or out of line)
 
 
 @register
@@ -331,6 +332,10 @@ class WindowResult(Event):
     audit: ClientAudit = field(default_factory=ClientAudit)
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    # shares of the cores this process may use over the window (engine/cpu_share.py): taken by
+    # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
+    others_cpu: float | None = None
+    steal: float | None = None
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -366,7 +371,9 @@ class LevelResult(Event):
     mode: str
     level: float
     index: int
-    status: str  # "stable", "unstable", "failed", "interrupted" (stopped before it was decided)
+    # "stable", "unstable", "contended" (others took more than load.contended_percent of the CPU:
+    # read as unstable), "failed", "interrupted" (stopped before it was decided)
+    status: str
     batch_size: int
     windows: int  # measurement windows run (warmup excluded)
     merged_windows: int  # windows merged into this result
@@ -386,6 +393,11 @@ class LevelResult(Event):
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     network: NetworkPath | None = None  # None: not measured (an older recording)
     endpoints: list[EndpointResult] = field(default_factory=list)  # a sweep over several servers: one each
+    # over the measured windows (WindowResult's): the largest share others took, the mean steal
+    others_cpu: float | None = None
+    steal: float | None = None
+    trial: int = 1  # which measurement of this level this is; the last one published stands
+    remeasure: str = ""  # why the level is measured again ("" when it is not)
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -623,6 +635,7 @@ class StudyFinished(Event):
     exit_code: int = 0
     # scale out or scale up, one line per scale-out config (engine/analysis/scale_out.py)
     scale_answers: list[str] = field(default_factory=list)
+    answer: str = ""  # the study's one line: "answer: ..." (engine/study/figures.py)
 
 
 # --------------------------------------------------------------------------- messages

@@ -104,6 +104,13 @@ class Load:
     stability_percent: float = 10.0
     stable_windows: int = 3
     max_windows: int = 10
+    # a level is measured again, up to max_trials times in all and while trial_budget_s of the
+    # sweep's re-measuring is left, when unstable, contended or out of line with the level before
+    max_trials: int = 3
+    trial_budget_s: float = 120.0
+    # others (neither ours nor the server's) taking more than this share of the usable cores in a
+    # window mark its level contended (100: never)
+    contended_percent: float = 50.0
     warmup_s: float = 2.0
     workers: int = 0  # load worker processes; 0 = chosen automatically
     request_timeout_s: float = 30.0
@@ -420,6 +427,9 @@ SPEC: dict[str, dict[str, Check]] = {
         "stability_percent": _positive_number,
         "stable_windows": _at_most(_positive_int, 100_000),
         "max_windows": _at_most(_positive_int, 100_000),
+        "max_trials": _at_most(_positive_int, 100),
+        "trial_budget_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
+        "contended_percent": _at_most(_positive_number, 100, " %"),
         "warmup_s": _at_most(_non_negative_number, MAX_SECONDS, " s"),
         "workers": _at_most(_non_negative_int, 4096),
         "request_timeout_s": _at_most(_positive_number, MAX_SECONDS, " s"),

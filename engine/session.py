@@ -175,6 +175,9 @@ class Session(EventSource):
 
     def _watch(self, event: ev.Event) -> None:
         if isinstance(event, ev.LevelResult):
+            if event.trial > 1:  # a level measured again: its last trial stands
+                self.level_results = [r for r in self.level_results
+                                      if not (r.index == event.index and r.level == event.level)]
             self.level_results.append(event)
             if event.status == "failed":
                 self.failed_levels += 1
@@ -267,7 +270,9 @@ class Session(EventSource):
             elif self._incomplete:
                 status, error, code = "failed", self._incomplete, EXIT_FAILED
             elif gate_failures := self._gate_failures():
-                status, code = "failed", EXIT_GATES
+                from engine.analysis.gates import gate_exit_code
+
+                status, code = "failed", gate_exit_code(gate_failures)  # 2: a gate that cannot be judged
                 error = f"{len(gate_failures)} gate(s) failed: " + "; ".join(gate_failures)
             else:  # finished; when every figure is from a level whose windows disagreed, the end line says so
                 error = none_stable([r.status for r in self.level_results]) or None
@@ -304,8 +309,10 @@ class Session(EventSource):
         from engine.analysis.gates import evaluate_gates
 
         failures = evaluate_gates(replace(gates, min_efficiency=None), self.level_results)
+        from engine.analysis.gates import gate_word
+
         for failure in failures:
-            self._publish(ev.Error(source="gates", message=f"gate failed: {failure}"))
+            self._publish(ev.Error(source="gates", message=f"{gate_word(failure)}: {failure}"))
         return failures
 
     # ----------------------------------------------------------------- recording

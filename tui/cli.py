@@ -622,9 +622,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         text = render_compare(comparison, args.format)
         print(terminal_text(text) if args.format == "text" else text)
+    from engine.analysis.gates import gate_exit_code, gate_word
+
     for failure in failures:
-        print(f"gate failed: {failure}", file=sys.stderr)
-    return 3 if failures else 0
+        print(f"{gate_word(failure)}: {failure}", file=sys.stderr)
+    return gate_exit_code(failures)
 
 
 def _cmd_model(args: argparse.Namespace) -> int:

@@ -25,7 +25,6 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
-from engine.analysis.saturation import UNSTABLE_MARK
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
 from tui import tables
@@ -113,7 +112,7 @@ class HeadlessPrinter:
             self._print_line(event)
 
     def _print_level_started(self, event: ev.LevelStarted) -> None:
-        if event.index == 0:
+        if event.index == 0 and event.trial <= 1:
             self._sweep_header_printed = False  # a new sweep: its own table
         text = describe(event)
         if text is not None:
@@ -149,8 +148,11 @@ class HeadlessPrinter:
         if row is None:
             return
         cells = tables.sweep_cells(row, self.state)
-        style = {"failed": "bold red", "unstable": "yellow", "interrupted": "magenta"}.get(row.status, "")
+        style = {"failed": "bold red", "unstable": "yellow", "contended": "yellow",
+                 "interrupted": "magenta"}.get(row.status, "")
         self._plain("level  " + columns.fixed_line(cols, cells), style)
+        if event.remeasure:
+            self._plain(f"       measured again: {event.remeasure} (trial {event.trial + 1} follows)", "yellow")
         for cells in tables.endpoint_cells(row):  # several servers: a row each under the level
             self._plain("       " + columns.fixed_line(cols, cells), "bold red" if cells["status"] == "failed" else "")
         for message in event.error_messages[:3]:
@@ -180,9 +182,8 @@ class HeadlessPrinter:
             cost = self.state.cost_per_1000(best.result.throughput_ips)
             if cost is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
-            if best.result.status == "unstable":  # a figure from an unstable level says so where it is drawn
-                text += f" ({UNSTABLE_MARK})"
             self._plain(text)
+        self._plain(self.state.answer().line, "bold")
         self._plain("")
 
     def _print_probe_row(self, event: ev.ProbeResult) -> None:
@@ -255,6 +256,20 @@ class HeadlessPrinter:
             else:
                 reason = f": {state.ended.error}" if state.ended and state.ended.error else ""
                 self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
+            line = run_answer_line(state)
+            if line:
+                self._plain(line, "bold")
+
+
+def run_answer_line(state: SessionState) -> str:
+    """The run's last line: the sweep's answer (engine/analysis/answer.py), else the training
+    bill's stop rule; "" when the run measured neither."""
+    if state.levels or state.past_sweeps:
+        return state.answer().line
+    if state.probe:
+        stops = state.training_bill().stops
+        return "answer: " + "; ".join(f"{s.label}: {s.stop.reason}" for s in stops) if stops else ""
+    return ""
 
 
 # What each kind of event prints; any other kind prints its one line (_print_line).

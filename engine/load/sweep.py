@@ -7,7 +7,9 @@ the last ``stable_windows`` windows agree, after ``max_windows``, when a whole w
 or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
-without that: the last stable_windows windows are merged and the level says so), "failed" (a
+without that: the last stable_windows windows are merged and the level says so), "contended"
+(other processes took more than load.contended_percent of the usable cores over the merged
+windows: engine/cpu_share.py measures each window), "failed" (a
 whole window completed no request successfully, or some answer was malformed, wrong or too large:
 every window is merged), "interrupted" (stop was asked before the level was decided).
 Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
@@ -17,6 +19,11 @@ answer that is not the one asked for: engine/load/answer_check.py), wrong_answer
 values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
+
+A level that is unstable, contended or out of line with the level below it
+(engine/analysis/contention.py) is measured again, up to load.max_trials trials while
+load.trial_budget_s of re-measuring is left; every trial is published (LevelResult.trial), a
+superseded one with its reason (LevelResult.remeasure), and the last one stands.
 
 A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
@@ -32,9 +39,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.analysis.contention import (
+    CONTENDED,
+    LevelFigures,
+    contention_words,
+    is_contended,
+    mean_share,
+    out_of_line,
+    spread,
+)
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
+from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between
 from engine.errors import UserError
 from engine.events import (
     EndpointResult,
@@ -98,6 +115,7 @@ class _Window:
     server: ServerBreakdown | None
     throughput_rps: float
     parts: list[Aggregate] | None = None  # several endpoints: each one's share of the window
+    cpu: CpuShare | None = None  # who took the CPU over the window (engine/cpu_share.py)
 
 
 Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
@@ -131,8 +149,13 @@ class _Level:
         tick_ns: int = TICK_NS,
         slo_search: bool = False,
         request_bytes: int = 0,
+        trial: int = 1,
+        cpu_roots: list[int] | None = None,
     ) -> None:
         self.slo_search = slo_search
+        self.trial = trial
+        self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
+        self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
@@ -228,8 +251,10 @@ class _Level:
                 arrival=self.load.arrival if self.rate_mode else None,
                 workers=self.active,
                 slo_search=self.slo_search,
+                trial=self.trial,
             )
         )
+        self.cpu_mark = read_cpu(self.cpu_roots)
         poller = asyncio.get_running_loop().create_task(self.poll_stats())
         try:
             status = await self.collect()
@@ -303,6 +328,7 @@ class _Level:
             lat = latency_stats(agg.latency_ns)
             self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
             self.warmup_published = end
+            self.cpu_mark = read_cpu(self.cpu_roots)  # the first measured window starts here
 
     def warmup_count(self) -> int:
         return math.ceil(self.warmup_published / self.min_ticks) if self.warmup_published else 0
@@ -372,7 +398,10 @@ class _Level:
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns)
         server = await self.server_over(start, end, lat.mean)
-        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end))
+        reading = read_cpu(self.cpu_roots)
+        cpu = share_between(self.cpu_mark, reading)
+        self.cpu_mark = reading
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu)
         self.windows.append(window)
         self.cur_start = end
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
@@ -382,7 +411,7 @@ class _Level:
             self.load.stable_windows,
             self.load.stability_percent,
         )
-        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable))
+        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu))
         if agg.ok == 0 and agg.error_count > 0:
             return "failed"
         if stable:
@@ -400,7 +429,8 @@ class _Level:
                           start, end, self.tick_ns, self.rate_mode) for e in range(n)]
 
     def window_event(
-        self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool
+        self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool,
+        cpu: CpuShare | None = None,
     ) -> WindowResult:
         audit = client_audit(
             agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode
@@ -420,6 +450,8 @@ class _Level:
             audit=audit,
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
+            others_cpu=cpu.others if cpu else None,
+            steal=cpu.steal if cpu else None,
         )
 
     # -- result
@@ -430,8 +462,12 @@ class _Level:
             chosen = self.windows
         else:
             chosen = self.windows[-load.stable_windows :]
+        others = mean_share([w.cpu.others if w.cpu else None for w in chosen])
+        steal = mean_share([w.cpu.steal if w.cpu else None for w in chosen])
+        if status in ("stable", "unstable") and is_contended(others, steal, load.contended_percent):
+            status = CONTENDED  # read as unstable: others' load, not the server's, shaped the figures
         base: dict[str, Any] = dict(mode=load.mode, level=self.level, index=self.index, status=status, batch_size=load.batch_size,
-                    slo_search=self.slo_search)
+                    slo_search=self.slo_search, trial=self.trial, others_cpu=others, steal=steal)
         if not chosen:
             return LevelResult(
                 **base, windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
@@ -553,6 +589,8 @@ async def run_sweep(
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
+    roots = await asyncio.to_thread(_local_servers, endpoints)
+    trials = _Trials(load, publish, stop)
     try:
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
@@ -569,10 +607,13 @@ async def run_sweep(
                 queue.append(float(extra))
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
-            result = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
-                                  request_bytes).run()
+
+            def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
+                          search: bool = search) -> _Level:
+                return _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
+                              request_bytes, trial, roots)
+            result = await trials.measure(level_run, level, index, results)
             results.append(result)
-            publish(result)
             _report_errors(result, publish)
             index += 1
             if lost_the_server(result) and not stop.is_set():
@@ -607,6 +648,98 @@ async def run_sweep(
         )
     )
     return results
+
+
+def _local_servers(endpoints: list[Endpoint]) -> list[int]:
+    """The processes of servers on this machine (loopback URLs): their CPU is the server's, not
+    others' (an embedded server is already in our own process tree)."""
+    from urllib.parse import urlsplit
+
+    from engine.http_threads import listener_pid
+
+    pids = []
+    for ep in endpoints:
+        parts = urlsplit(ep.http_url)
+        if parts.hostname in ("localhost", "127.0.0.1", "::1") and parts.port:
+            pid = listener_pid(parts.port)
+            if pid is not None:
+                pids.append(pid)
+    return pids
+
+
+class _Trials:
+    """Measures a level again while it is unstable, contended or out of line with the level
+    below it, up to load.max_trials trials and while load.trial_budget_s of re-measuring (the
+    sweep's, over every level) is left."""
+
+    def __init__(self, load: Load, publish: Publish, stop: asyncio.Event) -> None:
+        self.load, self.publish, self.stop = load, publish, stop
+        self.spent_s = 0.0
+        self.spreads: dict[int, float] = {}  # level index -> its merged windows' throughput spread
+
+    def figures(self, r: LevelResult) -> LevelFigures:
+        return LevelFigures(float(r.level), r.throughput_ips, r.latency.p99, self.spreads.get(r.index, 0.0))
+
+    def reason(self, r: LevelResult, below: LevelResult | None) -> tuple[str, str]:
+        """(which: "this" or "below", why) the level, or the one below it, is measured again."""
+        if r.status == "unstable":
+            return "this", "its windows did not agree"
+        if r.status == CONTENDED:
+            return "this", contention_words(r.others_cpu, r.steal)
+        if r.trial == 1 and r.status == "stable" and below is not None and below.status != "failed" and below.requests:
+            return out_of_line(self.figures(below), self.figures(r), self.load.stability_percent)
+        return "", ""
+
+    def room(self, trial: int, took_s: float) -> bool:
+        return (trial < self.load.max_trials and not self.stop.is_set()
+                and self.spent_s + took_s <= self.load.trial_budget_s)
+
+    async def run_one(self, make: Callable[[float, int, int], _Level], level: float, index: int,
+                      trial: int) -> tuple[LevelResult, float]:
+        started = time.monotonic()
+        run = make(level, index, trial)
+        result = await run.run()
+        self.spreads[index] = spread([w.throughput_rps for w in run.windows[-self.load.stable_windows:]])
+        took = time.monotonic() - started
+        if trial > 1:
+            self.spent_s += took
+        return result, took
+
+    async def measure(self, make: Callable[[float, int, int], _Level], level: float, index: int,
+                      done: list[LevelResult]) -> LevelResult:
+        """The level's standing result; every trial is published. A level below it found to be
+        the noisy one (its p99 above this level's) is measured again in its place in ``done``."""
+        below = next((r for r in reversed(done) if r.level < level), None)
+        trial = 1
+        while True:
+            result, took = await self.run_one(make, level, index, trial)
+            which, why = self.reason(result, below)
+            if which == "this" and self.room(trial, took):
+                result.remeasure = why
+                self.publish(result)
+                trial += 1
+                continue
+            self.publish(result)
+            if which == "below" and below is not None and self.room(below.trial, took):
+                await self.again_below(make, below, why, done)
+            return result
+
+    async def again_below(self, make: Callable[[float, int, int], _Level], below: LevelResult, why: str,
+                          done: list[LevelResult]) -> None:
+        self.publish(Warning(source="load", key=f"remeasure-{below.index}-{below.trial}",
+                             message=f"level {below.level:g} measured again: {why}"))
+        trial = below.trial + 1
+        while True:
+            result, took = await self.run_one(make, below.level, below.index, trial)
+            which, reason = self.reason(result, None)
+            if which == "this" and self.room(trial, took):
+                result.remeasure = reason
+                self.publish(result)
+                trial += 1
+                continue
+            self.publish(result)
+            done[done.index(below)] = result
+            return
 
 
 async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:

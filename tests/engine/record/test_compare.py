@@ -149,18 +149,19 @@ def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int 
     return record_events(path, events)
 
 
-def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -> None:
-    """Issue 16.8: no stability column, and a peak taken from an unstable level without a word."""
+def test_compare_peaks_rest_on_sound_levels_and_name_those_left_out(tmp_path: Path) -> None:
+    """A peak is never taken from an unstable level: the run's peak is its best stable level,
+    and a note names the level left out; the per-level table still shows it, marked."""
     steady = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
     shaky = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 500.0, "unstable")])
     c = compare(_open([steady, shaky]))
     text = render_compare(c, "md")
     header = next(line for line in text.splitlines() if line.startswith("| Run"))
     assert "Stability" in header
-    rows = [line for line in text.splitlines() if line.startswith("| 1x A100 (hand)")]
-    assert any("| unstable |" in row for row in rows) and any("| stable |" in row for row in rows)
-    assert any("its peak (500.0 images/s at level 8) is from an unstable level" in n for n in c.notes)
-    assert "500.0 (unstable)" in text  # the per-level table marks it too
+    (shaky_run,) = [r for r in c.runs if r.findings.points[-1].status == "unstable"]
+    assert shaky_run.findings.peak is not None and shaky_run.findings.peak.throughput == 100.0
+    assert any("left out: concurrency 8 unstable" in n for n in c.notes)
+    assert "500.0 (unstable)" in text  # the per-level table marks it
 
 
 def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
