@@ -20,6 +20,8 @@ def mean_share(values: Sequence[float | None]) -> float | None:
 
 def is_contended(others: float | None, steal: float | None, contended_percent: float) -> bool:
     """Others' CPU share plus the hypervisor's steal above ``contended_percent`` of the cores."""
+    if contended_percent >= 100.0:  # the rule switched off
+        return False
     taken = (others or 0.0) + (steal or 0.0)
     return (others is not None or steal is not None) and taken * 100.0 > contended_percent
 
