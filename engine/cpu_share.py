@@ -120,9 +120,9 @@ class OtherProcess:
     cpu_percent: float  # of one core
 
 
-def busiest_others(interval_s: float = 0.5, top: int = 3, extra_roots: list[int] | None = None) -> list[OtherProcess]:
+def busiest_others(interval_s: float = 0.5, top: int = 10, extra_roots: list[int] | None = None) -> list[OtherProcess]:
     """The processes, neither ours nor under ``extra_roots``, that used the most CPU over
-    ``interval_s`` (blocking), busiest first; those under 5 % of one core are left out."""
+    ``interval_s`` (blocking), busiest first; those under 1 % of one core are left out."""
     import psutil
 
     ours = {pid for pid, _ in _tree_cpu([os.getpid(), *(extra_roots or [])])}
@@ -142,7 +142,7 @@ def busiest_others(interval_s: float = 0.5, top: int = 3, extra_roots: list[int]
             used = p.cpu_percent(None)
         except psutil.Error:
             continue
-        if used >= 5.0:
+        if used >= 1.0:
             found.append(OtherProcess(p.pid, p.info.get("name") or "?", used))
     return sorted(found, key=lambda o: -o.cpu_percent)[:top]
 
