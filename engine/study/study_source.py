@@ -51,6 +51,7 @@ from engine.study.model_control import (
     variant_sources,
 )
 from engine.study.variants import (
+    is_gpu_variant,
     plan_variants,
     refuse_scale_out_remote,
     scale_out_variant,
@@ -149,6 +150,11 @@ class StudySource(EventSource):
                 plan_variants(model, [added], self.gpu_count, gpus_known=False)  # its config exists
                 if added not in self.variants:
                     self.variants = sorted([*self.variants, added], key=variant_order)
+        if self.costs and not any(is_gpu_variant(v) for v in self.variants):
+            given = " ".join(f"--cost {k}={v:g}" for k, v in self.costs.items())
+            raise UserError(f"{given}: prices a box by its GPUs, and this study's configs ({', '.join(self.variants)}) "
+                            "run on the CPU of one box: set hardware.cost_per_hour in the profile (or "
+                            "--set hardware.cost_per_hour=DOLLARS) for that box's price")
         self.record_dir.mkdir(parents=True, exist_ok=True)
         stamp = utc_stamp(datetime.now(UTC))
         stem = f"study_{name_slug(model)}_{name_slug(self.profile.name)}_{stamp}"
