@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.analysis.answer import is_sound
 from engine.analysis.contention import (
     CONTENDED,
     LevelFigures,
@@ -800,7 +801,8 @@ def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
 
 def _saturation(results: list[LevelResult]) -> float | None:
     # a level where the client was the limit measures us, not the server: never a saturation point
-    found = saturation_point([(r.level, r.throughput_rps) for r in results if r.status != "failed" and not r.audit.client_bound])
+    # a level that is not sound (engine/analysis/answer.py) measured the box's noise: neither is a saturation point
+    found = saturation_point([(r.level, r.throughput_rps) for r in results if is_sound(r) and not r.audit.client_bound])
     return found.level if found else None
 
 

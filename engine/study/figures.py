@@ -327,6 +327,8 @@ def study_answer_line(index_path: Path) -> str:
         return answer_line(study_figures(index_path))
     except (UserError, OSError) as exc:
         return f"answer: not decided: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end line says so, the replay goes on
+        return f"answer: not decided: the study's recordings could not be read ({type(exc).__name__}: {exc})"
 
 
 def scale_answer_lines(index_path: Path) -> list[str]:
