@@ -110,7 +110,7 @@ class Load:
     trial_budget_s: float = 120.0
     # others (neither ours nor the server's) taking more than this share of the usable cores in a
     # window mark its level contended (100: never)
-    contended_percent: float = 50.0
+    contended_percent: float = 25.0
     warmup_s: float = 2.0
     workers: int = 0  # load worker processes; 0 = chosen automatically
     request_timeout_s: float = 30.0

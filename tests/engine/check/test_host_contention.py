@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.hostinfo import process_cores
-from tests.hogs import HOG_NAME, cpu_hogs
+from bench.hogs import HOG_NAME, cpu_hogs
 
 
 @pytest.mark.noise

@@ -18,7 +18,7 @@ from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, describe_target
 from tests.engine.load.conftest import Events, quick_load
-from tests.hogs import cpu_hogs
+from bench.hogs import cpu_hogs
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen, _ok_infer
 
 

@@ -1,6 +1,7 @@
-"""CPU hogs for the tests of contention: busy processes that are not ours (each is started
-detached, so that it is no descendant of the test's process: the tool counts its own process tree
-as its own), named ``cpuhog`` in the process table. Stopped by pid, each one."""
+"""CPU hogs for the tests and the bench of contention (`python -m bench noise`): busy processes
+that are not ours (each is started detached, so that it is no descendant of the process that
+starts it: the tool counts its own process tree as its own), named ``cpuhog`` in the process
+table. Stopped by pid, each one."""
 
 from __future__ import annotations
 
