@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.hostinfo import process_cores
 from bench.hogs import HOG_NAME, cpu_hogs
+from engine.hostinfo import process_cores
 
 
 @pytest.mark.noise

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.answer import decide, is_sound
+from bench.hogs import cpu_hogs
+from engine.analysis.answer import decide
 from engine.events import Event, LevelResult, LevelStarted
 from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, describe_target
 from tests.engine.load.conftest import Events, quick_load
-from bench.hogs import cpu_hogs
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen, _ok_infer
 
 
@@ -92,4 +92,3 @@ async def test_a_server_noisy_at_one_concurrency_decides_nothing_there() -> None
 
     slo = decide(results, parse_slo("p99=1000ms"))  # every level meets it: the point is never level 2
     assert slo.slo_level is None or slo.slo_level.level != 2
-    assert all(is_sound(r) or r.level == 2 or r.status == "unstable" for r in results)
