@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import ROOT, out_dir, stamp
 from bench.hogs import cpu_hogs
@@ -38,6 +39,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--slo", default="p99=50ms", help="the study's latency target")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--timeout-s", type=float, default=540.0, help="each run's limit")
+    p.add_argument("--recordings", type=Path, default=None,
+                   help="where the recordings go (default: beside noise.md; a device run brings back few files)")
     return p
 
 
@@ -55,7 +58,7 @@ def _answer(text: str) -> str:
     return next((line for line in reversed(text.splitlines()) if line.startswith("answer: ")), "answer: (none printed)")
 
 
-def _levels(folder: Path) -> list[dict[str, object]]:
+def _levels(folder: Path) -> list[dict[str, Any]]:
     from engine.record.reader import Recording
 
     rows = []
@@ -71,8 +74,8 @@ def _levels(folder: Path) -> list[dict[str, object]]:
     return rows
 
 
-def _one(args: argparse.Namespace, out: Path, name: str, hogs: int) -> dict[str, object]:
-    folder = out / f"noise_{name}"
+def _one(args: argparse.Namespace, out: Path, name: str, hogs: int) -> dict[str, Any]:
+    folder = (args.recordings or out) / f"noise_{name}"
     folder.mkdir(parents=True, exist_ok=True)
     log = out / f"noise_{name}.log"
     started = time.monotonic()
@@ -80,14 +83,23 @@ def _one(args: argparse.Namespace, out: Path, name: str, hogs: int) -> dict[str,
         if hogs:
             with cpu_hogs(hogs, folder) as pids:
                 print(f"{name}: {len(pids)} hogs: {pids}", file=f, flush=True)
-                done = subprocess.run(_command(args, folder), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, timeout=args.timeout_s, check=False)
+                code, text = _run(args, folder)
         else:
-            done = subprocess.run(_command(args, folder), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=args.timeout_s, check=False)
-        f.write(done.stdout)
-    return {"name": name, "hogs": hogs, "exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1),
-            "answer": _answer(done.stdout), "levels": _levels(folder)}
+            code, text = _run(args, folder)
+        f.write(text)
+    return {"name": name, "hogs": hogs, "exit_code": code, "seconds": round(time.monotonic() - started, 1),
+            "answer": _answer(text), "levels": _levels(folder)}
+
+
+def _run(args: argparse.Namespace, folder: Path) -> tuple[int | str, str]:
+    """The run's exit code (or "timeout") and its output."""
+    try:
+        done = subprocess.run(_command(args, folder), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=args.timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return "timeout", out
+    return done.returncode, done.stdout
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"## {r['name']} ({r['hogs']} hogs, exit {r['exit_code']}, {r['seconds']} s)", "", f"`{r['answer']}`", "",
                   "| recording | level | status | trial | images/s | p99 ms | others' CPU | steal |",
                   "|---|---:|---|---:|---:|---:|---:|---:|"]
-        for lv in r["levels"]:  # type: ignore[union-attr]
+        for lv in r["levels"]:
             lines.append("| " + " | ".join(str(lv[k]) for k in ("recording", "level", "status", "trial", "images_s",
                                                                   "p99_ms", "others_cpu", "steal")) + " |")
         lines.append("")
