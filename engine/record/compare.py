@@ -92,6 +92,10 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
     if len(recordings) < 2:
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
+    if costs and not any(s.gpus_in_config for s in summaries):
+        given = " ".join(f"--cost {k}={v:g}" for k, v in costs.items())
+        raise UserError(f"{given}: prices a box by its GPUs, and these runs ran on the CPU: set "
+                        "hardware.cost_per_hour in each run's profile for its box's price")
     priced: dict[int, str] = {}  # run index -> how its price was set
     for i, summary in enumerate(summaries):
         n, box, count = summary.gpus_in_config, summary.cost_per_hour, summary.gpu_count

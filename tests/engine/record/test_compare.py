@@ -232,3 +232,14 @@ def test_runs_with_and_without_mps_are_compared_with_a_warning_and_the_report_sa
     with Recording.open(make_recording(tmp_path, "remote.sqlite", SyntheticRun(variant="1x", gpu_count=1))) as rec:
         assert summarize(rec).mps is None
         assert "GPU sharing" not in Path(export(rec, "md", tmp_path / "r")).read_text()
+
+
+def test_cost_by_gpus_on_cpu_runs_is_refused_in_one_line(tmp_path: Path) -> None:
+    from engine.errors import UserError
+    from tests.engine.record.synthetic_recordings import SyntheticRun, make_recording
+
+    cpu = SyntheticRun(variant="cpu", gpu_count=0, probe=False, levels=[1, 4], profile_name="local")
+    paths = [make_recording(tmp_path, name, cpu) for name in ("a.sqlite", "b.sqlite")]
+    with pytest.raises(UserError, match=r"^--cost 2=0.6: prices a box by its GPUs, and these runs ran on the CPU"):
+        compare(_open(paths), {2: 0.6})
+    assert compare(_open(paths)).runs  # without --cost they compare
