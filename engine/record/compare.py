@@ -408,7 +408,7 @@ def _per_level(c: Comparison) -> list:
         p = point_at(r.findings.points, lv)
         if p is None:
             return num.NA
-        return num.rate(p.throughput) + ("" if p.status == "stable" else " (unstable)")
+        return num.rate(p.throughput) + ("" if p.status == "stable" else f" ({p.status})")
 
     def p99(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)

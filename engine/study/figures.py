@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import format as fmt
-from engine.analysis.answer import Answer, decide
+from engine.analysis.answer import Answer, decide, level_words
 from engine.analysis.energy import joules_per_image
 from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
 from engine.analysis.scaling import cost_per_1000
@@ -310,7 +310,7 @@ def answer_line(f: StudyFigures) -> str:
     at = a.deciding
     assert at is not None  # stop_at only names a config with a figure
     plural = "s" if stop.units != 1 else ""
-    parts = [f"{fmt.rate(at.throughput_ips)} images/s at concurrency {fmt.level(at.mode, at.level)}"]
+    parts = [f"{fmt.rate(at.throughput_ips)} images/s at {level_words(at.mode, at.level)}"]
     cost = f.configs[f.configs.index(config)].cost_slo if f.slo else config.cost_peak
     if cost is not None:
         parts.append(f"{fmt.money(cost)} per 1000")
