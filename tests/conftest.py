@@ -76,9 +76,10 @@ def _box_noise_rule_off(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     if request.node.get_closest_marker("noise") is not None:
         return
     import engine.load.sweep as sweep
+    from engine.load.trials import Trials
 
     monkeypatch.setattr(sweep, "is_contended", lambda *args: False)
-    monkeypatch.setattr(sweep._Trials, "room", lambda self, trial, took_s: False)
+    monkeypatch.setattr(Trials, "room", lambda self, trial, took_s: False)
 
 
 # --------------------------------------------------------------------------- leftovers of the suite

@@ -20,10 +20,8 @@ values differ from the input data's validation_data), response_too_large (past t
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
 
-A level that is unstable, contended or out of line with the level below it
-(engine/analysis/contention.py) is measured again, up to load.max_trials trials while
-load.trial_budget_s of re-measuring is left; every trial is published (LevelResult.trial), a
-superseded one with its reason (LevelResult.remeasure), and the last one stands.
+A level that is unstable, contended or out of line with the level below it is measured again
+(engine/load/trials.py): every trial is published, and the last one stands.
 
 A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
@@ -40,15 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.analysis.answer import is_sound
-from engine.analysis.contention import (
-    CONTENDED,
-    LevelFigures,
-    contention_words,
-    is_contended,
-    mean_share,
-    out_of_line,
-    spread,
-)
+from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
@@ -96,6 +86,7 @@ from engine.load.transport import (
     Transport,
     transport_named,
 )
+from engine.load.trials import Trials, local_servers
 from engine.load.windows import Aggregate, aggregate, merge, window_end
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
@@ -594,8 +585,8 @@ async def run_sweep(
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
-    roots = await asyncio.to_thread(_local_servers, endpoints)
-    trials = _Trials(load, publish, stop)
+    roots = await asyncio.to_thread(local_servers, endpoints)
+    trials = Trials(load, publish, stop)
     try:
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
@@ -613,10 +604,12 @@ async def run_sweep(
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
 
-            def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
-                          search: bool = search) -> _Level:
-                return _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
-                              request_bytes, trial, roots)
+            async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
+                                search: bool = search) -> tuple[LevelResult, list[float]]:
+                run = _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
+                             request_bytes, trial, roots)
+                result = await run.run()
+                return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
             result = await trials.measure(level_run, level, index, results)
             results.append(result)
             _report_errors(result, publish)
@@ -653,98 +646,6 @@ async def run_sweep(
         )
     )
     return results
-
-
-def _local_servers(endpoints: list[Endpoint]) -> list[int]:
-    """The processes of servers on this machine (loopback URLs): their CPU is the server's, not
-    others' (an embedded server is already in our own process tree)."""
-    from urllib.parse import urlsplit
-
-    from engine.http_threads import listener_pid
-
-    pids = []
-    for ep in endpoints:
-        parts = urlsplit(ep.http_url)
-        if parts.hostname in ("localhost", "127.0.0.1", "::1") and parts.port:
-            pid = listener_pid(parts.port)
-            if pid is not None:
-                pids.append(pid)
-    return pids
-
-
-class _Trials:
-    """Measures a level again while it is unstable, contended or out of line with the level
-    below it, up to load.max_trials trials and while load.trial_budget_s of re-measuring (the
-    sweep's, over every level) is left."""
-
-    def __init__(self, load: Load, publish: Publish, stop: asyncio.Event) -> None:
-        self.load, self.publish, self.stop = load, publish, stop
-        self.spent_s = 0.0
-        self.spreads: dict[int, float] = {}  # level index -> its merged windows' throughput spread
-
-    def figures(self, r: LevelResult) -> LevelFigures:
-        return LevelFigures(float(r.level), r.throughput_ips, r.latency.p99, self.spreads.get(r.index, 0.0))
-
-    def reason(self, r: LevelResult, below: LevelResult | None) -> tuple[str, str]:
-        """(which: "this" or "below", why) the level, or the one below it, is measured again."""
-        if r.status == "unstable":
-            return "this", "its windows did not agree"
-        if r.status == CONTENDED:
-            return "this", contention_words(r.others_cpu, r.steal)
-        if r.trial == 1 and r.status == "stable" and below is not None and below.status != "failed" and below.requests:
-            return out_of_line(self.figures(below), self.figures(r), self.load.stability_percent)
-        return "", ""
-
-    def room(self, trial: int, took_s: float) -> bool:
-        return (trial < self.load.max_trials and not self.stop.is_set()
-                and self.spent_s + took_s <= self.load.trial_budget_s)
-
-    async def run_one(self, make: Callable[[float, int, int], _Level], level: float, index: int,
-                      trial: int) -> tuple[LevelResult, float]:
-        started = time.monotonic()
-        run = make(level, index, trial)
-        result = await run.run()
-        self.spreads[index] = spread([w.throughput_rps for w in run.windows[-self.load.stable_windows:]])
-        took = time.monotonic() - started
-        if trial > 1:
-            self.spent_s += took
-        return result, took
-
-    async def measure(self, make: Callable[[float, int, int], _Level], level: float, index: int,
-                      done: list[LevelResult]) -> LevelResult:
-        """The level's standing result; every trial is published. A level below it found to be
-        the noisy one (its p99 above this level's) is measured again in its place in ``done``."""
-        below = next((r for r in reversed(done) if r.level < level), None)
-        trial = 1
-        while True:
-            result, took = await self.run_one(make, level, index, trial)
-            which, why = self.reason(result, below)
-            if which == "this" and self.room(trial, took):
-                result.remeasure = why
-                self.publish(result)
-                trial += 1
-                continue
-            self.publish(result)
-            if which == "below" and below is not None and self.room(below.trial, took):
-                await self.again_below(make, below, why, done)
-            return result
-
-    async def again_below(self, make: Callable[[float, int, int], _Level], below: LevelResult, why: str,
-                          done: list[LevelResult]) -> None:
-        self.publish(Warning(source="load", key=f"remeasure-{below.index}-{below.trial}",
-                             message=f"level {below.level:g} measured again: {why}"))
-        trial = below.trial + 1
-        while True:
-            result, took = await self.run_one(make, below.level, below.index, trial)
-            which, reason = self.reason(result, None)
-            if which == "this" and self.room(trial, took):
-                result.remeasure = reason
-                self.publish(result)
-                trial += 1
-                continue
-            self.publish(result)
-            done[done.index(below)] = result
-            return
 
 
 async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:
