@@ -9,6 +9,7 @@ Linux every reading is None: nothing is claimed that was not measured."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -93,6 +94,8 @@ def _tree_cpu(roots: list[int]) -> dict[tuple[int, int], float]:
 
 def read_cpu(extra_roots: list[int] | None = None) -> CpuReading | None:
     """A reading now; None where /proc/stat cannot be read (not Linux)."""
+    if sys.platform != "linux":
+        return None
     cores = _proc_stat_cores(_cpu_set())
     if cores is None:
         return None
@@ -125,6 +128,8 @@ def busiest_others(interval_s: float = 0.5, top: int = 10, extra_roots: list[int
     ``interval_s`` (blocking), busiest first; those under 1 % of one core are left out."""
     import psutil
 
+    if sys.platform != "linux":
+        return []
     ours = {pid for pid, _ in _tree_cpu([os.getpid(), *(extra_roots or [])])}
     procs = []
     for p in psutil.process_iter(["name"]):
@@ -158,6 +163,8 @@ def load_average() -> float | None:
 def memory_pressure() -> float | None:
     """PSI: the share of the last 10 s in which some task waited for memory (0-100); None where
     the kernel has no PSI."""
+    if sys.platform != "linux":
+        return None
     try:
         with open("/proc/pressure/memory") as f:
             for line in f:
