@@ -40,6 +40,10 @@ STAGES = (
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
+    Stage("grpc_styles", "grpc_styles", "gRPC client styles (grpc.aio, sync future(), threads) against perf_analyzer -i grpc",
+          "any box, CPU variant; a few minutes"),
+    Stage("noise", "noise", "the same run quiet and under CPU hogs: the answer lines agree or say not decided",
+          "1x H200/H100, one 10-minute call with short windows; a CPU box, a few minutes"),
     Stage("carry", "common", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
 )
 BY_NAME = {s.name: s for s in STAGES}

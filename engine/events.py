@@ -45,17 +45,19 @@ class UnknownEventKind(EventSchemaError):
 # The words events use for how a thing ended; recordings carry them as written, and a reader
 # refuses another word as a malformed event.
 
-LevelStatus = Literal["stable", "unstable", "failed", "interrupted"]  # interrupted: stopped before it was decided
+# contended: others took more than load.contended_percent of the CPU (read as unstable);
+# interrupted: stopped before it was decided
+LevelStatus = Literal["stable", "unstable", "contended", "failed", "interrupted"]
 SessionStatus = Literal["ok", "failed", "interrupted"]
 CheckStatus = Literal["ok", "warn", "fail", "n/a"]  # n/a: could not be measured here
 Verdict = Literal["go", "warn", "no-go"]  # warn: go, with warnings
-# levels measured to their end: the only ones a decision (peak, SLO point, stop at N GPUs) rests on
-UNSOUND_LEVEL: frozenset[LevelStatus] = frozenset({"failed", "interrupted"})
+# levels not measured to their end; which measured levels a decision rests on: engine/analysis/answer.py
+UNFINISHED_LEVEL: frozenset[LevelStatus] = frozenset({"failed", "interrupted"})
 
 
-def sound(status: LevelStatus) -> bool:
-    """A level measured to its end (stable or unstable), not failed or interrupted."""
-    return status not in UNSOUND_LEVEL
+def measured_to_end(status: LevelStatus) -> bool:
+    """A level measured to its end (stable, unstable or contended), not failed or interrupted."""
+    return status not in UNFINISHED_LEVEL
 
 
 # --------------------------------------------------------------------------- base
@@ -342,6 +344,7 @@ class LevelStarted(Event):
     arrival: str | None = None  # rate mode: "constant" or "poisson"
     workers: int = 1
     slo_search: bool = False  # a level the latency-target search added after the planned ones
+    trial: int = 1  # 2, 3, ...: the level measured again (unstable, contended or out of line)
 
 
 @register
@@ -365,6 +368,10 @@ class WindowResult(Event):
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     stream: StreamStats | None = None  # a streaming transport's figures over the window; None: unary
+    # shares of the cores this process may use over the window (engine/cpu_share.py): taken by
+    # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
+    others_cpu: float | None = None
+    steal: float | None = None
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -400,6 +407,8 @@ class LevelResult(Event):
     mode: str
     level: float
     index: int
+    # "stable", "unstable", "contended" (others took more than load.contended_percent of the CPU:
+    # read as unstable), "failed", "interrupted" (stopped before it was decided)
     status: LevelStatus
     batch_size: int
     windows: int  # measurement windows run (warmup excluded)
@@ -424,6 +433,11 @@ class LevelResult(Event):
     # measured window), one line; "" when it is. A degraded level is no basis for a decision.
     degraded: str = ""
     stream: StreamStats | None = None  # a streaming transport's figures; None: a unary sweep
+    # over the measured windows (WindowResult's): the largest share others took, the mean steal
+    others_cpu: float | None = None
+    steal: float | None = None
+    trial: int = 1  # which measurement of this level this is; the last one published stands
+    remeasure: str = ""  # why the level is measured again ("" when it is not)
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -662,6 +676,7 @@ class StudyFinished(Event):
     exit_code: int = 0
     # scale out or scale up, one line per scale-out config (engine/analysis/scale_out.py)
     scale_answers: list[str] = field(default_factory=list)
+    answer: str = ""  # the study's one line: "answer: ..." (engine/study/figures.py)
 
 
 # --------------------------------------------------------------------------- messages

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass
 
 from engine import events as ev
+from engine.analysis.gates import gate_exit_code
 from engine.analysis.stability import none_stable
 from engine.errors import RunFailed, UserError
 
@@ -82,9 +83,9 @@ def outcome(facts: RunFacts) -> Outcome:
         level, why = facts.degraded[0]
         return Outcome("failed", f"{len(facts.degraded)} level(s) degraded, missing an endpoint (level {level:g}: {why})",
                        EXIT_FAILED)
-    if facts.gate_failures:
+    if facts.gate_failures:  # exit 2 where a gate could not be judged and none failed
         return Outcome("failed", f"{len(facts.gate_failures)} gate(s) failed: " + "; ".join(facts.gate_failures),
-                       EXIT_GATES)
+                       gate_exit_code(facts.gate_failures))
     return Outcome("ok", none_stable(facts.level_statuses) or None, EXIT_OK)
 
 
@@ -103,6 +104,8 @@ class RunLedger:
             with self._lock:
                 self.measured = True
                 if isinstance(event, ev.LevelResult):
+                    if event.trial > 1:  # a level measured again: its last trial stands
+                        self.levels = [r for r in self.levels if not (r.index == event.index and r.level == event.level)]
                     self.levels.append(event)
         elif isinstance(event, ev.Error) and event.fatal:
             with self._lock:

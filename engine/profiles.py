@@ -259,6 +259,13 @@ class Load:
     stability_percent: PositiveNumber = 10.0
     stable_windows: Windows = 3
     max_windows: Windows = 10
+    # a level is measured again, up to max_trials times in all and while trial_budget_s of the
+    # sweep's re-measuring is left, when unstable, contended or out of line with the level before
+    max_trials: Annotated[int, Meta(ge=1, le=100)] = 3
+    trial_budget_s: Seconds = 120.0
+    # others (neither ours nor the server's) taking more than this share of the usable cores in a
+    # window mark its level contended (100: never)
+    contended_percent: Annotated[float, Meta(gt=0, le=100, extra={"unit": " %"})] = 25.0
     warmup_s: Seconds = 2.0
     workers: Annotated[int, Meta(ge=0, le=4096)] = 0  # load worker processes; 0 = chosen automatically
     request_timeout_s: PositiveSeconds = 30.0

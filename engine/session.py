@@ -248,11 +248,11 @@ class Session(EventSource):
 
     def _gate_failures(self) -> list[str]:
         """The profile's gates on this run (min_efficiency needs several: `gpuscale-tui compare` gates it)."""
-        from engine.analysis.gates import evaluate_gates
+        from engine.analysis.gates import evaluate_gates, gate_word
 
         failures = evaluate_gates(replace(self.profile.gates, min_efficiency=None), self.level_results)
         for failure in failures:
-            self._publish(ev.Error(source="gates", message=f"gate failed: {failure}"))
+            self._publish(ev.Error(source="gates", message=f"{gate_word(failure)}: {failure}"))
         return failures
 
     def _open_recording(self) -> None:

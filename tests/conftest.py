@@ -66,6 +66,22 @@ def _fast_lane_starts_no_server(request: pytest.FixtureRequest, monkeypatch: pyt
     monkeypatch.setattr(EmbeddedServer, "start", refuse)
 
 
+@pytest.fixture(autouse=True)
+def _box_noise_rule_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs on a shared 2-core box where others always take much of the CPU: a sweep
+    in this process would mark every level contended and measure it again, and a test of the
+    engine's figures would read the box's noise instead. The rule is switched off here (no level
+    contended, no second trial) except in tests marked `noise`, which test it under hogs they
+    start themselves."""
+    if request.node.get_closest_marker("noise") is not None:
+        return
+    import engine.load.sweep as sweep
+    from engine.load.trials import Trials
+
+    monkeypatch.setattr(sweep, "is_contended", lambda *args: False)
+    monkeypatch.setattr(Trials, "room", lambda self, trial, took_s: False)
+
+
 # --------------------------------------------------------------------------- leftovers of the suite
 
 _LEFTOVER_GLOBS = ("/dev/shm/triton_python_backend_shm_region_*", f"{tempfile.gettempdir()}/gpuscale-*")

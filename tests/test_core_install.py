@@ -78,6 +78,8 @@ metrics_url = "{identity_server.metrics_url}"
 name = "identity"
 [load]
 concurrency = [1, 4]
+max_trials = 1  # the box-noise rule off (tests/conftest.py)
+contended_percent = 100
 window_ms = 300
 max_windows = 3
 warmup_s = 0.2
@@ -156,7 +158,8 @@ def test_a_remote_sweep_off_linux_makes_no_linux_only_call(core_venv: Path, tmp_
     profile = tmp_path / "remote.toml"
     profile.write_text(f'[server]\nkind = "remote"\nurl = "{identity_server.http_url}"\n'
                        f'metrics_url = "{identity_server.metrics_url}"\n[model]\nname = "identity"\n'
-                       '[load]\nconcurrency = [2]\nwindow_ms = 300\nmax_windows = 3\nwarmup_s = 0.2\n')
+                       '[load]\nconcurrency = [2]\nwindow_ms = 300\nmax_windows = 3\nwarmup_s = 0.2\n'
+                       'max_trials = 1\ncontended_percent = 100\n')
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "LINUX_CALLS_LOG": str(log)}
     env.pop("VIRTUAL_ENV", None)
     swept = subprocess.run([str(core_venv / "bin" / "gpuscale-tui"), "--profile", str(profile), "--record",

@@ -21,7 +21,10 @@ def severity(event: ev.Event) -> str:
     if isinstance(event, ev.BoxCheck):
         return {"no-go": "error", "warn": "warning"}.get(event.verdict, "info")
     if isinstance(event, ev.LevelResult):
-        return {"failed": "error", "unstable": "warning", "interrupted": "warning"}.get(event.status, "info")
+        if event.remeasure:
+            return "warning"
+        return {"failed": "error", "unstable": "warning", "contended": "warning",
+                "interrupted": "warning"}.get(event.status, "info")
     if isinstance(event, ev.WindowResult) and (event.errors or event.audit.client_bound):
         return "warning"
     return "info"
@@ -52,6 +55,7 @@ def describe(event: ev.Event) -> str | None:
         return (
             f"level {event.index + 1}/{event.total}: {event.mode} {fmt.level(event.mode, event.level)}, "
             f"batch {event.batch_size}, {event.workers} worker{'s' if event.workers != 1 else ''}"
+            + (f", trial {event.trial}" if event.trial > 1 else "")
         )
     if isinstance(event, ev.WindowResult):
         tag = "warmup" if event.warmup else ("stable" if event.stable_so_far else "not yet stable")
@@ -67,6 +71,8 @@ def describe(event: ev.Event) -> str | None:
             f"{fmt.rate(event.throughput_ips)} infer/s, p50 {fmt.ms(event.latency.p50)} / "
             f"p95 {fmt.ms(event.latency.p95)} / p99 {fmt.ms(event.latency.p99)} ms"
             + (f", {event.errors} errors" if event.errors else "")
+            + (f" (trial {event.trial})" if event.trial > 1 else "")
+            + (f": measured again ({event.remeasure})" if event.remeasure else "")
         )
     if isinstance(event, ev.SweepFinished):
         sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""

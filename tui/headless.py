@@ -26,7 +26,6 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
-from engine.analysis.saturation import UNSTABLE_MARK
 from engine.analysis.stream_slo import goodput_line
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
@@ -148,7 +147,7 @@ class HeadlessPrinter:
         self._print_line(event)
 
     def _print_level_started(self, event: ev.LevelStarted) -> None:
-        if event.index == 0:
+        if event.index == 0 and event.trial <= 1:
             self._sweep_header_printed = False  # a new sweep: its own table
         text = describe(event)
         if text is not None:
@@ -184,8 +183,11 @@ class HeadlessPrinter:
         if row is None:
             return
         cells = tables.sweep_cells(row, self.state)
-        style = {"failed": "bold red", "unstable": "yellow", "interrupted": "magenta"}.get(row.status, "")
+        style = {"failed": "bold red", "unstable": "yellow", "contended": "yellow",
+                 "interrupted": "magenta"}.get(row.status, "")
         self._plain("level  " + columns.fixed_line(cols, cells), style)
+        if event.remeasure:
+            self._plain(f"       measured again: {event.remeasure} (trial {event.trial + 1} follows)", "yellow")
         for cells in tables.endpoint_cells(row):  # several servers: a row each under the level
             self._plain("       " + columns.fixed_line(cols, cells), "bold red" if cells["status"] == "failed" else "")
         for message in event.error_messages[:3]:
@@ -215,13 +217,12 @@ class HeadlessPrinter:
             cost = self.state.cost_per_1000(best.result.throughput_ips)
             if cost is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
-            if best.result.status == "unstable":  # a figure from an unstable level says so where it is drawn
-                text += f" ({UNSTABLE_MARK})"
             self._plain(text)
         line = goodput_line([r.result for r in self.state.levels.values() if r.result is not None],
                             self.state.slo_text, self.state.cost_per_hour)
         if line is not None:
             self._plain("  " + line)
+        self._plain(self.state.answer().line, "bold")
         self._plain("")
 
     def _print_probe_row(self, event: ev.ProbeResult) -> None:
@@ -295,6 +296,20 @@ class HeadlessPrinter:
                 error = state.ended.error if state.ended else None
                 reason = f": {error}" if error and error not in self._fatal_shown else ""
                 self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
+            line = run_answer_line(state)
+            if line:
+                self._plain(line, "bold")
+
+
+def run_answer_line(state: SessionState) -> str:
+    """The run's last line: the sweep's answer (engine/analysis/answer.py), else the training
+    bill's stop rule; "" when the run measured neither."""
+    if state.levels or state.past_sweeps:
+        return state.answer().line
+    if state.probe:
+        stops = state.training_bill().stops
+        return "answer: " + "; ".join(f"{s.label}: {s.stop.reason}" for s in stops) if stops else ""
+    return ""
 
 
 # What each kind of event prints; any other kind prints its one line (_print_line).

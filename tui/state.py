@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine import events as ev
+from engine.analysis.answer import Answer, AnswerFold
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.training_bill import TrainingBill, training_bill
 from engine.columns import compute_seconds
@@ -241,6 +242,7 @@ class SessionState:
         self.notices: OrderedDict[str, Notice] = OrderedDict()
         self.log: deque[LogLine] = deque(maxlen=LOG_LINES)
         self.recording: Path | None = None  # where the live session records to (absolute), once known
+        self.answers = AnswerFold()  # the headline figures, by the rule every report uses
         self.events_applied = 0
         self.version = 0
         self.versions: dict[str, int] = {name: 0 for name in SECTIONS}
@@ -252,6 +254,7 @@ class SessionState:
             self._touch(*SECTIONS)
             return
         self.events_applied += 1
+        self.answers.apply(event)
         if self.t0 is None:
             self.t0 = event.ts
         if self.now is None or event.ts > self.now:
@@ -307,11 +310,12 @@ class SessionState:
         self._touch("session")
 
     def _on_level_started(self, e: ev.LevelStarted) -> None:
-        if e.index == 0 and self.levels:  # a new sweep in the same session: the old table is kept apart
+        new_sweep = e.index == 0 and e.trial <= 1  # a later trial measures a level of this sweep again
+        if new_sweep and self.levels:  # a new sweep in the same session: the old table is kept apart
             self.past_sweeps.append(PastSweep(self.sweep_number, list(self.levels.values()), self.sweep_finished))
             self.levels.clear()
             self.sweep_finished = None
-        if e.index == 0:
+        if new_sweep:
             self.sweep_number += 1
         self.levels[e.index] = LevelRow(
             index=e.index,
@@ -363,8 +367,8 @@ class SessionState:
                 compute=compute_seconds(e.server),
             )
         )
-        if e.audit.client_bound:
-            self._audit_notice(e.level, e.audit, e.ts)
+        # no client-bound notice from one window (warm-up included): the level's verdict, from
+        # its measured windows, comes with its result
         self._touch("sweep", "windows", "progress")
 
     def _on_level_result(self, e: ev.LevelResult) -> None:
@@ -506,12 +510,18 @@ class SessionState:
             return None
         return cost_per_1000(self.cost_per_hour, throughput_ips)
 
+    def answer(self) -> Answer:
+        """The sweep's headline figures by the one rule of engine/analysis/answer.py."""
+        return self.answers.answer()
+
     def best_level(self) -> LevelRow | None:
-        """Highest throughput among merged levels that were measured to the end (not failed,
-        not interrupted) over every server (not degraded)."""
-        done = [r for r in self.levels.values() if r.result is not None and ev.sound(r.result.status)
-                and not r.result.degraded]
-        return max(done, key=lambda r: r.result.throughput_ips, default=None)  # type: ignore[union-attr]  # done holds levels with a result
+        """The best sound level (engine/analysis/answer.py): stable, uncontended, measured to
+        the end; None while no level is sound."""
+        best = self.answer().best
+        if best is None:
+            return None
+        row = self.levels.get(best.index)
+        return row if row is not None and row.result is best else None
 
     @property
     def running(self) -> bool:

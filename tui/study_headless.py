@@ -89,6 +89,9 @@ class StudyPrinter(HeadlessPrinter):
                 self._plain(f"study index: {index_path}", "bold")
             self._plain("done" if exit_code == 0 else f"failed (exit code {exit_code})",
                         "bold green" if exit_code == 0 else "bold red")
+            finished = self.study.finished
+            self._plain(finished.answer if finished is not None and finished.answer
+                        else "answer: not decided: the study did not finish", "bold")
 
 
 # The study's own events, each one bold line; the sessions' events print as HeadlessPrinter prints them.

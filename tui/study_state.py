@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine import events as ev
+from engine.analysis.answer import decide, standing
 
 
 @dataclass
@@ -22,10 +23,13 @@ class ConfigTrack:
     started_at: float | None = None  # the config's start (its server start and any check follow)
     first_level_at: float | None = None  # its first level's start
     last_level_at: float | None = None  # its last level's end
+    results: list[ev.LevelResult] = field(default_factory=list)  # every trial, in order
 
     def peak(self) -> tuple[float, float] | None:
-        usable = [(lv, tp) for lv, tp, _lat, _s in self.points if tp > 0]
-        return max(usable, key=lambda p: (p[1], -p[0])) if usable else None
+        """(level, images/s) of the best sound level (engine/analysis/answer.py: the rule of
+        every report); None while none is sound."""
+        best = decide(self.results).best
+        return (float(best.level), best.throughput_ips) if best is not None else None
 
 
 def time_left(elapsed_s: float, levels_done: int, levels_left: int) -> float | None:
@@ -81,19 +85,22 @@ class StudyState:
             return  # nothing shown changes
         elif isinstance(event, ev.LevelResult) and self.current in self.configs:
             track = self.configs[self.current]
-            latency = getattr(event.latency, self.percentile, None)
-            usable = event.status != "failed" and event.requests > 0
-            track.points.append((float(event.level), event.throughput_ips if usable else 0.0,
-                                 latency if usable else None, event.slo_search))
+            again = any(r.index == event.index and r.level == event.level for r in track.results)  # a later trial
+            track.results.append(event)
+            track.points = []
+            for r in standing(track.results):
+                latency = getattr(r.latency, self.percentile, None)
+                usable = r.status != "failed" and r.requests > 0
+                track.points.append((float(r.level), r.throughput_ips if usable else 0.0,
+                                     latency if usable else None, r.slo_search))
             track.points.sort(key=lambda p: p[0])
-            if event.status != "stable":
-                track.unstable.add(float(event.level))
-            track.levels_done += 1
+            track.unstable = {float(r.level) for r in standing(track.results) if r.status != "stable"}
+            track.levels_done += 0 if again else 1
             track.last_level_at = event.ts
         elif isinstance(event, ev.ReplayReset) and self.current in self.configs:
             # a seek back in the config being replayed: its levels come again from the start
             track = self.configs[self.current]
-            track.points, track.levels_done, track.unstable = [], 0, set()
+            track.points, track.results, track.levels_done, track.unstable = [], [], 0, set()
             track.first_level_at = track.last_level_at = None
         elif isinstance(event, ev.StudyVariantFinished):
             track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))

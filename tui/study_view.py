@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import format as fmt
-from engine.analysis.slo import Measured, parse_slo, slo_point
+from engine.analysis.answer import decide
+from engine.analysis.slo import SloPoint, parse_slo
 from tui import plots
 from tui.study_headless import running_config, time_left_text
 from tui.study_state import StudyState
@@ -124,7 +125,9 @@ def config_table(study: StudyState) -> Table:
         peak = track.peak()
         point = None
         if slo is not None and track.points:
-            point = slo_point([Measured(lv, lat, tp) for lv, tp, lat, _ in track.points], slo.target_s)
+            at = decide(track.results, slo)
+            point = SloPoint(float(at.slo_level.level) if at.slo_level else None,
+                             at.slo_level.throughput_ips if at.slo_level else None, None, at.slo_bounded)
         style = {"running": "bold", "failed": "red", "interrupted": "magenta", "waiting": "dim"}.get(track.status, "")
         table.add_row(
             track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,

@@ -20,7 +20,7 @@ from engine.columns import Column
 from tui import glyphs
 from tui.state import LevelRow, SessionState
 
-STATUS_STYLE = {"stable": "green", "unstable": "yellow", "failed": "bold red", "running": "cyan", "interrupted": "magenta"}
+STATUS_STYLE = {"stable": "green", "unstable": "yellow", "contended": "yellow", "failed": "bold red", "running": "cyan", "interrupted": "magenta"}
 
 
 def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:

@@ -23,6 +23,7 @@ class ConfigPoint:
     units: int  # GPUs (or CPU instances) in the config
     throughput: float | None  # images/s at the deciding point (SLO point, else peak); None: no result
     cost_per_1000: float | None = None  # $ at that point
+    not_decided: str = ""  # why no sound level gives its throughput (engine/analysis/answer.py)
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,16 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
     a config's cost is (the training bill: "samples", "$/epoch")."""
     ordered = _ordered(configs)
     usable = [c for c in ordered if c.throughput is not None and c.throughput > 0]
+    undecided = [f"{c.variant}: {c.not_decided}" for c in ordered if c not in usable and c.not_decided]
     if not usable:
+        if undecided:
+            return StopAt(None, None, f"not decided: {'; '.join(undecided)}")
         return StopAt(None, None, f"no config produced a usable result ({basis})")
     current = usable[0]
-    skipped = [c.variant for c in ordered if c.units <= current.units and c not in usable]
+    skipped = [c.variant for c in ordered if c.units <= current.units and c not in usable and not c.not_decided]
     lead = f"{', '.join(skipped)} gave no usable result ({basis}); " if skipped else ""
+    lead += "".join(f"{c.variant} not decided ({c.not_decided}); " for c in ordered
+                    if c.units <= current.units and c not in usable and c.not_decided)
     steps = {(s.from_variant, s.to_variant): s for s in marginal_steps(usable)}
     for nxt in usable[1:]:
         step = steps[(current.variant, nxt.variant)]
@@ -103,12 +109,14 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
                           f"(below {min_marginal * 100:.0f} %){cost}")
         current = nxt
     if len(usable) < len(ordered) and ordered[-1] is not current:
-        missing = [c.variant for c in ordered if c.units > current.units and (c.throughput is None or c.throughput <= 0)]
-        if missing:
+        above = [c for c in ordered if c.units > current.units and (c.throughput is None or c.throughput <= 0)]
+        missing = [c.variant for c in above if not c.not_decided]
+        noisy = [f"{c.variant} not decided ({c.not_decided})" for c in above if c.not_decided]
+        if above:
             plural = "s" if current.units != 1 else ""
+            why = [f"{', '.join(missing)} gave no usable result ({basis})"] if missing else []
             return StopAt(current.variant, current.units,
-                          f"{lead}stop at {current.units} {unit}{plural}: {', '.join(missing)} gave no usable result "
-                          f"({basis})")
+                          f"{lead}stop at {current.units} {unit}{plural}: {'; '.join(why + noisy)}")
     plural = "s" if current.units != 1 else ""
     if len(usable) > 1:
         # the figures of the last step, not only "at least 50 %": a step just over the bar and a

@@ -20,7 +20,7 @@ class SweepPoint:
     p95: float | None
     p99: float | None
     mean: float | None
-    status: LevelStatus  # "stable" or "unstable" (failed levels are not points)
+    status: LevelStatus  # "stable", "unstable", "contended" or "interrupted" (failed levels are not points)
 
 
 def points_from_results(results: Iterable[LevelResult]) -> list[SweepPoint]:
@@ -36,10 +36,13 @@ def points_from_results(results: Iterable[LevelResult]) -> list[SweepPoint]:
 
 
 def peak(points: Sequence[SweepPoint]) -> SweepPoint | None:
-    """The level with the highest throughput (the lower level on a tie)."""
-    if not points:
+    """The stable level with the highest throughput (the lower level on a tie): the rule of
+    engine/analysis/answer.py, where only sound levels decide (points come from the standing
+    results, so a stable point is a sound one). None when no level is stable."""
+    stable = [p for p in points if p.status == "stable"]
+    if not stable:
         return None
-    return max(points, key=lambda p: (p.throughput, -p.level))
+    return max(stable, key=lambda p: (p.throughput, -p.level))
 
 
 def point_at(points: Sequence[SweepPoint], level: float) -> SweepPoint | None:

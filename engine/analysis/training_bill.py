@@ -103,6 +103,23 @@ def _baseline_row(r: ProbeResult) -> ProbeResult | None:
                    significant=None, baseline_samples_per_s=None, baseline_step_time_s=None, baseline_gpu_util=[])
 
 
+MAX_CI_HALF_WIDTH = 0.20  # of the mean: repeats that disagree more than this decide no stop
+
+
+def unsound_rate(rate: StatSummary) -> str:
+    """Why a world size's samples/s decides nothing ("" when it may): its repeats disagree (the
+    95 % CI's half-width over MAX_CI_HALF_WIDTH of the mean), or it measured no throughput. A
+    single repeat (no CI) is taken as measured: the bill says when there is no CI."""
+    if not rate.mean > 0:
+        return "no throughput measured"
+    if rate.ci_low is not None and rate.ci_high is not None:
+        half = (rate.ci_high - rate.ci_low) / 2
+        if half > MAX_CI_HALF_WIDTH * rate.mean:
+            return (f"its repeats disagree (95 % CI ±{half / rate.mean * 100:.0f} % of the mean, over "
+                    f"{MAX_CI_HALF_WIDTH * 100:.0f} %): measure again with more repeats (probe.repeats)")
+    return ""
+
+
 def _missing_line(dataset_size: int | None, cost_per_hour: float | None, keys: tuple[str, str]) -> str | None:
     data_key, price_key = keys
     if not dataset_size and not cost_per_hour:
@@ -147,8 +164,10 @@ def training_bill(results: Sequence[ProbeResult], dataset_size: int | None, cost
                 row = _bill_row(r, dataset, price, box_gpus)
                 if all(row.result is not other.result for other in rows):
                     rows.append(row)
-                points.append(ConfigPoint(variant=f"{n}x", units=n, throughput=r.samples_per_s.mean,
-                                          cost_per_1000=row.cost.mean if row.cost else None))
+                shaky = unsound_rate(r.samples_per_s)
+                points.append(ConfigPoint(variant=f"{n}x", units=n, throughput=None if shaky else r.samples_per_s.mean,
+                                          cost_per_1000=row.cost.mean if row.cost else None,
+                                          not_decided=f"world size {n}: {shaky}" if shaky else ""))
             label = f"{model} {strategy} {scaling} b{work}"
             stops.append(Stop(label, stop_at(points, unit=unit, basis="mean samples/s", items="samples",
                                              cost_label="$/epoch")))

@@ -73,6 +73,14 @@ class HostFacts:
     disk_free_bytes: int | None = None
     disk_path: str = ""
     mps_control: str | None = None  # nvidia-cuda-mps-control's path: the embedded server's MPS
+    # who else keeps the usable cores busy (engine/cpu_share.py), over a short sample: shares of
+    # those cores (1.0 = all of them), the busiest other processes ("name (pid) 98 %"), the
+    # 1-minute load average and PSI memory pressure (avg10, %); None: not measured here
+    others_cpu: float | None = None
+    others_top: list[str] = field(default_factory=list)
+    steal: float | None = None
+    load_average: float | None = None
+    memory_pressure: float | None = None
 
 
 @dataclass

@@ -34,6 +34,12 @@ TEMP_SLOWDOWN_DEFAULT_C = 90.0  # where NVML cannot say (most data-centre GPUs: 
 CORES_PER_GPU_OK, CORES_PER_GPU_WARN = 4, 2  # Triton's front end + the load generator per GPU
 RAM_PER_GPU_FAIL_GIB = 16
 DISK_OK_GIB, DISK_WARN_GIB = 5, 1
+OTHERS_CPU_WARN = 0.10  # of the usable cores, taken by processes that are not ours
+STEAL_WARN = 0.02
+LOAD_PER_CORE_WARN = 0.5  # the 1-minute load average per usable core, before our run adds to it
+MEMORY_PRESSURE_WARN = 1.0  # PSI some avg10, %
+CONTENDED_NOTE = ("other work shares these cores: figures measured now read the box's noise (levels where "
+                  "others take more than load.contended_percent are marked contended and measured again)")
 MEM_USED_WARN, MEM_USED_FAIL = 0.10, 0.50  # of a GPU's memory, held before the run starts
 MPS_MISSING = ("the embedded server runs without MPS: its model instances take turns on each GPU "
                "(docs/results/mps_h200.md: what MPS gains)")
@@ -391,6 +397,37 @@ def judge_host(host: HostFacts, gpu_count: int, vram_total: int | None) -> list[
         found = host.mps_control is not None
         items.append(item("mps", "host", OK if found else WARN, host.mps_control or "nvidia-cuda-mps-control not found",
                           "nvidia-cuda-mps-control on PATH", "" if found else MPS_MISSING))
+    return items + judge_contention(host)
+
+
+def judge_contention(host: HostFacts) -> list[CheckItem]:
+    """Others on the box: their CPU, the hypervisor's steal, the load average against the
+    usable cores, memory pressure. A warning, never a fail: the run goes on, and its levels
+    say where contention shaped them (LevelResult's "contended")."""
+    items = []
+    if host.others_cpu is not None:  # None: no /proc/stat here
+        busy = host.others_cpu > OTHERS_CPU_WARN
+        top = f": {', '.join(host.others_top[:3])}" if host.others_top else ""  # the facts list them all
+        items.append(item("host contention", "host", WARN if busy else OK,
+                          f"{host.others_cpu * 100:.0f} % of the usable cores taken by other processes{top}",
+                          f"< {OTHERS_CPU_WARN * 100:.0f} %",
+                          CONTENDED_NOTE if busy else ""))
+    if host.steal is not None:
+        stolen = host.steal > STEAL_WARN
+        items.append(item("cpu steal", "host", WARN if stolen else OK, f"{host.steal * 100:.1f} %",
+                          f"< {STEAL_WARN * 100:.0f} %",
+                          "the hypervisor gives these vCPUs' time to other guests" if stolen else ""))
+    if host.load_average is not None and host.cpu_cores:
+        per_core = host.load_average / host.cpu_cores
+        items.append(item("load average", "host", WARN if per_core > LOAD_PER_CORE_WARN else OK,
+                          f"{host.load_average:.2f} on {host.cpu_cores} usable cores",
+                          f"<= {LOAD_PER_CORE_WARN * host.cpu_cores:.2g} (1-minute, before the run)",
+                          CONTENDED_NOTE if per_core > LOAD_PER_CORE_WARN else ""))
+    if host.memory_pressure is not None:
+        pressed = host.memory_pressure > MEMORY_PRESSURE_WARN
+        items.append(item("memory pressure", "host", WARN if pressed else OK,
+                          f"{host.memory_pressure:.1f} % of the last 10 s waiting for memory (PSI)",
+                          f"< {MEMORY_PRESSURE_WARN:g} %", "the box is short of memory: tasks stall" if pressed else ""))
     return items
 
 

@@ -7,7 +7,9 @@ the last ``stable_windows`` windows agree, after ``max_windows``, when a whole w
 or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
-without that: the last stable_windows windows are merged and the level says so), "failed" (a
+without that: the last stable_windows windows are merged and the level says so), "contended"
+(other processes took more than load.contended_percent of the usable cores over the merged
+windows: engine/cpu_share.py measures each window), "failed" (a
 whole window completed no request successfully, or some answer was malformed, wrong or too large:
 every window is merged), "interrupted" (stop was asked before the level was decided).
 Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
@@ -17,6 +19,9 @@ answer that is not the one asked for: engine/load/answer_check.py), wrong_answer
 values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
 sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
+
+A level that is unstable, contended or out of line with the level below it is measured again
+(engine/load/trials.py): every trial is published, and the last one stands.
 
 A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
@@ -32,9 +37,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.analysis.answer import is_sound
+from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
+from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between
 from engine.errors import UserError
 from engine.events import (
     EndpointResult,
@@ -52,7 +60,7 @@ from engine.events import (
     WindowResult,
 )
 from engine.hostinfo import process_cores
-from engine.load.audit import client_audit
+from engine.load.audit import GRPC_UNTIMED_CALL_S, client_audit
 from engine.load.dev import LoadDev
 from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.error_text import errors_line
@@ -80,6 +88,7 @@ from engine.load.transport import (
     check_streaming,
     transport_named,
 )
+from engine.load.trials import Trials, local_servers
 from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
 from engine.load.worker_messages import (
     PrepareLevel,
@@ -109,6 +118,7 @@ class _Window:
     server: ServerBreakdown | None
     throughput_rps: float
     parts: list[Aggregate] | None = None  # several endpoints: each one's share of the window
+    cpu: CpuShare | None = None  # who took the CPU over the window (engine/cpu_share.py)
 
 
 Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
@@ -164,8 +174,15 @@ class _Level:
         tick_ns: int = TICK_NS,
         slo_search: bool = False,
         request_bytes: int = 0,
+        trial: int = 1,
+        cpu_roots: list[int] | None = None,
     ) -> None:
         self.slo_search = slo_search
+        self.trial = trial
+        self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
+        self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
+        # the client's cost per call where no request can time it (gRPC): engine/load/audit.py
+        self.untimed_call_s = GRPC_UNTIMED_CALL_S if load.transport == "grpc" else None
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
@@ -260,8 +277,10 @@ class _Level:
                 arrival=self.load.arrival if self.rate_mode else None,
                 workers=self.active,
                 slo_search=self.slo_search,
+                trial=self.trial,
             )
         )
+        self.cpu_mark = read_cpu(self.cpu_roots)
         poller = asyncio.get_running_loop().create_task(self.poll_stats())
         try:
             status = await self.collect()
@@ -335,6 +354,7 @@ class _Level:
             lat = latency_stats(agg.latency_ns)
             self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
             self.warmup_published = end
+            self.cpu_mark = read_cpu(self.cpu_roots)  # the first measured window starts here
 
     def warmup_count(self) -> int:
         return math.ceil(self.warmup_published / self.min_ticks) if self.warmup_published else 0
@@ -377,6 +397,13 @@ class _Level:
         before, after = await self.snapshot(start), await self.snapshot(end)
         chosen = range(len(before)) if endpoint is None else [endpoint]
         interval = (end - start) * self.tick_ns
+        # a server that gave its counters at one edge and not at the other was too slow to answer
+        one_edge = [e for e in chosen if (before[e] is None) != (after[e] is None)]
+        if one_edge and (len(before) == 1 or endpoint is not None):
+            self.publish(Warning(source="load", key=f"late-stats-{self.index}",
+                                 message=f"level {self.level:g}: the server's statistics did not come within "
+                                         f"{STATS_TIMEOUT_S:g} s (a busy machine?): its server breakdown is not shown"))
+            return None
         if not all(taken_in_time(before[e], self.t0 + start * self.tick_ns, interval)
                    and taken_in_time(after[e], self.t0 + end * self.tick_ns, interval) for e in chosen):
             self.publish(Warning(source="load", key=f"late-stats-{self.index}",
@@ -404,7 +431,10 @@ class _Level:
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns)
         server = await self.server_over(start, end, lat.mean)
-        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end))
+        reading = read_cpu(self.cpu_roots)
+        cpu = share_between(self.cpu_mark, reading)
+        self.cpu_mark = reading
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu)
         self.windows.append(window)
         self.cur_start = end
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
@@ -414,7 +444,7 @@ class _Level:
             self.load.stable_windows,
             self.load.stability_percent,
         )
-        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable))
+        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu))
         if agg.ok == 0 and agg.error_count > 0:
             return "failed"
         if stable:
@@ -432,10 +462,12 @@ class _Level:
                           start, end, self.tick_ns, self.rate_mode) for e in range(n)]
 
     def window_event(
-        self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool
+        self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool,
+        cpu: CpuShare | None = None,
     ) -> WindowResult:
         audit = client_audit(
-            agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode
+            agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
+            self.untimed_call_s,
         )
         return WindowResult(
             level=self.level,
@@ -453,6 +485,8 @@ class _Level:
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
             stream=stream_stats(agg),
+            others_cpu=cpu.others if cpu else None,
+            steal=cpu.steal if cpu else None,
         )
 
     # -- result
@@ -463,8 +497,13 @@ class _Level:
             chosen = self.windows
         else:
             chosen = self.windows[-load.stable_windows :]
+        others = mean_share([w.cpu.others if w.cpu else None for w in chosen])
+        steal = mean_share([w.cpu.steal if w.cpu else None for w in chosen])
+        if status in ("stable", "unstable") and is_contended(others, steal, load.contended_percent):
+            status = CONTENDED  # read as unstable: others' load, not the server's, shaped the figures
         base = functools.partial(LevelResult, mode=load.mode, level=self.level, index=self.index, status=status,
-                                 batch_size=load.batch_size, slo_search=self.slo_search)
+                                 batch_size=load.batch_size, slo_search=self.slo_search, trial=self.trial,
+                                 others_cpu=others, steal=steal)
         if not chosen:
             return base(
                 windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
@@ -474,7 +513,8 @@ class _Level:
         agg = merge([w.agg for w in chosen], self.rate_mode)
         lat = latency_stats(agg.latency_ns)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
-        audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode)
+        audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
+                             self.untimed_call_s)
         # Errors are counted over every measured window, not only the merged ones: an outage in
         # the level's early windows must not vanish because the last windows were clean.
         every = merge([w.agg for w in self.windows], self.rate_mode) if len(chosen) < len(self.windows) else agg
@@ -603,6 +643,8 @@ async def run_sweep(
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
     pool: WorkerPool | None = None
+    roots = await asyncio.to_thread(local_servers, endpoints)
+    trials = Trials(load, publish, stop)
     try:
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
@@ -619,12 +661,16 @@ async def run_sweep(
                 queue.append(float(extra))
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
-            measured = await _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
-                                    request_bytes).run()
-            result = failed_by(stop, measured)
+
+            async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
+                                search: bool = search) -> tuple[LevelResult, list[float]]:
+                run = _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
+                             request_bytes, trial, roots)
+                result = failed_by(stop, await run.run())
+                return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
+            result = await trials.measure(level_run, level, index, results)
             results.append(result)
-            publish(result)
-            _report_errors(measured, publish)
+            _report_errors(result, publish)
             index += 1
             if lost_the_server(result) and not stop.is_set():
                 if index >= len(levels) and more_levels is None:
@@ -639,7 +685,7 @@ async def run_sweep(
                     break
                 publish(Warning(source="load", message=f"server ready again after {waited:.1f} s: the sweep goes on",
                                 key=f"server-back-{index - 1}"))
-            if measured.status == "failed" and load.on_level_failure == "stop":
+            if result.status == "failed" and load.on_level_failure == "stop":
                 publish(Warning(source="load", message=f"level {level:g} failed: the sweep stops (load.on_level_failure = 'stop')", key="sweep-stopped"))
                 break
     except WorkerGone as exc:
@@ -723,8 +769,9 @@ def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:
 
 def _saturation(results: list[LevelResult]) -> float | None:
     # a level where the client was the limit measures us, not the server: never a saturation point
+    # a level that is not sound (engine/analysis/answer.py) measured the box's noise: neither is a saturation point
     found = saturation_point([(r.level, r.throughput_rps) for r in results
-                              if r.status != "failed" and not r.audit.client_bound and not r.degraded])
+                              if is_sound(r) and not r.audit.client_bound and not r.degraded])
     return found.level if found else None
 
 

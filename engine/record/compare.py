@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import format as num
-from engine.analysis.gates import GATE_FAILURE_EXIT_CODE as GATE_EXIT
+from engine.analysis.gates import gate_exit_code, gate_word
 from engine.analysis.scale_out import Figure, Side, boxes_label, scale_answer
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
@@ -95,6 +95,10 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
         raise UserError(f"compare needs two or more recordings, got {len(recordings)}")
     summaries = [r.summary() for r in recordings]
     _refuse_streaming_with_unary(summaries)
+    if costs and not any(s.gpus_in_config for s in summaries):
+        given = " ".join(f"--cost {k}={v:g}" for k, v in costs.items())
+        raise UserError(f"{given}: prices a box by its GPUs, and these runs ran on the CPU: set "
+                        "hardware.cost_per_hour in each run's profile for its box's price")
     priced: dict[int, str] = {}  # run index -> how its price was set
     for i, summary in enumerate(summaries):
         n, box, count = summary.gpus_in_config, summary.cost_per_hour, summary.gpu_count
@@ -357,18 +361,19 @@ def _compare_setups(c: Comparison) -> None:
 
 def _note_run(c: Comparison, r: RunComparison, priced: Mapping[str, str]) -> None:
     """What a reader must know of one run: how it ended, its scaling base, its sweeps, whether its
-    peak is stable, and how it is priced."""
+    answer was decided, and how it is priced."""
     if r.summary.status != "ok":
         c.notes.append(f"{r.label}: session status {r.summary.status or 'unknown (no end recorded)'}")
     if r.n and r.n > 1 and r.base_label is None:
         c.notes.append(f"{r.label}: no 1x {r.summary.gpu_model} run of {r.summary.model} to compute scaling from")
     if r.findings.sweep_note:
         c.notes.append(f"{r.label}: {len(r.summary.sweeps)} sweeps recorded; compared: {r.findings.sweep_note}")
-    peak = r.findings.peak
-    if peak is not None and peak.status != "stable":
-        c.notes.append(f"{r.label}: its peak ({num.rate(peak.throughput)} images/s at level {num.level_value(peak.level)}) "
-                       f"is from an {peak.status} level (its windows did not agree within the tolerance): "
-                       "measure again, or with more windows, before relying on it")
+    answer = r.findings.answer
+    if answer is not None and answer.not_decided:
+        c.notes.append(f"{r.label}: not decided: {answer.not_decided}")
+    elif answer is not None and answer.left_out:
+        c.notes.append(f"{r.label}: its peak and cost rest on its sound levels; left out: "
+                       f"{'; '.join(answer.left_out)}")
     if r.findings.label in priced and scale_out_parts(r.summary.config_variant):
         c.notes.append(f"{r.label}: priced at ${r.summary.cost_per_hour:g}/hr ({priced[r.findings.label]})")
     elif r.findings.label in priced:
@@ -450,8 +455,10 @@ def build_compare_doc(c: Comparison) -> Doc:
     doc.add(Heading("Recommendation"), Bullets(_recommend(c)))
     if c.gates:  # the gates' results belong in the report as well as in the exit code
         if c.gate_failures:
-            doc.add(Heading("Gates"), Note(f"{len(c.gate_failures)} gate(s) failed (exit code {GATE_EXIT}):",
-                                           warning=True), Bullets(c.gate_failures))
+            said = "failed" if all(gate_word(f) == "gate failed" for f in c.gate_failures) else "failed or not judged"
+            doc.add(Heading("Gates"), Note(f"{len(c.gate_failures)} gate(s) {said} (exit code "
+                                           f"{gate_exit_code(c.gate_failures)}):", warning=True),
+                    Bullets([f"{gate_word(f)}: {f}" for f in c.gate_failures]))
         else:
             doc.add(Heading("Gates"), Para("Every gate passed:"), Bullets(c.gates))
     doc.add(*_charts(c))
@@ -468,7 +475,7 @@ def _per_level(c: Comparison) -> list:
         p = point_at(r.findings.points, lv)
         if p is None:
             return num.NA
-        return num.rate(p.throughput) + ("" if p.status == "stable" else " (unstable)")
+        return num.rate(p.throughput) + ("" if p.status == "stable" else f" ({p.status})")
 
     def p99(r: RunComparison, lv: float) -> str:
         p = point_at(r.findings.points, lv)

@@ -9,12 +9,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import format as fmt
+from engine.analysis.answer import Answer, decide
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.gpu_sharing import sharing_advice, taking_turns
 from engine.analysis.saturation import UNSTABLE_MARK, Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.stability import none_stable
-from engine.analysis.sweep_summary import SweepPoint, peak, point_at, points_from_results
+from engine.analysis.sweep_summary import SweepPoint, point_at, points_from_results
 from engine.analysis.wire import Assessment, assess
 from engine.events import WireCeiling
 from engine.record.summary import LevelSummary, RecordingSummary
@@ -75,6 +76,7 @@ class RunFindings:
     levels: list[LevelSummary] = field(default_factory=list)  # that sweep's levels
     wire: WireCeiling | None = None  # the wire check after that sweep (run --wire)
     wire_assessment: Assessment | None = None  # the wire against that sweep
+    answer: Answer | None = None  # the headline figures' rule (engine/analysis/answer.py)
 
     @property
     def sweep_note(self) -> str:
@@ -115,12 +117,15 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     levels = summary.levels_of(sweep)
     results = [lv.result for lv in levels]
     points = points_from_results(results)
-    best = peak(points)
-    # a client-bound level measured the load generator, not the server: never a saturation point
+    answer = decide(results, cost_per_hour=summary.cost_per_hour, gpus=summary.gpus_in_config or 0)
+    best = point_at(points, float(answer.best.level)) if answer.best is not None else None
+    # a client-bound level measured the load generator, not the server, and a level that is not
+    # sound measured the box's noise: neither is ever a saturation point
+    sound = {float(r.level) for r in answer.sound}
     client_bound = {float(r.level) for r in results if r.audit.client_bound}
-    saturation = saturation_point([(p.level, p.throughput) for p in points if p.level not in client_bound],
-                                  left_out=sorted(client_bound),
-                                  unstable=[p.level for p in points if p.status != "stable"])
+    saturation = saturation_point([(p.level, p.throughput) for p in points
+                                   if p.level not in client_bound and p.level in sound],
+                                  left_out=sorted(client_bound))
     usable = {p.level for p in points}
     evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent, lv.own_cpu_percent,
                                      lv.server_cpu_percent) for lv in levels if float(lv.level) in usable]
@@ -136,7 +141,7 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
         summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
         cost_per_1000_at_peak=cost,
         per_gpu_throughput=best.throughput / n if best and n else None,
-        sweep=sweep, levels=levels, wire=wire, wire_assessment=assessment,
+        sweep=sweep, levels=levels, wire=wire, wire_assessment=assessment, answer=answer,
     )
     findings.recommendation = recommend(findings)
     return findings
@@ -159,6 +164,8 @@ def recommend(f: RunFindings) -> list[str]:
     s = f.summary
     out: list[str] = []
     if f.peak is None:
+        if f.answer is not None and f.answer.not_decided and f.answer.left_out:
+            return [f"Measure again before sizing: not decided: {f.answer.not_decided}."]
         return ["No level produced a result: fix the errors listed above and run again."]
     if f.stability_caveat:
         out.append("Measure again before sizing on these figures: no level was stable (see the top of this report).")

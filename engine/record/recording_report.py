@@ -40,6 +40,8 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None,
     f = findings or analyze(summary)
     s = summary
     doc = Doc(f"gpuscale-tui results: {s.label}")
+    if f.answer is not None and f.answer.levels:
+        doc.add(Para(f.answer.line))  # the answer first, as the run's last line and the TUI header say it
     status = s.status or "no end recorded (interrupted, or still running)"
     doc.add(Para(f"Recorded {utc(s.first_ts)}, {fmt.duration(s.duration_s)}, status: {status}. "
                  f"File: {Path(s.path).name}"))

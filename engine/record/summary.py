@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Protocol
 
+from engine.analysis.answer import gpus_in_variant
 from engine.analysis.gpu_sharing import GpuSharing
 from engine.errors import RecordingError
 from engine.events import (
@@ -234,17 +235,6 @@ class RecordingSummary:
         return f"{gpus} ({self.profile_name})"
 
 
-def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
-    """"4x" -> 4, "1x*4" (4 servers of one GPU each) -> 4. Without an "Nx" variant: the box's
-    GPU count, or None on a CPU-only run."""
-    parts = scale_out_parts(variant)
-    if parts is not None:
-        return parts[1] if parts[0] == "1x" else (gpu_count if gpu_count > 0 else None)
-    if variant.endswith("x") and variant[:-1].isdigit() and int(variant[:-1]) > 0:
-        return int(variant[:-1])
-    return gpu_count if gpu_count > 0 else None
-
-
 def _table(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -428,9 +418,13 @@ class _RecordingTotals:
         index = data.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
             raise _bad(self.recording, seq, kind, f"index must be an integer, found {index!r:.40}")
-        if index == 0 or self.sweep_no == 0:
+        trial = data.get("trial", 1)
+        again = isinstance(trial, int) and not isinstance(trial, bool) and trial > 1 and self.sweep_no > 0
+        if (index == 0 and not again) or self.sweep_no == 0:
             self.sweep_no += 1
         self.current = (self.sweep_no, index)
+        if again:  # the level measured again: its standing result's windows are this trial's
+            self.windows.pop(self.current, None)
         self.level_open[self.current] = ts
         total = data.get("total") or 0
         if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 1_000_000:
@@ -449,9 +443,10 @@ class _RecordingTotals:
     # decoded events
     def level_result(self, event: LevelResult) -> None:
         self.sweep_no = max(self.sweep_no, 1)  # a recording that starts mid-level
+        again = (self.sweep_no, event.index) in self.results  # a later trial of a level replaces it
         self.results[(self.sweep_no, event.index)] = event
         run = self.sweep_runs.setdefault(self.sweep_no, SweepRun(self.sweep_no, event.index + 1))
-        run.measured += 1
+        run.measured += 0 if again else 1
         run.interrupted = run.interrupted or event.status == "interrupted"
 
     def sweep_finished(self, event: SweepFinished) -> None:

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import format as fmt
+from engine.analysis.answer import Answer, decide, level_words
 from engine.analysis.energy import joules_per_image
 from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
 from engine.analysis.scaling import cost_per_1000
-from engine.analysis.slo import Measured, Slo, SloPoint, parse_slo, slo_point
+from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
@@ -42,6 +44,12 @@ class ConfigFigures:
     efficiency_peak: float | None = None
     efficiency_slo: float | None = None
     search_levels: list[float] = field(default_factory=list)
+    answer: Answer | None = None  # the config's sound levels, by the rule every surface uses
+
+    @property
+    def not_decided(self) -> str:
+        """Why no sound level gives this config's deciding figure ("" when one does)."""
+        return self.answer.not_decided if self.answer is not None else ""
 
     @property
     def summary(self) -> RecordingSummary:
@@ -211,15 +219,13 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
         recordings.append(recording)
         summary = recording.summary()
         findings = analyze(summary)
+        per_hour, basis = _cost(summary, variant, costs, one_box)
+        answer = decide([lv.result for lv in findings.levels], slo, per_hour, summary.gpus_in_config or 0)
         point = None
         if slo is not None:
-            measured = [Measured(float(lv.result.level),
-                                 getattr(lv.result.latency, slo.percentile)
-                                 if lv.result.status != "failed" and lv.result.requests else None,
-                                 lv.result.throughput_ips)
-                        for lv in summary.levels if lv.result.status != "interrupted"]
-            point = slo_point(measured, slo.target_s)
-        per_hour, basis = _cost(summary, variant, costs, one_box)
+            at = answer.slo_level
+            point = SloPoint(float(at.level) if at else None, at.throughput_ips if at else None,
+                             getattr(at.latency, slo.percentile) if at else None, answer.slo_bounded)
         energy, source = _energy(recording, summary)
         peak = findings.peak
         configs.append(ConfigFigures(
@@ -231,6 +237,7 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             j_per_image_slo=energy.get(point.level) if point and point.level is not None else None,
             energy_source=ENERGY_SOURCES.get(source) if source else None,
             search_levels=[float(lv.result.level) for lv in summary.levels if lv.result.slo_search],
+            answer=answer,
         ))
     configs.sort(key=lambda c: variant_order(c.variant))
     if not configs:
@@ -248,7 +255,8 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     # the marginal gain and "stop at" weigh GPUs added to one server: the scale-out configs are
     # the other answer (scale_comparisons)
     points = [ConfigPoint(c.variant, c.units, (c.slo.throughput if c.slo else None) if slo else c.peak_throughput,
-                          c.cost_slo if slo else c.cost_peak) for c in configs if c.scale_out is None]
+                          c.cost_slo if slo else c.cost_peak, c.not_decided)
+              for c in configs if c.scale_out is None]
     slo_name = f"{slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else None
     return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
                         steps=marginal_steps(points), stop=stop_at(points, unit, basis=basis), basis=basis,
@@ -288,6 +296,39 @@ def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None) -> lis
             answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
         out.append(ScaleComparison(c, up, answer))
     return out
+
+
+def answer_line(f: StudyFigures) -> str:
+    """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
+    per 1000, stable (1 level re-measured)", or "answer: not decided: ..."."""
+    stop = f.stop
+    config = next((c for c in f.configs if c.variant == stop.variant), None)
+    if stop.variant is None or config is None or config.answer is None:
+        reason = stop.reason.removeprefix("not decided: ")
+        return f"answer: not decided: {reason}"
+    a = config.answer
+    at = a.deciding
+    assert at is not None  # stop_at only names a config with a figure
+    plural = "s" if stop.units != 1 else ""
+    parts = [f"{fmt.rate(at.throughput_ips)} images/s at {level_words(at.mode, at.level)}"]
+    cost = f.configs[f.configs.index(config)].cost_slo if f.slo else config.cost_peak
+    if cost is not None:
+        parts.append(f"{fmt.money(cost)} per 1000")
+    again = sum(c.answer.remeasured for c in f.configs if c.answer is not None)
+    undecided = [f"{c.variant}: {c.not_decided}" for c in f.configs if c.not_decided]
+    tail = f"stable ({again} level{'s' if again != 1 else ''} re-measured"
+    tail += f"; not decided: {'; '.join(undecided)})" if undecided else ")"
+    return f"answer: {f.basis}, stop at {stop.units} {f.unit}{plural} ({config.variant}): {', '.join(parts)}, {tail}"
+
+
+def study_answer_line(index_path: Path) -> str:
+    """``answer_line`` of a study's index; never raises: a study that cannot be read says so."""
+    try:
+        return answer_line(study_figures(index_path))
+    except (UserError, OSError) as exc:
+        return f"answer: not decided: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end line says so, the replay goes on
+        return f"answer: not decided: the study's recordings could not be read ({type(exc).__name__}: {exc})"
 
 
 def scale_answer_lines(index_path: Path) -> list[str]:

@@ -12,7 +12,7 @@ from engine.errors import UserError
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from engine.source import EventSource
-from engine.study.figures import scale_answer_lines
+from engine.study.figures import scale_answer_lines, study_answer_line
 from engine.study.index import read_index, recording_paths
 
 
@@ -155,5 +155,6 @@ class StudyReplaySource(EventSource):
         self.bus.publish(ev.StudyFinished(status=status, finished=ix.finished, missing=ix.missing,
                                           index_path=str(self.index_path),
                                           exit_code=0 if ix.status == "ok" else 1, ts=ix.ended or first_ts,
-                                          scale_answers=scale_answer_lines(self.index_path)))
+                                          scale_answers=scale_answer_lines(self.index_path),
+                                          answer=study_answer_line(self.index_path)))
         self._done = True

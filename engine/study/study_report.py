@@ -28,7 +28,7 @@ from engine.record.doc import (
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.recording_report import knee_chart
-from engine.study.figures import ConfigFigures, StudyFigures
+from engine.study.figures import ConfigFigures, StudyFigures, answer_line
 
 
 def _j(value: float | None) -> str:
@@ -61,6 +61,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
     first = f.configs[0].summary
     box = f"{first.gpu_count}x {first.gpu_model}" if first.gpu_count else "CPU only"
     doc = Doc(f"gpuscale-tui scaling study: {ix.model} on {box}")
+    doc.add(Para(answer_line(f)))  # the answer first, as the study's last line says it
     doc.add(Para(f"Profile {ix.profile}; variants {', '.join(ix.variants)}; server: {ix.server}; "
                  f"latency target: {ix.slo or 'none (peak only)'}; inputs: {first.inputs_text}; "
                  f"study status: {ix.status}."))

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine import events as ev
-from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Measured, Slo, next_search_level
+from engine.analysis.answer import slo_measured
+from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Slo, next_search_level
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.modes import mode_of
@@ -34,7 +35,7 @@ from engine.profiles import Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
-from engine.study.figures import scale_answer_lines
+from engine.study.figures import scale_answer_lines, study_answer_line
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
 from engine.study.model_control import (
     NoModelControl,
@@ -43,6 +44,7 @@ from engine.study.model_control import (
     variant_sources,
 )
 from engine.study.variants import (
+    is_gpu_variant,
     plan_variants,
     refuse_scale_out_remote,
     scale_out_variant,
@@ -58,8 +60,7 @@ def search_for(slo: Slo, mode: str, max_steps: int) -> Callable[[list[ev.LevelRe
     """The sweep's more_levels hook: the next level of the latency-target search."""
 
     def more(results: list[ev.LevelResult]) -> float | None:
-        points = [Measured(r.level, getattr(r.latency, slo.percentile) if r.status != "failed" and r.requests else None,
-                           r.throughput_ips) for r in results if r.status != "interrupted"]
+        points = slo_measured(results, slo)  # the sound levels (and failed ones): noise steers no search
         return next_search_level(points, slo.target_s, integer=mode_of(mode).integer_levels,
                                  steps_done=sum(1 for r in results if r.slo_search), max_steps=max_steps)
 
@@ -147,6 +148,11 @@ class StudySource(EventSource):
                 plan_variants(model, [added], self.gpu_count, gpus_known=False)  # its config exists
                 if added not in self.variants:
                     self.variants = sorted([*self.variants, added], key=variant_order)
+        if self.costs and not any(is_gpu_variant(v) for v in self.variants):
+            given = " ".join(f"--cost {k}={v:g}" for k, v in self.costs.items())
+            raise UserError(f"{given}: prices a box by its GPUs, and this study's configs ({', '.join(self.variants)}) "
+                            "run on the CPU of one box: set hardware.cost_per_hour in the profile (or "
+                            "--set hardware.cost_per_hour=DOLLARS) for that box's price")
         self.record_dir.mkdir(parents=True, exist_ok=True)
         stamp = utc_stamp(datetime.now(UTC))
         stem = f"study_{name_slug(model)}_{name_slug(self.profile.name)}_{stamp}"
@@ -220,7 +226,8 @@ class StudySource(EventSource):
             self.error = f"variants missing from the study: {', '.join(index.missing)}"
         self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
                                           index_path=str(self.index_path), exit_code=self.exit_code,
-                                          scale_answers=scale_answer_lines(self.index_path)))
+                                          scale_answers=scale_answer_lines(self.index_path),
+                                          answer=study_answer_line(self.index_path)))
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""

@@ -14,9 +14,10 @@ import psutil
 from engine.record.reader import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = [  # a short sweep on the near-zero-compute model
+QUICK = [  # a short sweep on the near-zero-compute model; the box-noise rule off (tests/conftest.py)
     "--set", "model.name=identity", "--set", "load.window_ms=400", "--set", "load.warmup_s=0.3",
     "--set", "load.max_windows=4", "--set", "load.workers=1",
+    "--set", "load.max_trials=1", "--set", "load.contended_percent=100",
 ]
 
 

@@ -257,5 +257,6 @@ def remote_profile(path: Any, where: str, *, model: str = MODEL, extra: str = ""
         f'[server]\nkind = "remote"\nurl = "http://{where}"\nmetrics_url = "http://{where}/metrics"\n'
         f'[model]\nname = "{model}"\n[load]\nconcurrency = {levels}\nwindow_ms = 300\nwarmup_s = 0\n'
         f'max_windows = 3\nstable_windows = 2\nworkers = 1\nrequest_timeout_s = 2\n'
+        f'max_trials = 1\ncontended_percent = 100\n'  # the box-noise rule off (tests/conftest.py)
         f'[telemetry]\nhost_interval_s = 0.2\nnvml_interval_s = 0.2\n{extra}')
     return str(path)

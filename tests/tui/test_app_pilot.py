@@ -356,7 +356,8 @@ async def test_a_second_sweep_keeps_the_first_sweeps_table() -> None:
         assert "sweep 1 · 4 levels measured" in text
         assert "217.0" in text and " 1,500 " in text  # this sweep's level 1, the first sweep's top level
         status = str(app.screen.query_one(StatusBar).render())
-        assert "best 217.0 infer/s @ c=1 (sweep 2)" in status and "sweep 2 done: 1 level," in status
+        # once the sweep is done the bar gives its answer (engine/analysis/answer.py)
+        assert "answer: peak, 4 GPUs: 217.0 images/s at concurrency 1" in status and "sweep 2 done: 1 level," in status
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from engine.events import LevelResult
 from engine.record.reader import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = ["--set", "model.name=identity", "--set", "load.window_ms=400", "--set", "load.warmup_s=0.3",
+QUICK = ["--set", "load.max_trials=1", "--set", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
+         "--set", "model.name=identity", "--set", "load.window_ms=400", "--set", "load.warmup_s=0.3",
          "--set", "load.max_windows=4", "--no-check"]
 
 

@@ -95,11 +95,13 @@ def test_finish_prints_the_training_bill_or_what_to_set() -> None:
 
 def test_finish_prints_recording_path_and_outcome() -> None:
     ok = printed(session_events())
-    assert ok.rstrip().splitlines()[-2:] == ["recording: recordings/run.sqlite", "done"]
+    lines = ok.rstrip().splitlines()
+    assert lines[-3:-1] == ["recording: recordings/run.sqlite", "done"]
+    assert lines[-1].startswith("answer: peak, ")  # every run ends with its answer
     events = session_events(end=False, probe=False)
     events.append(ev.SessionEnded(status="failed", error="every level failed", exit_code=1, ts=T0 + 999))
-    failed = printed(events, exit_code=1)
-    assert failed.rstrip().splitlines()[-1] == "failed (exit code 1): every level failed"
+    failed = printed(events, exit_code=1).rstrip().splitlines()
+    assert failed[-2] == "failed (exit code 1): every level failed" and failed[-1].startswith("answer: ")
 
 
 def test_lines_carry_session_time_not_the_wall_clock() -> None:
@@ -215,13 +217,15 @@ def test_a_blocked_stdout_never_stalls_the_session_thread() -> None:
     assert printer.failure is None
 
 
-def test_a_best_level_that_is_unstable_says_so_on_the_best_line() -> None:
+def test_no_best_line_from_unstable_levels_and_the_answer_says_not_decided() -> None:
     from dataclasses import replace
 
-    from engine.analysis.saturation import UNSTABLE_MARK
-
     events = [replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in session_events()]
-    best = next(line for line in printed(events).splitlines() if line.startswith("  best:"))
-    assert best.endswith(f"({UNSTABLE_MARK})"), best
-    stable = next(line for line in printed(session_events()).splitlines() if line.startswith("  best:"))
-    assert UNSTABLE_MARK not in stable
+    text = printed(events).splitlines()
+    assert not any(line.startswith("  best:") for line in text)
+    assert text[-1].startswith("answer: not decided: no sound level: concurrency ")
+    stable = printed(session_events()).splitlines()
+    best = next(line for line in stable if line.startswith("  best:"))
+    answer = next(line for line in stable if line.startswith("answer: "))
+    level = best.split(" at level ")[1].split(" ")[0]
+    assert f"at concurrency {level} " in answer  # the best line and the answer name one level

@@ -32,6 +32,7 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 FAST_SWEEP = [
     "--profile", "local",
+    "--set", "load.max_trials=1", "--set", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
     "--set", "model.name=identity",  # near-zero compute: windows fill in well under a second
     "--set", "load.window_ms=500",
     "--set", "load.max_windows=4",

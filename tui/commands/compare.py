@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from engine.analysis.gates import (
         describe_gates,
         evaluate_comparison_gates,
+        gate_exit_code,
+        gate_word,
         merge_gates,
         parse_p99_gates,
     )
@@ -84,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
         text = render_compare(comparison, args.format)
         print(terminal_text(text) if args.format == "text" else text)
     for failure in failures:
-        print(f"gate failed: {failure}", file=sys.stderr)
-    return 3 if failures else 0
+        print(f"{gate_word(failure)}: {failure}", file=sys.stderr)
+    return gate_exit_code(failures)

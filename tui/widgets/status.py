@@ -101,7 +101,9 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
         server.append(f"profile {state.session.profile_name}", style="bold")
     best = Text()
     row = state.best_level()
-    if row is not None and row.result is not None:
+    if state.sweep_finished is not None and state.levels:  # the answer, as the reports open with it
+        best.append(state.answer().line, style="bold")
+    elif row is not None and row.result is not None:
         ips = row.result.throughput_ips
         best.append(f"best {fmt.rate(ips)} infer/s @ {_short_level(row.mode, row.level)}")
         if state.past_sweeps:

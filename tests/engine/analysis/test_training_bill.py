@@ -121,3 +121,13 @@ def test_what_is_missing_is_asked_for_in_one_line(dataset, price, line) -> None:
 def test_no_results_no_bill() -> None:
     bill = training_bill([], 1000, 1.0)
     assert bill.rows == [] and bill.stops == [] and bill.missing is None and bill.pricing is None
+
+
+def test_a_world_size_whose_repeats_disagree_decides_no_stop() -> None:
+    # 4 GPUs' mean says linear scaling, but its repeats span ±50 %: not decided there, never a stop drawn from it
+    results = [result(1, 1000.0, 20.0), result(2, 1900.0, 40.0), result(4, 3800.0, 1900.0)]
+    (stop,) = training_bill(results, None, None).stops
+    assert stop.stop.units == 2
+    assert "4x not decided (world size 4: its repeats disagree (95 % CI ±50 % of the mean, over 20 %)" in stop.stop.reason
+    (alone,) = training_bill([result(1, 1000.0, 600.0)], None, None).stops
+    assert alone.stop.variant is None and alone.stop.reason.startswith("not decided: 1x: world size 1: its repeats disagree")

@@ -142,3 +142,15 @@ def test_a_snapshot_stands_for_its_boundary_only_when_read_near_it(asked_ms, ans
 def test_snapshots_without_timing_or_missing_are_not_judged_late():
     assert taken_in_time(StatsSnapshot(0, 0, {}, {}), 1_000_000_000, 300_000_000)
     assert taken_in_time(None, 1_000_000_000, 300_000_000)
+
+
+def test_a_grpc_level_whose_latency_the_untimed_client_cost_moves_past_5_percent_is_flagged() -> None:
+    from engine.load.audit import GRPC_UNTIMED_CALL_S
+
+    fast = client_audit(_agg(cpu_ms={0: 100}), 8, 0.002, 0.002, None, False, GRPC_UNTIMED_CALL_S)
+    assert fast.client_bound and "the gRPC client adds about 0.3 ms per call" in fast.reasons[0]
+    assert "15 % of the mean latency (limit 5 %)" in fast.reasons[0]
+    slow = client_audit(_agg(cpu_ms={0: 100}), 8, 0.020, 0.020, None, False, GRPC_UNTIMED_CALL_S)
+    assert not slow.client_bound  # 1.5 %: within perf_analyzer's 5 %
+    http = client_audit(_agg(cpu_ms={0: 100}), 8, 0.002, 0.002, None, False)
+    assert not http.client_bound  # HTTP times our side per request: no untimed cost

@@ -170,8 +170,10 @@ async def test_other_transports_spread_over_both(identity_server, second_server,
     """Each server gets its own shared-memory regions (system_shm) or its own gRPC port."""
     target = _two(identity_server, second_server)
     load = quick_load(concurrency=[3], transport=transport)
-    (r,) = await run_sweep(target, identity_info, load, Events().append, asyncio.Event())
+    events = Events()
+    (r,) = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
     assert r.status in ("stable", "unstable") and r.errors == 0, r.error_messages
     assert sorted(ep.connections for ep in r.endpoints) == [1, 2]
-    assert all(ep.requests > 0 and ep.server is not None for ep in r.endpoints)
+    late = any(w.key.startswith("late-stats") for w in events.of("warning"))  # a busy box: said, not hidden
+    assert all(ep.requests > 0 and (late or ep.server is not None) for ep in r.endpoints)
     assert sum(ep.requests for ep in r.endpoints) == r.requests

@@ -17,7 +17,8 @@ from engine.record.reader import Recording
 from engine.session import Session, SessionOptions
 
 REPO = Path(__file__).resolve().parents[3]
-QUICK = ["load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=20",
+QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
+         "load.window_ms=300", "load.warmup_s=0.2", "load.max_windows=3", "load.min_window_requests=20",
          "load.stability_percent=90", "load.workers=1"]
 
 

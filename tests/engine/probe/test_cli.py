@@ -95,8 +95,10 @@ def test_a_local_run_prints_the_training_bill_per_world_size(tmp_path, capsys, n
         assert out[at + 2 + k] == columns.fixed_line(columns.BILL, columns.cells(columns.BILL, row))
         assert out[at + 2 + k].split()[4] == str(results[k].world_size)
     assert out[at + 4] == "priced at $3/hr, the whole box at every world size"
-    assert out[at + 5].startswith("mlp_258k ddp weak b4: stop at ")  # the stop rule, with its reason
-    assert "samples/s per added rank (mean samples/s)" in out[at + 5]
+    # the stop rule, with its reason; on a busy box tiny runs' repeats may disagree: then not decided
+    assert out[at + 5].startswith(("mlp_258k ddp weak b4: stop at ", "mlp_258k ddp weak b4: not decided: "))
+    # the stop rule rests on world sizes whose repeats agree; on a busy box they may not: then it says so
+    assert "samples/s per added rank (mean samples/s)" in out[at + 5] or "its repeats disagree" in out[at + 5]
 
 
 def test_settings_come_from_the_profile_then_the_flags():

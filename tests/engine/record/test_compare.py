@@ -149,18 +149,19 @@ def _hand_sweep(path: Path, levels: list[tuple[float, float, str]], sweeps: int 
     return record_events(path, events)
 
 
-def test_compare_says_when_a_peak_comes_from_an_unstable_level(tmp_path: Path) -> None:
-    """A stability column, and a peak taken from an unstable level says so."""
+def test_compare_peaks_rest_on_sound_levels_and_name_those_left_out(tmp_path: Path) -> None:
+    """A peak is never taken from an unstable level: the run's peak is its best stable level,
+    and a note names the level left out; the per-level table still shows it, marked."""
     steady = _hand_sweep(tmp_path / "a.sqlite", [(1, 100.0, "stable"), (8, 400.0, "stable")])
     shaky = _hand_sweep(tmp_path / "b.sqlite", [(1, 100.0, "stable"), (8, 500.0, "unstable")])
     c = compare(_open([steady, shaky]))
     text = render_compare(c, "md")
     header = next(line for line in text.splitlines() if line.startswith("| Run"))
     assert "Stability" in header
-    rows = [line for line in text.splitlines() if line.startswith("| 1x A100 (hand)")]
-    assert any("| unstable |" in row for row in rows) and any("| stable |" in row for row in rows)
-    assert any("its peak (500.0 images/s at level 8) is from an unstable level" in n for n in c.notes)
-    assert "500.0 (unstable)" in text  # the per-level table marks it too
+    (shaky_run,) = [r for r in c.runs if r.findings.points[-1].status == "unstable"]
+    assert shaky_run.findings.peak is not None and shaky_run.findings.peak.throughput == 100.0
+    assert any("left out: concurrency 8 unstable" in n for n in c.notes)
+    assert "500.0 (unstable)" in text  # the per-level table marks it
 
 
 def test_compare_uses_one_sweep_and_says_which(tmp_path: Path) -> None:
@@ -242,3 +243,14 @@ def test_streaming_runs_are_not_compared_with_unary_ones(tmp_path: Path) -> None
     assert str(caught.value) == ("compare: streaming runs (grpc_stream) and unary runs (grpc) measure different "
                                  "things: compare each kind apart")
     assert len(compare(_open([stream, other])).runs) == 2  # two streaming runs compare
+
+
+def test_cost_by_gpus_on_cpu_runs_is_refused_in_one_line(tmp_path: Path) -> None:
+    from engine.errors import UserError
+    from tests.engine.record.synthetic_recordings import SyntheticRun, make_recording
+
+    cpu = SyntheticRun(variant="cpu", gpu_count=0, probe=False, levels=[1, 4], profile_name="local")
+    paths = [make_recording(tmp_path, name, cpu) for name in ("a.sqlite", "b.sqlite")]
+    with pytest.raises(UserError, match=r"^--cost 2=0.6: prices a box by its GPUs, and these runs ran on the CPU"):
+        compare(_open(paths), {2: 0.6})
+    assert compare(_open(paths)).runs  # without --cost they compare

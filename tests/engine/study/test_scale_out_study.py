@@ -17,7 +17,8 @@ from engine.study.figures import study_figures
 from engine.study.index import read_index, recording_paths
 
 ROOT = Path(__file__).resolve().parents[3]
-QUICK = ["model.name=identity", "load.window_ms=200", "load.warmup_s=0.2", "load.min_window_requests=20",
+QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
+         "model.name=identity", "load.window_ms=200", "load.warmup_s=0.2", "load.min_window_requests=20",
          "load.max_windows=4", "load.request_timeout_s=5", "load.concurrency=1,8", "hardware.cost_per_hour=1.5"]
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
 

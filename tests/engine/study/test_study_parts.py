@@ -160,3 +160,14 @@ def test_time_left_counts_level_time_and_one_server_start_per_config_still_waiti
     state.apply(dataclasses.replace(result, ts=53.0))
     # levels: 9 s over 2 levels; left: 7 of 2x + 8 of 4x; the shortest start (8 s) for 4x
     assert state.levels_left() == 15 and state.time_left_s() == pytest.approx(9 / 2 * 15 + 8)
+
+
+def test_cost_by_gpus_on_a_cpu_study_is_refused_in_one_line(tmp_path):
+    from engine.profiles import load_profile
+    from engine.study.study_source import StudySource
+
+    study = StudySource(load_profile("local"), ["cpu", "cpu2"], record_dir=tmp_path, gpu_count=0, costs={2: 0.6})
+    with pytest.raises(UserError, match=r"^--cost 2=0.6: prices a box by its GPUs, and this study's configs "
+                                        r"\(cpu, cpu2\) run on the CPU") as caught:
+        study.prepare()
+    assert "\n" not in str(caught.value) and not list(tmp_path.iterdir())  # nothing written

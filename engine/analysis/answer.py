@@ -1,0 +1,245 @@
+"""The one rule behind every headline figure of a sweep: which levels are sound, the best level
+(peak), the point at the latency target, the cost per 1000 images there and the answer line.
+
+A level is sound when it was measured to the end and its windows agreed (stable), with the CPU
+to itself (not contended), on every endpoint (not degraded), and no later trial of it followed.
+Only sound levels decide; a failed level still counts as missing a latency target (the server
+failed under that load: that is an answer, not noise). Where no sound level supports a figure,
+the answer says "not decided" and why, never a figure drawn from noise.
+
+``AnswerFold`` applies events one at a time (the live screen, the headless printer, replay);
+``decide`` is the same rule over a list of level results (reports, compare, the study, gates):
+every surface gives the same figures because they all end here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import format as fmt
+from engine.analysis.scaling import cost_per_1000
+from engine.analysis.slo import Measured, Slo, slo_point
+from engine.events import Event, LevelResult, LevelStarted, ServerReady, SessionStarted
+from engine.profiles import scale_out_parts
+
+SOUND_STATUS = "stable"
+NOT_MEASURED_TO_THE_END = ("interrupted",)
+
+
+def is_sound(r: LevelResult) -> bool:
+    """Stable, uncontended, measured to the end with requests completed over every server (not
+    degraded), and standing (no later trial of the level follows it)."""
+    return r.status == SOUND_STATUS and r.requests > 0 and not r.remeasure and not r.degraded
+
+
+def level_words(mode: str, level: float) -> str:
+    return f"rate {fmt.level(mode, level)}" if mode == "rate" else f"concurrency {fmt.level(mode, level)}"
+
+
+def why_unsound(r: LevelResult) -> str:
+    """"concurrency 1 unstable after 3 trials (others took 60 % of the CPU)": what a level that
+    decides nothing was, in words."""
+    trials = f" after {r.trial} trials" if r.trial > 1 else ""
+    status: str = r.status
+    if r.status == SOUND_STATUS and not r.requests:
+        status = "completed no request"
+    if r.remeasure:
+        status = f"measured again ({r.remeasure})"
+    elif r.degraded:
+        status = f"degraded ({r.degraded})"
+    load = []
+    if r.others_cpu is not None and r.others_cpu >= 0.05:
+        load.append(f"others took {r.others_cpu * 100:.0f} % of the CPU")
+    if r.steal is not None and r.steal >= 0.05:
+        load.append(f"{r.steal * 100:.0f} % stolen")
+    extra = f" ({', '.join(load)})" if load else ""
+    return f"{level_words(r.mode, r.level)} {status}{trials}{extra}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A sweep's headline figures, from its sound levels only."""
+
+    levels: tuple[LevelResult, ...]  # the standing result of each level, by level
+    sound: tuple[LevelResult, ...]
+    best: LevelResult | None  # the sound level with the most throughput (the lower on a tie)
+    slo: Slo | None
+    slo_level: LevelResult | None  # the sound level with the most throughput within the target
+    slo_bounded: bool  # a sound (or failed) level above it missed the target
+    cost_per_hour: float | None
+    gpus: int  # GPUs in the config (0: CPU)
+    remeasured: int  # levels measured more than once
+    not_decided: str  # "" or why no sound level supports the answer
+    running: bool = False  # levels are still to come
+
+    @property
+    def deciding(self) -> LevelResult | None:
+        """The level the answer rests on: the SLO point with a target, else the peak."""
+        return self.slo_level if self.slo is not None else self.best
+
+    @property
+    def cost_per_1000(self) -> float | None:
+        d = self.deciding
+        return cost_per_1000(self.cost_per_hour, d.throughput_ips) if d is not None and self.cost_per_hour else None
+
+    @property
+    def left_out(self) -> list[str]:
+        """The levels that decide nothing, in words (failed ones are results, not noise)."""
+        return [why_unsound(r) for r in self.levels if not is_sound(r) and r.status != "failed"]
+
+    @property
+    def line(self) -> str:
+        """The one line that answers the run: "answer: ..."."""
+        if self.not_decided:
+            return f"answer: not decided: {self.not_decided}"
+        d = self.deciding
+        assert d is not None
+        where = f"at {self.slo.percentile} <= {self.slo.target_s * 1000:g} ms" if self.slo else "peak"
+        box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
+        parts = [f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"]
+        if self.slo is None:
+            parts[0] += f" (p99 {fmt.ms(d.latency.p99)} ms)"
+        elif not self.slo_bounded:
+            parts[0] += " (no level measured missed the target: the point may lie higher)"
+        if self.cost_per_1000 is not None:
+            parts.append(f"{fmt.money(self.cost_per_1000)} per 1000")
+        again = f"{self.remeasured} level{'s' if self.remeasured != 1 else ''} re-measured"
+        left = self.left_out
+        tail = f"stable ({again})" if not left else f"stable ({again}; left out: {'; '.join(left)})"
+        if self.running:
+            tail += "; so far"
+        return f"answer: {where}, {box}: {', '.join(parts)}, {tail}"
+
+
+def standing(results: Iterable[LevelResult]) -> list[LevelResult]:
+    """The last published result of each level, ordered by level (a later trial, with the same
+    index and level, replaces an earlier one)."""
+    by_index: dict[tuple[int, float], LevelResult] = {}
+    for r in results:
+        by_index[(r.index, float(r.level))] = r
+    return sorted(by_index.values(), key=lambda r: (r.level, r.index))
+
+
+def slo_measured(results: Iterable[LevelResult], slo: Slo) -> list[Measured]:
+    """The levels the latency target is judged on: the sound ones, and the failed ones as
+    misses; a level that is not sound is left out (noise neither meets nor misses a target)."""
+    return [Measured(float(r.level), getattr(r.latency, slo.percentile) if r.status != "failed" and r.requests
+                     else None, r.throughput_ips)
+            for r in standing(results) if is_sound(r) or r.status == "failed"]
+
+
+def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour: float | None = None,
+           gpus: int = 0, running: bool = False) -> Answer:
+    """The answer over one sweep's level results (every trial may be passed: the last of each
+    level stands)."""
+    every = list(results)
+    levels = standing(every)
+    trials: dict[tuple[int, float], int] = {}
+    for r in every:
+        key = (r.index, float(r.level))
+        trials[key] = max(trials.get(key, 1), r.trial)
+    sound = [r for r in levels if is_sound(r)]
+    best = max(sound, key=lambda r: (r.throughput_ips, -r.level), default=None)
+    slo_level, bounded = None, False
+    if slo is not None:
+        point = slo_point(slo_measured(levels, slo), slo.target_s)
+        bounded = point.bounded
+        slo_level = next((r for r in sound if point.level is not None and r.level == point.level), None)
+    return Answer(levels=tuple(levels), sound=tuple(sound), best=best, slo=slo, slo_level=slo_level,
+                  slo_bounded=bounded, cost_per_hour=cost_per_hour, gpus=gpus,
+                  remeasured=sum(1 for n in trials.values() if n > 1),
+                  not_decided=_not_decided(levels, sound, best, slo, slo_level, running), running=running)
+
+
+def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], best: LevelResult | None,
+                 slo: Slo | None, slo_level: LevelResult | None, running: bool) -> str:
+    if not levels:
+        return "no level measured yet" if running else "no level was measured"
+    noisy = [why_unsound(r) for r in levels if not is_sound(r) and r.status != "failed"]
+    again = "measure again on a quieter box, or with more windows (load.max_windows) or trials (load.max_trials)"
+    if best is None:
+        if not noisy:
+            return "every level failed"
+        return f"no sound level: {'; '.join(noisy)}; {again}"
+    if slo is not None and slo_level is None:
+        target = f"{slo.percentile} <= {slo.target_s * 1000:g} ms"
+        below = [why_unsound(r) for r in levels if not is_sound(r) and r.status != "failed"
+                 and r.level < min(s.level for s in sound)]
+        if below:
+            return (f"no sound level meets {target}, and the levels that could have are not sound: "
+                    f"{'; '.join(below)}; {again}")
+        return f"no level meets {target} (the least load measured, {level_words(levels[0].mode, levels[0].level)}, misses it)"
+    return ""
+
+
+# --------------------------------------------------------------------------- the fold over events
+
+
+def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
+    """"4x" -> 4, "1x*4" (4 servers of one GPU each) -> 4. Without an "Nx" variant: the box's
+    GPU count, or None on a CPU-only run."""
+    parts = scale_out_parts(variant)
+    if parts is not None:
+        return parts[1] if parts[0] == "1x" else (gpu_count if gpu_count > 0 else None)
+    if variant.endswith("x") and variant[:-1].isdigit() and int(variant[:-1]) > 0:
+        return int(variant[:-1])
+    return gpu_count if gpu_count > 0 else None
+
+
+def _profile_number(profile: dict[str, Any], section: str, key: str) -> float | None:
+    value = (profile.get(section) or {}).get(key) if isinstance(profile.get(section), dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class AnswerFold:
+    """``decide`` applied as events arrive: a new sweep (level index 0, first trial) starts over,
+    as every report takes one sweep's levels. ``slo``, ``cost_per_hour`` and ``gpus`` default to
+    the session's profile (hardware.cost_per_hour, hardware.gpu_count)."""
+
+    slo: Slo | None = None
+    cost_per_hour: float | None = None
+    gpus: int | None = None
+    results: list[LevelResult] = field(default_factory=list)
+    finished: bool = False
+    _profile_cost: float | None = None
+    _profile_gpus: int = 0
+    _variant_gpus: int = 0
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, SessionStarted):
+            self._profile_cost = _profile_number(event.profile, "hardware", "cost_per_hour")
+            self._profile_gpus = int(_profile_number(event.profile, "hardware", "gpu_count") or 0)
+            variant = (event.profile.get("model") or {}).get("variant") if isinstance(event.profile.get("model"), dict) else None
+            if isinstance(variant, str):
+                self._variant_gpus = gpus_in_variant(variant, self._profile_gpus) or 0
+        elif isinstance(event, ServerReady):
+            if event.config_variant:
+                self._variant_gpus = gpus_in_variant(event.config_variant, self._profile_gpus) or 0
+        elif isinstance(event, LevelStarted):
+            if event.index == 0 and event.trial <= 1:
+                self.results = []
+                self.finished = False
+        elif isinstance(event, LevelResult):
+            self.results.append(event)
+        elif event.kind in ("sweep_finished", "session_ended"):
+            self.finished = True
+
+    def reset(self) -> None:
+        self.results = []
+        self.finished = False
+
+    def answer(self) -> Answer:
+        cost = self.cost_per_hour if self.cost_per_hour is not None else self._profile_cost
+        gpus = self.gpus if self.gpus is not None else self._variant_gpus
+        return decide(self.results, self.slo, cost, gpus, running=not self.finished)
+
+
+def answer_of(events: Iterable[Event], slo: Slo | None = None, cost_per_hour: float | None = None,
+              gpus: int | None = None) -> Answer:
+    fold = AnswerFold(slo=slo, cost_per_hour=cost_per_hour, gpus=gpus)
+    for event in events:
+        fold.apply(event)
+    return fold.answer()

@@ -1,0 +1,95 @@
+"""Levels measured on a box that others keep busy: with CPU hogs (not ours) running, every level
+is marked contended and measured again, each trial kept; a server noisy at one concurrency only
+decides nothing there."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.hogs import cpu_hogs
+from engine.analysis.answer import decide
+from engine.events import Event, LevelResult, LevelStarted
+from engine.hostinfo import process_cores
+from engine.load.sweep import run_sweep
+from engine.load.target import Target, describe_target
+from tests.engine.load.conftest import Events, quick_load
+from tests.reliability.hostile_server import HostileTriton, Reply, Seen, _ok_infer
+
+
+@pytest.mark.noise
+@pytest.mark.slow
+async def test_levels_under_hogs_are_contended_and_measured_again(identity_server, identity_info, tmp_path: Path):
+    target = Target(identity_server.http_url, "identity")
+    load = quick_load(concurrency=[1, 2], contended_percent=30.0, max_trials=2, trial_budget_s=60.0)
+    events = Events()
+    with cpu_hogs(process_cores(), tmp_path):
+        results = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
+    published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
+    assert [r.status for r in results] == ["contended", "contended"]
+    for level in (1.0, 2.0):
+        trials = [r for r in published if r.level == level]
+        assert [r.trial for r in trials] == [1, 2]  # every trial kept
+        assert trials[0].remeasure.startswith("others took") and trials[1].remeasure == ""
+        assert all(r.others_cpu is not None and r.others_cpu * 100 > 30.0 for r in trials)
+    windows = [w for w in events.of("window") if not w.warmup]
+    assert windows and all(w.others_cpu is not None for w in windows)
+    assert [e.trial for e in events.of("level_started") if isinstance(e, LevelStarted)] == [1, 2, 1, 2]
+    answer = decide(published)
+    assert answer.best is None and answer.line.startswith("answer: not decided: no sound level: concurrency 1 contended")
+
+
+class NoisyAtOneLevel:
+    """Answers at once, except while the sweep measures concurrency 2: there each answer takes
+    longer than the last (1 ms, growing 60 % per 0.3 s window), so no two windows agree."""
+
+    def __init__(self) -> None:
+        self.noisy_since: float | None = None
+        self.lock = threading.Lock()
+
+    def publish(self, events: Events):  # noqa: ANN201 - the sweep's publish callback
+        def publish(event: Event) -> None:
+            if isinstance(event, LevelStarted):
+                with self.lock:
+                    self.noisy_since = time.monotonic() if event.level == 2 else None
+            events.append(event)
+        return publish
+
+    def infer(self, seen: Seen) -> Reply:
+        with self.lock:
+            since = self.noisy_since
+        if since is not None:
+            time.sleep(min(0.2, 0.001 * math.pow(1.6, (time.monotonic() - since) / 0.3)))
+        return _ok_infer(seen)
+
+
+@pytest.mark.noise
+@pytest.mark.slow
+async def test_a_server_noisy_at_one_concurrency_decides_nothing_there() -> None:
+    noisy = NoisyAtOneLevel()
+    with HostileTriton(infer=noisy.infer) as srv:
+        target = Target(srv.url, "m")
+        info = await describe_target(target)
+        # the CPU rule is off here (this box is always busy): the noise is the server's own
+        load = quick_load(concurrency=[1, 2, 4], contended_percent=100.0, max_trials=2, trial_budget_s=60.0,
+                          window_ms=300, max_windows=4, stable_windows=2, workers=1)
+        events = Events()
+        results = await run_sweep(target, info, load, noisy.publish(events), asyncio.Event())
+    published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
+    two = [r for r in published if r.level == 2]
+    assert two and all(r.status != "stable" for r in two), [(r.trial, r.status) for r in two]
+    if two[0].status == "unstable":  # (a level failed under the noise is no trial's business)
+        assert [r.trial for r in two] == [1, 2] and two[0].remeasure == "its windows did not agree"
+    answer = decide(results)
+    assert all(r.level != 2 for r in answer.sound)
+    assert answer.best is None or answer.best.level != 2
+    assert any(text.startswith("concurrency 2 unstable after 2 trials") for text in answer.left_out)
+    from engine.analysis.slo import parse_slo
+
+    slo = decide(results, parse_slo("p99=1000ms"))  # every level meets it: the point is never level 2
+    assert slo.slo_level is None or slo.slo_level.level != 2
