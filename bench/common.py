@@ -66,7 +66,7 @@ class CpuAwake:
 # --------------------------------------------------------------------------- the GPU box
 
 
-CORE_WHEELS = ("psutil",)  # core dependencies a box's Python may lack: always carried
+CORE_WHEELS = ("psutil", "msgspec", "prometheus-client")  # core dependencies a box's Python may lack: always carried
 GRPC_WHEELS = ("tritonclient==2.41.0", "grpcio", "protobuf<7", "typing_extensions")  # the grpc transport's, carried with --grpc (2.41.0: tested with protobuf 6)
 
 
@@ -96,7 +96,7 @@ def reexec_with_numpy1() -> None:
 
 
 CARRIED_MODULES = {"grpcio": "grpc", "tritonclient": "tritonclient", "protobuf": "google.protobuf", "psutil": "psutil",
-                   "typing_extensions": "typing_extensions"}
+                   "typing_extensions": "typing_extensions", "msgspec": "msgspec", "prometheus_client": "prometheus_client"}
 
 
 def _importable(module: str) -> bool:

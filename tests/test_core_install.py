@@ -97,7 +97,9 @@ warmup_s = 0.2
 
     compared = _run([cli, "compare", str(recording), str(recording), "-f", "md", "--out", str(tmp_path / "cmp.md")], tmp_path)
     assert compared.returncode == 0, compared.stderr
-    assert "Highest throughput" in (tmp_path / "cmp.md").read_text()
+    report = (tmp_path / "cmp.md").read_text()
+    # a peak only from a stable level: on a busy box the short levels may all read unstable
+    assert report.startswith("# gpuscale-tui comparison") and ("Highest throughput" in report or "not decided" in report)
 
 
 def test_a_core_install_runs_against_a_url_with_no_profile_file(core_venv: Path, tmp_path: Path, identity_server) -> None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.load.http1 import BadResponse, Head, parse_head
+from engine.http1 import BadResponse, Head, parse_head
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,

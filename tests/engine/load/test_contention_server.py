@@ -46,7 +46,9 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
 
 class NoisyAtOneLevel:
     """Answers at once, except while the sweep measures concurrency 2: there each answer takes
-    longer than the last (1 ms, growing 60 % per 0.3 s window), so no two windows agree."""
+    longer than the last (1 ms, growing 60 % per 0.3 s window) and falls back to 1 ms every 2.4 s,
+    so no two windows agree however long a busy box makes them (a ramp that stopped growing would
+    settle into windows that agree)."""
 
     def __init__(self) -> None:
         self.noisy_since: float | None = None
@@ -64,7 +66,7 @@ class NoisyAtOneLevel:
         with self.lock:
             since = self.noisy_since
         if since is not None:
-            time.sleep(min(0.2, 0.001 * math.pow(1.6, (time.monotonic() - since) / 0.3)))
+            time.sleep(0.001 * math.pow(1.6, ((time.monotonic() - since) / 0.3) % 8))
         return _ok_infer(seen)
 
 

@@ -146,7 +146,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tui.cli", "--headless", "--no-check", "--set", "model.name=toy_llm",
-                           "--set", "load.window_ms=300", "--set", "load.warmup_s=0.3", *args],
+                           "--set", "load.window_ms=300", "--set", "load.warmup_s=0.3",
+                           "--set", "load.max_trials=1", "--set", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
+                           *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
