@@ -48,7 +48,12 @@ from engine.server.startup import (
     group_cpu_ticks,
     next_probe_timeout,
 )
-from engine.shm_segments import remove_segments, remove_stale_segments, segment_prefix, server_region_prefix
+from engine.shm_segments import (
+    remove_segments,
+    remove_stale_segments,
+    segment_prefix,
+    server_region_prefix,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
