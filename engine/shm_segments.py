@@ -8,6 +8,7 @@ Standard library only: the guard imports it.
 from __future__ import annotations
 
 import os
+import re
 
 
 def segment_prefix(pid: int | None = None) -> str:
@@ -23,6 +24,43 @@ def server_region_prefix(pid: int | None = None) -> str:
     shm-region-prefix-name=``): unique per server, so that its guard removes its regions and no
     other server's. It keeps the backend's default prefix at the front (one glob finds them all)."""
     return f"{PYTHON_BACKEND_REGION}gpuscale-{os.getpid() if pid is None else pid}-{os.urandom(4).hex()}_"
+
+
+# whose they are: the pid of the tool that created them (its client segments, its servers' regions)
+_OWNER = re.compile(rf"^(?:{PYTHON_BACKEND_REGION})?gpuscale-(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_segments(root: str = "/dev/shm") -> list[str]:
+    """Remove this user's segments and Python-backend regions whose tool is gone (its pid is not a
+    live process): what a tool and its server's guard both killed with SIGKILL leave behind, 32 MiB
+    a region, until /dev/shm is full. A reused pid keeps them (never removes a live one's)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        owner = _OWNER.match(name)
+        if owner is None or _alive(int(owner.group(1))):
+            continue
+        path = os.path.join(root, name)
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            pass
+    return removed
 
 
 def remove_segments(prefix: str, root: str = "/dev/shm") -> int:

@@ -48,7 +48,12 @@ from engine.server.startup import (
     group_cpu_ticks,
     next_probe_timeout,
 )
-from engine.shm_segments import remove_segments, segment_prefix, server_region_prefix
+from engine.shm_segments import (
+    remove_segments,
+    remove_stale_segments,
+    segment_prefix,
+    server_region_prefix,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -209,6 +214,7 @@ class EmbeddedServer:
         if self._guard is not None:
             raise RuntimeError("server already started")
         dist = find_distribution()
+        remove_stale_segments()  # /dev/shm room for this server's regions
         self._work_dir = Path(tempfile.mkdtemp(prefix="gpuscale-triton-"))
         try:
             self.prepared = prepare_repository(
