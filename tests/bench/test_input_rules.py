@@ -1,0 +1,82 @@
+"""`python -m bench input_rules`: each file we run and perf_analyzer 2.41 refuses makes the very
+requests of the file its rule says it stands for (pure: the mixed model's metadata written out by
+hand, no server), and, with perf_analyzer set up, the whole stage against the embedded server."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.input_rules import CASES, Case, check_all, request_bytes, table, write_case
+from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
+from engine.load.input_json import PA_REFUSES
+from engine.load.target import Target, TargetInfo
+
+MIXED = TargetInfo(  # model_repository/embedded/mixed/config.pbtxt, as the server's metadata gives it
+    model_config={"input": [{"name": "EXTRA", "optional": True}]}, max_batch_size=8,
+    inputs=[{"name": "IDS", "datatype": "INT64", "shape": [-1, -1]},
+            {"name": "TEXT", "datatype": "BYTES", "shape": [-1, 1]},
+            {"name": "HALF", "datatype": "FP16", "shape": [-1, 4]},
+            {"name": "BRAIN", "datatype": "BF16", "shape": [-1, 2, 2]},
+            {"name": "PIXELS", "datatype": "UINT8", "shape": [-1, 3]},
+            {"name": "EXTRA", "datatype": "FP32", "shape": [-1, 2]}],
+    outputs=[{"name": "IDS_OUT", "datatype": "INT64", "shape": [-1, -1]},
+             {"name": "TEXT_OUT", "datatype": "BYTES", "shape": [-1, 1]},
+             {"name": "HALF_OUT", "datatype": "FP16", "shape": [-1, 4]},
+             {"name": "BRAIN_OUT", "datatype": "BF16", "shape": [-1, 2, 2]},
+             {"name": "EXTRA_SENT", "datatype": "BOOL", "shape": [-1, 1]}])
+TARGET = Target("http://127.0.0.1:9", "mixed", input_shapes={})
+
+
+def test_every_rule_has_a_case():
+    assert {case.rule for case in CASES} == set(PA_REFUSES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.what)
+def test_the_original_makes_the_equivalents_requests_byte_for_byte(case: Case, tmp_path: Path):
+    original, equivalent = write_case(case, tmp_path, 0)
+    ours, notes = request_bytes(original, TARGET, MIXED)
+    theirs, equivalent_notes = request_bytes(equivalent, TARGET, MIXED)
+    assert ours == theirs and len(ours) == len(case.original["data"])
+    (note,) = notes  # the original runs under its rule, and says so
+    assert PA_REFUSES[case.rule] in note
+    assert equivalent_notes == ()  # the equivalent is a file perf_analyzer takes as it is
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.what)
+def test_an_equivalent_one_value_off_is_told_apart(case: Case, tmp_path: Path):
+    """The comparison sees the values: one PIXELS value changed in the equivalent changes its bytes."""
+    changed = copy.deepcopy(case.equivalent_data)
+    changed[-1]["PIXELS"][0] += 1
+    original, equivalent = write_case(Case(case.rule, case.what, case.original_data, changed), tmp_path, 0)
+    assert request_bytes(original, TARGET, MIXED)[0] != request_bytes(equivalent, TARGET, MIXED)[0]
+
+
+def test_the_equivalent_writes_floats_as_floats(tmp_path: Path):
+    (case,) = [c for c in CASES if c.rule == "int_literals"]
+    original, equivalent = write_case(case, tmp_path, 0)
+    assert '"EXTRA": [1, 2]' in original.read_text() and '"EXTRA": [1.0, 2.0]' in equivalent.read_text()
+    assert json.loads(original.read_text()) == json.loads(equivalent.read_text())  # equal as numbers
+
+
+@pytest.fixture(scope="module")
+def perf_analyzer() -> tuple[Path, dict[str, str]]:
+    if not (PA_DIR / "perf_analyzer").exists():
+        pytest.skip(f"perf_analyzer 2.41 is not set up in {PA_DIR} (python -m bench input_rules sets it up: a download)")
+    try:
+        return ensure_perf_analyzer()
+    except SetupError as exc:
+        pytest.skip(f"perf_analyzer does not run here: {exc}")
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_the_stage_against_perf_analyzer(shapes_server, perf_analyzer, tmp_path: Path):
+    rows = check_all(shapes_server.http_url, perf_analyzer, tmp_path)
+    text = table(rows)
+    for row in rows:
+        assert row.refused and row.taken and row.ours_ok and row.same_requests, text
+    assert [row.case for row in rows] == list(CASES)
