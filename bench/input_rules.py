@@ -1,13 +1,14 @@
 """The input-data files we run and perf_analyzer 2.41 refuses, each checked against its rule.
 
-For each rule of engine/load/input_json.PA_REFUSES (docs/input_data.md) one case, on the embedded
+For each rule of engine/load/input_json.PA_REFUSES (docs/input_data.md) a case on the embedded
 ``mixed`` model: the file we accept (the original) and the file the rule says it stands for (the
 equivalent: floats written as floats, flat lists, each entry's ``shape`` given). perf_analyzer
-runs on both (it must refuse the original and take the equivalent), our engine runs a short
-sweep on the original (no error, and the rule's warning given), and the HTTP requests our engine
-makes from the two files are compared byte for byte. That the equivalent file gives both tools
-the same requests is checked elsewhere (tests/model_repository/test_datacheck.py); this stage
-ties the original to it. One row per case; exit 1 when any row is not as the rule says.
+runs on both: it must refuse the original (under every ``--shape`` that could serve it) and take
+the equivalent. Our engine runs a short sweep on the original: no error, and the rule's warning
+given. Two comparisons of requests: the HTTP requests our engine makes from the two files, byte
+for byte; and the tensors perf_analyzer sent for the equivalent (read off the wire through a
+loopback relay, bench/http_capture.py) against those of our requests for the original. One row
+per case; exit 1 when any row is not as the rule says.
 
     python -m bench input_rules
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from bench.http_capture import Tensors
     from engine.load.target import Target, TargetInfo
 
 MODEL = "mixed"  # every datatype, a variable dimension (IDS), an optional FP32 input (EXTRA)
@@ -108,30 +110,39 @@ class Row:
     pa_original: str  # "refused: <its error line>" or what it did instead
     pa_equivalent: str
     ours_original: str
-    same_requests: bool
+    same_requests: bool  # our requests from the original: the equivalent's, byte for byte
+    same_as_perf_analyzer: bool  # the tensors perf_analyzer sent for the equivalent: ours for the original
     refused: bool
     taken: bool
     ours_ok: bool
 
     @property
     def as_rule_says(self) -> bool:
-        return self.refused and self.taken and self.ours_ok and self.same_requests
+        return self.refused and self.taken and self.ours_ok and self.same_requests and self.same_as_perf_analyzer
 
 
-def _perf_analyzer(pa: tuple[Path, dict[str, str]], url: str, data: Path, flags: tuple[str, ...] = ()) -> tuple[bool, str]:
-    """perf_analyzer on one file at concurrency 1: (it ran without an error, what it said)."""
+def pa_on_file(pa: tuple[Path, dict[str, str]], url: str, data: Path, flags: tuple[str, ...] = (),
+                   capture: bool = False) -> tuple[bool, str, set[Tensors]]:
+    """perf_analyzer on one file at concurrency 1: (it ran without an error, what it said, and
+    with ``capture`` the distinct inference requests it sent, read off the wire through a relay)."""
+    from bench.http_capture import Relay, infer_requests
     from bench.tools import pa_error_line
 
     binary, env = pa
-    cmd = [str(binary), "-m", MODEL, "-u", url.removeprefix("http://"), "--input-data", str(data),
-           "--concurrency-range", "1", "--measurement-interval", "500", "-s", "90", "-r", "10", *flags]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with Relay((host, int(port))) as relay:
+        address = f"127.0.0.1:{relay.port}" if capture else f"{host}:{port}"
+        cmd = [str(binary), "-m", MODEL, "-u", address, "--input-data", str(data),
+               "--concurrency-range", "1", "--measurement-interval", "500", "-s", "90", "-r", "10", *flags]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
+    sent = {request for record in relay.sent for request in infer_requests(bytes(record))}
     text = run.stdout + run.stderr
     # on a busy box its windows may disagree (exit 2, no figures): the requests went without error
     unstable = "Failed to obtain stable measurement" in text
     ok = "had error" not in text and "doesn't match" not in text and (run.returncode == 0 or unstable)
+    error = pa_error_line(text).removeprefix("error: Failed to init manager inputs: ")
     return ok, ("ok" + (" (windows unstable, no error)" if unstable else "") if ok
-                else f"refused (exit {run.returncode}): {pa_error_line(text).removeprefix('error: Failed to init manager inputs: ')}")
+                else f"refused (exit {run.returncode}): {error}"), sent
 
 
 def _ours(target: Target, info: TargetInfo, data: Path) -> tuple[bool, str]:
@@ -152,13 +163,14 @@ def _ours(target: Target, info: TargetInfo, data: Path) -> tuple[bool, str]:
 
 def check_case(case: Case, index: int, folder: Path, pa: tuple[Path, dict[str, str]], target: Target,
                info: TargetInfo) -> Row:
+    from bench.http_capture import infer_requests
     from engine.load.input_json import PA_REFUSES
 
     original, equivalent = write_case(case, folder, index)
-    tried = [(flags, *_perf_analyzer(pa, target.http_url, original, flags)) for flags in case.pa_original_flags]
+    tried = [(flags, *pa_on_file(pa, target.http_url, original, flags)[:2]) for flags in case.pa_original_flags]
     pa_orig_ok = any(ok for _flags, ok, _said in tried)
     pa_orig = "; ".join((f"{' '.join(flags)}: " if flags else "") + said for flags, _ok, said in tried)
-    pa_equiv_ok, pa_equiv = _perf_analyzer(pa, target.http_url, equivalent)
+    pa_equiv_ok, pa_equiv, pa_sent = pa_on_file(pa, target.http_url, equivalent, capture=True)
     ours_ok, ours = _ours(target, info, original)
     ours_requests, notes = request_bytes(original, target, info)
     equivalent_requests, equivalent_notes = request_bytes(equivalent, target, info)
@@ -166,7 +178,9 @@ def check_case(case: Case, index: int, folder: Path, pa: tuple[Path, dict[str, s
     ours += ", warned" if warned else ", NOT warned"
     if equivalent_notes:  # the equivalent must be a file both tools take without a word
         pa_equiv += f"; our notes on it: {'; '.join(equivalent_notes)}"
-    return Row(case, pa_orig, pa_equiv, ours, ours_requests == equivalent_requests, not pa_orig_ok, pa_equiv_ok,
+    ours_sent = [request for raw in ours_requests for request in infer_requests(raw)]
+    return Row(case, pa_orig, pa_equiv, ours, ours_requests == equivalent_requests,
+               pa_sent == set(ours_sent) and len(ours_sent) == len(case.original_data), not pa_orig_ok, pa_equiv_ok,
                ours_ok and warned and not equivalent_notes)
 
 
@@ -180,11 +194,12 @@ def check_all(url: str, pa: tuple[Path, dict[str, str]], folder: Path) -> list[R
 
 
 def table(rows: list[Row]) -> str:
-    head = "| rule | case | perf_analyzer, original | perf_analyzer, equivalent | ours, original | same requests |"
-    lines = [head, "|" + "---|" * 6]
+    head = ("| rule | case | perf_analyzer, original | perf_analyzer, equivalent | ours, original | same requests: "
+            "ours, original = equivalent (bytes) | same requests: perf_analyzer's tensors, equivalent = ours, original |")
+    lines = [head, "|" + "---|" * 7]
     for r in rows:
         lines.append(f"| {r.case.rule} | {r.case.what} | {r.pa_original} | {r.pa_equivalent} | {r.ours_original} | "
-                     f"{'yes' if r.same_requests else 'NO'} |")
+                     f"{'yes' if r.same_requests else 'NO'} | {'yes' if r.same_as_perf_analyzer else 'NO'} |")
     return "\n".join(lines)
 
 
@@ -212,6 +227,6 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         print(f"input_rules: not as the rule says: {'; '.join(bad)}")
         return 1
-    print("input_rules: every rule as stated: perf_analyzer refuses the original, takes the equivalent; "
-          "ours runs the original with its warning and sends the equivalent's bytes")
+    print("input_rules: every rule as stated: perf_analyzer refuses the original and takes the equivalent; ours runs "
+          "the original with its warning, and sends the equivalent's bytes and perf_analyzer's tensors")
     return 0

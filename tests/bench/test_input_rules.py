@@ -8,9 +8,19 @@ import copy
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from bench.input_rules import CASES, Case, check_all, request_bytes, table, write_case
+from bench.http_capture import NotReadable, infer_requests
+from bench.input_rules import (
+    CASES,
+    Case,
+    check_all,
+    pa_on_file,
+    request_bytes,
+    table,
+    write_case,
+)
 from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
 from engine.load.input_json import PA_REFUSES
 from engine.load.target import Target, TargetInfo
@@ -55,6 +65,33 @@ def test_an_equivalent_one_value_off_is_told_apart(case: Case, tmp_path: Path):
     assert request_bytes(original, TARGET, MIXED)[0] != request_bytes(equivalent, TARGET, MIXED)[0]
 
 
+def test_our_requests_read_back_as_their_tensors(tmp_path: Path):
+    (case,) = [c for c in CASES if c.rule == "inferred_shape"]
+    original, _ = write_case(case, tmp_path, 0)
+    requests, _ = request_bytes(original, TARGET, MIXED)
+    read = [infer_requests(raw) for raw in requests]
+    assert [len(r) for r in read] == [1, 1]
+    ids = [dict((name, (shape, raw)) for name, _dt, shape, raw in r[0])["IDS"] for r in read]
+    assert ids == [((1, 2), np.array([101, 7], "<i8").tobytes()), ((1, 3), np.array([101, 7, 8], "<i8").tobytes())]
+
+
+def test_a_request_in_perf_analyzers_framing_reads_as_ours_does():
+    """perf_analyzer puts the inputs in another order and adds outputs: the tensors are the same."""
+    header = json.dumps({"inputs": [{"name": "B", "shape": [1, 1], "datatype": "BYTES",
+                                     "parameters": {"binary_data_size": 5}},
+                                    {"name": "A", "shape": [1, 2], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 8}}],
+                         "outputs": [{"name": "C", "parameters": {"binary_data": True}}]}).encode()
+    body = header + b"\x01\0\0\0x" + np.array([1.0, 2.0], "<f4").tobytes()
+    head = (f"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: {len(header)}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    meta = b"GET /v2/models/m HTTP/1.1\r\nHost: x\r\n\r\n"
+    (request,) = infer_requests(meta + head + body)
+    assert request == (("A", "FP32", (1, 2), np.array([1.0, 2.0], "<f4").tobytes()), ("B", "BYTES", (1, 1), b"\x01\0\0\0x"))
+    with pytest.raises(NotReadable, match="cut short"):
+        infer_requests(head + body[:-1])
+
+
 def test_the_equivalent_writes_floats_as_floats(tmp_path: Path):
     (case,) = [c for c in CASES if c.rule == "int_literals"]
     original, equivalent = write_case(case, tmp_path, 0)
@@ -62,7 +99,7 @@ def test_the_equivalent_writes_floats_as_floats(tmp_path: Path):
     assert json.loads(original.read_text()) == json.loads(equivalent.read_text())  # equal as numbers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session, as the server's: asked first, a skip starts no server
 def perf_analyzer() -> tuple[Path, dict[str, str]]:
     if not (PA_DIR / "perf_analyzer").exists():
         pytest.skip(f"perf_analyzer 2.41 is not set up in {PA_DIR} (python -m bench input_rules sets it up: a download)")
@@ -74,9 +111,25 @@ def perf_analyzer() -> tuple[Path, dict[str, str]]:
 
 @pytest.mark.server
 @pytest.mark.slow
-def test_the_stage_against_perf_analyzer(shapes_server, perf_analyzer, tmp_path: Path):
+def test_the_stage_against_perf_analyzer(perf_analyzer, shapes_server, tmp_path: Path):
     rows = check_all(shapes_server.http_url, perf_analyzer, tmp_path)
     text = table(rows)
     for row in rows:
         assert row.refused and row.taken and row.ours_ok and row.same_requests, text
     assert [row.case for row in rows] == list(CASES)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_perf_analyzers_requests_read_off_the_wire_tell_one_value_apart(perf_analyzer, shapes_server, tmp_path: Path):
+    """The wire comparison is not blind: perf_analyzer sent one PIXELS value more, and it shows."""
+    (case,) = [c for c in CASES if c.rule == "int_literals"]
+    changed = copy.deepcopy(case.equivalent_data)
+    changed[0]["PIXELS"][0] += 1
+    original, equivalent = write_case(Case(case.rule, case.what, case.original_data, changed), tmp_path, 0)
+    ok, said, sent = pa_on_file(perf_analyzer, shapes_server.http_url, equivalent, capture=True)
+    assert ok, said
+    ours = {request for raw in request_bytes(original, TARGET, MIXED)[0] for request in infer_requests(raw)}
+    (theirs,) = sent
+    (mine,) = ours
+    assert theirs != mine and [t for t in theirs if t[0] != "PIXELS"] == [t for t in mine if t[0] != "PIXELS"]
