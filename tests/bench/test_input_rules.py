@@ -133,3 +133,38 @@ def test_perf_analyzers_requests_read_off_the_wire_tell_one_value_apart(perf_ana
     (theirs,) = sent
     (mine,) = ours
     assert theirs != mine and [t for t in theirs if t[0] != "PIXELS"] == [t for t in mine if t[0] != "PIXELS"]
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_validation_of_a_variable_output_perf_analyzer_refuses_and_we_compare(perf_analyzer, shapes_server,
+                                                                               tmp_path: Path):
+    """docs/input_data.md's row: perf_analyzer 2.41 refuses validation_data for an output with a
+    variable dimension even with its shape; ours compares it, and a wrong value fails the level."""
+    import asyncio
+
+    from bench.input_rules import BRAIN, HALF
+    from engine.load.sweep import run_sweep
+    from engine.load.target import describe_target
+    from engine.profiles import Load
+
+    (case,) = [c for c in CASES if c.rule == "inferred_shape"]
+    document = dict(case.equivalent, validation_data=[
+        {"IDS_OUT": {"content": ids, "shape": [len(ids)]}, "TEXT_OUT": ["a prompt"], "HALF_OUT": HALF,
+         "BRAIN_OUT": BRAIN, "EXTRA_SENT": [True]} for ids in ([101, 7], [101, 7, 8])])
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(document))
+    ok, said, _ = pa_on_file(perf_analyzer, shapes_server.http_url, good)
+    assert not ok and 'tensor "IDS_OUT" with model shape [-1] needs to have its shape fully defined' in said, said
+    document["validation_data"][1]["IDS_OUT"]["content"][2] = 9
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(document))
+    target = Target(shapes_server.http_url, "mixed")
+    info = asyncio.run(describe_target(target))
+    errors = {}
+    for path in (good, wrong):
+        load = Load(concurrency=[1], input_data=str(path), window_ms=500, stability_percent=90, warmup_s=0.5,
+                    max_windows=3)
+        (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+        errors[path.stem] = result.errors
+    assert errors["good"] == 0 and errors["wrong"] > 0, errors
