@@ -49,7 +49,12 @@ class Relay:
                 client, _ = self._listener.accept()
             except OSError:  # closed: the relay is done
                 return
-            server = socket.create_connection(self.upstream)
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+                server.settimeout(None)
+            except OSError:  # the client sees its connection closed, not a hang
+                client.close()
+                continue
             record = bytearray()
             self.sent.append(record)
             self._spawn(self._pump, client, server, record)

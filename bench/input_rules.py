@@ -122,7 +122,7 @@ class Row:
 
 
 def pa_on_file(pa: tuple[Path, dict[str, str]], url: str, data: Path, flags: tuple[str, ...] = (),
-                   capture: bool = False) -> tuple[bool, str, set[Tensors]]:
+               capture: bool = False) -> tuple[bool, str, set[Tensors]]:
     """perf_analyzer on one file at concurrency 1: (it ran without an error, what it said, and
     with ``capture`` the distinct inference requests it sent, read off the wire through a relay)."""
     from bench.http_capture import Relay, infer_requests
