@@ -26,6 +26,8 @@ STAGES = (
           "any box, CPU variant; about 1 minute"),
     Stage("stream_fidelity", "stream_fidelity", "our grpc_stream against perf_analyzer 2.41 --streaming on toy_llm: req/s, p50, TTFT, ITL",
           "CPU here, about 1 minute per level and round"),
+    Stage("input_rules", "input_rules", "input-data files we run and perf_analyzer 2.41 refuses, each against the file its rule says it stands for",
+          "CPU here (the embedded mixed model), under a minute"),
     Stage("transports", "transports", "our http/system_shm/cuda_shm against perf_analyzer's --shared-memory modes, per variant",
           "2x or 4x H200, one 10-minute call"),
     Stage("model_speed", "model_speed", "the embedded ViT: in-process forward, then Triton under perf_analyzer, and the wire model",

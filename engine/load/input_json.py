@@ -32,8 +32,8 @@ FLOATS = ("FP16", "FP32", "FP64", "BF16")
 PA_REFUSES = {
     "int_literals": "integer literals for a float input, which perf_analyzer 2.41 refuses ('unable to find float data "
                     "in json'): sent as their values; write 1.0 for both tools to take the file",
-    "nested": "nested lists, which perf_analyzer 2.41 refuses ('unable to find float data in json'): flattened in "
-              "row-major order; give a flat list and a 'shape' for both tools to take the file",
+    "nested": "nested lists, which perf_analyzer 2.41 refuses ('unable to find float data in json', or int64_t "
+              "and so on): flattened in row-major order; give a flat list and a 'shape' for both tools to take the file",
     "inferred_shape": "entries of different shapes with no 'shape' (nor load.input_shapes), which perf_analyzer 2.41 "
                       "refuses (one --shape for every entry): each entry's variable dimension is taken from its "
                       "element count; give each entry a 'shape' for both tools to take the file",
