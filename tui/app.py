@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from engine.record.replay_source import ReplaySource
 
 REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
-MAX_EVENTS_PER_TICK = 50_000  # a replay at max speed must not stall a frame for long
+FOLD_BUDGET_S = 0.015  # a refresh folds queued events this long at most, so keys wait no longer
+FOLD_GAP_S = 0.035  # and leaves the event loop at least this long before the backlog's next slice
+FOLD_CHECK_EVERY = 16  # events folded between looks at the clock
 HANG_UP_GRACE_S = 5.0  # after a hang-up, how long the sessions' end waits for Textual's own exit
 JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
 SPEEDS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 100.0, None)  # None: max
@@ -148,6 +150,8 @@ class GpuscaleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self._signals: list[int] = []
         self._level_target: int | None = None  # a level seek on its way: the next `]` counts from it
+        self._fold_pending = False  # a slice of the inbox's backlog waits in the event loop
+        self._folded_unseen = 0  # events folded by such slices since the last render
         self._told_recording: Path | None = None
         for view in self.VIEWS:
             self.add_mode(view.name, partial(ViewScreen, view, self))
@@ -201,7 +205,7 @@ class GpuscaleApp(App[int]):
     # ------------------------------------------------------------------ lifecycle
 
     def on_mount(self) -> None:
-        self.set_interval(1.0 / self.refresh_hz, self.drain)
+        self.set_interval(1.0 / self.refresh_hz, self._tick)
         if not self.is_headless and threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGHUP, signal.SIGTERM):
@@ -239,14 +243,14 @@ class GpuscaleApp(App[int]):
         """One queued event into the state (the study app folds it into its study state too)."""
         self.state.apply(event)
 
-    def drain(self) -> None:
-        """The refresh tick: fold queued events into the state, then render the visible view."""
-        applied = 0
-        inbox, fold = self.inbox, self.fold
-        while inbox and applied < MAX_EVENTS_PER_TICK:
-            fold(inbox.popleft())
-            applied += 1
-        if self._level_target is not None and self.state.current_level == self._level_target and not inbox:
+    def drain(self, budget_s: float | None = None) -> None:
+        """The refresh tick: fold queued events into the state, then render the visible view.
+        ``budget_s``: fold at most this long (the timer's tick); what is left is folded in further
+        slices between the event loop's other work (keys), not rendered until the next tick.
+        None (a test, a direct call): fold everything now."""
+        applied = self._fold_queued(budget_s) + self._folded_unseen
+        self._folded_unseen = 0
+        if self._level_target is not None and self.state.current_level == self._level_target and not self.inbox:
             self._level_target = None  # arrived
         told = self._tell_recording()
         # The view under any dialog; none while a mode switch is under way.
@@ -258,6 +262,30 @@ class GpuscaleApp(App[int]):
             screen.tick_replay()
         self.live = self.live_running
         self.replaying = self.replay is not None
+
+    def _tick(self) -> None:
+        self.drain(FOLD_BUDGET_S)
+
+    def _fold_queued(self, budget_s: float | None) -> int:
+        """Fold queued events in order; with a budget, stop once it is spent and fold on in a later
+        slice, FOLD_GAP_S on, so that keys and drawing get most of the loop while a backlog lasts."""
+        inbox, fold = self.inbox, self.fold
+        applied = 0
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        while inbox:
+            fold(inbox.popleft())
+            applied += 1
+            if deadline is not None and applied % FOLD_CHECK_EVERY == 0 and time.perf_counter() >= deadline:
+                break
+        if inbox and deadline is not None and not self._fold_pending:
+            self._fold_pending = True  # after a gap: a screen being mounted needs many turns of the loop
+            self.set_timer(FOLD_GAP_S, self._fold_slice)
+        return applied
+
+    def _fold_slice(self) -> None:
+        """A slice of a backlog, between ticks: folded, not rendered (the next tick renders it)."""
+        self._fold_pending = False
+        self._folded_unseen += self._fold_queued(FOLD_BUDGET_S)
 
     def _tell_recording(self) -> bool:
         """Once the live session knows its recording's path (it opens the file on its own thread),

@@ -245,7 +245,9 @@ class SessionState:
         self.answers = AnswerFold()  # the headline figures, by the rule every report uses
         self.events_applied = 0
         self.version = 0
-        self.versions: dict[str, int] = {name: 0 for name in SECTIONS}
+        # Never back to an earlier count, even on a reset: a view that saw a count has drawn it.
+        old: dict[str, int] = getattr(self, "versions", {})
+        self.versions: dict[str, int] = {name: old.get(name, 0) + 1 for name in SECTIONS}
 
     def apply(self, event: ev.Event) -> None:
         """Fold one event into the state. Unknown event kinds only advance the clock."""

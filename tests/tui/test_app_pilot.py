@@ -495,3 +495,35 @@ async def test_the_live_screen_draws_throughput_against_load_at_80x24() -> None:
         assert all(set(bar) <= set("█▏▎▍▌▋▊▉") and bar for bar in bars), bars
         cells = [len(bar) for bar in bars]  # infer/s 180, 360, 720, 1440, 1500, 1500, 1500
         assert cells == sorted(cells) and cells[0] < cells[3] and cells[4] == cells[5] == cells[6] >= 10
+
+
+@pytest.mark.slow
+async def test_a_backlog_is_folded_in_slices_between_keys_to_the_same_state() -> None:
+    """A tick with its budget spent folds one batch; the rest follows in slices with gaps between
+    them (a key pressed meanwhile is answered), in order, to the state that folding everything at
+    once gives."""
+    from tui.app import FOLD_CHECK_EVERY
+
+    events = session_events()
+    assert len(events) > 2 * FOLD_CHECK_EVERY
+    whole, _ = replay_app(events)
+    publish(whole.replay, events)
+    async with whole.run_test(size=SIZE):
+        whole.drain()
+        assert not whole.inbox and whole.state.events_applied == len(events)
+
+    app, source = replay_app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, events)
+        app.drain(0.0)  # no time to spare: one batch, then the event loop's turn
+        assert app.state.events_applied == FOLD_CHECK_EVERY and len(app.inbox) == len(events) - FOLD_CHECK_EVERY
+        await pilot.press("4")
+        for _ in range(len(events)):  # at least one event a slice
+            if not app.inbox:
+                break
+            await pilot.pause(0.05)
+        assert view_of(app) == "log" and not app.inbox
+        app.drain()
+        assert app.state.events_applied == len(events)
+        assert app.state.levels.keys() == whole.state.levels.keys()
+        assert app.state.current_level == whole.state.current_level and app.state.ended == whole.state.ended

@@ -71,5 +71,7 @@ class ViewScreen(Screen):
         self.app.push_screen(LevelDetailScreen(self.host))
 
     def on_screen_resume(self) -> None:
-        self.show_state(force=True)
+        # Unforced: what this view last drew stays right unless a section it reads has changed
+        # since (the counts in SessionState.versions never repeat) or its width has.
+        self.show_state()
         self.tick_replay()
