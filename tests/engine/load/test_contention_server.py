@@ -5,7 +5,6 @@ decides nothing there."""
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from bench.hogs import cpu_hogs
 from engine.analysis.answer import decide
-from engine.events import Event, LevelResult, LevelStarted
+from engine.events import Event, LevelResult, LevelStarted, WindowResult
 from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
 from engine.load.target import Target, describe_target
@@ -45,28 +44,30 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
 
 
 class NoisyAtOneLevel:
-    """Answers at once, except while the sweep measures concurrency 2: there each answer takes
-    longer than the last (1 ms, growing 60 % per 0.3 s window) and falls back to 1 ms every 2.4 s,
-    so no two windows agree however long a busy box makes them (a ramp that stopped growing would
-    settle into windows that agree)."""
+    """Answers at once, except while the sweep measures concurrency 2: there each window is
+    answered 1 ms or 30 ms a request, in turn (switched as each window closes), so no two
+    windows agree however long a busy box makes them."""
 
     def __init__(self) -> None:
-        self.noisy_since: float | None = None
+        self.noisy = False
+        self.slow = False
         self.lock = threading.Lock()
 
     def publish(self, events: Events):  # noqa: ANN201 - the sweep's publish callback
         def publish(event: Event) -> None:
-            if isinstance(event, LevelStarted):
-                with self.lock:
-                    self.noisy_since = time.monotonic() if event.level == 2 else None
+            with self.lock:
+                if isinstance(event, LevelStarted):
+                    self.noisy, self.slow = event.level == 2, False
+                elif isinstance(event, WindowResult) and self.noisy:
+                    self.slow = not self.slow
             events.append(event)
         return publish
 
     def infer(self, seen: Seen) -> Reply:
         with self.lock:
-            since = self.noisy_since
-        if since is not None:
-            time.sleep(0.001 * math.pow(1.6, ((time.monotonic() - since) / 0.3) % 8))
+            noisy, slow = self.noisy, self.slow
+        if noisy:
+            time.sleep(0.030 if slow else 0.001)
         return _ok_infer(seen)
 
 

@@ -73,7 +73,8 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     like the 10x of servers taking each other's cores still fails."""
     out = tmp_path / "rec"
     sets = ["model.name=identity", "model.variant=cpu*2", "load.concurrency=8", "load.window_ms=500",
-            "load.warmup_s=0.5", "load.min_window_requests=40", "load.max_windows=6", "load.request_timeout_s=30"]
+            "load.warmup_s=0.5", "load.min_window_requests=40", "load.max_windows=6", "load.request_timeout_s=30",
+            "load.max_trials=1", "load.contended_percent=100"]  # the box-noise rule off (tests/conftest.py)
     done = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", "-o", str(out),
                            *[x for kv in sets for x in ("--set", kv)]],
                           cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
