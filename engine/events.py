@@ -51,13 +51,6 @@ LevelStatus = Literal["stable", "unstable", "contended", "failed", "interrupted"
 SessionStatus = Literal["ok", "failed", "interrupted"]
 CheckStatus = Literal["ok", "warn", "fail", "n/a"]  # n/a: could not be measured here
 Verdict = Literal["go", "warn", "no-go"]  # warn: go, with warnings
-# levels not measured to their end; which measured levels a decision rests on: engine/analysis/answer.py
-UNFINISHED_LEVEL: frozenset[LevelStatus] = frozenset({"failed", "interrupted"})
-
-
-def measured_to_end(status: LevelStatus) -> bool:
-    """A level measured to its end (stable, unstable or contended), not failed or interrupted."""
-    return status not in UNFINISHED_LEVEL
 
 
 # --------------------------------------------------------------------------- base

@@ -25,7 +25,6 @@ from engine.events import Event, LevelResult, LevelStarted, ServerReady, Session
 from engine.profiles import scale_out_parts
 
 SOUND_STATUS = "stable"
-NOT_MEASURED_TO_THE_END = ("interrupted",)
 
 
 def is_sound(r: LevelResult) -> bool:

@@ -71,12 +71,22 @@ class StreamTimes:
     """One request's stream of responses (a decoupled model's), as a streaming transport saw it:
     when the first response came, the gaps between the next ones, how many there were."""
 
-    __slots__ = ("first_ns", "gaps_ns", "responses")
+    __slots__ = ("first_ns", "gaps_ns", "last_ns", "responses")
 
     def __init__(self) -> None:
         self.first_ns = 0
         self.gaps_ns: list[int] = []
+        self.last_ns = 0
         self.responses = 0
+
+    def add(self, now_ns: int) -> None:
+        """One more response, arrived at ``now_ns``."""
+        if self.responses == 0:
+            self.first_ns = now_ns
+        else:
+            self.gaps_ns.append(now_ns - self.last_ns)
+        self.responses += 1
+        self.last_ns = now_ns
 
 
 class Connection:

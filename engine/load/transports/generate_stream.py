@@ -84,7 +84,6 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self.problem: tuple[str, str] | None = None  # the first (kind, message) found in this answer
         self.times = StreamTimes()
         self.stream = self.times
-        self.last_ns = 0
 
     # -- asyncio callbacks
 
@@ -174,13 +173,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is not None:
             self.problem = self.problem or (MALFORMED_ANSWER, problem)
             return
-        times = self.times
-        if times.responses == 0:
-            times.first_ns = now
-        else:
-            times.gaps_ns.append(now - self.last_ns)
-        times.responses += 1
-        self.last_ns = now
+        self.times.add(now)
 
     def _finish(self) -> None:
         head = self.head
@@ -205,7 +198,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
 
     def send(self, intended_ns: int = 0) -> int:
         now = monotonic_ns()
-        self.sent_ns = self.written_ns = self.last_ns = now
+        self.sent_ns = self.written_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
         self._reset()

@@ -76,6 +76,18 @@ class GrpcPayload:
     values: AnswerSpec | None = None  # validation data, per request (None: values not compared)
 
 
+async def channel_ready(channel: Any, timeout_s: float, address: str) -> None:
+    """Wait until ``channel`` is connected; ConnectionRefusedError when it fails, TimeoutError
+    past ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        state = channel.get_state(try_to_connect=True)
+        while state != grpc.ChannelConnectivity.READY:
+            if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+                raise ConnectionRefusedError(f"cannot connect to {address} over gRPC")
+            await channel.wait_for_state_change(state)
+            state = channel.get_state(try_to_connect=True)
+
+
 def grpc_address(target: Target) -> tuple[str, bool]:
     """host:port of the server's gRPC endpoint, and whether it takes TLS (an https URL)."""
     from urllib.parse import urlsplit
@@ -265,15 +277,8 @@ class GrpcDialer(Dialer):
     async def _ready(self, conn: GrpcConnection, timeout_s: float) -> BaseException | None:
         """Connect ``conn``'s new channel; an error when it fails or is not ready in time."""
         channel = conn.new_channel()
-        ready = grpc.ChannelConnectivity.READY
         try:
-            async with asyncio.timeout(timeout_s):
-                state = channel.get_state(try_to_connect=True)
-                while state != ready:
-                    if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
-                        raise ConnectionRefusedError(f"cannot connect to {self.payload.address} over gRPC")
-                    await channel.wait_for_state_change(state)
-                    state = channel.get_state(try_to_connect=True)
+            await channel_ready(channel, timeout_s, self.payload.address)
         except (TimeoutError, OSError) as exc:
             if conn.channel is channel:
                 conn.close_channel()

@@ -38,6 +38,7 @@ from engine.load.transports.grpc import (
     CHANNEL_OPTIONS,
     GrpcPayload,
     GrpcTransport,
+    channel_ready,
     check_answer,
     messages,
 )
@@ -63,7 +64,6 @@ class GrpcStreamConnection(Connection):
         self.serial = 0
         self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
         self.stream = self.times
-        self.last_ns = 0
         self.writing: asyncio.Task[None] | None = None  # the last write, which the next one waits for
 
     def new_stream(self) -> Any:
@@ -99,7 +99,7 @@ class GrpcStreamConnection(Connection):
 
     def send(self, intended_ns: int = 0) -> int:
         now = monotonic_ns()
-        self.sent_ns = self.written_ns = self.last_ns = now
+        self.sent_ns = self.written_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
         self.serial += 1
@@ -176,13 +176,7 @@ class GrpcStreamConnection(Connection):
             if problem is not None:
                 self._refuse(MALFORMED_ANSWER, problem, now)
                 return
-            times = self.times
-            if times.responses == 0:
-                times.first_ns = now
-            else:
-                times.gaps_ns.append(now - self.last_ns)
-            times.responses += 1
-            self.last_ns = now
+            self.times.add(now)
         if final:
             self.current = ""
             self.first_ns = now  # the answer's time: the scheduler's split of the latency ends here
@@ -249,15 +243,8 @@ class GrpcStreamDialer(Dialer):
 
     async def _ready(self, conn: GrpcStreamConnection, timeout_s: float) -> BaseException | None:
         channel = conn.new_stream()
-        ready = grpc.ChannelConnectivity.READY
         try:
-            async with asyncio.timeout(timeout_s):
-                state = channel.get_state(try_to_connect=True)
-                while state != ready:
-                    if state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
-                        raise ConnectionRefusedError(f"cannot connect to {self.payload.address} over gRPC")
-                    await channel.wait_for_state_change(state)
-                    state = channel.get_state(try_to_connect=True)
+            await channel_ready(channel, timeout_s, self.payload.address)
         except (TimeoutError, OSError) as exc:
             if conn.channel is channel:
                 conn.close_channel()
