@@ -30,17 +30,25 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
     with cpu_hogs(process_cores(), tmp_path):
         results = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
     published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
-    assert [r.status for r in results] == ["contended", "contended"]
+    # the mark follows what was measured: contended exactly where others took over 30 % (the
+    # scheduler decides how much the hogs get in a given level; the first level always had them)
+    assert results[0].status == "contended"
+    for r in published:
+        assert r.others_cpu is not None
+        if r.status != "failed":
+            taken = (r.others_cpu + (r.steal or 0.0)) * 100
+            assert (r.status == "contended") == (taken > 30.0), (r.level, r.trial, r.status, r.others_cpu)
     for level in (1.0, 2.0):
         trials = [r for r in published if r.level == level]
-        assert [r.trial for r in trials] == [1, 2]  # every trial kept
-        assert trials[0].remeasure.startswith("others took") and trials[1].remeasure == ""
-        assert all(r.others_cpu is not None and r.others_cpu * 100 > 30.0 for r in trials)
+        if trials[0].status == "contended":  # measured again, every trial kept
+            assert [r.trial for r in trials] == [1, 2]
+            assert trials[0].remeasure.startswith("others took") and trials[1].remeasure == ""
     windows = [w for w in events.of("window") if not w.warmup]
     assert windows and all(w.others_cpu is not None for w in windows)
-    assert [e.trial for e in events.of("level_started") if isinstance(e, LevelStarted)] == [1, 2, 1, 2]
     answer = decide(published)
-    assert answer.best is None and answer.line.startswith("answer: not decided: no sound level: concurrency 1 contended")
+    if all(r.status == "contended" for r in results):
+        assert answer.best is None and answer.line.startswith("answer: not decided: no sound level: concurrency 1 contended")
+    assert answer.best is None or answer.best.status == "stable"  # never a contended level
 
 
 class NoisyAtOneLevel:
