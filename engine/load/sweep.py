@@ -60,7 +60,7 @@ from engine.events import (
     WindowResult,
 )
 from engine.hostinfo import process_cores
-from engine.load.audit import GRPC_UNTIMED_CALL_S, client_audit
+from engine.load.audit import client_audit, delay_limit
 from engine.load.dev import LoadDev
 from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.error_text import errors_line
@@ -181,8 +181,8 @@ class _Level:
         self.trial = trial
         self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
         self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
-        # the client's cost per call where no request can time it (gRPC): engine/load/audit.py
-        self.untimed_call_s = GRPC_UNTIMED_CALL_S if load.transport == "grpc" else None
+        # how much of the latency our side may add (engine/load/audit.py)
+        self.delay_limit = delay_limit(load.transport)
         self.pool, self.target, self.load = pool, target, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
@@ -467,7 +467,7 @@ class _Level:
     ) -> WindowResult:
         audit = client_audit(
             agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
-            self.untimed_call_s,
+            self.delay_limit,
         )
         return WindowResult(
             level=self.level,
@@ -514,7 +514,7 @@ class _Level:
         lat = latency_stats(agg.latency_ns)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
-                             self.untimed_call_s)
+                             self.delay_limit)
         # Errors are counted over every measured window, not only the merged ones: an outage in
         # the level's early windows must not vanish because the last windows were clean.
         every = merge([w.agg for w in self.windows], self.rate_mode) if len(chosen) < len(self.windows) else agg

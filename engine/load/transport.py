@@ -96,7 +96,9 @@ class Connection:
     the timings a request's latency is split by: ``send`` sets ``sent_ns`` (now) and
     ``intended_ns`` (the schedule's time, or now); ``written_ns`` when the whole request is in
     the kernel's (or the protocol library's) hands; ``first_ns`` when the answer's first bytes
-    were read; ``unread_ns`` how long they may have waited unread (an upper bound). A transport
+    were read; ``unread_ns`` how long they may have waited unread (an upper bound); ``own_ns`` the
+    time the protocol library took in our hands that the send time does not end (gRPC: starting
+    the call; 0 for a transport whose send returns once the bytes are in the kernel's). A transport
     that cannot tell sets written_ns = sent_ns and first_ns = the answer's time. A streaming
     transport keeps the request's ``stream`` (None for a unary one) and reports it answered at
     its final response.
@@ -114,6 +116,7 @@ class Connection:
         self.written_ns = 0
         self.first_ns = 0
         self.unread_ns = 0
+        self.own_ns = 0
         self.backoff = 0.0  # the scheduler's reconnect delay
         self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
 

@@ -490,8 +490,10 @@ class Worker:
                 return
         written = slot.written_ns or now  # an answer before the write ended: no wait
         first = min(max(slot.first_ns, written), now)
-        # our side: the answer unread in our socket, reading it, and (rate mode) sending late
-        ours = max(0, min(slot.unread_ns, first - written)) + (now - first) + (slot.sent_ns - slot.intended_ns)
+        # our side: the answer unread in our socket, reading it, the protocol library's own part of
+        # the send (gRPC), and (rate mode) sending late
+        ours = (max(0, min(slot.unread_ns, first - written)) + (now - first) + slot.own_ns
+                + (slot.sent_ns - slot.intended_ns))
         tick_buffer.ok(now - slot.intended_ns, now - slot.sent_ns, now, written - slot.sent_ns, first - written, ours)
         stream = slot.stream
         if stream is not None:

@@ -1,15 +1,18 @@
-"""load.transport = grpc: KServe v2 ``ModelInfer`` over gRPC (grpcio's asyncio API), the inputs in
+"""load.transport = grpc: KServe v2 ``ModelInfer`` over gRPC (grpcio's synchronous API, each call's end
+handed to the worker's asyncio loop), the inputs in
 ``raw_input_contents``.
 
 The ``ModelInferRequest`` is built and serialised once per sweep in the session (tritonclient's
 generated messages; one per request of the sweep, taken in turn from the worker's
 RequestCycle); every connection sends those bytes as they are, through a method whose
-request serialiser is the identity. A connection is one ``grpc.aio`` channel with its own
+request serialiser is the identity. A connection is one grpc channel with its own
 subchannel (its own TCP connection: channels otherwise share one per address), carrying one call
 at a time, as the scheduler's connections do. Each answer is parsed and checked (outputs asked
 for, their datatypes, raw sizes against shapes); one that does not add up is counted as
 ``malformed_answer``; with validation data, one whose values differ is ``wrong_answer``. gRPC has
-no per-byte timings: written_ns = sent_ns, first_ns = the answer.
+no per-byte timings: written_ns = when grpcio has started the call, first_ns = when grpc's thread
+has the answer; the time between first_ns and the worker's own timestamp is ours, as is the
+start of the call (``own_ns``).
 
 The server's address: ``Target.grpc_url`` when given, else the HTTP URL's host with the HTTP port
 + 1 (Triton's default layout, 8000/8001, which the embedded server keeps).
@@ -18,11 +21,12 @@ The server's address: ``Target.grpc_url`` when given, else the HTTP URL's host w
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import grpc  # grpcio; its asyncio API is grpc.aio
+import grpc  # grpcio (grpc.aio: channel_ready, for the streaming transport)
 
 from engine.load.answer_check import (
     AnswerCheck,
@@ -157,30 +161,37 @@ def messages() -> Any:
 
 
 class GrpcConnection(Connection):
-    """One gRPC channel (one TCP connection) carrying at most one call at a time."""
+    """One gRPC channel (one TCP connection) carrying at most one call at a time.
+
+    Calls go through grpcio's synchronous API (``future()``), whose done-callback runs on grpc's
+    own thread as soon as grpc has the answer; the answer then reaches the worker's loop. So both
+    parts that grpcio's Python layer adds to a call's latency are timed per call, as our side's
+    (``own_ns`` and first_ns): starting the call (the ``future()`` call, in the loop) and the hand-over
+    from grpc's thread to the loop. What grpc's C core does before its callback (the same core
+    perf_analyzer's client uses) is not ours to time."""
 
     def __init__(self, scheduler: Scheduler, dialer: GrpcDialer) -> None:
         super().__init__(scheduler)
         self.dialer = dialer
         self.payload = dialer.payload
-        self.channel: Any = None  # grpc.aio.Channel
+        self.channel: Any = None  # grpc.Channel
         self.infer: Any = None  # its ModelInfer method, bytes in, ModelInferResponse out
-        self.task: asyncio.Task[None] | None = None
+        self.call: Any = None  # the call in flight (a grpc.Future)
 
     def new_channel(self) -> Any:
         self.close_channel()
         p = self.payload
         options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
         if p.tls:
-            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
+            self.channel = grpc.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
         else:
-            self.channel = grpc.aio.insecure_channel(p.address, options=options)
+            self.channel = grpc.insecure_channel(p.address, options=options)
         self.infer = self.channel.unary_unary(METHOD, request_serializer=None,
                                               response_deserializer=self.dialer.parse)
         return self.channel
 
     def close_channel(self) -> None:
-        channel, self.channel, self.infer = self.channel, None, None
+        channel, self.channel, self.infer, self.call = self.channel, None, None, None
         if channel is not None:
             self.dialer.closing(channel)
 
@@ -188,22 +199,28 @@ class GrpcConnection(Connection):
 
     def send(self, intended_ns: int = 0) -> int:
         now = monotonic_ns()
-        self.sent_ns = self.written_ns = now
+        self.sent_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
-        self.task = self.w.loop.create_task(self._call(self.infer, self.dialer.cycle.take()))
+        infer, sent = self.infer, self.dialer.cycle.take()
+        call = infer.future(self.payload.requests[sent], metadata=self.payload.metadata or None)
+        self.call = call
+        self.written_ns = monotonic_ns()
+        self.own_ns = self.written_ns - now  # grpcio starting the call: ours, in the latency
+        call.add_done_callback(functools.partial(self.dialer.done, self, infer, sent))
         return now
 
-    async def _call(self, infer: Any, sent: int) -> None:
+    def finished(self, call: Any, infer: Any, sent: int, done_ns: int) -> None:
+        """In the loop: the call ended (grpc's thread saw it end at ``done_ns``)."""
+        if infer is not self.infer:
+            return  # a call of a channel since closed
+        self.first_ns = done_ns
+        self.call = None
         try:
-            reply = await infer(self.payload.requests[sent], metadata=self.payload.metadata)
-        except asyncio.CancelledError:
+            reply = call.result()
+        except grpc.FutureCancelledError:
             return  # aborted: abort() reported it
-        except grpc.aio.AioRpcError as exc:
-            if infer is not self.infer:
-                return  # a call of a channel since closed
-            self.first_ns = monotonic_ns()
-            self.task = None
+        except grpc.RpcError as exc:
             code = exc.code()
             details = " ".join((exc.details() or "").split())[:200]
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
@@ -212,10 +229,6 @@ class GrpcConnection(Connection):
                 return
             self.w.rejected(self, error_kind(code.name, details), f"gRPC {code.name}: {details}", False)
             return
-        if infer is not self.infer:
-            return  # an answer on a channel since closed
-        self.first_ns = monotonic_ns()
-        self.task = None
         problem = check_answer(reply, self.payload.outputs)
         if problem is not None:
             self.w.rejected(self, MALFORMED_ANSWER, problem, False)
@@ -235,12 +248,12 @@ class GrpcConnection(Connection):
         self.w.lost(self, exc)
 
     def abort(self) -> None:
-        task, self.task = self.task, None
-        if task is not None and not task.done():
-            task.cancel()
+        call = self.call
         was_open = self.connected
         self.connected = False
-        self.close_channel()
+        self.close_channel()  # the call in flight is cancelled with its channel
+        if call is not None:
+            call.cancel()
         if was_open:  # as a socket's connection_lost: later, from the loop
             self.w.loop.call_soon(self.w.lost, self, None)
 
@@ -250,16 +263,24 @@ class GrpcDialer(Dialer):
         self.w = scheduler
         self.payload = payload
         self.parse = messages().ModelInferResponse.FromString
-        self.closings: set[asyncio.Task[None]] = set()
+        self.closings: set[asyncio.Future[None]] = set()
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # shared by the worker's connections
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
 
     def connection(self) -> GrpcConnection:
         return GrpcConnection(self.w, self)
 
+    def done(self, conn: GrpcConnection, infer: Any, sent: int, call: Any) -> None:
+        """grpc's thread: a call ended; its time now, the rest in the loop."""
+        done_ns = monotonic_ns()
+        try:
+            self.w.loop.call_soon_threadsafe(conn.finished, call, infer, sent, done_ns)
+        except RuntimeError:
+            pass  # the loop is closed: the worker is gone
+
     def closing(self, channel: Any) -> None:
-        """Close ``channel`` in the background (its calls are cancelled at once)."""
-        task = self.w.loop.create_task(channel.close())
+        """Close ``channel`` off the loop (its calls are cancelled at once)."""
+        task = self.w.loop.run_in_executor(None, channel.close)
         self.closings.add(task)
         task.add_done_callback(self.closings.discard)
 
@@ -278,7 +299,7 @@ class GrpcDialer(Dialer):
         """Connect ``conn``'s new channel; an error when it fails or is not ready in time."""
         channel = conn.new_channel()
         try:
-            await channel_ready(channel, timeout_s, self.payload.address)
+            await sync_channel_ready(channel, timeout_s, self.payload.address, self.w.loop)
         except (TimeoutError, OSError) as exc:
             if conn.channel is channel:
                 conn.close_channel()
@@ -287,6 +308,33 @@ class GrpcDialer(Dialer):
             return None  # aborted meanwhile (the level ended)
         conn.connected = True
         return None
+
+
+async def sync_channel_ready(channel: Any, timeout_s: float, address: str, loop: asyncio.AbstractEventLoop) -> None:
+    """Wait until the synchronous ``channel`` is connected: ConnectionRefusedError when it
+    fails, TimeoutError past ``timeout_s`` (grpc reports its states on its own thread)."""
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def settle(state: Any) -> None:  # in the loop
+        if ready.done():
+            return
+        if state == grpc.ChannelConnectivity.READY:
+            ready.set_result(None)
+        elif state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN):
+            ready.set_exception(ConnectionRefusedError(f"cannot connect to {address} over gRPC"))
+
+    def seen(state: Any) -> None:  # grpc's thread
+        try:
+            loop.call_soon_threadsafe(settle, state)
+        except RuntimeError:
+            pass  # the loop is closed
+
+    channel.subscribe(seen, try_to_connect=True)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await ready
+    finally:
+        channel.unsubscribe(seen)
 
 
 # HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS
