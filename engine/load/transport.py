@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from engine.load.answer_values import Expected
+    from engine.load.dev import LoadDev
     from engine.load.target import Target, TargetInfo
     from engine.load.ticks import LevelPlan
 
@@ -55,6 +56,7 @@ class Scheduler(Protocol):
     plan: LevelPlan | None
     loop: asyncio.AbstractEventLoop
     selector: Any  # worker.PreciseEpollSelector, or None (unread_since: how long an answer waited)
+    dev: LoadDev  # developer settings (engine/load/dev.py)
 
     def answered(self, conn: Connection, close: bool) -> None: ...
 

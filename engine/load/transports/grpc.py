@@ -258,6 +258,55 @@ class GrpcConnection(Connection):
             self.w.loop.call_soon(self.w.lost, self, None)
 
 
+class GrpcAioConnection(GrpcConnection):
+    """The same connection over grpc.aio, on the worker's loop (``load.dev_grpc_aio``, for A/B
+    runs): grpcio's part of each call happens inside the await and is not timed."""
+
+    def new_channel(self) -> Any:
+        self.close_channel()
+        p = self.payload
+        options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
+        if p.tls:
+            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(p.address, options=options)
+        self.infer = self.channel.unary_unary(METHOD, request_serializer=None,
+                                              response_deserializer=self.dialer.parse)
+        return self.channel
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.call = self.w.loop.create_task(self._call(self.infer, self.dialer.cycle.take()))
+        return now
+
+    async def _call(self, infer: Any, sent: int) -> None:
+        try:
+            reply = await infer(self.payload.requests[sent], metadata=self.payload.metadata or None)
+        except asyncio.CancelledError:
+            return  # aborted: abort() reported it
+        except grpc.aio.AioRpcError as exc:
+            self.finished(Ended(None, exc), infer, sent, monotonic_ns())
+            return
+        self.finished(Ended(reply, None), infer, sent, monotonic_ns())
+
+
+class Ended:
+    """A grpc.aio call's outcome, read as a finished sync call is (``result()``)."""
+
+    __slots__ = ("error", "reply")
+
+    def __init__(self, reply: Any, error: BaseException | None) -> None:
+        self.reply, self.error = reply, error
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+
 class GrpcDialer(Dialer):
     def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
         self.w = scheduler
@@ -268,6 +317,8 @@ class GrpcDialer(Dialer):
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
 
     def connection(self) -> GrpcConnection:
+        if self.w.dev.grpc_aio:
+            return GrpcAioConnection(self.w, self)
         return GrpcConnection(self.w, self)
 
     def done(self, conn: GrpcConnection, infer: Any, sent: int, call: Any) -> None:
@@ -279,8 +330,11 @@ class GrpcDialer(Dialer):
             pass  # the loop is closed: the worker is gone
 
     def closing(self, channel: Any) -> None:
-        """Close ``channel`` off the loop (its calls are cancelled at once)."""
-        task = self.w.loop.run_in_executor(None, channel.close)
+        """Close ``channel`` in the background (its calls are cancelled at once)."""
+        if isinstance(channel, grpc.aio.Channel):
+            task: asyncio.Future[None] = self.w.loop.create_task(channel.close())
+        else:
+            task = self.w.loop.run_in_executor(None, channel.close)
         self.closings.add(task)
         task.add_done_callback(self.closings.discard)
 
@@ -299,7 +353,10 @@ class GrpcDialer(Dialer):
         """Connect ``conn``'s new channel; an error when it fails or is not ready in time."""
         channel = conn.new_channel()
         try:
-            await sync_channel_ready(channel, timeout_s, self.payload.address, self.w.loop)
+            if isinstance(channel, grpc.aio.Channel):
+                await channel_ready(channel, timeout_s, self.payload.address)
+            else:
+                await sync_channel_ready(channel, timeout_s, self.payload.address, self.w.loop)
         except (TimeoutError, OSError) as exc:
             if conn.channel is channel:
                 conn.close_channel()

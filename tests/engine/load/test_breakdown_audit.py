@@ -144,13 +144,22 @@ def test_snapshots_without_timing_or_missing_are_not_judged_late():
     assert taken_in_time(None, 1_000_000_000, 300_000_000)
 
 
-def test_a_grpc_level_whose_latency_the_untimed_client_cost_moves_past_5_percent_is_flagged() -> None:
-    from engine.load.audit import GRPC_UNTIMED_CALL_S
+def _timed_agg(latency_us: float, ours_us: float) -> Aggregate:
+    agg = _agg(cpu_ms={0: 100})
+    agg.latency_ns = np.full(100, int(latency_us * 1e3), np.int64)
+    agg.client_ns = np.full(100, int(ours_us * 1e3), np.int64)
+    return agg
 
-    fast = client_audit(_agg(cpu_ms={0: 100}), 8, 0.002, 0.002, None, False, GRPC_UNTIMED_CALL_S)
-    assert fast.client_bound and "the gRPC client adds about 0.3 ms per call" in fast.reasons[0]
-    assert "15 % of the mean latency (limit 5 %)" in fast.reasons[0]
-    slow = client_audit(_agg(cpu_ms={0: 100}), 8, 0.020, 0.020, None, False, GRPC_UNTIMED_CALL_S)
-    assert not slow.client_bound  # 1.5 %: within perf_analyzer's 5 %
-    http = client_audit(_agg(cpu_ms={0: 100}), 8, 0.002, 0.002, None, False)
-    assert not http.client_bound  # HTTP times our side per request: no untimed cost
+
+def test_a_grpc_level_whose_measured_client_time_passes_5_percent_is_flagged() -> None:
+    from engine.load.audit import delay_limit
+
+    # 5.5 ms a request, our side measured at 0.33 ms (6 %): over gRPC, outside perf_analyzer's 5 %
+    grpc = client_audit(_timed_agg(5500, 330), 8, 0.0055, 0.0055, None, False, delay_limit("grpc"))
+    assert grpc.client_bound and grpc.client_delay_fraction == pytest.approx(0.06)
+    assert grpc.reasons == ["our side adds 6.0 % of the mean latency (330 µs a request: responses unread in the "
+                            "client, reading, the protocol library's part, late sends; limit 5 %)"]
+    # the same figures over HTTP, whose measure is an upper bound: its limit is 10 %
+    assert not client_audit(_timed_agg(5500, 330), 8, 0.0055, 0.0055, None, False, delay_limit("http")).client_bound
+    # 3 % over gRPC: within the bar
+    assert not client_audit(_timed_agg(5500, 165), 8, 0.0055, 0.0055, None, False, delay_limit("grpc")).client_bound

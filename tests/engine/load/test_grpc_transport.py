@@ -217,3 +217,32 @@ def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_p
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     assert compared.returncode == 0, compared.stderr
     assert "transport differs: grpc (" in " ".join(compared.stdout.split()), compared.stdout
+
+
+@pytest.mark.server
+async def test_grpcios_part_of_each_call_is_measured_and_judged(identity_server, identity_info):
+    """Over gRPC our side's time per request is measured (grpcio starting each call, and the
+    answer's hand-over from grpc's thread to the worker's loop), and the level's verdict follows
+    it: flagged where it passes 5 % of the mean latency. A worker whose loop is held busy (15 ms
+    of every 20) hands answers over late: that is measured, and the level is flagged for it."""
+    target = Target(identity_server.http_url, "identity")
+    (quiet,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport="grpc", stability_percent=50))
+    assert quiet.errors == 0 and quiet.audit.client_delay_p50 is not None and quiet.audit.client_delay_p50 > 0
+    measured = quiet.audit.client_delay_fraction
+    assert measured is not None and measured > 0
+    assert any(r.startswith("our side adds") for r in quiet.audit.reasons) == (measured > 0.05), quiet.audit
+
+    (stalled,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport="grpc", stability_percent=50,
+                                                                  dev_stall_ms=15))
+    assert stalled.errors == 0
+    assert stalled.audit.client_delay_fraction is not None and stalled.audit.client_delay_fraction > 0.05
+    assert stalled.audit.client_bound
+    assert any(r.startswith("our side adds") for r in stalled.audit.reasons), stalled.audit.reasons
+
+
+@pytest.mark.server
+async def test_the_grpc_aio_way_still_runs_for_ab_runs(identity_server, identity_info):
+    load = quick_load(concurrency=[2], transport="grpc", stability_percent=50, dev_grpc_aio=True)
+    (r,), events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
+    assert r.errors == 0 and r.requests > 0, r.error_messages
+    assert any("load.dev_grpc_aio = true" in w.message for w in events.of("warning"))
