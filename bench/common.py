@@ -165,6 +165,26 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     return p
 
 
+def drop_bundled_binaries(wheel: Path) -> None:
+    """Rewrite tritonclient's wheel without the perf_analyzer and perf_client binaries it bundles
+    (12 MB of the carry's 64 MiB; .wheels/perf_analyzer brings perf_analyzer with its libraries).
+    Their RECORD lines go too: pip installs the rest as it is."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as src:
+        names = [i for i in src.infolist() if "/bin/" not in i.filename]
+        if len(names) == len(src.infolist()):
+            return
+        tmp = wheel.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+            for info in names:
+                data = src.read(info)
+                if info.filename.endswith(".dist-info/RECORD"):
+                    data = b"".join(line for line in data.splitlines(keepends=True) if b"/bin/" not in line)
+                out.writestr(info, data)
+    tmp.replace(wheel)
+
+
 def pack_numpy1(python_version: str) -> int:
     """.carry/numpy.tar.xz: numpy 1.26 for the box's Python, unpacked (xz: ~8 MiB, the wheel 18)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,6 +245,8 @@ def run(args: argparse.Namespace) -> int:
     if code:
         print(f"carry: pip download of {', '.join(wanted)} failed", file=sys.stderr)
         return 1
+    for wheel in (CARRY / "wheels").glob("tritonclient-*.whl"):
+        drop_bundled_binaries(wheel)
     if not args.no_perf_analyzer:
         from bench.tools import SetupError, ensure_perf_analyzer
 
