@@ -127,7 +127,7 @@ def run_pair(
     ours, theirs = got["ours"], got["pa"]
     row = {
         "model": model, "mode": mode, "level": level, "round": rnd, "order": order, "transport": args.transport,
-        "grpc_aio": bool(getattr(args, "grpc_aio", False)),
+        "grpc_sync": bool(getattr(args, "grpc_sync", False)),
         "ours": asdict(ours), "perf_analyzer": asdict(theirs),
         "throughput_ratio": _ratio(ours.throughput, theirs.throughput),
         "p50_ratio": _ratio(ours.p50_ms, theirs.p50_ms),
@@ -451,8 +451,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=4 if cpu else 10)
     p.add_argument("--rounds", type=int, default=2 if cpu else 1)
     p.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
-    p.add_argument("--grpc-aio", action="store_true",
-                   help="our gRPC calls through grpc.aio, the transport's former way (load.dev_grpc_aio), for A/B runs")
+    p.add_argument("--grpc-sync", action="store_true",
+                   help="our gRPC calls through grpcio's synchronous future() API (load.dev_grpc_sync), for A/B runs")
     p.add_argument("--input-data", default="", metavar="[MODEL=]PATH,...",
                    help="a perf_analyzer input-data file (JSON or folder) both tools send (theirs: --input-data, "
                         "ours: load.input_data); MODEL=PATH per model, comma-separated, or one PATH for every model")

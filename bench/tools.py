@@ -398,7 +398,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
     common = {"batch_size": args.batch, "window_ms": args.window_ms, "stability_percent": args.stability,
               "max_windows": args.max_windows, "warmup_s": 0.0, "workers": getattr(args, "workers", 0),
               "request_timeout_s": 30.0, "transport": transport, "input_data": input_data,
-              "dev_grpc_aio": getattr(args, "grpc_aio", False)}
+              "dev_grpc_sync": getattr(args, "grpc_sync", False)}
     if mode == "concurrency":
         load = Load(mode="concurrency", concurrency=[int(level)], **common)
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default

@@ -12,13 +12,13 @@ Rules, each with its reason (the thresholds are ours unless named):
 * rate mode: more than 1 % of requests sent late (perf_analyzer's warning threshold).
 * our side adds more than ``delay_limit`` of the mean latency, measured per request (worker.py):
   the response unread in our socket (an upper bound from the loop's select() timestamps),
-  reading it, in rate mode the send's delay, and over gRPC grpcio's Python layer (starting the
-  call, and the answer's hand-over from grpc's thread to our loop). The other rules see the
-  causes (CPU, lag, late sends); this one sees the effect on the figure itself, whatever its
-  cause. The limit is 10 % where the measure is an upper bound (the socket's unread time), and
-  5 % over gRPC, where it is a lower bound (grpc's C core before its callback is not timed):
-  perf_analyzer's own client adds a few µs per call, so a level past it is outside 5 % of
-  perf_analyzer's figures.
+  reading it, in rate mode the send's delay, and over gRPC what grpcio's Python layer takes in
+  our loop (the loop's delay and grpcio building each call; the answer's wait in the loop once
+  grpc handed it over: transports/grpc.py). The other rules see the causes (CPU, lag, late
+  sends); this one sees the effect on the figure itself, whatever its cause. The limit is 10 %
+  where the measure is an upper bound (the socket's unread time), and 5 % over gRPC, where it
+  is a lower bound (grpc's C core and its hand-over to the loop are not timed): perf_analyzer's
+  own client adds a few µs per call, so a level past it is outside 5 % of perf_analyzer's.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ profile, and the sweep announces each as a warning. Each switches one path a tes
   of Triton's HTTP threads; the session's spread warning is tested with it);
 - ``stall_ms``: each load worker's loop is kept busy this long every 20 ms (a deliberately slowed
   client, which the client audit must call client-bound);
-- ``grpc_aio``: the gRPC transport's calls go through grpc.aio on the worker's loop (its former
-  way: grpcio's part of each call is then not timed), to compare the two on one box.
+- ``grpc_sync``: the gRPC transport's calls go through grpcio's synchronous ``future()`` API, its
+  answers handed from grpc's thread to the worker's loop, to compare with grpc.aio on one box.
 Standard library only: load workers import it.
 """
 
@@ -26,12 +26,12 @@ STALL_EVERY_NS = 20_000_000
 class LoadDev:
     open_burst: bool = False
     stall_ms: int = 0
-    grpc_aio: bool = False
+    grpc_sync: bool = False
 
     @classmethod
     def from_load(cls, load: Load) -> LoadDev:
         """The settings of a profile's Load (its ``dev_<name>`` keys)."""
-        return cls(open_burst=load.dev_open_burst, stall_ms=load.dev_stall_ms, grpc_aio=load.dev_grpc_aio)
+        return cls(open_burst=load.dev_open_burst, stall_ms=load.dev_stall_ms, grpc_sync=load.dev_grpc_sync)
 
     def in_effect(self) -> list[str]:
         """'load.dev_stall_ms = 15' for each setting away from its default."""

@@ -1,6 +1,5 @@
-"""load.transport = grpc: KServe v2 ``ModelInfer`` over gRPC (grpcio's synchronous API, each call's end
-handed to the worker's asyncio loop), the inputs in
-``raw_input_contents``.
+"""load.transport = grpc: KServe v2 ``ModelInfer`` over gRPC (grpcio's asyncio API, grpc.aio), the
+inputs in ``raw_input_contents``.
 
 The ``ModelInferRequest`` is built and serialised once per sweep in the session (tritonclient's
 generated messages; one per request of the sweep, taken in turn from the worker's
@@ -10,9 +9,9 @@ subchannel (its own TCP connection: channels otherwise share one per address), c
 at a time, as the scheduler's connections do. Each answer is parsed and checked (outputs asked
 for, their datatypes, raw sizes against shapes); one that does not add up is counted as
 ``malformed_answer``; with validation data, one whose values differ is ``wrong_answer``. gRPC has
-no per-byte timings: written_ns = when grpcio has started the call, first_ns = when grpc's thread
-has the answer; the time between first_ns and the worker's own timestamp is ours, as is the
-start of the call (``own_ns``).
+no per-byte timings: written_ns = sent_ns, first_ns = the answer in our hands; what grpcio's
+Python layer takes in the loop before the call starts (``own_ns``) and after the answer reached
+the loop (``unread_ns``) is timed per call as our side's (engine/load/audit.py).
 
 The server's address: ``Target.grpc_url`` when given, else the HTTP URL's host with the HTTP port
 + 1 (Triton's default layout, 8000/8001, which the embedded server keeps).
@@ -26,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import grpc  # grpcio (grpc.aio: channel_ready, for the streaming transport)
+import grpc  # grpcio; its asyncio API is grpc.aio
 
 from engine.load.answer_check import (
     AnswerCheck,
@@ -160,15 +159,12 @@ def messages() -> Any:
     return importlib.import_module("tritonclient.grpc.service_pb2")
 
 
-class GrpcConnection(Connection):
-    """One gRPC channel (one TCP connection) carrying at most one call at a time.
-
-    Calls go through grpcio's synchronous API (``future()``), whose done-callback runs on grpc's
-    own thread as soon as grpc has the answer; the answer then reaches the worker's loop. So both
-    parts that grpcio's Python layer adds to a call's latency are timed per call, as our side's
-    (``own_ns`` and first_ns): starting the call (the ``future()`` call, in the loop) and the hand-over
-    from grpc's thread to the loop. What grpc's C core does before its callback (the same core
-    perf_analyzer's client uses) is not ours to time."""
+class GrpcSyncConnection(Connection):
+    """A gRPC connection through grpcio's synchronous API (``future()``), for A/B runs
+    (``load.dev_grpc_sync``): the done-callback runs on grpc's own thread (one per channel, started
+    again for each call once the last one ended), and hands the answer to the worker's loop. Timed
+    as ours: starting the call (``own_ns``) and the hand-over (from first_ns). Slower than grpc.aio
+    on the CPU box (docs/results/grpc_fidelity_h200.md)."""
 
     def __init__(self, scheduler: Scheduler, dialer: GrpcDialer) -> None:
         super().__init__(scheduler)
@@ -258,9 +254,13 @@ class GrpcConnection(Connection):
             self.w.loop.call_soon(self.w.lost, self, None)
 
 
-class GrpcAioConnection(GrpcConnection):
-    """The same connection over grpc.aio, on the worker's loop (``load.dev_grpc_aio``, for A/B
-    runs): grpcio's part of each call happens inside the await and is not timed."""
+class GrpcConnection(GrpcSyncConnection):
+    """One gRPC channel (one TCP connection) over grpc.aio, on the worker's loop, carrying at most
+    one call at a time. grpcio's part of a call runs in the loop, between our timestamps; what
+    of it is ours to time is timed per call: from ``send`` to the call built (the loop's delay
+    before the call's first step, and grpcio building it: ``own_ns``), and, at the answer, since
+    the loop last asked the kernel for events without waiting (``unread_ns``: grpc.aio's
+    completion handling, and the loop's other work the answer waited behind)."""
 
     def new_channel(self) -> Any:
         self.close_channel()
@@ -284,17 +284,26 @@ class GrpcAioConnection(GrpcConnection):
 
     async def _call(self, infer: Any, sent: int) -> None:
         try:
-            reply = await infer(self.payload.requests[sent], metadata=self.payload.metadata or None)
+            call = infer(self.payload.requests[sent], metadata=self.payload.metadata or None)
+            self.own_ns = monotonic_ns() - self.sent_ns
+            reply = await call
         except asyncio.CancelledError:
             return  # aborted: abort() reported it
         except grpc.aio.AioRpcError as exc:
-            self.finished(Ended(None, exc), infer, sent, monotonic_ns())
+            self.finished(Ended(None, exc), infer, sent, self.answer_ns())
             return
-        self.finished(Ended(reply, None), infer, sent, monotonic_ns())
+        self.finished(Ended(reply, None), infer, sent, self.answer_ns())
+
+    def answer_ns(self) -> int:
+        """Now, the answer in our hands; ``unread_ns``: since when it may have waited in the loop."""
+        now = monotonic_ns()
+        selector = self.w.selector
+        self.unread_ns = now - selector.unread_since() if selector is not None else 0
+        return now
 
 
 class Ended:
-    """A grpc.aio call's outcome, read as a finished sync call is (``result()``)."""
+    """A grpc.aio call's outcome, read as a finished future() call is (``result()``)."""
 
     __slots__ = ("error", "reply")
 
@@ -316,12 +325,12 @@ class GrpcDialer(Dialer):
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # shared by the worker's connections
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
 
-    def connection(self) -> GrpcConnection:
-        if self.w.dev.grpc_aio:
-            return GrpcAioConnection(self.w, self)
+    def connection(self) -> GrpcSyncConnection:
+        if self.w.dev.grpc_sync:
+            return GrpcSyncConnection(self.w, self)
         return GrpcConnection(self.w, self)
 
-    def done(self, conn: GrpcConnection, infer: Any, sent: int, call: Any) -> None:
+    def done(self, conn: GrpcSyncConnection, infer: Any, sent: int, call: Any) -> None:
         """grpc's thread: a call ended; its time now, the rest in the loop."""
         done_ns = monotonic_ns()
         try:
@@ -345,11 +354,11 @@ class GrpcDialer(Dialer):
             ahead = (at_ns - monotonic_ns()) / 1e9
             if ahead > 0:
                 await asyncio.sleep(ahead)
-        grpc_conns = [c for c in conns if isinstance(c, GrpcConnection)]
+        grpc_conns = [c for c in conns if isinstance(c, GrpcSyncConnection)]
         errors = await asyncio.gather(*(self._ready(c, timeout_s) for c in grpc_conns))
         return next((e for e in errors if e is not None), None)
 
-    async def _ready(self, conn: GrpcConnection, timeout_s: float) -> BaseException | None:
+    async def _ready(self, conn: GrpcSyncConnection, timeout_s: float) -> BaseException | None:
         """Connect ``conn``'s new channel; an error when it fails or is not ready in time."""
         channel = conn.new_channel()
         try:

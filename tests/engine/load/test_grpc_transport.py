@@ -221,10 +221,10 @@ def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_p
 
 @pytest.mark.server
 async def test_grpcios_part_of_each_call_is_measured_and_judged(identity_server, identity_info):
-    """Over gRPC our side's time per request is measured (grpcio starting each call, and the
-    answer's hand-over from grpc's thread to the worker's loop), and the level's verdict follows
-    it: flagged where it passes 5 % of the mean latency. A worker whose loop is held busy (15 ms
-    of every 20) hands answers over late: that is measured, and the level is flagged for it."""
+    """Over gRPC our side's time per request is measured (the loop's delay and grpcio building
+    each call, and the answer's wait in the loop), and the level's verdict follows it: flagged
+    where it passes 5 % of the mean latency. A worker whose loop is held busy (15 ms of every 20)
+    leaves answers waiting: that is measured, and the level is flagged for it."""
     target = Target(identity_server.http_url, "identity")
     (quiet,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport="grpc", stability_percent=50))
     assert quiet.errors == 0 and quiet.audit.client_delay_p50 is not None and quiet.audit.client_delay_p50 > 0
@@ -241,8 +241,14 @@ async def test_grpcios_part_of_each_call_is_measured_and_judged(identity_server,
 
 
 @pytest.mark.server
-async def test_the_grpc_aio_way_still_runs_for_ab_runs(identity_server, identity_info):
-    load = quick_load(concurrency=[2], transport="grpc", stability_percent=50, dev_grpc_aio=True)
+@pytest.mark.parametrize("stall", [0, 15])
+async def test_the_grpc_sync_way_runs_for_ab_runs_and_times_its_hand_over(identity_server, identity_info, stall):
+    load = quick_load(concurrency=[2], transport="grpc", stability_percent=50, dev_grpc_sync=True, dev_stall_ms=stall)
     (r,), events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
     assert r.errors == 0 and r.requests > 0, r.error_messages
-    assert any("load.dev_grpc_aio = true" in w.message for w in events.of("warning"))
+    assert any("load.dev_grpc_sync = true" in w.message for w in events.of("warning"))
+    measured = r.audit.client_delay_fraction
+    assert measured is not None and measured > 0
+    assert any(x.startswith("our side adds") for x in r.audit.reasons) == (measured > 0.05), r.audit
+    if stall:
+        assert measured > 0.05  # answers handed to a loop held busy wait for it
