@@ -451,6 +451,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=4 if cpu else 10)
     p.add_argument("--rounds", type=int, default=2 if cpu else 1)
     p.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
+    p.add_argument("--contended-percent", type=float, default=None,
+                   help="our levels' contended mark (load.contended_percent; default the profile's): 100 on a box"
+                        " others keep busy, to compare the tools there at all")
     p.add_argument("--grpc-sync", action="store_true",
                    help="our gRPC calls through grpcio's synchronous future() API (load.dev_grpc_sync), for A/B runs")
     p.add_argument("--input-data", default="", metavar="[MODEL=]PATH,...",

@@ -399,6 +399,8 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
               "max_windows": args.max_windows, "warmup_s": 0.0, "workers": getattr(args, "workers", 0),
               "request_timeout_s": 30.0, "transport": transport, "input_data": input_data,
               "dev_grpc_sync": getattr(args, "grpc_sync", False)}
+    if getattr(args, "contended_percent", None) is not None:
+        common["contended_percent"] = args.contended_percent
     if mode == "concurrency":
         load = Load(mode="concurrency", concurrency=[int(level)], **common)
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default
