@@ -24,8 +24,8 @@ def severity(event: ev.Event) -> str:
         if event.remeasure:
             return "warning"
         return {"failed": "error", "unstable": "warning", "contended": "warning",
-                "interrupted": "warning"}.get(event.status, "info")
-    if isinstance(event, ev.WindowResult) and (event.errors or event.audit.client_bound):
+                "interrupted": "warning"}.get(event.status, "warning" if event.audit.client_bound else "info")
+    if isinstance(event, ev.WindowResult) and event.errors:  # the client's verdict is the level's, not a window's
         return "warning"
     return "info"
 
@@ -60,10 +60,9 @@ def describe(event: ev.Event) -> str | None:
     if isinstance(event, ev.WindowResult):
         tag = "warmup" if event.warmup else ("stable" if event.stable_so_far else "not yet stable")
         errors = f", {event.errors} errors" if event.errors else ""
-        bound = ", client-bound" if event.audit.client_bound else ""
         return (
             f"  window {event.index} ({tag}): {fmt.rate(event.throughput_ips)} infer/s, "
-            f"p50 {fmt.ms(event.latency.p50)} ms, p99 {fmt.ms(event.latency.p99)} ms{errors}{bound}"
+            f"p50 {fmt.ms(event.latency.p50)} ms, p99 {fmt.ms(event.latency.p99)} ms{errors}"
         )
     if isinstance(event, ev.LevelResult):
         return (
@@ -71,6 +70,7 @@ def describe(event: ev.Event) -> str | None:
             f"{fmt.rate(event.throughput_ips)} infer/s, p50 {fmt.ms(event.latency.p50)} / "
             f"p95 {fmt.ms(event.latency.p95)} / p99 {fmt.ms(event.latency.p99)} ms"
             + (f", {event.errors} errors" if event.errors else "")
+            + (", client-bound" if event.audit.client_bound else "")
             + (f" (trial {event.trial})" if event.trial > 1 else "")
             + (f": measured again ({event.remeasure})" if event.remeasure else "")
         )
