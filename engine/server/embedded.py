@@ -207,8 +207,17 @@ class EmbeddedServer:
         if code < 0:
             return f"its guard process was killed by {_signal_name(-code)}"
         if code > 128:
-            return f"tritonserver killed by {_signal_name(code - 128)}"
+            return f"tritonserver killed by {_signal_name(code - 128)}" + self._uncaught()
         return f"tritonserver exit code {code}"
+
+    def _uncaught(self) -> str:
+        """What tritonserver threw before it aborted, from its log ("terminate called after
+        throwing ..."); empty when it did not."""
+        try:
+            text = self.log_path.read_text(errors="replace") if self.log_path else ""
+        except OSError:
+            return ""
+        return uncaught_exception(text)
 
     def start(self) -> EmbeddedServer:
         if self._guard is not None:
@@ -431,6 +440,21 @@ class EmbeddedServer:
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+UNCAUGHT = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+# a robust mutex shared with a Python-backend stub, left owner-dead: the stub died holding it
+LOCK_EXCEPTION = "boost::interprocess::lock_exception"
+
+
+def uncaught_exception(log: str) -> str:
+    """", after an uncaught EXCEPTION (...)": the last C++ exception a server log says ended it."""
+    found = UNCAUGHT.findall(log)
+    if not found:
+        return ""
+    why = (" (a Python-backend stub died holding a lock it shares with tritonserver)"
+           if found[-1] == LOCK_EXCEPTION else "")
+    return f", after an uncaught {found[-1]}{why}"
 
 
 def _check_ports_free(ports: tuple[int, ...], address: str) -> None:
