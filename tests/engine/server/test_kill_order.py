@@ -48,6 +48,15 @@ def test_an_uncaught_exception_in_the_log_is_named():
     assert uncaught_exception("Signal (6) received.\n") == ""
 
 
+def _load(url: str, answered: threading.Semaphore, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            _infer_identity(url)
+            answered.release()
+        except OSError:
+            time.sleep(0.01)
+
+
 @pytest.mark.server
 @pytest.mark.slow
 def test_a_server_killed_under_load_dies_before_its_stubs_and_does_not_abort(tmp_path):
@@ -57,16 +66,8 @@ def test_a_server_killed_under_load_dies_before_its_stubs_and_does_not_abort(tmp
         server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path / f"s{run}").start()
         answered = threading.Semaphore(0)
         stop = threading.Event()
-
-        def load(url: str = server.http_url) -> None:
-            while not stop.is_set():
-                try:
-                    _infer_identity(url)
-                    answered.release()
-                except OSError:
-                    time.sleep(0.01)
-
-        threads = [threading.Thread(target=load, daemon=True) for _ in range(4)]
+        threads = [threading.Thread(target=_load, args=(server.http_url, answered, stop), daemon=True)
+                   for _ in range(4)]
         for thread in threads:
             thread.start()
         for _ in range(40):  # the stub is busy answering when the group is killed
