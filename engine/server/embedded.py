@@ -131,6 +131,7 @@ class EmbeddedServer:
         mps: str = "auto",
         pinned_gpu: str | None = None,
         cpus: tuple[int, ...] = (),
+        compute_threads: int | None = None,
         ports: tuple[int, int, int] | None = None,
     ) -> None:
         self.model = model
@@ -140,6 +141,9 @@ class EmbeddedServer:
         # the host CPUs the server (and its Python stubs) may run on; () = all. A bench keeps a
         # client's cores apart from the server's with it, so that neither takes the other's time
         self.cpus = tuple(cpus)
+        # the most compute threads a CPU model's stub starts (GPUSCALE_COMPUTE_THREADS): its share
+        # of the cores as one of several servers side by side; None: as many as it may run on
+        self.compute_threads = compute_threads
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -240,6 +244,8 @@ class EmbeddedServer:
             env = server_environment(dist, [str(PROJECT_ROOT)])
             if self.pinned_gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = self.pinned_gpu
+            if self.compute_threads:
+                env["GPUSCALE_COMPUTE_THREADS"] = str(self.compute_threads)
             choice = choose(self.mps, len(self.prepared.gpus), find_control())
             self.mps_used, self.mps_why = choice.use, choice.why
             authored = instance_count(self.prepared.config_text)

@@ -37,26 +37,26 @@ def test_a_gpu_fleet_is_not_pinned_to_cpus():
     assert [s.cpus for s in fleet.servers] == [(), ()]
 
 
-def test_a_callers_cpus_are_split_between_cpu_servers():
-    fleet = ServerFleet("cpu*2", model="identity", cpus=(0, 1))
-    assert [s.cpus for s in fleet.servers] == [(0,), (1,)]
+def test_cpu_servers_compute_with_their_share_of_the_cores_and_are_not_pinned_to_it():
+    fleet = ServerFleet("cpu*2", model="identity", cpus=(0, 1, 2))
+    assert [s.cpus for s in fleet.servers] == [(0, 1, 2), (0, 1, 2)]  # a caller's cpus hold the fleet
+    assert [s.compute_threads for s in fleet.servers] == [2, 1]
+    assert [s.compute_threads for s in ServerFleet("1x*2", model="identity", gpu_count=2).servers] == [None, None]
 
 
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: the servers share it")
-def test_each_cpu_server_and_its_stubs_run_on_their_own_cores(tmp_path):
+def test_each_cpu_servers_stubs_get_its_share_of_threads_and_every_core(tmp_path):
+    usable = tuple(sorted(os.sched_getaffinity(0)))
     with ServerFleet("cpu*2", model="identity", log_dir=tmp_path) as fleet:
-        seen = []
-        for server in fleet.servers:
-            guard = psutil.Process(server.pid)
-            family = guard.children(recursive=True)
-            assert any("tritonserver" in p.name() for p in family)
-            assert any("triton_python_backend_stub" in " ".join(p.cmdline()) for p in family)
-            allowed = {tuple(sorted(p.cpu_affinity())) for p in family}
-            assert allowed == {server.cpus}, (server.cpus, allowed)
-            seen.append(set(server.cpus))
-        assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(os.sched_getaffinity(0))
+        for server, share in zip(fleet.servers, split_cpus(list(usable), 2), strict=True):
+            family = psutil.Process(server.pid).children(recursive=True)
+            stubs = [p for p in family if "triton_python_backend_stub" in " ".join(p.cmdline())]
+            assert stubs and any("tritonserver" in p.name() for p in family)
+            for stub in stubs:
+                assert stub.environ().get("GPUSCALE_COMPUTE_THREADS") == str(len(share))
+            assert {tuple(sorted(p.cpu_affinity())) for p in family} == {usable}
 
 
 @pytest.mark.server
