@@ -1,5 +1,7 @@
-"""CPU servers side by side (cpu*N) each run on their own share of the cores, as N boxes would:
-unpinned, two servers' compute threads took each other's cores and one read 10x the other."""
+"""CPU servers side by side (cpu*N) each compute with their share of the cores' threads, as N boxes
+would: with as many threads as the box has cores, two servers' compute threads took each other's
+cores and one read 10x the other. They are not pinned to their share: a pinned server gets only
+what its cores' other tenants leave it, and two equal ones read up to 3.3x apart."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from engine.record.reader import Recording
 from engine.server.fleet import ServerFleet, split_cpus
 
 ROOT = Path(__file__).resolve().parents[3]
-UNEVEN_CORES = 3.0  # ratio - 1: two equal pinned servers under uneven neighbours, measured up to 2.3
+# ratio - 1 allowed however well the level's windows agree: the largest gap measured between two
+# equal unpinned servers at a small windows' spread, 1.40 at 6 % (docs/results/scale_out_cpu_pinning.md)
+FLOOR = 0.5
 
 
 @pytest.mark.parametrize("cpus, servers, shares", [
@@ -67,10 +71,9 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     """A cpu*2 sweep: both servers get half the connections, so each must serve about half the
     requests. How far apart they may be follows from the level's own windows: the spread of its
     measured windows' throughput (max/min - 1), times sqrt(2) for a half's share of the noise and
-    2 for the ratio of two halves. The floor is what a busy box does to two pinned servers whose
-    windows agree: others' load falls unevenly on the cores, and each server gets what its core's
-    other tenants leave (up to 3.3x apart here, docs/results/scale_out_cpu_pinning.md). A gap
-    like the 10x of servers taking each other's cores still fails."""
+    2 for the ratio of two halves; at least FLOOR. Beside two CPU hogs, 14 runs of two unpinned
+    servers all fell within 2 sqrt(2) x the spread; pinned to a core each, 2 of 8 did not (1.54x
+    at a 5.6 % spread): each then got what its core's other tenants left it."""
     out = tmp_path / "rec"
     sets = ["model.name=identity", "model.variant=cpu*2", "load.concurrency=8", "load.window_ms=500",
             "load.warmup_s=0.5", "load.min_window_requests=40", "load.max_windows=6", "load.request_timeout_s=30",
@@ -89,7 +92,7 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     assert ep1 > 0 and ep2 > 0, level.endpoints
     window_spread = spread(windows)
     assert window_spread is not None, windows
-    tolerance = max(2 * math.sqrt(2) * window_spread, UNEVEN_CORES)
+    tolerance = max(2 * math.sqrt(2) * window_spread, FLOOR)
     ratio = max(ep1, ep2) / min(ep1, ep2)
     print(f"ep1 {ep1:.1f} ep2 {ep2:.1f} req/s: ratio {ratio:.2f}, windows' spread {window_spread:.1%}, "
           f"tolerance {tolerance:.0%}")
