@@ -131,6 +131,7 @@ class EmbeddedServer:
         mps: str = "auto",
         pinned_gpu: str | None = None,
         cpus: tuple[int, ...] = (),
+        compute_threads: int | None = None,
         ports: tuple[int, int, int] | None = None,
     ) -> None:
         self.model = model
@@ -140,6 +141,9 @@ class EmbeddedServer:
         # the host CPUs the server (and its Python stubs) may run on; () = all. A bench keeps a
         # client's cores apart from the server's with it, so that neither takes the other's time
         self.cpus = tuple(cpus)
+        # the most compute threads a CPU model's stub starts (GPUSCALE_COMPUTE_THREADS): its share
+        # of the cores as one of several servers side by side; None: as many as it may run on
+        self.compute_threads = compute_threads
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -207,8 +211,17 @@ class EmbeddedServer:
         if code < 0:
             return f"its guard process was killed by {_signal_name(-code)}"
         if code > 128:
-            return f"tritonserver killed by {_signal_name(code - 128)}"
+            return f"tritonserver killed by {_signal_name(code - 128)}" + self._uncaught()
         return f"tritonserver exit code {code}"
+
+    def _uncaught(self) -> str:
+        """What tritonserver threw before it aborted, from its log ("terminate called after
+        throwing ..."); empty when it did not."""
+        try:
+            text = self.log_path.read_text(errors="replace") if self.log_path else ""
+        except OSError:
+            return ""
+        return uncaught_exception(text)
 
     def start(self) -> EmbeddedServer:
         if self._guard is not None:
@@ -231,6 +244,8 @@ class EmbeddedServer:
             env = server_environment(dist, [str(PROJECT_ROOT)])
             if self.pinned_gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = self.pinned_gpu
+            if self.compute_threads:
+                env["GPUSCALE_COMPUTE_THREADS"] = str(self.compute_threads)
             choice = choose(self.mps, len(self.prepared.gpus), find_control())
             self.mps_used, self.mps_why = choice.use, choice.why
             authored = instance_count(self.prepared.config_text)
@@ -431,6 +446,21 @@ class EmbeddedServer:
         if pipe is not None:
             pipe.close()
             self._pipe = None
+
+
+UNCAUGHT = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+# a robust mutex shared with a Python-backend stub, left owner-dead: the stub died holding it
+LOCK_EXCEPTION = "boost::interprocess::lock_exception"
+
+
+def uncaught_exception(log: str) -> str:
+    """", after an uncaught EXCEPTION (...)": the last C++ exception a server log says ended it."""
+    found = UNCAUGHT.findall(log)
+    if not found:
+        return ""
+    why = (" (a Python-backend stub died holding a lock it shares with tritonserver)"
+           if found[-1] == LOCK_EXCEPTION else "")
+    return f", after an uncaught {found[-1]}{why}"
 
 
 def _check_ports_free(ports: tuple[int, ...], address: str) -> None:

@@ -46,10 +46,10 @@ def pin_servers(variant: str, gpus: list[str]) -> list[str | None]:
 
 
 def split_cpus(cpus: list[int], servers: int) -> list[tuple[int, ...]]:
-    """The CPUs each of ``servers`` CPU servers runs on, as if each were its own box: the CPUs we
-    may use in contiguous equal shares (the first shares one larger when they do not divide), or
-    with fewer CPUs than servers, one each in turn. Unpinned, two servers' stubs (each with as
-    many compute threads as the box has cores) took each other's cores: one read 10x the other."""
+    """Each of ``servers`` CPU servers' share of the cores, as if each were its own box: the CPUs
+    we may use in contiguous equal shares (the first shares one larger when they do not divide),
+    or with fewer CPUs than servers, one each in turn. Two servers' stubs each computing with as
+    many threads as the box has cores took each other's cores: one read 10x the other."""
     cpus = sorted(cpus)
     if not cpus:
         return [()] * servers
@@ -83,14 +83,19 @@ class ServerFleet:
         self._client_gpus = [visible.index(pin) if pin is not None else None for pin in pins]
         # more servers than GPUs: they share them (the mechanics on a small box, not a price answer)
         self.shared = self.base == "1x" and len(set(pins)) < count
-        # CPU servers: each on its own share of the cores, as N boxes would be (a caller's own
-        # cpus, e.g. a bench keeping the clients apart, are split the same way)
-        shares = (split_cpus(list(server_options.pop("cpus", ()) or usable_cpus()), count)
-                  if self.base.startswith("cpu") else [tuple(server_options.pop("cpus", ()))] * count)
+        # CPU servers: each computes with its share of the cores (as many threads), as N boxes
+        # would, but none is pinned to its share: pinned, each got only what its cores' other
+        # tenants (the load engine, other work) left it, and two equal servers read up to 3.3x
+        # apart (docs/results/scale_out_cpu_pinning.md). A caller's cpus (a bench keeping the
+        # clients apart) hold the whole fleet.
+        cpus = tuple(server_options.pop("cpus", ()))
+        on_cpus = self.base.startswith("cpu")
+        threads = [len(share) or None for share in split_cpus(list(cpus or usable_cpus()), count)] if on_cpus else [None] * count
         self.servers = [
             EmbeddedServer(variant=self.base, log_dir=log_dir / f"server{i + 1}" if log_dir else None,
-                           gpu_count=1 if pin is not None else 0, pinned_gpu=pin, cpus=share, **server_options)
-            for i, (pin, share) in enumerate(zip(pins, shares, strict=True))
+                           gpu_count=1 if pin is not None else 0, pinned_gpu=pin, cpus=cpus,
+                           compute_threads=n, **server_options)
+            for i, (pin, n) in enumerate(zip(pins, threads, strict=True))
         ]
 
     # ----------------------------------------------------------------- what the session reads

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.server.mps import MpsDaemon, find_control
-from engine.server.procs import live_processes
+from engine.server.procs import Proc, live_processes
 from engine.shm_segments import PYTHON_BACKEND_REGION, remove_segments
 
 GRACE_S = 10.0  # tritonserver's own shutdown (unload, stubs' finalize) before SIGKILL
@@ -77,28 +77,44 @@ def kill_group_and_wait(
     pgid: int, timeout_s: float, *, reap: bool = False, spare: Callable[[], set[int]] | None = None
 ) -> list[int]:
     """SIGKILL every live process of group ``pgid`` (but the caller) until none is left or
-    ``timeout_s`` passed; the pids still alive then. ``reap``: also collect our own ended
+    ``timeout_s`` passed; the pids still alive then. Parents go first: a process is killed once
+    no live ancestor in the group is left (``kill_first``), so that tritonserver is gone before
+    its Python-backend stubs die. A stub killed under a live tritonserver can leave one of the
+    robust mutexes they share owner-dead; tritonserver's next lock of it throws
+    boost::interprocess::lock_exception and it aborts (docs/results/python_backend_lock_exception.md).
+    Past half the time, whatever is left is killed at once. ``reap``: also collect our own ended
     children (the guard, as subreaper, inherits the orphaned stubs: unreaped, they would stay
     zombies in the group). ``spare``: pids left alone, asked again at each pass."""
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
         if reap:
             _reap_children()
-        left = group_members(pgid)
+        members = [p for p in live_processes() if p.pgrp == pgid and p.pid != os.getpid()]
         if spare is not None:
             spared = spare()
-            left = [pid for pid in left if pid not in spared]
-        if not left or time.monotonic() >= deadline:
+            members = [p for p in members if p.pid not in spared]
+        left = [p.pid for p in members]
+        now = time.monotonic()
+        if not left or now >= deadline:
             break
-        for pid in left:
+        for pid in kill_first(members) if now < started + timeout_s / 2 else left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(0.05)
+        time.sleep(0.02)
     if reap:
         _reap_children()
     return left
+
+
+def kill_first(members: list[Proc]) -> list[int]:
+    """The members to kill now: those whose parent is not a member (the guard, or tritonserver
+    once the guard is gone), not their children. Not pid order: pids wrap (pid_max 32768 on a
+    busy box), and a stub can have a lower pid than its tritonserver."""
+    pids = {p.pid for p in members}
+    return [p.pid for p in members if p.ppid not in pids]
 
 
 def _reap_children() -> None:

@@ -42,9 +42,11 @@ class TritonPythonModel:
         on_gpu = args["model_instance_kind"] == "GPU" and torch.cuda.is_available()
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu")
         # on a GPU the host threads only copy inputs into the staging buffer; on the CPU they compute
-        # never more compute threads than the CPUs this stub may run on (a server pinned to its
-        # share of the cores): more would spin on each other's cores
-        torch.set_num_threads(max(1, min(int(params.get("cpu_threads", "1")), len(os.sched_getaffinity(0)))))
+        # never more compute threads than the CPUs this stub may run on, nor than its server's share
+        # of the cores (GPUSCALE_COMPUTE_THREADS: one of several servers on this box): more would
+        # spin on each other's cores
+        share = int(os.environ.get("GPUSCALE_COMPUTE_THREADS") or 0) or len(os.sched_getaffinity(0))
+        torch.set_num_threads(max(1, min(int(params.get("cpu_threads", "1")), len(os.sched_getaffinity(0)), share)))
         if on_gpu:
             torch.cuda.set_device(self.device)
         # fp16 on GPUs is how the ONNX/TensorRT deployments of this model are served

@@ -1,5 +1,7 @@
-"""CPU servers side by side (cpu*N) each run on their own share of the cores, as N boxes would:
-unpinned, two servers' compute threads took each other's cores and one read 10x the other."""
+"""CPU servers side by side (cpu*N) each compute with their share of the cores' threads, as N boxes
+would: with as many threads as the box has cores, two servers' compute threads took each other's
+cores and one read 10x the other. They are not pinned to their share: a pinned server gets only
+what its cores' other tenants leave it, and two equal ones read up to 3.3x apart."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from engine.record.reader import Recording
 from engine.server.fleet import ServerFleet, split_cpus
 
 ROOT = Path(__file__).resolve().parents[3]
-UNEVEN_CORES = 3.0  # ratio - 1: two equal pinned servers under uneven neighbours, measured up to 2.3
+# ratio - 1 allowed however well the level's windows agree: the largest gap measured between two
+# equal unpinned servers at a small windows' spread, 1.40 at 6 % (docs/results/scale_out_cpu_pinning.md)
+FLOOR = 0.5
 
 
 @pytest.mark.parametrize("cpus, servers, shares", [
@@ -37,26 +41,26 @@ def test_a_gpu_fleet_is_not_pinned_to_cpus():
     assert [s.cpus for s in fleet.servers] == [(), ()]
 
 
-def test_a_callers_cpus_are_split_between_cpu_servers():
-    fleet = ServerFleet("cpu*2", model="identity", cpus=(0, 1))
-    assert [s.cpus for s in fleet.servers] == [(0,), (1,)]
+def test_cpu_servers_compute_with_their_share_of_the_cores_and_are_not_pinned_to_it():
+    fleet = ServerFleet("cpu*2", model="identity", cpus=(0, 1, 2))
+    assert [s.cpus for s in fleet.servers] == [(0, 1, 2), (0, 1, 2)]  # a caller's cpus hold the fleet
+    assert [s.compute_threads for s in fleet.servers] == [2, 1]
+    assert [s.compute_threads for s in ServerFleet("1x*2", model="identity", gpu_count=2).servers] == [None, None]
 
 
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: the servers share it")
-def test_each_cpu_server_and_its_stubs_run_on_their_own_cores(tmp_path):
+def test_each_cpu_servers_stubs_get_its_share_of_threads_and_every_core(tmp_path):
+    usable = tuple(sorted(os.sched_getaffinity(0)))
     with ServerFleet("cpu*2", model="identity", log_dir=tmp_path) as fleet:
-        seen = []
-        for server in fleet.servers:
-            guard = psutil.Process(server.pid)
-            family = guard.children(recursive=True)
-            assert any("tritonserver" in p.name() for p in family)
-            assert any("triton_python_backend_stub" in " ".join(p.cmdline()) for p in family)
-            allowed = {tuple(sorted(p.cpu_affinity())) for p in family}
-            assert allowed == {server.cpus}, (server.cpus, allowed)
-            seen.append(set(server.cpus))
-        assert seen[0].isdisjoint(seen[1]) and seen[0] | seen[1] == set(os.sched_getaffinity(0))
+        for server, share in zip(fleet.servers, split_cpus(list(usable), 2), strict=True):
+            family = psutil.Process(server.pid).children(recursive=True)
+            stubs = [p for p in family if "triton_python_backend_stub" in " ".join(p.cmdline())]
+            assert stubs and any("tritonserver" in p.name() for p in family)
+            for stub in stubs:
+                assert stub.environ().get("GPUSCALE_COMPUTE_THREADS") == str(len(share))
+            assert {tuple(sorted(p.cpu_affinity())) for p in family} == {usable}
 
 
 @pytest.mark.server
@@ -67,10 +71,9 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     """A cpu*2 sweep: both servers get half the connections, so each must serve about half the
     requests. How far apart they may be follows from the level's own windows: the spread of its
     measured windows' throughput (max/min - 1), times sqrt(2) for a half's share of the noise and
-    2 for the ratio of two halves. The floor is what a busy box does to two pinned servers whose
-    windows agree: others' load falls unevenly on the cores, and each server gets what its core's
-    other tenants leave (up to 3.3x apart here, docs/results/scale_out_cpu_pinning.md). A gap
-    like the 10x of servers taking each other's cores still fails."""
+    2 for the ratio of two halves; at least FLOOR. Beside two CPU hogs, 14 runs of two unpinned
+    servers all fell within 2 sqrt(2) x the spread; pinned to a core each, 2 of 8 did not (1.54x
+    at a 5.6 % spread): each then got what its core's other tenants left it."""
     out = tmp_path / "rec"
     sets = ["model.name=identity", "model.variant=cpu*2", "load.concurrency=8", "load.window_ms=500",
             "load.warmup_s=0.5", "load.min_window_requests=40", "load.max_windows=6", "load.request_timeout_s=30",
@@ -89,7 +92,7 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     assert ep1 > 0 and ep2 > 0, level.endpoints
     window_spread = spread(windows)
     assert window_spread is not None, windows
-    tolerance = max(2 * math.sqrt(2) * window_spread, UNEVEN_CORES)
+    tolerance = max(2 * math.sqrt(2) * window_spread, FLOOR)
     ratio = max(ep1, ep2) / min(ep1, ep2)
     print(f"ep1 {ep1:.1f} ep2 {ep2:.1f} req/s: ratio {ratio:.2f}, windows' spread {window_spread:.1%}, "
           f"tolerance {tolerance:.0%}")
