@@ -53,29 +53,30 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
 
 class NoisyAtOneLevel:
     """Answers at once, except while the sweep measures concurrency 2: there each window is
-    answered 1 ms or 30 ms a request, in turn (switched as each window closes), so no two
-    windows agree however long a busy box makes them."""
+    answered twice as slowly as the one before (10, 20, 40 ... 160 ms a request, from each
+    trial's start: well above what a busy box adds to a request). Windows a busy box publishes
+    late hold a mix of two delays, but the mix still doubles, so no two windows agree."""
 
     def __init__(self) -> None:
         self.noisy = False
-        self.slow = False
+        self.delay_s = 0.010
         self.lock = threading.Lock()
 
     def publish(self, events: Events):  # noqa: ANN201 - the sweep's publish callback
         def publish(event: Event) -> None:
             with self.lock:
                 if isinstance(event, LevelStarted):
-                    self.noisy, self.slow = event.level == 2, False
+                    self.noisy, self.delay_s = event.level == 2, 0.010
                 elif isinstance(event, WindowResult) and self.noisy:
-                    self.slow = not self.slow
+                    self.delay_s = min(self.delay_s * 2, 0.160)
             events.append(event)
         return publish
 
     def infer(self, seen: Seen) -> Reply:
         with self.lock:
-            noisy, slow = self.noisy, self.slow
+            noisy, delay_s = self.noisy, self.delay_s
         if noisy:
-            time.sleep(0.030 if slow else 0.001)
+            time.sleep(delay_s)
         return _ok_infer(seen)
 
 
