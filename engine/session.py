@@ -30,6 +30,7 @@ from engine.hostinfo import host_facts, software_versions
 from engine.load.sweep import SweepStop
 from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
+from engine.multihost.group import HostGroup
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
 from engine.profiles import Profile, headers_for
 from engine.record.recorder import Recorder
@@ -56,6 +57,8 @@ class SessionOptions:
     # latency-target search of a scaling study); see engine.load.sweep.run_sweep
     more_levels: Callable[[list[ev.LevelResult]], float | None] | None = None
     model_control: str | None = None  # embedded server: tritonserver --model-control-mode (None: its default)
+    # this session is the head of several client hosts (engine/multihost/): the sweep is theirs together
+    hosts: HostGroup | None = None
 
 
 def profile_secrets(profile: Profile) -> list[str]:
@@ -359,8 +362,13 @@ class Session(EventSource):
             self._publish(event)
 
         try:
-            results = await run_sweep(target, info, load, publish, self._sweep_stop,
-                                      more_levels=self.options.more_levels, gpus=gpus)
+            if self.options.hosts is not None:
+                from engine.multihost.head import HeadSweep
+
+                results = await HeadSweep(self.options.hosts, load, publish).run(target, info, self._sweep_stop, gpus)
+            else:
+                results = await run_sweep(target, info, load, publish, self._sweep_stop,
+                                          more_levels=self.options.more_levels, gpus=gpus)
         finally:
             spread.cancel()
         planned = len(mode_of(load.mode).levels(load))
