@@ -44,6 +44,7 @@ from engine.profiles import Load
 
 READY_SLACK_S = 30.0  # beyond the request timeout: a host's workers connecting for a level
 LEVEL_SLACK_S = 30.0  # a host's level result after the head's own
+GATE_SLICE_S = 1.0
 
 
 class _Store:
@@ -84,12 +85,15 @@ class HeadSweep:
 
     async def start_at(self, index: int) -> int:
         """Every live host ready for level ``index``, then one instant for all (the head's gate)."""
-        live = self.group.live()
-        missing = await self.gate.call(self.group.wait_for, [f"ready/{index}/{m.rank}" for m in live],
-                                       self.load.request_timeout_s + READY_SLACK_S)
-        for m in live:
-            if f"ready/{index}/{m.rank}" in missing:
-                self.leave_out(m, index, f"was not ready for level {self.levels[index]:g}")
+        deadline = time.monotonic() + self.load.request_timeout_s + READY_SLACK_S
+        while waiting := [m for m in self.group.live()
+                          if not await self.gate.call(self.group.has, f"ready/{index}/{m.rank}")]:
+            if time.monotonic() > deadline:
+                for m in waiting:
+                    self.leave_out(m, index, f"was not ready for level {self.levels[index]:g}")
+                break
+            # in slices: a host the merge finds gone meanwhile is not waited for
+            await self.gate.call(self.group.wait_for, [f"ready/{index}/{m.rank}" for m in waiting], GATE_SLICE_S)
         start_wall = time.time_ns() + START_LEAD_NS
         await self.gate.call(self.group.set, f"start/{index}", start_wall)
         return self.group.local_monotonic(start_wall)
@@ -161,6 +165,7 @@ class _LevelMerge:
         self.merged: list[WindowResult] = []  # measured ones
         self.servers: list[Any] = []
         self.ended: set[int] = set()  # hosts whose level ended early (their result is in)
+        self.missed: dict[int, str] = {}  # hosts that started this level and are missing from it: why
 
     def level(self) -> float:
         return self.head.levels[self.index]
@@ -176,6 +181,8 @@ class _LevelMerge:
                     self.ended.add(m.rank)  # its level ended (a failed window): not gone
                 else:
                     head.leave_out(m, self.index, f"sent no window {own.index} of level {self.level():g}")
+            if m.gone and m.rank not in self.missed:
+                self.missed[m.rank] = m.gone
         parts = [(self.names[0], own)]
         for rank, data in sorted(got.items()):
             window = event_from_dict(data)
@@ -201,6 +208,8 @@ class _LevelMerge:
         for m in self.members:
             if m.rank in waiting and m.rank not in got:
                 head.leave_out(m, self.index, f"sent no result for level {self.level():g}")
+            if m.gone and m.rank not in self.missed:
+                self.missed[m.rank] = m.gone
         theirs: dict[int, LevelResult] = {0: own}
         theirs.update({r: e for r, e in got.items() if isinstance(e, LevelResult)})
         statuses = [r.status for r in theirs.values()]
@@ -242,8 +251,9 @@ class _LevelMerge:
         head = self.head
         share = host_share(self.level(), head.group.hosts, member.rank, head.mode.open_loop)
         clock = member.clock
-        missing = member.gone
-        if missing and head.gone_at[member.rank] < self.index:
+        missing = self.missed.get(member.rank, "")
+        if not missing and member.gone and member.rank not in {m.rank for m in self.members}:
+            # gone before this level started
             missing = f"left out since level {head.levels[head.gone_at[member.rank]]:g} ({member.gone})"
         return host_result(member.rank, member.name, [w for w in self.windows[member.rank] if w.index in picked],
                            head.load.batch_size, result.audit if result else merged_audit([]),
