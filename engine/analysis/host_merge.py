@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 from engine.analysis.latency_histogram import LatencyHistogram, merged
 from engine.analysis.stability import is_stable
-from engine.events import ClientAudit, HostResult, LatencyStats, LevelStatus, ServerBreakdown, WindowResult
+from engine.events import (
+    ClientAudit,
+    HostResult,
+    LatencyStats,
+    LevelStatus,
+    ServerBreakdown,
+    WindowResult,
+)
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 # how a level's status reads when its hosts disagree: the first of these any host has

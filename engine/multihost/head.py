@@ -14,10 +14,10 @@ from typing import Any
 
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
+    histogram_of,
     host_result,
     merged_audit,
     merged_latency,
-    histogram_of,
     merged_server,
     merged_status,
     merged_window,
@@ -38,7 +38,7 @@ from engine.load.sweep import TICK_SLACK_S, HostShare, Publish, run_sweep
 from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.multihost.group import START_LEAD_NS, HostGroup, Member
-from engine.multihost.plan import host_load
+from engine.multihost.host_plan import host_load
 from engine.multihost.shares import host_share
 from engine.profiles import Load
 

@@ -17,7 +17,7 @@ from engine.load.sweep import HostShare, run_sweep
 from engine.load.target_setup import open_target
 from engine.modes import mode_of
 from engine.multihost.group import HostGroup
-from engine.multihost.plan import host_load
+from engine.multihost.host_plan import host_load
 from engine.profiles import Profile
 
 GATE_POLL_S = 1.0  # how often a host waiting for a level's start looks for the head's end

@@ -47,7 +47,7 @@ def wanted(args: argparse.Namespace) -> bool:
 def join(args: argparse.Namespace, profile: Profile):  # noqa: ANN201 - engine.multihost.group.HostGroup
     """This host's place in the group, checked against the profile (one line and exit 2 when not)."""
     from engine.multihost.group import HostGroup
-    from engine.multihost.plan import check_plan, fingerprint
+    from engine.multihost.host_plan import check_plan, fingerprint
 
     check_plan(profile, args.hosts)
     return HostGroup.join(args.rendezvous, args.hosts, args.rank, args.rendezvous_timeout, fingerprint(profile))

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from tui.commands.exits import EXIT_CODES, PROG
-from tui.commands.hosts import add_host_flags
 from tui.commands.flags import (
     add_endpoint_flags,
     check_input_data,
@@ -16,6 +15,7 @@ from tui.commands.flags import (
     input_data_override,
     slo_override,
 )
+from tui.commands.hosts import add_host_flags
 from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
 

@@ -22,9 +22,10 @@ def host_load(load: Load, hosts: int, rank: int) -> Load:
     """The load this host runs."""
     mode = mode_of(load.mode)
     shares = [host_share(level, hosts, rank, mode.open_loop) for level in mode.levels(load)]
-    values = shares if mode.open_loop else [int(s) for s in shares]
-    return dataclasses.replace(load, **{mode.levels_key: values}, stable_windows=load.max_windows, max_trials=1,
-                               min_window_requests=1)
+    fixed = dataclasses.replace(load, stable_windows=load.max_windows, max_trials=1, min_window_requests=1)
+    if mode.open_loop:
+        return dataclasses.replace(fixed, rates=shares)
+    return dataclasses.replace(fixed, concurrency=[int(s) for s in shares])
 
 
 def check_plan(profile: Profile, hosts: int) -> None:
