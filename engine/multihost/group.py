@@ -125,7 +125,7 @@ class HostGroup:
             if self.store.check(["refused"]):
                 raise UserError(f"the head refused this host: {self.get('refused')}") from None
             raise UserError(f"--rendezvous {self.address[0]}:{self.address[1]}: the head did not measure this host's "
-                            f"clock within {self.timeout_s:g} s ({_first_line(exc)})") from None
+                            f"clock within {self.timeout_s:g} s ({first_line(exc)})") from None
 
     # -- keys
 
@@ -170,7 +170,8 @@ class HostGroup:
         return [m for m in self.members[1:] if not m.gone]
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (torch's carry a C++ stack)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -187,6 +188,6 @@ def _open_store(host: str, port: int, hosts: int, rank: int, timeout_s: float, a
         return dist.TCPStore(host, port, hosts, is_master=False, timeout=timeout)
     except (RuntimeError, OSError, TimeoutError) as exc:
         if rank == 0:
-            raise UserError(f"--rendezvous {address}: cannot hold the store there ({_first_line(exc)})") from None
+            raise UserError(f"--rendezvous {address}: cannot hold the store there ({first_line(exc)})") from None
         raise UserError(f"--rendezvous {address}: no head answered within {timeout_s:g} s "
-                        f"({_first_line(exc)})") from None
+                        f"({first_line(exc)})") from None

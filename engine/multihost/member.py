@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.errors import RunFailed
 from engine.events import Error, Event, LevelResult, LevelStarted, Warning, WindowResult
 from engine.load.sweep import HostShare, run_sweep
 from engine.load.target_setup import open_target
 from engine.modes import mode_of
-from engine.multihost.group import HostGroup
+from engine.multihost.group import HostGroup, first_line
 from engine.multihost.host_plan import host_load
 from engine.profiles import Profile
 
@@ -28,13 +29,19 @@ class _Sender:
 
     def __init__(self, group: HostGroup) -> None:
         self.group = group.copy()
+        self.failure = ""  # why the head stopped taking what this host sends
         self.queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="gpuscale-host-sender", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while (item := self.queue.get()) is not None:
-            self.group.set(*item)
+            if self.failure:
+                continue
+            try:
+                self.group.set(*item)
+            except (RuntimeError, OSError) as exc:  # the head (the store) is gone
+                self.failure = first_line(exc)
 
     def send(self, key: str, value: Any) -> None:
         self.queue.put((key, value))
@@ -74,6 +81,14 @@ class MemberSweep:
 
     async def start_at(self, index: int) -> int:
         """Ready for level ``index``; the instant the head gives for it, on this host's clock."""
+        try:
+            return await self._start_at(index)
+        except (RuntimeError, OSError) as exc:  # the head (the store) is gone
+            host, port = self.group.address
+            raise RunFailed(f"host {self.group.rank}: the head at {host}:{port} stopped answering "
+                            f"({first_line(exc)})") from None
+
+    async def _start_at(self, index: int) -> int:
         group, loop = self.group, asyncio.get_running_loop()
         self.sender.send(f"ready/{index}/{group.rank}", 1)
         while True:
@@ -95,8 +110,10 @@ class MemberSweep:
             results = await run_sweep(target, info, load, self.publish, stop,
                                       share=HostShare(start_at=self.start_at, server_stats=False))
         finally:
-            self.sender.send(f"done/{self.group.rank}", 1)
             self.sender.close()
+        if self.sender.failure:
+            raise RunFailed(f"host {self.group.rank}: the head stopped taking this host's windows "
+                            f"({self.sender.failure})")
         complete = len(results) == len(self.levels) and all(r.status != "interrupted" for r in results)
         if self.head_ended:
             self.say(f"host {self.group.rank}: the head ended the sweep after {len(results)} levels")
