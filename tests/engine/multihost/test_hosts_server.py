@@ -68,7 +68,7 @@ def test_two_hosts_add_up(identity_server, tmp_path: Path) -> None:
     assert member.returncode == 0, (member_out[-3000:], member_err)
     assert not list((tmp_path / "m").glob("*.sqlite"))  # only the head records
     (path,) = tmp_path.glob("*.sqlite")
-    levels, windows, _ = _levels_and_windows(path)
+    levels, windows, warnings = _levels_and_windows(path)
     printed = _member_windows(member_out, 1)
     assert [lv.level for lv in levels] == [2.0, 6.0]
     for lv in levels:
@@ -82,9 +82,12 @@ def test_two_hosts_add_up(identity_server, tmp_path: Path) -> None:
         end = stable_tail(measured, 3, 10.0) or len(measured)
         chosen = [w.index for w in measured[end - lv.merged_windows:end]]
         assert lv.hosts[1].requests == sum(printed[(lv.level, k)] for k in chosen)
-        # and the server counted both hosts' requests (the edges of its windows hold a few in flight)
-        assert lv.server is not None
-        assert abs(lv.server.request_count - lv.requests) <= 0.1 * lv.requests + 2 * lv.level
+        # and the server counted both hosts' requests (the edges of its windows hold a few in flight);
+        # on a box too busy to read its statistics on time the level says so instead
+        if lv.server is None:
+            assert any(w.key.startswith("late-stats-") for w in warnings), warnings
+        else:
+            assert abs(lv.server.request_count - lv.requests) <= 0.1 * lv.requests + 2 * lv.level
         # the merged p99 lies between the hosts' own (each within the histogram's error)
         p99s = [h.latency.p99 for h in lv.hosts]
         assert min(p99s) * (1 - RELATIVE_ERROR) <= lv.latency.p99 <= max(p99s) * (1 + RELATIVE_ERROR)
