@@ -58,6 +58,37 @@ def summary(values: list[float]) -> dict[str, float]:
             "max": ordered[-1], "n": len(ordered)}
 
 
+def measure_merge(hosts_list: tuple[int, ...] = (2, 8, 32), samples: tuple[int, ...] = (2000, 20000),
+                  reps: int = 20) -> list[dict[str, Any]]:
+    """The head's cost to merge one window: every host's JSON decoded into a WindowResult, then
+    engine/analysis/host_merge.merged_window (histograms summed, percentiles read)."""
+    import numpy as np
+
+    from engine.analysis.host_merge import merged_window
+    from engine.analysis.latency_histogram import LatencyHistogram
+    from engine.analysis.percentiles import latency_stats
+    from engine.events import WindowResult, event_from_dict
+
+    rng = np.random.default_rng(2)
+    rows = []
+    for n in samples:
+        for hosts in hosts_list:
+            texts = []
+            for _ in range(hosts):
+                s = rng.lognormal(np.log(3e6), 0.5, n).astype(np.int64)
+                texts.append(json.dumps(WindowResult(
+                    level=256.0, index=3, warmup=False, t_start=1.0, t_end=6.0, requests=n, errors=0,
+                    throughput_rps=n / 5, throughput_ips=n / 5, latency=latency_stats(s),
+                    latency_hist=LatencyHistogram.of(s).to_sparse()).to_dict()))
+            t = time.perf_counter()
+            for _ in range(reps):
+                merged_window(256.0, [(str(i), event_from_dict(json.loads(x))) for i, x in enumerate(texts)], None)
+            per = (time.perf_counter() - t) / reps
+            rows.append({"samples_per_window": n, "hosts": hosts, "merge_ms": per * 1e3,
+                         "per_host_window_ms": per / hosts * 1e3, "json_bytes": len(texts[0])})
+    return rows
+
+
 # --------------------------------------------------------------------------- TCPStore
 
 def _store_host(rank: int, port: int, hosts: int, payload: str) -> None:
@@ -221,9 +252,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"ray: failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
         else:
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    merge = measure_merge()
     out = Path(out_dir()) / "multihost_engine.json"
-    out.write_text(json.dumps({"payload_bytes": len(payload), "windows": WINDOWS, "rounds": ROUNDS, "rows": rows},
-                              indent=2), encoding="utf-8")
+    out.write_text(json.dumps({"payload_bytes": len(payload), "windows": WINDOWS, "rounds": ROUNDS, "rows": rows,
+                               "merge": merge}, indent=2), encoding="utf-8")
+    for m in merge:
+        print(f"merge: {m['hosts']} hosts x {m['samples_per_window']} samples: {m['merge_ms']:.1f} ms a window, "
+              f"{m['per_host_window_ms']:.2f} ms a host-window")
     for row in rows:
         print(f"{row['engine']:<16} import {row['import_s']:.2f} s  form {row['form_group_s']:.2f} s  publish call p50 "
               f"{row['publish_call_us']['median']:.0f} us  delivery p50 {row['delivery_us']['median']:.0f} us "

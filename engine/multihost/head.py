@@ -100,14 +100,15 @@ class HeadSweep:
 
     # -- merging
 
-    async def gather(self, keys: dict[int, str], timeout_s: float) -> dict[int, Any]:
-        """The values of ``keys`` (rank -> key) set within ``timeout_s``; ranks missing are absent."""
-        missing = set(await self.inbox.call(self.group.wait_for, list(keys.values()), timeout_s))
-        out = {}
-        for rank, key in keys.items():
-            if key not in missing:
-                out[rank] = await self.inbox.call(self.group.get, key)
-        return out
+    async def gather(self, keys: dict[int, str], timeout_s: float) -> dict[int, Event]:
+        """The events under ``keys`` (rank -> key) set within ``timeout_s``, read and decoded off
+        the event loop; ranks missing are absent."""
+        group = self.inbox.group
+        missing = set(await self.inbox.call(group.wait_for, list(keys.values()), timeout_s))
+
+        def read() -> dict[int, Event]:
+            return {rank: event_from_dict(group.get(key)) for rank, key in keys.items() if key not in missing}
+        return await self.inbox.call(read)
 
     async def run(self, target: Target, info: TargetInfo, stop: asyncio.Event, gpus: tuple[int, ...]) -> list[LevelResult]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -177,24 +178,23 @@ class _LevelMerge:
         got = await head.gather(waiting, head.window_s + TICK_SLACK_S)
         for m in self.members:
             if m.rank in waiting and m.rank not in got:
-                if await head.inbox.call(head.group.has, f"lvl/{self.index}/{m.rank}"):
+                if await head.inbox.call(head.inbox.group.has, f"lvl/{self.index}/{m.rank}"):
                     self.ended.add(m.rank)  # its level ended (a failed window): not gone
                 else:
                     head.leave_out(m, self.index, f"sent no window {own.index} of level {self.level():g}")
             if m.gone and m.rank not in self.missed:
                 self.missed[m.rank] = m.gone
         parts = [(self.names[0], own)]
-        for rank, data in sorted(got.items()):
-            window = event_from_dict(data)
+        for rank, window in sorted(got.items()):
             assert isinstance(window, WindowResult)
             parts.append((self.names[rank], window))
             if not own.warmup:
                 self.windows[rank].append(window)
         if own.warmup:
-            return merged_window(self.level(), parts, None)
+            return await asyncio.to_thread(merged_window, self.level(), parts, None)
         self.windows[0].append(own)
         self.servers.append(own.server)
-        merged = merged_window(self.level(), parts, own.server)
+        merged = await asyncio.to_thread(merged_window, self.level(), parts, own.server)
         self.merged.append(merged)
         end = stable_tail(self.merged, head.load.stable_windows, head.load.stability_percent)
         merged.stable_so_far = end == len(self.merged)
@@ -203,8 +203,7 @@ class _LevelMerge:
     async def result(self, own: LevelResult) -> LevelResult:
         head, load = self.head, self.head.load
         waiting = {m.rank: f"lvl/{self.index}/{m.rank}" for m in self.members if not m.gone}
-        got = {rank: event_from_dict(data) for rank, data in
-               (await head.gather(waiting, LEVEL_SLACK_S + head.window_s)).items()}
+        got = await head.gather(waiting, LEVEL_SLACK_S + head.window_s)
         for m in self.members:
             if m.rank in waiting and m.rank not in got:
                 head.leave_out(m, self.index, f"sent no result for level {self.level():g}")
