@@ -135,3 +135,23 @@ def test_shares_add_up_and_differ_by_at_most_one(level: int, hosts: int) -> None
 def test_a_level_below_the_hosts_is_named() -> None:
     assert too_small([1.0, 4.0, 2.0], 3, False) == [1.0, 2.0]
     assert too_small([1.0], 3, True) == []
+
+
+def test_the_bottleneck_verdict_names_the_client_bound_host() -> None:
+    from engine.analysis.bottleneck import diagnose, evidence_from_result
+    from engine.analysis.saturation import saturation_point
+    from engine.events import LevelResult
+
+    calm = ClientAudit(cpu_percent=40.0)
+    busy = ClientAudit(cpu_percent=99.0, client_bound=True, reasons=["load worker 0 busy 99 % of a core"])
+    results = []
+    for level, tp, audits in ((4, 700.0, [calm, calm]), (8, 1000.0, [calm, busy]), (16, 1010.0, [calm, busy])):
+        results.append(LevelResult(
+            mode="concurrency", level=level, index=len(results), status="stable", batch_size=1, windows=3,
+            merged_windows=3, requests=int(tp * 6), errors=0, throughput_rps=tp, throughput_ips=tp,
+            latency=LatencyStats(count=int(tp * 6), mean=0.01, p50=0.01, p99=0.02),
+            audit=merged_audit([("0 (head)", audits[0]), ("1 (edge-a)", audits[1])])))
+    levels = [evidence_from_result(r) for r in results]
+    v = diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]))
+    assert v.kind == "client-bound"
+    assert any("host 1 (edge-a): load worker 0 busy" in line for line in v.evidence), v.evidence
