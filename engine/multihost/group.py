@@ -55,6 +55,7 @@ class HostGroup:
     timeout_s: float
     members: list[Member] = field(default_factory=list)  # the head's view of every host, itself first
     offset_ns: float = 0.0  # this host's clock minus the head's (a member's, told by the head)
+    swept: bool = False  # the group ran its sweep: the hosts' keys are spent, a second one needs a new group
 
     @property
     def head(self) -> bool:

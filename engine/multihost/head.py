@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
@@ -42,9 +43,24 @@ from engine.multihost.host_plan import host_load
 from engine.multihost.shares import host_share
 from engine.profiles import Load
 
+__all__ = ["HeadSweep", "HostGroup", "sweep_of"]  # HostGroup: the session's options name it
+
 READY_SLACK_S = 30.0  # beyond the request timeout: a host's workers connecting for a level
 LEVEL_SLACK_S = 30.0  # a host's level result after the head's own
 GATE_SLICE_S = 1.0
+
+
+class SweepOptions(Protocol):
+    hosts: HostGroup | None  # this host heads a group: the group's sweep
+    more_levels: Callable[[list[LevelResult]], float | None] | None  # one host's sweep only
+
+
+async def sweep_of(options: SweepOptions, target: Target, info: TargetInfo, load: Load, publish: Publish,
+                   stop: asyncio.Event, gpus: tuple[int, ...]) -> list[LevelResult]:
+    """The session's sweep: this host's alone (engine/load/sweep.py), or its group's when it heads one."""
+    if options.hosts is None:
+        return await run_sweep(target, info, load, publish, stop, more_levels=options.more_levels, gpus=gpus)
+    return await HeadSweep(options.hosts, load, publish).run(target, info, stop, gpus)
 
 
 class _Store:
@@ -111,6 +127,11 @@ class HeadSweep:
         return await self.inbox.call(read)
 
     async def run(self, target: Target, info: TargetInfo, stop: asyncio.Event, gpus: tuple[int, ...]) -> list[LevelResult]:
+        if self.group.swept:
+            self.publish(Warning(source="load", key="hosts-swept", message=(
+                "the hosts' sweep has run: another needs the group formed again (start every host anew)")))
+            return []
+        self.group.swept = True
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         mine = host_load(self.load, self.group.hosts, 0)
         share = HostShare(start_at=self.start_at, server_stats=True)

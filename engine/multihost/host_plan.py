@@ -39,6 +39,8 @@ def check_plan(profile: Profile, hosts: int) -> None:
     if TRANSPORTS[load.transport].streams:
         raise UserError(f"--hosts: load.transport = {load.transport!r}: a streaming sweep runs from one host "
                         "(its TTFT and ITL are not merged across hosts)")
+    if load.wire_check:
+        raise UserError("--hosts: the wire check (--wire, load.wire_check) runs from one host: leave it out here")
     if profile.server.kind != "remote":
         raise UserError("--hosts: every host sends to the same servers: give their URL (--url or server.url), "
                         "e.g. one started by `gpuscale-tui server`")
