@@ -26,6 +26,7 @@ from engine.analysis.host_merge import (
 )
 from engine.analysis.saturation import saturation_point
 from engine.events import (
+    Error,
     Event,
     HostResult,
     LevelResult,
@@ -157,6 +158,8 @@ class HeadSweep:
                     self.publish(result)
                 elif isinstance(event, SweepFinished):
                     self.publish(self.finished())
+                elif isinstance(event, (Warning, Error)) and level.index >= 0:
+                    self.publish(dataclasses.replace(event, message=self.own_words(event.message, level.index, mine)))
                 else:
                     self.publish(event)
             await task
@@ -165,6 +168,9 @@ class HeadSweep:
             if not task.done():
                 task.cancel()
         return self.results
+
+    def own_words(self, message: str, index: int, mine: Load) -> str:
+        return share_words(message, self.levels[index], mode_of(mine.mode).levels(mine)[index])
 
     def finished(self) -> SweepFinished:
         results = self.results
@@ -282,3 +288,11 @@ class _LevelMerge:
 
     def degraded(self, hosts: list[HostResult]) -> str:
         return "; ".join(f"host {h.rank} ({h.name}) {h.missing}" for h in hosts if h.missing)
+
+
+def share_words(message: str, level: float, share: float) -> str:
+    """A line of the head's own sweep, which knows only its share of the level, about the level."""
+    said = f"level {share:g}"
+    if not message.startswith(said) or message[len(said):len(said) + 1] not in (":", " "):
+        return message
+    return f"level {level:g} (host 0's share: {share:g}){message[len(said):]}"
