@@ -167,6 +167,8 @@ class HeadSweep:
             await self.gate.call(self.group.set, "end", 1)
             if not task.done():
                 task.cancel()
+            for store in (self.gate, self.inbox):
+                store.pool.shutdown(wait=False)
         return self.results
 
     def own_words(self, message: str, index: int, mine: Load) -> str:
@@ -230,10 +232,15 @@ class _LevelMerge:
     async def result(self, own: LevelResult) -> LevelResult:
         head, load = self.head, self.head.load
         waiting = {m.rank: f"lvl/{self.index}/{m.rank}" for m in self.members if not m.gone}
-        got = await head.gather(waiting, LEVEL_SLACK_S + head.window_s)
+        stopped = own.status == "interrupted"  # stopped here: the hosts' results are not waited for
+        got = await head.gather(waiting, 0.0 if stopped else LEVEL_SLACK_S + head.window_s)
         for m in self.members:
-            if m.rank in waiting and m.rank not in got:
+            if m.rank in waiting and m.rank not in got and not stopped:
                 head.leave_out(m, self.index, f"sent no result for level {self.level():g}")
+            result = got.get(m.rank)
+            if isinstance(result, LevelResult) and result.status == "interrupted" and not stopped:
+                head.leave_out(m, self.index, f"was stopped during level {self.level():g}")  # not the session
+                del got[m.rank]
             if m.gone and m.rank not in self.missed:
                 self.missed[m.rank] = m.gone
         theirs: dict[int, LevelResult] = {0: own}
