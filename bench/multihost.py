@@ -45,6 +45,8 @@ def build_parser(prog: str, _stage: str = "") -> argparse.ArgumentParser:
     p.add_argument("--warmup-s", type=float, default=2.0)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--no-pa", action="store_true", help="leave perf_analyzer out")
+    p.add_argument("--pa-stability", type=float, default=0.0,
+                   help="perf_analyzer's -s, percent (0: --stability); it gives no figure for a level it cannot stabilise")
     p.add_argument("--timeout-s", type=float, default=300.0, help="each run's limit")
     return p
 
@@ -108,7 +110,7 @@ def _theirs(args: argparse.Namespace, url: str, hosts: int, pa: Any) -> dict[str
     from bench.tools import run_perf_analyzer
     from engine.multihost.shares import host_share
 
-    pa_args = argparse.Namespace(batch=args.batch, window_ms=args.window_ms, stability=args.stability,
+    pa_args = argparse.Namespace(batch=args.batch, window_ms=args.window_ms, stability=args.pa_stability or args.stability,
                                  max_windows=args.max_windows)
     shares = [host_share(args.concurrency, hosts, r, False) for r in range(hosts)]
     started = time.monotonic()

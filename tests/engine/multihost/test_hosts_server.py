@@ -124,3 +124,23 @@ def test_a_killed_host_is_named_and_the_others_go_on(identity_server, tmp_path: 
     assert "host 2 (" in second.degraded and second.hosts[2].missing
     assert second.hosts[2].requests == 0 and second.hosts[1].requests > 0 and second.hosts[0].requests > 0
     assert second.throughput_rps == pytest.approx(second.hosts[0].throughput_rps + second.hosts[1].throughput_rps)
+
+
+def test_a_host_stopped_on_its_own_is_left_out_not_the_session(identity_server, tmp_path: Path) -> None:
+    port = _free_port()
+    member = _host(1, 2, port, identity_server.http_url, tmp_path / "m", "2,4")
+    head = _host(0, 2, port, identity_server.http_url, tmp_path, "2,4")
+    assert member.stdout is not None
+    for line in member.stdout:  # measuring: then Ctrl-C on that host alone
+        if line.startswith("host 1: level 2 window 1"):
+            break
+    os.killpg(member.pid, signal.SIGINT)
+    member.communicate(timeout=120)
+    assert member.returncode != 0  # its sweep did not run to its end
+    head_out, head_err = head.communicate(timeout=300)
+    assert head.returncode == 1, (head_out[-3000:], head_err)  # degraded, not interrupted (130) nor ok
+    (path,) = tmp_path.glob("*.sqlite")
+    levels, _, warnings = _levels_and_windows(path)
+    assert [lv.level for lv in levels] == [2.0, 4.0]
+    assert all(lv.status != "interrupted" and "host 1 (" in lv.degraded for lv in levels)
+    assert any(w.key == "host-gone-1" for w in warnings)
