@@ -21,6 +21,7 @@ from engine.analysis.clock_offset import ClockOffset, Exchange, clock_offset
 from engine.errors import UserError, require_extra
 
 CLOCK_EXCHANGES = 16  # per host; the one with the least round trip stands
+REFUSAL_WAIT_S = 5.0  # the head waits this long for the hosts it refuses to hear it
 START_LEAD_NS = 300_000_000  # a level's start instant is this far ahead of the head's decision
 
 
@@ -99,6 +100,8 @@ class HostGroup:
             hello = self.get(f"hello/{r}")
             if hello["fingerprint"] != fingerprint:
                 self.set("refused", f"host {r} runs another plan")
+                # every host hears it before the store closes with this process
+                self.wait_for([f"refused-heard/{h}" for h in range(1, self.hosts)], REFUSAL_WAIT_S)
                 raise UserError(f"host {r} ({hello['name']}) runs another plan than the head ({hello['fingerprint']} "
                                 f"against {fingerprint}): give every host the same profile and --set flags")
             self.members.append(Member(r, str(hello["name"]), hello["fingerprint"]))
@@ -119,14 +122,24 @@ class HostGroup:
     def _answer_clock(self) -> None:
         try:
             for i in range(CLOCK_EXCHANGES):
-                self.store.wait([f"ping/{self.rank}/{i}"], datetime.timedelta(seconds=self.timeout_s))
+                self._wait_unless_refused(f"ping/{self.rank}/{i}")
                 self.store.set(f"pong/{self.rank}/{i}", str(time.time_ns()))
-            self.offset_ns = float(self.get(f"offset/{self.rank}", self.timeout_s))
+            self._wait_unless_refused(f"offset/{self.rank}")
+            self.offset_ns = float(self.get(f"offset/{self.rank}"))
         except (RuntimeError, TimeoutError) as exc:
-            if self.store.check(["refused"]):
-                raise UserError(f"the head refused this host: {self.get('refused')}") from None
             raise UserError(f"--rendezvous {self.address[0]}:{self.address[1]}: the head did not measure this host's "
                             f"clock within {self.timeout_s:g} s ({first_line(exc)})") from None
+
+    def _wait_unless_refused(self, key: str) -> None:
+        """Wait for ``key`` (at most the group's timeout), in slices: a refusal ends the wait."""
+        deadline = time.monotonic() + self.timeout_s
+        while self.wait_for([key], min(1.0, max(0.0, deadline - time.monotonic()))):
+            if self.has("refused"):
+                why = self.get("refused")
+                self.set(f"refused-heard/{self.rank}", 1)
+                raise UserError(f"the head refused this host: {why}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{key} not set within {self.timeout_s:g} s")
 
     # -- keys
 

@@ -47,10 +47,11 @@ def check_plan(profile: Profile, hosts: int) -> None:
 
 
 def fingerprint(profile: Profile) -> str:
-    """A short digest of what the hosts must agree on: the model, the servers and the load."""
+    """A short digest of what the hosts must agree on: the model, how many servers, and the load. Not
+    the servers' URLs: a host may reach the same server by another name (the head by 127.0.0.1)."""
     load = profile.load
     mode = mode_of(load.mode)
-    plan = {"model": profile.model, "urls": profile.server.endpoint_urls(), "mode": str(load.mode),
+    plan = {"model": profile.model.name, "servers": len(profile.server.endpoint_urls()), "mode": str(load.mode),
             "levels": mode.levels(load), "window_ms": load.window_ms, "max_windows": load.max_windows,
             "warmup_s": load.warmup_s, "batch": load.batch_size, "transport": load.transport}
     return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -62,3 +62,15 @@ def test_hosts_need_the_servers_url() -> None:
                            "--set", "load.concurrency=4", "--hosts", "2", "--rendezvous", "127.0.0.1:29500"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "every host sends to the same servers" in proc.stderr, proc.stderr
+
+
+def test_hosts_with_another_plan_are_refused_on_both_sides() -> None:
+    port = _free_port()
+    group = ["--hosts", "2", "--rendezvous", f"127.0.0.1:{port}", "--rendezvous-timeout", "30"]
+    member = subprocess.Popen([sys.executable, "-m", "tui.cli", *BASE, "--set", "load.concurrency=8", *group,
+                               "--rank", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head_line = _one_line_exit_2(*group, "--rank", "0")  # BASE has load.concurrency=4
+    assert "host 1 (" in head_line and "runs another plan than the head" in head_line
+    _, member_err = member.communicate(timeout=60)
+    assert member.returncode == 2 and "the head refused this host: host 1 runs another plan" in member_err, member_err
+    assert len([line for line in member_err.splitlines() if line.strip()]) == 1
