@@ -142,12 +142,18 @@ class LevelFigures:
 
 
 def endpoint_figures(result: ev.LevelResult) -> list[LevelFigures]:
-    """A level spread over several servers: one row per endpoint, to show under the level's."""
+    """A level spread over several servers, or driven from several client hosts: one row per
+    endpoint and per host, to show under the level's."""
     return [
         LevelFigures(mode=result.mode, level=result.level, status="failed" if ep.failed else "ok",
                      throughput_ips=ep.throughput_ips, throughput_rps=ep.throughput_rps, latency=ep.latency,
                      server=ep.server, errors=ep.errors, label=f"  {ep.name}")
         for ep in result.endpoints
+    ] + [
+        LevelFigures(mode=result.mode, level=result.level, status="missing" if h.missing else "ok",
+                     throughput_ips=h.throughput_ips, throughput_rps=h.throughput_rps, latency=h.latency,
+                     audit=h.audit, errors=h.errors, label=f"  host{h.rank}")
+        for h in result.hosts
     ]
 
 

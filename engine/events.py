@@ -365,9 +365,33 @@ class WindowResult(Event):
     # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
     others_cpu: float | None = None
     steal: float | None = None
+    # the window's latencies as a mergeable histogram (engine/analysis/latency_histogram.py):
+    # (bucket indexes, counts) of its non-zero buckets; None: not kept
+    latency_hist: tuple[list[int], list[int]] | None = None
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
+
+
+@dataclass
+class HostResult:
+    """One client host's share of a level driven from several hosts (engine/multihost/): its
+    figures over the level's merged windows (its throughputs add up to the level's), its clock
+    offset to the head, and why it is missing (\"\" when it is not)."""
+
+    rank: int
+    name: str  # the host's name as it gave it
+    connections: int = 0  # concurrency mode: its share of the level (rate mode: 0)
+    target_rate: float | None = None  # rate mode: its share of the level's rate
+    requests: int = 0
+    errors: int = 0
+    throughput_rps: float = 0.0
+    throughput_ips: float = 0.0
+    latency: LatencyStats = field(default_factory=lambda: LatencyStats(count=0))
+    audit: ClientAudit = field(default_factory=ClientAudit)
+    clock_offset_s: float | None = None  # its clock minus the head's (NTP-style, min round trip)
+    clock_rtt_s: float | None = None  # the round trip of that measurement
+    missing: str = ""
 
 
 @dataclass
@@ -431,6 +455,7 @@ class LevelResult(Event):
     steal: float | None = None
     trial: int = 1  # which measurement of this level this is; the last one published stands
     remeasure: str = ""  # why the level is measured again ("" when it is not)
+    hosts: list[HostResult] = field(default_factory=list)  # a level driven from several hosts: one each
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

@@ -30,6 +30,7 @@ from engine.hostinfo import host_facts, software_versions
 from engine.load.sweep import SweepStop
 from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
+from engine.multihost.head import HostGroup, sweep_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
 from engine.profiles import Profile, headers_for
 from engine.record.recorder import Recorder
@@ -56,6 +57,7 @@ class SessionOptions:
     # latency-target search of a scaling study); see engine.load.sweep.run_sweep
     more_levels: Callable[[list[ev.LevelResult]], float | None] | None = None
     model_control: str | None = None  # embedded server: tritonserver --model-control-mode (None: its default)
+    hosts: HostGroup | None = None  # this session heads several client hosts (engine/multihost/): their sweep
 
 
 def profile_secrets(profile: Profile) -> list[str]:
@@ -342,8 +344,6 @@ class Session(EventSource):
                 listener(False)
 
     async def _sweep(self) -> None:
-        from engine.load.sweep import run_sweep
-
         self._sweep_stop = SweepStop()
         self._cancelled = False
         if self._stopping.is_set():
@@ -359,8 +359,7 @@ class Session(EventSource):
             self._publish(event)
 
         try:
-            results = await run_sweep(target, info, load, publish, self._sweep_stop,
-                                      more_levels=self.options.more_levels, gpus=gpus)
+            results = await sweep_of(self.options, target, info, load, publish, self._sweep_stop, gpus)
         finally:
             spread.cancel()
         planned = len(mode_of(load.mode).levels(load))

@@ -34,11 +34,12 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
+from engine.analysis.latency_histogram import LatencyHistogram
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
@@ -124,6 +125,18 @@ class _Window:
 Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
 
 
+@dataclass(frozen=True)
+class HostShare:
+    """How a sweep runs as one host's share of a sweep driven from several (engine/multihost/).
+
+    ``start_at(level_index)``: the instant (CLOCK_MONOTONIC ns) the level starts on every host,
+    awaited once the workers are ready. ``server_stats``: read Triton's statistics (the head
+    only). Every window keeps its latency histogram, which the head merges."""
+
+    start_at: Callable[[int], Awaitable[int]]
+    server_stats: bool = True
+
+
 class SweepStop(asyncio.Event):
     """Set to stop the sweep. ``fail(why)`` stops it as a failure (the server died), not a
     request: the level it cuts short is then "failed", with ``why`` as its first message."""
@@ -176,7 +189,9 @@ class _Level:
         request_bytes: int = 0,
         trial: int = 1,
         cpu_roots: list[int] | None = None,
+        share: HostShare | None = None,
     ) -> None:
+        self.share = share
         self.slo_search = slo_search
         self.trial = trial
         self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
@@ -264,7 +279,7 @@ class _Level:
             self.kernel_rtt_us += ready.kernel_rtt_us
         if connect_problem:
             self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
-        self.t0 = time.monotonic_ns() + T0_LEAD_NS
+        self.t0 = await self.share.start_at(self.index) if self.share else time.monotonic_ns() + T0_LEAD_NS
         for w in range(self.active):
             pool.send(w, StartAt(self.t0))
         self.publish(
@@ -369,6 +384,11 @@ class _Level:
 
     def ensure_snapshot(self, boundary: int) -> asyncio.Task[Snapshots]:
         task = self.snapshots.get(boundary)
+        if task is None and self.share is not None and not self.share.server_stats:
+            async def nothing() -> Snapshots:  # another host reads them
+                return (None,) * len(self.stats_targets)
+            task = asyncio.get_running_loop().create_task(nothing())
+            self.snapshots[boundary] = task
         if task is None:
             # each endpoint's statistics, read together; one that does not answer gives up before
             # the wait for them all does, so the others' still count
@@ -487,6 +507,7 @@ class _Level:
             stream=stream_stats(agg),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
+            latency_hist=LatencyHistogram.of(agg.latency_ns).to_sparse() if self.share else None,
         )
 
     # -- result
@@ -609,12 +630,14 @@ async def run_sweep(
     tick_ns: int | None = None,
     more_levels: Callable[[list[LevelResult]], float | None] | None = None,
     gpus: tuple[int, ...] = (),
+    share: HostShare | None = None,
 ) -> list[LevelResult]:
     """Run every level of ``load`` against ``target``; see the module docstring.
 
     ``more_levels``: after the planned levels, asked with the results so far for one more level
     to run (the latency-target search of engine/study) until it answers None. ``gpus``: where the
-    model has instances (cuda_shm puts the inputs on the first).
+    model has instances (cuda_shm puts the inputs on the first). ``share``: this sweep is one
+    host's share of a sweep driven from several (HostShare).
 
     Raises UserError before any load is generated when the request cannot be built (batch size
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
@@ -665,7 +688,7 @@ async def run_sweep(
             async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
                 run = _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
-                             request_bytes, trial, roots)
+                             request_bytes, trial, roots, share)
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
             result = await trials.measure(level_run, level, index, results)

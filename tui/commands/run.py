@@ -15,6 +15,7 @@ from tui.commands.flags import (
     input_data_override,
     slo_override,
 )
+from tui.commands.hosts import add_host_flags
 from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
 
@@ -42,6 +43,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="a streaming model's objectives, e.g. ttft_p99=200ms,itl_p99=50ms: the goodput at the end (load.slo)")
     add_endpoint_flags(p)
     add_metrics_flags(p)
+    add_host_flags(p)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,11 +64,17 @@ def run(args: argparse.Namespace) -> int:
     check_url_flags(args)
     profile = name_after_server(load_profile(args.profile, overrides), args)
     check_input_data(profile.load.input_data)
+    from tui.commands import hosts
+
+    group = hosts.join(args, profile) if hosts.wanted(args) else None
+    if group is not None and not group.head:
+        return hosts.run_member(group, profile)
     options = SessionOptions(
         sweep=not args.probe_only,
         probe=True if (args.probe or args.probe_only) else None,
         record_dir=None if args.no_record else args.output,
         check=not args.no_check,
+        hosts=group,
     )
     headless = args.record or args.headless or not sys.stdout.isatty()
     options.interactive = not headless

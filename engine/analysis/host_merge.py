@@ -1,0 +1,161 @@
+"""A level driven from several client hosts, merged on the head (pure): each window's figures
+summed over the hosts, its latency read from the hosts' histograms added together, each host's
+audit kept and the client-bound one named, a missing host named.
+
+Throughputs add (the hosts' windows cover the same instants of the head's clock). Percentiles
+come from the merged histogram, so they are within latency_histogram.RELATIVE_ERROR of the
+exact percentiles of every host's samples together, and are marked not exact; the mean, min and
+max are exact (weighted by count)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from engine.analysis.latency_histogram import LatencyHistogram, merged
+from engine.analysis.stability import is_stable
+from engine.events import (
+    ClientAudit,
+    HostResult,
+    LatencyStats,
+    LevelStatus,
+    ServerBreakdown,
+    WindowResult,
+)
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+# how a level's status reads when its hosts disagree: the first of these any host has
+_WORST_FIRST: tuple[LevelStatus, ...] = ("failed", "interrupted", "contended")
+
+
+def histogram_of(window: WindowResult) -> LatencyHistogram:
+    """A window's latency histogram (empty when it kept none)."""
+    if window.latency_hist is None:
+        return LatencyHistogram()
+    index, count = window.latency_hist
+    return LatencyHistogram.from_sparse(list(index), list(count))
+
+
+def merged_latency(parts: Sequence[tuple[LatencyStats, LatencyHistogram]]) -> LatencyStats:
+    """One LatencyStats for several hosts' samples: percentiles from the summed histogram."""
+    live = [(s, h) for s, h in parts if s.count > 0]
+    count = sum(s.count for s, _ in live)
+    if count == 0:
+        return LatencyStats(count=0, exact=False)
+    hist = merged(h for _, h in live)
+    means = [(s.count, s.mean) for s, _ in live if s.mean is not None]
+    mins = [s.min for s, _ in live if s.min is not None]
+    maxes = [s.max for s, _ in live if s.max is not None]
+    quantiles = {name: hist.percentile_ns(q) / 1e9 for name, q in PERCENTILES.items()} if hist.total else {}
+    return LatencyStats(
+        count=count,
+        mean=sum(n * m for n, m in means) / sum(n for n, _ in means) if means else None,
+        min=min(mins) if mins else None,
+        max=max(maxes) if maxes else None,
+        exact=False,
+        **quantiles,
+    )
+
+
+def merged_audit(audits: Sequence[tuple[str, ClientAudit]]) -> ClientAudit:
+    """The hosts' audits as one: client-bound when any host is, each reason naming its host; the
+    busiest host's figures (the client-bound one first), sends and late sends summed."""
+    if not audits:
+        return ClientAudit()
+    name, worst = max(audits, key=lambda a: (a[1].client_bound, a[1].cpu_percent or 0.0))
+    reasons = [f"host {n}: {r}" for n, a in audits for r in a.reasons]
+    return dataclasses.replace(worst, reasons=reasons, client_bound=bool(reasons),
+                               late_sends=sum(a.late_sends for _, a in audits), sent=sum(a.sent for _, a in audits))
+
+
+def merged_server(parts: Sequence[ServerBreakdown | None]) -> ServerBreakdown | None:
+    """Several intervals' server breakdowns as one: counts summed, per-request times weighted by
+    each interval's requests; None when any interval has none (its edges were not read)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    chosen = [p for p in parts if p is not None]
+    total = sum(p.request_count for p in chosen)
+
+    def mean_of(name: str) -> float | None:
+        values = [(p.request_count, getattr(p, name)) for p in chosen]
+        if total == 0 or any(v is None for _, v in values):
+            return None
+        return sum(n * v for n, v in values) / total
+
+    inferences, executions = sum(p.inference_count for p in chosen), sum(p.execution_count for p in chosen)
+    return ServerBreakdown(
+        request_count=total, inference_count=inferences, execution_count=executions,
+        queue=mean_of("queue"), compute_input=mean_of("compute_input"), compute_infer=mean_of("compute_infer"),
+        compute_output=mean_of("compute_output"), server_total=mean_of("server_total"),
+        avg_batch_size=inferences / executions if executions else None,
+        client_minus_server=mean_of("client_minus_server"),
+        dropped=list(dict.fromkeys(d for p in chosen for d in p.dropped)),
+    )
+
+
+def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], server: ServerBreakdown | None,
+                  stable_so_far: bool = False) -> WindowResult:
+    """One window of the level: the hosts' windows of the same number, on the head's clock."""
+    windows = [w for _, w in parts]
+    errors: dict[str, int] = {}
+    for w in windows:
+        for kind, n in w.errors_by_kind.items():
+            errors[kind] = errors.get(kind, 0) + n
+    hists = [histogram_of(w) for w in windows]
+    total = merged(hists)
+    return WindowResult(
+        level=level,
+        index=windows[0].index,
+        warmup=windows[0].warmup,
+        t_start=min(w.t_start for w in windows),
+        t_end=max(w.t_end for w in windows),
+        requests=sum(w.requests for w in windows),
+        errors=sum(w.errors for w in windows),
+        throughput_rps=sum(w.throughput_rps for w in windows),
+        throughput_ips=sum(w.throughput_ips for w in windows),
+        latency=merged_latency([(w.latency, h) for w, h in zip(windows, hists, strict=True)]),
+        server=server,
+        audit=merged_audit([(name, w.audit) for name, w in parts]),
+        stable_so_far=stable_so_far,
+        errors_by_kind=errors,
+        others_cpu=max((w.others_cpu for w in windows if w.others_cpu is not None), default=None),
+        steal=max((w.steal for w in windows if w.steal is not None), default=None),
+        latency_hist=total.to_sparse(),
+    )
+
+
+def stable_tail(windows: Sequence[WindowResult], stable_windows: int, percent: float) -> int | None:
+    """Where the last run of ``stable_windows`` merged windows that agree ends (exclusive), the
+    latest first; None when no run of them agrees."""
+    throughputs = [w.throughput_rps for w in windows]
+    latencies = [w.latency.mean for w in windows]
+    for end in range(len(windows), stable_windows - 1, -1):
+        if is_stable(throughputs[:end], latencies[:end], stable_windows, percent):
+            return end
+    return None
+
+
+def merged_status(host_statuses: Sequence[LevelStatus], stable: bool) -> LevelStatus:
+    """The level's status: the worst a host had (failed, interrupted, contended), else whether
+    the merged windows agree."""
+    for status in _WORST_FIRST:
+        if status in host_statuses:
+            return status
+    return "stable" if stable else "unstable"
+
+
+def host_result(rank: int, name: str, windows: Sequence[WindowResult], batch_size: int, audit: ClientAudit,
+                share: float, open_loop: bool, offset_s: float | None, rtt_s: float | None,
+                missing: str = "") -> HostResult:
+    """One host's figures over the level's chosen windows (its throughput over their length)."""
+    requests = sum(w.requests for w in windows)
+    duration = sum(w.t_end - w.t_start for w in windows)
+    return HostResult(
+        rank=rank, name=name,
+        connections=0 if open_loop else int(share), target_rate=share if open_loop else None,
+        requests=requests, errors=sum(w.errors for w in windows),
+        throughput_rps=requests / duration if duration > 0 else 0.0,
+        throughput_ips=requests * batch_size / duration if duration > 0 else 0.0,
+        latency=merged_latency([(w.latency, histogram_of(w)) for w in windows]),
+        audit=audit, clock_offset_s=offset_s, clock_rtt_s=rtt_s, missing=missing,
+    )

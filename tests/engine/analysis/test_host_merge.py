@@ -1,0 +1,157 @@
+"""Merging several hosts' windows on the head: percentiles from summed histograms against every
+host's raw samples, throughput summed, the client-bound host named, the worst status kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.analysis.clock_offset import Exchange, clock_offset
+from engine.analysis.host_merge import (
+    PERCENTILES,
+    host_result,
+    merged_audit,
+    merged_latency,
+    merged_status,
+    merged_window,
+    stable_tail,
+)
+from engine.analysis.latency_histogram import RELATIVE_ERROR, LatencyHistogram
+from engine.analysis.percentiles import latency_stats
+from engine.events import ClientAudit, LatencyStats, WindowResult
+from engine.multihost.shares import host_share, too_small
+
+
+def _window(samples_ns: np.ndarray, index: int = 1, t0: float = 100.0, audit: ClientAudit | None = None) -> WindowResult:
+    return WindowResult(level=8.0, index=index, warmup=False, t_start=t0, t_end=t0 + 2.0, requests=samples_ns.size,
+                        errors=0, throughput_rps=samples_ns.size / 2.0, throughput_ips=samples_ns.size / 2.0,
+                        latency=latency_stats(samples_ns), audit=audit or ClientAudit(),
+                        latency_hist=LatencyHistogram.of(samples_ns).to_sparse())
+
+
+def _hosts_samples() -> list[np.ndarray]:
+    """Three hosts that saw different latencies: a near one, a far one, one with a long tail."""
+    rng = np.random.default_rng(7)
+    return [
+        rng.lognormal(np.log(2e6), 0.3, 20_000).astype(np.int64),
+        rng.lognormal(np.log(9e6), 0.2, 7_000).astype(np.int64),
+        (rng.pareto(2.5, 12_000) * 1e6 + 5e5).astype(np.int64),
+    ]
+
+
+def _rank_value(sorted_ns: np.ndarray, q: float) -> float:
+    """The q-th percentile of raw samples by the histogram's rank rule (HdrHistogram's)."""
+    target = max(int(q * sorted_ns.size / 100 + 0.5), 1)
+    return float(sorted_ns[target - 1])
+
+
+def test_merged_percentiles_match_every_hosts_raw_samples_within_the_stated_error() -> None:
+    hosts = _hosts_samples()
+    windows = [_window(s) for s in hosts]
+    merged = merged_window(8.0, [(str(r), w) for r, w in enumerate(windows)], None)
+    every = np.sort(np.concatenate(hosts))
+    for name, q in PERCENTILES.items():
+        exact = _rank_value(every, q)
+        read = getattr(merged.latency, name) * 1e9
+        assert abs(read - exact) <= RELATIVE_ERROR * exact, (name, read, exact)
+    # perf_analyzer's exact p99 of all samples (engine/analysis/percentiles.py) agrees as closely
+    exact_p99 = latency_stats(np.concatenate(hosts)).p99
+    assert merged.latency.p99 == pytest.approx(exact_p99, rel=2 * RELATIVE_ERROR)
+    # the exact figures stay exact: count, mean, min, max
+    assert merged.latency.count == every.size
+    assert merged.latency.mean == pytest.approx(every.mean() / 1e9, rel=1e-9)
+    assert merged.latency.min == every[0] / 1e9 and merged.latency.max == every[-1] / 1e9
+    assert merged.latency.exact is False  # read from a histogram: said so
+
+
+def test_merged_window_sums_throughput_and_counts() -> None:
+    hosts = _hosts_samples()
+    windows = [_window(s) for s in hosts]
+    merged = merged_window(8.0, [(str(r), w) for r, w in enumerate(windows)], None)
+    assert merged.requests == sum(s.size for s in hosts)
+    assert merged.throughput_rps == pytest.approx(sum(w.throughput_rps for w in windows))
+    assert LatencyHistogram.from_sparse(*merged.latency_hist).total == merged.requests
+
+
+def test_a_host_that_saw_no_request_does_not_move_the_percentiles() -> None:
+    samples = _hosts_samples()[0]
+    alone = merged_latency([(latency_stats(samples), LatencyHistogram.of(samples))])
+    with_idle = merged_latency([(latency_stats(samples), LatencyHistogram.of(samples)),
+                                (LatencyStats(count=0), LatencyHistogram())])
+    assert alone == with_idle
+
+
+def test_the_client_bound_host_is_named_in_the_verdict() -> None:
+    calm = ClientAudit(cpu_percent=30.0)
+    busy = ClientAudit(cpu_percent=190.0, client_bound=True, reasons=["load worker 0 busy 97 % of a core"])
+    audit = merged_audit([("0 (head)", calm), ("2 (edge-b)", busy), ("1 (edge-a)", calm)])
+    assert audit.client_bound
+    assert audit.reasons == ["host 2 (edge-b): load worker 0 busy 97 % of a core"]
+    assert audit.cpu_percent == 190.0
+    assert not merged_audit([("0 (head)", calm), ("1 (edge-a)", calm)]).client_bound
+
+
+def test_the_worst_host_status_stands() -> None:
+    assert merged_status(["stable", "failed", "contended"], True) == "failed"
+    assert merged_status(["stable", "contended"], True) == "contended"
+    assert merged_status(["unstable", "unstable"], True) == "stable"  # the merged windows agree
+    assert merged_status(["stable", "stable"], False) == "unstable"
+
+
+def test_stable_tail_finds_the_last_windows_that_agree() -> None:
+    base = _hosts_samples()[0]
+    wins = [_window(base[: n], index=i) for i, n in enumerate([4000, 10_000, 10_000, 10_000, 3000])]
+    assert stable_tail(wins, 3, 10.0) == 4  # windows 1-3 agree; 2-4 do not
+    assert stable_tail(wins[:2], 3, 10.0) is None
+
+
+def test_a_hosts_throughput_is_its_requests_over_its_windows() -> None:
+    samples = _hosts_samples()[1]
+    wins = [_window(samples[:3000], index=1, t0=10.0), _window(samples[3000:], index=2, t0=12.0)]
+    host = host_result(1, "edge-a", wins, 1, ClientAudit(), 4.0, False, 1e-5, 4e-5)
+    assert host.requests == samples.size and host.throughput_rps == pytest.approx(samples.size / 4.0)
+    assert host.connections == 4 and host.target_rate is None
+
+
+def test_the_clock_offset_rests_on_the_shortest_round_trip() -> None:
+    # the host's clock runs 5 ms ahead; one exchange had a slow return leg
+    exchanges = [Exchange(1_000, 5_000_000 + 1_600, 2_000), Exchange(3_000, 5_000_000 + 30_000, 60_000),
+                 Exchange(10_000, 5_000_000 + 10_300, 10_600)]
+    found = clock_offset(exchanges)
+    assert found.rtt_ns == 600
+    assert abs(found.offset_ns - 5_000_000) <= found.rtt_ns / 2
+    assert found.to_head(5_000_000 + 10_300) == pytest.approx(10_300, abs=300)
+    with pytest.raises(ValueError):
+        clock_offset([])
+
+
+@pytest.mark.parametrize("level,hosts", [(8, 3), (256, 4), (5, 5), (7, 2)])
+def test_shares_add_up_and_differ_by_at_most_one(level: int, hosts: int) -> None:
+    shares = [host_share(level, hosts, r, False) for r in range(hosts)]
+    assert sum(shares) == level and max(shares) - min(shares) <= 1
+    assert sum(host_share(float(level), hosts, r, True) for r in range(hosts)) == pytest.approx(level)
+
+
+def test_a_level_below_the_hosts_is_named() -> None:
+    assert too_small([1.0, 4.0, 2.0], 3, False) == [1.0, 2.0]
+    assert too_small([1.0], 3, True) == []
+
+
+def test_the_bottleneck_verdict_names_the_client_bound_host() -> None:
+    from engine.analysis.bottleneck import diagnose, evidence_from_result
+    from engine.analysis.saturation import saturation_point
+    from engine.events import LevelResult
+
+    calm = ClientAudit(cpu_percent=40.0)
+    busy = ClientAudit(cpu_percent=99.0, client_bound=True, reasons=["load worker 0 busy 99 % of a core"])
+    results = []
+    for level, tp, audits in ((4, 700.0, [calm, calm]), (8, 1000.0, [calm, busy]), (16, 1010.0, [calm, busy])):
+        results.append(LevelResult(
+            mode="concurrency", level=level, index=len(results), status="stable", batch_size=1, windows=3,
+            merged_windows=3, requests=int(tp * 6), errors=0, throughput_rps=tp, throughput_ips=tp,
+            latency=LatencyStats(count=int(tp * 6), mean=0.01, p50=0.01, p99=0.02),
+            audit=merged_audit([("0 (head)", audits[0]), ("1 (edge-a)", audits[1])])))
+    levels = [evidence_from_result(r) for r in results]
+    v = diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]))
+    assert v.kind == "client-bound"
+    assert any("host 1 (edge-a): load worker 0 busy" in line for line in v.evidence), v.evidence

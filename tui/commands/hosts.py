@@ -1,0 +1,73 @@
+"""`--hosts N --rank R --rendezvous HOST:PORT`: one session driven from several client hosts
+(engine/multihost/). Rank 0, the head, runs the session (TUI or headless, and the recording);
+every other rank runs its share of the load headless and prints a line per window."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from engine.errors import UserError
+from engine.profiles import Profile
+from tui.commands.exits import PROG
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def add_host_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=int, default=1, metavar="N",
+                   help="client hosts that drive this session together (each runs its share of every level)")
+    p.add_argument("--rank", type=int, default=0, metavar="R",
+                   help="this host's rank, 0 to N-1; rank 0 (the head) shows and records the session")
+    p.add_argument("--rendezvous", default=None, metavar="HOST:PORT",
+                   help="the head's address and a free port there: the head holds torch.distributed's TCPStore, "
+                        "the other hosts connect to it")
+    p.add_argument("--rendezvous-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                   help=f"the longest wait for the group to form (default: {DEFAULT_TIMEOUT_S:g} s)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for a group (and are whole: UserError otherwise)."""
+    hosts, rank, address = getattr(args, "hosts", 1), getattr(args, "rank", 0), getattr(args, "rendezvous", None)
+    if hosts == 1 and rank == 0 and address is None:
+        return False
+    if hosts < 2:
+        raise UserError(f"--hosts {hosts}: a group needs at least 2 hosts")
+    if address is None:
+        raise UserError("--hosts: give --rendezvous HOST:PORT (the head's address) on every host")
+    if not args.rendezvous_timeout > 0:
+        raise UserError(f"--rendezvous-timeout {args.rendezvous_timeout:g}: expected a number of seconds > 0")
+    if getattr(args, "probe", False) or getattr(args, "probe_only", False):
+        raise UserError("--hosts: the training probe runs on one host (torchrun spreads it): leave out --probe")
+    return True
+
+
+def join(args: argparse.Namespace, profile: Profile):  # noqa: ANN201 - engine.multihost.group.HostGroup
+    """This host's place in the group, checked against the profile (one line and exit 2 when not)."""
+    from engine.multihost.group import HostGroup
+    from engine.multihost.host_plan import check_plan, fingerprint
+
+    check_plan(profile, args.hosts)
+    return HostGroup.join(args.rendezvous, args.hosts, args.rank, args.rendezvous_timeout, fingerprint(profile))
+
+
+def run_member(group, profile: Profile) -> int:  # noqa: ANN001 - a HostGroup of rank > 0
+    """A host other than the head: its share of the sweep, a line per window; the exit code."""
+    from engine.multihost.member import MemberSweep
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop.set)
+        return await MemberSweep(group, profile, say, stop).run()
+
+    code = asyncio.run(main())
+    if code:
+        print(f"{PROG}: host {group.rank}: the sweep did not run to its end", file=sys.stderr)
+    return code
