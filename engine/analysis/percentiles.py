@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.events import LatencyStats
+from engine.analysis.latency_histogram import COUNTS_LEN, SIGNIFICANT_DIGITS, LatencyHistogram, sparse_of_sorted
+from engine.events import LatencyBuckets, LatencyStats
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -33,14 +34,43 @@ def concat_samples(parts: Iterable[np.ndarray | Sequence[int]]) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def latency_stats(samples_ns: np.ndarray | Sequence[int]) -> LatencyStats:
+def buckets_of(histogram: LatencyHistogram) -> LatencyBuckets:
+    """The histogram as an event keeps it: its non-zero buckets, each index as a gap from the
+    previous one (small numbers: the JSON is about half as long as with the indexes)."""
+    nz = np.flatnonzero(histogram.counts)
+    gaps = np.diff(nz, prepend=0) if nz.size else nz
+    return LatencyBuckets(gaps=gaps.tolist(), counts=histogram.counts[nz].tolist(), digits=SIGNIFICANT_DIGITS)
+
+
+def buckets_of_sorted(sorted_ns: np.ndarray) -> LatencyBuckets:
+    """``buckets_of(LatencyHistogram.of(sorted_ns))`` for sorted samples, at a cost that grows
+    with the samples, not with the histogram's length."""
+    index, counts = sparse_of_sorted(sorted_ns)
+    return LatencyBuckets(gaps=np.diff(index, prepend=0).tolist(), counts=counts.tolist(), digits=SIGNIFICANT_DIGITS)
+
+
+def histogram_of(buckets: LatencyBuckets) -> LatencyHistogram:
+    """The histogram an event keeps; ValueError for one of another layout or out of range."""
+    if buckets.digits != SIGNIFICANT_DIGITS:
+        raise ValueError(f"latency histogram of {buckets.digits} significant digits (this tool keeps {SIGNIFICANT_DIGITS})")
+    if len(buckets.gaps) != len(buckets.counts):
+        raise ValueError("latency histogram: as many gaps as counts are needed")
+    index = np.cumsum(np.asarray(buckets.gaps, np.int64))
+    if index.size and (int(np.asarray(buckets.gaps).min()) < 0 or int(index[-1]) >= COUNTS_LEN):
+        raise ValueError("latency histogram: bucket indexes out of range")
+    return LatencyHistogram.from_sparse(index.tolist(), list(buckets.counts))
+
+
+def latency_stats(samples_ns: np.ndarray | Sequence[int], histogram: bool = False) -> LatencyStats:
     """Exact stats of latency samples given in integer nanoseconds; result in seconds.
+    ``histogram``: keep their distribution too (``LatencyStats.histogram``), so that the figure
+    can be merged with others (windows, hosts).
 
     An empty sample gives ``count=0`` and every figure ``None`` (not available, never 0)."""
     data = np.sort(np.asarray(samples_ns, dtype=np.int64))
     n = int(data.size)
     if n == 0:
-        return LatencyStats(count=0)
+        return LatencyStats(count=0, histogram=LatencyBuckets(gaps=[], counts=[]) if histogram else None)
     pick = {q: float(data[percentile_index(n, q)]) / 1e9 for q in PERCENTILES}
     return LatencyStats(
         count=n,
@@ -52,4 +82,5 @@ def latency_stats(samples_ns: np.ndarray | Sequence[int]) -> LatencyStats:
         p99=pick[99],
         max=float(data[-1]) / 1e9,
         exact=True,
+        histogram=buckets_of_sorted(data) if histogram else None,
     )

@@ -351,7 +351,7 @@ class _Level:
             if available < end:
                 return
             agg = aggregate(self.ticks, start, end, self.tick_ns, self.rate_mode)
-            lat = latency_stats(agg.latency_ns)
+            lat = latency_stats(agg.latency_ns, histogram=True)
             self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
             self.warmup_published = end
             self.cpu_mark = read_cpu(self.cpu_roots)  # the first measured window starts here
@@ -429,7 +429,7 @@ class _Level:
     async def close_window(self, end: int) -> LevelStatus | None:
         start = self.cur_start
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
-        lat = latency_stats(agg.latency_ns)
+        lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
         reading = read_cpu(self.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
@@ -511,7 +511,7 @@ class _Level:
                 target_rate=self.level if self.rate_mode else None,
             )
         agg = merge([w.agg for w in chosen], self.rate_mode)
-        lat = latency_stats(agg.latency_ns)
+        lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
                              self.untimed_call_s)
@@ -534,7 +534,7 @@ class _Level:
             audit=audit,
             errors_by_kind=dict(every.errors),
             error_messages=messages,
-            latency_uncorrected=latency_stats(agg.uncorrected_ns) if agg.uncorrected_ns is not None else None,
+            latency_uncorrected=latency_stats(agg.uncorrected_ns, histogram=True) if agg.uncorrected_ns is not None else None,
             target_rate=self.level if self.rate_mode else None,
             duration_s=agg.duration_s,
             network=self.network_path(),
@@ -566,7 +566,7 @@ class _Level:
             parts = [w.parts[e] for w in chosen if w.parts is not None]
             agg = merge(parts, self.rate_mode)
             every = merge([w.parts[e] for w in self.windows if w.parts is not None], self.rate_mode)
-            lat = latency_stats(agg.latency_ns)
+            lat = latency_stats(agg.latency_ns, histogram=True)
             server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean, e)
             out.append(EndpointResult(
                 name=ep.name,
