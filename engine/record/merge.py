@@ -16,6 +16,7 @@ recordings are apples to apples and writes the result with the recorder.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -436,7 +437,7 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
         elif isinstance(e, WireCeiling):
             continue  # a wire check measured one host's path: not the hosts' together
         elif isinstance(e, (Warning, Error)):
-            out.append(replace(e, message=f"{first.name}: {e.message}"))
+            out.append(_named(e, first.name))
         else:
             out.append(e)
     if left_out:
@@ -459,10 +460,17 @@ def _sweep_finished(e: SweepFinished, results: Sequence[LevelResult]) -> SweepFi
                    degraded=sum(1 for r in results if r.degraded))
 
 
+def _named(e: Warning | Error, host: str) -> Warning | Error:
+    """A host's warning or error, saying whose (each host's shown once, not one for all)."""
+    if isinstance(e, Warning):
+        return replace(e, message=f"{host}: {e.message}", key=f"{host}: {e.key}" if e.key else "")
+    return replace(e, message=f"{host}: {e.message}")
+
+
 def _with_notices(out: list[Event], others: Sequence[HostRun]) -> list[Event]:
     """The other hosts' warnings and errors, named by host, each after the last event not later
     than it (the stream stays in publication order)."""
-    notices = sorted(((e.ts, replace(e, message=f"{run.name}: {e.message}")) for run in others
+    notices = sorted(((e.ts, _named(e, run.name)) for run in others
                       for e in run.events if isinstance(e, _NOTICE_KINDS)), key=lambda p: p[0])
     if not notices:
         return out
@@ -531,6 +539,11 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
         raise MergeRefused(f"merge needs two or more recordings, got {len(paths)}")
     if out.exists() or out.is_symlink():
         raise UserError(f"-o {out}: already exists; a recording is never written over")
+    folder = next((p for p in out.parents if p.exists()), Path("."))
+    if not folder.is_dir():
+        raise UserError(f"-o {out}: cannot create the recording there: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"-o {out}: cannot create the recording there: {folder} is not writable")
     recordings = [Recording.open(p) for p in paths]
     try:
         summaries = [r.summary() for r in recordings]
