@@ -54,6 +54,7 @@ from engine.events import (
     LevelStarted,
     LevelStatus,
     NetworkPath,
+    PhaseChanged,
     ServerBreakdown,
     SweepFinished,
     Warning,
@@ -511,6 +512,7 @@ class _Level:
                 target_rate=self.level if self.rate_mode else None,
             )
         agg = merge([w.agg for w in chosen], self.rate_mode)
+        LoadDev.from_load(load).save_samples(self.index, self.trial, agg.latency_ns)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
@@ -651,6 +653,7 @@ async def run_sweep(
         await pool.start()
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
             pool.send(w, UseTransport(module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
+        await _start_at(load.start_at, publish, stop)
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -705,6 +708,22 @@ async def run_sweep(
         )
     )
     return results
+
+
+async def _start_at(instant: float, publish: Publish, stop: asyncio.Event) -> None:
+    """Wait, everything prepared, for load.start_at (several hosts' sweeps begin together)."""
+    if instant <= 0:
+        return
+    wait_s = instant - time.time()
+    if wait_s < 0:
+        publish(Warning(source="load", key="start-at", message=(
+            f"load.start_at was {-wait_s:.1f} s ago when the load was ready: the sweep starts at once")))
+        return
+    publish(PhaseChanged(phase="sweep", detail=f"waiting {wait_s:.1f} s for load.start_at"))
+    try:
+        await asyncio.wait_for(stop.wait(), wait_s)
+    except TimeoutError:
+        publish(PhaseChanged(phase="sweep", detail="started at load.start_at"))
 
 
 async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:
