@@ -49,12 +49,13 @@ def merged_latency(parts: Sequence[LatencyStats]) -> LatencyStats:
             raise ValueError(f"latency histograms hold {histogram.total} samples where the figures count {n}")
         return LatencyStats(count=0, exact=False, histogram=buckets_of(histogram))
     pick = {q: ns / 1e9 for q, ns in histogram_percentiles(histogram).items()}
-    means = [p.mean for p in counted]
+    means = [p.mean for p in counted if p.mean is not None]
     mins = [p.min for p in counted if p.min is not None]
     maxes = [p.max for p in counted if p.max is not None]
+    mean = sum(p.mean * p.count for p in counted if p.mean is not None) / n if len(means) == len(counted) else None
     return LatencyStats(
         count=n,
-        mean=sum(m * p.count for m, p in zip(means, counted, strict=True)) / n if None not in means else None,  # type: ignore[operator]
+        mean=mean,
         min=min(mins) if mins else None,
         p50=pick[50],
         p90=pick[90],

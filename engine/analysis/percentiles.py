@@ -11,7 +11,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.analysis.latency_histogram import COUNTS_LEN, SIGNIFICANT_DIGITS, LatencyHistogram, sparse_of_sorted
+from engine.analysis.latency_histogram import (
+    COUNTS_LEN,
+    SIGNIFICANT_DIGITS,
+    LatencyHistogram,
+    sparse_of_sorted,
+)
 from engine.events import LatencyBuckets, LatencyStats
 
 PERCENTILES = (50, 90, 95, 99)
