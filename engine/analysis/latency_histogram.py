@@ -89,10 +89,18 @@ class LatencyHistogram:
     def value_at_rank(self, rank: int) -> float:
         """The largest value of the bucket holding the sample at 0-based ``rank`` in sorted
         order: within RELATIVE_ERROR of that sample. Raises IndexError outside 0..total-1."""
+        return self.values_at_ranks([rank])[0]
+
+    def values_at_ranks(self, ranks: Iterable[int]) -> list[float]:
+        """``value_at_rank`` of each rank, over one pass of the counts."""
         cumulative = np.cumsum(self.counts)
-        if not 0 <= rank < int(cumulative[-1]):
-            raise IndexError(f"rank {rank} outside the histogram's {int(cumulative[-1])} samples")
-        return float(_highest_equivalent(int(np.searchsorted(cumulative, rank, side="right"))))
+        total = int(cumulative[-1])
+        out = []
+        for rank in ranks:
+            if not 0 <= rank < total:
+                raise IndexError(f"rank {rank} outside the histogram's {total} samples")
+            out.append(float(_highest_equivalent(int(np.searchsorted(cumulative, rank, side="right")))))
+        return out
 
     def log_bins(self, bins: int) -> list[tuple[float, float, int]]:
         """The counts in ``bins`` bins of equal width on a log scale, from the lowest bucket

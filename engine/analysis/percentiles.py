@@ -54,16 +54,25 @@ def buckets_of_sorted(sorted_ns: np.ndarray) -> LatencyBuckets:
     return LatencyBuckets(gaps=np.diff(index, prepend=0).tolist(), counts=counts.tolist(), digits=SIGNIFICANT_DIGITS)
 
 
-def histogram_of(buckets: LatencyBuckets) -> LatencyHistogram:
-    """The histogram an event keeps; ValueError for one of another layout or out of range."""
+def sparse_of(buckets: LatencyBuckets) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket indexes, counts) of the histogram an event keeps; ValueError for one of another
+    layout or out of range."""
     if buckets.digits != SIGNIFICANT_DIGITS:
         raise ValueError(f"latency histogram of {buckets.digits} significant digits (this tool keeps {SIGNIFICANT_DIGITS})")
     if len(buckets.gaps) != len(buckets.counts):
         raise ValueError("latency histogram: as many gaps as counts are needed")
-    index = np.cumsum(np.asarray(buckets.gaps, np.int64))
-    if index.size and (int(np.asarray(buckets.gaps).min()) < 0 or int(index[-1]) >= COUNTS_LEN):
-        raise ValueError("latency histogram: bucket indexes out of range")
-    return LatencyHistogram.from_sparse(index.tolist(), list(buckets.counts))
+    gaps = np.asarray(buckets.gaps, np.int64)
+    counts = np.asarray(buckets.counts, np.int64)
+    index = np.cumsum(gaps)
+    if index.size and (int(gaps.min()) < 0 or int(index[-1]) >= COUNTS_LEN or int(counts.min()) < 0):
+        raise ValueError("latency histogram: bucket indexes or counts out of range")
+    return index, counts
+
+
+def histogram_of(buckets: LatencyBuckets) -> LatencyHistogram:
+    """The histogram an event keeps; ValueError for one of another layout or out of range."""
+    index, counts = sparse_of(buckets)
+    return LatencyHistogram.from_sparse(index.tolist(), counts.tolist())
 
 
 def latency_stats(samples_ns: np.ndarray | Sequence[int], histogram: bool = False) -> LatencyStats:
