@@ -61,12 +61,12 @@ def per_window(sizes: list[int], sigma: float, rounds: int) -> list[dict]:
         repeat = max(3, 20_000 // max(n, 1) if n < 20_000 else 3)
         row: dict = {"requests": n, "sigma": sigma}
         for kind, hist in (("without", False), ("with", True)):
-            build = _cpu_us(lambda h=hist: latency_stats(samples, histogram=h), rounds, repeat)
+            build = _cpu_us(lambda h=hist, s=samples: latency_stats(s, histogram=h), rounds, repeat)
             event = _window(samples, hist)
             encode = _cpu_us(lambda e=event: to_json(redactor.value(e.to_dict())), rounds, repeat)
             row[kind] = {"build_us": round(build, 1), "encode_us": round(encode, 1),
                          "bytes": len(to_json(redactor.value(event.to_dict())))}
-        row["buckets"] = len(_window(samples, True).latency.histogram.counts)  # type: ignore[union-attr]
+        row["buckets"] = _window(samples, True).latency.histogram.buckets  # type: ignore[union-attr]
         rows.append(row)
     return rows
 

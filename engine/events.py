@@ -106,11 +106,11 @@ def _current_kinds(errors_by_kind: dict[str, int]) -> dict[str, int]:
 class LatencyBuckets:
     """A latency distribution that adds across windows and hosts: the counts of HdrHistogram's
     buckets of the samples in ns (engine/analysis/latency_histogram.py, ``digits`` significant
-    digits), sparse: each non-zero bucket's index as its gap from the previous one (the first's
-    from 0), and its count."""
+    digits), sparse: ``buckets`` non-zero ones, encoded in ``data`` as
+    engine/analysis/histogram_codec.py says (index gaps and counts, varints, zlib, base64)."""
 
-    gaps: list[int]
-    counts: list[int]
+    data: str
+    buckets: int
     digits: int = 3
 
 

@@ -11,12 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.analysis.latency_histogram import (
-    COUNTS_LEN,
-    SIGNIFICANT_DIGITS,
-    LatencyHistogram,
-    sparse_of_sorted,
-)
+from engine.analysis import histogram_codec
+from engine.analysis.latency_histogram import LatencyHistogram, sparse_of_sorted
 from engine.events import LatencyBuckets, LatencyStats
 
 PERCENTILES = (50, 90, 95, 99)
@@ -40,33 +36,21 @@ def concat_samples(parts: Iterable[np.ndarray | Sequence[int]]) -> np.ndarray:
 
 
 def buckets_of(histogram: LatencyHistogram) -> LatencyBuckets:
-    """The histogram as an event keeps it: its non-zero buckets, each index as a gap from the
-    previous one (small numbers: the JSON is about half as long as with the indexes)."""
+    """The histogram as an event keeps it (engine/analysis/histogram_codec.py)."""
     nz = np.flatnonzero(histogram.counts)
-    gaps = np.diff(nz, prepend=0) if nz.size else nz
-    return LatencyBuckets(gaps=gaps.tolist(), counts=histogram.counts[nz].tolist(), digits=SIGNIFICANT_DIGITS)
+    return histogram_codec.encode(nz, histogram.counts[nz].astype(np.int64))
 
 
 def buckets_of_sorted(sorted_ns: np.ndarray) -> LatencyBuckets:
     """``buckets_of(LatencyHistogram.of(sorted_ns))`` for sorted samples, at a cost that grows
     with the samples, not with the histogram's length."""
-    index, counts = sparse_of_sorted(sorted_ns)
-    return LatencyBuckets(gaps=np.diff(index, prepend=0).tolist(), counts=counts.tolist(), digits=SIGNIFICANT_DIGITS)
+    return histogram_codec.encode(*sparse_of_sorted(sorted_ns))
 
 
 def sparse_of(buckets: LatencyBuckets) -> tuple[np.ndarray, np.ndarray]:
     """(bucket indexes, counts) of the histogram an event keeps; ValueError for one of another
-    layout or out of range."""
-    if buckets.digits != SIGNIFICANT_DIGITS:
-        raise ValueError(f"latency histogram of {buckets.digits} significant digits (this tool keeps {SIGNIFICANT_DIGITS})")
-    if len(buckets.gaps) != len(buckets.counts):
-        raise ValueError("latency histogram: as many gaps as counts are needed")
-    gaps = np.asarray(buckets.gaps, np.int64)
-    counts = np.asarray(buckets.counts, np.int64)
-    index = np.cumsum(gaps)
-    if index.size and (int(gaps.min()) < 0 or int(index[-1]) >= COUNTS_LEN or int(counts.min()) < 0):
-        raise ValueError("latency histogram: bucket indexes or counts out of range")
-    return index, counts
+    layout, out of range or not decodable."""
+    return histogram_codec.decode(buckets)
 
 
 def histogram_of(buckets: LatencyBuckets) -> LatencyHistogram:
@@ -84,7 +68,7 @@ def latency_stats(samples_ns: np.ndarray | Sequence[int], histogram: bool = Fals
     data = np.sort(np.asarray(samples_ns, dtype=np.int64))
     n = int(data.size)
     if n == 0:
-        return LatencyStats(count=0, histogram=LatencyBuckets(gaps=[], counts=[]) if histogram else None)
+        return LatencyStats(count=0, histogram=buckets_of(LatencyHistogram()) if histogram else None)
     pick = {q: float(data[percentile_index(n, q)]) / 1e9 for q in PERCENTILES}
     return LatencyStats(
         count=n,

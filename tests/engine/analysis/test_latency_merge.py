@@ -4,9 +4,13 @@ histogram's stated relative error; count, mean, min and max exactly."""
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import numpy as np
 import pytest
 
+from engine.analysis import histogram_codec
 from engine.analysis.latency_histogram import RELATIVE_ERROR, LatencyHistogram
 from engine.analysis.latency_merge import NoHistogram, merged_latency
 from engine.analysis.percentiles import PERCENTILES, buckets_of, histogram_of, latency_stats
@@ -49,21 +53,36 @@ def test_the_merged_histogram_is_that_of_every_sample() -> None:
     assert merged.histogram == buckets_of(LatencyHistogram.of(np.concatenate(samples)))
 
 
-def test_buckets_round_trip_and_are_gaps() -> None:
-    samples = np.array([1, 1, 5, 1_000_000, 1_000_001, 3_600 * 10**9 + 5], np.int64)
+def test_buckets_round_trip() -> None:
+    samples = np.array([1, 1, 5, 127, 128, 1_000_000, 1_000_001, 3_600 * 10**9 + 5], np.int64)
     kept = latency_stats(samples, histogram=True).histogram
-    assert kept is not None and sum(kept.counts) == samples.size
-    assert all(g >= 0 for g in kept.gaps) and kept.gaps[0] == 1  # value 1's bucket is index 1
+    assert kept is not None and kept.buckets == len(np.unique(LatencyHistogram.of(samples).to_sparse()[0]))
     assert np.array_equal(histogram_of(kept).counts, LatencyHistogram.of(samples).counts)
-    assert latency_stats(np.empty(0, np.int64), histogram=True).histogram == LatencyBuckets(gaps=[], counts=[])
+    index, counts = histogram_codec.decode(kept)
+    assert index.tolist() == LatencyHistogram.of(samples).to_sparse()[0] and counts.sum() == samples.size
+    assert latency_stats(np.empty(0, np.int64), histogram=True).histogram == LatencyBuckets(data="", buckets=0)
+    # large counts and gaps survive the varints (a count past 2**32, the last bucket)
+    big = histogram_codec.decode(histogram_codec.encode(np.array([0, 1, 33_791]), np.array([2**40, 1, 127])))
+    assert big[0].tolist() == [0, 1, 33_791] and big[1].tolist() == [2**40, 1, 127]
+
+
+def _kept(values: list[int], buckets: int | None = None, digits: int = 3, raw: bytes | None = None) -> LatencyBuckets:
+    body = raw if raw is not None else histogram_codec._varints(np.array(values, np.int64))
+    return LatencyBuckets(data=base64.b64encode(zlib.compress(body)).decode(), digits=digits,
+                          buckets=len(values) // 2 if buckets is None else buckets)
 
 
 @pytest.mark.parametrize("bad", [
-    LatencyBuckets(gaps=[1, 2], counts=[1]),
-    LatencyBuckets(gaps=[10**9], counts=[1]),
-    LatencyBuckets(gaps=[5, -3], counts=[1, 1]),
-    LatencyBuckets(gaps=[5], counts=[-1]),
-    LatencyBuckets(gaps=[5], counts=[1], digits=2),
+    _kept([1, 2, 3, 4], buckets=1),  # more numbers than its buckets
+    _kept([10**9, 1]),  # an index past the layout
+    _kept([30_000, 1, 30_000, 1]),  # the second index past it
+    _kept([5, 1], digits=2),
+    _kept([], raw=b"\x81"),  # a truncated number
+    _kept([], raw=b"\xff" * 12 + b"\x01"),  # a number past 64 bits
+    LatencyBuckets(data="not base64!", buckets=1),
+    LatencyBuckets(data=base64.b64encode(b"not zlib").decode(), buckets=1),
+    LatencyBuckets(data=base64.b64encode(zlib.compress(b"\x01" * 2_000_000)).decode(), buckets=1),  # a zlib bomb
+    LatencyBuckets(data="", buckets=-1),
 ])
 def test_an_unreadable_histogram_is_a_value_error(bad: LatencyBuckets) -> None:
     with pytest.raises(ValueError):
