@@ -47,6 +47,10 @@ def test_two_hosts_started_together_merge_into_their_sum(identity_server, tmp_pa
         assert "load.start_at was" not in out + err  # both were ready before the instant
     (a,) = (tmp_path / "a").glob("*.sqlite")
     (b,) = (tmp_path / "b").glob("*.sqlite")
+    for path in (a, b):  # neither began before the instant
+        with Recording.open(path) as rec:
+            first = next(e for e in rec.events(("level_started",)))
+        assert first.ts >= start_at
     merged_path = tmp_path / "merged.sqlite"
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "merge", str(a), str(b), "-o", str(merged_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
