@@ -507,6 +507,19 @@ def _refuse_differences(summaries: Sequence[Any], labels: Sequence[str]) -> None
         if len({repr(v) for v in values}) > 1:
             shown = "; ".join(f"{_shown(v)} ({label})" for v, label in zip(values, labels, strict=True))
             raise MergeRefused(f"{what} differs: {shown}: not one plan, not merged")
+    configs = [dict(_leaves(s.model_config)) for s in summaries]
+    for key in sorted({k for c in configs for k in c}):
+        values = [c.get(key, "not set") for c in configs]
+        if len(set(values)) > 1:
+            shown = "; ".join(f"{v} ({label})" for v, label in zip(values, labels, strict=True))
+            raise MergeRefused(f"model config differs in {key}: {shown}: not one plan, not merged")
+
+
+def _leaves(config: Any) -> list[tuple[str, str]]:
+    """The model config as sorted (key path, value) pairs: the same config however it was ordered."""
+    if isinstance(config, dict):
+        return sorted((f"{k}.{path}" if path else str(k), v) for k, sub in config.items() for path, v in _leaves(sub))
+    return [("", repr(config))]
 
 
 def _load(summary: Any) -> dict[str, Any]:

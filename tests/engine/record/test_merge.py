@@ -47,6 +47,7 @@ class Host:
     transport: str = "http"
     histogram: bool = True
     windows: int = 3
+    model_config: dict = field(default_factory=lambda: {"max_batch_size": 8, "dynamic_batching": {}})
     samples: dict[int, np.ndarray] = field(default_factory=dict)  # level -> its merged windows' samples
     window_samples: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
@@ -60,6 +61,7 @@ def host_events(h: Host) -> list[Event]:
         SessionStarted(ts=t, session_id=f"s-{h.name}", profile_name="local", profile=profile.to_dict(), mode="sweep",
                        host={"hostname": h.name, "cpu_cores": 8}),
         ServerReady(ts=t + 0.1, http_url="http://10.0.0.9:8000", metrics_url=None, embedded=False, model=h.model,
+                    model_config=h.model_config,
                     inputs=[{"name": "INPUT0", "datatype": "FP32", "shape": [16]}]),
         Warning(ts=t + 0.2, source="load", message="a warning of its own", key="own"),
     ]
@@ -204,6 +206,7 @@ def test_hosts_out_of_step_at_a_level_mark_it_degraded(tmp_path: Path, capsys: p
     ({"levels": [2, 8]}, "planned levels differs: 2, 4 (a, a.sqlite); 2, 8 (b, b.sqlite)"),
     ({"offset_s": 1.5}, "b began measuring 1.5 s after a, more than a window (1 s): start the hosts at one"),
     ({"histogram": False}, "b.sqlite: recorded without latency histograms"),
+    ({"model_config": {"max_batch_size": 32, "dynamic_batching": {}}}, "model config differs in max_batch_size: 8 (a, a.sqlite); 32 (b, b.sqlite)"),
 ])
 def test_not_apples_to_apples_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict,
                                          words: str) -> None:
@@ -249,3 +252,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     with pytest.raises(SystemExit) as stopped:  # argparse's own one line
         main(["merge", str(good[0]), str(good[1])])
     assert stopped.value.code == 2 and "-o" in capsys.readouterr().err
+
+
+def test_a_recording_made_before_histograms_reads_and_is_not_merged(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording whose events have no histogram field at all (written before it existed) still
+    opens, summarises and replays; merge refuses it in one line."""
+    import sqlite3
+
+    old = recorded(tmp_path, Host("old", 2))
+    with sqlite3.connect(old) as db:
+        db.execute("UPDATE events SET data = json_remove(data, '$.latency.histogram') WHERE kind IN ('window', 'level_result')")
+    with Recording.open(old) as r:
+        assert '"histogram"' not in "".join(d for _s, _t, _k, d in r.raw_rows() if _k in ("window", "level_result"))
+        summary = r.summary()
+        assert [lv.result.latency.histogram for lv in summary.levels] == [None, None]
+        assert summary.levels[0].result.latency.p99 is not None
+    source = ReplaySource(old, speed=None, linger=False)
+    got: list[Event] = []
+    source.bus.subscribe(got.append)
+    source.start()
+    assert source.join(30) and sum(isinstance(e, WindowResult) for e in got) == 8
+    code, _text, err = cli(capsys, "merge", str(recorded(tmp_path, Host("new", 1))), str(old), "-o",
+                           str(tmp_path / "m.sqlite"))
+    assert code == 2 and "old.sqlite: recorded without latency histograms" in err and err.count("\n") == 1
