@@ -405,7 +405,6 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
     result_of = {id(b.result): i for i, b in enumerate(first.blocks) if b.result is not None}
     out: list[Event] = []
     results: list[LevelResult] = []
-    left_out = 0
     for e in first.events:
         if isinstance(e, SessionStarted):
             out.append(_session_start(runs, scale))
@@ -416,7 +415,6 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
             i, k = window_at[id(e)]
             each = [run.blocks[i].windows[k] for run in runs if k < len(run.blocks[i].windows)]
             if len(each) < len(runs):
-                left_out += 1
                 continue
             out.append(merged_window(each, names, scale))
         elif isinstance(e, LevelResult) and id(e) in result_of:
@@ -440,9 +438,12 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
             out.append(_named(e, first.name))
         else:
             out.append(e)
+    left_out = sum(len(run.blocks[i].windows) - min(len(r.blocks[i].windows) for r in runs)
+                   for i in range(len(first.blocks)) for run in runs)
     if left_out:
         out.insert(1, Warning(ts=out[0].ts, source="merge", key="merge-windows", message=(
-            f"{left_out} window(s) of {first.name} had no counterpart on every host and are left out of the timeline")))
+            f"{left_out} window(s) had no counterpart on every host and are left out of the timeline (each level's "
+            "figures still count every host's merged windows)")))
     out.insert(1, Warning(ts=out[0].ts, source="merge", key="merge-sources", message=(
         f"merged from {len(runs)} load hosts ({', '.join(names)}): levels are their sum, the server's statistics, "
         f"GPU and host telemetry are {first.name}'s")))

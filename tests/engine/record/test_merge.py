@@ -276,3 +276,17 @@ def test_a_recording_made_before_histograms_reads_and_is_not_merged(tmp_path: Pa
     code, _text, err = cli(capsys, "merge", str(recorded(tmp_path, Host("new", 1))), str(old), "-o",
                            str(tmp_path / "m.sqlite"))
     assert code == 2 and "old.sqlite: recorded without latency histograms" in err and err.count("\n") == 1
+
+
+def test_windows_one_host_lacks_are_left_out_of_the_timeline_and_said(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    files = [recorded(tmp_path, Host("a", 1)), recorded(tmp_path, Host("b", 2, windows=4))]
+    out = tmp_path / "m.sqlite"
+    assert cli(capsys, "merge", *map(str, files), "-o", str(out))[0] == 0
+    with Recording.open(out) as r:
+        windows = list(r.events(("window",)))
+        summary = r.summary()
+    assert len(windows) == 8  # a's 4 per level; b's fifth of each level has no counterpart
+    assert "merge: 2 window(s) had no counterpart on every host" in " ".join(summary.warnings)
+    merged = levels_of(out)
+    assert merged[4.0].requests == levels_of(files[0])[2].requests + levels_of(files[1])[2].requests
