@@ -104,3 +104,17 @@ def test_log_bins_hold_every_sample() -> None:
     assert len(bins) == 10 and sum(c for _lo, _hi, c in bins) == samples.size
     assert bins[0][0] <= samples.min() * (1 + RELATIVE_ERROR) and bins[-1][1] >= samples.max()
     assert all(lo < hi for lo, hi, _c in bins)
+
+
+def test_a_streaming_windows_ttft_and_itl_keep_their_histograms() -> None:
+    from engine.load.windows import Aggregate, StreamSamples, stream_stats
+
+    rng = np.random.default_rng(11)
+    ttft, itl = rng.integers(10**6, 10**8, 500), rng.integers(10**5, 10**7, 4000)
+    agg = Aggregate(0, 10, 1.0, ok=500, stream=StreamSamples(
+        ttft_ns=ttft, responses=np.full(500, 9), decode_ns=rng.integers(10**6, 10**8, 500), itl_ns=itl))
+    stats = stream_stats(agg)
+    assert stats is not None and stats.ttft.histogram is not None and stats.itl.histogram is not None
+    assert histogram_of(stats.ttft.histogram).total == 500 and histogram_of(stats.itl.histogram).total == 4000
+    two, exact = merged_latency([stats.itl, stats.itl]), latency_stats(np.concatenate([itl, itl]))
+    assert two.count == 8000 and exact.p99 <= two.p99 <= exact.p99 * (1 + RELATIVE_ERROR)
