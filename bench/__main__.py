@@ -41,6 +41,8 @@ STAGES = (
           "any box, no server; a minute or two"),
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
+    Stage("merge_cost", "merge_cost", "kept latency histograms: per-window build, encode and bytes; merging N hosts' windows (N = 2..64)",
+          "any box, no server; about a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
     Stage("grpc_styles", "grpc_styles", "gRPC client styles (grpc.aio, sync future(), threads) against perf_analyzer -i grpc",
           "any box, CPU variant; a few minutes"),

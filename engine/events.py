@@ -103,8 +103,22 @@ def _current_kinds(errors_by_kind: dict[str, int]) -> dict[str, int]:
 
 
 @dataclass
+class LatencyBuckets:
+    """A latency distribution that adds across windows and hosts: the counts of HdrHistogram's
+    buckets of the samples in ns (engine/analysis/latency_histogram.py, ``digits`` significant
+    digits), sparse: ``buckets`` non-zero ones, encoded in ``data`` as
+    engine/analysis/histogram_codec.py says (index gaps and counts, varints, zlib, base64)."""
+
+    data: str
+    buckets: int
+    digits: int = 3
+
+
+@dataclass
 class LatencyStats:
-    """Latency of completed requests, seconds. ``exact`` is False for live estimates."""
+    """Latency of completed requests, seconds. ``exact`` is False for estimates (live, or
+    percentiles read from merged histograms); ``histogram``: the samples' distribution, None
+    where not kept (a recording made before it was, or a figure that does not keep one)."""
 
     count: int
     mean: float | None = None
@@ -115,6 +129,7 @@ class LatencyStats:
     p99: float | None = None
     max: float | None = None
     exact: bool = True
+    histogram: LatencyBuckets | None = None
 
 
 @dataclass
@@ -258,6 +273,16 @@ class StatSummary:
     std: float | None = None
 
 
+@dataclass
+class MergedSource:
+    """One recording that `gpuscale-tui merge` combined into this one: a load host's run."""
+
+    hostname: str
+    file: str  # its file name
+    session_id: str
+    offset_s: float = 0.0  # its first measured window began this long after the earliest host's
+
+
 # --------------------------------------------------------------------------- session
 
 
@@ -272,6 +297,7 @@ class SessionStarted(Event):
     host: dict[str, Any] = field(default_factory=dict)  # hostname, cpu model, cores, ram
     versions: dict[str, Any] = field(default_factory=dict)  # ours, python, torch, triton, driver, cuda
     tool_version: str = ""
+    merged_from: list[MergedSource] = field(default_factory=list)  # a merged recording's hosts; []: one host
 
 
 @register
@@ -365,9 +391,6 @@ class WindowResult(Event):
     # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
     others_cpu: float | None = None
     steal: float | None = None
-    # the window's latencies as a mergeable histogram (engine/analysis/latency_histogram.py):
-    # (bucket indexes, counts) of its non-zero buckets; None: not kept
-    latency_hist: tuple[list[int], list[int]] | None = None
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

@@ -279,6 +279,9 @@ class Load:
     # the commas): engine/analysis/stream_slo.py; "": none
     slo: Annotated[str | list[str], Check(_slo_text)] = ""
     server_wait_s: Seconds = 30.0  # after a level lost the server: how long to wait for it to return
+    # UNIX seconds: the first level starts at this wall-clock instant, everything prepared before
+    # (several load hosts started together, then `gpuscale-tui merge`); 0: at once
+    start_at: Annotated[float, Meta(ge=0, extra={"unit": " s"})] = 0.0
     # shapes (batch excluded) for inputs with variable dims, e.g. { tokens = [128] }
     input_shapes: Annotated[dict[str, Annotated[list[PositiveInt], Meta(min_length=1)]], Meta(
         description="a table of input name = list of positive dimensions, e.g. { image = [3, 224, 224] }",
@@ -293,6 +296,7 @@ class Load:
     dev_open_burst: bool = False
     dev_stall_ms: Annotated[int, Meta(ge=0, le=19, extra={"unit": " ms"})] = 0
     dev_grpc_sync: bool = False
+    dev_samples_dir: str = ""  # a folder: each level's latency samples (merged windows) written there
 
 
 @dataclass

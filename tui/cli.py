@@ -20,6 +20,7 @@ from tui.commands import (
     data,
     export_recording,
     init,
+    merge,
     model,
     profiles,
     replay_recording,
@@ -72,16 +73,17 @@ COMMANDS: dict[str | None, Command] = {
     "replay": replay_recording.run,
     "export": export_recording.run,
     "compare": compare.run,
+    "merge": merge.run,
     "model": model.run,
     "data": data.run,
     "server": server.run,
     "init": init.run,
 }
 # Each command's flags, in the order --help lists the commands.
-PARSERS = (run, check, study, profiles, replay_recording, export_recording, compare, model, data, server, init)
+PARSERS = (run, check, study, profiles, replay_recording, export_recording, compare, merge, model, data, server, init)
 # Commands without a session to stop: SIGTERM and SIGHUP interrupt them as Ctrl-C does (run, study
 # and server install their own stop signals).
-INTERRUPTED_ON_TERM = ("export", "compare", "profiles", "model", "data", "init")
+INTERRUPTED_ON_TERM = ("export", "compare", "merge", "profiles", "model", "data", "init")
 
 
 def build_parser() -> argparse.ArgumentParser:

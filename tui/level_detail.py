@@ -13,6 +13,7 @@ from rich.text import Text
 
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.percentiles import histogram_of
 from tui import glyphs
 from tui.state import LevelRow, SessionState, WindowPoint, compute_seconds
 
@@ -62,6 +63,32 @@ def _distribution(latency: ev.LatencyStats, width: int) -> Text:
         frac = None if v is None or v <= 0 else 0.05 + 0.95 * (math.log10(v) - lo) / span
         line.append(glyphs.bar(frac, bar_w), style="red" if name == "p99" else "cyan")
         line.append(f" {fmt.ms(v):>8} ms")
+        lines.append(line)
+    return Text("\n").join(lines)
+
+
+HISTOGRAM_BINS = 10
+
+
+def _histogram(latency: ev.LatencyStats, width: int) -> Text | None:
+    """The level's recorded distribution (LatencyStats.histogram) as counts in bins of equal width
+    on a log scale; None where the level kept none (a recording made before they were)."""
+    if latency.histogram is None:
+        return None
+    try:
+        bins = histogram_of(latency.histogram).log_bins(HISTOGRAM_BINS)
+    except ValueError:  # a histogram this version cannot read: the percentiles still stand
+        return None
+    if not bins:
+        return None
+    most = max(count for _lo, _hi, count in bins) or 1
+    bar_w = max(8, width - 30)
+    lines = []
+    for lo, hi, count in bins:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{fmt.ms(lo / 1e9):>8}-{fmt.ms(hi / 1e9):<8} ms ", style="dim")
+        line.append(glyphs.bar(count / most, bar_w), style="cyan")
+        line.append(f" {count:,}")
         lines.append(line)
     return Text("\n").join(lines)
 
@@ -147,11 +174,16 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
                       fmt.ms(p.p99), fmt.ms(p.queue), fmt.ms(p.compute))
     blocks: list[RenderableType] = [head, Text(f"windows ({len(windows)}, the last {shown} shown)", style="bold dim")]
     blocks.append(table if windows else Text("no window yet", style="dim"))
+    counts = None if latency is None or compact else _histogram(latency, width)
     if latency is None:
         distribution: RenderableType = Text("no latency yet", style="dim")
+    elif counts is not None:  # the recorded distribution, then the percentiles on one line
+        distribution = Group(counts, _percentile_line(latency))
     else:
         distribution = _percentile_line(latency) if compact else _distribution(latency, width)
-    blocks += [Text("latency percentiles" + ("" if compact else " (log scale)"), style="bold dim"), distribution,
+    title = ("latency histogram (requests per bin, log scale)" if counts is not None else
+             "latency percentiles" + ("" if compact else " (log scale)"))
+    blocks += [Text(title, style="bold dim"), distribution,
                Text("server, per request", style="bold dim"), _server(row.server),
                Text("GPUs and host during the level", style="bold dim"), _traces(state, row, width)]
     return Group(*blocks)

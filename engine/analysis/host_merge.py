@@ -1,5 +1,6 @@
 """A level driven from several client hosts, merged on the head (pure): each window's figures
-summed over the hosts, its latency read from the hosts' histograms added together, each host's
+summed over the hosts, its latency read from the hosts' histograms added together
+(engine/analysis/latency_merge.py, the one merge rule `merge` uses too), each host's
 audit kept and the client-bound one named, a missing host named.
 
 Throughputs add (the hosts' windows cover the same instants of the head's clock). Percentiles
@@ -12,49 +13,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from engine.analysis.latency_histogram import LatencyHistogram, merged
+from engine.analysis.latency_merge import merged_latency
 from engine.analysis.stability import is_stable
 from engine.events import (
     ClientAudit,
     HostResult,
-    LatencyStats,
     LevelStatus,
     ServerBreakdown,
     WindowResult,
 )
 
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 # how a level's status reads when its hosts disagree: the first of these any host has
 _WORST_FIRST: tuple[LevelStatus, ...] = ("failed", "interrupted", "contended")
-
-
-def histogram_of(window: WindowResult) -> LatencyHistogram:
-    """A window's latency histogram (empty when it kept none)."""
-    if window.latency_hist is None:
-        return LatencyHistogram()
-    index, count = window.latency_hist
-    return LatencyHistogram.from_sparse(list(index), list(count))
-
-
-def merged_latency(parts: Sequence[tuple[LatencyStats, LatencyHistogram]]) -> LatencyStats:
-    """One LatencyStats for several hosts' samples: percentiles from the summed histogram."""
-    live = [(s, h) for s, h in parts if s.count > 0]
-    count = sum(s.count for s, _ in live)
-    if count == 0:
-        return LatencyStats(count=0, exact=False)
-    hist = merged(h for _, h in live)
-    means = [(s.count, s.mean) for s, _ in live if s.mean is not None]
-    mins = [s.min for s, _ in live if s.min is not None]
-    maxes = [s.max for s, _ in live if s.max is not None]
-    quantiles = {name: hist.percentile_ns(q) / 1e9 for name, q in PERCENTILES.items()} if hist.total else {}
-    return LatencyStats(
-        count=count,
-        mean=sum(n * m for n, m in means) / sum(n for n, _ in means) if means else None,
-        min=min(mins) if mins else None,
-        max=max(maxes) if maxes else None,
-        exact=False,
-        **quantiles,
-    )
 
 
 def merged_audit(audits: Sequence[tuple[str, ClientAudit]]) -> ClientAudit:
@@ -101,8 +71,6 @@ def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], serve
     for w in windows:
         for kind, n in w.errors_by_kind.items():
             errors[kind] = errors.get(kind, 0) + n
-    hists = [histogram_of(w) for w in windows]
-    total = merged(hists)
     return WindowResult(
         level=level,
         index=windows[0].index,
@@ -113,14 +81,13 @@ def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], serve
         errors=sum(w.errors for w in windows),
         throughput_rps=sum(w.throughput_rps for w in windows),
         throughput_ips=sum(w.throughput_ips for w in windows),
-        latency=merged_latency([(w.latency, h) for w, h in zip(windows, hists, strict=True)]),
+        latency=merged_latency([w.latency for w in windows]),
         server=server,
         audit=merged_audit([(name, w.audit) for name, w in parts]),
         stable_so_far=stable_so_far,
         errors_by_kind=errors,
         others_cpu=max((w.others_cpu for w in windows if w.others_cpu is not None), default=None),
         steal=max((w.steal for w in windows if w.steal is not None), default=None),
-        latency_hist=total.to_sparse(),
     )
 
 
@@ -156,6 +123,6 @@ def host_result(rank: int, name: str, windows: Sequence[WindowResult], batch_siz
         requests=requests, errors=sum(w.errors for w in windows),
         throughput_rps=requests / duration if duration > 0 else 0.0,
         throughput_ips=requests * batch_size / duration if duration > 0 else 0.0,
-        latency=merged_latency([(w.latency, histogram_of(w)) for w in windows]),
+        latency=merged_latency([w.latency for w in windows]),
         audit=audit, clock_offset_s=offset_s, clock_rtt_s=rtt_s, missing=missing,
     )

@@ -86,6 +86,43 @@ class LatencyHistogram:
         target = max(int(min(q, 100.0) * total / 100 + 0.5), 1)
         return float(_highest_equivalent(int(np.searchsorted(cumulative, target))))
 
+    def value_at_rank(self, rank: int) -> float:
+        """The largest value of the bucket holding the sample at 0-based ``rank`` in sorted
+        order: within RELATIVE_ERROR of that sample. Raises IndexError outside 0..total-1."""
+        return self.values_at_ranks([rank])[0]
+
+    def values_at_ranks(self, ranks: Iterable[int]) -> list[float]:
+        """``value_at_rank`` of each rank, over one pass of the counts."""
+        cumulative = np.cumsum(self.counts)
+        total = int(cumulative[-1])
+        out = []
+        for rank in ranks:
+            if not 0 <= rank < total:
+                raise IndexError(f"rank {rank} outside the histogram's {total} samples")
+            out.append(float(_highest_equivalent(int(np.searchsorted(cumulative, rank, side="right")))))
+        return out
+
+    def log_bins(self, bins: int) -> list[tuple[float, float, int]]:
+        """The counts in ``bins`` bins of equal width on a log scale, from the lowest bucket
+        recorded to the highest: (low ns, high ns, count) each; [] when empty."""
+        nz = np.flatnonzero(self.counts)
+        if nz.size == 0 or bins < 1:
+            return []
+        bucket = (nz >> _SUB_HALF_MAG) - 1
+        sub_bucket = (nz & (_SUB_HALF - 1)) + _SUB_HALF
+        low = bucket < 0
+        sub_bucket[low] -= _SUB_HALF
+        bucket[low] = 0
+        values = ((sub_bucket << bucket) + (1 << bucket) - 1).astype(np.float64)
+        counts = self.counts[nz].astype(np.float64)
+        lo, hi = float(values[0]), float(values[-1])
+        if hi <= lo:
+            return [(lo, hi, int(counts.sum()))]
+        edges = np.geomspace(lo, hi, bins + 1)
+        which = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, bins - 1)
+        sums = np.bincount(which, weights=counts, minlength=bins)
+        return [(float(edges[i]), float(edges[i + 1]), int(sums[i])) for i in range(bins)]
+
     def to_sparse(self) -> tuple[list[int], list[int]]:
         """(bucket indexes, counts) of the non-zero buckets: what a recording keeps."""
         nz = np.flatnonzero(self.counts)
@@ -101,6 +138,16 @@ class LatencyHistogram:
         counts = np.zeros(COUNTS_LEN, np.uint64)
         np.add.at(counts, idx, cnt.astype(np.uint64))
         return cls(counts)
+
+
+def sparse_of_sorted(sorted_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket indexes, counts) of the non-zero buckets of samples already sorted, without the
+    dense counts: the indexes of sorted values are sorted, so each bucket is a run."""
+    if sorted_ns.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    index = _index(np.clip(sorted_ns.astype(np.int64), 1, HIGHEST_NS))
+    starts = np.flatnonzero(np.diff(index, prepend=-1))
+    return index[starts], np.diff(starts, append=index.size)
 
 
 def merged(parts: Iterable[LatencyHistogram]) -> LatencyHistogram:

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.events import LatencyStats
+from engine.analysis import histogram_codec
+from engine.analysis.latency_histogram import LatencyHistogram, sparse_of_sorted
+from engine.events import LatencyBuckets, LatencyStats
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -33,14 +35,40 @@ def concat_samples(parts: Iterable[np.ndarray | Sequence[int]]) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def latency_stats(samples_ns: np.ndarray | Sequence[int]) -> LatencyStats:
+def buckets_of(histogram: LatencyHistogram) -> LatencyBuckets:
+    """The histogram as an event keeps it (engine/analysis/histogram_codec.py)."""
+    nz = np.flatnonzero(histogram.counts)
+    return histogram_codec.encode(nz, histogram.counts[nz].astype(np.int64))
+
+
+def buckets_of_sorted(sorted_ns: np.ndarray) -> LatencyBuckets:
+    """``buckets_of(LatencyHistogram.of(sorted_ns))`` for sorted samples, at a cost that grows
+    with the samples, not with the histogram's length."""
+    return histogram_codec.encode(*sparse_of_sorted(sorted_ns))
+
+
+def sparse_of(buckets: LatencyBuckets) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket indexes, counts) of the histogram an event keeps; ValueError for one of another
+    layout, out of range or not decodable."""
+    return histogram_codec.decode(buckets)
+
+
+def histogram_of(buckets: LatencyBuckets) -> LatencyHistogram:
+    """The histogram an event keeps; ValueError for one of another layout or out of range."""
+    index, counts = sparse_of(buckets)
+    return LatencyHistogram.from_sparse(index.tolist(), counts.tolist())
+
+
+def latency_stats(samples_ns: np.ndarray | Sequence[int], histogram: bool = False) -> LatencyStats:
     """Exact stats of latency samples given in integer nanoseconds; result in seconds.
+    ``histogram``: keep their distribution too (``LatencyStats.histogram``), so that the figure
+    can be merged with others (windows, hosts).
 
     An empty sample gives ``count=0`` and every figure ``None`` (not available, never 0)."""
     data = np.sort(np.asarray(samples_ns, dtype=np.int64))
     n = int(data.size)
     if n == 0:
-        return LatencyStats(count=0)
+        return LatencyStats(count=0, histogram=buckets_of(LatencyHistogram()) if histogram else None)
     pick = {q: float(data[percentile_index(n, q)]) / 1e9 for q in PERCENTILES}
     return LatencyStats(
         count=n,
@@ -52,4 +80,5 @@ def latency_stats(samples_ns: np.ndarray | Sequence[int]) -> LatencyStats:
         p99=pick[99],
         max=float(data[-1]) / 1e9,
         exact=True,
+        histogram=buckets_of_sorted(data) if histogram else None,
     )

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 
 from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
-from engine.analysis.latency_histogram import LatencyHistogram
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
@@ -55,6 +54,7 @@ from engine.events import (
     LevelStarted,
     LevelStatus,
     NetworkPath,
+    PhaseChanged,
     ServerBreakdown,
     SweepFinished,
     Warning,
@@ -366,7 +366,7 @@ class _Level:
             if available < end:
                 return
             agg = aggregate(self.ticks, start, end, self.tick_ns, self.rate_mode)
-            lat = latency_stats(agg.latency_ns)
+            lat = latency_stats(agg.latency_ns, histogram=True)
             self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
             self.warmup_published = end
             self.cpu_mark = read_cpu(self.cpu_roots)  # the first measured window starts here
@@ -449,7 +449,7 @@ class _Level:
     async def close_window(self, end: int) -> LevelStatus | None:
         start = self.cur_start
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
-        lat = latency_stats(agg.latency_ns)
+        lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
         reading = read_cpu(self.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
@@ -507,7 +507,6 @@ class _Level:
             stream=stream_stats(agg),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
-            latency_hist=LatencyHistogram.of(agg.latency_ns).to_sparse() if self.share else None,
         )
 
     # -- result
@@ -532,7 +531,8 @@ class _Level:
                 target_rate=self.level if self.rate_mode else None,
             )
         agg = merge([w.agg for w in chosen], self.rate_mode)
-        lat = latency_stats(agg.latency_ns)
+        LoadDev.from_load(load).save_samples(self.index, self.trial, agg.latency_ns)
+        lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
                              self.delay_limit)
@@ -555,7 +555,7 @@ class _Level:
             audit=audit,
             errors_by_kind=dict(every.errors),
             error_messages=messages,
-            latency_uncorrected=latency_stats(agg.uncorrected_ns) if agg.uncorrected_ns is not None else None,
+            latency_uncorrected=latency_stats(agg.uncorrected_ns, histogram=True) if agg.uncorrected_ns is not None else None,
             target_rate=self.level if self.rate_mode else None,
             duration_s=agg.duration_s,
             network=self.network_path(),
@@ -587,7 +587,7 @@ class _Level:
             parts = [w.parts[e] for w in chosen if w.parts is not None]
             agg = merge(parts, self.rate_mode)
             every = merge([w.parts[e] for w in self.windows if w.parts is not None], self.rate_mode)
-            lat = latency_stats(agg.latency_ns)
+            lat = latency_stats(agg.latency_ns, histogram=True)
             server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean, e)
             out.append(EndpointResult(
                 name=ep.name,
@@ -674,6 +674,7 @@ async def run_sweep(
         await pool.start()
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
             pool.send(w, UseTransport(module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
+        await _start_at(load.start_at, publish, stop)
         queue = list(levels)  # planned levels first, then whatever more_levels asks for
         index = 0
         while not stop.is_set():
@@ -728,6 +729,22 @@ async def run_sweep(
         )
     )
     return results
+
+
+async def _start_at(instant: float, publish: Publish, stop: asyncio.Event) -> None:
+    """Wait, everything prepared, for load.start_at (several hosts' sweeps begin together)."""
+    if instant <= 0:
+        return
+    wait_s = instant - time.time()
+    if wait_s < 0:
+        publish(Warning(source="load", key="start-at", message=(
+            f"load.start_at was {-wait_s:.1f} s ago when the load was ready: the sweep starts at once")))
+        return
+    publish(PhaseChanged(phase="sweep", detail=f"waiting {wait_s:.1f} s for load.start_at"))
+    try:
+        await asyncio.wait_for(stop.wait(), wait_s)
+    except TimeoutError:
+        publish(PhaseChanged(phase="sweep", detail="started at load.start_at"))
 
 
 async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:

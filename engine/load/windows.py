@@ -168,8 +168,8 @@ def stream_stats(agg: Aggregate) -> StreamStats | None:
     rated = decode_s > 0
     per_request = (responses[rated] - 1) / decode_s[rated]
     return StreamStats(
-        ttft=latency_stats(samples.ttft_ns),
-        itl=latency_stats(samples.itl_ns),
+        ttft=latency_stats(samples.ttft_ns, histogram=True),
+        itl=latency_stats(samples.itl_ns, histogram=True),
         responses_per_request=float(responses.mean()),
         output_tokens_per_s=float(responses.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
         tokens_per_s_per_request=float(np.median(per_request)) if per_request.size else None,

@@ -15,15 +15,14 @@ from typing import Any, Protocol
 
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
-    histogram_of,
     host_result,
     merged_audit,
-    merged_latency,
     merged_server,
     merged_status,
     merged_window,
     stable_tail,
 )
+from engine.analysis.latency_merge import merged_latency
 from engine.analysis.saturation import saturation_point
 from engine.events import (
     Error,
@@ -267,7 +266,7 @@ class _LevelMerge:
             windows=len(self.merged), merged_windows=len(chosen), requests=requests,
             errors=sum(r.errors for r in theirs.values()),
             throughput_rps=sum(h.throughput_rps for h in live), throughput_ips=sum(h.throughput_ips for h in live),
-            latency=merged_latency([(w.latency, histogram_of(w)) for w in windows]),
+            latency=merged_latency([w.latency for w in windows]),
             server=merged_server([self.servers[i] for i in chosen]),
             audit=merged_audit([(self.names[r], e.audit) for r, e in sorted(theirs.items())]),
             errors_by_kind=errors,

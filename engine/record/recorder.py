@@ -299,6 +299,7 @@ class Recorder:
                 "versions": data.get("versions", {}),
                 "tool_version": data.get("tool_version", ""),
                 "started_ts": data["ts"],
+                **({"merged_from": data["merged_from"]} if data.get("merged_from") else {}),
             }
         if isinstance(event, ServerReady):
             return {

@@ -113,6 +113,8 @@ def _setup(s: RecordingSummary) -> list:
             rows.append([f"Version: {key}", str(s.versions[key])])
     if s.host:
         rows.append(["Host", _host_text(s.host)])
+    if sources := s.metadata.get("merged_from"):  # gpuscale-tui merge: one plan on several load hosts
+        rows.append(["Load hosts", _merged_text(sources)])
     if (path := s.network_path()) is not None:
         rows.append(["Network", network_text(path)])
     names = sorted({g.name for g in s.gpus if g.name})
@@ -147,6 +149,17 @@ def _box_check(s: RecordingSummary) -> list:
     return [Heading("Box check"), Para(f"{check.summary} ({taken})"),
             Table(["Status", "Where", "Check", "Measured", "Expected", "Note"], rows,
                   f"gpuscale-tui check, {when}", left=6)]
+
+
+def _merged_text(sources: object) -> str:
+    """"2, merged: a (a.sqlite), b (b.sqlite, began 0.12 s later)"."""
+    items = [x for x in sources if isinstance(x, dict)] if isinstance(sources, list) else []
+    parts = []
+    for x in items:
+        offset = x.get("offset_s")
+        later = f", began {offset:.2f} s later" if isinstance(offset, (int, float)) and offset > 0 else ""
+        parts.append(f"{x.get('hostname')} ({x.get('file')}{later})")
+    return f"{len(items)}, merged (levels are their sum): " + "; ".join(parts)
 
 
 def _host_text(host: dict) -> str:

@@ -1,0 +1,224 @@
+"""The folds of `gpuscale-tui merge` (engine/record/merge.py): several load hosts' windows,
+and their levels, as one window or level of the hosts together. Pure functions of events.
+
+Throughput, requests and errors are summed; latency comes from the summed histograms
+(engine/analysis/latency_merge.py); the server's statistics are the first host's (Triton counts
+every host's requests), its outside-the-server share against the merged mean; each host's
+client audit stays named in the reasons. A level the hosts measured more than a window apart
+is degraded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from engine.analysis.latency_merge import merged_latency
+from engine.events import (
+    ClientAudit,
+    EndpointResult,
+    LatencyStats,
+    LevelResult,
+    LevelStarted,
+    LevelStatus,
+    ServerBreakdown,
+    StreamStats,
+    WindowResult,
+)
+
+# the worse of two statuses wins (a merged level is as good as its worst host's)
+_LEVEL_RANK: dict[str, int] = {"stable": 0, "unstable": 1, "contended": 2, "interrupted": 3, "failed": 4}
+MESSAGES_KEPT = 10
+
+
+@dataclass
+class LevelBlock:
+    """A level as one host ran it: its start, its windows in order, its result."""
+
+    start: LevelStarted
+    windows: list[WindowResult] = field(default_factory=list)
+    result: LevelResult | None = None
+
+    @property
+    def key(self) -> tuple[float, int, bool]:
+        return (self.start.level, self.start.trial, self.start.slo_search)
+
+    def first_measured(self) -> float | None:
+        return next((w.t_start for w in self.windows if not w.warmup), None)
+
+def _worst_level(statuses: Sequence[LevelStatus]) -> LevelStatus:
+    return max(statuses, key=lambda s: _LEVEL_RANK.get(s, 0))
+
+
+def _summed(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, n in d.items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def _max(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def merged_audit(audits: Sequence[ClientAudit], names: Sequence[str]) -> ClientAudit:
+    """The hosts' self-audits as one: client-bound if any host was, each reason naming its host;
+    the CPU figures of the busiest host (its share of its own cores), the worst of each delay."""
+    def busy(a: ClientAudit) -> float:
+        return (a.cpu_percent or 0.0) / (100.0 * a.cpu_cores) if a.cpu_cores else 0.0
+
+    busiest = max(audits, key=busy)
+    return ClientAudit(
+        cpu_percent=busiest.cpu_percent,
+        cpu_cores=busiest.cpu_cores,
+        loop_lag_p99=_max([a.loop_lag_p99 for a in audits]),
+        late_sends=sum(a.late_sends for a in audits),
+        sent=sum(a.sent for a in audits),
+        overhead_fraction=_max([a.overhead_fraction for a in audits]),
+        client_bound=any(a.client_bound for a in audits),
+        reasons=[f"{name}: {r}" for a, name in zip(audits, names, strict=True) for r in a.reasons],
+        write_p50=_max([a.write_p50 for a in audits]),
+        write_p99=_max([a.write_p99 for a in audits]),
+        first_byte_p50=_max([a.first_byte_p50 for a in audits]),
+        client_delay_p50=_max([a.client_delay_p50 for a in audits]),
+        client_delay_p99=_max([a.client_delay_p99 for a in audits]),
+        client_delay_fraction=_max([a.client_delay_fraction for a in audits]),
+        cpu_wait_fraction=_max([a.cpu_wait_fraction for a in audits]),
+    )
+
+
+def _server(server: ServerBreakdown | None, latency: LatencyStats) -> ServerBreakdown | None:
+    """The first host's reading of the server (Triton's statistics count every host's requests),
+    its outside-the-server share against the merged mean."""
+    if server is None:
+        return None
+    outside = latency.mean - server.server_total if latency.mean is not None and server.server_total is not None else None
+    return replace(server, client_minus_server=outside)
+
+
+def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
+    """A streaming level's figures over every host; the per-request median tokens/s does not
+    merge and is left not available."""
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    requests = [p.ttft.count for p in known]
+    total = sum(requests)
+    return StreamStats(
+        ttft=merged_latency([p.ttft for p in known]),
+        itl=merged_latency([p.itl for p in known]),
+        responses_per_request=(sum(p.responses_per_request * n for p, n in zip(known, requests, strict=True)) / total
+                               if total else 0.0),
+        output_tokens_per_s=sum(p.output_tokens_per_s for p in known),
+        tokens_per_s_per_request=None,
+    )
+
+
+def _latency_or_none(parts: Sequence[LatencyStats | None]) -> LatencyStats | None:
+    known = [p for p in parts if p is not None]
+    return merged_latency(known) if known else None
+
+
+def merged_window(windows: Sequence[WindowResult], names: Sequence[str], scale: int) -> WindowResult:
+    """One window of every host: throughput and errors summed, latency from the summed histograms,
+    the span from the earliest start to the latest end."""
+    first = windows[0]
+    latency = merged_latency([w.latency for w in windows])
+    return WindowResult(
+        ts=first.ts,
+        level=first.level * scale,
+        index=first.index,
+        warmup=first.warmup,
+        t_start=min(w.t_start for w in windows),
+        t_end=max(w.t_end for w in windows),
+        requests=sum(w.requests for w in windows),
+        errors=sum(w.errors for w in windows),
+        throughput_rps=sum(w.throughput_rps for w in windows),
+        throughput_ips=sum(w.throughput_ips for w in windows),
+        latency=latency,
+        server=_server(first.server, latency),
+        audit=merged_audit([w.audit for w in windows], names),
+        stable_so_far=all(w.stable_so_far for w in windows),
+        errors_by_kind=_summed([w.errors_by_kind for w in windows]),
+        stream=merged_stream([w.stream for w in windows]),
+        others_cpu=_max([w.others_cpu for w in windows]),
+        steal=_max([w.steal for w in windows]),
+    )
+
+
+def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> list[EndpointResult]:
+    """Each endpoint's share summed over the hosts, where every host spread over the same ones."""
+    by_host = [{e.name: e for e in r.endpoints} for r in results]
+    if not by_host[0] or any(set(h) != set(by_host[0]) for h in by_host):
+        return []
+    out = []
+    for name, first in by_host[0].items():
+        each = [h[name] for h in by_host]
+        latency = merged_latency([e.latency for e in each])
+        rates = [e.target_rate for e in each if e.target_rate is not None]
+        out.append(replace(
+            first, connections=sum(e.connections for e in each), target_rate=sum(rates) if rates else None,
+            requests=sum(e.requests for e in each), errors=sum(e.errors for e in each),
+            throughput_rps=sum(e.throughput_rps for e in each), throughput_ips=sum(e.throughput_ips for e in each),
+            latency=latency, server=_server(first.server, latency), errors_by_kind=_summed([e.errors_by_kind for e in each]),
+            error_messages=[f"{host}: {m}" for e, host in zip(each, names, strict=True) for m in e.error_messages][:MESSAGES_KEPT],
+            failed=any(e.failed for e in each)))
+    return out
+
+
+def out_of_step(blocks: Sequence[LevelBlock], names: Sequence[str], window_s: float) -> str:
+    """One line when the hosts began measuring this level more than a window apart; "" else."""
+    starts = [(b.first_measured(), name) for b, name in zip(blocks, names, strict=True)]
+    known = [(t, n) for t, n in starts if t is not None]
+    if len(known) < 2:
+        return ""
+    (early, first), (late, last) = min(known), max(known)
+    if late - early <= window_s:
+        return ""
+    return (f"the hosts measured it at different times: {last} began {late - early:.1f} s after {first}, more than a "
+            f"window ({window_s:g} s)")
+
+
+def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int, window_s: float) -> LevelResult:
+    results = [b.result for b in blocks]
+    assert all(r is not None for r in results)  # callers merge only levels every host finished
+    done: list[LevelResult] = [r for r in results if r is not None]
+    first = done[0]
+    latency = merged_latency([r.latency for r in done])
+    degraded = [f"{name}: {r.degraded}" for r, name in zip(done, names, strict=True) if r.degraded]
+    if step := out_of_step(blocks, names, window_s):
+        degraded.insert(0, step)
+    rates = [r.target_rate for r in done if r.target_rate is not None]
+    return LevelResult(
+        ts=first.ts,
+        mode=first.mode,
+        level=first.level * scale,
+        index=first.index,
+        status=_worst_level([r.status for r in done]),
+        batch_size=first.batch_size,
+        windows=max(r.windows for r in done),
+        merged_windows=min(r.merged_windows for r in done),
+        requests=sum(r.requests for r in done),
+        errors=sum(r.errors for r in done),
+        throughput_rps=sum(r.throughput_rps for r in done),
+        throughput_ips=sum(r.throughput_ips for r in done),
+        latency=latency,
+        server=_server(first.server, latency),
+        audit=merged_audit([r.audit for r in done], names),
+        errors_by_kind=_summed([r.errors_by_kind for r in done]),
+        error_messages=[f"{name}: {m}" for r, name in zip(done, names, strict=True) for m in r.error_messages][:MESSAGES_KEPT],
+        latency_uncorrected=_latency_or_none([r.latency_uncorrected for r in done]),
+        target_rate=sum(rates) if rates else None,
+        duration_s=max(r.duration_s for r in done),
+        slo_search=first.slo_search,
+        network=first.network,
+        endpoints=_merged_endpoints(done, names),
+        degraded="; ".join(degraded),
+        stream=merged_stream([r.stream for r in done]),
+        others_cpu=_max([r.others_cpu for r in done]),
+        steal=_max([r.steal for r in done]),
+        trial=first.trial,
+        remeasure=first.remeasure,
+    )
