@@ -31,7 +31,6 @@ def payload_text() -> str:
     """A window as a host sends it: a real WindowResult's JSON with its histogram (13 KB)."""
     import numpy as np
 
-    from engine.analysis.latency_histogram import LatencyHistogram
     from engine.analysis.percentiles import latency_stats
     from engine.events import WindowResult
 
@@ -65,7 +64,6 @@ def measure_merge(hosts_list: tuple[int, ...] = (2, 8, 32), samples: tuple[int, 
     import numpy as np
 
     from engine.analysis.host_merge import merged_window
-    from engine.analysis.latency_histogram import LatencyHistogram
     from engine.analysis.percentiles import latency_stats
     from engine.events import WindowResult, event_from_dict
 
@@ -78,8 +76,7 @@ def measure_merge(hosts_list: tuple[int, ...] = (2, 8, 32), samples: tuple[int, 
                 s = rng.lognormal(np.log(3e6), 0.5, n).astype(np.int64)
                 texts.append(json.dumps(WindowResult(
                     level=256.0, index=3, warmup=False, t_start=1.0, t_end=6.0, requests=n, errors=0,
-                    throughput_rps=n / 5, throughput_ips=n / 5, latency=latency_stats(s),
-                    latency_hist=LatencyHistogram.of(s).to_sparse()).to_dict()))
+                    throughput_rps=n / 5, throughput_ips=n / 5, latency=latency_stats(s, histogram=True)).to_dict()))
             t = time.perf_counter()
             for _ in range(reps):
                 merged_window(256.0, [(str(i), event_from_dict(json.loads(x))) for i, x in enumerate(texts)], None)
