@@ -169,7 +169,7 @@ class OverTimePanel(Panel):
 
 
 class GpuHistoryPanel(Panel):
-    SECTIONS = ("gpus",)
+    SECTIONS = ("gpus", "session")  # session: its end draws the last samples (telemetry alone waits a second)
     TITLE = "GPUs: history, last and max"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
@@ -177,7 +177,7 @@ class GpuHistoryPanel(Panel):
 
 
 class HostPartiesPanel(Panel):
-    SECTIONS = ("host",)
+    SECTIONS = ("host", "session")
     TITLE = "host CPU by party (% of the machine)"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:

@@ -1,4 +1,5 @@
-"""The base of every state-driven panel: re-render only when its sections or its width change."""
+"""The base of every state-driven panel: re-render only when its sections or its width change
+(telemetry alone: at most once a second of the session)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.state import SessionState
+
+# Telemetry sections (GPU and host samples, up to 10 a second each) redraw a panel at most once
+# a second of the session's clock: each drawing is most of the display's CPU, and a second is
+# finer than anyone reads a gauge; the samples are all kept (the histories show each one).
+TELEMETRY = frozenset({"gpus", "host"})
+TELEMETRY_REDRAW_S = 1.0
 
 
 class Panel(VerticalScroll):
@@ -30,6 +37,7 @@ class Panel(VerticalScroll):
     def __init__(self, *, id: str | None = None, classes: str = "") -> None:  # noqa: A002
         super().__init__(id=id, classes=f"panel state-view {classes}".strip())
         self._seen: tuple[int, ...] | None = None
+        self._drawn_at: float | None = None  # the session's clock (SessionState.now) when last drawn
         self._width = -1
         self._state: SessionState | None = None
         self._height = -1
@@ -77,9 +85,10 @@ class Panel(VerticalScroll):
         self._state = state
         seen = tuple(state.versions[name] for name in self.SECTIONS)
         width = self.body_width
-        if not force and seen == self._seen and width == self._width:
+        if not force and width == self._width and (seen == self._seen or self._telemetry_only_soon(state, seen)):
             return
         self._seen, self._width = seen, width
+        self._drawn_at = state.now
         # Following while the view is where following left it (at the end, by default).
         following = (self.scroll_y >= self.max_scroll_y if self._follow_y is None
                      else round(self.scroll_y) == min(self._follow_y, round(self.max_scroll_y)))
@@ -106,6 +115,14 @@ class Panel(VerticalScroll):
                 self.call_after_refresh(self.scroll_end, animate=False)
             else:
                 self.call_after_refresh(self._follow, lines)
+
+    def _telemetry_only_soon(self, state: SessionState, seen: tuple[int, ...]) -> bool:
+        """Only telemetry changed since the last drawing, less than TELEMETRY_REDRAW_S of the
+        session's clock ago: not drawn yet (it is kept, and drawn with the next change)."""
+        if self._seen is None or self._drawn_at is None or state.now is None:
+            return False
+        changed = {name for name, now, then in zip(self.SECTIONS, seen, self._seen, strict=True) if now != then}
+        return changed <= TELEMETRY and state.now - self._drawn_at < TELEMETRY_REDRAW_S
 
     def _follow(self, lines: int) -> None:
         """Scroll so that the body's first ``lines`` lines end at the bottom of the view."""
