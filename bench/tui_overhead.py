@@ -297,8 +297,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
         epilog="Fits: CPU here (the identity model is client-bound: the strictest case), or a GPU box with textual\n"
-               "carried (python -m bench carry --textual), about 4 minutes:\n"
-               "  python -m bench tui_overhead --model openclip_vit_b32 --variant 2x --concurrency 1,8,32,128 --pairs 2 --size 160x45")
+               "carried (python -m bench carry --textual here, then .carry as the run's carry), about 6 minutes:\n"
+               "  python -m bench tui_overhead --pairs 3 --concurrency 1,4,16 --window-ms 1000 --max-windows 5 --size 120x40")
     parser.add_argument("--model", default="identity", help="identity (client-bound: the strictest), vit_tiny, openclip_vit_b32")
     parser.add_argument("--variant", default="cpu", help="embedded server instance groups: cpu, 1x, 2x, 4x, 8x, auto")
     parser.add_argument("--concurrency", default="1,4,16")
