@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -38,6 +39,7 @@ class Panel(VerticalScroll):
         super().__init__(id=id, classes=f"panel state-view {classes}".strip())
         self._seen: tuple[int, ...] | None = None
         self._drawn_at: float | None = None  # the session's clock (SessionState.now) when last drawn
+        self._key: Hashable | None = None  # drawn_from when last drawn
         self._width = -1
         self._state: SessionState | None = None
         self._height = -1
@@ -87,7 +89,11 @@ class Panel(VerticalScroll):
         width = self.body_width
         if not force and width == self._width and (seen == self._seen or self._telemetry_only_soon(state, seen)):
             return
-        self._seen, self._width = seen, width
+        key = self.drawn_from(state)
+        if not force and width == self._width and key is not None and key == self._key:
+            self._seen = seen  # a change that does not reach this picture (a window, to the knee)
+            return
+        self._seen, self._width, self._key = seen, width, key
         self._drawn_at = state.now
         # Following while the view is where following left it (at the end, by default).
         following = (self.scroll_y >= self.max_scroll_y if self._follow_y is None
@@ -137,6 +143,11 @@ class Panel(VerticalScroll):
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         raise NotImplementedError
+
+    def drawn_from(self, state: SessionState) -> Hashable | None:
+        """What the picture depends on, where that is less than its sections: when it is the
+        same as at the last drawing, the panel is not drawn again. None: its sections decide."""
+        return None
 
     def title_for(self, state: SessionState) -> str | None:
         """A border title that carries live numbers; None keeps TITLE."""
