@@ -30,7 +30,7 @@ VIEWS = {"1": "live", "2": "sweep", "3": "probe", "4": "log", "6": "charts"}
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                     epilog="Fits: any box, no server or GPU; a minute or two.")
+                                     epilog="Fits: any box, no server or GPU (a GPU box: python -m bench carry --textual here, .carry carried); about 3 minutes.")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--hz", type=float, default=5.0, help="GPU samples per second in the recording")
