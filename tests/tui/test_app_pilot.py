@@ -530,3 +530,30 @@ async def test_a_backlog_is_folded_in_slices_between_keys_to_the_same_state() ->
         assert app.state.events_applied == len(events)
         assert app.state.levels.keys() == whole.state.levels.keys()
         assert app.state.current_level == whole.state.current_level and app.state.ended == whole.state.ended
+
+
+async def test_the_footer_is_rebuilt_when_its_keys_change_and_only_then() -> None:
+    from textual.widgets._footer import FooterKey
+
+    from tui.widgets.footer import KeysFooter
+
+    app, source, controls = live_app(busy=False)
+    async with app.run_test(size=SIZE) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.pause()
+
+        def stop_key() -> FooterKey:
+            return next(k for k in app.screen.query_one(KeysFooter).query(FooterKey) if k.action == "cancel_sweep")
+
+        before = stop_key()
+        assert before.has_class("-disabled")  # nothing runs: stop is greyed out
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("1")
+        await pilot.pause()
+        assert stop_key() is before  # the same keys: the same widgets, not mounted again
+        controls.busy = True
+        while stop_key().has_class("-disabled"):  # a job runs: the footer is rebuilt with stop enabled
+            await pilot.pause(0.05)
+        assert stop_key() is not before
