@@ -97,6 +97,11 @@ def reexec_with_numpy1() -> None:
 
 CARRIED_MODULES = {"grpcio": "grpc", "tritonclient": "tritonclient", "protobuf": "google.protobuf", "psutil": "psutil",
                    "typing_extensions": "typing_extensions", "msgspec": "msgspec", "prometheus_client": "prometheus_client"}
+# textual and the versions of its dependencies it was downloaded with (carry --textual): pure-Python
+# wheels, unpacked together ahead of the box's own (its rich may be older than textual needs)
+TEXTUAL_WHEELS = ("textual", "rich", "pygments", "markdown_it_py", "mdurl", "mdit_py_plugins", "linkify_it_py",
+                  "uc_micro_py", "platformdirs")
+CARRY_TEXTUAL = Path(tempfile.gettempdir()) / "gpuscale-carry" / "textual-site"
 
 
 def _importable(module: str) -> bool:
@@ -108,7 +113,7 @@ def _importable(module: str) -> bool:
 
 def unpack_missing_wheels(wheels: Path) -> bool:
     """Unpack into CARRY_SITE each carried wheel whose module the box lacks (psutil, the grpc
-    transport's). A wheel is a zip: no pip needed (the numpy1 venv has none)."""
+    transport's, textual's). A wheel is a zip: no pip needed (the numpy1 venv has none)."""
     unpacked = False
     for wheel in sorted(wheels.glob("*.whl")):
         module = CARRIED_MODULES.get(wheel.name.split("-")[0])
@@ -120,10 +125,23 @@ def unpack_missing_wheels(wheels: Path) -> bool:
     return unpacked
 
 
+def unpack_textual(wheels: Path) -> bool:
+    """On a box without textual, its carried wheels into CARRY_TEXTUAL; True when that folder
+    is to go ahead of the box's packages."""
+    if _importable("textual") or not any(wheels.glob("textual-*.whl")):
+        return False
+    if not (CARRY_TEXTUAL / "textual").is_dir():
+        for wheel in sorted(wheels.glob("*.whl")):
+            if wheel.name.split("-")[0].lower() in TEXTUAL_WHEELS:
+                shutil.unpack_archive(wheel, CARRY_TEXTUAL, "zip")
+    return True
+
+
 def device_environment() -> None:
     """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
     repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), on a
-    box without nvidia-pytriton the carried tritonserver (and textual) from .carry/, and numpy<2
+    box without nvidia-pytriton the carried tritonserver from .carry/, the carried wheels of what it
+    lacks (psutil, textual ...), and numpy<2
     for the embedded server's Python backend (reexec_with_numpy1)."""
     reexec_with_numpy1()
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
@@ -134,13 +152,12 @@ def device_environment() -> None:
         if not (CARRY_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists():
             CARRY_SITE.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["tar", "-C", str(CARRY_SITE.parent), "-xJf", str(tarball)], check=True)
-        wheels = CARRY / "wheels"
-        if importlib.util.find_spec("textual") is None and any(wheels.glob("textual-*.whl")):
-            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
-                            "--target", str(CARRY_SITE), "textual"], check=False)
         paths.append(str(CARRY_SITE))
         sys.path.append(str(CARRY_SITE))
         importlib.invalidate_caches()
+    if unpack_textual(CARRY / "wheels"):
+        paths.insert(1, str(CARRY_TEXTUAL))
+        sys.path.insert(0, str(CARRY_TEXTUAL))
     if unpack_missing_wheels(CARRY / "wheels") and str(CARRY_SITE) not in paths:
         paths.append(str(CARRY_SITE))
         sys.path.append(str(CARRY_SITE))
@@ -231,9 +248,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{CARRY / 'triton.tar.xz'}: {(CARRY / 'triton.tar.xz').stat().st_size / 2**20:.1f} MiB")
     if not CARRY_NUMPY.exists() and pack_numpy1(args.stub_python):
         return 1
-    if args.textual:
+    if args.textual:  # the version tested here, with its dependencies (unpacked there where missing)
+        from importlib.metadata import version
+
         code = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-                               "--python-version", args.stub_python, "-d", str(CARRY / "wheels"), "textual"]).returncode
+                               "--python-version", args.stub_python, "-d", str(CARRY / "wheels"),
+                               f"textual=={version('textual')}"]).returncode
         if code:
             print("carry: pip download textual failed", file=sys.stderr)
             return 1

@@ -43,6 +43,7 @@ RUN_TIMEOUT_S = 600.0
 QUIT_TIMEOUT_S = 90.0
 TARGET_THROUGHPUT = 0.97
 TARGET_P99 = 1.05
+TARGET_CPU_EXCESS = 0.10  # the TUI's client CPU per request within 10 % of headless
 
 
 @dataclass
@@ -72,6 +73,8 @@ def cli_args(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path) ->
         "probe.enabled": "false",
     }
     out = [sys.executable, "-m", "tui.cli", "--profile", "local"]
+    if args.gpus:  # the same synthetic GPUs in both modes: the display draws them, headless records them
+        out[2:3] = ["bench.synthetic_gpus", "--gpus", str(args.gpus), "--hz", f"{args.gpu_hz:g}", "--"]
     for key, value in sets.items():
         out += ["--set", f"{key}={value}"]
     return out + ["-o", str(out_dir)]
@@ -151,6 +154,8 @@ def run_headless(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path
 def run_tui(args: argparse.Namespace, server: EmbeddedServer, out_dir: Path, run: Run) -> None:
     cols, rows = (int(x) for x in args.size.split("x"))
     argv = cli_args(args, server, out_dir)
+    if args.profile_tui:  # the TUI's main thread under cProfile, one file per run
+        argv[1:1] = ["-m", "cProfile", "-o", f"{args.profile_tui}.{run.index}"]
     start = time.monotonic()
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal of the chosen size, then the app
@@ -219,11 +224,23 @@ def geo_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
+def pair_ratios(runs: list[Run], cpu_of: Callable[[Run], float]) -> str:
+    """TUI over headless, CPU per request, within each ABBA pair (runs 2k and 2k+1): the spread
+    between pairs is the machine's drift."""
+    out = []
+    for a, b in zip(runs[::2], runs[1::2], strict=False):
+        t, h = (a, b) if a.mode == "tui" else (b, a)
+        if t.requests and h.requests and math.isfinite(cpu_of(t)) and math.isfinite(cpu_of(h)) and cpu_of(h) > 0:
+            out.append(f"{(cpu_of(t) / t.requests) / (cpu_of(h) / h.requests):.3f}")
+    return ", ".join(out) or "n/a"
+
+
 def report(runs: list[Run], args: argparse.Namespace) -> None:
     levels = sorted({level for r in runs for level in r.levels})
     by_mode = {m: [r for r in runs if r.mode == m] for m in ("headless", "tui")}
     print(f"\nTUI overhead: model {args.model}, concurrency {args.concurrency}, {args.pairs} pairs (ABBA), "
-          f"TUI terminal {args.size}, view {args.view or 'live'}, windows {args.window_ms} ms")
+          f"TUI terminal {args.size}, view {args.view or 'live'}, windows {args.window_ms} ms, "
+          f"{f'{args.gpus} synthetic GPUs at {args.gpu_hz:g} Hz' if args.gpus else 'the box own GPUs'}")
     head = f"{'level':>6}  {'headless infer/s':>22}  {'TUI infer/s':>22}  {'ratio':>6}  {'headless p99 ms':>22}  {'TUI p99 ms':>22}  {'ratio':>6}"
     print(head)
     tput_ratios, p99_ratios = [], []
@@ -257,15 +274,18 @@ def report(runs: list[Run], args: argparse.Namespace) -> None:
     per_request = {m: [r.cpu_s / r.requests * 1e6 for r in rs if r.requests] for m, rs in by_mode.items()}
     if per_request["headless"] and per_request["tui"]:
         h, u = statistics.median(per_request["headless"]), statistics.median(per_request["tui"])
-        print(f"client CPU per request (tool + load workers): headless {h:.0f} µs, TUI {u:.0f} µs "
-              f"(rounds {', '.join(f'{v:.0f}' for v in per_request['tui'])}), ratio {u / h:.3f}")
+        print(f"client CPU per request (tool + load workers): headless {h:.0f} µs (rounds "
+              f"{', '.join(f'{v:.0f}' for v in per_request['headless'])}), TUI {u:.0f} µs "
+              f"(rounds {', '.join(f'{v:.0f}' for v in per_request['tui'])}), ratio {u / h:.3f}; "
+              f"ratio of each pair {pair_ratios(runs, lambda r: r.cpu_s)}")
     in_sweep = {m: [r.sweep_cpu_s / r.requests * 1e6 for r in rs if r.requests and math.isfinite(r.sweep_cpu_s)]
                 for m, rs in by_mode.items()}
     if in_sweep["headless"] and in_sweep["tui"]:
         h, u = statistics.median(in_sweep["headless"]), statistics.median(in_sweep["tui"])
         print(f"  the same from the first level's start to the sweep's end (start-up and quitting left out, "
               f"polled every 0.5 s; headless: to its exit if it left first): headless {h:.0f} µs (rounds {', '.join(f'{v:.0f}' for v in in_sweep['headless'])}), "
-              f"TUI {u:.0f} µs (rounds {', '.join(f'{v:.0f}' for v in in_sweep['tui'])}), ratio {u / h:.3f}")
+              f"TUI {u:.0f} µs (rounds {', '.join(f'{v:.0f}' for v in in_sweep['tui'])}), ratio {u / h:.3f}; "
+              f"ratio of each pair {pair_ratios(runs, lambda r: r.sweep_cpu_s)}; target <= {1 + TARGET_CPU_EXCESS:.2f}")
     t, p = geo_mean(tput_ratios), geo_mean(p99_ratios)
     print(f"throughput ratio TUI/headless (geometric mean over levels): {t:.3f}  target >= {TARGET_THROUGHPUT} "
           f"{'met' if t >= TARGET_THROUGHPUT else 'MISSED'}")
@@ -277,8 +297,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
         epilog="Fits: CPU here (the identity model is client-bound: the strictest case), or a GPU box with textual\n"
-               "carried (python -m bench carry --textual), about 4 minutes:\n"
-               "  python -m bench tui_overhead --model openclip_vit_b32 --variant 2x --concurrency 1,8,32,128 --pairs 2 --size 160x45")
+               "carried (python -m bench carry --textual here, then .carry as the run's carry), about 6 minutes:\n"
+               "  python -m bench tui_overhead --pairs 3 --concurrency 1,4,16 --window-ms 1000 --max-windows 5 --size 120x40")
     parser.add_argument("--model", default="identity", help="identity (client-bound: the strictest), vit_tiny, openclip_vit_b32")
     parser.add_argument("--variant", default="cpu", help="embedded server instance groups: cpu, 1x, 2x, 4x, 8x, auto")
     parser.add_argument("--concurrency", default="1,4,16")
@@ -287,8 +307,12 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--max-windows", type=int, default=6)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--size", default="100x40", help="the TUI's terminal, COLSxROWS")
-    parser.add_argument("--view", default="", metavar="KEY",
-                        help="the view the TUI shows during its runs, by its key (6: the charts; default: the live view)")
+    parser.add_argument("--view", default="6", metavar="KEY",
+                        help="the view the TUI shows during its runs, by its key (6, the default: the charts; '': the live view)")
+    parser.add_argument("--gpus", type=int, default=8,
+                        help="synthetic GPUs in both modes, instead of the box's own (bench/synthetic_gpus.py); 0: the box's")
+    parser.add_argument("--gpu-hz", type=float, default=5.0, help="their samples per second")
+    parser.add_argument("--profile-tui", metavar="PREFIX", help="run each TUI under cProfile into PREFIX.N (inflates its CPU)")
     parser.add_argument("--keep", action="store_true", help="keep the recordings (printed folder)")
     return parser
 
@@ -296,6 +320,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if not all(x.isdigit() for x in args.size.split("x")) or args.size.count("x") != 1:
         print(f"tui_overhead: --size {args.size!r} is not COLSxROWS", file=sys.stderr)
+        return 2
+    if args.gpus < 0 or not 0 < args.gpu_hz <= 10 or args.pairs < 1:
+        print("tui_overhead: --gpus must be >= 0, --gpu-hz in (0, 10], --pairs >= 1", file=sys.stderr)
         return 2
 
     work = Path(tempfile.mkdtemp(prefix="gpuscale-tui-overhead-"))

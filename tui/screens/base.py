@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual import events
+from textual._context import NoActiveAppError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from tui.host import ViewHost
+from tui.widgets.footer import KeysFooter
 from tui.widgets.replay_bar import ReplayBar
 from tui.widgets.status import StatusBar
 from tui.widgets.view import ViewBody
@@ -40,6 +43,17 @@ class ViewScreen(Screen):
         self.view = view
         self.host = host
         self.sub_title = view.title
+        # Made while the app shows another screen, whose stylesheet is current: Textual would
+        # otherwise reparse the whole stylesheet (App.refresh_css) the first two times this mode
+        # is shown, since a new screen's count of CSS updates starts at -1 and refresh_css only
+        # brings a mounted one up. (The app's first screen keeps Textual's way: the theme's
+        # variables reach the stylesheet then.)
+        try:
+            app = self.app
+            if app.is_running and app.screen_stack:
+                self._css_update_count = app._css_update_count
+        except (NoActiveAppError, KeyError):
+            pass
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")  # no clock: screens show session time only
@@ -48,7 +62,7 @@ class ViewScreen(Screen):
         yield bar
         yield StatusBar(id="status")
         yield self.view.widget()
-        yield Footer()
+        yield KeysFooter()
 
     def show_state(self, force: bool = False) -> None:
         for status in self.query(StatusBar):  # none before the screen is composed
@@ -70,7 +84,20 @@ class ViewScreen(Screen):
 
         self.app.push_screen(LevelDetailScreen(self.host))
 
-    def on_screen_resume(self) -> None:
+    def _styling(self) -> tuple[object, ...]:
+        """What the app's CSS rules can depend on outside this screen."""
+        app = self.app
+        return app.theme, app.app_focus, app.size, app.ansi_color
+
+    def on_screen_suspend(self) -> None:
+        self._suspended_styling = self._styling()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Runs before Textual's own handler (Screen's), which restyles every widget of a screen
+        # brought back by a mode switch: most of a switch's time. Nothing a rule matches on
+        # changes in a suspended view (it gets no input), so skip it unless the app's side did.
+        if getattr(self, "_suspended_styling", None) == self._styling():
+            event.refresh_styles = False
         # Unforced: what this view last drew stays right unless a section it reads has changed
         # since (the counts in SessionState.versions never repeat) or its width has.
         self.show_state()

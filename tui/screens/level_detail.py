@@ -8,10 +8,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.host import ViewHost
 from tui.level_detail import level_list, level_rows, render_level
+from tui.widgets.footer import KeysFooter
 
 
 class LevelDetailScreen(ModalScreen[None]):
@@ -43,7 +44,7 @@ class LevelDetailScreen(ModalScreen[None]):
                 yield Static(id="levels-list-body")
             with VerticalScroll(id="level-body"):
                 yield Static(id="level-body-text")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#levels-box").border_title = "levels: ↑/↓ choose, esc closes"

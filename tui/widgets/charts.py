@@ -4,6 +4,8 @@ CPU by party. Charts are drawn by tui/plots.py; numbers become text in engine/fo
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from rich.console import RenderableType
 from rich.text import Text
 
@@ -159,6 +161,12 @@ class KneePanel(Panel):
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         return render_knee(state, width, _plot_rows(self, 10, 5))
 
+    def drawn_from(self, state: SessionState) -> Hashable:
+        """Finished levels only: a window of the running level leaves the knee as it was."""
+        return (_plot_rows(self, 10, 5), tuple(
+            (row.level, r.status, r.requests, r.throughput_ips, r.latency.p50, r.latency.p99)
+            for row in state.levels.values() if (r := row.result) is not None))
+
 
 class OverTimePanel(Panel):
     SECTIONS = ("windows",)
@@ -169,7 +177,7 @@ class OverTimePanel(Panel):
 
 
 class GpuHistoryPanel(Panel):
-    SECTIONS = ("gpus",)
+    SECTIONS = ("gpus", "session")  # session: its end draws the last samples (telemetry alone waits a second)
     TITLE = "GPUs: history, last and max"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
@@ -177,7 +185,7 @@ class GpuHistoryPanel(Panel):
 
 
 class HostPartiesPanel(Panel):
-    SECTIONS = ("host",)
+    SECTIONS = ("host", "session")
     TITLE = "host CPU by party (% of the machine)"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:

@@ -1,7 +1,9 @@
-"""The base of every state-driven panel: re-render only when its sections or its width change."""
+"""The base of every state-driven panel: re-render only when its sections or its width change
+(telemetry alone: at most once a second of the session)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -12,6 +14,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.state import SessionState
+
+# Telemetry sections (GPU and host samples, up to 10 a second each) redraw a panel at most once
+# a second of the session's clock: each drawing is most of the display's CPU, and a second is
+# finer than anyone reads a gauge; the samples are all kept (the histories show each one).
+TELEMETRY = frozenset({"gpus", "host"})
+TELEMETRY_REDRAW_S = 1.0
 
 
 class Panel(VerticalScroll):
@@ -30,6 +38,8 @@ class Panel(VerticalScroll):
     def __init__(self, *, id: str | None = None, classes: str = "") -> None:  # noqa: A002
         super().__init__(id=id, classes=f"panel state-view {classes}".strip())
         self._seen: tuple[int, ...] | None = None
+        self._drawn_at: float | None = None  # the session's clock (SessionState.now) when last drawn
+        self._key: Hashable | None = None  # drawn_from when last drawn
         self._width = -1
         self._state: SessionState | None = None
         self._height = -1
@@ -77,9 +87,14 @@ class Panel(VerticalScroll):
         self._state = state
         seen = tuple(state.versions[name] for name in self.SECTIONS)
         width = self.body_width
-        if not force and seen == self._seen and width == self._width:
+        if not force and width == self._width and (seen == self._seen or self._telemetry_only_soon(state, seen)):
             return
-        self._seen, self._width = seen, width
+        key = self.drawn_from(state)
+        if not force and width == self._width and key is not None and key == self._key:
+            self._seen = seen  # a change that does not reach this picture (a window, to the knee)
+            return
+        self._seen, self._width, self._key = seen, width, key
+        self._drawn_at = state.now
         # Following while the view is where following left it (at the end, by default).
         following = (self.scroll_y >= self.max_scroll_y if self._follow_y is None
                      else round(self.scroll_y) == min(self._follow_y, round(self.max_scroll_y)))
@@ -107,6 +122,14 @@ class Panel(VerticalScroll):
             else:
                 self.call_after_refresh(self._follow, lines)
 
+    def _telemetry_only_soon(self, state: SessionState, seen: tuple[int, ...]) -> bool:
+        """Only telemetry changed since the last drawing, less than TELEMETRY_REDRAW_S of the
+        session's clock ago: not drawn yet (it is kept, and drawn with the next change)."""
+        if self._seen is None or self._drawn_at is None or state.now is None:
+            return False
+        changed = {name for name, now, then in zip(self.SECTIONS, seen, self._seen, strict=True) if now != then}
+        return changed <= TELEMETRY and state.now - self._drawn_at < TELEMETRY_REDRAW_S
+
     def _follow(self, lines: int) -> None:
         """Scroll so that the body's first ``lines`` lines end at the bottom of the view."""
         head = sum(1 for segment in self._head if segment.text == "\n")  # the docked head's lines
@@ -120,6 +143,11 @@ class Panel(VerticalScroll):
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         raise NotImplementedError
+
+    def drawn_from(self, state: SessionState) -> Hashable | None:
+        """What the picture depends on, where that is less than its sections: when it is the
+        same as at the last drawing, the panel is not drawn again. None: its sections decide."""
+        return None
 
     def title_for(self, state: SessionState) -> str | None:
         """A border title that carries live numbers; None keeps TITLE."""
