@@ -95,10 +95,12 @@ def figures(ttft_ns: list[int], latency_ns: list[int], gaps_ns: list[int], rps: 
 
 
 def theirs(pa: Path, env: dict[str, str], grpc_url: str, level: int, data: Path, export: Path,
-           interval_ms: int, tokens: int) -> dict[str, Any]:
+           args: argparse.Namespace) -> dict[str, Any]:
+    interval_ms, tokens = args.interval_ms, args.tokens
     cmd = [str(pa), "-m", "toy_llm", "-i", "grpc", "--streaming", "-u", grpc_url, "--input-data", str(data),
            "--concurrency-range", str(level), "--measurement-interval", str(interval_ms),
-           "--stability-percentage", "25", "--max-trials", "10", "--profile-export-file", str(export)]
+           "--stability-percentage", f"{args.stability:g}", "--max-trials", str(args.max_windows),
+           "--profile-export-file", str(export)]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if run.returncode != 0:  # a wrong last response (validation data) fails the run too
         raise RuntimeError(f"perf_analyzer failed: {(run.stdout + run.stderr)[-400:]}")
@@ -115,21 +117,24 @@ def theirs(pa: Path, env: dict[str, str], grpc_url: str, level: int, data: Path,
                    len(inside) / ((bounds[-1] - bounds[0]) / 1e9)) | {"requests": len(reqs)}
 
 
-def ours(target: Any, info: Any, level: int, data: Path, interval_ms: int, transport: str,
-         tokens: int) -> dict[str, Any]:
+def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespace, transport: str) -> dict[str, Any]:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
 
-    load = Load(concurrency=[level], transport=transport, input_data=str(data), window_ms=interval_ms,
-                stability_percent=25, warmup_s=1.0, max_windows=10)
+    tokens = args.tokens
+    load = Load(concurrency=[level], transport=transport, input_data=str(data), window_ms=args.interval_ms,
+                stability_percent=args.stability, warmup_s=1.0, max_windows=args.max_windows)
     (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
     if result.stream is None or result.errors or result.status == "failed":
         raise RuntimeError(f"our level {level} ended {result.status} with {result.errors} errors "
                            f"{result.errors_by_kind} {result.error_messages[:2]}")
     if result.stream.responses_per_request != tokens:
         raise RuntimeError(f"our level {level}: {result.stream.responses_per_request} responses per request, not {tokens}")
-    return {"rps": result.throughput_rps, "p50": result.latency.p50 * 1e3, "ttft50": result.stream.ttft.p50 * 1e3,
-            "itl50": result.stream.itl.p50 * 1e3, "status": result.status, "requests": result.requests}
+    ttft, itl = result.stream.ttft.p50, result.stream.itl.p50
+    if ttft is None or itl is None:
+        raise RuntimeError(f"our level {level}: no TTFT or ITL")
+    return {"rps": result.throughput_rps, "p50": (result.latency.p50 or 0.0) * 1e3, "ttft50": ttft * 1e3, "itl50": itl * 1e3,
+            "status": result.status, "requests": result.requests}
 
 
 def aiperf_setup(folder: Path, aiperf: Path, tokens: int) -> dict[str, Path]:
@@ -205,7 +210,12 @@ def aiperf_run(aiperf: Path, inputs: dict[str, Path], http_url: str, level: int,
 
 
 def cpu_list(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+    """"0,2" or "0-7,9": the CPUs named."""
+    cpus: list[int] = []
+    for part in (x.strip() for x in text.split(",") if x.strip()):
+        low, _, high = part.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return cpus
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
@@ -217,10 +227,13 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--interval-ms", type=int, default=3000, help="measurement window, perf_analyzer and ours")
+    parser.add_argument("--stability", type=float, default=25.0,
+                        help="stability rule, both: the last 3 windows' throughput and latency within this percent")
+    parser.add_argument("--max-windows", type=int, default=20, help="windows before a level gives up, both")
     parser.add_argument("--tokens", type=int, default=8, help="MAX_TOKENS of every prompt (responses per request)")
     parser.add_argument("--variant", default="cpu", help="toy_llm's variant: cpu (numpy), 1x (torch decoder on GPU 0)")
-    parser.add_argument("--server-cpus", default="", metavar="0,1", help="host CPUs for the server and its Python stub")
-    parser.add_argument("--client-cpus", default="", metavar="2,3", help="host CPUs for every client (apart from the server's)")
+    parser.add_argument("--server-cpus", default="", metavar="0-7", help="host CPUs for the server and its Python stub (0,1 or 0-7)")
+    parser.add_argument("--client-cpus", default="", metavar="8-15", help="host CPUs for every client (apart from the server's)")
     parser.add_argument("--aiperf", type=Path, default=None, metavar="PATH",
                         help="AIPerf's executable (in a venv of its own): adds AIPerf and ours over generate_stream")
     parser.add_argument("--aiperf-seconds", type=float, default=10.0, help="AIPerf's --benchmark-duration per run")
@@ -336,14 +349,13 @@ def run(args: argparse.Namespace) -> int:
                     started = time.monotonic()
                     try:
                         if tool == "perf_analyzer":
-                            row[tool] = theirs(pa, env, grpc_url, level, data, work / f"pa_r{r}_c{level}.json",
-                                               args.interval_ms, args.tokens)
+                            row[tool] = theirs(pa, env, grpc_url, level, data, work / f"pa_r{r}_c{level}.json", args)
                         elif tool == "aiperf":
                             row[tool] = aiperf_run(args.aiperf, inputs, server.http_url, level, args.aiperf_seconds,
                                                    work / f"aiperf_r{r}_c{level}", args.tokens, last)
                         else:
-                            row[tool] = ours(target, info, level, data, args.interval_ms,
-                                             "grpc_stream" if tool == "ours" else "generate_stream", args.tokens)
+                            row[tool] = ours(target, info, level, data, args,
+                                             "grpc_stream" if tool == "ours" else "generate_stream")
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         print(f"stream_fidelity: round {r + 1} c={level} {tool}: {exc}")
                         return 1
