@@ -272,7 +272,7 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...
             mine = [r for r in rows if r["level"] == level]
             cells = []
             for k in FIGURES:
-                ratios = [r[tool][k] / r[ref][k] for r in mine if tool in r and ref in r]
+                ratios = [r[tool][k] / r[ref][k] for r in mine if tool in r and ref in r and r[ref][k]]
                 if ratios:
                     cells.append(f"{k} {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")
             lines.append(f"  c={level}: " + ", ".join(cells))
@@ -284,7 +284,7 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...
             parts = []
             for k in FIGURES:
                 xs = [r[tool][k] for r in mine if tool in r]
-                if len(xs) > 1:
+                if len(xs) > 1 and statistics.median(xs) > 0:
                     parts.append(f"{k} {100 * (max(xs) - min(xs)) / statistics.median(xs):.0f}")
             cells.append(f"{tool} " + " ".join(parts))
         lines.append(f"  c={level}: " + "; ".join(cells))
