@@ -24,8 +24,9 @@ STAGES = (
           "2x H200, one 10-minute call (the --help's GPU example)"),
     Stage("client_cpu", "fidelity", "client CPU per request on the identity model: our engine against perf_analyzer",
           "any box, CPU variant; about 1 minute"),
-    Stage("stream_fidelity", "stream_fidelity", "our grpc_stream against perf_analyzer 2.41 --streaming on toy_llm: req/s, p50, TTFT, ITL",
-          "CPU here, about 1 minute per level and round"),
+    Stage("stream_fidelity", "stream_fidelity", "our grpc_stream against perf_analyzer 2.41 --streaming on toy_llm: req/s, p50, TTFT, ITL"
+          " (--aiperf: AIPerf 0.13 and our generate_stream beside them)",
+          "CPU here, about 1 minute per level and round; 1x H200/H100 (--variant 1x, the torch decoder), one 10-minute call"),
     Stage("input_rules", "input_rules", "input-data files we run and perf_analyzer 2.41 refuses, each against the file its rule says it stands for",
           "CPU here (the embedded mixed model), under a minute"),
     Stage("transports", "transports", "our http/system_shm/cuda_shm against perf_analyzer's --shared-memory modes, per variant",

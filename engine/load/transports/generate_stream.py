@@ -5,7 +5,9 @@ element as a string, a number as a number), encoded once per sweep in the sessio
 a whole HTTP request on a keep-alive connection, one at a time. The answer is a chunked
 ``text/event-stream``: each ``data:`` event one response of the model, checked (every output
 asked for, with a value of its datatype's JSON kind) and timed (the first: TTFT; the gaps
-between the next: ITL); the body's last chunk ends the request. An ``error`` event, or an
+between the next: ITL); the body's last chunk ends the request. With validation data, the last
+event's values are compared with the request's (a stream's answer is its last response, as
+perf_analyzer's ``validation_data`` reads it): a difference is a ``wrong_answer``. An ``error`` event, or an
 answer that is not 200, refuses it once the body ends; a connection that closes before the
 body's end is lost (``connection_reset``), never a shorter answer.
 """
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from engine.http1 import BadResponse, Head, parse_head
+from engine.load.answer_values import EXACT, Expected, compare_output
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,
@@ -26,6 +30,7 @@ from engine.load.transport import (
     REJECTED,
     RESPONSE_TOO_LARGE,
     SERVER_ERROR,
+    WRONG_ANSWER,
     Connection,
     Dialer,
     Prepared,
@@ -49,6 +54,9 @@ class GeneratePayload:
     server_hostname: str
     requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output every event must hold
+    expected: tuple[dict[str, Expected], ...] = ()  # validation data per request (empty: values not compared)
+    labels: tuple[str, ...] = ()  # each request's entry, for the error line
+    tolerance: float = 0.0  # floats: relative and absolute
 
 
 def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
@@ -67,6 +75,21 @@ def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | Non
     return None
 
 
+def raw_of(value: Any, datatype: str) -> bytes | None:
+    """An event's JSON value of one output as the raw bytes validation data holds (BYTES:
+    length-prefixed UTF-8), or None when it cannot be one."""
+    values = value if isinstance(value, list) else [value]
+    if datatype == "BYTES":
+        return b"".join(len(b).to_bytes(4, "little") + b for b in (str(v).encode() for v in values))
+    code = EXACT[datatype][1] if datatype in EXACT else {"FP16": "e", "FP32": "f", "FP64": "d"}.get(datatype)
+    if code is None:
+        return None
+    try:
+        return struct.pack("<" + code * len(values), *values)
+    except struct.error:
+        return None
+
+
 class GenerateConnection(Connection, asyncio.Protocol):
     """One keep-alive connection carrying at most one generate_stream request at a time."""
 
@@ -74,6 +97,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         super().__init__(scheduler)
         self.dialer = dialer
         self.tr: asyncio.Transport | None = None
+        self.sent_index = 0  # which of the sweep's requests is in flight (validation data)
         self._reset()
 
     def _reset(self) -> None:
@@ -84,6 +108,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self.problem: tuple[str, str] | None = None  # the first (kind, message) found in this answer
         self.times = StreamTimes()
         self.stream = self.times
+        self.last: dict[str, Any] | None = None  # the last event that passed its check
 
     # -- asyncio callbacks
 
@@ -174,6 +199,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
             self.problem = self.problem or (MALFORMED_ANSWER, problem)
             return
         self.times.add(now)
+        self.last = value
 
     def _finish(self) -> None:
         head = self.head
@@ -183,11 +209,26 @@ class GenerateConnection(Connection, asyncio.Protocol):
         close = head.close
         if problem is None and self.times.responses == 0:
             problem = (MALFORMED_ANSWER, "the event stream ended with no response")
+        if problem is None and self.dialer.payload.expected and self.last is not None:
+            wrong = self._wrong(self.last)
+            problem = (WRONG_ANSWER, wrong) if wrong else None
         self.buf, self.head, self.pos, self.sse = bytearray(), None, 0, bytearray()
         if problem is not None:
             self.w.rejected(self, problem[0], problem[1], close)
         else:
             self.w.answered(self, close)
+
+    def _wrong(self, event: dict[str, Any]) -> str | None:
+        """How the last event's values differ from the request's validation data, or None."""
+        payload = self.dialer.payload
+        for name, want in payload.expected[self.sent_index].items():
+            got = raw_of(event[name], want.datatype) if name in event else None
+            problem = (f"output {name!r} is not in the answer" if name not in event
+                       else f"output {name!r} is not a {want.datatype} value" if got is None
+                       else compare_output(name, want, got, payload.tolerance))
+            if problem is not None:
+                return f"{payload.labels[self.sent_index]}: {problem}"
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.tr = None
@@ -202,7 +243,8 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self._reset()
-        self.tr.write(self.dialer.payload.requests[self.dialer.cycle.take()])  # type: ignore[union-attr]
+        self.sent_index = self.dialer.cycle.take()
+        self.tr.write(self.dialer.payload.requests[self.sent_index])  # type: ignore[union-attr]
         return now
 
     def abort(self) -> None:
@@ -264,7 +306,9 @@ class GenerateStreamTransport:
                     f"Content-Length: {len(body)}\r\n\r\n")
             raws.append(head.encode() + body)
         outputs = tuple((o["name"], str(o.get("datatype") or "")) for o in sweep.info.outputs)
-        payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs)
+        expected = tuple(r.expected for r in sweep.requests) if sweep.validating else ()
+        payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs,
+                                  expected, tuple(r.label for r in sweep.requests), sweep.tolerance)
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

@@ -8,7 +8,9 @@ parser merges, so the responses of a request the scheduler has given up on (a ti
 from the current one's. A connection carries one request at a time: its reader takes the
 stream's responses, checks each one (the grpc transport's answer check; an empty final response
 carries no outputs), times the first (TTFT) and the gaps between them (ITL), and reports the
-request answered at its final response. An error response refuses it (``rejected``); a stream
+request answered at its final response; with validation data, the last response that carries
+outputs is compared with it (a stream's answer is its last response, as perf_analyzer's
+``validation_data`` reads it). An error response refuses it (``rejected``); a stream
 that ends or breaks with a request in flight is a lost connection (``connection_reset``), never
 a shorter answer.
 """
@@ -49,6 +51,19 @@ FINAL = "triton_final_response"  # Triton's parameter on each response of a deco
 ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response"
 
 
+def arrival(selector: Any, since_ns: int) -> int:
+    """When the response a stream's reader takes now reached this process. grpc.aio hands it over
+    in two loop passes: its completion queue's socket wakes the loop's select (pass N, whose
+    callback resolves the read), then the reader resumes (pass N+1) behind every other reader
+    resumed then. The time select returned in pass N (the worker's selector keeps it as
+    ``previous``) is the arrival, as perf_analyzer's reader thread stamps each response when it
+    wakes; reading the clock here would add the other streams' Python work of the same pass (a
+    burst of 32 responses at 32 streams). Never before ``since_ns`` (the write) nor after now."""
+    now = monotonic_ns()
+    seen = getattr(selector, "previous", 0) or now
+    return min(now, max(seen, since_ns))
+
+
 class GrpcStreamConnection(Connection):
     """One gRPC channel (one TCP connection) with one open ModelStreamInfer stream."""
 
@@ -65,6 +80,7 @@ class GrpcStreamConnection(Connection):
         self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
         self.stream = self.times
         self.writing: asyncio.Task[None] | None = None  # the last write, which the next one waits for
+        self.last: Any = None  # the request in flight's last response with outputs
 
     def new_stream(self) -> Any:
         self.close_channel()
@@ -118,6 +134,12 @@ class GrpcStreamConnection(Connection):
             await asyncio.wait((previous,))
         if call is not self.call:
             return  # the stream closed meanwhile
+        # the request starts when gRPC is handed it, as perf_analyzer's clock starts before its
+        # write: not when send() was called, a loop pass (the other streams' responses) earlier
+        now = monotonic_ns()
+        if self.intended_ns == self.sent_ns:  # concurrency mode (rate mode: its schedule's time)
+            self.intended_ns = now
+        self.sent_ns = self.written_ns = now
         try:
             await call.write(data)
         except asyncio.CancelledError:
@@ -156,7 +178,7 @@ class GrpcStreamConnection(Connection):
         response = reply.infer_response
         if not self.busy or response.id != self.current:
             return  # a request since given up on (timed out)
-        now = monotonic_ns()
+        now = arrival(self.w.selector, self.sent_ns)
         if reply.error_message:
             self.current = ""
             self.first_ns = now
@@ -166,23 +188,24 @@ class GrpcStreamConnection(Connection):
         final = FINAL in response.parameters and response.parameters[FINAL].bool_param
         if response.outputs or not final:
             problem = check_answer(response, self.payload.outputs)
-            if problem is None and self.dialer.values is not None:
-                problem = self.dialer.values.check_raw(
-                    dict(zip((o.name for o in response.outputs), response.raw_output_contents, strict=True)),
-                    self.sent_index)
-                if problem is not None:
-                    self._refuse(WRONG_ANSWER, problem, now)
-                    return
             if problem is not None:
                 self._refuse(MALFORMED_ANSWER, problem, now)
                 return
             self.times.add(now)
+            self.last = response
         if final:
             self.current = ""
             self.first_ns = now  # the answer's time: the scheduler's split of the latency ends here
             if self.times.responses == 0:
                 self._refuse(MALFORMED_ANSWER, "the stream ended the request with no response", now)
                 return
+            if self.dialer.values is not None:  # validation data: the last response's values, as perf_analyzer's
+                last = self.last
+                problem = self.dialer.values.check_raw(
+                    dict(zip((o.name for o in last.outputs), last.raw_output_contents, strict=True)), self.sent_index)
+                if problem is not None:
+                    self._refuse(WRONG_ANSWER, problem, now)
+                    return
             self.w.answered(self, False)
 
     def _refuse(self, kind: str, problem: str, now: int) -> None:
