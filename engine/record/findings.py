@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from engine.analysis.stream_slo import Slo as StreamSlo
+from engine.analysis.stream_slo import parse_slos
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
@@ -110,6 +112,14 @@ def unstable_mark(point: SweepPoint | None, inside: bool = False) -> str:
     return f"; {UNSTABLE_MARK}" if inside else f" ({UNSTABLE_MARK})"
 
 
+def stream_objectives(text: str) -> tuple[StreamSlo, ...]:
+    """load.slo as recorded; () where a doctored recording holds a bad one (the profile refused it)."""
+    try:
+        return parse_slos(text)
+    except ValueError:
+        return ()
+
+
 def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     """The findings of one sweep (``sweep``, default the summary's main sweep): levels of two
     sweeps never share a curve, a peak or a saturation point."""
@@ -117,7 +127,8 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     levels = summary.levels_of(sweep)
     results = [lv.result for lv in levels]
     points = points_from_results(results)
-    answer = decide(results, cost_per_hour=summary.cost_per_hour, gpus=summary.gpus_in_config or 0)
+    answer = decide(results, cost_per_hour=summary.cost_per_hour, gpus=summary.gpus_in_config or 0,
+                    stream_slos=stream_objectives(summary.stream_slo))
     best = point_at(points, float(answer.best.level)) if answer.best is not None else None
     # a client-bound level measured the load generator, not the server, and a level that is not
     # sound measured the box's noise: neither is ever a saturation point

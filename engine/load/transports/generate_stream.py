@@ -33,6 +33,7 @@ from engine.load.transport import (
     Scheduler,
     StreamTimes,
     SweepInputs,
+    json_token_count,
 )
 
 monotonic_ns = time.monotonic_ns
@@ -49,6 +50,7 @@ class GeneratePayload:
     server_hostname: str
     requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output every event must hold
+    tokens_from: str = ""  # the output that carries each event's token count (load.tokens_from)
 
 
 def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
@@ -173,7 +175,16 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is not None:
             self.problem = self.problem or (MALFORMED_ANSWER, problem)
             return
-        self.times.add(now)
+        tokens = 1
+        counted = self.dialer.payload.tokens_from
+        if counted:
+            found = json_token_count(value.get(counted))
+            if found is None:
+                self.problem = self.problem or (MALFORMED_ANSWER, f"an event without a token count in {counted} "
+                                                "(load.tokens_from)")
+                return
+            tokens = found
+        self.times.add(now, tokens)
 
     def _finish(self) -> None:
         head = self.head
@@ -264,7 +275,8 @@ class GenerateStreamTransport:
                     f"Content-Length: {len(body)}\r\n\r\n")
             raws.append(head.encode() + body)
         outputs = tuple((o["name"], str(o.get("datatype") or "")) for o in sweep.info.outputs)
-        payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs)
+        payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs,
+                                  sweep.tokens_from[0] if sweep.tokens_from else "")
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:
