@@ -26,6 +26,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text

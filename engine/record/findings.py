@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.analysis.stream_slo import Slo as StreamSlo
-from engine.analysis.stream_slo import parse_slos
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
@@ -17,6 +15,8 @@ from engine.analysis.gpu_sharing import sharing_advice, taking_turns
 from engine.analysis.saturation import UNSTABLE_MARK, Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000
 from engine.analysis.stability import none_stable
+from engine.analysis.stream_slo import Slo as StreamSlo
+from engine.analysis.stream_slo import parse_slos
 from engine.analysis.sweep_summary import SweepPoint, point_at, points_from_results
 from engine.analysis.wire import Assessment, assess
 from engine.events import WireCeiling
