@@ -112,7 +112,7 @@ def json_token_count(value: object) -> int | None:
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         return None
-    total = sum(items)  # type: ignore[arg-type]
+    total = sum(items)
     return total if total >= 0 else None
 
 
