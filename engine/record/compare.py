@@ -16,6 +16,7 @@ from typing import Any
 from engine import format as num
 from engine.analysis.gates import gate_exit_code, gate_word
 from engine.analysis.scale_out import Figure, Side, boxes_label, scale_answer
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
@@ -191,6 +192,12 @@ def _size(r: RunComparison) -> tuple[str, int | None]:
 
 def _peak_figure(r: RunComparison) -> Figure:
     peak = r.findings.peak
+    answer = r.findings.answer
+    best = answer.best if answer is not None else None
+    if best is not None and best.stream is not None:  # a streaming model's: tokens and $ per million of them
+        tokens = best.stream.output_tokens_per_s
+        return Figure(tokens, cost_per_million_tokens(r.summary.cost_per_hour or 0.0, tokens),
+                      best.status != "stable", tokens=True)
     return Figure(peak.throughput if peak else None, r.findings.cost_per_1000_at_peak,
                   peak is not None and peak.status != "stable")
 
