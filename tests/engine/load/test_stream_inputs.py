@@ -91,8 +91,9 @@ def test_a_model_without_an_output_length_input_is_refused(identity_server, iden
         asyncio.run(sweep(target, identity_info, quick_load(input_tokens="8")))
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui.cli", "--headless", "--no-check", "--no-record",
+def _cli(*args: str, cwd: Path, drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    base = [a for a in ("--headless", "--no-check", "--no-record") if a not in drop]
+    return subprocess.run([sys.executable, "-m", "tui.cli", *base,
                            "--set", "model.name=toy_llm", "--set", "load.transport=grpc_stream", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -109,3 +110,42 @@ def test_the_cli_refuses_a_bad_length_in_one_line_with_exit_2(tmp_path, setting:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> None:
+    """Synthetic prompts through the CLI, recorded and priced: the answer line counts tokens and
+    prices them per million; CSV, JSON, Markdown and HTML carry TTFT, ITL and tokens/s, and no
+    report prices a stream per 1000 images."""
+    import csv
+    import json
+
+    from engine.record.exporters import export
+    from engine.record.reader import Recording
+
+    proc = _cli("--record", "--output", str(tmp_path), "--set", "load.concurrency=[2]", "--set", "load.window_ms=300",
+                "--set", "load.warmup_s=0.3", "--set", "load.max_trials=1", "--set", "load.contended_percent=100",
+                "--set", "load.stability_percent=100", "--set", "load.input_tokens=12+-4", "--set",
+                "load.output_tokens=5", "--set", "hardware.cost_per_hour=2.5", cwd=tmp_path, drop=("--no-record",))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    answer = proc.stdout.strip().splitlines()[-1]
+    assert answer.startswith("answer: peak, CPU: ") and " tokens/s at concurrency 2 " in answer
+    assert "per million output tokens" in answer and "images" not in answer
+    assert "$/1k img" not in proc.stdout and "per 1000 images" not in proc.stdout
+    (path,) = [p for p in tmp_path.rglob("*.sqlite")]
+    with Recording.open(path) as recording:
+        (result,) = list(recording.events(("level_result",)))
+        assert result.stream is not None and result.stream.tokens_per_request == 5
+        rows = list(csv.reader(export(recording, "csv", tmp_path / "out").read_text().splitlines()))
+        data = export(recording, "json", tmp_path / "out").read_text()
+        md = export(recording, "md", tmp_path / "out").read_text()
+        html = export(recording, "html", tmp_path / "out").read_text()
+    head, row = rows[0], rows[1]
+    cell = dict(zip(head, row, strict=True))
+    assert float(cell["Output Token Throughput (per sec)"]) == pytest.approx(result.stream.output_tokens_per_s, abs=0.01)
+    assert int(cell["Time To First Token p99"]) == round(result.stream.ttft.p99 * 1e6)
+    assert float(cell["Output Tokens/Request"]) == 5
+    assert '"ttft"' in data and '"output_tokens_per_s"' in data
+    for report in (md, html):
+        assert "TTFT p99 ms" in report and "tok/s" in report and "$/Mtok" in report
+        assert "$/1k img" not in report
+    assert answer in md  # the report says the same answer
