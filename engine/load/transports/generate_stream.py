@@ -4,7 +4,8 @@ Each request is a JSON object naming the model's inputs with their values (a BYT
 element as a string, a number as a number), encoded once per sweep in the session, and sent as
 a whole HTTP request on a keep-alive connection, one at a time. The answer is a chunked
 ``text/event-stream``: each ``data:`` event one response of the model, checked (every output
-asked for, with a value of its datatype's JSON kind) and timed (the first: TTFT; the gaps
+asked for, with a value of its datatype's JSON kind, and against the input data's validation
+data when it has some, as the grpc_stream transport checks each response) and timed (the first: TTFT; the gaps
 between the next: ITL); the body's last chunk ends the request. An ``error`` event, or an
 answer that is not 200, refuses it once the body ends; a connection that closes before the
 body's end is lost (``connection_reset``), never a shorter answer.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.http1 import BadResponse, Head, parse_head
+from engine.load.answer_check import AnswerCheck, AnswerSpec
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,
@@ -26,6 +28,7 @@ from engine.load.transport import (
     REJECTED,
     RESPONSE_TOO_LARGE,
     SERVER_ERROR,
+    WRONG_ANSWER,
     Connection,
     Dialer,
     Prepared,
@@ -51,6 +54,7 @@ class GeneratePayload:
     requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output every event must hold
     tokens_from: str = ""  # the output that carries each event's token count (load.tokens_from)
+    values: AnswerSpec | None = None  # validation data, per request (None: values not compared)
 
 
 def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
@@ -76,6 +80,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         super().__init__(scheduler)
         self.dialer = dialer
         self.tr: asyncio.Transport | None = None
+        self.sent_index = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -175,6 +180,12 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is not None:
             self.problem = self.problem or (MALFORMED_ANSWER, problem)
             return
+        values = self.dialer.values
+        if values is not None:
+            wrong = values.check_raw(event_outputs(value, self.dialer.payload.outputs), self.sent_index)
+            if wrong is not None:
+                self.problem = self.problem or (WRONG_ANSWER, wrong)
+                return
         tokens = 1
         counted = self.dialer.payload.tokens_from
         if counted:
@@ -213,7 +224,8 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self.intended_ns = intended_ns or now
         self.busy = True
         self._reset()
-        self.tr.write(self.dialer.payload.requests[self.dialer.cycle.take()])  # type: ignore[union-attr]
+        self.sent_index = self.dialer.cycle.take()  # which of the sweep's requests (validation data)
+        self.tr.write(self.dialer.payload.requests[self.sent_index])  # type: ignore[union-attr]
         return now
 
     def abort(self) -> None:
@@ -230,9 +242,31 @@ class GenerateDialer(TcpDialer):
         super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
         self.payload = payload
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)
+        self.values = AnswerCheck(payload.values) if payload.values is not None else None
 
     def connection(self) -> GenerateConnection:
         return GenerateConnection(self.w, self)
+
+
+def event_outputs(event: dict, outputs: tuple[tuple[str, str], ...]) -> dict[str, bytes]:
+    """An event's outputs as raw little-endian bytes (BYTES: length-prefixed elements), as the
+    validation data holds them; an output whose value does not fit its datatype is left out."""
+    import numpy as np
+
+    from engine.load.request import NUMPY_DTYPES
+
+    out: dict[str, bytes] = {}
+    for name, datatype in outputs:
+        value = event.get(name)
+        items = value if isinstance(value, list) else [value]
+        try:
+            if datatype == "BYTES":
+                out[name] = b"".join(len(b).to_bytes(4, "little") + b for b in (str(v).encode() for v in items))
+            elif datatype in NUMPY_DTYPES:
+                out[name] = np.array(items, dtype=NUMPY_DTYPES[datatype]).tobytes()
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return out
 
 
 def json_value(metadata: dict, shape: list[int], blob: bytes) -> Any:
@@ -275,8 +309,11 @@ class GenerateStreamTransport:
                     f"Content-Length: {len(body)}\r\n\r\n")
             raws.append(head.encode() + body)
         outputs = tuple((o["name"], str(o.get("datatype") or "")) for o in sweep.info.outputs)
+        values = AnswerSpec({}, expected=tuple(r.expected for r in sweep.requests),
+                            labels=tuple(r.label for r in sweep.requests),
+                            tolerance=sweep.tolerance) if sweep.validating else None
         payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs,
-                                  sweep.tokens_from[0] if sweep.tokens_from else "")
+                                  sweep.tokens_from[0] if sweep.tokens_from else "", values)
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

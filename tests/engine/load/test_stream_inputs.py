@@ -117,7 +117,6 @@ def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> Non
     prices them per million; CSV, JSON, Markdown and HTML carry TTFT, ITL and tokens/s, and no
     report prices a stream per 1000 images."""
     import csv
-    import json
 
     from engine.record.exporters import export
     from engine.record.reader import Recording
@@ -149,3 +148,25 @@ def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> Non
         assert "TTFT p99 ms" in report and "tok/s" in report and "$/Mtok" in report
         assert "$/1k img" not in report
     assert answer in md  # the report says the same answer
+
+
+@pytest.mark.parametrize("transport", STREAMING)
+def test_every_response_is_checked_against_the_validation_data(toy_llm, transport: str, tmp_path) -> None:
+    """toy_llm's INDEX counts a request's responses from 0: one response each holds INDEX 0, as
+    the validation data says (no error); asked for two, the second holds 1 and every request is a
+    wrong answer, counted, never a success."""
+    import json
+
+    target, info = toy_llm
+    for tokens, wrong in ((1, False), (2, True)):
+        path = tmp_path / f"checked_{tokens}.json"
+        path.write_text(json.dumps({"data": [{"PROMPT": ["Say hello."], "MAX_TOKENS": [tokens]}],
+                                    "validation_data": [{"INDEX": [0]}]}))
+        results, _ = asyncio.run(sweep(target, info, _load(transport=transport, input_data=str(path))))
+        (result,) = results
+        if not wrong:
+            assert result.errors == 0 and result.requests > 0, result.error_messages
+            continue
+        assert result.status == "failed" and result.requests == 0
+        assert result.errors_by_kind.get("wrong_answer", 0) == result.errors > 0, result.errors_by_kind
+        assert any("INDEX" in m for m in result.error_messages), result.error_messages
