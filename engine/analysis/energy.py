@@ -32,6 +32,14 @@ def energy_between(series: Series, t0: float, t1: float) -> float | None:
     return end - start
 
 
+def joules_per_token(gpu_watts: Mapping[str, float], tokens_per_s: float) -> float | None:
+    """Energy per output token at a level from its GPUs' mean power (W = J/s) over the level's
+    span: the GPUs' watts together over the tokens/s. None without power samples (a CPU run)."""
+    if not gpu_watts or tokens_per_s <= 0:
+        return None
+    return sum(gpu_watts.values()) / tokens_per_s
+
+
 def joules_per_image(devices: Mapping[str, Series], t0: float, t1: float, images: float) -> float | None:
     """Summed over the devices the config uses; None when any of them lacks the window."""
     if not devices or images <= 0 or t1 <= t0:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from engine import columns
 from engine import format as fmt
+from engine.analysis.energy import joules_per_token
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
@@ -25,6 +26,30 @@ from engine.record.timelines import Timelines
 from engine.transports import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
+
+
+def token_figures(f: RunFindings) -> str | None:
+    """A streaming sweep's output tokens at the peak and at the SLO point (load.slo's goodput), by
+    the answer's rule: tokens/s, $ per million output tokens and J per output token (the GPUs'
+    mean power over the level's span; not measured without GPU power samples, as on a CPU run)."""
+    a = f.answer
+    if a is None or not a.streaming:
+        return None
+    power = {float(lv.result.level): lv.gpu.get("power", {}) for lv in f.levels}
+    parts = []
+    for name, r in (("at the peak", a.best), (f"at {a.target_words}", a.slo_level if a.targeted else None)):
+        if r is None or r.stream is None:
+            if name != "at the peak" and a.targeted:
+                parts.append(f"{name}: no sound level meets it")
+            continue
+        rate = r.stream.output_tokens_per_s
+        cost = cost_per_million_tokens(a.cost_per_hour or 0.0, rate)
+        joules = joules_per_token(power.get(float(r.level), {}), rate)
+        parts.append(f"{name} ({fmt.level(r.mode, r.level)}): {fmt.rate(rate)} tokens/s, "
+                     + (f"{fmt.money(cost)} per million output tokens" if cost is not None else "no price set")
+                     + ", " + (f"{joules:.3g} J per output token" if joules is not None
+                               else "J per output token not measured (no GPU power samples)"))
+    return "Output tokens: " + "; ".join(parts) + "." if parts else None
 
 
 def utc(ts: float | None) -> str:
@@ -42,6 +67,8 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None,
     doc = Doc(f"gpuscale-tui results: {s.label}")
     if f.answer is not None and f.answer.levels:
         doc.add(Para(f.answer.line))  # the answer first, as the run's last line and the TUI header say it
+        if (tokens := token_figures(f)) is not None:
+            doc.add(Para(tokens))
     status = s.status or "no end recorded (interrupted, or still running)"
     doc.add(Para(f"Recorded {utc(s.first_ts)}, {fmt.duration(s.duration_s)}, status: {status}. "
                  f"File: {Path(s.path).name}"))

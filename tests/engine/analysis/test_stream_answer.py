@@ -118,3 +118,31 @@ def test_lengths_fall_within_the_spread_and_repeat_with_the_seed() -> None:
     assert min(drawn) >= 80 and max(drawn) <= 120 and len(set(drawn)) > 20
     assert drawn == lengths("100+-20", "input_tokens", 500, random.Random(1))
     assert lengths("7", "output_tokens", 3, random.Random(1)) == [7, 7, 7]
+
+
+def test_joules_per_token_from_the_gpus_mean_power() -> None:
+    from engine.analysis.energy import joules_per_token
+
+    assert joules_per_token({"gpu-a": 300.0, "gpu-b": 100.0}, 2000.0) == pytest.approx(0.2)
+    assert joules_per_token({}, 2000.0) is None  # no power samples (a CPU run): not measured
+    assert joules_per_token({"gpu-a": 300.0}, 0.0) is None
+
+
+def test_the_report_gives_tokens_cost_and_energy_at_the_peak_and_the_slo_point() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from engine.record.findings import RunFindings
+    from engine.record.recording_report import token_figures
+
+    levels = [_level(1, 300.0, 10.0, ttft_p99=0.02), _level(4, 900.0, 30.0, ttft_p99=0.3)]
+    answer = decide(levels, cost_per_hour=3.6, stream_slos=parse_slos("ttft_p99=100ms"))
+    spans = [SimpleNamespace(result=levels[0], gpu={"power": {"gpu-a": 150.0}}),
+             SimpleNamespace(result=levels[1], gpu={"power": {}})]
+    text = token_figures(cast(RunFindings, SimpleNamespace(answer=answer, levels=spans)))
+    assert text == ("Output tokens: at the peak (4): 900.0 tokens/s, $1.11 per million output tokens, J per output "
+                    "token not measured (no GPU power samples); at ttft_p99 <= 100 ms (1): 300.0 tokens/s, $3.33 per "
+                    "million output tokens, 0.5 J per output token.")
+    unary = _level(4, 0.0, 50.0)
+    unary.stream = None
+    assert token_figures(cast(RunFindings, SimpleNamespace(answer=decide([unary]), levels=[]))) is None
