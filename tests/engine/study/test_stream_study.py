@@ -56,3 +56,16 @@ def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
     md = next(out.glob("*.md")).read_text()
     assert "| Config | Instances | Peak tokens/s |" in md and "$ / million tokens" in md
     assert "J / token is not measured" in md and "images/s" not in md
+    # compare over the study's two recordings: tokens and $ per million of them, never images
+    from engine.record.compare import build_compare_doc, compare
+    from engine.record.doc import to_markdown
+    from engine.record.reader import Recording
+    from engine.study.index import read_index, recording_paths
+
+    recordings = [Recording.open(p) for _v, p in recording_paths(read_index(index_path), index_path)]
+    comparison = compare(recordings, pro_rata=True)
+    (line,) = comparison.scale_answers
+    assert " tokens/s at $" in line and "per million tokens" in line
+    text = to_markdown(build_compare_doc(comparison))
+    assert "Peak tokens/s" in text and "$ / million tokens" in text and "Cheapest per token: " in text
+    assert "$ / 1000 images" not in text and "Cheapest per image" not in text
