@@ -142,10 +142,12 @@ def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float
 
 
 def _config_gpus(model_config: dict[str, Any]) -> set[int] | None:
-    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list)."""
+    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list,
+    or KIND_MODEL: the backend places the model itself, as vLLM and TensorRT-LLM spread one
+    tensor-parallel model over the GPUs)."""
     found: set[int] = set()
     for group in model_config.get("instance_group") or []:
-        if group.get("kind") in ("KIND_GPU", "KIND_AUTO") and not group.get("gpus"):
+        if group.get("kind") in ("KIND_GPU", "KIND_AUTO", "KIND_MODEL") and not group.get("gpus"):
             return None
         found.update(int(x) for x in group.get("gpus") or [])
     return found

@@ -146,3 +146,13 @@ def test_the_report_gives_tokens_cost_and_energy_at_the_peak_and_the_slo_point()
     unary = _level(4, 0.0, 50.0)
     unary.stream = None
     assert token_figures(cast(RunFindings, SimpleNamespace(answer=decide([unary]), levels=[]))) is None
+
+
+def test_a_tensor_parallel_config_spends_every_gpus_energy() -> None:
+    """KIND_MODEL (vLLM, TensorRT-LLM: the backend spreads one model over the GPUs) counts every
+    GPU's energy, as KIND_GPU without a list does; a list names its GPUs."""
+    from engine.study.figures import _config_gpus
+
+    assert _config_gpus({"instance_group": [{"kind": "KIND_MODEL", "count": 1}]}) is None
+    assert _config_gpus({"instance_group": [{"kind": "KIND_GPU", "gpus": [0, 1]}]}) == {0, 1}
+    assert _config_gpus({"instance_group": [{"kind": "KIND_CPU", "count": 2}]}) == set()

@@ -69,3 +69,26 @@ def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
     text = to_markdown(build_compare_doc(comparison))
     assert "Peak tokens/s" in text and "$ / million tokens" in text and "Cheapest per token: " in text
     assert "$ / 1000 images" not in text and "Cheapest per image" not in text
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+def test_a_streaming_study_with_objectives_answers_at_their_goodput(tmp_path):
+    """--slo with a streaming model's objectives (TTFT, ITL) is load.slo: each config's answer is
+    at its goodput, and the scale answer compares the two at that point."""
+    out = tmp_path / "rec"
+    sets = [x for kv in QUICK for x in ("--set", kv)]
+    done = subprocess.run([sys.executable, "-c", NO_TEXTUAL, "study", "--record", "--variants", "cpu2,cpu*2",
+                           "--slo", "ttft_p99=60s,itl_p99=60s", *sets, "-o", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("answer: at ttft_p99 <= 60000 ms, itl_p99 <= 60000 ms, stop at 2 CPU instances (cpu2): ")
+    assert "per million output tokens" in last, last
+    scale = next(line for line in done.stdout.splitlines() if line.startswith("at ttft_p99 <= 60000 ms"))
+    assert "2 boxes of cpu: " in scale and " tokens/s at $" in scale and "→ " in scale
+    (index_path,) = out.glob("*.study.json")
+    for c in study_figures(index_path).configs:
+        assert c.answer is not None and c.answer.targeted and c.tokens_slo is not None
+        assert c.tokens_slo == c.tokens_peak  # bounds every level meets: the goodput is the peak
