@@ -11,11 +11,12 @@ from pathlib import Path
 
 from engine import columns
 from engine import format as fmt
+from engine.analysis.answer import standing
 from engine.analysis.energy import joules_per_token
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
-from engine.events import NetworkPath
+from engine.events import LevelResult, NetworkPath
 from engine.modes import mode_of
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
@@ -26,6 +27,12 @@ from engine.record.timelines import Timelines
 from engine.transports import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
+
+
+def stream_points(results: list[LevelResult]) -> list[tuple[float, float]]:
+    """(level, output tokens/s) of each standing streaming level that answered, for charts."""
+    return [(float(r.level), r.stream.output_tokens_per_s) for r in standing(results)
+            if r.stream is not None and r.status != "failed" and r.requests > 0]
 
 
 def token_figures(f: RunFindings) -> str | None:
@@ -208,8 +215,11 @@ def _levels(f: RunFindings, tag: str = "") -> list:
         shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
     blocks.append(Table.of(shown, figures))
     pts = f.points
-    blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
-                                       unit, "images/s", log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
+    served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])
+    if f.streaming:  # a streaming model's throughput is its output tokens
+        served = svg.Series("tokens/s", stream_points([lv.result for lv in f.levels]))
+    blocks.append(Chart(svg.line_chart("Throughput vs load", [served], unit, served.name,
+                                       log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
     blocks.append(Chart(svg.line_chart(
         "Latency percentiles",
         [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])

@@ -27,7 +27,7 @@ from engine.record.doc import (
 )
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
-from engine.record.recording_report import knee_chart
+from engine.record.recording_report import knee_chart, stream_points
 from engine.study.figures import ConfigFigures, StudyFigures, answer_line
 
 
@@ -191,6 +191,8 @@ def _charts(f: StudyFigures) -> list:
     unit = mode.axis
     tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points],
                      hollow=[p.status != "stable" for p in c.findings.points]) for c in f.configs]
+    if f.streaming:  # a streaming model's throughput is its output tokens
+        tp = [svg.Series(c.variant, stream_points([lv.result for lv in c.findings.levels])) for c in f.configs]
     name = f.slo.percentile if f.slo else "p99"
     lat = []
     for c in f.configs:
@@ -201,7 +203,8 @@ def _charts(f: StudyFigures) -> list:
     slo = (f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", f.slo.target_s) if f.slo else None
     return [
         Heading("The curves"),
-        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=mode.log2_axis),
+        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "tokens/s" if f.streaming else "images/s",
+                             log2_x=mode.log2_axis),
               "One line per config; the SLO search adds levels between the planned ones; an open marker is an "
               "unstable level"),
         Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms, log)",

@@ -156,3 +156,14 @@ def test_a_tensor_parallel_config_spends_every_gpus_energy() -> None:
     assert _config_gpus({"instance_group": [{"kind": "KIND_MODEL", "count": 1}]}) is None
     assert _config_gpus({"instance_group": [{"kind": "KIND_GPU", "gpus": [0, 1]}]}) == {0, 1}
     assert _config_gpus({"instance_group": [{"kind": "KIND_CPU", "count": 2}]}) == set()
+
+
+def test_the_charts_plot_each_standing_level_s_tokens() -> None:
+    from engine.record.recording_report import stream_points
+
+    first = _level(4, 500.0, 20.0, status="unstable")
+    again = _level(4, 900.0, 30.0)  # a later trial of the same level stands
+    failed = _level(8, 0.0, 0.0, status="failed")
+    unary = _level(16, 0.0, 50.0)
+    unary.stream = None
+    assert stream_points([_level(1, 300.0, 10.0), first, again, failed, unary]) == [(1.0, 300.0), (4.0, 900.0)]
