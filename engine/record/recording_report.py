@@ -12,12 +12,13 @@ from pathlib import Path
 from engine import columns
 from engine import format as fmt
 from engine.analysis.answer import standing
-from engine.analysis.energy import joules_per_token
+from engine.analysis.energy import config_gpus, joules_per_token
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
 from engine.events import LevelResult, NetworkPath
 from engine.modes import mode_of
+from engine.profiles import scale_out_parts
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
@@ -37,12 +38,19 @@ def stream_points(results: list[LevelResult]) -> list[tuple[float, float]]:
 
 def token_figures(f: RunFindings) -> str | None:
     """A streaming sweep's output tokens at the peak and at the SLO point (load.slo's goodput), by
-    the answer's rule: tokens/s, $ per million output tokens and J per output token (the GPUs'
-    mean power over the level's span; not measured without GPU power samples, as on a CPU run)."""
+    the answer's rule: tokens/s, $ per million output tokens and J per output token (the mean
+    power of the GPUs the model's config uses over the level's span; not measured without their
+    power samples, as on a CPU run or for a model on the CPU)."""
     a = f.answer
     if a is None or not a.streaming:
         return None
-    power = {float(lv.result.level): lv.gpu.get("power", {}) for lv in f.levels}
+    s = f.summary
+    parts_out = scale_out_parts(s.config_variant)  # a scale-out's servers are pinned to GPUs 0..N-1
+    wanted = (set(range(parts_out[1])) if parts_out and parts_out[0] == "1x"
+              else config_gpus(s.server.get("model_config") or s.model_config or {}))
+    index = {g.uuid: g.index for g in s.gpus}
+    power = {float(lv.result.level): {u: w for u, w in lv.gpu.get("power", {}).items()
+                                      if wanted is None or index.get(u) in wanted} for lv in f.levels}
     parts = []
     for name, r in (("at the peak", a.best), (f"at {a.target_words}", a.slo_level if a.targeted else None)):
         if r is None or r.stream is None:
@@ -55,7 +63,7 @@ def token_figures(f: RunFindings) -> str | None:
         parts.append(f"{name} ({fmt.level(r.mode, r.level)}): {fmt.rate(rate)} tokens/s, "
                      + (f"{fmt.money(cost)} per million output tokens" if cost is not None else "no price set")
                      + ", " + (f"{joules:.3g} J per output token" if joules is not None
-                               else "J per output token not measured (no GPU power samples)"))
+                               else "J per output token not measured (no power samples of the GPUs the model uses)"))
     return "Output tokens: " + "; ".join(parts) + "." if parts else None
 
 

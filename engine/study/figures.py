@@ -11,7 +11,7 @@ from typing import Any
 
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide, level_words, output_rate
-from engine.analysis.energy import joules_per_image
+from engine.analysis.energy import config_gpus, joules_per_image
 from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Slo, SloPoint, parse_slo
@@ -141,18 +141,6 @@ def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float
     return out
 
 
-def _config_gpus(model_config: dict[str, Any]) -> set[int] | None:
-    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list,
-    or KIND_MODEL: the backend places the model itself, as vLLM and TensorRT-LLM spread one
-    tensor-parallel model over the GPUs)."""
-    found: set[int] = set()
-    for group in model_config.get("instance_group") or []:
-        if group.get("kind") in ("KIND_GPU", "KIND_AUTO", "KIND_MODEL") and not group.get("gpus"):
-            return None
-        found.update(int(x) for x in group.get("gpus") or [])
-    return found
-
-
 def _measured_spans(recording: Recording) -> dict[int, tuple[float, float, float, float]]:
     """level index -> (start, end, images, output tokens) of the windows merged into its result
     (tokens: a streaming level's, each window's tokens/s over its span; 0 for a unary level)."""
@@ -186,7 +174,7 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
     parts = scale_out_parts(summary.config_variant)
     # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each
     wanted = (set(range(parts[1])) if parts and parts[0] == "1x" else
-              _config_gpus(summary.server.get("model_config") or summary.model_config or {}))
+              config_gpus(summary.server.get("model_config") or summary.model_config or {}))
     devices = {k: v for k, v in series[source].items()
                if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}
     out: dict[float, float] = {}

@@ -137,25 +137,33 @@ def test_the_report_gives_tokens_cost_and_energy_at_the_peak_and_the_slo_point()
 
     levels = [_level(1, 300.0, 10.0, ttft_p99=0.02), _level(4, 900.0, 30.0, ttft_p99=0.3)]
     answer = decide(levels, cost_per_hour=3.6, stream_slos=parse_slos("ttft_p99=100ms"))
-    spans = [SimpleNamespace(result=levels[0], gpu={"power": {"gpu-a": 150.0}}),
+    # the model's config uses GPU 0 (gpu-a); gpu-b's power is another tenant's, never counted
+    spans = [SimpleNamespace(result=levels[0], gpu={"power": {"gpu-a": 150.0, "gpu-b": 400.0}}),
              SimpleNamespace(result=levels[1], gpu={"power": {}})]
-    text = token_figures(cast(RunFindings, SimpleNamespace(answer=answer, levels=spans)))
+    summary = SimpleNamespace(config_variant="1x", server={}, model_config={"instance_group": [
+        {"kind": "KIND_GPU", "gpus": [0]}]}, gpus=[SimpleNamespace(uuid="gpu-a", index=0),
+                                                  SimpleNamespace(uuid="gpu-b", index=1)])
+    text = token_figures(cast(RunFindings, SimpleNamespace(answer=answer, levels=spans, summary=summary)))
     assert text == ("Output tokens: at the peak (4): 900.0 tokens/s, $1.11 per million output tokens, J per output "
-                    "token not measured (no GPU power samples); at ttft_p99 <= 100 ms (1): 300.0 tokens/s, $3.33 per "
-                    "million output tokens, 0.5 J per output token.")
+                    "token not measured (no power samples of the GPUs the model uses); at ttft_p99 <= 100 ms (1): "
+                    "300.0 tokens/s, $3.33 per million output tokens, 0.5 J per output token.")
     unary = _level(4, 0.0, 50.0)
     unary.stream = None
-    assert token_figures(cast(RunFindings, SimpleNamespace(answer=decide([unary]), levels=[]))) is None
+    assert token_figures(cast(RunFindings, SimpleNamespace(answer=decide([unary]), levels=[], summary=summary))) is None
+    on_cpu = SimpleNamespace(config_variant="cpu", server={}, model_config={"instance_group": [{"kind": "KIND_CPU"}]},
+                             gpus=summary.gpus)  # a CPU model on a GPU box: the GPUs' idle power is not its energy
+    text = token_figures(cast(RunFindings, SimpleNamespace(answer=answer, levels=spans, summary=on_cpu)))
+    assert text is not None and "0.5 J" not in text and text.count("J per output token not measured") == 2
 
 
 def test_a_tensor_parallel_config_spends_every_gpus_energy() -> None:
     """KIND_MODEL (vLLM, TensorRT-LLM: the backend spreads one model over the GPUs) counts every
     GPU's energy, as KIND_GPU without a list does; a list names its GPUs."""
-    from engine.study.figures import _config_gpus
+    from engine.analysis.energy import config_gpus
 
-    assert _config_gpus({"instance_group": [{"kind": "KIND_MODEL", "count": 1}]}) is None
-    assert _config_gpus({"instance_group": [{"kind": "KIND_GPU", "gpus": [0, 1]}]}) == {0, 1}
-    assert _config_gpus({"instance_group": [{"kind": "KIND_CPU", "count": 2}]}) == set()
+    assert config_gpus({"instance_group": [{"kind": "KIND_MODEL", "count": 1}]}) is None
+    assert config_gpus({"instance_group": [{"kind": "KIND_GPU", "gpus": [0, 1]}]}) == {0, 1}
+    assert config_gpus({"instance_group": [{"kind": "KIND_CPU", "count": 2}]}) == set()
 
 
 def test_the_charts_plot_each_standing_level_s_tokens() -> None:

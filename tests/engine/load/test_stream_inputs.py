@@ -148,7 +148,7 @@ def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> Non
         assert "TTFT p99 ms" in report and "tok/s" in report and "$/Mtok" in report
         assert "$/1k img" not in report
     assert answer in md  # the report says the same answer
-    assert "Output tokens: at the peak (2): " in md and "J per output token not measured (no GPU power samples)" in md
+    assert "Output tokens: at the peak (2): " in md and "J per output token not measured (no power samples of the GPUs the model uses)" in md
 
 
 @pytest.mark.parametrize("transport", STREAMING)
