@@ -134,7 +134,10 @@ def test_the_grafana_dashboard_reads_only_series_the_endpoint_serves(served) -> 
     for event in session_events(n_gpus=2, levels=(1, 4), finish_levels=1):
         metrics(event)
     metrics(ev.WindowResult(level=4, index=9, warmup=False, t_start=0, t_end=1, requests=10, errors=1,
-                            throughput_rps=7, throughput_ips=7, latency=ev.LatencyStats(count=7, p50=0.1, p99=0.2)))
+                            throughput_rps=7, throughput_ips=7, latency=ev.LatencyStats(count=7, p50=0.1, p99=0.2),
+                            stream=ev.StreamStats(ttft=ev.LatencyStats(count=7, p50=0.01, p99=0.02),
+                                                  itl=ev.LatencyStats(count=49, p50=0.005, p99=0.01),
+                                                  responses_per_request=8, output_tokens_per_s=56)))  # a streaming model's panels too
     served_names = {name for name, _labels in _scrape(server)}
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs/grafana/gpuscale_live.json").read_text())
     queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]] + [v["query"] for v in dashboard["templating"]["list"]]
