@@ -58,3 +58,18 @@ def test_streaming_charts_at_120x40(snap_compare) -> None:
 def test_streaming_sweep_table_at_120x40(snap_compare) -> None:
     app, run_before = fed(_streaming(session_events(n_gpus=1, finish_levels=3)))
     assert snap_compare(app, terminal_size=(120, 40), press=["2"], run_before=run_before)
+
+
+def test_the_level_detail_shows_a_streaming_level_s_tokens_ttft_and_itl() -> None:
+    from tui.level_detail import level_rows, render_level
+
+    state = SessionState()
+    state.apply_all(_streaming(session_events(n_gpus=1, finish_levels=3)))
+    row = level_rows(state)[1]
+    text = _text(render_level(state, row, 100))
+    assert f"{row.stream.output_tokens_per_s:,.0f} tok/s" in text
+    assert "TTFT p50 4.00  p90 -  p99 9.00" in text and "ITL  p50 2.00" in text
+    assert "8.0 tokens and 8.0 responses per request" in text
+    unary = SessionState()
+    unary.apply_all(session_events(n_gpus=1, finish_levels=3))
+    assert "TTFT" not in _text(render_level(unary, level_rows(unary)[1], 100))
