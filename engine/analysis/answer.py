@@ -21,25 +21,12 @@ from typing import Any
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Measured, Slo, slo_point
+from engine.analysis.sound import SOUND_STATUS, is_sound, output_rate, standing
 from engine.analysis.stream_slo import Slo as StreamSlo
 from engine.analysis.stream_slo import goodput, parse_slos
 from engine.analysis.stream_slo import misses as stream_misses
 from engine.events import Event, LevelResult, LevelStarted, ServerReady, SessionStarted
 from engine.profiles import scale_out_parts
-
-SOUND_STATUS = "stable"
-
-
-def is_sound(r: LevelResult) -> bool:
-    """Stable, uncontended, measured to the end with requests completed over every server (not
-    degraded), and standing (no later trial of the level follows it)."""
-    return r.status == SOUND_STATUS and r.requests > 0 and not r.remeasure and not r.degraded
-
-
-def output_rate(r: LevelResult) -> float:
-    """What a level served: output tokens/s for a streaming model (a stream of responses per
-    request), images/s otherwise. The peak is the sound level with the most of it."""
-    return r.stream.output_tokens_per_s if r.stream is not None else r.throughput_ips
 
 
 def level_words(mode: str, level: float) -> str:
@@ -160,15 +147,6 @@ class Answer:
         if self.running:
             tail += "; so far"
         return f"answer: {where}, {box}: {', '.join(parts)}, {tail}"
-
-
-def standing(results: Iterable[LevelResult]) -> list[LevelResult]:
-    """The last published result of each level, ordered by level (a later trial, with the same
-    index and level, replaces an earlier one)."""
-    by_index: dict[tuple[int, float], LevelResult] = {}
-    for r in results:
-        by_index[(r.index, float(r.level))] = r
-    return sorted(by_index.values(), key=lambda r: (r.level, r.index))
 
 
 def slo_measured(results: Iterable[LevelResult], slo: Slo) -> list[Measured]:

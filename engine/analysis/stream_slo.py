@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.analysis.sound import is_sound, output_rate, standing
 from engine.events import LatencyStats, LevelResult
 from engine.profiles import SLO_PART
 
@@ -86,8 +87,6 @@ def goodput(results: Sequence[LevelResult], slos: Sequence[Slo]) -> Goodput | No
     """The highest-throughput sound level (engine/analysis/answer.py's rule: stable, uncontended,
     standing) meeting every objective; None when none does. Throughput is output tokens/s where
     the levels stream, requests/s otherwise."""
-    from engine.analysis.answer import is_sound, output_rate, standing  # answer imports this module
-
     meeting = [r for r in standing(results) if is_sound(r) and not misses(r, slos)]
     if not slos or not meeting:
         return None
