@@ -212,8 +212,10 @@ STREAM_KEYS = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens")
 
 def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -> tuple[Column[LevelFigures], ...]:
     """A streaming sweep's columns: TTFT, ITL and output tokens/s after the request latency's p99
-    (which is the latency to the final response), and $ per million tokens where it is priced."""
+    (which is the latency to the final response), and $ per million tokens where it is priced
+    instead of $ per 1000 images (a stream's requests are not images)."""
     extra = select(SWEEP, (*STREAM_KEYS, "cost_mtok") if priced else STREAM_KEYS)
+    columns = [c for c in columns if c.key != "cost"]
     out: list[Column[LevelFigures]] = []
     for c in columns:
         out.append(c)

@@ -182,6 +182,7 @@ class StreamStats:
     responses_per_request: float  # mean
     output_tokens_per_s: float  # every response of the merged windows over their duration
     tokens_per_s_per_request: float | None = None  # median over requests of (responses - 1) / decode time
+    tokens_per_request: float | None = None  # mean output tokens (None: recorded before it, one per response)
 
 
 @dataclass

@@ -38,6 +38,7 @@ class _Level:
     latency: ev.LatencyStats
     requests: int
     errors: int
+    stream: ev.StreamStats | None = None  # a streaming model's TTFT, ITL and tokens/s
 
 
 @dataclass
@@ -122,7 +123,7 @@ def _level_result(s: Snapshot, e: ev.LevelResult) -> None:
     s.levels[(s.variant, e.mode, e.level)] = _Level(
         variant=s.variant, mode=e.mode, level=e.level, stable=e.status == "stable",
         throughput_ips=e.throughput_ips, throughput_rps=e.throughput_rps, latency=e.latency,
-        requests=e.requests, errors=e.errors)
+        requests=e.requests, errors=e.errors, stream=e.stream)
 
 
 def _gpu_sample(s: Snapshot, e: ev.GpuSample) -> None:
@@ -242,6 +243,7 @@ def _window_families(s: Snapshot, gauge: Gauge) -> list[Any]:
     errors = gauge("window_errors", "Requests that failed in the last window")
     warmup = gauge("window_warmup", "1 while the last window was a warmup window (not measured)")
     end = gauge("window_end_timestamp_seconds", "UNIX time the last window ended")
+    ttft, itl, tokens = _stream_families(gauge, "window", "The last window's", ())
     w = s.window
     if w is not None:
         ips.add_metric([], w.throughput_ips)
@@ -250,7 +252,27 @@ def _window_families(s: Snapshot, gauge: Gauge) -> list[Any]:
         errors.add_metric([], w.errors)
         warmup.add_metric([], 1 if w.warmup else 0)
         end.add_metric([], w.t_end)
-    return [ips, rps, lat, errors, warmup, end]
+        _stream(ttft, itl, tokens, [], w.stream)
+    return [ips, rps, lat, errors, warmup, end, ttft, itl, tokens]
+
+
+def _stream_families(gauge: Gauge, scope: str, whose: str, labels: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """A streaming model's figures (served only while a level streams): time to the first
+    response, the gaps between responses, output tokens/s."""
+    return (gauge(f"{scope}_time_to_first_token_seconds", f"{whose} time to the first response (TTFT) percentiles",
+                  (*labels, "quantile")),
+            gauge(f"{scope}_inter_token_latency_seconds", f"{whose} gaps between responses (ITL) percentiles",
+                  (*labels, "quantile")),
+            gauge(f"{scope}_output_tokens_per_second", f"{whose} output tokens per second (a response is one token "
+                  "unless load.tokens_from names its count)", labels))
+
+
+def _stream(ttft: Any, itl: Any, tokens: Any, labels: list[str], stream: ev.StreamStats | None) -> None:
+    if stream is None:
+        return
+    _latency(ttft, labels, stream.ttft)
+    _latency(itl, labels, stream.itl)
+    tokens.add_metric(labels, stream.output_tokens_per_s)
 
 
 def _level_families(s: Snapshot, gauge: Gauge) -> list[Any]:
@@ -263,6 +285,7 @@ def _level_families(s: Snapshot, gauge: Gauge) -> list[Any]:
     stable = gauge("level_stable", "1 when the level was stable (sound for a decision), 0 when not", labels)
     requests = CounterMetricFamily(f"{PREFIX}_level_requests", "A finished level's measured requests", labels=list(labels))
     errors = CounterMetricFamily(f"{PREFIX}_level_errors", "A finished level's failed requests", labels=list(labels))
+    ttft, itl, tokens = _stream_families(gauge, "level", "A finished level's", labels)
     for level in s.levels.values():
         values = [level.variant, level.mode, _level_label(level.level)]
         ips.add_metric(values, level.throughput_ips)
@@ -271,7 +294,8 @@ def _level_families(s: Snapshot, gauge: Gauge) -> list[Any]:
         stable.add_metric(values, 1 if level.stable else 0)
         requests.add_metric(values, level.requests)
         errors.add_metric(values, level.errors)
-    return [ips, rps, lat, stable, requests, errors]
+        _stream(ttft, itl, tokens, values, level.stream)
+    return [ips, rps, lat, stable, requests, errors, ttft, itl, tokens]
 
 
 def _gpu_families(s: Snapshot, gauge: Gauge) -> list[Any]:

@@ -107,6 +107,31 @@ def _slo_text(v: object) -> str | None:
     return None if len(names) == len(set(names)) else expected
 
 
+# load.input_tokens / load.output_tokens: a mean and an optional spread, "128" or "128+-32" (or "128±32")
+TOKEN_COUNT = re.compile(r"^\s*([0-9]+)\s*(?:(?:\+-|±)\s*([0-9]+))?\s*$")
+MOST_TOKENS = 1 << 20
+
+
+def token_count(v: object) -> tuple[int, int] | None:
+    """load.input_tokens / load.output_tokens as (mean, spread): lengths drawn uniformly from
+    mean - spread to mean + spread; None for a value that is not one."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        v = str(v)
+    match = TOKEN_COUNT.match(v) if isinstance(v, str) else None
+    if match is None:
+        return None
+    mean, spread = int(match.group(1)), int(match.group(2) or 0)
+    return (mean, spread) if 1 <= mean <= MOST_TOKENS and spread < mean else None
+
+
+def _token_count(v: object) -> str | None:
+    if v == "" or token_count(v) is not None:
+        return None
+    return (f"a token count from 1 to {MOST_TOKENS}, with an optional spread below it, e.g. 128 or '128+-32'")
+
+
 def _bind_address(v: object) -> str | None:
     if not isinstance(v, str) or not v.strip():
         return "an IP address to listen on, e.g. 127.0.0.1"
@@ -272,6 +297,13 @@ class Load:
     data: Literal["random", "zeros"] = "random"
     # real inputs instead: a perf_analyzer input-data JSON file or folder (engine/load/input_data.py)
     input_data: Annotated[str, Meta(description="a path to a JSON file or a folder")] = ""
+    # synthetic prompts instead (a streaming model): words per prompt and output tokens asked per
+    # request, each a mean with an optional spread, 128 or "128+-32": engine/load/input_synthetic.py
+    input_tokens: Annotated[str | int, Check(_token_count)] = ""
+    output_tokens: Annotated[str | int, Check(_token_count)] = ""
+    # an integer output of a streaming model that carries each response's token count; "": a
+    # response is one token
+    tokens_from: str = ""
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
     validate_tolerance: NonNegativeNumber = 1e-5
     on_level_failure: Literal["continue", "stop"] = "continue"
@@ -539,6 +571,10 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
     if p.load.mode == LoadMode.RATE and (slow := [r for r in p.load.rates if r * longest_window_s < 1]):
         raise fail("load.rates", f"expected rates of at least {1 / longest_window_s:.3g}/s (one request per "
                    f"measurement window of load.window_ms + load.request_timeout_s), found {slow[0]:g}/s")
+    synthetic = [k for k in ("input_tokens", "output_tokens") if getattr(p.load, k) != ""]
+    if synthetic and p.load.input_data:
+        raise fail(f"load.{synthetic[0]}", "expected no synthetic prompts beside load.input_data (the file's prompts "
+                   f"are sent), found {getattr(p.load, synthetic[0])!r}")
     if p.load.stable_windows > p.load.max_windows:
         raise fail(
             "load.stable_windows",

@@ -26,6 +26,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
@@ -214,8 +215,13 @@ class HeadlessPrinter:
             gpus = self.state.gpu_count
             if gpus:
                 text += f", {fmt.rate(best.result.throughput_ips / gpus)} infer/s per GPU"
-            cost = self.state.cost_per_1000(best.result.throughput_ips)
-            if cost is not None:
+            stream = best.result.stream
+            if stream is not None:  # a streaming model's: its tokens and their price, never per image
+                text += f", {fmt.rate(stream.output_tokens_per_s)} tokens/s"
+                per_mtok = cost_per_million_tokens(self.state.cost_per_hour, stream.output_tokens_per_s)
+                if per_mtok is not None:
+                    text += f", {fmt.money(per_mtok)} per million output tokens at ${self.state.cost_per_hour:g}/h"
+            elif (cost := self.state.cost_per_1000(best.result.throughput_ips)) is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
             self._plain(text)
         line = goodput_line([r.result for r in self.state.levels.values() if r.result is not None],

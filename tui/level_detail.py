@@ -156,6 +156,22 @@ def _percentile_line(latency: ev.LatencyStats) -> Text:
     return out
 
 
+def _stream_lines(stream: ev.StreamStats) -> Text:
+    """A streaming level's time to the first response and gaps between responses, percentiles in ms."""
+    lines = []
+    for label, stats in (("TTFT", stream.ttft), ("ITL ", stream.itl)):
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{label} ", style="bold")
+        for name in ("p50", "p90", "p99", "max"):
+            line.append(f"{name} ", style="dim")
+            line.append(f"{fmt.ms(getattr(stats, name))}  ", style="red" if name == "p99" else "")
+        line.append("ms", style="dim")
+        lines.append(line)
+    tokens = stream.tokens_per_request if stream.tokens_per_request is not None else stream.responses_per_request
+    lines.append(Text(f"{tokens:.1f} tokens and {stream.responses_per_request:.1f} responses per request", style="dim"))
+    return Text("\n").join(lines)
+
+
 def render_level(state: SessionState, row: LevelRow, width: int, compact: bool = False) -> RenderableType:
     """``compact`` (a short terminal): the last 3 windows and the percentiles on one line, so that
     the server's figures stay in the first screen."""
@@ -164,6 +180,9 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
     head.append(f"{fmt.level(row.mode, row.level)} ", style="bold")
     head.append(f"{row.status} · {fmt.rate(row.throughput_ips)} infer/s · errors {row.errors:,} · "
                 f"{fmt.duration(row.duration_s)} · {fmt.plural(row.workers, 'worker')}")
+    stream = row.stream
+    if stream is not None:  # a streaming model's: its output tokens
+        head.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s", style="bold green")
     windows = windows_of(state, row)
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for name in ("t", "", "infer/s", "p50 ms", "p99 ms", "queue ms", "compute ms"):
@@ -183,7 +202,10 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
         distribution = _percentile_line(latency) if compact else _distribution(latency, width)
     title = ("latency histogram (requests per bin, log scale)" if counts is not None else
              "latency percentiles" + ("" if compact else " (log scale)"))
-    blocks += [Text(title, style="bold dim"), distribution,
-               Text("server, per request", style="bold dim"), _server(row.server),
+    blocks += [Text(title, style="bold dim"), distribution]
+    if stream is not None:
+        blocks += [Text("time to the first response (TTFT), between responses (ITL)", style="bold dim"),
+                   _stream_lines(stream)]
+    blocks += [Text("server, per request", style="bold dim"), _server(row.server),
                Text("GPUs and host during the level", style="bold dim"), _traces(state, row, width)]
     return Group(*blocks)

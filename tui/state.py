@@ -156,6 +156,8 @@ class WindowPoint:
     p99: float | None
     queue: float | None
     compute: float | None
+    tokens_per_s: float | None = None  # a streaming model's output tokens/s in the window
+    ttft_p99: float | None = None  # its time to the first response, p99
 
 
 @dataclass
@@ -367,6 +369,8 @@ class SessionState:
                 p99=e.latency.p99,
                 queue=e.server.queue if e.server else None,
                 compute=compute_seconds(e.server),
+                tokens_per_s=e.stream.output_tokens_per_s if e.stream else None,
+                ttft_p99=e.stream.ttft.p99 if e.stream else None,
             )
         )
         # no client-bound notice from one window (warm-up included): the level's verdict, from

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine import events as ev
-from engine.analysis.answer import decide, standing
+from engine.analysis.answer import decide, output_rate, standing
 
 
 @dataclass
 class ConfigTrack:
     variant: str
     status: ev.SessionStatus | Literal["waiting", "running"] = "waiting"  # then the session's
-    points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)  # level, images/s, latency, search
+    # level, images/s (a streaming model's tokens/s), latency, search
+    points: list[tuple[float, float, float | None, bool]] = field(default_factory=list)
     levels_done: int = 0
     unstable: set[float] = field(default_factory=set)  # levels not sound for a decision
     recording: str | None = None
@@ -26,10 +27,10 @@ class ConfigTrack:
     results: list[ev.LevelResult] = field(default_factory=list)  # every trial, in order
 
     def peak(self) -> tuple[float, float] | None:
-        """(level, images/s) of the best sound level (engine/analysis/answer.py: the rule of
-        every report); None while none is sound."""
+        """(level, images/s, or a streaming model's tokens/s) of the best sound level
+        (engine/analysis/answer.py: the rule of every report); None while none is sound."""
         best = decide(self.results).best
-        return (float(best.level), best.throughput_ips) if best is not None else None
+        return (float(best.level), output_rate(best)) if best is not None else None
 
 
 def time_left(elapsed_s: float, levels_done: int, levels_left: int) -> float | None:
@@ -59,6 +60,12 @@ class StudyState:
         self.t0: float | None = None
         self.now: float | None = None
         self.version = 0
+
+    @property
+    def items(self) -> str:
+        """What the study's throughput counts: "tokens" for a streaming model, else "images"."""
+        streaming = any(r.stream is not None for t in self.configs.values() for r in t.results)
+        return "tokens" if streaming else "images"
 
     @property
     def percentile(self) -> str:
@@ -91,7 +98,7 @@ class StudyState:
             for r in standing(track.results):
                 latency = getattr(r.latency, self.percentile, None)
                 usable = r.status != "failed" and r.requests > 0
-                track.points.append((float(r.level), r.throughput_ips if usable else 0.0,
+                track.points.append((float(r.level), output_rate(r) if usable else 0.0,
                                      latency if usable else None, r.slo_search))
             track.points.sort(key=lambda p: p[0])
             track.unstable = {float(r.level) for r in standing(track.results) if r.status != "stable"}

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import format as fmt
-from engine.analysis.answer import decide
+from engine.analysis.answer import decide, output_rate
 from engine.analysis.slo import SloPoint, parse_slo
 from tui import plots
 from tui.study_headless import running_config, time_left_text
@@ -88,7 +88,7 @@ def render_curves(study: StudyState, width: int, height: int) -> Text:
     out.append(" " * label_w + "└" + "".join(axis) + "\n", style="dim")
     for i, track in enumerate(tracks):
         out.append(f"  {MARKS[i % len(MARKS)]} {track.variant}", style=STYLES[i % len(STYLES)])
-    out.append("   images/s vs concurrency (log2)", style="dim")
+    out.append(f"   {study.items}/s vs concurrency (log2)", style="dim")
     return out
 
 
@@ -105,7 +105,7 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
                              y_format=plots.ms_label, x_format=fmt.rate,
                              target=(slo.target_s, "red") if slo else None)
     key = Text(no_wrap=True, overflow="ellipsis")
-    key.append(f"{study.percentile} ms (log) vs images/s  ", style="dim")
+    key.append(f"{study.percentile} ms (log) vs {study.items}/s  ", style="dim")
     for line in lines:
         key.append(f"● {line.name}  ", style=line.style)
     key.append("○ unstable", style="dim")
@@ -118,8 +118,8 @@ def config_table(study: StudyState) -> Table:
     s = study.started
     slo = parse_slo(s.slo) if s and s.slo else None
     table = Table(expand=True, box=None, header_style="bold")
-    for name in ("config", "status", "levels", "peak images/s", "at level",
-                 f"SLO point ({s.slo})" if slo and s else "SLO point", "images/s at SLO", "recording"):
+    for name in ("config", "status", "levels", f"peak {study.items}/s", "at level",
+                 f"SLO point ({s.slo})" if slo and s else "SLO point", f"{study.items}/s at SLO", "recording"):
         table.add_column(name, justify="left" if name in ("config", "status", "recording") else "right")
     for track in study.configs.values():
         peak = track.peak()
@@ -127,7 +127,7 @@ def config_table(study: StudyState) -> Table:
         if slo is not None and track.points:
             at = decide(track.results, slo)
             point = SloPoint(float(at.slo_level.level) if at.slo_level else None,
-                             at.slo_level.throughput_ips if at.slo_level else None, None, at.slo_bounded)
+                             output_rate(at.slo_level) if at.slo_level else None, None, at.slo_bounded)
         style = {"running": "bold", "failed": "red", "interrupted": "magenta", "waiting": "dim"}.get(track.status, "")
         table.add_row(
             track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,

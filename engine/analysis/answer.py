@@ -19,18 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import format as fmt
-from engine.analysis.scaling import cost_per_1000
+from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Measured, Slo, slo_point
+from engine.analysis.sound import SOUND_STATUS, is_sound, output_rate, standing
+from engine.analysis.stream_slo import Slo as StreamSlo
+from engine.analysis.stream_slo import goodput, parse_slos
+from engine.analysis.stream_slo import misses as stream_misses
 from engine.events import Event, LevelResult, LevelStarted, ServerReady, SessionStarted
 from engine.profiles import scale_out_parts
-
-SOUND_STATUS = "stable"
-
-
-def is_sound(r: LevelResult) -> bool:
-    """Stable, uncontended, measured to the end with requests completed over every server (not
-    degraded), and standing (no later trial of the level follows it)."""
-    return r.status == SOUND_STATUS and r.requests > 0 and not r.remeasure and not r.degraded
 
 
 def level_words(mode: str, level: float) -> str:
@@ -72,16 +68,51 @@ class Answer:
     remeasured: int  # levels measured more than once
     not_decided: str  # "" or why no sound level supports the answer
     running: bool = False  # levels are still to come
+    # a streaming sweep's objectives (load.slo: TTFT, ITL, latency percentiles): with them and no
+    # latency target, slo_level is the goodput's level (the most served meeting them all)
+    stream_slos: tuple[StreamSlo, ...] = ()
+
+    @property
+    def targeted(self) -> bool:
+        """A latency target or streaming objectives decide (the SLO point), not the peak."""
+        return self.slo is not None or bool(self.stream_slos)
+
+    @property
+    def target_words(self) -> str:
+        """"p99 <= 50 ms", "ttft_p99 <= 200 ms, itl_p99 <= 50 ms"; "" without a target."""
+        if self.slo is not None:
+            return f"{self.slo.percentile} <= {self.slo.target_s * 1000:g} ms"
+        return ", ".join(f"{s.name} <= {s.bound_s * 1000:g} ms" for s in self.stream_slos)
 
     @property
     def deciding(self) -> LevelResult | None:
         """The level the answer rests on: the SLO point with a target, else the peak."""
-        return self.slo_level if self.slo is not None else self.best
+        return self.slo_level if self.targeted else self.best
+
+    @property
+    def streaming(self) -> bool:
+        """A streaming model's sweep: its figures are output tokens, not images."""
+        return any(r.stream is not None for r in self.levels)
 
     @property
     def cost_per_1000(self) -> float | None:
+        """$ per 1000 images at the deciding level (None for a streaming sweep: see cost_per_million_tokens)."""
         d = self.deciding
-        return cost_per_1000(self.cost_per_hour, d.throughput_ips) if d is not None and self.cost_per_hour else None
+        if d is None or not self.cost_per_hour or d.stream is not None:
+            return None
+        return cost_per_1000(self.cost_per_hour, d.throughput_ips)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """A streaming sweep's output tokens/s at the deciding level."""
+        d = self.deciding
+        return d.stream.output_tokens_per_s if d is not None and d.stream is not None else None
+
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """$ per million output tokens at the deciding level (a priced streaming sweep)."""
+        rate = self.tokens_per_s
+        return cost_per_million_tokens(self.cost_per_hour or 0.0, rate) if rate is not None else None
 
     @property
     def left_out(self) -> list[str]:
@@ -95,15 +126,21 @@ class Answer:
             return f"answer: not decided: {self.not_decided}"
         d = self.deciding
         assert d is not None
-        where = f"at {self.slo.percentile} <= {self.slo.target_s * 1000:g} ms" if self.slo else "peak"
+        where = f"at {self.target_words}" if self.targeted else "peak"
         box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
-        parts = [f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"]
-        if self.slo is None:
-            parts[0] += f" (p99 {fmt.ms(d.latency.p99)} ms)"
+        if d.stream is not None:
+            parts = [f"{fmt.rate(d.stream.output_tokens_per_s)} tokens/s at {level_words(d.mode, d.level)}"]
+        else:
+            parts = [f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"]
+        if not self.targeted:
+            ttft = f", TTFT p99 {fmt.ms(d.stream.ttft.p99)} ms" if d.stream is not None else ""
+            parts[0] += f" (p99 {fmt.ms(d.latency.p99)} ms{ttft})"
         elif not self.slo_bounded:
             parts[0] += " (no level measured missed the target: the point may lie higher)"
         if self.cost_per_1000 is not None:
             parts.append(f"{fmt.money(self.cost_per_1000)} per 1000")
+        if self.cost_per_million_tokens is not None:
+            parts.append(f"{fmt.money(self.cost_per_million_tokens)} per million output tokens")
         again = f"{self.remeasured} level{'s' if self.remeasured != 1 else ''} re-measured"
         left = self.left_out
         tail = f"stable ({again})" if not left else f"stable ({again}; left out: {'; '.join(left)})"
@@ -112,27 +149,19 @@ class Answer:
         return f"answer: {where}, {box}: {', '.join(parts)}, {tail}"
 
 
-def standing(results: Iterable[LevelResult]) -> list[LevelResult]:
-    """The last published result of each level, ordered by level (a later trial, with the same
-    index and level, replaces an earlier one)."""
-    by_index: dict[tuple[int, float], LevelResult] = {}
-    for r in results:
-        by_index[(r.index, float(r.level))] = r
-    return sorted(by_index.values(), key=lambda r: (r.level, r.index))
-
-
 def slo_measured(results: Iterable[LevelResult], slo: Slo) -> list[Measured]:
     """The levels the latency target is judged on: the sound ones, and the failed ones as
     misses; a level that is not sound is left out (noise neither meets nor misses a target)."""
     return [Measured(float(r.level), getattr(r.latency, slo.percentile) if r.status != "failed" and r.requests
-                     else None, r.throughput_ips)
+                     else None, output_rate(r))
             for r in standing(results) if is_sound(r) or r.status == "failed"]
 
 
 def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour: float | None = None,
-           gpus: int = 0, running: bool = False) -> Answer:
+           gpus: int = 0, running: bool = False, stream_slos: Sequence[StreamSlo] = ()) -> Answer:
     """The answer over one sweep's level results (every trial may be passed: the last of each
-    level stands)."""
+    level stands). ``stream_slos``: a streaming sweep's objectives (load.slo), which decide the
+    SLO point where there is no latency target ``slo``."""
     every = list(results)
     levels = standing(every)
     trials: dict[tuple[int, float], int] = {}
@@ -140,20 +169,27 @@ def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour
         key = (r.index, float(r.level))
         trials[key] = max(trials.get(key, 1), r.trial)
     sound = [r for r in levels if is_sound(r)]
-    best = max(sound, key=lambda r: (r.throughput_ips, -r.level), default=None)
+    best = max(sound, key=lambda r: (output_rate(r), -r.level), default=None)
     slo_level, bounded = None, False
     if slo is not None:
         point = slo_point(slo_measured(levels, slo), slo.target_s)
         bounded = point.bounded
         slo_level = next((r for r in sound if point.level is not None and r.level == point.level), None)
+    elif stream_slos:
+        good = goodput(levels, stream_slos)
+        slo_level = good.level if good is not None else None
+        bounded = any(stream_misses(r, stream_slos) for r in levels
+                      if (is_sound(r) or r.status == "failed") and slo_level is not None and r.level > slo_level.level)
     return Answer(levels=tuple(levels), sound=tuple(sound), best=best, slo=slo, slo_level=slo_level,
                   slo_bounded=bounded, cost_per_hour=cost_per_hour, gpus=gpus,
                   remeasured=sum(1 for n in trials.values() if n > 1),
-                  not_decided=_not_decided(levels, sound, best, slo, slo_level, running), running=running)
+                  not_decided=_not_decided(levels, sound, best, slo, slo_level, running, tuple(stream_slos)),
+                  running=running, stream_slos=tuple(stream_slos))
 
 
 def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], best: LevelResult | None,
-                 slo: Slo | None, slo_level: LevelResult | None, running: bool) -> str:
+                 slo: Slo | None, slo_level: LevelResult | None, running: bool,
+                 stream_slos: tuple[StreamSlo, ...] = ()) -> str:
     if not levels:
         return "no level measured yet" if running else "no level was measured"
     noisy = [why_unsound(r) for r in levels if not is_sound(r) and r.status != "failed"]
@@ -170,6 +206,9 @@ def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], be
             return (f"no sound level meets {target}, and the levels that could have are not sound: "
                     f"{'; '.join(below)}; {again}")
         return f"no level meets {target} (the least load measured, {level_words(levels[0].mode, levels[0].level)}, misses it)"
+    if slo is None and stream_slos and slo_level is None:
+        target = ", ".join(f"{s.name} <= {s.bound_s * 1000:g} ms" for s in stream_slos)
+        return f"no sound level meets {target}" + (f" (left out: {'; '.join(noisy)})" if noisy else "")
     return ""
 
 
@@ -185,6 +224,18 @@ def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
     if variant.endswith("x") and variant[:-1].isdigit() and int(variant[:-1]) > 0:
         return int(variant[:-1])
     return gpu_count if gpu_count > 0 else None
+
+
+def profile_stream_slos(profile: dict[str, Any]) -> tuple[StreamSlo, ...]:
+    """A recorded profile's load.slo as objectives; () where it has none (or a doctored one)."""
+    load = profile.get("load")
+    text = load.get("slo") if isinstance(load, dict) else None
+    if not isinstance(text, (str, list)):
+        return ()
+    try:
+        return parse_slos(text)
+    except ValueError:
+        return ()
 
 
 def _profile_number(profile: dict[str, Any], section: str, key: str) -> float | None:
@@ -203,6 +254,8 @@ class AnswerFold:
     gpus: int | None = None
     results: list[LevelResult] = field(default_factory=list)
     finished: bool = False
+    stream_slos: tuple[StreamSlo, ...] | None = None  # None: the profile's load.slo
+    _profile_stream_slos: tuple[StreamSlo, ...] = ()
     _profile_cost: float | None = None
     _profile_gpus: int = 0
     _variant_gpus: int = 0
@@ -211,6 +264,7 @@ class AnswerFold:
         if isinstance(event, SessionStarted):
             self._profile_cost = _profile_number(event.profile, "hardware", "cost_per_hour")
             self._profile_gpus = int(_profile_number(event.profile, "hardware", "gpu_count") or 0)
+            self._profile_stream_slos = profile_stream_slos(event.profile)
             variant = (event.profile.get("model") or {}).get("variant") if isinstance(event.profile.get("model"), dict) else None
             if isinstance(variant, str):
                 self._variant_gpus = gpus_in_variant(variant, self._profile_gpus) or 0
@@ -233,7 +287,8 @@ class AnswerFold:
     def answer(self) -> Answer:
         cost = self.cost_per_hour if self.cost_per_hour is not None else self._profile_cost
         gpus = self.gpus if self.gpus is not None else self._variant_gpus
-        return decide(self.results, self.slo, cost, gpus, running=not self.finished)
+        slos = self.stream_slos if self.stream_slos is not None else self._profile_stream_slos
+        return decide(self.results, self.slo, cost, gpus, running=not self.finished, stream_slos=slos)
 
 
 def answer_of(events: Iterable[Event], slo: Slo | None = None, cost_per_hour: float | None = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 Series = Sequence[tuple[float, float]]  # (UNIX seconds, joules), ascending time
 
@@ -30,6 +31,26 @@ def energy_between(series: Series, t0: float, t1: float) -> float | None:
     if start is None or end is None or end < start:
         return None
     return end - start
+
+
+def config_gpus(model_config: Mapping[str, Any]) -> set[int] | None:
+    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list,
+    or KIND_MODEL: the backend places the model itself, as vLLM and TensorRT-LLM spread one
+    tensor-parallel model over the GPUs)."""
+    found: set[int] = set()
+    for group in model_config.get("instance_group") or []:
+        if group.get("kind") in ("KIND_GPU", "KIND_AUTO", "KIND_MODEL") and not group.get("gpus"):
+            return None
+        found.update(int(x) for x in group.get("gpus") or [])
+    return found
+
+
+def joules_per_token(gpu_watts: Mapping[str, float], tokens_per_s: float) -> float | None:
+    """Energy per output token at a level from its GPUs' mean power (W = J/s) over the level's
+    span: the GPUs' watts together over the tokens/s. None without power samples (a CPU run)."""
+    if not gpu_watts or tokens_per_s <= 0:
+        return None
+    return sum(gpu_watts.values()) / tokens_per_s
 
 
 def joules_per_image(devices: Mapping[str, Series], t0: float, t1: float, images: float) -> float | None:

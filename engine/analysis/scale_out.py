@@ -1,6 +1,7 @@
 """Scale out or scale up, in one line: N one-GPU boxes against one N-GPU box, each priced as
 what it is (N times a one-GPU box's $/hr against the N-GPU box's), compared on $ per 1000 images
-at the latency target when the study has one (what a service can sell), else at the peak.
+(a streaming model: $ per million output tokens) at the latency target when the study has one
+(what a service can sell), else at the peak.
 
 Pure: the figures come in (throughput, cost per 1000 images, whether the level was stable), the
 line goes out, e.g. "at the peak: 4 boxes of 1x RTX 4080: 2,310 images/s at $0.000410/1000;
@@ -25,6 +26,9 @@ class Figure:
     throughput: float | None  # images/s; None: no result there (at the SLO: no level met it)
     cost_per_1000: float | None  # $ per 1000 images; None: no price
     unstable: bool = False  # drawn from a level whose windows did not agree
+    # a streaming model's figure: throughput is output tokens/s and cost_per_1000 is $ per
+    # million output tokens
+    tokens: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,9 @@ def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
     if figure.throughput is None:
         return f"{side.label}: " + (f"no level meets {slo_name}" if slo_name else "no result")
     mark = f" ({UNSTABLE_MARK})" if figure.unstable else ""
-    cost = f" at {fmt.money(figure.cost_per_1000)}/1000" if figure.cost_per_1000 is not None else " (no price)"
-    return f"{side.label}: {fmt.rate(figure.throughput)} images/s{mark}{cost}"
+    per = " per million tokens" if figure.tokens else "/1000"
+    cost = f" at {fmt.money(figure.cost_per_1000)}{per}" if figure.cost_per_1000 is not None else " (no price)"
+    return f"{side.label}: {fmt.rate(figure.throughput)} {'tokens' if figure.tokens else 'images'}/s{mark}{cost}"
 
 
 def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE) -> ScaleAnswer:
@@ -70,6 +75,8 @@ def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = 
         choice, winner = (SCALE_UP, up) if a.throughput is None else (SCALE_OUT, out)
         why = f"only {winner.label} meets {slo_name}" if slo_name else f"only {winner.label} has a result"
         return ScaleAnswer(choice, f"{head} → {choice} ({why})")
+    if a.tokens != b.tokens:
+        return ScaleAnswer(None, f"{head} → no answer: one side streams tokens, the other answers images")
     unpriced = [s for s, f in ((out, a), (up, b)) if f.cost_per_1000 is None]
     if unpriced:
         hints = "; ".join(f"{s.label}: {s.price_hint}" for s in unpriced)
@@ -77,6 +84,7 @@ def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = 
     assert a.cost_per_1000 is not None and b.cost_per_1000 is not None
     cheaper, dearer = sorted((a.cost_per_1000, b.cost_per_1000))
     if dearer <= 0 or (dearer - cheaper) / dearer <= tie:
-        return ScaleAnswer(EITHER, f"{head} → either: the same cost per image within {tie * 100:g} %")
+        item = "token" if a.tokens else "image"
+        return ScaleAnswer(EITHER, f"{head} → either: the same cost per {item} within {tie * 100:g} %")
     choice = SCALE_OUT if a.cost_per_1000 < b.cost_per_1000 else SCALE_UP
     return ScaleAnswer(choice, f"{head} → {choice}")

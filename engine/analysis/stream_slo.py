@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.analysis.sound import is_sound, output_rate, standing
 from engine.events import LatencyStats, LevelResult
 from engine.profiles import SLO_PART
 
@@ -83,11 +84,13 @@ class Goodput:
 
 
 def goodput(results: Sequence[LevelResult], slos: Sequence[Slo]) -> Goodput | None:
-    """The highest-throughput stable level meeting every objective; None when none does."""
-    meeting = [r for r in results if r.status == "stable" and r.requests > 0 and not misses(r, slos)]
+    """The highest-throughput sound level (engine/analysis/answer.py's rule: stable, uncontended,
+    standing) meeting every objective; None when none does. Throughput is output tokens/s where
+    the levels stream, requests/s otherwise."""
+    meeting = [r for r in standing(results) if is_sound(r) and not misses(r, slos)]
     if not slos or not meeting:
         return None
-    best = max(meeting, key=lambda r: r.throughput_rps)
+    best = max(meeting, key=lambda r: (output_rate(r), r.throughput_rps))
     return Goodput(best, best.throughput_rps, best.stream.output_tokens_per_s if best.stream else None)
 
 

@@ -649,6 +649,7 @@ async def run_sweep(
         raise UserError(f"load.{mode.levels_key}: no levels to run")
     module, transport = transport_named(load.transport)
     check_streaming(load.transport, target.model, info.model_config)
+    counted = tokens_output(load, info)
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))
@@ -661,7 +662,8 @@ async def run_sweep(
     first = requests[0]
     prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data,
                                                           (first.shapes, first.tensors, []), gpus, requests,
-                                                          load.validate_tolerance), endpoints)
+                                                          load.validate_tolerance, counted),
+                                   endpoints)
     tick_ns = tick_ns or tick_for(load.window_ms)
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
@@ -784,21 +786,48 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
     may be large), which is then announced (InputDataUsed: the recording keeps it)."""
     from engine.load.request_set import data_requests, random_requests
 
-    if not load.input_data:
-        return random_requests(target, info, load.batch_size, load.data)
-    from engine.load.input_data import read_input_data
-    from engine.load.input_decode import Stopped
+    if load.input_tokens != "" or load.output_tokens != "":
+        from engine.load.input_synthetic import synthetic_data
+        from engine.load.input_tensors import DataModel
 
-    try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
-        data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
-    except Stopped:
-        return [], []
+        data = synthetic_data(DataModel(info, target.input_shapes), load.input_tokens, load.output_tokens)
+    elif not load.input_data:
+        return random_requests(target, info, load.batch_size, load.data)
+    else:
+        from engine.load.input_data import read_input_data
+        from engine.load.input_decode import Stopped
+
+        try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
+            data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
+        except Stopped:
+            return [], []
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
     for k, note in enumerate(data.notes):  # names the model does not have, left out as perf_analyzer leaves them
         publish(Warning(source="load", message=note, key=f"input-data-{k}"))
     return requests, []
+
+
+def tokens_output(load: Load, info: TargetInfo) -> tuple[str, str] | None:
+    """load.tokens_from as (name, datatype), checked against the model before any load: an
+    integer output of a model answered over a streaming transport; None when not set."""
+    from engine.load.transport import INTEGER_TYPES
+    from engine.transports import transport_spec
+
+    name = load.tokens_from
+    if not name:
+        return None
+    if not transport_spec(load.transport).streams:
+        raise UserError(f"load.tokens_from: counts a streaming model's tokens; load.transport {load.transport!r} "
+                        "does not stream")
+    outputs = {str(o.get("name")): str(o.get("datatype") or "") for o in info.outputs}
+    if name not in outputs:
+        raise UserError(f"load.tokens_from: expected one of the model's outputs ({', '.join(sorted(outputs))}), "
+                        f"found {name!r}")
+    if outputs[name] not in INTEGER_TYPES:
+        raise UserError(f"load.tokens_from: output {name} is {outputs[name]}; a token count is an integer output")
+    return name, outputs[name]
 
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:

@@ -66,6 +66,7 @@ class Tick:
     responses: array | None = None
     decode_ns: array | None = None
     itl_ns: array | None = None
+    tokens: array | None = None  # output tokens per request (load.tokens_from; else its responses)
 
     @property
     def completed(self) -> int:

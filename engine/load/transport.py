@@ -73,22 +73,49 @@ class StreamTimes:
     """One request's stream of responses (a decoupled model's), as a streaming transport saw it:
     when the first response came, the gaps between the next ones, how many there were."""
 
-    __slots__ = ("first_ns", "gaps_ns", "last_ns", "responses")
+    __slots__ = ("first_ns", "gaps_ns", "last_ns", "responses", "tokens")
 
     def __init__(self) -> None:
         self.first_ns = 0
         self.gaps_ns: list[int] = []
         self.last_ns = 0
         self.responses = 0
+        self.tokens = 0  # output tokens: load.tokens_from's counts, else one per response
 
-    def add(self, now_ns: int) -> None:
-        """One more response, arrived at ``now_ns``."""
+    def add(self, now_ns: int, tokens: int = 1) -> None:
+        """One more response, arrived at ``now_ns``, carrying ``tokens`` output tokens."""
         if self.responses == 0:
             self.first_ns = now_ns
         else:
             self.gaps_ns.append(now_ns - self.last_ns)
         self.responses += 1
+        self.tokens += tokens
         self.last_ns = now_ns
+
+
+INTEGER_TYPES = {"INT8": "<i1", "INT16": "<i2", "INT32": "<i4", "INT64": "<i8",
+                 "UINT8": "<u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8"}
+
+
+def raw_token_count(raw: bytes, datatype: str) -> int | None:
+    """The token count a response's load.tokens_from output carries (its elements summed: one
+    element, the count), from the tensor's raw little-endian bytes; None when it is not a
+    whole number of integers of ``datatype`` or a count below 0."""
+    size = int(INTEGER_TYPES.get(datatype, "<i0")[2:])
+    if not size or not raw or len(raw) % size:
+        return None
+    total = sum(int.from_bytes(raw[i : i + size], "little", signed=datatype.startswith("INT"))
+                for i in range(0, len(raw), size))
+    return total if total >= 0 else None
+
+
+def json_token_count(value: object) -> int | None:
+    """The same from a JSON value (the generate extension's events): an integer or a list of them."""
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        return None
+    total = sum(items)
+    return total if total >= 0 else None
 
 
 class Connection:
@@ -209,6 +236,9 @@ class SweepInputs:
     # every request the sweep sends, in turn (input data: one per entry, engine/load/request_set.py)
     requests: Sequence[RequestInputs] = ()
     tolerance: float = 1e-5  # load.validate_tolerance
+    # load.tokens_from: (name, datatype) of the output that carries each response's token count;
+    # None: a response is one token
+    tokens_from: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not self.requests:

@@ -44,6 +44,7 @@ class StreamSamples:
     responses: np.ndarray
     decode_ns: np.ndarray
     itl_ns: np.ndarray
+    tokens: np.ndarray  # output tokens per request
 
 
 def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSamples | None:
@@ -56,6 +57,7 @@ def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSample
         responses=concat_samples(p.responses for p in chosen),  # type: ignore[misc]
         decode_ns=concat_samples(p.decode_ns for p in chosen),  # type: ignore[misc]
         itl_ns=concat_samples(p.itl_ns for p in chosen),  # type: ignore[misc]
+        tokens=concat_samples(p.tokens if p.tokens is not None else p.responses for p in chosen),  # type: ignore[misc]
     )
 
 
@@ -158,19 +160,23 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
 
 def stream_stats(agg: Aggregate) -> StreamStats | None:
     """A streaming level's figures from its merged windows (None for a unary one): TTFT and ITL
-    percentiles, responses per request, output tokens/s (each response one token) overall and per
-    request (the median of (responses - 1) over the time from the first response to the final)."""
+    percentiles, responses and output tokens per request (a response is one token unless
+    load.tokens_from names its count), output tokens/s overall and per request (the median of the
+    tokens after the first response over the time from the first response to the final)."""
     samples = agg.stream
     if samples is None or samples.responses.size == 0:
         return None
     responses = samples.responses.astype(np.float64)
+    tokens = samples.tokens.astype(np.float64) if samples.tokens.size == responses.size else responses
     decode_s = samples.decode_ns.astype(np.float64) / 1e9
-    rated = decode_s > 0
-    per_request = (responses[rated] - 1) / decode_s[rated]
+    rated = (decode_s > 0) & (responses > 0)
+    # the first response's share of the tokens came before decode_s began
+    per_request = tokens[rated] * (responses[rated] - 1) / responses[rated] / decode_s[rated]
     return StreamStats(
         ttft=latency_stats(samples.ttft_ns, histogram=True),
         itl=latency_stats(samples.itl_ns, histogram=True),
         responses_per_request=float(responses.mean()),
-        output_tokens_per_s=float(responses.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
+        output_tokens_per_s=float(tokens.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
         tokens_per_s_per_request=float(np.median(per_request)) if per_request.size else None,
+        tokens_per_request=float(tokens.mean()),
     )

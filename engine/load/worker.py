@@ -112,6 +112,7 @@ class TickBuffer:
         self.client: list[int] = []
         self.ttft: list[int] = []
         self.responses: list[int] = []
+        self.tokens: list[int] = []
         self.decode: list[int] = []
         self.itl: list[int] = []
 
@@ -136,6 +137,7 @@ class TickBuffer:
             tick = self.closed[self.index]
             tick.ttft_ns, tick.responses = array("q", self.ttft), array("q", self.responses)
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
+            tick.tokens = array("q", self.tokens)
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -154,11 +156,12 @@ class TickBuffer:
         self.wait.append(wait)
         self.client.append(client)
 
-    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int) -> None:
+    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int) -> None:
         """The stream of the request ``ok`` just counted (same tick)."""
         self.ttft.append(ttft)
         self.itl.extend(gaps)
         self.responses.append(responses)
+        self.tokens.append(tokens)
         self.decode.append(decode)
 
     def error(self, kind: str, message: str, now: int) -> None:
@@ -498,7 +501,7 @@ class Worker:
         stream = slot.stream
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
-                                 now - stream.first_ns)
+                                 now - stream.first_ns, stream.tokens)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

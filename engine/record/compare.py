@@ -16,6 +16,7 @@ from typing import Any
 from engine import format as num
 from engine.analysis.gates import gate_exit_code, gate_word
 from engine.analysis.scale_out import Figure, Side, boxes_label, scale_answer
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
@@ -191,6 +192,12 @@ def _size(r: RunComparison) -> tuple[str, int | None]:
 
 def _peak_figure(r: RunComparison) -> Figure:
     peak = r.findings.peak
+    answer = r.findings.answer
+    best = answer.best if answer is not None else None
+    if best is not None and best.stream is not None:  # a streaming model's: tokens and $ per million of them
+        tokens = best.stream.output_tokens_per_s
+        return Figure(tokens, cost_per_million_tokens(r.summary.cost_per_hour or 0.0, tokens),
+                      best.status != "stable", tokens=True)
     return Figure(peak.throughput if peak else None, r.findings.cost_per_1000_at_peak,
                   peak is not None and peak.status != "stable")
 
@@ -427,24 +434,29 @@ def build_compare_doc(c: Comparison) -> Doc:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
 
     rows = []
+    streaming = bool(c.runs) and all(r.findings.streaming for r in c.runs)  # compare refuses a mix
     for r in c.runs:
         f, s = r.findings, r.summary
         sat = f.saturation
+        served = f.peak_tokens_per_s if streaming else (f.peak.throughput if f.peak else None)
         rows.append([
-            r.label, str(r.n) if r.n else num.NA, num.rate(f.peak.throughput if f.peak else None),
+            r.label, str(r.n) if r.n else num.NA, num.rate(served),
             num.level_value(f.peak.level) if f.peak else num.NA, f.peak.status if f.peak else num.NA,
             num.ms(f.peak.p99 if f.peak else None),
             num.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             num.times(r.scaling.speedup if r.scaling else None), _efficiency_at_peak(r),
-            f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA, num.money(f.cost_per_1000_at_peak),
+            f"${s.cost_per_hour:g}" if s.cost_per_hour else num.NA,
+            num.money(f.cost_per_million_tokens_at_peak if streaming else f.cost_per_1000_at_peak),
             f.verdict.kind,
         ])
-    doc.add(Heading("Summary"), Table(["Run", "GPUs", "Peak images/s", "at level", "Stability", "p99 at peak ms",
+    items, cost = ("tokens", "$ / million tokens") if streaming else ("images", "$ / 1000 images")
+    doc.add(Heading("Summary"), Table(["Run", "GPUs", f"Peak {items}/s", "at level", "Stability", "p99 at peak ms",
                                        "Saturation",
-                                       "Speedup", "Scaling eff.", "$/hr", "$ / 1000 images", "Bottleneck"], rows))
+                                       "Speedup", "Scaling eff.", "$/hr", cost, "Bottleneck"], rows))
     doc.add(Para("Scaling efficiency = peak_N / (N x peak_1) against the 1x run of the same GPU and model; "
                  "saturation = the lowest level within 5 % of the run's peak throughput; "
-                 "cost per 1000 images = $/hr / (images/s x 3600) x 1000 at the peak."))
+                 + ("cost per million output tokens = $/hr / (tokens/s x 3600) x 10^6 at the peak." if streaming else
+                    "cost per 1000 images = $/hr / (images/s x 3600) x 1000 at the peak.")))
     doc.add(*_per_level(c))
     doc.add(Heading("Bottlenecks"))
     for r in c.runs:
@@ -494,6 +506,12 @@ def _recommend(c: Comparison) -> list[str]:
     out = []
     if c.study_verdict:  # one answer: the study's, which weighs each added GPU, not the fastest run alone
         out.append(f"The study's verdict: {c.study_verdict[0].upper()}{c.study_verdict[1:]}.")
+    tokens = [r for r in c.runs if r.findings.cost_per_million_tokens_at_peak is not None]
+    if tokens:  # streaming runs: their tokens, priced per million
+        cheapest = min(tokens, key=lambda r: r.findings.cost_per_million_tokens_at_peak or 0.0)
+        out.append(f"Cheapest per token: {cheapest.label} at {num.money(cheapest.findings.cost_per_million_tokens_at_peak)} "
+                   f"per million output tokens ({num.rate(cheapest.findings.peak_tokens_per_s)} tokens/s"
+                   f"{unstable_mark(cheapest.findings.peak, inside=True)}).")
     priced = [r for r in c.runs if r.findings.cost_per_1000_at_peak is not None]
     if priced:
         best = min(priced, key=lambda r: r.findings.cost_per_1000_at_peak or 0.0)

@@ -29,6 +29,11 @@ COLUMNS = [
     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency", "p90 latency",
     "p95 latency", "p99 latency", "Avg latency", "request/response", "response wait",
 ]
+# a streaming model's columns (after the GPU ones; times in usec as perf_analyzer's latencies)
+STREAM_COLUMNS = [
+    "Time To First Token p50", "Time To First Token p99", "Inter Token Latency p50", "Inter Token Latency p99",
+    "Output Token Throughput (per sec)", "Output Tokens/Request", "Responses/Request",
+]
 GPU_FIELDS = [f for f in FIELDS if f.csv_header is not None]
 GPU_COLUMNS = [f.csv_header for f in GPU_FIELDS]
 
@@ -64,6 +69,15 @@ def _row(lv: LevelSummary, with_gpu: bool) -> list[str]:
     return row
 
 
+def _stream_cells(lv: LevelSummary) -> list[str]:
+    st = lv.result.stream
+    if st is None:
+        return [""] * len(STREAM_COLUMNS)
+    tokens = st.tokens_per_request if st.tokens_per_request is not None else st.responses_per_request
+    return [_us(st.ttft.p50), _us(st.ttft.p99), _us(st.itl.p50), _us(st.itl.p99), f"{st.output_tokens_per_s:.2f}",
+            f"{tokens:.2f}", f"{st.responses_per_request:.2f}"]
+
+
 def levels_csv(summary: RecordingSummary) -> str:
     """With several sweeps in the session, a last ``Sweep`` column says which each row is from
     (rows by sweep, then load): a reader keyed on perf_analyzer's headers still finds them."""
@@ -77,7 +91,10 @@ def levels_csv(summary: RecordingSummary) -> str:
     first = HEADER_RATE if open_loop else HEADER_CONCURRENCY
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(["Sweep"] if several else [])])
+    streaming = any(lv.result.stream is not None for lv in levels)
+    writer.writerow([first, *COLUMNS, *(GPU_COLUMNS if with_gpu else []), *(STREAM_COLUMNS if streaming else []),
+                     *(["Sweep"] if several else [])])
     for lv in levels:  # cells from outside (a remote GPU's UUID) never start a formula
-        writer.writerow([csv_cell(c) for c in _row(lv, with_gpu) + ([str(lv.sweep)] if several else [])])
+        cells = _row(lv, with_gpu) + (_stream_cells(lv) if streaming else []) + ([str(lv.sweep)] if several else [])
+        writer.writerow([csv_cell(c) for c in cells])
     return out.getvalue()

@@ -13,8 +13,10 @@ from engine.analysis.answer import Answer, decide
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.gpu_sharing import sharing_advice, taking_turns
 from engine.analysis.saturation import UNSTABLE_MARK, Saturation, saturation_point
-from engine.analysis.scaling import cost_per_1000
+from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.stability import none_stable
+from engine.analysis.stream_slo import Slo as StreamSlo
+from engine.analysis.stream_slo import parse_slos
 from engine.analysis.sweep_summary import SweepPoint, point_at, points_from_results
 from engine.analysis.wire import Assessment, assess
 from engine.events import WireCeiling
@@ -79,6 +81,21 @@ class RunFindings:
     answer: Answer | None = None  # the headline figures' rule (engine/analysis/answer.py)
 
     @property
+    def streaming(self) -> bool:
+        """A streaming model's sweep: priced per million output tokens, never per 1000 images."""
+        return self.answer is not None and self.answer.streaming
+
+    @property
+    def peak_tokens_per_s(self) -> float | None:
+        best = self.answer.best if self.answer is not None else None
+        return best.stream.output_tokens_per_s if best is not None and best.stream is not None else None
+
+    @property
+    def cost_per_million_tokens_at_peak(self) -> float | None:
+        rate = self.peak_tokens_per_s
+        return cost_per_million_tokens(self.summary.cost_per_hour or 0.0, rate) if rate is not None else None
+
+    @property
     def sweep_note(self) -> str:
         """"" for a one-sweep session; else which sweep the figures are from, to be said beside them."""
         s = self.summary
@@ -110,6 +127,14 @@ def unstable_mark(point: SweepPoint | None, inside: bool = False) -> str:
     return f"; {UNSTABLE_MARK}" if inside else f" ({UNSTABLE_MARK})"
 
 
+def stream_objectives(text: str) -> tuple[StreamSlo, ...]:
+    """load.slo as recorded; () where a doctored recording holds a bad one (the profile refused it)."""
+    try:
+        return parse_slos(text)
+    except ValueError:
+        return ()
+
+
 def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     """The findings of one sweep (``sweep``, default the summary's main sweep): levels of two
     sweeps never share a curve, a peak or a saturation point."""
@@ -117,7 +142,8 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     levels = summary.levels_of(sweep)
     results = [lv.result for lv in levels]
     points = points_from_results(results)
-    answer = decide(results, cost_per_hour=summary.cost_per_hour, gpus=summary.gpus_in_config or 0)
+    answer = decide(results, cost_per_hour=summary.cost_per_hour, gpus=summary.gpus_in_config or 0,
+                    stream_slos=stream_objectives(summary.stream_slo))
     best = point_at(points, float(answer.best.level)) if answer.best is not None else None
     # a client-bound level measured the load generator, not the server, and a level that is not
     # sound measured the box's noise: neither is ever a saturation point
@@ -135,7 +161,8 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
                        assessment.capacity if assessment else None, server_local=_server_on_this_machine(summary.server),
                        host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
-    cost = cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour else None
+    cost = (cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour
+            and not answer.streaming else None)
     n = summary.gpus_in_config
     findings = RunFindings(
         summary=summary, points=points, peak=best, saturation=saturation, verdict=verdict,
@@ -192,7 +219,12 @@ def recommend(f: RunFindings) -> list[str]:
                        "a CPU-starved host understates what the server can do.")
     if s.mps is not True:  # the embedded server under MPS: NVML may list its stubs, and they share the GPU
         out.append(sharing_advice(taking_turns(s.gpu_sharing), bool(s.server.get("embedded"))) or "")
-    if f.cost_per_1000_at_peak is not None:
+    if f.streaming:
+        per_mtok = f.cost_per_million_tokens_at_peak
+        out.append(f"At its peak this box costs {fmt.money(per_mtok)} per million output tokens (${s.cost_per_hour:g}/hr, "
+                   f"{fmt.rate(f.peak_tokens_per_s)} tokens/s{unstable_mark(f.peak, inside=True)})." if per_mtok is not None
+                   else "Set hardware.cost_per_hour in the profile to get the cost per million output tokens.")
+    elif f.cost_per_1000_at_peak is not None:
         out.append(
             f"At its peak this box costs {fmt.money(f.cost_per_1000_at_peak)} per 1000 images "
             f"(${s.cost_per_hour:g}/hr, {fmt.rate(f.peak.throughput)} images/s{unstable_mark(f.peak, inside=True)})."

@@ -11,11 +11,14 @@ from pathlib import Path
 
 from engine import columns
 from engine import format as fmt
+from engine.analysis.answer import standing
+from engine.analysis.energy import config_gpus, joules_per_token
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
-from engine.events import NetworkPath
+from engine.events import LevelResult, NetworkPath
 from engine.modes import mode_of
+from engine.profiles import scale_out_parts
 from engine.record import svg
 from engine.record.doc import Bullets, Chart, Doc, Heading, Note, Para, Table
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
@@ -25,6 +28,43 @@ from engine.record.timelines import Timelines
 from engine.transports import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
+
+
+def stream_points(results: list[LevelResult]) -> list[tuple[float, float]]:
+    """(level, output tokens/s) of each standing streaming level that answered, for charts."""
+    return [(float(r.level), r.stream.output_tokens_per_s) for r in standing(results)
+            if r.stream is not None and r.status != "failed" and r.requests > 0]
+
+
+def token_figures(f: RunFindings) -> str | None:
+    """A streaming sweep's output tokens at the peak and at the SLO point (load.slo's goodput), by
+    the answer's rule: tokens/s, $ per million output tokens and J per output token (the mean
+    power of the GPUs the model's config uses over the level's span; not measured without their
+    power samples, as on a CPU run or for a model on the CPU)."""
+    a = f.answer
+    if a is None or not a.streaming:
+        return None
+    s = f.summary
+    parts_out = scale_out_parts(s.config_variant)  # a scale-out's servers are pinned to GPUs 0..N-1
+    wanted = (set(range(parts_out[1])) if parts_out and parts_out[0] == "1x"
+              else config_gpus(s.server.get("model_config") or s.model_config or {}))
+    index = {g.uuid: g.index for g in s.gpus}
+    power = {float(lv.result.level): {u: w for u, w in lv.gpu.get("power", {}).items()
+                                      if wanted is None or index.get(u) in wanted} for lv in f.levels}
+    parts = []
+    for name, r in (("at the peak", a.best), (f"at {a.target_words}", a.slo_level if a.targeted else None)):
+        if r is None or r.stream is None:
+            if name != "at the peak" and a.targeted:
+                parts.append(f"{name}: no sound level meets it")
+            continue
+        rate = r.stream.output_tokens_per_s
+        cost = cost_per_million_tokens(a.cost_per_hour or 0.0, rate)
+        joules = joules_per_token(power.get(float(r.level), {}), rate)
+        parts.append(f"{name} ({fmt.level(r.mode, r.level)}): {fmt.rate(rate)} tokens/s, "
+                     + (f"{fmt.money(cost)} per million output tokens" if cost is not None else "no price set")
+                     + ", " + (f"{joules:.3g} J per output token" if joules is not None
+                               else "J per output token not measured (no power samples of the GPUs the model uses)"))
+    return "Output tokens: " + "; ".join(parts) + "." if parts else None
 
 
 def utc(ts: float | None) -> str:
@@ -42,6 +82,8 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None,
     doc = Doc(f"gpuscale-tui results: {s.label}")
     if f.answer is not None and f.answer.levels:
         doc.add(Para(f.answer.line))  # the answer first, as the run's last line and the TUI header say it
+        if (tokens := token_figures(f)) is not None:
+            doc.add(Para(tokens))
     status = s.status or "no end recorded (interrupted, or still running)"
     doc.add(Para(f"Recorded {utc(s.first_ts)}, {fmt.duration(s.duration_s)}, status: {status}. "
                  f"File: {Path(s.path).name}"))
@@ -194,8 +236,11 @@ def _levels(f: RunFindings, tag: str = "") -> list:
         shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
     blocks.append(Table.of(shown, figures))
     pts = f.points
-    blocks.append(Chart(svg.line_chart("Throughput vs load", [svg.Series("images/s", [(p.level, p.throughput) for p in pts])],
-                                       unit, "images/s", log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
+    served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])
+    if f.streaming:  # a streaming model's throughput is its output tokens
+        served = svg.Series("tokens/s", stream_points([lv.result for lv in f.levels]))
+    blocks.append(Chart(svg.line_chart("Throughput vs load", [served], unit, served.name,
+                                       log2_x=mode_of(s.load_mode).log2_axis), "Throughput at each level"))
     blocks.append(Chart(svg.line_chart(
         "Latency percentiles",
         [svg.Series(name, [(p.level, getattr(p, key) * 1000) for p in pts if getattr(p, key) is not None])

@@ -173,6 +173,8 @@ class RecordingSummary:
     # the inputs sent: load.input_data's path, sha256, entries, requests, source, validated (the
     # InputDataUsed event); None: load.data's generated tensors (``data``)
     input_data: dict[str, Any] | None = None
+    # load.slo: a streaming sweep's objectives ("ttft_p99=200ms,itl_p99=50ms"; "" none)
+    stream_slo: str = ""
     data: str = "random"  # load.data
 
     @property
@@ -379,6 +381,7 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         input_data=dict(_table(meta.get("input_data"))) or None,
         data=load.data,
         gpu_sharing=_gpu_sharing(gpus),
+        stream_slo=",".join(load.slo) if isinstance(load.slo, list) else load.slo,
     )
 
 

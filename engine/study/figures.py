@@ -1,6 +1,7 @@
 """A study's figures, read from its index and the variants' recordings: per config the peak, the
 SLO point, efficiency, cost per 1000 images (peak and SLO), joules per image, saturation point
-and bottleneck verdict; then the marginal gain of each added GPU and where to stop."""
+and bottleneck verdict; then the marginal gain of each added GPU and where to stop. A streaming
+model's study counts output tokens instead: tokens/s, $ per million tokens and joules per token."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from engine import format as fmt
-from engine.analysis.answer import Answer, decide, level_words
-from engine.analysis.energy import joules_per_image
+from engine.analysis.answer import Answer, decide, level_words, output_rate
+from engine.analysis.energy import config_gpus, joules_per_image
 from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
-from engine.analysis.scaling import cost_per_1000
+from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
-from engine.record.findings import RunFindings, analyze
+from engine.record.findings import RunFindings, analyze, stream_objectives
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.index import StudyIndex, read_index, recording_paths
@@ -45,6 +46,15 @@ class ConfigFigures:
     efficiency_slo: float | None = None
     search_levels: list[float] = field(default_factory=list)
     answer: Answer | None = None  # the config's sound levels, by the rule every surface uses
+    # a streaming model's config: output tokens/s, $ per million tokens and J per token at the
+    # peak and at the SLO point (load.slo's objectives, or the study's latency target)
+    streaming: bool = False
+    tokens_peak: float | None = None
+    tokens_slo: float | None = None
+    cost_mtok_peak: float | None = None
+    cost_mtok_slo: float | None = None
+    j_per_token_peak: float | None = None
+    j_per_token_slo: float | None = None
 
     @property
     def not_decided(self) -> str:
@@ -57,7 +67,28 @@ class ConfigFigures:
 
     @property
     def peak_throughput(self) -> float | None:
+        """images/s at the peak; a streaming config's output tokens/s."""
+        if self.streaming:
+            return self.tokens_peak
         return self.findings.peak.throughput if self.findings.peak else None
+
+    @property
+    def deciding_throughput(self) -> float | None:
+        """What the config served at its deciding point (the SLO point with a target, else the
+        peak), in its own items (images/s, or a streaming model's tokens/s)."""
+        if self.answer is not None and self.answer.targeted:
+            if self.streaming:
+                return self.tokens_slo
+            return self.slo.throughput if self.slo is not None else None
+        return self.peak_throughput
+
+    @property
+    def deciding_cost(self) -> float | None:
+        """$ per 1000 images (a streaming model: $ per million tokens) at the deciding point."""
+        targeted = self.answer is not None and self.answer.targeted
+        if self.streaming:
+            return self.cost_mtok_slo if targeted else self.cost_mtok_peak
+        return self.cost_slo if targeted else self.cost_peak
 
     @property
     def shared_gpus(self) -> int | None:
@@ -94,6 +125,7 @@ class StudyFigures:
     unit: str  # "GPU" or "CPU instance"
     recordings: list[Recording]
     scale: list[ScaleComparison] = field(default_factory=list)  # one per scale-out config
+    streaming: bool = False  # a streaming model: figures in output tokens
 
 
 def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -109,20 +141,11 @@ def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float
     return out
 
 
-def _config_gpus(model_config: dict[str, Any]) -> set[int] | None:
-    """GPU indices the config's instance groups name; None: all GPUs (KIND_GPU without a list)."""
-    found: set[int] = set()
-    for group in model_config.get("instance_group") or []:
-        if group.get("kind") in ("KIND_GPU", "KIND_AUTO") and not group.get("gpus"):
-            return None
-        found.update(int(x) for x in group.get("gpus") or [])
-    return found
-
-
-def _measured_spans(recording: Recording) -> dict[int, tuple[float, float, float]]:
-    """level index -> (start, end, images) of the windows merged into its result."""
+def _measured_spans(recording: Recording) -> dict[int, tuple[float, float, float, float]]:
+    """level index -> (start, end, images, output tokens) of the windows merged into its result
+    (tokens: a streaming level's, each window's tokens/s over its span; 0 for a unary level)."""
     windows: dict[int, list[dict[str, Any]]] = {}
-    spans: dict[int, tuple[float, float, float]] = {}
+    spans: dict[int, tuple[float, float, float, float]] = {}
     current = -1
     for _seq, _ts, kind, data in recording.rows(kinds=("level_started", "window", "level_result")):
         if kind == "level_started":
@@ -135,23 +158,27 @@ def _measured_spans(recording: Recording) -> dict[int, tuple[float, float, float
             merged = measured if data.get("status") == "failed" else measured[-int(data.get("merged_windows") or 0):]
             if merged and data.get("merged_windows"):
                 images = sum(int(w["requests"]) for w in merged) * int(data.get("batch_size") or 1)
-                spans[index] = (min(w["t_start"] for w in merged), max(w["t_end"] for w in merged), images)
+                tokens = sum(float((w.get("stream") or {}).get("output_tokens_per_s") or 0.0)
+                             * (float(w["t_end"]) - float(w["t_start"])) for w in merged)
+                spans[index] = (min(w["t_start"] for w in merged), max(w["t_end"] for w in merged), images, tokens)
     return spans
 
 
-def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float, float], str | None]:
-    """level -> J/image over its merged windows, and the counter it came from."""
+def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float, float], dict[float, float], str | None]:
+    """level -> J/image and level -> J/output token (a streaming level) over its merged windows,
+    and the counter they came from (None: no GPU energy counter, as on a CPU run)."""
     series = _energy_series(recording)
     source = "nvml" if series.get("nvml") else ("triton" if series.get("triton") else None)
     if source is None:
-        return {}, None
+        return {}, {}, None
     parts = scale_out_parts(summary.config_variant)
     # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each
     wanted = (set(range(parts[1])) if parts and parts[0] == "1x" else
-              _config_gpus(summary.server.get("model_config") or summary.model_config or {}))
+              config_gpus(summary.server.get("model_config") or summary.model_config or {}))
     devices = {k: v for k, v in series[source].items()
                if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}
     out: dict[float, float] = {}
+    per_token: dict[float, float] = {}
     spans = _measured_spans(recording)
     for lv in summary.levels:
         span = spans.get(lv.result.index)
@@ -160,7 +187,10 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
         value = joules_per_image(devices, span[0], span[1], span[2])
         if value is not None:
             out[float(lv.result.level)] = value
-    return out, source
+        token = joules_per_image(devices, span[0], span[1], span[3]) if span[3] > 0 else None
+        if token is not None:
+            per_token[float(lv.result.level)] = token
+    return out, per_token, source
 
 
 SCALE_OUT_PRICE_HINT = "set --cost 1=DOLLARS (a one-GPU box's $/hr) or --scale-out-profile NAME (a one-GPU profile)"
@@ -220,14 +250,18 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
         summary = recording.summary()
         findings = analyze(summary)
         per_hour, basis = _cost(summary, variant, costs, one_box)
-        answer = decide([lv.result for lv in findings.levels], slo, per_hour, summary.gpus_in_config or 0)
+        answer = decide([lv.result for lv in findings.levels], slo, per_hour, summary.gpus_in_config or 0,
+                        stream_slos=() if slo is not None else stream_objectives(summary.stream_slo))
         point = None
         if slo is not None:
             at = answer.slo_level
             point = SloPoint(float(at.level) if at else None, at.throughput_ips if at else None,
                              getattr(at.latency, slo.percentile) if at else None, answer.slo_bounded)
-        energy, source = _energy(recording, summary)
+        energy, energy_tokens, source = _energy(recording, summary)
         peak = findings.peak
+        best, at_slo = answer.best, answer.slo_level if answer.targeted else None
+        tokens_peak = best.stream.output_tokens_per_s if best is not None and best.stream is not None else None
+        tokens_slo = at_slo.stream.output_tokens_per_s if at_slo is not None and at_slo.stream is not None else None
         configs.append(ConfigFigures(
             variant=variant, units=variant_units(variant), gpu=is_gpu_variant(variant), findings=findings, slo=point,
             cost_per_hour=per_hour, cost_basis=basis,
@@ -238,6 +272,12 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             energy_source=ENERGY_SOURCES.get(source) if source else None,
             search_levels=[float(lv.result.level) for lv in summary.levels if lv.result.slo_search],
             answer=answer,
+            streaming=answer.streaming,
+            tokens_peak=tokens_peak, tokens_slo=tokens_slo,
+            cost_mtok_peak=cost_per_million_tokens(per_hour or 0.0, tokens_peak) if tokens_peak else None,
+            cost_mtok_slo=cost_per_million_tokens(per_hour or 0.0, tokens_slo) if tokens_slo else None,
+            j_per_token_peak=energy_tokens.get(float(best.level)) if best is not None else None,
+            j_per_token_slo=energy_tokens.get(float(at_slo.level)) if at_slo is not None else None,
         ))
     configs.sort(key=lambda c: variant_order(c.variant))
     if not configs:
@@ -247,20 +287,26 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
         if c.shared_gpus:
             continue
         c.efficiency_peak = efficiency(c.peak_throughput, c.units, base.peak_throughput, base.units)
-        if c.slo and base.slo:
+        if c.streaming and c.tokens_slo is not None and base.tokens_slo is not None:
+            c.efficiency_slo = efficiency(c.tokens_slo, c.units, base.tokens_slo, base.units)
+        elif c.slo and base.slo:
             c.efficiency_slo = efficiency(c.slo.throughput, c.units, base.slo.throughput, base.units)
     gpu = all(c.gpu for c in configs)
     unit = "GPU" if gpu else "CPU instance"
-    basis = f"at {slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else "peak"
+    targets = {c.answer.target_words for c in configs if c.answer is not None and c.answer.targeted}
+    target = f"{slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else (next(iter(targets)) if targets else None)
+    basis = f"at {target}" if target else "peak"
+    streaming = any(c.streaming for c in configs)
     # the marginal gain and "stop at" weigh GPUs added to one server: the scale-out configs are
     # the other answer (scale_comparisons)
-    points = [ConfigPoint(c.variant, c.units, (c.slo.throughput if c.slo else None) if slo else c.peak_throughput,
-                          c.cost_slo if slo else c.cost_peak, c.not_decided)
+    points = [ConfigPoint(c.variant, c.units, c.deciding_throughput, c.deciding_cost, c.not_decided)
               for c in configs if c.scale_out is None]
-    slo_name = f"{slo.percentile} <= {slo.target_s * 1000:g} ms" if slo else None
+    items, cost_label = ("tokens", "$/million tokens") if streaming else ("images", "$/1000 images")
     return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
-                        steps=marginal_steps(points), stop=stop_at(points, unit, basis=basis), basis=basis,
-                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, slo_name))
+                        steps=marginal_steps(points),
+                        stop=stop_at(points, unit, basis=basis, items=items, cost_label=cost_label), basis=basis,
+                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, target),
+                        streaming=streaming)
 
 
 def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
@@ -270,6 +316,13 @@ def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
 def _side(c: ConfigFigures, label: str, hint: str) -> Side:
     peak = c.findings.peak
     slo = None
+    if c.streaming:
+        a = c.answer
+        best, at = (a.best, a.slo_level) if a is not None else (None, None)
+        if a is not None and a.targeted:
+            slo = Figure(c.tokens_slo, c.cost_mtok_slo, at is not None and at.status != "stable", tokens=True)
+        return Side(label, c.cost_per_hour, hint,
+                    Figure(c.tokens_peak, c.cost_mtok_peak, best is not None and best.status != "stable", tokens=True), slo)
     if c.slo is not None:
         slo = Figure(c.slo.throughput if c.slo.level is not None else None, c.cost_slo,
                      c.slo.level is not None and _unstable_at(c, c.slo.level))
@@ -310,10 +363,11 @@ def answer_line(f: StudyFigures) -> str:
     at = a.deciding
     assert at is not None  # stop_at only names a config with a figure
     plural = "s" if stop.units != 1 else ""
-    parts = [f"{fmt.rate(at.throughput_ips)} images/s at {level_words(at.mode, at.level)}"]
-    cost = f.configs[f.configs.index(config)].cost_slo if f.slo else config.cost_peak
+    items = "tokens" if config.streaming else "images"
+    parts = [f"{fmt.rate(output_rate(at))} {items}/s at {level_words(at.mode, at.level)}"]
+    cost = config.deciding_cost
     if cost is not None:
-        parts.append(f"{fmt.money(cost)} per 1000")
+        parts.append(f"{fmt.money(cost)} per million output tokens" if config.streaming else f"{fmt.money(cost)} per 1000")
     again = sum(c.answer.remeasured for c in f.configs if c.answer is not None)
     undecided = [f"{c.variant}: {c.not_decided}" for c in f.configs if c.not_decided]
     tail = f"stable ({again} level{'s' if again != 1 else ''} re-measured"

@@ -27,7 +27,7 @@ from engine.record.doc import (
 )
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
-from engine.record.recording_report import knee_chart
+from engine.record.recording_report import knee_chart, stream_points
 from engine.study.figures import ConfigFigures, StudyFigures, answer_line
 
 
@@ -53,7 +53,7 @@ def _slo_cells(c: ConfigFigures) -> list[str]:
     if p.level is None:
         return ["none meets it", fmt.NA, fmt.NA]
     level = fmt.level_value(p.level) + ("" if p.bounded else " (not bounded)")
-    return [level, fmt.rate(p.throughput), fmt.ms(p.latency_s)]
+    return [level, fmt.rate(c.tokens_slo if c.streaming else p.throughput), fmt.ms(p.latency_s)]
 
 
 def build_study_doc(f: StudyFigures) -> Doc:
@@ -81,6 +81,9 @@ def build_study_doc(f: StudyFigures) -> Doc:
 
     # three narrow tables, not one wide one: a page of about 1000 px holds each whole
     units = "GPUs" if f.unit == "GPU" else "Instances"
+    # a streaming model's figures are output tokens: tokens/s, $ per million tokens, J per token
+    items = "tokens" if f.streaming else "images"
+    cost_head, j_head = ("$ / million tokens", "J / token") if f.streaming else ("$ / 1000 images", "J / image")
     peak_rows, slo_rows, verdict_rows = [], [], []
     for c in f.configs:
         fi = c.findings
@@ -89,25 +92,30 @@ def build_study_doc(f: StudyFigures) -> Doc:
             c.variant, f"{c.units} (on {c.shared_gpus})" if c.shared_gpus else str(c.units),
             fmt.rate(c.peak_throughput) + _unstable(fi.peak),
             fmt.level_value(fi.peak.level) if fi.peak else fmt.NA, fmt.ms(fi.peak.p99 if fi.peak else None),
-            fmt.percent(c.efficiency_peak), fmt.money(c.cost_peak), _j(c.j_per_image_peak),
+            fmt.percent(c.efficiency_peak),
+            fmt.money(c.cost_mtok_peak if f.streaming else c.cost_peak),
+            _j(c.j_per_token_peak if f.streaming else c.j_per_image_peak),
         ])
-        slo_rows.append([c.variant, *_slo_cells(c), fmt.percent(c.efficiency_slo), fmt.money(c.cost_slo),
-                         _j(c.j_per_image_slo)])
+        slo_rows.append([c.variant, *_slo_cells(c), fmt.percent(c.efficiency_slo),
+                         fmt.money(c.cost_mtok_slo if f.streaming else c.cost_slo),
+                         _j(c.j_per_token_slo if f.streaming else c.j_per_image_slo)])
         verdict_rows.append([
             c.variant, fmt.level_value(sat.level) if sat and sat.reached and sat.level is not None else "not reached",
             fi.verdict.kind,
         ])
     doc.add(Heading("Per config"),
-            Table(["Config", units, "Peak images/s", "at level", "p99 at peak ms", "Efficiency",
-                   "$ / 1000 images", "J / image"], peak_rows, "At each config's peak"))
+            Table(["Config", units, f"Peak {items}/s", "at level", "p99 at peak ms", "Efficiency",
+                   cost_head, j_head], peak_rows, "At each config's peak"))
     if f.slo:
         slo_name = f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms"
-        doc.add(Table(["Config", "SLO level", "images/s", f"{f.slo.percentile} ms", "Efficiency",
-                       "$ / 1000 images", "J / image"], slo_rows, f"At the latency target ({slo_name})"))
+        doc.add(Table(["Config", "SLO level", f"{items}/s", f"{f.slo.percentile} ms", "Efficiency",
+                       cost_head, j_head], slo_rows, f"At the latency target ({slo_name})"))
     doc.add(Table(["Config", "Saturation", "Bottleneck"], verdict_rows, "Where each config saturates, and what limits it"))
-    doc.add(Para(f"Efficiency = (images/s per {f.unit}) / (images/s per {f.unit} of {f.configs[0].variant}); "
-                 "saturation = the lowest level within 5 % of the config's peak; "
-                 "cost per 1000 images = $/hr / (images/s x 3600) x 1000."))
+    priced = ("cost per million output tokens = $/hr / (tokens/s x 3600) x 10^6 (a response is one token "
+              "unless load.tokens_from names its count)." if f.streaming
+              else "cost per 1000 images = $/hr / (images/s x 3600) x 1000.")
+    doc.add(Para(f"Efficiency = ({items}/s per {f.unit}) / ({items}/s per {f.unit} of {f.configs[0].variant}); "
+                 f"saturation = the lowest level within 5 % of the config's peak; {priced}"))
     for c in f.configs:
         if c.shared_gpus:
             doc.add(Para(f"{c.variant}: its {c.units} servers shared this box's {c.shared_gpus} GPU(s), which shows "
@@ -121,10 +129,10 @@ def build_study_doc(f: StudyFigures) -> Doc:
                      "--latency-threshold --binary-search). \"not bounded\": no measured level missed the target."))
     sources = sorted({c.energy_source for c in f.configs if c.energy_source})
     doc.add(Heading("Energy"), Para(
-        ("J / image = the increase of the GPUs' cumulative energy counter over the level's merged measurement "
-         "windows (the GPUs the config's instance groups use), divided by the images completed in them. "
+        (f"{j_head} = the increase of the GPUs' cumulative energy counter over the level's merged measurement "
+         f"windows (the GPUs the config's instance groups use), divided by the {items} completed in them. "
          f"Source: {'; '.join(sources)}.") if sources else
-        "No GPU energy counter was recorded (no GPU, or no NVML / Triton GPU metrics): J / image is not available."))
+        f"No GPU energy counter was recorded (no GPU, or no NVML / Triton GPU metrics): {j_head} is not measured."))
     doc.add(Heading("Cost basis"), Bullets([f"{c.variant}: {c.cost_basis}" for c in f.configs]))
 
     step_rows = [[f"{s.from_variant} -> {s.to_variant}", str(s.added_units),
@@ -132,8 +140,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
                   _money_change(s.cost_change)] for s in f.steps]
     if step_rows:
         doc.add(Heading(f"Marginal gain per added {f.unit}"),
-                Table(["Step", f"Added {units}", f"images/s per added {f.unit} ({f.basis})",
-                       f"Share of one {f.unit} in {f.configs[0].variant}", "Change in $ / 1000 images"], step_rows))
+                Table(["Step", f"Added {units}", f"{items}/s per added {f.unit} ({f.basis})",
+                       f"Share of one {f.unit} in {f.configs[0].variant}", f"Change in {cost_head}"], step_rows))
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
     doc.add(*_scale_out(f))
 
@@ -161,11 +169,15 @@ def _scale_out(f: StudyFigures) -> list:
             if c is None:
                 continue
             slo = c.slo.throughput if c.slo and c.slo.level is not None else None
+            if c.streaming:
+                slo = c.tokens_slo
+            peak_cost, slo_cost = (c.cost_mtok_peak, c.cost_mtok_slo) if f.streaming else (c.cost_peak, c.cost_slo)
             rows.append([c.variant, how, fmt.money(c.cost_per_hour), fmt.rate(c.peak_throughput) + _unstable(c.findings.peak),
-                         fmt.money(c.cost_peak), *([fmt.rate(slo), fmt.money(c.cost_slo)] if f.slo else [])])
-    slo_cols = [f"images/s at {f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", "$ / 1000 images at SLO"] if f.slo else []
+                         fmt.money(peak_cost), *([fmt.rate(slo), fmt.money(slo_cost)] if f.slo else [])])
+    items, cost = ("tokens", "$ / million tokens") if f.streaming else ("images", "$ / 1000 images")
+    slo_cols = [f"{items}/s at {f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", f"{cost} at SLO"] if f.slo else []
     return [Heading("Scale out or scale up"),
-            Table(["Config", "Way", "$ / hr", "Peak images/s", "$ / 1000 images at peak", *slo_cols], rows,
+            Table(["Config", "Way", "$ / hr", f"Peak {items}/s", f"{cost} at peak", *slo_cols], rows,
                   "N servers of one GPU each, priced as N one-GPU boxes, against one box of N GPUs at its own price"
                   if f.unit == "GPU" else "N servers of the cpu config, priced as N boxes, against one server of N "
                   "instances on one box"),
@@ -179,6 +191,8 @@ def _charts(f: StudyFigures) -> list:
     unit = mode.axis
     tp = [svg.Series(c.variant, [(p.level, p.throughput) for p in c.findings.points],
                      hollow=[p.status != "stable" for p in c.findings.points]) for c in f.configs]
+    if f.streaming:  # a streaming model's throughput is its output tokens
+        tp = [svg.Series(c.variant, stream_points([lv.result for lv in c.findings.levels])) for c in f.configs]
     name = f.slo.percentile if f.slo else "p99"
     lat = []
     for c in f.configs:
@@ -189,7 +203,8 @@ def _charts(f: StudyFigures) -> list:
     slo = (f"{f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", f.slo.target_s) if f.slo else None
     return [
         Heading("The curves"),
-        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "images/s", log2_x=mode.log2_axis),
+        Chart(svg.line_chart(f"Throughput vs {unit}", tp, unit, "tokens/s" if f.streaming else "images/s",
+                             log2_x=mode.log2_axis),
               "One line per config; the SLO search adds levels between the planned ones; an open marker is an "
               "unstable level"),
         Chart(svg.line_chart(f"{name} latency vs {unit}", lat, unit, f"{name} latency (ms, log)",

@@ -134,10 +134,43 @@ def test_the_grafana_dashboard_reads_only_series_the_endpoint_serves(served) -> 
     for event in session_events(n_gpus=2, levels=(1, 4), finish_levels=1):
         metrics(event)
     metrics(ev.WindowResult(level=4, index=9, warmup=False, t_start=0, t_end=1, requests=10, errors=1,
-                            throughput_rps=7, throughput_ips=7, latency=ev.LatencyStats(count=7, p50=0.1, p99=0.2)))
+                            throughput_rps=7, throughput_ips=7, latency=ev.LatencyStats(count=7, p50=0.1, p99=0.2),
+                            stream=ev.StreamStats(ttft=ev.LatencyStats(count=7, p50=0.01, p99=0.02),
+                                                  itl=ev.LatencyStats(count=49, p50=0.005, p99=0.01),
+                                                  responses_per_request=8, output_tokens_per_s=56)))  # a streaming model's panels too
     served_names = {name for name, _labels in _scrape(server)}
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs/grafana/gpuscale_live.json").read_text())
     queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]] + [v["query"] for v in dashboard["templating"]["list"]]
     named = {m for q in queries for m in re.findall(r"gpuscale_\w+", q)}
     assert len(named) >= 12
     assert named <= served_names, named - served_names
+
+
+def test_a_streaming_session_serves_ttft_itl_and_tokens(served) -> None:
+    """A streaming model's windows and levels add time to first token, inter-token latency and
+    output tokens/s; a unary session serves none of them (checked above by their absence)."""
+    metrics, server = served
+    stream = ev.StreamStats(ttft=ev.LatencyStats(count=10, p50=0.004, p99=0.0125),
+                            itl=ev.LatencyStats(count=70, p50=0.0028, p99=0.0078),
+                            responses_per_request=8, output_tokens_per_s=328.5)
+    events = session_events(n_gpus=1, levels=(1, 4), finish_levels=2)
+    for event in events:
+        if isinstance(event, (ev.WindowResult, ev.LevelResult)):
+            event.stream = stream
+        metrics(event)
+    got = _scrape(server)
+    assert _value(got, "gpuscale_window_time_to_first_token_seconds", quantile="0.99") == 0.0125
+    assert _value(got, "gpuscale_window_inter_token_latency_seconds", quantile="0.5") == 0.0028
+    assert _value(got, "gpuscale_window_output_tokens_per_second") == 328.5
+    labels = {"variant": "", "mode": "concurrency", "level": "4"}
+    assert _value(got, "gpuscale_level_time_to_first_token_seconds", **labels, quantile="0.5") == 0.004
+    assert _value(got, "gpuscale_level_inter_token_latency_seconds", **labels, quantile="0.99") == 0.0078
+    assert _value(got, "gpuscale_level_output_tokens_per_second", **labels) == 328.5
+
+
+def test_a_unary_session_serves_no_token_figures(served) -> None:
+    metrics, server = served
+    for event in session_events(n_gpus=1, levels=(1, 4), finish_levels=2):
+        metrics(event)
+    got = _scrape(server)
+    assert not [name for name, _labels in got if "token" in name]

@@ -132,3 +132,24 @@ async def test_the_study_view_shows_the_knee_at_both_sizes(size):
         assert "the knee" in shot and "target 50 ms" in shot and "1x" in shot and "2x" in shot
         if size[0] >= 120:  # side by side with the throughput curves, both in the first screen
             assert "throughput vs concurrency" in shot
+
+
+def test_a_streaming_study_counts_tokens_in_the_view():
+    """A streaming model's configs: the peak and the curves are in output tokens/s (the rule of
+    every report: the sound level with the most tokens), never images/s."""
+    from tui.study_view import render_knee
+
+    events = study_events()
+    for e in events:
+        if isinstance(e, ev.LevelResult):
+            e.stream = ev.StreamStats(ttft=ev.LatencyStats(count=100, p99=0.01), itl=ev.LatencyStats(count=700, p99=0.005),
+                                      responses_per_request=8, output_tokens_per_s=8 * e.throughput_rps)
+    state = StudyState()
+    for e in events:
+        state.apply(e)
+    assert state.items == "tokens"
+    assert state.configs["1x"].peak() == (64.0, 8000.0)
+    table = _text(config_table(state))
+    assert "peak tokens/s" in table and "8,000" in table and "images/s" not in table
+    assert "tokens/s vs concurrency" in _text(render_curves(state, 90, 14))
+    assert "vs tokens/s" in _text(render_knee(state, 90, 14))

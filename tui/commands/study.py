@@ -4,6 +4,7 @@ many GPUs are worth paying for; in the study TUI or headless, then its reports."
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +18,12 @@ from tui.commands.flags import (
     input_data_override,
     one_box_price,
     parse_costs,
+    slo_override,
 )
 from tui.commands.stop_signals import StopSignals
 from tui.metrics_flags import add_metrics_flags, metrics_endpoint
+
+STREAM_OBJECTIVE = re.compile(r"^\s*(ttft|itl|latency)_p")  # a streaming model's objectives, not a latency target
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "servers of the 1x config, one per GPU (cpu*2: 2 servers of the cpu config)")
     p.add_argument("--slo", default=None, metavar="PCT=TARGET",
                    help="latency target, e.g. p99=50ms (p50, p95, p99): after the planned levels, bisect for "
-                        "the highest level that meets it")
+                        "the highest level that meets it; for a streaming model, objectives such as "
+                        "ttft_p99=200ms,itl_p99=50ms (load.slo): each config's answer at their goodput")
     p.add_argument("--search-steps", type=int, default=4, metavar="N",
                    help="at most this many extra levels per config for the --slo search (default: 4)")
     p.add_argument("--cost", action="append", default=[], metavar="GPUS=DOLLARS",
@@ -73,10 +78,14 @@ def run(args: argparse.Namespace) -> int:
     from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)
+    # a streaming model's objectives (ttft_p99=200ms,itl_p99=50ms) are load.slo: each config's
+    # answer is at their goodput; a latency target (p99=50ms) is the study's bisection
+    streaming_slo = args.slo is not None and STREAM_OBJECTIVE.match(args.slo) is not None
     profile = name_after_server(load_profile(args.profile, [*args.overrides, *endpoint_overrides(args),
-                                                            *input_data_override(args)]), args)
+                                                            *input_data_override(args),
+                                                            *(slo_override(args) if streaming_slo else [])]), args)
     check_input_data(profile.load.input_data)
-    slo = parse_slo(args.slo) if args.slo is not None else None
+    slo = parse_slo(args.slo) if args.slo is not None and not streaming_slo else None
     if not 0 <= args.search_steps <= 20:
         raise UserError(f"--search-steps: expected 0-20, found {args.search_steps}")
     terminal = sys.stdin.isatty() and sys.stdout.isatty()

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from engine import format as fmt
 from tui import glyphs, plots
-from tui.state import GpuTrack, SessionState
+from tui.state import GpuTrack, LevelRow, SessionState
 from tui.widgets.gpus import short_name
 from tui.widgets.panel import Panel
 
@@ -34,9 +34,17 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
             and row.result.requests > 0]
     done.sort(key=lambda row: row.level)
     lines = []
+    # a streaming model's knee is against its output tokens/s
+    streaming = any(row.result.stream is not None for row in done)  # type: ignore[union-attr]  # filtered above
+
+    def x(row: LevelRow) -> float:
+        result = row.result
+        assert result is not None
+        return result.stream.output_tokens_per_s if result.stream is not None else result.throughput_ips
+
     for key, style in (("p50", "cyan"), ("p99", "red")):
         kept = [row for row in done if getattr(row.result.latency, key) is not None]  # type: ignore[union-attr]  # filtered above
-        lines.append(plots.Line(key, [(row.result.throughput_ips, getattr(row.result.latency, key))  # type: ignore[union-attr]
+        lines.append(plots.Line(key, [(x(row), getattr(row.result.latency, key))  # type: ignore[union-attr]
                                       for row in kept], style, markers=True,
                                 unsound=[row.result.status != "stable" for row in kept]))  # type: ignore[union-attr]
     chart = plots.line_chart(lines, width, rows, log_y=True, y_format=plots.ms_label, x_format=_rate)
@@ -46,7 +54,7 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
     head.append("  ")
     head.append("● p99", style="red")
     head.append("  ○ unstable  ", style="dim")
-    head.append("x: images/s", style="dim")
+    head.append("x: tokens/s" if streaming else "x: images/s", style="dim")
     return Text("\n").join([head, *chart.lines])
 
 
@@ -60,17 +68,28 @@ def render_over_time(state: SessionState, width: int, rows: int) -> Text:
             marks.append((p.t, fmt.level_value(p.level)))
             last_level = p.level
     x_range = (min(p.t for p in state.timeline), max(p.t for p in state.timeline)) if state.timeline else None
-    tp = plots.line_chart([plots.Line("infer/s", [(p.t, p.throughput_ips) for p in points], "green")],
-                          width, rows, y_format=_rate, x_range=x_range, marks=marks)
-    lat = plots.line_chart([plots.Line("p50", [(p.t, p.p50) for p in points if p.p50 is not None], "cyan"),
-                            plots.Line("p99", [(p.t, p.p99) for p in points if p.p99 is not None], "red")],
-                           width, rows, log_y=True, y_format=plots.ms_label, x_range=x_range, marks=marks)
-    head = Text("infer/s per window · x: seconds, ┴ a level begins", style="dim", no_wrap=True, overflow="ellipsis")
+    # a streaming model's windows: output tokens/s, and the time to the first response beside the latency
+    streaming = any(p.tokens_per_s is not None for p in points)
+    if streaming:
+        served = plots.Line("tok/s", [(p.t, p.tokens_per_s) for p in points if p.tokens_per_s is not None], "green")
+    else:
+        served = plots.Line("infer/s", [(p.t, p.throughput_ips) for p in points], "green")
+    tp = plots.line_chart([served], width, rows, y_format=_rate, x_range=x_range, marks=marks)
+    latency = [plots.Line("p50", [(p.t, p.p50) for p in points if p.p50 is not None], "cyan"),
+               plots.Line("p99", [(p.t, p.p99) for p in points if p.p99 is not None], "red")]
+    if streaming:
+        latency.append(plots.Line("TTFT p99", [(p.t, p.ttft_p99) for p in points if p.ttft_p99 is not None], "magenta"))
+    lat = plots.line_chart(latency, width, rows, log_y=True, y_format=plots.ms_label, x_range=x_range, marks=marks)
+    head = Text(f"{served.name} per window · x: seconds, ┴ a level begins", style="dim", no_wrap=True,
+                overflow="ellipsis")
     head2 = Text(no_wrap=True, overflow="ellipsis")
     head2.append("ms (log) ", style="dim")
     head2.append("p50", style="cyan")
     head2.append(" ")
     head2.append("p99", style="red")
+    if streaming:
+        head2.append(" ")
+        head2.append("TTFT p99", style="magenta")
     return Text("\n").join([head, *tp.lines[:-1], head2, *lat.lines])
 
 

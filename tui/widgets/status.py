@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine import format as fmt
+from engine.analysis.scaling import cost_per_million_tokens
 from engine.modes import mode_of
 from tui.state import SessionState
 
@@ -110,8 +111,16 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
             best.append(f" (sweep {state.sweep_number})")
         if state.gpu_count:
             best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
-        cost = state.cost_per_1000(ips)
-        if cost is not None:
+        stream = row.result.stream
+        cost = state.cost_per_1000(ips) if stream is None else None
+        if stream is not None:  # a streaming model's tokens, priced per million of them
+            best.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s")
+            per_mtok = cost_per_million_tokens(state.cost_per_hour, stream.output_tokens_per_s)
+            if per_mtok is not None:
+                best.append(f" · {fmt.money(per_mtok)}/Mtok", style="bold green")
+            elif state.session is not None:
+                best.append(" · $/Mtok: set hardware.cost_per_hour", style="dim")
+        elif cost is not None:
             best.append(f" · {fmt.money(cost)}/1k img", style="bold green")
         elif state.session is not None:
             best.append(" · $/1k img: set hardware.cost_per_hour", style="dim")

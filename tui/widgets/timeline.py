@@ -73,6 +73,10 @@ def render_timeline(points: list[WindowPoint], state: SessionState, width: int, 
         lines.append(Text("no window yet", style="dim"))
         return Text("\n").join(lines)
     lines.append(series_line("infer/s", [p.throughput_ips for p in points], width, "bold green", False))
+    if any(p.tokens_per_s is not None for p in points):  # a streaming model's tokens and first response
+        lines.append(series_line("tok/s", [p.tokens_per_s for p in points], width, "bold green", False))
+        if not compact:
+            lines.append(series_line("TTFT99 ms", [p.ttft_p99 for p in points], width, "magenta", True))
     if not compact:
         lines.append(series_line("p50 ms", [p.p50 for p in points], width, "cyan", True))
         lines.append(series_line("p95 ms", [p.p95 for p in points], width, "yellow", True))

@@ -38,6 +38,7 @@ from engine.load.transport import (
     Scheduler,
     StreamTimes,
     SweepInputs,
+    json_token_count,
 )
 
 monotonic_ns = time.monotonic_ns
@@ -57,6 +58,7 @@ class GeneratePayload:
     expected: tuple[dict[str, Expected], ...] = ()  # validation data per request (empty: values not compared)
     labels: tuple[str, ...] = ()  # each request's entry, for the error line
     tolerance: float = 0.0  # floats: relative and absolute
+    tokens_from: str = ""  # the output that carries each event's token count (load.tokens_from)
 
 
 def event_problem(event: Any, outputs: tuple[tuple[str, str], ...]) -> str | None:
@@ -198,7 +200,16 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is not None:
             self.problem = self.problem or (MALFORMED_ANSWER, problem)
             return
-        self.times.add(now)
+        tokens = 1
+        counted = self.dialer.payload.tokens_from
+        if counted:
+            found = json_token_count(value.get(counted))
+            if found is None:
+                self.problem = self.problem or (MALFORMED_ANSWER, f"an event without a token count in {counted} "
+                                                "(load.tokens_from)")
+                return
+            tokens = found
+        self.times.add(now, tokens)
         self.last = value
 
     def _finish(self) -> None:
@@ -308,7 +319,8 @@ class GenerateStreamTransport:
         outputs = tuple((o["name"], str(o.get("datatype") or "")) for o in sweep.info.outputs)
         expected = tuple(r.expected for r in sweep.requests) if sweep.validating else ()
         payload = GeneratePayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, tuple(raws), outputs,
-                                  expected, tuple(r.label for r in sweep.requests), sweep.tolerance)
+                                  expected, tuple(r.label for r in sweep.requests), sweep.tolerance,
+                                  sweep.tokens_from[0] if sweep.tokens_from else "")
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

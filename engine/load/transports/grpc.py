@@ -77,6 +77,7 @@ class GrpcPayload:
     outputs: tuple[tuple[str, str], ...]  # (name, datatype) of each output asked for
     max_answer: int  # bytes: a larger answer is refused (response_too_large)
     values: AnswerSpec | None = None  # validation data, per request (None: values not compared)
+    tokens_from: tuple[str, str] | None = None  # a streaming model's token-count output (load.tokens_from)
 
 
 async def channel_ready(channel: Any, timeout_s: float, address: str) -> None:
@@ -464,7 +465,7 @@ class GrpcTransport:
         values = AnswerSpec({}, expected=tuple(r.expected for r in sweep.requests),
                             labels=tuple(r.label for r in sweep.requests),
                             tolerance=sweep.tolerance) if sweep.validating else None
-        payload = GrpcPayload(address, tls, tuple(raws), metadata, outputs, cap, values)
+        payload = GrpcPayload(address, tls, tuple(raws), metadata, outputs, cap, values, sweep.tokens_from)
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

@@ -35,6 +35,7 @@ from engine.load.transport import (
     Scheduler,
     StreamTimes,
     SweepInputs,
+    raw_token_count,
 )
 from engine.load.transports.grpc import (
     CHANNEL_OPTIONS,
@@ -191,7 +192,17 @@ class GrpcStreamConnection(Connection):
             if problem is not None:
                 self._refuse(MALFORMED_ANSWER, problem, now)
                 return
-            self.times.add(now)
+            tokens = 1
+            counted = self.payload.tokens_from
+            if counted is not None:
+                raw = dict(zip((o.name for o in response.outputs), response.raw_output_contents, strict=False))
+                found = raw_token_count(raw.get(counted[0], b""), counted[1])
+                if found is None:
+                    self._refuse(MALFORMED_ANSWER, f"a response without a token count in {counted[0]} "
+                                 "(load.tokens_from)", now)
+                    return
+                tokens = found
+            self.times.add(now, tokens)
             self.last = response
         if final:
             self.current = ""

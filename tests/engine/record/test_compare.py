@@ -254,3 +254,17 @@ def test_cost_by_gpus_on_cpu_runs_is_refused_in_one_line(tmp_path: Path) -> None
     with pytest.raises(UserError, match=r"^--cost 2=0.6: prices a box by its GPUs, and these runs ran on the CPU"):
         compare(_open(paths), {2: 0.6})
     assert compare(_open(paths)).runs  # without --cost they compare
+
+
+def test_the_cli_refuses_streaming_beside_unary_in_one_line_with_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    unary = make_recording(tmp_path, "grpc.sqlite", SyntheticRun(variant="1x", gpu_count=1, transport="grpc"))
+    stream = make_recording(tmp_path, "stream.sqlite", SyntheticRun(variant="1x", gpu_count=1, transport="grpc_stream"))
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "compare", str(unary), str(stream)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "streaming runs (grpc_stream) and unary runs (grpc) measure different things" in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
