@@ -230,7 +230,8 @@ def measure_ray(hosts: int, payload: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- stage
 
 def build_parser(prog: str, _stage: str = "") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Fits: any box (processes on loopback, no server or GPU); a minute or two, more with Ray.")
     p.add_argument("--hosts", type=int, default=3, help="hosts besides the head (processes on loopback)")
     p.add_argument("--ray-python", default=None, metavar="PATH", help="a Python with Ray installed: measure Ray too")
     return p

@@ -8,10 +8,13 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from engine.errors import UserError
-from engine.profiles import Profile
 from tui.commands.exits import PROG
+
+if TYPE_CHECKING:  # engine.profiles reads TOML with tomllib: the CLI's version check must come first
+    from engine.profiles import Profile
 
 DEFAULT_TIMEOUT_S = 60.0
 

@@ -112,7 +112,7 @@ def test_a_streaming_windows_ttft_and_itl_keep_their_histograms() -> None:
     rng = np.random.default_rng(11)
     ttft, itl = rng.integers(10**6, 10**8, 500), rng.integers(10**5, 10**7, 4000)
     agg = Aggregate(0, 10, 1.0, ok=500, stream=StreamSamples(
-        ttft_ns=ttft, responses=np.full(500, 9), decode_ns=rng.integers(10**6, 10**8, 500), itl_ns=itl))
+        ttft_ns=ttft, responses=np.full(500, 9), decode_ns=rng.integers(10**6, 10**8, 500), itl_ns=itl, tokens=np.full(500, 9)))
     stats = stream_stats(agg)
     assert stats is not None and stats.ttft.histogram is not None and stats.itl.histogram is not None
     assert histogram_of(stats.ttft.histogram).total == 500 and histogram_of(stats.itl.histogram).total == 4000
