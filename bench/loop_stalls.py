@@ -10,6 +10,7 @@ where the loop thread was, which includes waiting for the GIL held by another th
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
 import time
@@ -25,6 +26,8 @@ class Stall:
     start: float  # perf_counter of the last heartbeat before it
     length_s: float = 0.0
     stacks: list[tuple[str, ...]] = field(default_factory=list)  # outermost first, KEPT frames only
+    leaves: list[str] = field(default_factory=list)  # each sample's innermost frame, whatever its file
+    others: list[str] = field(default_factory=list)  # each sample's other threads' innermost frames
 
     def summary(self, depth: int = 6) -> str:
         """The frames most samples share (outermost first, at most ``depth``), then the commonest leaf."""
@@ -35,8 +38,13 @@ class Stall:
             if len(set(frames)) != 1:
                 break
             common.append(frames[0])
-        leaf, n = Counter(s[-1] for s in self.stacks if s).most_common(1)[0] if any(self.stacks) else ("?", 0)
-        return f"{' > '.join(common[-depth:]) or '(no common frame)'} | leaf {leaf} ({n} of {len(self.stacks)} samples)"
+        after = Counter(s[len(common)] for s in self.stacks if len(s) > len(common)).most_common(2)
+        leaf, n = Counter(self.leaves).most_common(1)[0]
+        text = (f"{' > '.join(common[-depth:]) or '(no common frame)'} | then {', '.join(f'{f} ({c})' for f, c in after) or '-'}"
+                f" | leaf {leaf} ({n} of {len(self.stacks)} samples)")
+        if not any(self.stacks):  # the loop thread was in none of ours: who else ran
+            text += f" | other threads: {Counter(self.others).most_common(2)}"
+        return text
 
 
 def _frames(frame: FrameType | None) -> tuple[str, ...]:
@@ -50,6 +58,13 @@ def _frames(frame: FrameType | None) -> tuple[str, ...]:
     return tuple(reversed(out))
 
 
+def _where(frame: FrameType | None) -> str:
+    if frame is None:
+        return "?"
+    short = "/".join(frame.f_code.co_filename.rsplit("/", 2)[-2:]).removesuffix(".py")
+    return f"{short}:{frame.f_code.co_name}"
+
+
 class StallWatch:
     def __init__(self, threshold_s: float = 0.05, tick_s: float = 0.005) -> None:
         self.threshold_s = threshold_s
@@ -61,6 +76,14 @@ class StallWatch:
         self._loop_thread = 0
         self._handle: asyncio.TimerHandle | None = None
         self._thread: threading.Thread | None = None
+        self.collections: list[tuple[int, float]] = []  # (generation, seconds) of each garbage collection
+        self._gc_start = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif self.enabled:
+            self.collections.append((info["generation"], time.perf_counter() - self._gc_start))
 
     def start(self) -> None:
         """From the loop's own thread."""
@@ -72,10 +95,13 @@ class StallWatch:
             self._handle = loop.call_later(self.tick_s, beat)
 
         beat()
+        gc.callbacks.append(self._on_gc)
         self._thread = threading.Thread(target=self._watch, name="StallWatch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         self._stop.set()
         if self._handle is not None:
             self._handle.cancel()
@@ -95,9 +121,26 @@ class StallWatch:
                 current = Stall(beat)
                 self.stalls.append(current)
             current.length_s = age
-            current.stacks.append(_frames(sys._current_frames().get(self._loop_thread)))
+            frames = sys._current_frames()
+            loop_frame = frames.get(self._loop_thread)
+            current.stacks.append(_frames(loop_frame))
+            current.leaves.append(_where(loop_frame))
+            current.others.append("; ".join(_where(f) for t, f in frames.items()
+                                            if t not in (self._loop_thread, threading.get_ident())))
 
     def report(self, top: int = 12) -> str:
+        return f"{self._stalls_report(top)}\n{self._gc_report()}"
+
+    def _gc_report(self) -> str:
+        """Garbage collections (any thread's) hold the GIL throughout: a loop stall with few samples."""
+        parts = []
+        for gen in (0, 1, 2):
+            times = [t for g, t in self.collections if g == gen]
+            if times:
+                parts.append(f"gen {gen}: {len(times)}, longest {max(times) * 1000:.0f} ms, total {sum(times) * 1000:.0f} ms")
+        return f"garbage collections: {'; '.join(parts) or 'none'}"
+
+    def _stalls_report(self, top: int) -> str:
         if not self.stalls:
             return f"loop stalls over {self.threshold_s * 1000:.0f} ms: none"
         lengths = sorted((s.length_s for s in self.stalls), reverse=True)

@@ -143,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"recording: {len(events)} events over {(events[-1].ts - events[0].ts) / 60:.1f} min, "
               f"{args.gpus} GPUs at {args.hz:g} Hz, {path.stat().st_size / 2**20:.1f} MiB; "
               f"view {VIEWS[args.view]} between presses, {args.size}, replay at max speed")
+        del events  # not the app's: kept, they would lengthen every full garbage collection of its process
         for r in range(args.rounds):
             ahead: list[float] = []
             watch = StallWatch() if args.stalls else None

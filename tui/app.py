@@ -9,6 +9,7 @@ reactives (busy, live, replaying).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -242,8 +243,13 @@ class GpuscaleApp(App[int]):
                 self.switch_mode(shown)  # and is suspended at once, as a view switched away from
             await mounted
             await self.view_screens[view.name].wait_for_refresh()  # laid out at the terminal's size
+        # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
+        # the garbage collector's full passes, each of which otherwise walks it all, holding every
+        # thread (up to hundreds of ms with a replay's backlog queued).
+        gc.freeze()
 
     def on_unmount(self) -> None:
+        gc.unfreeze()  # collectable again once the app is gone (tests run many apps in one process)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
