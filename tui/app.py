@@ -228,7 +228,7 @@ class GpuscaleApp(App[int]):
 
     async def _compose_views_ahead(self) -> None:
         """Compose every view's screen off-screen in the app's first idle moments, one at a time,
-        so that no key pays a screen's first composition and layout (~200 ms of CPU)."""
+        so that no key pays a screen's first composition and layout."""
         for view in self.shown_views():
             await asyncio.sleep(COMPOSE_AHEAD_GAP_S)
             while len(self.screen_stack) != 1 or not isinstance(self.screen, ViewScreen):
@@ -244,8 +244,8 @@ class GpuscaleApp(App[int]):
             await mounted
             await self.view_screens[view.name].wait_for_refresh()  # laid out at the terminal's size
         # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
-        # the garbage collector's full passes, each of which otherwise walks it all, holding every
-        # thread (up to hundreds of ms with a replay's backlog queued).
+        # the garbage collector's full passes, each of which would otherwise walk it all while
+        # holding every thread (a key waits meanwhile).
         gc.freeze()
 
     def on_unmount(self) -> None:
