@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.loop_stalls import StallWatch
+
 if TYPE_CHECKING:
     from textual.app import App
 
@@ -36,6 +38,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--hz", type=float, default=5.0, help="GPU samples per second in the recording")
     parser.add_argument("--presses", type=int, default=24, help="key presses per round")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the presses only (from key to drawn) into FILE")
+    parser.add_argument("--stalls", action="store_true",
+                        help="name what holds the app's event loop over 50 ms during the presses (a sampling watch)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each a fresh app")
     parser.add_argument("--size", default="120x40", help="the terminal, COLSxROWS")
     parser.add_argument("--view", default="6", choices=tuple(VIEWS), help="the view between presses (6: the charts)")
@@ -68,11 +72,13 @@ class Press:
 
 
 async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
-                   profile: cProfile.Profile | None = None) -> list[Press]:
+                   profile: cProfile.Profile | None = None, composed_ahead_s: list[float] | None = None,
+                   stalls: StallWatch | None = None) -> list[Press]:
     """One round: a fresh app replaying ``path`` at max speed; ``presses`` view keys, each timed
     from the key until the view is switched and drawn. Before each press a replay that has
     ended (every event published and folded) is started again from the top, untimed, so that
-    every press meets events pouring in."""
+    every press meets events pouring in. The presses start once the app has composed its views
+    ahead (off-screen, after start; the wait is added to ``composed_ahead_s``)."""
     from engine.record.replay_source import ReplaySource
     from tui.app import GpuscaleApp
 
@@ -80,11 +86,18 @@ async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
     app = GpuscaleApp(replay=source, title="replay_keys")
     app.attach(source, replay=source)
     out: list[Press] = []
+    composed_ahead_s = [] if composed_ahead_s is None else composed_ahead_s
     seen = {VIEWS[view]}
     async with app.run_test(size=size):
         keys = [k for k in ("2", "1", "4") if k != view]
         keys = [x for k in keys for x in (k, view)]
         await _answer_time(app, view, VIEWS[view])  # untimed: the view between presses
+        start = time.perf_counter()
+        while len(getattr(app, "view_screens", ())) < len(app.shown_views()):  # views composed ahead, off-screen
+            await asyncio.sleep(0.01)
+        composed_ahead_s.append(time.perf_counter() - start)
+        if stalls is not None:
+            stalls.start()
         for i in range(presses):
             if source.finished and not app.inbox:
                 source.seek(0.0)
@@ -100,6 +113,8 @@ async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
                 profile.disable()
             out.append(Press(wall, cpu, playing, VIEWS[key] not in seen))
             seen.add(VIEWS[key])
+        if stalls is not None:
+            stalls.stop()
     return out
 
 
@@ -128,18 +143,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"recording: {len(events)} events over {(events[-1].ts - events[0].ts) / 60:.1f} min, "
               f"{args.gpus} GPUs at {args.hz:g} Hz, {path.stat().st_size / 2**20:.1f} MiB; "
               f"view {VIEWS[args.view]} between presses, {args.size}, replay at max speed")
+        del events  # not the app's: kept, they would lengthen every full garbage collection of its process
         for r in range(args.rounds):
-            presses = asyncio.run(_measure(path, args.presses, (cols, rows), args.view, profile))
+            ahead: list[float] = []
+            watch = StallWatch() if args.stalls else None
+            presses = asyncio.run(_measure(path, args.presses, (cols, rows), args.view, profile, ahead, watch))
             rounds.append(presses)
             playing = sum(1 for p in presses if p.playing)
-            print(f"round {r + 1}/{args.rounds} ({playing} of {len(presses)} presses while events poured in): "
+            print(f"round {r + 1}/{args.rounds} ({playing} of {len(presses)} presses while events poured in; "
+                  f"every view composed {sum(ahead) * 1000:.0f} ms after the first key): "
                   f"{_summary(presses)}", flush=True)
+            if watch is not None:
+                print(watch.report(), flush=True)
     if profile is not None:
         profile.dump_stats(args.profile)
         print(f"profile of the presses: {args.profile}")
     every = [p for presses in rounds for p in presses]
     for label, chosen in (("a view shown before", [p for p in every if not p.first]),
-                          ("a view's first showing (its screen composed)", [p for p in every if p.first])):
+                          ("a view's first showing", [p for p in every if p.first])):
         if chosen:
             medians = [statistics.median([p.wall_s * 1000 for p in presses if p.first == chosen[0].first] or [math.nan])
                        for presses in rounds]

@@ -9,6 +9,7 @@ reactives (busy, live, replaying).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 REFRESH_HZ = 5.0  # SSH-friendly: batch events and render at most this often
 FOLD_BUDGET_S = 0.015  # a refresh folds queued events this long at most, so keys wait no longer
 FOLD_GAP_S = 0.035  # and leaves the event loop at least this long before the backlog's next slice
+COMPOSE_AHEAD_GAP_S = 0.05  # between composing one hidden view's screen and the next, after start
 FOLD_CHECK_EVERY = 16  # events folded between looks at the clock
 HANG_UP_GRACE_S = 5.0  # after a hang-up, how long the sessions' end waits for Textual's own exit
 JOIN_TIMEOUT_S = 120.0  # a live session stops its server and workers within this
@@ -153,8 +155,9 @@ class GpuscaleApp(App[int]):
         self._fold_pending = False  # a slice of the inbox's backlog waits in the event loop
         self._folded_unseen = 0  # events folded by such slices since the last render
         self._told_recording: Path | None = None
+        self.view_screens: dict[str, ViewScreen] = {}  # each view's screen, once made
         for view in self.VIEWS:
-            self.add_mode(view.name, partial(ViewScreen, view, self))
+            self.add_mode(view.name, partial(self._make_view_screen, view))
 
     @property
     def controls(self) -> LiveControls | None:
@@ -215,7 +218,38 @@ class GpuscaleApp(App[int]):
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
 
+    def _make_view_screen(self, view: View) -> ViewScreen:
+        screen = ViewScreen(view, self)
+        self.view_screens[view.name] = screen
+        return screen
+
+    def on_ready(self) -> None:
+        self.run_worker(self._compose_views_ahead(), group="compose-views", exit_on_error=False)
+
+    async def _compose_views_ahead(self) -> None:
+        """Compose every view's screen off-screen in the app's first idle moments, one at a time,
+        so that no key pays a screen's first composition and layout."""
+        for view in self.shown_views():
+            await asyncio.sleep(COMPOSE_AHEAD_GAP_S)
+            while len(self.screen_stack) != 1 or not isinstance(self.screen, ViewScreen):
+                await asyncio.sleep(COMPOSE_AHEAD_GAP_S)  # a dialog is up or a switch under way: later
+            if not self.is_running:
+                return  # shutting down: Textual is closing the modes' screens
+            if view.name in self.view_screens:
+                continue  # shown already (its key was pressed)
+            shown = self.current_mode
+            with self.batch_update():  # nothing of the hidden view is painted
+                mounted = self.switch_mode(view.name)  # Textual's own mode start: its screen composes
+                self.switch_mode(shown)  # and is suspended at once, as a view switched away from
+            await mounted
+            await self.view_screens[view.name].wait_for_refresh()  # laid out at the terminal's size
+        # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
+        # the garbage collector's full passes, each of which would otherwise walk it all while
+        # holding every thread (a key waits meanwhile).
+        gc.freeze()
+
     def on_unmount(self) -> None:
+        gc.unfreeze()  # collectable again once the app is gone (tests run many apps in one process)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

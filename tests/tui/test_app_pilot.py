@@ -557,3 +557,34 @@ async def test_the_footer_is_rebuilt_when_its_keys_change_and_only_then() -> Non
         while stop_key().has_class("-disabled"):  # a job runs: the footer is rebuilt with stop enabled
             await pilot.pause(0.05)
         assert stop_key() is not before
+
+
+@pytest.mark.slow
+async def test_every_view_is_composed_ahead_so_a_switch_composes_nothing() -> None:
+    from tui.widgets.view import ViewBody
+
+    app, source, _ = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        names = {v.name for v in app.shown_views()}
+        assert names - {"live"}  # hidden views to compose
+
+        def composed() -> bool:
+            return set(app.view_screens) == names and all(s.is_mounted and s.query(ViewBody) for s in app.view_screens.values())
+
+        deadline = time.monotonic() + 60  # a busy box
+        while not composed() and time.monotonic() < deadline:
+            await pilot.pause(0.05)  # after start, in the app's idle moments
+        assert composed()
+        assert view_of(app) == "live"  # composed off-screen: the live view stayed up
+        bodies = {name: s.query_one(ViewBody) for name, s in app.view_screens.items()}
+        assert all(b.size.width == SIZE[0] for b in bodies.values())  # and laid out at the terminal's size
+        publish(source, session_events())
+        app.drain()
+        for key, name in (("2", "sweep"), ("3", "probe"), ("4", "log"), ("6", "charts"), ("1", "live")):
+            screen = app.view_screens[name]
+            await pilot.press(key)
+            assert app.screen is screen and screen.query_one(ViewBody) is bodies[name]  # nothing new composed
+        assert set(app.view_screens) == names
+        # What arrived while the probe view was hidden is on it once shown.
+        await pilot.press("3")
+        assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")

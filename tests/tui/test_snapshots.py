@@ -29,6 +29,8 @@ def fed(events: list[ev.Event], replay: bool = False):
         app.attach(source, start=False)
 
     async def run_before(pilot) -> None:  # noqa: ANN001
+        while len(app.view_screens) < len(app.shown_views()):  # the views a key shows are composed ahead
+            await pilot.pause(0.05)
         for event in events:
             source.bus.publish(event)
         app.drain()

@@ -89,6 +89,10 @@ class ViewScreen(Screen):
         app = self.app
         return app.theme, app.app_focus, app.size, app.ansi_color
 
+    @property
+    def has_been_suspended(self) -> bool:
+        return getattr(self, "_suspended_styling", None) is not None
+
     def on_screen_suspend(self) -> None:
         self._suspended_styling = self._styling()
 
@@ -98,6 +102,8 @@ class ViewScreen(Screen):
         # changes in a suspended view (it gets no input), so skip it unless the app's side did.
         if getattr(self, "_suspended_styling", None) == self._styling():
             event.refresh_styles = False
+        elif not self.is_current and not self.has_been_suspended:
+            event.refresh_styles = False  # composed ahead, off-screen: styled as it was mounted, just now
         # Unforced: what this view last drew stays right unless a section it reads has changed
         # since (the counts in SessionState.versions never repeat) or its width has.
         self.show_state()

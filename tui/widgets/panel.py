@@ -46,6 +46,8 @@ class Panel(VerticalScroll):
         self._segments: list[Segment] = []
         self._head: list[Segment] = []
         self._follow_y: int | None = None  # where following put the view (None: the body's end)
+        self._drawn_end_y: float | None = None  # the body's end (max_scroll_y) when last drawn
+        self._drawn_size: tuple[object, object] | None = None  # its size and the terminal's, when last drawn
 
     def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int, list[Segment]]:
         """Render once, here, at the body's width: the line count decides whether a layout
@@ -85,6 +87,8 @@ class Panel(VerticalScroll):
 
     def show_state(self, state: SessionState, force: bool = False) -> None:
         self._state = state
+        if self.screen not in self.app.screen_stack:
+            return  # a view composed ahead, not shown yet: drawn when it is (scrolling needs its layout)
         seen = tuple(state.versions[name] for name in self.SECTIONS)
         width = self.body_width
         if not force and width == self._width and (seen == self._seen or self._telemetry_only_soon(state, seen)):
@@ -95,9 +99,14 @@ class Panel(VerticalScroll):
             return
         self._seen, self._width, self._key = seen, width, key
         self._drawn_at = state.now
+        self._drawn_size = (self.size, self.app.size)
         # Following while the view is where following left it (at the end, by default).
-        following = (self.scroll_y >= self.max_scroll_y if self._follow_y is None
+        # The end as of the last drawing counts: the layout of what was drawn then may not have
+        # come yet (a view's first showing draws, lays out and is resized in quick turns).
+        end_y = self.max_scroll_y if self._drawn_end_y is None else min(self.max_scroll_y, self._drawn_end_y)
+        following = (self.scroll_y >= end_y if self._follow_y is None
                      else round(self.scroll_y) == min(self._follow_y, round(self.max_scroll_y)))
+        self._drawn_end_y = self.max_scroll_y
         segments, height, head = self._prerender(self.render_state(state, width), width)
         if head != self._head:
             self._head = head
@@ -138,7 +147,9 @@ class Panel(VerticalScroll):
         self.scroll_to(y=self._follow_y, animate=False)
 
     def on_resize(self) -> None:
-        if self._state is not None:
+        # Not when only the content's height changed (a drawing's own layout pass): redrawn then,
+        # every panel's picture was drawn twice on a view's first showing.
+        if self._state is not None and (self.size, self.app.size) != self._drawn_size:
             self.show_state(self._state, force=True)
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
