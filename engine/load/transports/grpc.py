@@ -60,6 +60,16 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", -1),
     ("grpc.enable_retries", 0),
 )
+
+
+def open_channel(address: str, tls: bool, max_answer: int) -> Any:
+    """One grpc.aio channel to ``address`` with our options (the unary and streaming transports)."""
+    options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", max_answer))
+    if tls:
+        return grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(), options=options)
+    return grpc.aio.insecure_channel(address, options=options)
+
+
 TOO_LARGE = "larger than max"  # grpcio's words for an answer past max_receive_message_length
 # the server refused the request (its input, the model, our credentials); other codes it failed
 REFUSALS = {"INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANGE", "ALREADY_EXISTS",
@@ -266,11 +276,7 @@ class GrpcConnection(GrpcSyncConnection):
     def new_channel(self) -> Any:
         self.close_channel()
         p = self.payload
-        options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
-        if p.tls:
-            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
-        else:
-            self.channel = grpc.aio.insecure_channel(p.address, options=options)
+        self.channel = open_channel(p.address, p.tls, p.max_answer)
         self.infer = self.channel.unary_unary(METHOD, request_serializer=None,
                                               response_deserializer=self.dialer.parse)
         return self.channel

@@ -38,12 +38,12 @@ from engine.load.transport import (
     raw_token_count,
 )
 from engine.load.transports.grpc import (
-    CHANNEL_OPTIONS,
     GrpcPayload,
     GrpcTransport,
     channel_ready,
     check_answer,
     messages,
+    open_channel,
 )
 
 monotonic_ns = time.monotonic_ns
@@ -86,11 +86,7 @@ class GrpcStreamConnection(Connection):
     def new_stream(self) -> Any:
         self.close_channel()
         p = self.payload
-        options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", p.max_answer))
-        if p.tls:
-            self.channel = grpc.aio.secure_channel(p.address, grpc.ssl_channel_credentials(), options=options)
-        else:
-            self.channel = grpc.aio.insecure_channel(p.address, options=options)
+        self.channel = open_channel(p.address, p.tls, p.max_answer)
         return self.channel
 
     def start_stream(self) -> None:
