@@ -54,11 +54,16 @@ def test_a_step_without_statistics_leaves_the_ensembles_own():
 def test_a_sweep_of_an_ensemble_reports_its_steps_times(shapes_server):
     target = Target(shapes_server.http_url, "datacheck_ensemble")
     info = asyncio.run(describe_target(target))
-    results, _ = asyncio.run(sweep(target, info, quick_load(input_data=str(DATA))))
-    (level,) = results
-    assert level.errors == 0 and level.requests > 0, level.error_messages
-    server = level.server
-    assert server is not None
+    server = None
+    for _ in range(4):  # a busy box can answer the statistics too late: said, then measured again
+        results, events = asyncio.run(sweep(target, info, quick_load(input_data=str(DATA))))
+        (level,) = results
+        assert level.errors == 0 and level.requests > 0, level.error_messages
+        server = level.server
+        if server is not None:
+            break
+        assert any(w.key == f"late-stats-{level.index}" for w in events.of("warning")), "no breakdown, and none said why"
+    assert server is not None, "the statistics came late in every one of 4 sweeps"
     assert server.compute_infer is not None and server.compute_infer > 0 and server.server_total is not None
     # the steps' queues (hundreds of µs here), not the ensemble scheduler's own (about 1 µs)
     assert server.queue is not None and server.queue > 20e-6, server
