@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from engine.load.answer_check import AnswerCheck
+from engine.load.eager_start import start_eagerly
 from engine.load.transport import (
     MALFORMED_ANSWER,
     REJECTED,
@@ -122,8 +123,8 @@ class GrpcStreamConnection(Connection):
         # the id first: a repeated scalar field merges, so the request's own bytes stay as built
         data = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
         # one write at a time on a stream: the answer to the last request can come before its
-        # write's coroutine has returned
-        self.writing = self.dialer.spawn(self._write(self.call, data, self.writing))
+        # write's coroutine has returned. Started now, not a loop pass later (eager_start).
+        self.writing = self.dialer.start(self._write(self.call, data, self.writing))
         return now
 
     async def _write(self, call: Any, data: bytes, previous: asyncio.Task[None] | None) -> None:
@@ -142,8 +143,12 @@ class GrpcStreamConnection(Connection):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the stream broke under the write: the request in flight is lost
-            if call is self.call:
-                self._gone(exc)
+            # a later pass: this may run inside send(), which the scheduler expects to return first
+            self.w.loop.call_soon(self._gone_if_current, call, exc)
+
+    def _gone_if_current(self, call: Any, exc: BaseException) -> None:
+        if call is self.call:
+            self._gone(exc)
 
     async def _read(self, call: Any) -> None:
         try:
@@ -254,8 +259,16 @@ class GrpcStreamDialer(Dialer):
         self.spawn(channel.close())
 
     def spawn(self, coro: Any) -> asyncio.Task[None]:
-        """Run ``coro`` in the background, kept until it ends (writes, channels closing)."""
-        task = self.w.loop.create_task(coro)
+        """Run ``coro`` in the background, kept until it ends (channels closing)."""
+        return self._keep(self.w.loop.create_task(coro))
+
+    def start(self, coro: Any) -> asyncio.Task[None] | None:
+        """Run ``coro`` now up to its first wait, the rest in the background (writes); None if it
+        ended there."""
+        task = start_eagerly(coro, self.w.loop)
+        return self._keep(task) if task is not None else None
+
+    def _keep(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
         self.closings.add(task)
         task.add_done_callback(self.closings.discard)
         return task

@@ -71,13 +71,37 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     """A cpu*2 sweep: both servers get half the connections, so each must serve about half the
     requests. How far apart they may be follows from the level's own windows: the spread of its
     measured windows' throughput (max/min - 1), times sqrt(2) for a half's share of the noise and
-    2 for the ratio of two halves; at least FLOOR. Beside two CPU hogs, 14 runs of two unpinned
-    servers all fell within 2 sqrt(2) x the spread; pinned to a core each, 2 of 8 did not (1.54x
-    at a 5.6 % spread): each then got what its core's other tenants left it."""
-    out = tmp_path / "rec"
+    2 for the ratio of two halves; at least FLOOR. The box-noise rule is on, as for a user: beside
+    two CPU hogs one run read 878 against 395 req/s with the rule off, so a level that others'
+    load shaped must say so (contended, deciding nothing), and only a sound level is held to
+    equality. Up to 3 runs, for a sound level; a box busy through all of them skips, said."""
+    contended = []
+    for attempt in range(3):
+        level, windows = _cpu2_level(tmp_path / f"rec{attempt}")
+        assert not level.degraded and [ep.connections for ep in level.endpoints] == [4, 4]
+        ep1, ep2 = (ep.throughput_rps for ep in level.endpoints)
+        assert ep1 > 0 and ep2 > 0, level.endpoints
+        if level.status == "contended":  # said, with what others took: it decides nothing
+            assert level.others_cpu is not None or level.steal is not None, level
+            contended.append(f"others {level.others_cpu or 0:.0%} steal {level.steal or 0:.0%}: "
+                             f"{ep1:.0f} and {ep2:.0f} req/s")
+            continue
+        window_spread = spread(windows)
+        assert window_spread is not None, windows
+        tolerance = max(2 * math.sqrt(2) * window_spread, FLOOR)
+        ratio = max(ep1, ep2) / min(ep1, ep2)
+        print(f"ep1 {ep1:.1f} ep2 {ep2:.1f} req/s: ratio {ratio:.2f}, windows' spread {window_spread:.1%}, "
+              f"tolerance {tolerance:.0%}, {level.status}")
+        assert ratio - 1 <= tolerance, (f"a {level.status} level: ep1 {ep1:.1f} and ep2 {ep2:.1f} req/s differ by "
+                                        f"{ratio - 1:.0%}, more than {tolerance:.0%} (windows: {windows})")
+        return
+    pytest.skip("other processes shaped every run (" + "; ".join(contended) + ")")
+
+
+def _cpu2_level(out: Path) -> tuple[LevelResult, list[float]]:
     sets = ["model.name=identity", "model.variant=cpu*2", "load.concurrency=8", "load.window_ms=500",
             "load.warmup_s=0.5", "load.min_window_requests=40", "load.max_windows=6", "load.request_timeout_s=30",
-            "load.max_trials=1", "load.contended_percent=100"]  # the box-noise rule off (tests/conftest.py)
+            "load.max_trials=1"]
     done = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", "-o", str(out),
                            *[x for kv in sets for x in ("--set", kv)]],
                           cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
@@ -87,14 +111,4 @@ def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
         events = list(rec.events())
     (level,) = [e for e in events if isinstance(e, LevelResult) and e.level == 8]
     windows = [e.throughput_rps for e in events if isinstance(e, WindowResult) and e.level == 8 and not e.warmup]
-    assert not level.degraded and [ep.connections for ep in level.endpoints] == [4, 4]
-    ep1, ep2 = (ep.throughput_rps for ep in level.endpoints)
-    assert ep1 > 0 and ep2 > 0, level.endpoints
-    window_spread = spread(windows)
-    assert window_spread is not None, windows
-    tolerance = max(2 * math.sqrt(2) * window_spread, FLOOR)
-    ratio = max(ep1, ep2) / min(ep1, ep2)
-    print(f"ep1 {ep1:.1f} ep2 {ep2:.1f} req/s: ratio {ratio:.2f}, windows' spread {window_spread:.1%}, "
-          f"tolerance {tolerance:.0%}")
-    assert ratio - 1 <= tolerance, (f"ep1 {ep1:.1f} and ep2 {ep2:.1f} req/s differ by {ratio - 1:.0%}, "
-                                    f"more than {tolerance:.0%} (windows: {windows})")
+    return level, windows
