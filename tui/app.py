@@ -37,7 +37,6 @@ from tui.screens.help import HelpScreen, help_text
 from tui.screens.views import VIEWS
 from tui.state import SessionState
 from tui.study_state import StudyState
-from tui.widgets.panel import Panel
 
 if TYPE_CHECKING:
     from engine.record.replay_source import ReplaySource
@@ -157,7 +156,6 @@ class GpuscaleApp(App[int]):
         self._folded_unseen = 0  # events folded by such slices since the last render
         self._told_recording: Path | None = None
         self.view_screens: dict[str, ViewScreen] = {}  # each view's screen, once made
-        self.views_ready = False  # every view composed and drawn ahead, off-screen (_compose_views_ahead)
         for view in self.VIEWS:
             self.add_mode(view.name, partial(self._make_view_screen, view))
 
@@ -244,17 +242,11 @@ class GpuscaleApp(App[int]):
                 mounted = self.switch_mode(view.name)  # Textual's own mode start: its screen composes
                 self.switch_mode(shown)  # and is suspended at once, as a view switched away from
             await mounted
-            screen = self.view_screens[view.name]
-            await screen.wait_for_refresh()  # laid out at the terminal's size
-            for panel in screen.query(Panel):  # drawn ahead, a panel per loop pass: a key waits for one at most
-                await asyncio.sleep(0)
-                if panel.is_mounted and view.name in self.view_screens and screen not in self.screen_stack:
-                    panel.draw_ahead(self.state)
+            await self.view_screens[view.name].wait_for_refresh()  # laid out at the terminal's size
         # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
         # the garbage collector's full passes, each of which would otherwise walk it all while
         # holding every thread (a key waits meanwhile).
         gc.freeze()
-        self.views_ready = True
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # collectable again once the app is gone (tests run many apps in one process)

@@ -588,33 +588,3 @@ async def test_every_view_is_composed_ahead_so_a_switch_composes_nothing() -> No
         # What arrived while the probe view was hidden is on it once shown.
         await pilot.press("3")
         assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")
-
-
-async def test_hidden_views_are_drawn_ahead_and_a_log_drawn_hidden_shows_its_tail_once_shown() -> None:
-    """A view's first showing redraws only what changed since it was drawn ahead, off-screen; a
-    log drawn while hidden (no layout there) still opens on its newest line."""
-    from textual.widgets import Static
-
-    from tui.widgets.event_log import EventLogPanel
-
-    app, source, _ = live_app()
-    async with app.run_test(size=SIZE) as pilot:
-        publish(source, [ev.Warning(ts=1.0 + i, source="load", message=f"line {i}", key=f"k{i}") for i in range(80)])
-        app.drain()  # before the views are drawn ahead: the log has 80 lines to draw hidden
-        deadline = time.monotonic() + 60  # a busy box
-        while not app.views_ready and time.monotonic() < deadline:
-            await pilot.pause(0.05)
-        assert app.views_ready
-        log = app.view_screens["log"].query_one(EventLogPanel)
-        assert app.screen is not log.screen
-        drawn = log.query_one(".panel-body", Static).content
-        assert "line 79" in "".join(segment.text for segment in drawn.segments)  # drawn while hidden
-        await pilot.press("4")
-        while log.max_scroll_y == 0 and time.monotonic() < deadline:
-            await pilot.pause(0.05)  # laid out on its first showing
-        await pilot.pause(0.1)
-        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y  # the newest line in view
-        publish(source, [ev.Warning(ts=200.0, source="load", message="one more", key="k-more")])
-        app.drain()
-        await pilot.pause(0.2)
-        assert log.scroll_y == log.max_scroll_y  # and it follows on

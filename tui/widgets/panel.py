@@ -48,8 +48,6 @@ class Panel(VerticalScroll):
         self._follow_y: int | None = None  # where following put the view (None: the body's end)
         self._drawn_end_y: float | None = None  # the body's end (max_scroll_y) when last drawn
         self._drawn_size: tuple[object, object] | None = None  # its size and the terminal's, when last drawn
-        self._ahead = False  # drawing now on a screen composed ahead, not shown yet
-        self._follow_on_show = False  # drawn ahead while following: scroll to the tail once shown
 
     def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int, list[Segment]]:
         """Render once, here, at the body's width: the line count decides whether a layout
@@ -89,12 +87,8 @@ class Panel(VerticalScroll):
 
     def show_state(self, state: SessionState, force: bool = False) -> None:
         self._state = state
-        hidden = self.screen not in self.app.screen_stack
-        if hidden and not self._ahead:
-            return  # a view composed ahead, not shown: drawn ahead once (draw_ahead), then when shown
-        if self._follow_on_show and not hidden:
-            self._follow_on_show = False
-            self._follow_tail(state)  # its layout comes with this first showing
+        if self.screen not in self.app.screen_stack:
+            return  # a view composed ahead, not shown yet: drawn when it is (scrolling needs its layout)
         seen = tuple(state.versions[name] for name in self.SECTIONS)
         width = self.body_width
         if not force and width == self._width and (seen == self._seen or self._telemetry_only_soon(state, seen)):
@@ -112,8 +106,7 @@ class Panel(VerticalScroll):
         end_y = self.max_scroll_y if self._drawn_end_y is None else min(self.max_scroll_y, self._drawn_end_y)
         following = (self.scroll_y >= end_y if self._follow_y is None
                      else round(self.scroll_y) == min(self._follow_y, round(self.max_scroll_y)))
-        if not hidden:  # a hidden screen is not laid out again: its end would be stale
-            self._drawn_end_y = self.max_scroll_y
+        self._drawn_end_y = self.max_scroll_y
         segments, height, head = self._prerender(self.render_state(state, width), width)
         if head != self._head:
             self._head = head
@@ -131,28 +124,12 @@ class Panel(VerticalScroll):
         if title is not None:
             self.border_title = title
         if self.FOLLOW_TAIL and following:
-            if hidden:
-                self._follow_on_show = True
+            lines = self.follow_lines(state)
+            if lines is None:
+                self._follow_y = None
+                self.call_after_refresh(self.scroll_end, animate=False)
             else:
-                self._follow_tail(state)
-
-    def draw_ahead(self, state: SessionState) -> None:
-        """Draw on a screen composed ahead, not shown yet, so that its first showing redraws only
-        what changed since, as a view shown before does (Rich's and Textual's first renders of
-        this panel paid now, in an idle moment, not on a key)."""
-        self._ahead = True
-        try:
-            self.show_state(state)
-        finally:
-            self._ahead = False
-
-    def _follow_tail(self, state: SessionState) -> None:
-        lines = self.follow_lines(state)
-        if lines is None:
-            self._follow_y = None
-            self.call_after_refresh(self.scroll_end, animate=False)
-        else:
-            self.call_after_refresh(self._follow, lines)
+                self.call_after_refresh(self._follow, lines)
 
     def _telemetry_only_soon(self, state: SessionState, seen: tuple[int, ...]) -> bool:
         """Only telemetry changed since the last drawing, less than TELEMETRY_REDRAW_S of the
