@@ -43,6 +43,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each a fresh app")
     parser.add_argument("--size", default="120x40", help="the terminal, COLSxROWS")
     parser.add_argument("--view", default="6", choices=tuple(VIEWS), help="the view between presses (6: the charts)")
+    parser.add_argument("--against-unpaced", action="store_true",
+                        help="alternate rounds with the replay paced by the screen's backlog (the app's way) and "
+                             "unpaced (the anchor: publishing as fast as it decodes); a summary of each")
     return parser
 
 
@@ -145,12 +148,14 @@ def run(args: argparse.Namespace) -> int:
               f"view {VIEWS[args.view]} between presses, {args.size}, replay at max speed")
         del events  # not the app's: kept, they would lengthen every full garbage collection of its process
         for r in range(args.rounds):
+            anchor = args.against_unpaced and r % 2 == 1
+            _pacing(not anchor)
             ahead: list[float] = []
             watch = StallWatch() if args.stalls else None
             presses = asyncio.run(_measure(path, args.presses, (cols, rows), args.view, profile, ahead, watch))
             rounds.append(presses)
             playing = sum(1 for p in presses if p.playing)
-            print(f"round {r + 1}/{args.rounds} ({playing} of {len(presses)} presses while events poured in; "
+            print(f"round {r + 1}/{args.rounds}{' (unpaced)' if anchor else ''} ({playing} of {len(presses)} presses while events poured in; "
                   f"every view composed {sum(ahead) * 1000:.0f} ms after the first key): "
                   f"{_summary(presses)}", flush=True)
             if watch is not None:
@@ -158,11 +163,26 @@ def run(args: argparse.Namespace) -> int:
     if profile is not None:
         profile.dump_stats(args.profile)
         print(f"profile of the presses: {args.profile}")
-    every = [p for presses in rounds for p in presses]
-    for label, chosen in (("a view shown before", [p for p in every if not p.first]),
-                          ("a view's first showing", [p for p in every if p.first])):
-        if chosen:
-            medians = [statistics.median([p.wall_s * 1000 for p in presses if p.first == chosen[0].first] or [math.nan])
-                       for presses in rounds]
-            print(f"key to {label}: {_summary(chosen)}; round medians {', '.join(f'{m:.0f}' for m in medians)} ms")
+    groups = [("", rounds)]
+    if args.against_unpaced:
+        groups = [("paced: ", rounds[0::2]), ("unpaced (anchor): ", rounds[1::2])]
+    for prefix, chosen_rounds in groups:
+        every = [p for presses in chosen_rounds for p in presses]
+        for label, chosen in (("a view shown before", [p for p in every if not p.first]),
+                              ("a view's first showing", [p for p in every if p.first])):
+            if chosen:
+                medians = [statistics.median([p.wall_s * 1000 for p in presses if p.first == chosen[0].first]
+                                             or [math.nan]) for presses in chosen_rounds]
+                print(f"{prefix}key to {label}: {_summary(chosen)}; round medians "
+                      f"{', '.join(f'{m:.0f}' for m in medians)} ms")
     return 0
+
+
+def _pacing(on: bool) -> None:
+    """The app's way (a max-speed replay paced by the screen's backlog) or the anchor's (unpaced)."""
+    from engine.record import replay_source
+
+    replay_source.MAX_BACKLOG = _PACED_BACKLOG if on else sys.maxsize
+
+
+_PACED_BACKLOG = __import__("engine.record.replay_source", fromlist=["MAX_BACKLOG"]).MAX_BACKLOG

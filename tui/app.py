@@ -192,6 +192,10 @@ class GpuscaleApp(App[int]):
         self._level_target = None
         self.replay = replay
         self._unsubscribe = source.bus.subscribe(self.inbox.append)  # deque.append is thread-safe
+        from engine.record.replay_source import ReplaySource
+
+        if isinstance(source, ReplaySource):
+            source.pace_by(self.inbox.__len__)  # at max speed, no further ahead than the screen can fold
         self.sources.append(source)
         if start:
             source.start()

@@ -14,6 +14,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.bus import EventBus
@@ -33,6 +34,10 @@ from engine.source import EventSource
 POLL_S = 0.2  # how often the end of a growing file is re-read
 WAITING_NOTICE_S = 3.0  # a live writer commits every 0.5 s: this long without rows is worth saying
 PUBLISH_CHECK_EVERY = 256  # during an instant catch-up, look at stop() this often
+# At max speed, publishing waits while the screen holds this many events it has not folded in yet:
+# a thread decoding far ahead of what is shown only takes the GIL from the screen's keys.
+MAX_BACKLOG = 500
+BACKLOG_WAIT_S = 0.01
 
 
 def due_in(offset: float, anchor_pos: float, anchor_wall: float, now: float, speed: float | None) -> float:
@@ -88,8 +93,14 @@ class ReplaySource(EventSource):
         self._anchor_wall = time.monotonic()
         self._last_new_rows = time.monotonic()
         self._warned_waiting = False
+        self._backlog: Callable[[], int] | None = None
         self.error: str | None = None  # why the replay failed: one line
         self._load_new_rows()
+
+    def pace_by(self, backlog: Callable[[], int]) -> None:
+        """At max speed, publish no further ahead of the consumer than MAX_BACKLOG events:
+        ``backlog`` says how many it holds unread (a screen's queue; called from this thread)."""
+        self._backlog = backlog
 
     # ------------------------------------------------------------------ controls (any thread)
 
@@ -316,6 +327,9 @@ class ReplaySource(EventSource):
                     if self._ended and not self._linger:
                         return
                     self._cond.wait(POLL_S)
+                    continue
+                if self._speed is None and self._backlog is not None and self._backlog() >= MAX_BACKLOG:
+                    self._cond.wait(BACKLOG_WAIT_S)  # the screen is behind: let it catch up
                     continue
                 wait = due_in(self._rows[self._next][0], self._anchor_pos, self._anchor_wall, time.monotonic(),
                               self._speed)

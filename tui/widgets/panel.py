@@ -69,10 +69,12 @@ class Panel(VerticalScroll):
         return joined(lines[sticky:]), len(lines) - sticky, joined(lines[:sticky])
 
     def compose(self) -> ComposeResult:
-        head = Static(classes="panel-head")
-        head.display = False
-        yield head
-        yield Static(classes="panel-body")
+        # kept, not queried per drawing: a tick that lands while the app closes finds them removed
+        self._head_widget = Static(classes="panel-head")
+        self._head_widget.display = False
+        self._body_widget = Static(classes="panel-body")
+        yield self._head_widget
+        yield self._body_widget
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
@@ -110,7 +112,7 @@ class Panel(VerticalScroll):
         segments, height, head = self._prerender(self.render_state(state, width), width)
         if head != self._head:
             self._head = head
-            head_widget = self.query_one(".panel-head", Static)
+            head_widget = self._head_widget
             head_widget.display = bool(head)
             head_widget.update(Segments(head))
         if segments == self._segments:
@@ -118,7 +120,7 @@ class Panel(VerticalScroll):
         else:
             self._segments = segments
             # A layout pass re-arranges the whole screen: only ask for one when the height changed.
-            self.query_one(".panel-body", Static).update(Segments(segments), layout=height != self._height)
+            self._body_widget.update(Segments(segments), layout=height != self._height)
             self._height = height
         title = self.title_for(state)
         if title is not None:

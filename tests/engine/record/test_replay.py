@@ -51,6 +51,33 @@ def test_max_speed_replays_everything_in_order(recording_4x: Path) -> None:
     assert source.finished and source.position_s == pytest.approx(source.duration_s)
 
 
+def test_max_speed_paced_by_its_consumer_stays_within_the_backlog_then_ends_in_order(
+        recording_4x: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A screen that has folded nothing holds a max-speed replay at MAX_BACKLOG events; as it
+    reads them, the rest follows, every event once and in order."""
+    from engine.record import replay_source
+
+    MAX_BACKLOG = 100  # noqa: N806 - the module's constant, smaller than this recording
+    monkeypatch.setattr(replay_source, "MAX_BACKLOG", MAX_BACKLOG)
+    source, got = _source(recording_4x, speed=None, linger=False)
+    read = [0]  # how many of ``got`` the consumer has taken
+
+    def unread() -> int:
+        return len(got) - read[0]
+
+    source.pace_by(unread)
+    total = len(_recorded(recording_4x))
+    assert total > 2 * MAX_BACKLOG  # the recording is longer than the backlog
+    source.start()
+    assert wait_until(lambda: len(got) >= MAX_BACKLOG)
+    time.sleep(0.3)  # time enough to publish the rest, were it not paced
+    assert len(got) == MAX_BACKLOG and not source.finished
+    while source.running and wait_until(lambda: unread() >= MAX_BACKLOG or not source.running, 30):
+        read[0] = len(got)  # the screen folds what it holds
+    assert source.join(30)
+    assert got == _recorded(recording_4x)
+
+
 @pytest.mark.slow
 def test_paused_publishes_nothing_then_steps_one_at_a_time(recording_4x: Path) -> None:
     source, got = _source(recording_4x, speed=None, paused=True)
