@@ -22,6 +22,7 @@ class EventLogPanel(Panel):
         super().__init__(id=id)
         # A tail that fits its box keeps a constant height: no layout pass per new line.
         self.tail_only = tail_only
+        self.reads_height = tail_only
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         if not state.log:

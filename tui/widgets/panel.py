@@ -34,6 +34,7 @@ class Panel(VerticalScroll):
     TITLE: ClassVar[str] = ""
     FOLLOW_TAIL: ClassVar[bool] = False  # keep the newest line in view (logs)
     STICKY_HEAD: ClassVar[bool] = False  # a table's header stays on top while its rows scroll
+    reads_height = False  # its drawing fits its own height (a log's tail): redrawn when that changes
 
     def __init__(self, *, id: str | None = None, classes: str = "") -> None:  # noqa: A002
         super().__init__(id=id, classes=f"panel state-view {classes}".strip())
@@ -47,7 +48,8 @@ class Panel(VerticalScroll):
         self._head: list[Segment] = []
         self._follow_y: int | None = None  # where following put the view (None: the body's end)
         self._drawn_end_y: float | None = None  # the body's end (max_scroll_y) when last drawn
-        self._drawn_size: tuple[object, object] | None = None  # its size and the terminal's, when last drawn
+        self._drawn_size: tuple[object, ...] | None = None  # the sizes it was last drawn for
+        self._following = False  # the last drawing kept the tail in view
 
     def _prerender(self, renderable: RenderableType, width: int) -> tuple[list[Segment], int, list[Segment]]:
         """Render once, here, at the body's width: the line count decides whether a layout
@@ -101,7 +103,7 @@ class Panel(VerticalScroll):
             return
         self._seen, self._width, self._key = seen, width, key
         self._drawn_at = state.now
-        self._drawn_size = (self.size, self.app.size)
+        self._drawn_size = self._size_drawn_for()
         # Following while the view is where following left it (at the end, by default).
         # The end as of the last drawing counts: the layout of what was drawn then may not have
         # come yet (a view's first showing draws, lays out and is resized in quick turns).
@@ -125,13 +127,17 @@ class Panel(VerticalScroll):
         title = self.title_for(state)
         if title is not None:
             self.border_title = title
-        if self.FOLLOW_TAIL and following:
-            lines = self.follow_lines(state)
-            if lines is None:
-                self._follow_y = None
-                self.call_after_refresh(self.scroll_end, animate=False)
-            else:
-                self.call_after_refresh(self._follow, lines)
+        self._following = self.FOLLOW_TAIL and following
+        if self._following:
+            self._follow_tail(state)
+
+    def _follow_tail(self, state: SessionState) -> None:
+        lines = self.follow_lines(state)
+        if lines is None:
+            self._follow_y = None
+            self.call_after_refresh(self.scroll_end, animate=False)
+        else:
+            self.call_after_refresh(self._follow, lines)
 
     def _telemetry_only_soon(self, state: SessionState, seen: tuple[int, ...]) -> bool:
         """Only telemetry changed since the last drawing, less than TELEMETRY_REDRAW_S of the
@@ -151,8 +157,18 @@ class Panel(VerticalScroll):
     def on_resize(self) -> None:
         # Not when only the content's height changed (a drawing's own layout pass): redrawn then,
         # every panel's picture was drawn twice on a view's first showing.
-        if self._state is not None and (self.size, self.app.size) != self._drawn_size:
+        if self._state is None:
+            return
+        if self._size_drawn_for() != self._drawn_size:
             self.show_state(self._state, force=True)
+        elif self._following:  # the same picture in a box of another height: its tail kept in view
+            self._follow_tail(self._state)
+
+    def _size_drawn_for(self) -> tuple[object, ...]:
+        """What of the sizes a drawing depends on: the panel's width and the terminal's size, and
+        its own height only for a panel that fits its lines to it (reads_height). A panel whose
+        height follows its content is not drawn twice when a drawing's layout makes it taller."""
+        return self.size.width, self.size.height if self.reads_height else None, self.app.size
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
         raise NotImplementedError
