@@ -155,14 +155,16 @@ def render_host(state: SessionState, width: int) -> Text:
     host = state.host
     if host is None:
         return Text("no host readings yet", style="dim")
-    ours = [state.own_cpu_of_host(v) for v in host.own_cpu]
-    server = [state.own_cpu_of_host(v) for v in host.server_cpu]
-    others: list[float | None] = []
-    for total, o, s in zip(host.cpu, ours, server, strict=False):
-        others.append(None if total is None else max(0.0, total - (o or 0.0) - (s or 0.0)))
     spark_w = max(5, width - 16)
+    # the sparklines show the last spark_w samples: only those are converted (the history keeps 300)
+    total_cpu = list(host.cpu)[-spark_w:]
+    ours = [state.own_cpu_of_host(v) for v in list(host.own_cpu)[-spark_w:]]
+    server = [state.own_cpu_of_host(v) for v in list(host.server_cpu)[-spark_w:]]
+    others: list[float | None] = []
+    for total, o, s in zip(total_cpu, ours, server, strict=False):
+        others.append(None if total is None else max(0.0, total - (o or 0.0) - (s or 0.0)))
     out = []
-    for name, values, style in (("host", list(host.cpu), "bold"), ("ours", ours, "green"),
+    for name, values, style in (("host", total_cpu, "bold"), ("ours", ours, "green"),
                                 ("server", server, "yellow"), ("others", others, "red")):
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"{name:<7}", style="dim")
