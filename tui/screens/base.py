@@ -10,13 +10,13 @@ from textual._context import NoActiveAppError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Header
 
 from tui.host import ViewHost
 from tui.widgets.footer import KeysFooter
 from tui.widgets.replay_bar import ReplayBar
 from tui.widgets.status import StatusBar
 from tui.widgets.view import ViewBody
+from tui.widgets.view_header import ViewHeader
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class ViewScreen(Screen):
             pass
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False, icon="◆")  # no clock: screens show session time only
+        yield ViewHeader(show_clock=False, icon="◆")  # no clock: screens show session time only
         bar = ReplayBar(id="replay-bar")
         bar.display = self.host.replay is not None
         yield bar

@@ -20,9 +20,12 @@ from engine.record.reader import Recording
 from engine.server.fleet import ServerFleet, split_cpus
 
 ROOT = Path(__file__).resolve().parents[3]
-# ratio - 1 allowed however well the level's windows agree: the largest gap measured between two
-# equal unpinned servers at a small windows' spread, 1.40 at 6 % (docs/results/scale_out_cpu_pinning.md)
-FLOOR = 0.5
+# ratio - 1 allowed however well the level's windows agree. On 2 cores two equal unpinned servers,
+# the load's client and anything else runnable are more threads than cores, and the kernel's
+# placement gives the servers steadily unequal shares: 1.40x at a 6 % windows' spread
+# (docs/results/scale_out_cpu_pinning.md), 1.52x at 3 % beside two hogs with the level not contended
+# (a fresh-clone suite run, 2026-11-27). The fault this guards against read 10x.
+FLOOR = 1.0
 
 
 @pytest.mark.parametrize("cpus, servers, shares", [
