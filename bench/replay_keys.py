@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.loop_stalls import StallWatch
+from engine.record import replay_source
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -178,11 +179,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+PACED_BACKLOG = replay_source.MAX_BACKLOG  # the app's, kept for the paced rounds
+
+
 def _pacing(on: bool) -> None:
     """The app's way (a max-speed replay paced by the screen's backlog) or the anchor's (unpaced)."""
-    from engine.record import replay_source
-
-    replay_source.MAX_BACKLOG = _PACED_BACKLOG if on else sys.maxsize
-
-
-_PACED_BACKLOG = __import__("engine.record.replay_source", fromlist=["MAX_BACKLOG"]).MAX_BACKLOG
+    replay_source.MAX_BACKLOG = PACED_BACKLOG if on else sys.maxsize

@@ -114,9 +114,8 @@ class Panel(VerticalScroll):
         segments, height, head = self._prerender(self.render_state(state, width), width)
         if head != self._head:
             self._head = head
-            head_widget = self._head_widget
-            head_widget.display = bool(head)
-            head_widget.update(Segments(head))
+            self._head_widget.display = bool(head)
+            self._head_widget.update(Segments(head))
         if segments == self._segments:
             pass  # same picture (a new sample that rounds to the same text): no repaint
         else:
