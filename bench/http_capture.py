@@ -33,6 +33,10 @@ class Relay:
 
     def __exit__(self, *exc: object) -> None:
         if self._listener is not None:
+            try:  # wakes the thread blocked in accept(): close() alone leaves it there until join's timeout
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._listener.close()
         for t in self._threads:
             t.join(timeout=5)

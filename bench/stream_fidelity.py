@@ -117,13 +117,14 @@ def theirs(pa: Path, env: dict[str, str], grpc_url: str, level: int, data: Path,
                    len(inside) / ((bounds[-1] - bounds[0]) / 1e9)) | {"requests": len(reqs)}
 
 
-def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespace, transport: str) -> dict[str, Any]:
+def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespace, transport: str,
+         workers: int = 0) -> dict[str, Any]:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
 
     tokens = args.tokens
     load = Load(concurrency=[level], transport=transport, input_data=str(data), window_ms=args.interval_ms,
-                stability_percent=args.stability, warmup_s=1.0, max_windows=args.max_windows)
+                stability_percent=args.stability, warmup_s=1.0, max_windows=args.max_windows, workers=workers)
     (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
     if result.stream is None or result.errors or result.status == "failed":
         raise RuntimeError(f"our level {level} ended {result.status} with {result.errors} errors "
@@ -236,13 +237,16 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--client-cpus", default="", metavar="8-15", help="host CPUs for every client (apart from the server's)")
     parser.add_argument("--aiperf", type=Path, default=None, metavar="PATH",
                         help="AIPerf's executable (in a venv of its own): adds AIPerf and ours over generate_stream")
+    parser.add_argument("--our-workers", type=int, nargs="*", default=[], metavar="N",
+                        help="also ours over grpc_stream with load.workers = N (a column ours_wN each, beside "
+                             "ours with the workers rule)")
     parser.add_argument("--aiperf-seconds", type=float, default=10.0, help="AIPerf's --benchmark-duration per run")
     return parser
 
 
 def check_args(args: argparse.Namespace) -> str | None:
-    if args.rounds < 1 or not args.levels or min(args.levels) < 1 or args.tokens < 2:
-        return "--rounds and --levels must be >= 1, --tokens >= 2"
+    if args.rounds < 1 or not args.levels or min(args.levels) < 1 or args.tokens < 2 or min(args.our_workers, default=1) < 1:
+        return "--rounds, --levels and --our-workers must be >= 1, --tokens >= 2"
     try:
         args.server_cpus, args.client_cpus = cpu_list(args.server_cpus), cpu_list(args.client_cpus)
     except ValueError as exc:
@@ -264,7 +268,8 @@ PAIRS = (("ours", "perf_analyzer"), ("aiperf", "ours_http"))
 
 def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...]) -> list[str]:
     lines = []
-    for tool, ref in PAIRS:
+    pairs = PAIRS + tuple((t, "perf_analyzer") for t in tools if t.startswith("ours_w"))
+    for tool, ref in pairs:
         if tool not in tools:
             continue
         lines.append(f"\n{tool} / {ref}, median over rounds [min-max of the per-round ratios]:")
@@ -308,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stream_fidelity: {exc}")
         return 2
     work = Path(tempfile.mkdtemp(prefix="stream_fidelity_"))
-    tools: tuple[str, ...] = ("perf_analyzer", "ours")
+    tools: tuple[str, ...] = ("perf_analyzer", "ours", *(f"ours_w{n}" for n in args.our_workers))
     inputs: dict[str, Path] = {}
     if args.aiperf is not None:
         tools += ("aiperf", "ours_http")
@@ -353,6 +358,8 @@ def run(args: argparse.Namespace) -> int:
                         elif tool == "aiperf":
                             row[tool] = aiperf_run(args.aiperf, inputs, server.http_url, level, args.aiperf_seconds,
                                                    work / f"aiperf_r{r}_c{level}", args.tokens, last)
+                        elif tool.startswith("ours_w"):
+                            row[tool] = ours(target, info, level, data, args, "grpc_stream", int(tool[len("ours_w"):]))
                         else:
                             row[tool] = ours(target, info, level, data, args,
                                              "grpc_stream" if tool == "ours" else "generate_stream")
