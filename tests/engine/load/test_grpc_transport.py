@@ -125,12 +125,23 @@ async def not_grpc_of(url: str) -> str | None:
 @pytest.mark.server
 async def test_a_concurrency_sweep_over_grpc(identity_server, identity_info):
     load = quick_load(concurrency=[1, 4], transport="grpc", stability_percent=50)
-    results, events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
-    assert [r.level for r in results] == [1.0, 4.0]
-    for r in results:
-        assert r.status in ("stable", "unstable") and r.errors == 0, (r.status, r.error_messages)
-        assert r.requests > 0 and r.latency.p50 is not None and r.latency.p50 > 0
-        assert r.server is not None and r.server.request_count > 0  # Triton's statistics, read over HTTP
+    breakdowns = 0
+    for _ in range(4):  # a busy box may read the statistics too far from a window's edge: measured again
+        results, events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
+        assert [r.level for r in results] == [1.0, 4.0]
+        read = 0
+        for r in results:
+            assert r.status in ("stable", "unstable") and r.errors == 0, (r.status, r.error_messages)
+            assert r.requests > 0 and r.latency.p50 is not None and r.latency.p50 > 0
+            if r.server is None:  # left out, and said why (sweep.server_over)
+                assert any(w.key == f"late-stats-{r.index}" for w in events.of("warning")), r
+            else:
+                assert r.server.request_count > 0  # Triton's statistics, read over HTTP
+                read += 1
+        breakdowns += read
+        if read == len(results):
+            break
+    assert breakdowns, "the statistics came late at every level of 4 sweeps"
     # the closed loop kept exactly the level in flight: one call per connection
     r4 = results[1]
     assert 0.5 * 4 <= r4.throughput_rps * r4.latency.mean <= 1.05 * 4, (r4.throughput_rps, r4.latency.mean)
