@@ -10,7 +10,6 @@ max are exact (weighted by count)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from engine.analysis.latency_merge import merged_latency
@@ -20,6 +19,7 @@ from engine.events import (
     HostResult,
     LevelStatus,
     ServerBreakdown,
+    StreamStats,
     WindowResult,
 )
 
@@ -27,15 +27,68 @@ from engine.events import (
 _WORST_FIRST: tuple[LevelStatus, ...] = ("failed", "interrupted", "contended")
 
 
+def largest_known(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def summed_counts(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for kind, n in d.items():
+            out[kind] = out.get(kind, 0) + n
+    return out
+
+
 def merged_audit(audits: Sequence[tuple[str, ClientAudit]]) -> ClientAudit:
-    """The hosts' audits as one: client-bound when any host is, each reason naming its host; the
-    busiest host's figures (the client-bound one first), sends and late sends summed."""
+    """The hosts' self-audits as one, live on the head and in `merge` alike: client-bound when any
+    host is, each reason naming its host; the CPU figures of the busiest host (the client-bound one
+    first, then by its share of its own cores); the worst of each delay; sends and late sends summed."""
     if not audits:
         return ClientAudit()
-    name, worst = max(audits, key=lambda a: (a[1].client_bound, a[1].cpu_percent or 0.0))
-    reasons = [f"host {n}: {r}" for n, a in audits for r in a.reasons]
-    return dataclasses.replace(worst, reasons=reasons, client_bound=bool(reasons),
-                               late_sends=sum(a.late_sends for _, a in audits), sent=sum(a.sent for _, a in audits))
+
+    def busy(audit: ClientAudit) -> tuple[bool, float]:
+        cpu = audit.cpu_percent or 0.0
+        return audit.client_bound, cpu / audit.cpu_cores if audit.cpu_cores else cpu
+
+    each = [a for _, a in audits]
+    busiest = max(each, key=busy)
+    reasons = [f"host {name}: {r}" for name, a in audits for r in a.reasons]
+    return ClientAudit(
+        cpu_percent=busiest.cpu_percent,
+        cpu_cores=busiest.cpu_cores,
+        loop_lag_p99=largest_known([a.loop_lag_p99 for a in each]),
+        late_sends=sum(a.late_sends for a in each),
+        sent=sum(a.sent for a in each),
+        overhead_fraction=largest_known([a.overhead_fraction for a in each]),
+        client_bound=any(a.client_bound for a in each) or bool(reasons),
+        reasons=reasons,
+        write_p50=largest_known([a.write_p50 for a in each]),
+        write_p99=largest_known([a.write_p99 for a in each]),
+        first_byte_p50=largest_known([a.first_byte_p50 for a in each]),
+        client_delay_p50=largest_known([a.client_delay_p50 for a in each]),
+        client_delay_p99=largest_known([a.client_delay_p99 for a in each]),
+        client_delay_fraction=largest_known([a.client_delay_fraction for a in each]),
+        cpu_wait_fraction=largest_known([a.cpu_wait_fraction for a in each]),
+    )
+
+
+def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
+    """A streaming window's or level's figures over every host; the per-request median tokens/s
+    does not merge and is left not available."""
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    requests = [p.ttft.count for p in known]
+    total = sum(requests)
+    return StreamStats(
+        ttft=merged_latency([p.ttft for p in known]),
+        itl=merged_latency([p.itl for p in known]),
+        responses_per_request=(sum(p.responses_per_request * n for p, n in zip(known, requests, strict=True)) / total
+                               if total else 0.0),
+        output_tokens_per_s=sum(p.output_tokens_per_s for p in known),
+        tokens_per_s_per_request=None,
+    )
 
 
 def merged_server(parts: Sequence[ServerBreakdown | None]) -> ServerBreakdown | None:
@@ -65,16 +118,16 @@ def merged_server(parts: Sequence[ServerBreakdown | None]) -> ServerBreakdown | 
 
 def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], server: ServerBreakdown | None,
                   stable_so_far: bool = False) -> WindowResult:
-    """One window of the level: the hosts' windows of the same number, on the head's clock."""
+    """One window of the level: the hosts' windows of the same number (the head's live merge and
+    `merge`'s alike), throughput and errors summed, latency from the summed histograms, the span
+    from the earliest start to the latest end."""
     windows = [w for _, w in parts]
-    errors: dict[str, int] = {}
-    for w in windows:
-        for kind, n in w.errors_by_kind.items():
-            errors[kind] = errors.get(kind, 0) + n
+    first = windows[0]
     return WindowResult(
+        ts=first.ts,
         level=level,
-        index=windows[0].index,
-        warmup=windows[0].warmup,
+        index=first.index,
+        warmup=first.warmup,
         t_start=min(w.t_start for w in windows),
         t_end=max(w.t_end for w in windows),
         requests=sum(w.requests for w in windows),
@@ -85,9 +138,10 @@ def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], serve
         server=server,
         audit=merged_audit([(name, w.audit) for name, w in parts]),
         stable_so_far=stable_so_far,
-        errors_by_kind=errors,
-        others_cpu=max((w.others_cpu for w in windows if w.others_cpu is not None), default=None),
-        steal=max((w.steal for w in windows if w.steal is not None), default=None),
+        errors_by_kind=summed_counts([w.errors_by_kind for w in windows]),
+        stream=merged_stream([w.stream for w in windows]),
+        others_cpu=largest_known([w.others_cpu for w in windows]),
+        steal=largest_known([w.steal for w in windows]),
     )
 
 

@@ -16,11 +16,13 @@ from typing import Any, Protocol
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
     host_result,
+    largest_known,
     merged_audit,
     merged_server,
     merged_status,
     merged_window,
     stable_tail,
+    summed_counts,
 )
 from engine.analysis.latency_merge import merged_latency
 from engine.analysis.saturation import saturation_point
@@ -254,10 +256,6 @@ class _LevelMerge:
         hosts = [self.host(m, theirs.get(m.rank), picked) for m in head.group.members]
         live = [h for h in hosts if not h.missing]
         windows = [w for h in theirs for w in self.windows[h] if w.index in picked]
-        errors: dict[str, int] = {}
-        for r in theirs.values():
-            for kind, n in r.errors_by_kind.items():
-                errors[kind] = errors.get(kind, 0) + n
         requests = sum(h.requests for h in live)
         duration = sum(self.merged[i].t_end - self.merged[i].t_start for i in chosen)
         return LevelResult(
@@ -269,13 +267,13 @@ class _LevelMerge:
             latency=merged_latency([w.latency for w in windows]),
             server=merged_server([self.servers[i] for i in chosen]),
             audit=merged_audit([(self.names[r], e.audit) for r, e in sorted(theirs.items())]),
-            errors_by_kind=errors,
+            errors_by_kind=summed_counts([r.errors_by_kind for r in theirs.values()]),
             error_messages=[f"host {self.names[r]}: {m}" for r, e in sorted(theirs.items()) for m in e.error_messages],
             target_rate=self.level() if head.mode.open_loop else None,
             duration_s=duration, network=own.network,
             degraded=self.degraded(hosts),
-            others_cpu=max((e.others_cpu for e in theirs.values() if e.others_cpu is not None), default=None),
-            steal=max((e.steal for e in theirs.values() if e.steal is not None), default=None),
+            others_cpu=largest_known([e.others_cpu for e in theirs.values()]),
+            steal=largest_known([e.steal for e in theirs.values()]),
             hosts=hosts,
         )
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from engine.analysis.host_merge import largest_known, merged_audit, merged_stream, summed_counts
+from engine.analysis.host_merge import merged_window as host_merged_window
 from engine.analysis.latency_merge import merged_latency
 from engine.events import (
-    ClientAudit,
     EndpointResult,
     LatencyStats,
     LevelResult,
     LevelStarted,
     LevelStatus,
     ServerBreakdown,
-    StreamStats,
     WindowResult,
 )
 
@@ -50,45 +50,6 @@ def _worst_level(statuses: Sequence[LevelStatus]) -> LevelStatus:
     return max(statuses, key=lambda s: _LEVEL_RANK.get(s, 0))
 
 
-def _summed(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for d in dicts:
-        for k, n in d.items():
-            out[k] = out.get(k, 0) + n
-    return out
-
-
-def _max(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
-
-
-def merged_audit(audits: Sequence[ClientAudit], names: Sequence[str]) -> ClientAudit:
-    """The hosts' self-audits as one: client-bound if any host was, each reason naming its host;
-    the CPU figures of the busiest host (its share of its own cores), the worst of each delay."""
-    def busy(a: ClientAudit) -> float:
-        return (a.cpu_percent or 0.0) / (100.0 * a.cpu_cores) if a.cpu_cores else 0.0
-
-    busiest = max(audits, key=busy)
-    return ClientAudit(
-        cpu_percent=busiest.cpu_percent,
-        cpu_cores=busiest.cpu_cores,
-        loop_lag_p99=_max([a.loop_lag_p99 for a in audits]),
-        late_sends=sum(a.late_sends for a in audits),
-        sent=sum(a.sent for a in audits),
-        overhead_fraction=_max([a.overhead_fraction for a in audits]),
-        client_bound=any(a.client_bound for a in audits),
-        reasons=[f"{name}: {r}" for a, name in zip(audits, names, strict=True) for r in a.reasons],
-        write_p50=_max([a.write_p50 for a in audits]),
-        write_p99=_max([a.write_p99 for a in audits]),
-        first_byte_p50=_max([a.first_byte_p50 for a in audits]),
-        client_delay_p50=_max([a.client_delay_p50 for a in audits]),
-        client_delay_p99=_max([a.client_delay_p99 for a in audits]),
-        client_delay_fraction=_max([a.client_delay_fraction for a in audits]),
-        cpu_wait_fraction=_max([a.cpu_wait_fraction for a in audits]),
-    )
-
-
 def _server(server: ServerBreakdown | None, latency: LatencyStats) -> ServerBreakdown | None:
     """The first host's reading of the server (Triton's statistics count every host's requests),
     its outside-the-server share against the merged mean."""
@@ -98,54 +59,18 @@ def _server(server: ServerBreakdown | None, latency: LatencyStats) -> ServerBrea
     return replace(server, client_minus_server=outside)
 
 
-def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
-    """A streaming level's figures over every host; the per-request median tokens/s does not
-    merge and is left not available."""
-    known = [p for p in parts if p is not None]
-    if not known:
-        return None
-    requests = [p.ttft.count for p in known]
-    total = sum(requests)
-    return StreamStats(
-        ttft=merged_latency([p.ttft for p in known]),
-        itl=merged_latency([p.itl for p in known]),
-        responses_per_request=(sum(p.responses_per_request * n for p, n in zip(known, requests, strict=True)) / total
-                               if total else 0.0),
-        output_tokens_per_s=sum(p.output_tokens_per_s for p in known),
-        tokens_per_s_per_request=None,
-    )
-
-
 def _latency_or_none(parts: Sequence[LatencyStats | None]) -> LatencyStats | None:
     known = [p for p in parts if p is not None]
     return merged_latency(known) if known else None
 
 
 def merged_window(windows: Sequence[WindowResult], names: Sequence[str], scale: int) -> WindowResult:
-    """One window of every host: throughput and errors summed, latency from the summed histograms,
-    the span from the earliest start to the latest end."""
+    """One window of every host (the head's live rule, engine/analysis/host_merge.py), the
+    server's reading the first host's."""
     first = windows[0]
-    latency = merged_latency([w.latency for w in windows])
-    return WindowResult(
-        ts=first.ts,
-        level=first.level * scale,
-        index=first.index,
-        warmup=first.warmup,
-        t_start=min(w.t_start for w in windows),
-        t_end=max(w.t_end for w in windows),
-        requests=sum(w.requests for w in windows),
-        errors=sum(w.errors for w in windows),
-        throughput_rps=sum(w.throughput_rps for w in windows),
-        throughput_ips=sum(w.throughput_ips for w in windows),
-        latency=latency,
-        server=_server(first.server, latency),
-        audit=merged_audit([w.audit for w in windows], names),
-        stable_so_far=all(w.stable_so_far for w in windows),
-        errors_by_kind=_summed([w.errors_by_kind for w in windows]),
-        stream=merged_stream([w.stream for w in windows]),
-        others_cpu=_max([w.others_cpu for w in windows]),
-        steal=_max([w.steal for w in windows]),
-    )
+    merged = host_merged_window(first.level * scale, list(zip(names, windows, strict=True)), None,
+                                all(w.stable_so_far for w in windows))
+    return replace(merged, server=_server(first.server, merged.latency))
 
 
 def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> list[EndpointResult]:
@@ -162,7 +87,7 @@ def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> l
             first, connections=sum(e.connections for e in each), target_rate=sum(rates) if rates else None,
             requests=sum(e.requests for e in each), errors=sum(e.errors for e in each),
             throughput_rps=sum(e.throughput_rps for e in each), throughput_ips=sum(e.throughput_ips for e in each),
-            latency=latency, server=_server(first.server, latency), errors_by_kind=_summed([e.errors_by_kind for e in each]),
+            latency=latency, server=_server(first.server, latency), errors_by_kind=summed_counts([e.errors_by_kind for e in each]),
             error_messages=[f"{host}: {m}" for e, host in zip(each, names, strict=True) for m in e.error_messages][:MESSAGES_KEPT],
             failed=any(e.failed for e in each)))
     return out
@@ -206,8 +131,8 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
         throughput_ips=sum(r.throughput_ips for r in done),
         latency=latency,
         server=_server(first.server, latency),
-        audit=merged_audit([r.audit for r in done], names),
-        errors_by_kind=_summed([r.errors_by_kind for r in done]),
+        audit=merged_audit(list(zip(names, [r.audit for r in done], strict=True))),
+        errors_by_kind=summed_counts([r.errors_by_kind for r in done]),
         error_messages=[f"{name}: {m}" for r, name in zip(done, names, strict=True) for m in r.error_messages][:MESSAGES_KEPT],
         latency_uncorrected=_latency_or_none([r.latency_uncorrected for r in done]),
         target_rate=sum(rates) if rates else None,
@@ -217,8 +142,8 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
         endpoints=_merged_endpoints(done, names),
         degraded="; ".join(degraded),
         stream=merged_stream([r.stream for r in done]),
-        others_cpu=_max([r.others_cpu for r in done]),
-        steal=_max([r.steal for r in done]),
+        others_cpu=largest_known([r.others_cpu for r in done]),
+        steal=largest_known([r.steal for r in done]),
         trial=first.trial,
         remeasure=first.remeasure,
     )

@@ -143,3 +143,26 @@ def test_the_bottleneck_verdict_names_the_client_bound_host() -> None:
     v = diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]))
     assert v.kind == "client-bound"
     assert any("host 1 (edge-a): load worker 0 busy" in line for line in v.evidence), v.evidence
+
+
+def test_the_live_merge_and_merge_command_read_a_window_by_one_rule() -> None:
+    """The head's live window and `gpuscale-tui merge`'s are the same figures: audit (the busiest
+    host per core, the worst of each delay), counts and span; only the server's reading differs
+    (the head reads Triton itself, `merge` takes the first host's)."""
+    from engine.record.merge_fold import merged_window as merge_command_window
+
+    samples = _hosts_samples()
+    calm = ClientAudit(cpu_percent=50.0, cpu_cores=8, write_p99=0.002, loop_lag_p99=0.001, sent=100)
+    busy = ClientAudit(cpu_percent=90.0, cpu_cores=2, write_p99=0.001, loop_lag_p99=0.030, sent=90, late_sends=3,
+                       client_bound=True, reasons=["load worker 0 busy 97 % of a core"])
+    windows = [_window(samples[0], audit=calm), _window(samples[1], audit=busy)]
+    names = ["0 (head)", "1 (edge-a)"]
+    live = merged_window(8.0, list(zip(names, windows)), None)
+    offline = merge_command_window(windows, names, 1)
+    assert live.audit == offline.audit
+    assert live.audit.cpu_percent == 90.0 and live.audit.cpu_cores == 2  # 45 % a core against 6 %
+    assert live.audit.write_p99 == 0.002 and live.audit.loop_lag_p99 == 0.030
+    assert live.audit.sent == 190 and live.audit.late_sends == 3
+    assert live.audit.reasons == ["host 1 (edge-a): load worker 0 busy 97 % of a core"]
+    assert (live.requests, live.throughput_rps, live.latency, live.t_start, live.t_end) == \
+        (offline.requests, offline.throughput_rps, offline.latency, offline.t_start, offline.t_end)
