@@ -157,7 +157,7 @@ def test_the_live_merge_and_merge_command_read_a_window_by_one_rule() -> None:
                        client_bound=True, reasons=["load worker 0 busy 97 % of a core"])
     windows = [_window(samples[0], audit=calm), _window(samples[1], audit=busy)]
     names = ["0 (head)", "1 (edge-a)"]
-    live = merged_window(8.0, list(zip(names, windows)), None)
+    live = merged_window(8.0, list(zip(names, windows, strict=True)), None)
     offline = merge_command_window(windows, names, 1)
     assert live.audit == offline.audit
     assert live.audit.cpu_percent == 90.0 and live.audit.cpu_cores == 2  # 45 % a core against 6 %
