@@ -266,10 +266,10 @@ def check_args(args: argparse.Namespace) -> str | None:
 PAIRS = (("ours", "perf_analyzer"), ("aiperf", "ours_http"))
 
 
-def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...]) -> list[str]:
+def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...],
+            with_workers: dict[str, int]) -> list[str]:
     lines = []
-    pairs = PAIRS + tuple((t, "perf_analyzer") for t in tools if t.startswith("ours_w"))
-    for tool, ref in pairs:
+    for tool, ref in PAIRS + tuple((t, "perf_analyzer") for t in with_workers):
         if tool not in tools:
             continue
         lines.append(f"\n{tool} / {ref}, median over rounds [min-max of the per-round ratios]:")
@@ -313,7 +313,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"stream_fidelity: {exc}")
         return 2
     work = Path(tempfile.mkdtemp(prefix="stream_fidelity_"))
-    tools: tuple[str, ...] = ("perf_analyzer", "ours", *(f"ours_w{n}" for n in args.our_workers))
+    with_workers = {f"ours_w{n}": n for n in args.our_workers}  # ours at load.workers = n, by column
+    tools: tuple[str, ...] = ("perf_analyzer", "ours", *with_workers)
     inputs: dict[str, Path] = {}
     if args.aiperf is not None:
         tools += ("aiperf", "ours_http")
@@ -358,8 +359,8 @@ def run(args: argparse.Namespace) -> int:
                         elif tool == "aiperf":
                             row[tool] = aiperf_run(args.aiperf, inputs, server.http_url, level, args.aiperf_seconds,
                                                    work / f"aiperf_r{r}_c{level}", args.tokens, last)
-                        elif tool.startswith("ours_w"):
-                            row[tool] = ours(target, info, level, data, args, "grpc_stream", int(tool[len("ours_w"):]))
+                        elif tool in with_workers:
+                            row[tool] = ours(target, info, level, data, args, "grpc_stream", with_workers[tool])
                         else:
                             row[tool] = ours(target, info, level, data, args,
                                              "grpc_stream" if tool == "ours" else "generate_stream")
@@ -373,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
                 path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     finally:
         server.stop()
-    for line in summary(rows, args.levels, tools):
+    for line in summary(rows, args.levels, tools, with_workers):
         print(line)
     print(f"\nrows: {path}")
     return 0
