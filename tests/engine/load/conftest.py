@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from engine.events import Event
+from engine.events import Event, LevelResult
 from engine.http1 import parse_endpoint
 from engine.load.answer_check import AnswerSpec
 from engine.load.request import request_inputs
@@ -33,6 +33,19 @@ def quick_load(**overrides) -> Load:
     )
     settings.update(overrides)
     return Load(**settings)
+
+
+def in_flight(result: LevelResult) -> float:
+    """Throughput x mean latency over the level's measured span: the requests in flight on average
+    (Little's law), at most the concurrency."""
+    return result.throughput_rps * (result.latency.mean or 0.0)
+
+
+def in_flight_most(result: LevelResult) -> float:
+    """The most ``in_flight`` can read at this concurrency: the requests in flight when the span
+    began count their whole latency, up to the longest, so a stall just before the span (a busy
+    box) lifts it by up to level x max latency / span."""
+    return result.level * (1.0 + (result.latency.max or 0.0) / result.duration_s)
 
 
 class Events(list):
