@@ -17,7 +17,9 @@ import pytest
 
 from engine.analysis.host_merge import stable_tail
 from engine.analysis.latency_histogram import RELATIVE_ERROR
-from engine.events import LevelResult, Warning, WindowResult
+from engine.analysis.latency_merge import merged_histogram
+from engine.analysis.percentiles import percentile_index
+from engine.events import LatencyStats, LevelResult, Warning, WindowResult
 from engine.record.reader import Recording
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -58,6 +60,13 @@ def _levels_and_windows(path: Path) -> tuple[list[LevelResult], list[WindowResul
             [e for e in events if isinstance(e, Warning)])
 
 
+def _p99_rank_off(latency: LatencyStats, step: int) -> float:
+    """The sample ``step`` ranks from a figure's p99 (by the rank rule), from its histogram, in s."""
+    n = latency.count
+    rank = min(n - 1, max(0, percentile_index(n, 99) + step))
+    return merged_histogram([latency]).value_at_rank(rank) / 1e9
+
+
 def test_two_hosts_add_up(identity_server, tmp_path: Path) -> None:
     port = _free_port()
     member = _host(1, 2, port, identity_server.http_url, tmp_path / "m", "2,6")
@@ -88,9 +97,11 @@ def test_two_hosts_add_up(identity_server, tmp_path: Path) -> None:
             assert any(w.key.startswith("late-stats-") for w in warnings), warnings
         else:
             assert abs(lv.server.request_count - lv.requests) <= 0.1 * lv.requests + 2 * lv.level
-        # the merged p99 lies between the hosts' own (each within the histogram's error)
-        p99s = [h.latency.p99 for h in lv.hosts]
-        assert min(p99s) * (1 - RELATIVE_ERROR) <= lv.latency.p99 <= max(p99s) * (1 + RELATIVE_ERROR)
+        # the merged p99 lies between the hosts' own, give or take one rank of each (the rank rule
+        # rounds per host and for the sum; in a sparse tail a rank is a few %) and the histogram's error
+        low = min(_p99_rank_off(h.latency, -1) for h in lv.hosts)
+        high = max(_p99_rank_off(h.latency, +1) for h in lv.hosts)
+        assert low * (1 - RELATIVE_ERROR) <= lv.latency.p99 <= high * (1 + RELATIVE_ERROR), (low, high)
         # the member's clock, measured through the store: one machine, so the offset's bound holds it
         member_host = lv.hosts[1]
         assert member_host.clock_rtt_s is not None and member_host.clock_offset_s is not None

