@@ -544,10 +544,11 @@ class WireCeiling(Event):
     wire_model: str = "wire"
     mode: str = "concurrency"  # as the sweep's load.mode
     levels: list[WireLevel] = field(default_factory=list)
-    peak_ips: float | None = None  # the highest throughput of a level that did not fail
+    peak_ips: float | None = None  # the highest throughput of a sound level (engine/analysis/sound.py)
     peak_level: float | None = None
     peak_client_bound: bool = False  # the peak level measured the load generator, not the path
     saturated: bool = False  # the wire's throughput stopped rising within the levels run
+    not_decided: str = ""  # why there is no peak: no sound level, in words
 
 
 # --------------------------------------------------------------------------- telemetry

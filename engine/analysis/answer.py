@@ -21,7 +21,7 @@ from typing import Any
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Measured, Slo, slo_point
-from engine.analysis.sound import SOUND_STATUS, is_sound, output_rate, standing
+from engine.analysis.sound import SOUND_STATUS, is_sound, output_rate, peak, standing
 from engine.analysis.stream_slo import Slo as StreamSlo
 from engine.analysis.stream_slo import goodput, parse_slos
 from engine.analysis.stream_slo import misses as stream_misses
@@ -169,7 +169,7 @@ def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour
         key = (r.index, float(r.level))
         trials[key] = max(trials.get(key, 1), r.trial)
     sound = [r for r in levels if is_sound(r)]
-    best = max(sound, key=lambda r: (output_rate(r), -r.level), default=None)
+    best = peak(levels)
     slo_level, bounded = None, False
     if slo is not None:
         point = slo_point(slo_measured(levels, slo), slo.target_s)

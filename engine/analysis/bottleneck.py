@@ -44,13 +44,7 @@ from statistics import fmean
 
 from engine import format as fmt
 from engine.analysis.saturation import Saturation
-from engine.analysis.wire import (
-    Capacity,
-    level_text,
-    request_path_line,
-    wire_is_the_limit,
-    wire_notes,
-)
+from engine.analysis.wire import Assessment, level_text, wire_notes
 from engine.events import LevelResult, WireCeiling
 
 NETWORK_SHARE_LIMIT = 0.5
@@ -211,11 +205,11 @@ def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores:
 
 def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
              gpus_in_config: int | None = None, wire: WireCeiling | None = None,
-             capacity: Capacity | None = None, server_local: bool = False,
+             assessment: Assessment | None = None, server_local: bool = False,
              host_cores: int | None = None) -> Verdict:
     """``gpus_in_config``: N of the config variant ("2x" -> 2); None when unknown (all GPUs seen count).
-    ``wire``: the session's wire check, if it ran; ``capacity``: what the model's instances would
-    do by Triton's compute times at the peak (engine.analysis.wire.instance_capacity).
+    ``wire``: the session's wire check, if it ran; ``assessment``: the wire against the sweep's
+    sound peak (engine.analysis.wire.assess), which the evidence's levels, sound or not, never replace.
     ``server_local``: the server runs on the measuring host; ``host_cores``: that host's CPUs."""
     levels = [replace(e, gpu_util=_in_use(e.gpu_util, gpus_in_config)) for e in sorted(levels, key=lambda e: e.level)]
     if not levels:
@@ -225,9 +219,8 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     ev = next(e for e in levels if e.level == decisive_level)
     at = f"at concurrency {ev.level:g}"
     findings = _findings(levels, ev)
-    best = max(levels, key=lambda e: (e.throughput, -e.level))
-    if wire is not None:
-        findings.append(Finding("wire", request_path_line(wire, best.throughput, capacity)))
+    if wire is not None and assessment is not None:
+        findings.append(Finding("wire", assessment.line))
 
     if server_local and not _path_dominates(ev) and \
             (verdict := _host_cpu_verdict(levels, ev, host_cores, findings)) is not None:
@@ -242,19 +235,19 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
             return Verdict("client-bound", "the load generator, not the server, limits throughput: "
                            "these figures understate the server", evidence, ev.level, findings)
 
-    if wire is not None and wire_is_the_limit(best.throughput, wire):
+    if wire is not None and assessment is not None and assessment.at_limit:
         findings = [f for f in findings if f.kind != "wire"]  # the verdict says it
-        mode = wire.mode
+        mode, peak = wire.mode, assessment.model_peak_ips or 0.0
+        capacity = assessment.capacity
         evidence = [
-            f"the model peaked at {fmt.rate(best.throughput)} images/s at {level_text(mode, best.level)}; the wire "
-            f"model, same bytes, transport and batch, at {fmt.rate(wire.peak_ips or 0)} images/s at "
-            f"{level_text(mode, wire.peak_level or 0)} ({fmt.percent(best.throughput / (wire.peak_ips or 1))} of it)",
+            f"the model peaked at {fmt.rate(peak)} images/s at {level_text(mode, assessment.model_peak_level or 0)}; "
+            f"the wire model, same bytes, transport and batch, at {fmt.rate(wire.peak_ips or 0)} images/s at "
+            f"{level_text(mode, wire.peak_level or 0)} ({fmt.percent(peak / (wire.peak_ips or 1))} of it)",
             capacity.describe(mode) if capacity is not None else
             "no server statistics at the peak to say what the model's instances would do",
             *wire_notes(wire),
         ]
-        return Verdict("request-path", request_path_line(wire, best.throughput, capacity), evidence, ev.level,
-                       findings)
+        return Verdict("request-path", assessment.line, evidence, ev.level, findings)
 
     if not reached:
         evidence = [saturation.describe()] if saturation else []

@@ -1,6 +1,6 @@
 """What makes a level sound, the one test every decision applies (engine/analysis/answer.py), with
-the standing result of each level and what a level served. A leaf: the answer and the streaming
-goodput (engine/analysis/stream_slo.py) both read it."""
+the standing result of each level, what a level served and the peak. A leaf: the answer, the
+streaming goodput (engine/analysis/stream_slo.py) and the wire check all read it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def output_rate(r: LevelResult) -> float:
     """What a level served: output tokens/s for a streaming model (a stream of responses per
     request), images/s otherwise. The peak is the sound level with the most of it."""
     return r.stream.output_tokens_per_s if r.stream is not None else r.throughput_ips
+
+
+def peak(results: Iterable[LevelResult]) -> LevelResult | None:
+    """The peak: the sound standing level that served the most (the lower level on a tie)."""
+    return max((r for r in standing(results) if is_sound(r)), key=lambda r: (output_rate(r), -r.level), default=None)
 
 
 def standing(results: Iterable[LevelResult]) -> list[LevelResult]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import format as fmt
+from engine.analysis.answer import decide
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
 from engine.modes import mode_of
@@ -38,25 +39,26 @@ def wire_ceiling(
     model: str, transport: str, batch_size: int, bytes_per_item: int, approximated: bool,
     results: Sequence[LevelResult], mode: str = "concurrency", wire_model: str = "wire",
 ) -> WireCeiling:
-    """The WireCeiling event of a wire sweep's level results."""
+    """The WireCeiling event of a wire sweep's level results. Its peak and saturation follow the
+    model's rule (engine/analysis/answer.py): sound levels only, noise decides nothing."""
+    answer = decide(results)
     levels = [
         WireLevel(level=float(r.level), status=r.status, throughput_ips=r.throughput_ips,
                   throughput_rps=r.throughput_rps, p50=r.latency.p50, p99=r.latency.p99, errors=r.errors,
                   client_bound=r.audit.client_bound)
-        for r in sorted(results, key=lambda r: r.level)
+        for r in answer.levels
     ]
-    usable = [lv for lv in levels if lv.status != "failed" and lv.throughput_ips > 0]
-    best = max(usable, key=lambda lv: (lv.throughput_ips, -lv.level), default=None)
+    best = answer.best
     # a client-bound level measured the load generator: never where the wire saturates
-    sat = saturation_point([(lv.level, lv.throughput_ips) for lv in usable if not lv.client_bound])
+    sat = saturation_point([(float(r.level), r.throughput_ips) for r in answer.sound if not r.audit.client_bound])
     elements = wire_elements(bytes_per_item)
     return WireCeiling(
         model=model, transport=transport, batch_size=batch_size, bytes_per_item=bytes_per_item,
         request_bytes=batch_size * elements * FP32_BYTES, input_shape=[elements], approximated=approximated,
         wire_model=wire_model, mode=mode, levels=levels,
-        peak_ips=best.throughput_ips if best else None, peak_level=best.level if best else None,
-        peak_client_bound=best.client_bound if best else False,
-        saturated=bool(sat and sat.reached),
+        peak_ips=best.throughput_ips if best else None, peak_level=float(best.level) if best else None,
+        peak_client_bound=best.audit.client_bound if best else False,
+        saturated=bool(sat and sat.reached), not_decided=answer.not_decided,
     )
 
 
@@ -137,19 +139,23 @@ def carries(wire: WireCeiling) -> str:
     spec = transport_spec(wire.transport)
     path, size = spec.path, f"{fmt.body_size(wire.request_bytes)} {spec.request_noun}"
     if wire.peak_ips is None:
-        return f"{path} gave no result with {size}"
+        return f"{path}: not decided with {size} ({wire.not_decided or 'no sound level'})"
     verb = "caps at" if wire.saturated and not wire.peak_client_bound else "carried at least"
     return f"{path} {verb} {fmt.rate(wire.peak_ips)} images/s with {size}"
 
 
-def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity: Capacity | None) -> str:
-    """The one line a report, the headless output and the TUI's log say about the wire."""
+def request_path_line(wire: WireCeiling, model_peak_ips: float | None, capacity: Capacity | None,
+                      model_not_decided: str = "") -> str:
+    """The one line a report, the headless output and the TUI's log say about the wire.
+    ``model_not_decided``: why the model has no peak (no sound level), said where it has none."""
     gpus = f"; {capacity.describe(wire.mode)}" if capacity is not None else ""
     if wire_is_the_limit(model_peak_ips, wire):
         return f"the request path is the limit: {carries(wire)}{gpus}"
     text = carries(wire)
     if model_peak_ips is not None and wire.peak_ips:
         text += f"; the model peaked at {fmt.rate(model_peak_ips)} images/s ({fmt.percent(model_peak_ips / wire.peak_ips)} of it)"
+    elif model_peak_ips is None and model_not_decided:
+        text += f"; the model's peak is not decided ({model_not_decided})"
     if wire.peak_client_bound:
         text += "; the wire's peak was client-bound: the path carries more than measured"
     elif not wire.saturated and wire.peak_ips is not None:
@@ -180,12 +186,15 @@ class Assessment:
 
 def assess(wire: WireCeiling, results: Sequence[LevelResult], model_config: dict[str, Any],
            gpus: int | None = None) -> Assessment:
-    """``results``: the model's sweep (failed levels and levels that completed nothing are no
-    peak); ``model_config``: Triton's config JSON of the model (its instance groups); ``gpus``:
-    GPUs a KIND_GPU group without a gpus list spreads over."""
-    usable = [r for r in results if r.status != "failed" and r.requests > 0]
-    best = max(usable, key=lambda r: (r.throughput_ips, -r.level), default=None)
+    """``results``: the model's sweep, whose peak is the answer's (sound levels only);
+    ``model_config``: Triton's config JSON of the model (its instance groups); ``gpus``: GPUs a
+    KIND_GPU group without a gpus list spreads over."""
+    answer = decide(results)
+    best = answer.best
     capacity = instance_capacity(model_instances(model_config, gpus), best.server, best.level) if best else None
     peak_ips = best.throughput_ips if best else None
-    return Assessment(request_path_line(wire, peak_ips, capacity), wire_is_the_limit(peak_ips, wire), peak_ips,
-                      float(best.level) if best else None, capacity)
+    line = request_path_line(wire, peak_ips, capacity, answer.not_decided)
+    if best is not None and capacity is None and best.server is None:
+        line += (f"; Triton's compute times at the model's peak ({level_text(wire.mode, best.level)}) are missing: "
+                 "what its instances would do is not known")
+    return Assessment(line, wire_is_the_limit(peak_ips, wire), peak_ips, float(best.level) if best else None, capacity)

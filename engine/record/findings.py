@@ -159,7 +159,7 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
     cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
-                       assessment.capacity if assessment else None, server_local=_server_on_this_machine(summary.server),
+                       assessment, server_local=_server_on_this_machine(summary.server),
                        host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
     cost = (cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour
             and not answer.streaming else None)

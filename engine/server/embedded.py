@@ -67,6 +67,13 @@ class PortTaken(ServerStartError):
     on new ports. Told from its log, the only place Triton says so."""
 
 
+def port_taken(log_text: str) -> bool:
+    """Triton's log says a port was taken: gRPC writes "Address already in use", the HTTP and
+    metrics front ends "Socket '127.0.0.1:44107' already in use" (seen in CI: a test worker's
+    server took the port between our probe and Triton's bind)."""
+    return "already in use" in log_text.lower()
+
+
 def http_threads() -> int:
     return max(8, min(64, os.cpu_count() or 8))
 
@@ -262,8 +269,8 @@ class EmbeddedServer:
                 except PortTaken:  # taken between probing and binding: try new ones
                     self._terminate()
                     taken += 1
-                    if taken == 3 or self.fixed_ports:
-                        raise
+                    if taken == 3 or self.fixed_ports or self.fixed_http_port:
+                        raise  # a fixed port would be taken again
                 except ServerStartError as exc:
                     self._terminate()
                     if not (self.mps_used and self.mps == "auto"):
@@ -411,7 +418,7 @@ class EmbeddedServer:
 
     def _start_error(self, what: str) -> ServerStartError:
         message = self._failure(what)
-        return (PortTaken if "address already in use" in message.lower() else ServerStartError)(message)
+        return (PortTaken if port_taken(message) else ServerStartError)(message)
 
     def _failure(self, what: str) -> str:
         """The reason first: Triton's error lines (E1121 ...), then the log's last lines."""

@@ -135,8 +135,42 @@ def test_assess_reads_the_peak_levels_server_statistics() -> None:
     assert found.line.startswith("the request path is the limit")
 
 
-def _diagnose(levels, w, cap=None):
-    return diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]), None, w, cap)
+def test_only_sound_levels_make_the_wires_and_the_models_peak() -> None:
+    """The one rule of every peak (engine/analysis/answer.py): an unstable or contended level
+    serving more is noise, never the wire's ceiling nor the model's peak; with no sound level
+    neither is decided, and the line says why."""
+    noisy = [result(1, 900.0), result(4, 3_000.0), result(16, 9_000.0, status="unstable"),
+             result(64, 9_500.0, status="contended")]
+    w = wire_ceiling("vit", "http", 1, VIT_ITEM, False, noisy)
+    assert (w.peak_ips, w.peak_level, w.not_decided) == (3_000.0, 4, "")
+    assert [lv.status for lv in w.levels] == ["stable", "stable", "unstable", "contended"]
+    assert not w.saturated  # 1 -> 4 still rising: the noisy levels say nothing of a plateau
+    found = assess(w, noisy, {})
+    assert (found.model_peak_ips, found.model_peak_level) == (3_000.0, 4)
+
+    unsound = [replace(r, status="unstable") for r in noisy]
+    none = wire_ceiling("vit", "http", 1, VIT_ITEM, False, unsound)
+    assert none.peak_ips is None and none.peak_level is None and not none.saturated
+    assert none.not_decided.startswith("no sound level: concurrency 1 unstable")
+    assert request_path_line(none, None, None).startswith("the HTTP path: not decided with 602 KB bodies (no sound level")
+    undecided = assess(wire(), unsound, {})
+    assert undecided.model_peak_ips is None and not undecided.at_limit
+    assert "; the model's peak is not decided (no sound level: concurrency 1 unstable" in undecided.line
+
+
+def test_a_peak_without_triton_statistics_says_its_capacity_is_unknown() -> None:
+    # a busy box's late statistics leave a level without its server breakdown
+    found = assess(wire(), [result(8, 5_000.0), result(64, 9_000.0)],
+                   {"instance_group": [{"kind": "KIND_GPU", "count": 3, "gpus": [0]}]})
+    assert found.capacity is None
+    assert found.line.endswith("; Triton's compute times at the model's peak (concurrency 64) are missing: "
+                               "what its instances would do is not known")
+
+
+def _diagnose(levels, w):
+    # the wire's assessment reads the sweep's level results: the same levels, all sound
+    found = assess(w, [result(e.level, e.throughput) for e in levels], {}) if w is not None else None
+    return diagnose(levels, saturation_point([(e.level, e.throughput) for e in levels]), None, w, found)
 
 
 def test_request_path_verdict() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 
-from engine.server.embedded import EmbeddedServer, ServerStartError
+from engine.server.embedded import EmbeddedServer, PortTaken, ServerStartError, port_taken
 
 pytestmark = pytest.mark.server
 ROOT = Path(__file__).resolve().parents[3]
@@ -191,3 +191,20 @@ def test_the_ports_of_one_server_are_distinct():
 
     for _ in range(50):
         assert len(set(free_ports(3))) == 3
+
+
+def test_a_taken_http_port_is_told_apart_from_other_start_failures(tmp_path):
+    """Triton's HTTP front end says "Socket '...' already in use" (gRPC says "Address already in
+    use"): a free port's start is then retried on new ports, a fixed one's fails at once."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path, http_port=port)
+        with pytest.raises(PortTaken) as info:
+            server.start()
+    assert f"127.0.0.1:{port}' already in use" in str(info.value)
+    assert not server.alive()
+    assert port_taken("Address already in use") and not port_taken("this model cannot load")
