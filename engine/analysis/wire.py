@@ -58,7 +58,9 @@ def wire_ceiling(
         wire_model=wire_model, mode=mode, levels=levels,
         peak_ips=best.throughput_ips if best else None, peak_level=float(best.level) if best else None,
         peak_client_bound=best.audit.client_bound if best else False,
-        saturated=bool(sat and sat.reached), not_decided=answer.not_decided,
+        saturated=bool(sat and sat.reached),
+        # levels that ran and decide nothing (a failed one is a result: none)
+        not_decided=answer.not_decided if any(r.status != "failed" for r in answer.levels) else "",
     )
 
 
@@ -138,8 +140,10 @@ def carries(wire: WireCeiling) -> str:
     """"the HTTP path caps at 10.1k images/s with 602 KB requests" (or why it is a lower bound)."""
     spec = transport_spec(wire.transport)
     path, size = spec.path, f"{fmt.body_size(wire.request_bytes)} {spec.request_noun}"
+    if wire.peak_ips is None and not wire.not_decided:  # no level measured, or every one failed
+        return f"{path} gave no result with {size}"
     if wire.peak_ips is None:
-        return f"{path}: not decided with {size} ({wire.not_decided or 'no sound level'})"
+        return f"{path}: not decided with {size} ({wire.not_decided})"
     verb = "caps at" if wire.saturated and not wire.peak_client_bound else "carried at least"
     return f"{path} {verb} {fmt.rate(wire.peak_ips)} images/s with {size}"
 
