@@ -247,10 +247,27 @@ class GpuscaleApp(App[int]):
                 self.switch_mode(shown)  # and is suspended at once, as a view switched away from
             await mounted
             await self.view_screens[view.name].wait_for_refresh()  # laid out at the terminal's size
+        await asyncio.sleep(COMPOSE_AHEAD_GAP_S)
+        if self.is_running:
+            self._restyle_stale_views()
         # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
         # the garbage collector's full passes, each of which would otherwise walk it all while
         # holding every thread (a key waits meanwhile).
         gc.freeze()
+
+    def _restyle_stale_views(self) -> None:
+        """A screen styled before the theme's last change (the app's first, when a key switched
+        away from it before it was mounted): Textual restyles it on the key back to it, tens of ms
+        of that key's time; restyled now instead, as App.refresh_css does a stack's screens."""
+        stale = [s for s in self.view_screens.values() if s._css_update_count != self._css_update_count]
+        if not stale:
+            return
+        if self.screen in stale or self.screen._css_update_count != self._css_update_count:
+            self.refresh_css(animate=False)  # the stylesheet reparsed, the current screen restyled
+        for screen in stale:
+            if screen is not self.screen:
+                self.stylesheet.update(screen, animate=False)
+                screen._css_update_count = self._css_update_count
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # collectable again once the app is gone (tests run many apps in one process)

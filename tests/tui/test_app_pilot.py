@@ -561,23 +561,43 @@ async def test_the_footer_is_rebuilt_when_its_keys_change_and_only_then() -> Non
 
 @pytest.mark.slow
 async def test_every_view_is_composed_ahead_so_a_switch_composes_nothing() -> None:
+    from textual.app import App
+
+    from tui.widgets.footer import KeysFooter
     from tui.widgets.view import ViewBody
 
     app, source, _ = live_app()
     async with app.run_test(size=SIZE) as pilot:
         names = {v.name for v in app.shown_views()}
         assert names - {"live"}  # hidden views to compose
+        await pilot.press("6")  # a key at once: the first screen left before it was styled for good
 
         def composed() -> bool:
-            return set(app.view_screens) == names and all(s.is_mounted and s.query(ViewBody) for s in app.view_screens.values())
+            return (set(app.view_screens) == names and all(s.is_mounted and s.query(ViewBody) for s in app.view_screens.values())
+                    and all(s._css_update_count == app._css_update_count for s in app.view_screens.values()))
 
         deadline = time.monotonic() + 60  # a busy box
         while not composed() and time.monotonic() < deadline:
             await pilot.pause(0.05)  # after start, in the app's idle moments
         assert composed()
-        assert view_of(app) == "live"  # composed off-screen: the live view stayed up
+        assert view_of(app) == "charts"  # composed off-screen: the view shown stayed up
         bodies = {name: s.query_one(ViewBody) for name, s in app.view_screens.items()}
         assert all(b.size.width == SIZE[0] for b in bodies.values())  # and laid out at the terminal's size
+        # every screen styled ahead, and each footer's keys made: a first showing makes neither
+        keys = {name: list(s.query_one(KeysFooter).children) for name, s in app.view_screens.items()}
+        assert all(keys.values())
+        restyled = 0
+
+        def refresh_css(*args: object, **kwargs: object) -> None:
+            nonlocal restyled
+            restyled += 1
+            App.refresh_css(app, *args, **kwargs)
+
+        app.refresh_css = refresh_css  # type: ignore[method-assign]
+        for key, name in (("2", "sweep"), ("3", "probe"), ("4", "log"), ("6", "charts"), ("1", "live")):
+            await pilot.press(key)
+            assert list(app.view_screens[name].query_one(KeysFooter).children) == keys[name], name
+        assert restyled == 0
         publish(source, session_events())
         app.drain()
         for key, name in (("2", "sweep"), ("3", "probe"), ("4", "log"), ("6", "charts"), ("1", "live")):
