@@ -73,6 +73,7 @@ class Press:
     cpu_s: float  # the app's thread's CPU meanwhile
     playing: bool  # events were still pouring in (published or queued)
     first: bool  # the view's first showing in this app (its screen is composed then)
+    view: str = ""
 
 
 async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
@@ -97,7 +98,7 @@ async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
         keys = [x for k in keys for x in (k, view)]
         await _answer_time(app, view, VIEWS[view])  # untimed: the view between presses
         start = time.perf_counter()
-        while len(getattr(app, "view_screens", ())) < len(app.shown_views()):  # views composed ahead, off-screen
+        while not app.views_composed_ahead:  # every view composed, laid out and styled ahead, off-screen
             await asyncio.sleep(0.01)
         composed_ahead_s.append(time.perf_counter() - start)
         if stalls is not None:
@@ -115,7 +116,7 @@ async def _measure(path: Path, presses: int, size: tuple[int, int], view: str,
             wall, cpu = await _answer_time(app, key, VIEWS[key])
             if profile is not None:
                 profile.disable()
-            out.append(Press(wall, cpu, playing, VIEWS[key] not in seen))
+            out.append(Press(wall, cpu, playing, VIEWS[key] not in seen, VIEWS[key]))
             seen.add(VIEWS[key])
         if stalls is not None:
             stalls.stop()
@@ -158,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
             playing = sum(1 for p in presses if p.playing)
             print(f"round {r + 1}/{args.rounds}{' (unpaced)' if anchor else ''} ({playing} of {len(presses)} presses while events poured in; "
                   f"every view composed {sum(ahead) * 1000:.0f} ms after the first key): "
-                  f"{_summary(presses)}", flush=True)
+                  f"{_summary(presses)}; first showings: "
+                  f"{', '.join(f'{p.view} {p.wall_s * 1000:.0f} ms (CPU {p.cpu_s * 1000:.0f})' for p in presses if p.first)}",
+                  flush=True)
             if watch is not None:
                 print(watch.report(), flush=True)
     if profile is not None:

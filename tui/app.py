@@ -156,6 +156,7 @@ class GpuscaleApp(App[int]):
         self._folded_unseen = 0  # events folded by such slices since the last render
         self._told_recording: Path | None = None
         self.view_screens: dict[str, ViewScreen] = {}  # each view's screen, once made
+        self.views_composed_ahead = False  # every view's screen made, laid out and styled, after start
         for view in self.VIEWS:
             self.add_mode(view.name, partial(self._make_view_screen, view))
 
@@ -250,6 +251,7 @@ class GpuscaleApp(App[int]):
         await asyncio.sleep(COMPOSE_AHEAD_GAP_S)
         if self.is_running:
             self._restyle_stale_views()
+            self.views_composed_ahead = True
         # What is made by now (Textual, the screens, their widgets) lives as long as the app: out of
         # the garbage collector's full passes, each of which would otherwise walk it all while
         # holding every thread (a key waits meanwhile).
