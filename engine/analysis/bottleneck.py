@@ -84,6 +84,7 @@ class LevelEvidence:
     rtt_method: str = ""
     request_bytes: int = 0  # one request on the wire
     bandwidth: float | None = None  # bytes/s along the path; None: not measured
+    sound: bool = True  # engine/analysis/sound.py: only sound levels make the peak a finding names
 
 
 @dataclass(frozen=True)
@@ -356,9 +357,11 @@ def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Findin
             out.append(Finding("gpu-imbalance", f"GPUs used unevenly at concurrency {ev.level:g}: {busiest[0]} at "
                                f"{fmt.percent_points(busiest[1])} vs {idlest[0]} at {fmt.percent_points(idlest[1])} (check the instance_group "
                                "covers every GPU)"))
-    best = max(levels, key=lambda e: e.throughput)
-    last = levels[-1]
-    if best.throughput > 0 and last is not best and last.throughput < (1 - OVERLOAD_DROP) * best.throughput:
+    sound = [e for e in levels if e.sound]  # a fall past the peak read from noise is no finding
+    best = max(sound, key=lambda e: (e.throughput, -e.level), default=None)
+    last = sound[-1] if sound else None
+    if best is not None and last is not None and best.throughput > 0 and last is not best and \
+            last.throughput < (1 - OVERLOAD_DROP) * best.throughput:
         drop = 1 - last.throughput / best.throughput
         out.append(Finding("overload", f"throughput falls {fmt.percent(drop)} past the peak: {fmt.rate(best.throughput)}/s at "
                            f"{best.level:g} vs {fmt.rate(last.throughput)}/s at {last.level:g}"))

@@ -4,7 +4,7 @@ sweep's points, peak, saturation point, cost, bottleneck verdict and a recommend
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -153,8 +153,9 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
                                    if p.level not in client_bound and p.level in sound],
                                   left_out=sorted(client_bound))
     usable = {p.level for p in points}
-    evidence = [evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent, lv.own_cpu_percent,
-                                     lv.server_cpu_percent) for lv in levels if float(lv.level) in usable]
+    evidence = [replace(evidence_from_result(lv.result, lv.gpu_util, lv.host_cpu_percent, lv.own_cpu_percent,
+                                             lv.server_cpu_percent), sound=float(lv.level) in sound)
+                for lv in levels if float(lv.level) in usable]
     wire = summary.wires.get(sweep) if sweep is not None else None
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
     cores = summary.host.get("cpu_cores")

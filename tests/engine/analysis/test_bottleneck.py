@@ -83,6 +83,16 @@ def test_overload_finding() -> None:
     assert any(f.kind == "overload" and "20%" in f.text for f in v.findings)
 
 
+def test_an_overload_is_read_from_sound_levels_only() -> None:
+    # an unsound level serving more is no peak, and an unsound last level no fall past it
+    noisy_peak = [ev(1, 200), ev(4, 900), ev(8, 1300, sound=False), ev(16, 850)]
+    assert not [f for f in verdict(noisy_peak).findings if f.kind == "overload"]
+    noisy_fall = [ev(1, 200), ev(4, 1000), ev(8, 1000), ev(16, 500, sound=False)]
+    assert not [f for f in verdict(noisy_fall).findings if f.kind == "overload"]
+    (found,) = [f.text for f in verdict([*noisy_fall, ev(32, 700)]).findings if f.kind == "overload"]
+    assert found == "throughput falls 30% past the peak: 1,000/s at 4 vs 700.0/s at 32"
+
+
 def test_empty() -> None:
     assert diagnose([], None).kind == "unknown"
 
