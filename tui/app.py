@@ -321,6 +321,12 @@ class GpuscaleApp(App[int]):
         self.replaying = self.replay is not None
 
     def _tick(self) -> None:
+        try:
+            closing = not self.screen_stack
+        except KeyError:  # its modes already gone
+            closing = True
+        if closing:  # the app is exiting: no screen to draw on nor keys to refresh (a tick can come late)
+            return
         self.drain(FOLD_BUDGET_S)
 
     def _fold_queued(self, budget_s: float | None) -> int:

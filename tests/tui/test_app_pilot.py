@@ -608,3 +608,14 @@ async def test_every_view_is_composed_ahead_so_a_switch_composes_nothing() -> No
         # What arrived while the probe view was hidden is on it once shown.
         await pilot.press("3")
         assert app.screen.query_one("#probe").border_title.startswith("training probe · 3 results")
+
+
+async def test_a_refresh_tick_after_the_screens_are_gone_does_nothing() -> None:
+    """The refresh timer can fire once more while the app exits (seen beside two CPU hogs: the
+    tick set a reactive whose binding refresh asked for a screen, and there was none)."""
+    app, _, _ = live_app(busy=False)
+    async with app.run_test(size=SIZE):
+        pass
+    app.set_reactive(GpuscaleApp.live, not app.live_running)  # a change the tick would make
+    app._tick()
+    assert app.live != app.live_running  # left alone: nothing to show it on
