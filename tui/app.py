@@ -264,7 +264,7 @@ class GpuscaleApp(App[int]):
         stale = [s for s in self.view_screens.values() if s._css_update_count != self._css_update_count]
         if not stale:
             return
-        if self.screen in stale or self.screen._css_update_count != self._css_update_count:
+        if self.screen._css_update_count != self._css_update_count:
             self.refresh_css(animate=False)  # the stylesheet reparsed, the current screen restyled
         for screen in stale:
             if screen is not self.screen:
