@@ -1,4 +1,4 @@
-"""Opening a group of TCP connections together, for transports that own their sockets (HTTP/1.1).
+"""Opening a group of TCP connections together, for transports that own their sockets (HTTP/1.1, and HTTP/2 for gRPC streams).
 
 Why together: a server that hands each new connection to its first idle thread (Triton's HTTP
 front end) spreads connections that arrive in one batch, and piles those that arrive one await
@@ -25,16 +25,19 @@ from engine.load.transport import Connection, Dialer, Scheduler
 
 monotonic_ns = time.monotonic_ns
 
-_SSL = None
+_SSL: dict[tuple[str, ...], Any] = {}
 
 
-def _ssl_context() -> Any:
-    global _SSL
-    if _SSL is None:
+def _ssl_context(alpn: tuple[str, ...] = ()) -> Any:
+    """One default TLS context per ALPN list (HTTP/2 needs "h2" offered)."""
+    if alpn not in _SSL:
         import ssl
 
-        _SSL = ssl.create_default_context()
-    return _SSL
+        context = ssl.create_default_context()
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
+        _SSL[alpn] = context
+    return _SSL[alpn]
 
 
 # struct tcp_info (linux/tcp.h): 8 one-byte fields, then u32s: rto, ato, snd_mss, rcv_mss,
@@ -66,6 +69,8 @@ def _set_done(future: asyncio.Future[None]) -> None:
 class TcpDialer(Dialer):
     """Connections to one host and port, optionally TLS; a subclass says what a connection is
     (``connection``: an asyncio protocol that is also a Connection)."""
+
+    alpn: tuple[str, ...] = ()  # protocols offered in TLS's handshake
 
     def __init__(self, scheduler: Scheduler, host: str, port: int, tls: bool = False, server_hostname: str = "") -> None:
         self.w = scheduler
@@ -135,7 +140,7 @@ class TcpDialer(Dialer):
                 pass
         started = monotonic_ns()
         codes = [sock.connect_ex(address) for sock in socks]
-        tls: dict[str, Any] = {"ssl": _ssl_context(), "server_hostname": self.server_hostname} if self.tls else {}
+        tls: dict[str, Any] = {"ssl": _ssl_context(self.alpn), "server_hostname": self.server_hostname} if self.tls else {}
         first_error: BaseException | None = None
         failed: list[Connection] = []
         for conn, sock, code in zip(conns, socks, codes, strict=True):

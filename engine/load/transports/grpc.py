@@ -63,7 +63,7 @@ CHANNEL_OPTIONS = (
 
 
 def open_channel(address: str, tls: bool, max_answer: int) -> Any:
-    """One grpc.aio channel to ``address`` with our options (the unary and streaming transports)."""
+    """One grpc.aio channel to ``address`` with our options."""
     options = (*CHANNEL_OPTIONS, ("grpc.max_receive_message_length", max_answer))
     if tls:
         return grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(), options=options)

@@ -1,18 +1,19 @@
 """load.transport = grpc_stream: Triton's ``ModelStreamInfer``, one bidirectional gRPC stream per connection, for decoupled models that answer a request with a stream of responses.
 
-As perf_analyzer's ``-i grpc --streaming``. The requests are the grpc transport's serialised
+As perf_analyzer's ``-i grpc --streaming``, over our own HTTP/2 (engine/http2.py): a request's
+frames leave in ``send()`` itself, where grpc.aio took about 0.25 ms before its bytes left
+(docs/results/toy_llm_streaming.md). The requests are the grpc transport's serialised
 ``ModelInferRequest``s (built once in the session, with Triton's
 ``triton_enable_empty_final_response`` set so that every request ends with a response flagged
 ``triton_final_response``); each send prefixes the request's id, a protobuf field that the
-parser merges, so the responses of a request the scheduler has given up on (a timeout) are told
-from the current one's. A connection carries one request at a time: its reader takes the
-stream's responses, checks each one (the grpc transport's answer check; an empty final response
-carries no outputs), times the first (TTFT) and the gaps between them (ITL), and reports the
-request answered at its final response; with validation data, the last response that carries
-outputs is compared with it (a stream's answer is its last response, as perf_analyzer's
-``validation_data`` reads it). An error response refuses it (``rejected``); a stream
-that ends or breaks with a request in flight is a lost connection (``connection_reset``), never
-a shorter answer.
+parser merges, so a response is known for the current request's. A connection carries one
+request at a time: it takes the stream's responses, checks each one (the grpc transport's answer
+check; an empty final response carries no outputs), times the first (TTFT) and the gaps between
+them (ITL), and reports the request answered at its final response; with validation data, the
+last response that carries outputs is compared with it (a stream's answer is its last response,
+as perf_analyzer's ``validation_data`` reads it). An error response refuses it (``rejected``); a
+stream or connection that ends with a request in flight is lost (``connection_reset``, with
+the server's gRPC status where it sent one), never a shorter answer.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+from urllib.parse import unquote
 
-import grpc
-
+from engine import http2
 from engine.load.answer_check import AnswerCheck
-from engine.load.eager_start import start_eagerly
+from engine.load.tcp import TcpDialer
 from engine.load.transport import (
+    BAD_RESPONSE,
     MALFORMED_ANSWER,
     REJECTED,
+    RESPONSE_TOO_LARGE,
     WRONG_ANSWER,
     Connection,
     Dialer,
@@ -38,154 +41,243 @@ from engine.load.transport import (
     SweepInputs,
     raw_token_count,
 )
-from engine.load.transports.grpc import (
-    GrpcPayload,
-    GrpcTransport,
-    channel_ready,
-    check_answer,
-    messages,
-    open_channel,
-)
+from engine.load.transports.grpc import GrpcPayload, GrpcTransport, check_answer, messages
 
 monotonic_ns = time.monotonic_ns
 METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 FINAL = "triton_final_response"  # Triton's parameter on each response of a decoupled model's stream
 ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response"
+STREAM = 1  # the connection's one stream
+# our receive window, connection and stream: large, so a server is never held back by it; given
+# back once half is used
+WINDOW = 1 << 30
+STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+                "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+                "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
 
 
 def arrival(selector: Any, since_ns: int) -> int:
-    """When the response a stream's reader takes now reached this process. grpc.aio hands it over
-    in two loop passes: its completion queue's socket wakes the loop's select (pass N, whose
-    callback resolves the read), then the reader resumes (pass N+1) behind every other reader
-    resumed then. The time select returned in pass N (the worker's selector keeps it as
-    ``previous``) is the arrival, as perf_analyzer's reader thread stamps each response when it
-    wakes; reading the clock here would add the other streams' Python work of the same pass (a
-    burst of 32 responses at 32 streams). Never before ``since_ns`` (the write) nor after now."""
+    """When the bytes read now reached this process: when the loop's select returned in this
+    pass (the worker's selector keeps it as ``returned``), as perf_analyzer's reader thread
+    stamps each response when it wakes; reading the clock here would add the other streams'
+    Python work of the same pass (a burst of 32 responses at 32 streams). Never before
+    ``since_ns`` (the write) nor after now."""
     now = monotonic_ns()
-    seen = getattr(selector, "previous", 0) or now
+    seen = getattr(selector, "returned", 0) or now
     return min(now, max(seen, since_ns))
 
 
-class GrpcStreamConnection(Connection):
-    """One gRPC channel (one TCP connection) with one open ModelStreamInfer stream."""
+def split_address(address: str) -> tuple[str, int]:
+    """host and port of "host:port" or "[v6]:port"."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def stream_headers(authority: str, tls: bool, metadata: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    return [(":method", "POST"), (":scheme", "https" if tls else "http"), (":path", METHOD), (":authority", authority),
+            ("content-type", "application/grpc"), ("te", "trailers"),
+            *((k.lower(), v) for k, v in metadata)]
+
+
+def status_line(headers: dict[str, str]) -> str:
+    """The gRPC status of a stream the server ended, in one line ("gRPC UNAVAILABLE: ...")."""
+    code = headers.get("grpc-status", "")
+    name = STATUS_NAMES[int(code)] if code.isdigit() and int(code) < len(STATUS_NAMES) else f"status {code or 'none'}"
+    details = " ".join(unquote(headers.get("grpc-message", "")).split())[:200]
+    return f"gRPC {name}: {details}" if details else f"gRPC {name}"
+
+
+class GrpcStreamConnection(Connection, asyncio.Protocol):
+    """One TCP connection speaking HTTP/2, with one open ModelStreamInfer stream."""
 
     def __init__(self, scheduler: Scheduler, dialer: GrpcStreamDialer) -> None:
         super().__init__(scheduler)
         self.dialer = dialer
         self.payload = dialer.payload
-        self.channel: Any = None
-        self.call: Any = None  # the stream (grpc.aio.StreamStreamCall)
-        self.reader: asyncio.Task[None] | None = None
+        self.tr: asyncio.Transport | None = None
         self.current = ""  # id of the request in flight ("" none)
         self.sent_index = 0  # which of the sweep's requests it is (validation data)
         self.serial = 0
         self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
         self.stream = self.times
-        self.writing: asyncio.Task[None] | None = None  # the last write, which the next one waits for
         self.last: Any = None  # the request in flight's last response with outputs
+        self.why: BaseException | None = None  # why we closed it, for connection_lost
+        self.draining = False  # the server said GOAWAY: close once the request in flight ends
+        self._fresh()
 
-    def new_stream(self) -> Any:
-        self.close_channel()
-        p = self.payload
-        self.channel = open_channel(p.address, p.tls, p.max_answer)
-        return self.channel
-
-    def start_stream(self) -> None:
-        method = self.channel.stream_stream(METHOD, request_serializer=None,
-                                            response_deserializer=self.dialer.parse)
-        self.call = method(metadata=self.payload.metadata)
-        self.reader = self.w.loop.create_task(self._read(self.call))
-
-    def close_channel(self) -> None:
-        channel, self.channel = self.channel, None
-        call, self.call = self.call, None
-        reader, self.reader = self.reader, None
+    def _fresh(self) -> None:
+        self.frames = http2.FrameReader()
+        self.hpack = http2.HpackDecoder()
+        self.block = bytearray()  # a header block awaiting its CONTINUATION frames
+        self.block_ends = False  # whether that block's HEADERS frame ended the stream
+        self.headers_seen = False
+        self.messages = bytearray()  # the stream's DATA, not yet whole gRPC messages
+        self.unacked = 0  # DATA bytes received since our last WINDOW_UPDATE
+        self.send_conn = self.send_stream = http2.DEFAULT_WINDOW
+        self.peer_window = http2.DEFAULT_WINDOW  # the server's initial stream window
+        self.max_frame = http2.DEFAULT_MAX_FRAME
+        self.pending = b""  # request bytes the server's windows do not take yet
+        self.why = None
+        self.draining = False
         self.current = ""
-        self.writing = None
-        if call is not None:
-            call.cancel()
-        if reader is not None and not reader.done() and reader is not asyncio.current_task():
-            reader.cancel()
-        if channel is not None:
-            self.dialer.closing(channel)
 
-    # -- Connection
+    # -- asyncio callbacks
 
-    def send(self, intended_ns: int = 0) -> int:
-        now = monotonic_ns()
-        self.sent_ns = self.written_ns = now
-        self.intended_ns = intended_ns or now
-        self.busy = True
-        self.serial += 1
-        self.current = f"{self.w.index}.{self.serial}"
-        self.sent_index = self.dialer.cycle.take()
-        self.times = self.stream = StreamTimes()
-        # the id first: a repeated scalar field merges, so the request's own bytes stay as built
-        data = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
-        # one write at a time on a stream: the answer to the last request can come before its
-        # write's coroutine has returned. Started now, not a loop pass later (eager_start).
-        self.writing = self.dialer.start(self._write(self.call, data, self.writing))
-        return now
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr = transport  # type: ignore[assignment]
+        self._fresh()
+        self.connected = True
+        hello = http2.settings_frame({http2.ENABLE_PUSH: 0, http2.INITIAL_WINDOW_SIZE: WINDOW})
+        transport.write(http2.PREFACE + hello + http2.window_update(0, WINDOW - http2.DEFAULT_WINDOW)  # type: ignore[attr-defined]
+                        + self.dialer.open_stream)
 
-    async def _write(self, call: Any, data: bytes, previous: asyncio.Task[None] | None) -> None:
-        if previous is not None and not previous.done():
-            await asyncio.wait((previous,))
-        if call is not self.call:
-            return  # the stream closed meanwhile
-        # the request starts when gRPC is handed it, as perf_analyzer's clock starts before its
-        # write: not when send() was called, a loop pass (the other streams' responses) earlier
-        now = monotonic_ns()
-        if self.intended_ns == self.sent_ns:  # concurrency mode (rate mode: its schedule's time)
-            self.intended_ns = now
-        self.sent_ns = self.written_ns = now
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tr = None
+        self.connected = False
+        self.current = ""
+        self.w.lost(self, exc or self.why)
+
+    def data_received(self, data: bytes) -> None:
         try:
-            await call.write(data)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the stream broke under the write: the request in flight is lost
-            # a later pass: this may run inside send(), which the scheduler expects to return first
-            self.w.loop.call_soon(self._gone_if_current, call, exc)
-
-    def _gone_if_current(self, call: Any, exc: BaseException) -> None:
-        if call is self.call:
-            self._gone(exc)
-
-    async def _read(self, call: Any) -> None:
-        try:
-            while True:
-                reply = await call.read()
-                if reply is grpc.aio.EOF:
-                    break
-                if call is not self.call:
+            for kind, flags, stream, payload in self.frames.feed(data):
+                if self.tr is None:
                     return
-                self.take(reply)
-        except asyncio.CancelledError:
-            return
-        except grpc.aio.AioRpcError as exc:
-            if call is not self.call:
+                if kind == http2.DATA:
+                    self._data(flags, stream, payload)
+                elif kind in (http2.HEADERS, http2.CONTINUATION):
+                    self._headers(kind, flags, stream, payload)
+                elif self.block:
+                    raise http2.ProtocolError("a frame inside a header block")
+                elif kind == http2.SETTINGS:
+                    self._settings(flags, payload)
+                elif kind == http2.PING:
+                    if not flags & http2.ACK:
+                        self.tr.write(http2.frame(http2.PING, http2.ACK, 0, payload))
+                elif kind == http2.WINDOW_UPDATE:
+                    self._window(stream, payload)
+                elif kind == http2.RST_STREAM:
+                    code = int.from_bytes(payload[:4], "big")
+                    self._close(ConnectionResetError(f"the server reset the gRPC stream (HTTP/2 error {code})"))
+                elif kind == http2.GOAWAY:
+                    self._goaway(payload)
+                elif kind == http2.PUSH_PROMISE:
+                    raise http2.ProtocolError("a PUSH_PROMISE, which our SETTINGS refused")
+        except http2.ProtocolError as exc:
+            self._fail(f"not HTTP/2 we can follow: {exc}")
+
+    def _data(self, flags: int, stream: int, payload: bytes) -> None:
+        self.unacked += len(payload)
+        if self.unacked >= WINDOW // 2:
+            self.tr.write(http2.window_update(0, self.unacked) + http2.window_update(STREAM, self.unacked))  # type: ignore[union-attr]
+            self.unacked = 0
+        if stream != STREAM:
+            raise http2.ProtocolError(f"DATA on stream {stream}")
+        buf = self.messages
+        buf += http2.unpadded(flags, payload)
+        at, n = 0, len(buf)
+        while n - at >= 5:
+            size = int.from_bytes(buf[at + 1 : at + 5], "big")
+            if buf[at]:
+                self._fail("a compressed gRPC message, which we did not ask for", MALFORMED_ANSWER)
                 return
-            details = " ".join((exc.details() or "").split())[:200]
-            self._gone(ConnectionResetError(f"gRPC {exc.code().name}: {details}"))
-            return
-        except Exception as exc:  # a write on a stream that broke meanwhile
-            if call is not self.call:
+            if size > self.payload.max_answer:
+                self._fail(f"response_too_large: a gRPC message of {size} bytes, past the cap of "
+                           f"{self.payload.max_answer} bytes", RESPONSE_TOO_LARGE)
                 return
-            self._gone(exc)
+            if n - at - 5 < size:
+                break
+            self.take(self.dialer.parse(bytes(buf[at + 5 : at + 5 + size])))
+            at += 5 + size
+            if self.tr is None:
+                return
+        if at:
+            del buf[:at]
+        if flags & http2.END_STREAM:
+            self._close(ConnectionResetError("the server ended the gRPC stream without a status"))
+
+    def _headers(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
+        if stream != STREAM:
+            raise http2.ProtocolError(f"headers on stream {stream}")
+        if kind == http2.HEADERS:
+            if self.block:
+                raise http2.ProtocolError("a HEADERS frame inside a header block")
+            payload = http2.unpadded(flags, payload)
+            if flags & http2.PRIORITY_FLAG:
+                payload = payload[5:]
+            self.block_ends = bool(flags & http2.END_STREAM)
+        elif not self.block:
+            raise http2.ProtocolError("a CONTINUATION with no header block")
+        self.block += payload
+        if len(self.block) > http2.MAX_HEADER_BLOCK:
+            raise http2.ProtocolError("a header block past 1 MiB")
+        if not flags & http2.END_HEADERS:
             return
-        if call is self.call:
-            self._gone(None)  # the server ended the stream
+        headers = dict(self.hpack.decode(bytes(self.block)))
+        self.block = bytearray()
+        first, self.headers_seen = not self.headers_seen, True
+        if first and headers.get(":status", "200") != "200":
+            self._close(ConnectionResetError(f"HTTP {headers.get(':status')} to the gRPC stream"))
+        elif first and not headers.get("content-type", "application/grpc").startswith("application/grpc"):
+            self._close(ConnectionResetError(f"a {headers.get('content-type')!r} answer to the gRPC stream"))
+        elif self.block_ends:  # trailers (or a status alone): the stream is over
+            code = headers.get("grpc-status", "")
+            self._close(ConnectionResetError(status_line(headers) if code != "0" else
+                                             "the server ended the gRPC stream"))
+
+    def _settings(self, flags: int, payload: bytes) -> None:
+        if flags & http2.ACK:
+            return
+        values = http2.parse_settings(payload)
+        if http2.INITIAL_WINDOW_SIZE in values:
+            window = values[http2.INITIAL_WINDOW_SIZE]
+            if window > http2.MAX_WINDOW:
+                raise http2.ProtocolError("an initial window past 2^31-1")
+            self.send_stream += window - self.peer_window
+            self.peer_window = window
+        if http2.MAX_FRAME_SIZE in values:
+            self.max_frame = values[http2.MAX_FRAME_SIZE]
+        self.tr.write(http2.frame(http2.SETTINGS, http2.ACK, 0))  # type: ignore[union-attr]
+        self._flush()
+
+    def _window(self, stream: int, payload: bytes) -> None:
+        increment = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
+        if stream == 0:
+            self.send_conn += increment
+        elif stream == STREAM:
+            self.send_stream += increment
+        self._flush()
+
+    def _goaway(self, payload: bytes) -> None:
+        last = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
+        code = int.from_bytes(payload[4:8], "big")
+        if last >= STREAM and code == 0 and self.busy:
+            self.draining = True  # a graceful goodbye: the request in flight may still end
+        else:
+            self._close(ConnectionResetError(f"the server closed the HTTP/2 connection (GOAWAY, error {code})"))
+
+    def _flush(self) -> None:
+        """Send what the server's windows now take of the request bytes waiting."""
+        if not self.pending or self.tr is None:
+            return
+        room = min(self.send_conn, self.send_stream)
+        if room <= 0:
+            return
+        chunk, self.pending = self.pending[:room], self.pending[room:]
+        self.send_conn -= len(chunk)
+        self.send_stream -= len(chunk)
+        self.tr.write(http2.data_frames(STREAM, chunk, self.max_frame))
+        if not self.pending:
+            self.written_ns = monotonic_ns()
 
     def take(self, reply: Any) -> None:
         """One message of the stream: a response of the request in flight, or an error."""
         response = reply.infer_response
         if not self.busy or response.id != self.current:
-            return  # a request since given up on (timed out)
+            return  # no request in flight: a response of one already ended
         now = arrival(self.w.selector, self.sent_ns)
         if reply.error_message:
-            self.current = ""
-            self.first_ns = now
             text = " ".join(reply.error_message.split())[:200]
-            self.w.rejected(self, REJECTED, f"gRPC stream error: {text}", False)
+            self._refuse(REJECTED, f"gRPC stream error: {text}", now)
             return
         final = FINAL in response.parameters and response.parameters[FINAL].bool_param
         if response.outputs or not final:
@@ -218,85 +310,71 @@ class GrpcStreamConnection(Connection):
                 if problem is not None:
                     self._refuse(WRONG_ANSWER, problem, now)
                     return
-            self.w.answered(self, False)
+            self.w.answered(self, self.draining)
 
     def _refuse(self, kind: str, problem: str, now: int) -> None:
         self.current = ""
         self.first_ns = now
-        self.w.rejected(self, kind, problem, False)
+        self.w.rejected(self, kind, problem, self.draining)
 
-    def _gone(self, exc: BaseException | None) -> None:
-        self.close_channel()
-        self.connected = False
-        self.w.lost(self, exc)
+    def _close(self, why: BaseException) -> None:
+        """End the connection; connection_lost reports it (lost, with ``why``)."""
+        self.why = self.why or why
+        if self.tr is not None:
+            self.tr.abort()
+
+    def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
+        self.current = ""
+        self.w.failed(self, kind, message)  # it aborts the connection
+
+    # -- Connection
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.serial += 1
+        self.current = f"{self.w.index}.{self.serial}"
+        self.sent_index = self.dialer.cycle.take()
+        self.times = self.stream = StreamTimes()
+        # the id first: a repeated scalar field merges, so the request's own bytes stay as built
+        body = self.dialer.id_prefix(self.current) + self.payload.requests[self.sent_index]
+        message = b"\x00" + len(body).to_bytes(4, "big") + body
+        if self.pending or len(message) > min(self.send_conn, self.send_stream):
+            self.pending += message  # the rest when the server's windows open (_flush)
+            self._flush()
+        elif self.tr is not None:
+            self.send_conn -= len(message)
+            self.send_stream -= len(message)
+            self.tr.write(http2.data_frames(STREAM, message, self.max_frame))
+        return now
 
     def abort(self) -> None:
-        was_open = self.connected
-        self.connected = False
-        self.close_channel()
-        if was_open:
-            self.w.loop.call_soon(self.w.lost, self, None)
+        if self.tr is not None:
+            self.tr.abort()
 
 
-class GrpcStreamDialer(Dialer):
+class GrpcStreamDialer(TcpDialer):
+    alpn = ("h2",)
+
     def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
-        self.w = scheduler
+        host, port = split_address(payload.address)
+        super().__init__(scheduler, host, port, payload.tls)
         self.payload = payload
         service_pb2 = messages()
         self.parse = service_pb2.ModelStreamInferResponse.FromString
         self._request = service_pb2.ModelInferRequest
-        self.closings: set[asyncio.Task[None]] = set()
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
+        block = http2.encode_headers(stream_headers(payload.address, payload.tls, payload.metadata))
+        self.open_stream = http2.frame(http2.HEADERS, http2.END_HEADERS, STREAM, block)
 
     def id_prefix(self, request_id: str) -> bytes:
         return self._request(id=request_id).SerializeToString()
 
     def connection(self) -> GrpcStreamConnection:
         return GrpcStreamConnection(self.w, self)
-
-    def closing(self, channel: Any) -> None:
-        self.spawn(channel.close())
-
-    def spawn(self, coro: Any) -> asyncio.Task[None]:
-        """Run ``coro`` in the background, kept until it ends (channels closing)."""
-        return self._keep(self.w.loop.create_task(coro))
-
-    def start(self, coro: Any) -> asyncio.Task[None] | None:
-        """Run ``coro`` now up to its first wait, the rest in the background (writes); None if it
-        ended there."""
-        task = start_eagerly(coro, self.w.loop)
-        return self._keep(task) if task is not None else None
-
-    def _keep(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
-        self.closings.add(task)
-        task.add_done_callback(self.closings.discard)
-        return task
-
-    async def open(self, conns: list[Connection], at_ns: int) -> BaseException | None:
-        plan = self.w.plan
-        timeout_s = plan.timeout_ns / 1e9 if plan is not None else 10.0
-        if at_ns:
-            ahead = (at_ns - monotonic_ns()) / 1e9
-            if ahead > 0:
-                await asyncio.sleep(ahead)
-        mine = [c for c in conns if isinstance(c, GrpcStreamConnection)]
-        errors = await asyncio.gather(*(self._ready(c, timeout_s) for c in mine))
-        return next((e for e in errors if e is not None), None)
-
-    async def _ready(self, conn: GrpcStreamConnection, timeout_s: float) -> BaseException | None:
-        channel = conn.new_stream()
-        try:
-            await channel_ready(channel, timeout_s, self.payload.address)
-        except (TimeoutError, OSError) as exc:
-            if conn.channel is channel:
-                conn.close_channel()
-            return exc
-        if conn.channel is not channel:
-            return None  # aborted meanwhile
-        conn.start_stream()
-        conn.connected = True
-        return None
 
 
 class GrpcStreamTransport:

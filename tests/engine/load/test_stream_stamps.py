@@ -1,5 +1,5 @@
-"""Pure pieces of the streaming transports: when a gRPC stream's response counts as arrived (the
-loop's wake for it, bounded by the write and now), and an SSE event's JSON values as the raw
+"""Pure pieces of the streaming transports: when a gRPC stream's response counts as arrived (when
+the loop's select returned in the pass that reads it, bounded by the write and now), and an SSE event's JSON values as the raw
 bytes validation data holds."""
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from engine.load.transports.grpc_stream import arrival
 def test_a_response_arrived_when_the_loop_woke_for_it() -> None:
     written = time.monotonic_ns() - 5_000_000
     woke = written + 1_000_000
-    assert arrival(SimpleNamespace(previous=woke), written) == woke
+    assert arrival(SimpleNamespace(returned=woke), written) == woke
 
 
 def test_never_before_the_write_nor_after_now() -> None:
     written = time.monotonic_ns() - 5_000_000
-    assert arrival(SimpleNamespace(previous=written - 1_000_000), written) == written  # woke before this request's write
+    assert arrival(SimpleNamespace(returned=written - 1_000_000), written) == written  # woke before this request's write
     before = time.monotonic_ns()
-    late = arrival(SimpleNamespace(previous=before + 10**12), written)  # a stamp from the future: now
+    late = arrival(SimpleNamespace(returned=before + 10**12), written)  # a stamp from the future: now
     assert before <= late <= time.monotonic_ns()
 
 
 def test_without_the_workers_selector_the_clock_now() -> None:
     before = time.monotonic_ns()
-    for selector in (None, SimpleNamespace(previous=0)):
+    for selector in (None, SimpleNamespace(returned=0)):
         stamp = arrival(selector, 0)
         assert before <= stamp <= time.monotonic_ns()
 

@@ -141,6 +141,13 @@ def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tm
         assert result.stream.responses_per_request == TOKENS
 
 
+def test_a_grpc_stream_sent_to_the_http_port_is_refused_before_any_load(toy_llm) -> None:
+    target, info = toy_llm
+    port = int(target.http_url.rsplit(":", 1)[1])
+    wrong = dataclasses.replace(target, grpc_url=f"127.0.0.1:{port}")  # Triton's HTTP/1.1 port
+    with pytest.raises(UserError, match="is not a gRPC server"):
+        asyncio.run(sweep(wrong, info, _stream_load(concurrency=[1], max_windows=2)))
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
