@@ -20,7 +20,9 @@ same prompts and every answer checked:
 
 Prints each run, then per level the median over rounds of each tool against its reference
 (ours/perf_analyzer over gRPC; AIPerf/ours over HTTP) with the spread (min-max of the per-round
-ratios) and each tool's own spread between rounds; the rows go to $OUT (or .bench-out/) as JSON.
+ratios), the server's CPU per request it served under each tool (its process group's CPU time
+over the run over Triton's count of requests served: a server short of cores serves a client
+whose traffic costs it less faster), and each tool's own spread between rounds; the rows go to $OUT (or .bench-out/) as JSON.
 
     python -m bench stream_fidelity --levels 1 8 32 --rounds 3 --server-cpus 0 --client-cpus 1 \\
         [--aiperf .aiperf-venv/bin/aiperf]
@@ -244,6 +246,18 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     return parser
 
 
+def server_work(server: Any) -> tuple[int, int]:
+    """(CPU ticks of the server's process group, tritonserver and its Python stubs; requests it
+    has served toy_llm), read before and after each tool's run: the server's CPU per request
+    under each client's traffic."""
+    from engine.http1 import request_blocking
+    from engine.server.startup import group_cpu_ticks
+
+    stats = request_blocking(server.http_url, "/v2/models/toy_llm/stats").json()
+    served = int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+    return group_cpu_ticks(server.pid), served
+
+
 def check_args(args: argparse.Namespace) -> str | None:
     if args.rounds < 1 or not args.levels or min(args.levels) < 1 or args.tokens < 2 or min(args.our_workers, default=1) < 1:
         return "--rounds, --levels and --our-workers must be >= 1, --tokens >= 2"
@@ -281,6 +295,11 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...
                 if ratios:
                     cells.append(f"{k} {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")
             lines.append(f"  c={level}: " + ", ".join(cells))
+    lines.append("\nthe server's CPU per request it served (its process group over each run), median over rounds, ms:")
+    for level in levels:
+        mine = [r for r in rows if r["level"] == level]
+        lines.append(f"  c={level}: " + ", ".join(
+            f"{tool} {statistics.median(r[tool]['server_cpu_ms'] for r in mine if tool in r):.3f}" for tool in tools))
     lines.append("\neach tool's spread between rounds ((max - min) / median, %):")
     for level in levels:
         mine = [r for r in rows if r["level"] == level]
@@ -353,6 +372,7 @@ def run(args: argparse.Namespace) -> int:
                 order = tools[r % len(tools):] + tools[:r % len(tools)]  # a different tool first each round
                 for tool in order:
                     started = time.monotonic()
+                    work_before = server_work(server)
                     try:
                         if tool == "perf_analyzer":
                             row[tool] = theirs(pa, env, grpc_url, level, data, work / f"pa_r{r}_c{level}.json", args)
@@ -367,9 +387,12 @@ def run(args: argparse.Namespace) -> int:
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         print(f"stream_fidelity: round {r + 1} c={level} {tool}: {exc}")
                         return 1
+                    ticks, served = (b - a for a, b in zip(work_before, server_work(server), strict=True))
+                    row[tool]["server_cpu_ms"] = 1000 * ticks / os.sysconf("SC_CLK_TCK") / max(served, 1)
                     cells = ", ".join(f"{k} {row[tool][k]:.2f}" for k in FIGURES)
                     print(f"round {r + 1} c={level} {tool:<13} {cells} ({row[tool]['requests']} requests, "
-                          f"{time.monotonic() - started:.0f} s)", flush=True)
+                          f"{time.monotonic() - started:.0f} s; server CPU {row[tool]['server_cpu_ms']:.3f} ms "
+                          "a request served)", flush=True)
                 rows.append(row)
                 path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     finally:
