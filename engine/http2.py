@@ -190,7 +190,7 @@ def encode_int(value: int, prefix_bits: int, first: int = 0) -> bytes:
 
 
 def _string(text: str) -> bytes:
-    raw = text.encode("latin-1")
+    raw = text.encode()
     return encode_int(len(raw), 7) + raw
 
 

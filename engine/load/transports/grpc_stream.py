@@ -320,8 +320,7 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
     def _close(self, why: BaseException) -> None:
         """End the connection; connection_lost reports it (lost, with ``why``)."""
         self.why = self.why or why
-        if self.tr is not None:
-            self.tr.abort()
+        self.abort()
 
     def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
         self.current = ""
@@ -351,8 +350,11 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         return now
 
     def abort(self) -> None:
-        if self.tr is not None:
-            self.tr.abort()
+        # asyncio reports the loss a loop pass later: no frame of this connection is read or
+        # written meanwhile
+        tr, self.tr = self.tr, None
+        if tr is not None:
+            tr.abort()
 
 
 class GrpcStreamDialer(TcpDialer):
