@@ -20,9 +20,10 @@ same prompts and every answer checked:
 
 Prints each run, then per level the median over rounds of each tool against its reference
 (ours/perf_analyzer over gRPC; AIPerf/ours over HTTP) with the spread (min-max of the per-round
-ratios), the server's CPU per request it served under each tool (its process group's CPU time
-over the run over Triton's count of requests served: a server short of cores serves a client
-whose traffic costs it less faster), and each tool's own spread between rounds; the rows go to $OUT (or .bench-out/) as JSON.
+ratios), the server's CPU and its threads' context switches per request it served under each
+tool (its process group's over the run, over Triton's count of requests served: a server short
+of cores serves faster a client whose traffic costs it less), and each tool's own spread between
+rounds; the rows go to $OUT (or .bench-out/) as JSON.
 
     python -m bench stream_fidelity --levels 1 8 32 --rounds 3 --server-cpus 0 --client-cpus 1 \\
         [--aiperf .aiperf-venv/bin/aiperf]
@@ -246,16 +247,36 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     return parser
 
 
-def server_work(server: Any) -> tuple[int, int]:
-    """(CPU ticks of the server's process group, tritonserver and its Python stubs; requests it
-    has served toy_llm), read before and after each tool's run: the server's CPU per request
-    under each client's traffic."""
+def group_wakeups(pgid: int) -> int:
+    """Context switches so far of every thread of the live processes of group ``pgid``
+    (/proc/PID/task/TID/status): how often the server's threads were woken or put off."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            if int(stat[stat.rfind(b")") + 2:].split()[2]) != pgid:
+                continue
+            for task in Path(f"/proc/{entry}/task").iterdir():
+                for line in (task / "status").read_text().splitlines():
+                    if "ctxt_switches:" in line:
+                        total += int(line.split()[-1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def server_work(server: Any) -> tuple[int, int, int]:
+    """(CPU ticks of the server's process group, tritonserver and its Python stubs; its threads'
+    context switches; requests it has served toy_llm), read before and after each tool's run: the server's
+    work per request under each client's traffic."""
     from engine.http1 import request_blocking
     from engine.server.startup import group_cpu_ticks
 
     stats = request_blocking(server.http_url, "/v2/models/toy_llm/stats").json()
     served = int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
-    return group_cpu_ticks(server.pid), served
+    return group_cpu_ticks(server.pid), group_wakeups(server.pid), served
 
 
 def check_args(args: argparse.Namespace) -> str | None:
@@ -295,11 +316,13 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...
                 if ratios:
                     cells.append(f"{k} {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]")
             lines.append(f"  c={level}: " + ", ".join(cells))
-    lines.append("\nthe server's CPU per request it served (its process group over each run), median over rounds, ms:")
+    lines.append("\nthe server's CPU (ms) and its threads' context switches per request it served (its process "
+                 "group over each run), median over rounds:")
     for level in levels:
         mine = [r for r in rows if r["level"] == level]
         lines.append(f"  c={level}: " + ", ".join(
-            f"{tool} {statistics.median(r[tool]['server_cpu_ms'] for r in mine if tool in r):.3f}" for tool in tools))
+            f"{tool} {statistics.median(r[tool]['server_cpu_ms'] for r in mine if tool in r):.3f} ms "
+            f"{statistics.median(r[tool]['server_switches'] for r in mine if tool in r):.1f} switches" for tool in tools))
     lines.append("\neach tool's spread between rounds ((max - min) / median, %):")
     for level in levels:
         mine = [r for r in rows if r["level"] == level]
@@ -387,12 +410,13 @@ def run(args: argparse.Namespace) -> int:
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         print(f"stream_fidelity: round {r + 1} c={level} {tool}: {exc}")
                         return 1
-                    ticks, served = (b - a for a, b in zip(work_before, server_work(server), strict=True))
+                    ticks, switches, served = (b - a for a, b in zip(work_before, server_work(server), strict=True))
                     row[tool]["server_cpu_ms"] = 1000 * ticks / os.sysconf("SC_CLK_TCK") / max(served, 1)
+                    row[tool]["server_switches"] = switches / max(served, 1)
                     cells = ", ".join(f"{k} {row[tool][k]:.2f}" for k in FIGURES)
                     print(f"round {r + 1} c={level} {tool:<13} {cells} ({row[tool]['requests']} requests, "
-                          f"{time.monotonic() - started:.0f} s; server CPU {row[tool]['server_cpu_ms']:.3f} ms "
-                          "a request served)", flush=True)
+                          f"{time.monotonic() - started:.0f} s; server CPU {row[tool]['server_cpu_ms']:.3f} ms and "
+                          f"{row[tool]['server_switches']:.1f} context switches a request served)", flush=True)
                 rows.append(row)
                 path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     finally:
