@@ -137,8 +137,10 @@ def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespac
     ttft, itl = result.stream.ttft.p50, result.stream.itl.p50
     if ttft is None or itl is None:
         raise RuntimeError(f"our level {level}: no TTFT or ITL")
+    audit = result.audit  # is our loop busy enough to read responses late?
     return {"rps": result.throughput_rps, "p50": (result.latency.p50 or 0.0) * 1e3, "ttft50": ttft * 1e3, "itl50": itl * 1e3,
-            "status": result.status, "requests": result.requests}
+            "status": result.status, "requests": result.requests, "client_cpu_percent": audit.cpu_percent,
+            "loop_lag_p99_ms": audit.loop_lag_p99 * 1e3 if audit.loop_lag_p99 is not None else None}
 
 
 def aiperf_setup(folder: Path, aiperf: Path, tokens: int) -> dict[str, Path]:
@@ -414,6 +416,10 @@ def run(args: argparse.Namespace) -> int:
                     row[tool]["server_cpu_ms"] = 1000 * ticks / os.sysconf("SC_CLK_TCK") / max(served, 1)
                     row[tool]["server_switches"] = switches / max(served, 1)
                     cells = ", ".join(f"{k} {row[tool][k]:.2f}" for k in FIGURES)
+                    loop = row[tool].get("client_cpu_percent")
+                    if loop is not None:  # ours: its load workers' CPU and their loops' lag
+                        lag = row[tool]["loop_lag_p99_ms"]
+                        cells += f", load workers' CPU {loop:.0f} %, loop lag p99 {lag if lag is not None else float('nan'):.2f} ms"
                     print(f"round {r + 1} c={level} {tool:<13} {cells} ({row[tool]['requests']} requests, "
                           f"{time.monotonic() - started:.0f} s; server CPU {row[tool]['server_cpu_ms']:.3f} ms and "
                           f"{row[tool]['server_switches']:.1f} context switches a request served)", flush=True)

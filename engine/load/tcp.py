@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from engine.load.stamped_socket import StampedSocket
 from engine.load.transport import Connection, Dialer, Scheduler
 
 monotonic_ns = time.monotonic_ns
@@ -71,6 +72,7 @@ class TcpDialer(Dialer):
     (``connection``: an asyncio protocol that is also a Connection)."""
 
     alpn: tuple[str, ...] = ()  # protocols offered in TLS's handshake
+    stamped = False  # read through StampedSocket (the kernel's receive times) where TLS is off
 
     def __init__(self, scheduler: Scheduler, host: str, port: int, tls: bool = False, server_hostname: str = "") -> None:
         self.w = scheduler
@@ -160,8 +162,11 @@ class TcpDialer(Dialer):
                 self.connect_ns.append(monotonic_ns() - started)
                 if (rtt := kernel_rtt_us(sock)) is not None:
                     self.rtt_us.append(rtt)
-                # the factory runs within this await, so it sees this iteration's connection
-                await loop.create_connection(lambda: conn, sock=sock, **tls)  # type: ignore[type-var]  # noqa: B023
+                if self.stamped and not self.tls:
+                    StampedSocket(loop, sock, conn)
+                else:
+                    # the factory runs within this await, so it sees this iteration's connection
+                    await loop.create_connection(lambda: conn, sock=sock, **tls)  # type: ignore[type-var]  # noqa: B023
             except (TimeoutError, OSError) as exc:
                 sock.close()
                 failed.append(conn)

@@ -56,14 +56,14 @@ STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCE
                 "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
 
 
-def arrival(selector: Any, since_ns: int) -> int:
-    """When the bytes read now reached this process: when the loop's select returned in this
-    pass (the worker's selector keeps it as ``returned``), as perf_analyzer's reader thread
-    stamps each response when it wakes; reading the clock here would add the other streams'
-    Python work of the same pass (a burst of 32 responses at 32 streams). Never before
-    ``since_ns`` (the write) nor after now."""
+def arrival(transport: Any, selector: Any, since_ns: int) -> int:
+    """When the bytes read now reached this process: the kernel's receive time where the socket
+    gives it (engine/load/stamped_socket.py), else when the loop's select returned in this pass
+    (the worker's selector keeps it as ``returned``), as perf_analyzer's reader thread stamps
+    each response when it wakes. Reading the clock here would add our own Python work since (a
+    burst of 32 responses at 32 streams). Never before ``since_ns`` (the write) nor after now."""
     now = monotonic_ns()
-    seen = getattr(selector, "returned", 0) or now
+    seen = getattr(transport, "arrived_ns", 0) or getattr(selector, "returned", 0) or now
     return min(now, max(seen, since_ns))
 
 
@@ -274,7 +274,7 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         response = reply.infer_response
         if not self.busy or response.id != self.current:
             return  # no request in flight: a response of one already ended
-        now = arrival(self.w.selector, self.sent_ns)
+        now = arrival(self.tr, self.w.selector, self.sent_ns)
         if reply.error_message:
             text = " ".join(reply.error_message.split())[:200]
             self._refuse(REJECTED, f"gRPC stream error: {text}", now)
@@ -359,6 +359,7 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
 
 class GrpcStreamDialer(TcpDialer):
     alpn = ("h2",)
+    stamped = True
 
     def __init__(self, scheduler: Scheduler, payload: GrpcPayload) -> None:
         host, port = split_address(payload.address)

@@ -152,7 +152,7 @@ def test_tls_connections_are_opened_the_same_way(monkeypatch, tmp_path):
     server_ctx.load_cert_chain(cert, key)
     client_ctx = ssl.create_default_context()
     client_ctx.load_verify_locations(cert)
-    monkeypatch.setattr(tcp, "_SSL", client_ctx)  # trusts this test's certificate
+    monkeypatch.setattr(tcp, "_SSL", {(): client_ctx})  # trusts this test's certificate
     monkeypatch.setattr(worker_module, "OPEN_GROUP", 2)
 
     async def main():

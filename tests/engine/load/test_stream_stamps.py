@@ -1,5 +1,6 @@
-"""Pure pieces of the streaming transports: when a gRPC stream's response counts as arrived (when
-the loop's select returned in the pass that reads it, bounded by the write and now), and an SSE event's JSON values as the raw
+"""Pure pieces of the streaming transports: when a gRPC stream's response counts as arrived (the
+kernel's receive time, else when the loop's select returned in the pass that reads it, bounded
+by the write and now), and an SSE event's JSON values as the raw
 bytes validation data holds."""
 
 from __future__ import annotations
@@ -15,21 +16,28 @@ from engine.load.transports.grpc_stream import arrival
 def test_a_response_arrived_when_the_loop_woke_for_it() -> None:
     written = time.monotonic_ns() - 5_000_000
     woke = written + 1_000_000
-    assert arrival(SimpleNamespace(returned=woke), written) == woke
+    assert arrival(None, SimpleNamespace(returned=woke), written) == woke
+
+
+def test_the_kernels_receive_time_comes_first() -> None:
+    written = time.monotonic_ns() - 5_000_000
+    kernel, woke = written + 1_000_000, written + 3_000_000
+    assert arrival(SimpleNamespace(arrived_ns=kernel), SimpleNamespace(returned=woke), written) == kernel
+    assert arrival(SimpleNamespace(arrived_ns=0), SimpleNamespace(returned=woke), written) == woke  # none: the wake
 
 
 def test_never_before_the_write_nor_after_now() -> None:
     written = time.monotonic_ns() - 5_000_000
-    assert arrival(SimpleNamespace(returned=written - 1_000_000), written) == written  # woke before this request's write
+    assert arrival(None, SimpleNamespace(returned=written - 1_000_000), written) == written  # woke before this request's write
     before = time.monotonic_ns()
-    late = arrival(SimpleNamespace(returned=before + 10**12), written)  # a stamp from the future: now
+    late = arrival(None, SimpleNamespace(returned=before + 10**12), written)  # a stamp from the future: now
     assert before <= late <= time.monotonic_ns()
 
 
 def test_without_the_workers_selector_the_clock_now() -> None:
     before = time.monotonic_ns()
     for selector in (None, SimpleNamespace(returned=0)):
-        stamp = arrival(selector, 0)
+        stamp = arrival(None, selector, 0)
         assert before <= stamp <= time.monotonic_ns()
 
 
