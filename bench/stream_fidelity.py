@@ -245,6 +245,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--our-workers", type=int, nargs="*", default=[], metavar="N",
                         help="also ours over grpc_stream with load.workers = N (a column ours_wN each, beside "
                              "ours with the workers rule)")
+    parser.add_argument("--http", action="store_true",
+                        help="also ours over generate_stream (HTTP/1.1 server-sent events) against perf_analyzer's gRPC "
+                             "stream: another protocol to the same server, a cross-check of our HTTP stream's timing")
     parser.add_argument("--aiperf-seconds", type=float, default=10.0, help="AIPerf's --benchmark-duration per run")
     return parser
 
@@ -304,9 +307,10 @@ PAIRS = (("ours", "perf_analyzer"), ("aiperf", "ours_http"))
 
 
 def summary(rows: list[dict[str, Any]], levels: list[int], tools: tuple[str, ...],
-            with_workers: dict[str, int]) -> list[str]:
+            with_workers: dict[str, int], http: bool = False) -> list[str]:
     lines = []
-    for tool, ref in PAIRS + tuple((t, "perf_analyzer") for t in with_workers):
+    extra = tuple((t, "perf_analyzer") for t in with_workers) + ((("ours_http", "perf_analyzer"),) if http else ())
+    for tool, ref in PAIRS + extra:
         if tool not in tools:
             continue
         lines.append(f"\n{tool} / {ref}, median over rounds [min-max of the per-round ratios]:")
@@ -367,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             print(f"stream_fidelity: {exc}")
             return 2
+    if args.http and "ours_http" not in tools:
+        tools += ("ours_http",)
     rows: list[dict[str, Any]] = []
     path = out_dir() / f"stream_fidelity-{stamp()}.json"
     server = EmbeddedServer(model="toy_llm", variant=args.variant, log_dir=work, cpus=tuple(args.server_cpus))
@@ -427,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
                 path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     finally:
         server.stop()
-    for line in summary(rows, args.levels, tools, with_workers):
+    for line in summary(rows, args.levels, tools, with_workers, args.http):
         print(line)
     print(f"\nrows: {path}")
     return 0
