@@ -1,11 +1,13 @@
-"""A connected TCP socket read with the kernel's receive time of each read, for transports whose figures are response times (the streams' TTFT and ITL).
+"""A connected TCP socket read with the kernel's receive time of each read, for transports whose figures are response times (the streams' TTFT and ITL), and the one rule of when a response arrived (``arrival``).
 
 Why: a load worker's loop reads a burst of responses one after another (at 32 streams, a decode
 step's 32 responses at once); a response read at the end of the burst was in our socket since
 its start, and stamping it when it is read adds our own Python work to the server's time
 (docs/results/toy_llm_streaming.md). Linux stamps each packet as it arrives (SO_TIMESTAMPNS) and
 ``recvmsg`` hands the stamp of the last packet read over with the bytes. Where the option is
-not there (not Linux, TLS), ``arrived_ns`` stays 0 and the transport stamps as it reads.
+not there (not Linux, TLS), ``arrived_ns`` stays 0 and the transport stamps as it reads; so it
+does for the first reads after the kernel is asked (it turns stamping on a moment later, from a
+work queue: a level's warm-up, not its measured span).
 
 It plays the part of an asyncio transport for its protocol: ``write``, ``abort``, ``close``,
 and ``connection_made`` / ``data_received`` / ``connection_lost`` called back on the loop.
@@ -46,6 +48,17 @@ def stamp_of(ancillary: list[tuple[int, int, bytes]]) -> int:
             seconds, nanos = struct.unpack_from("qq", data)
             return seconds * 1_000_000_000 + nanos - (time.time_ns() - time.monotonic_ns())
     return 0
+
+
+def arrival(transport: Any, selector: Any, since_ns: int) -> int:
+    """When the bytes read now reached this process: the kernel's receive time where the socket
+    gives it, else when the loop's select returned in this pass (the worker's selector keeps it
+    as ``returned``), as perf_analyzer's reader thread stamps each response when it wakes.
+    Reading the clock here would add our own Python work since (a burst of 32 responses at 32
+    streams). Never before ``since_ns`` (the write) nor after now."""
+    now = time.monotonic_ns()
+    seen = getattr(transport, "arrived_ns", 0) or getattr(selector, "returned", 0) or now
+    return min(now, max(seen, since_ns))
 
 
 class StampedSocket:

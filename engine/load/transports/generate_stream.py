@@ -4,8 +4,8 @@ Each request is a JSON object naming the model's inputs with their values (a BYT
 element as a string, a number as a number), encoded once per sweep in the session, and sent as
 a whole HTTP request on a keep-alive connection, one at a time. The answer is a chunked
 ``text/event-stream``: each ``data:`` event one response of the model, checked (every output
-asked for, with a value of its datatype's JSON kind) and timed (the first: TTFT; the gaps
-between the next: ITL); the body's last chunk ends the request. With validation data, the last
+asked for, with a value of its datatype's JSON kind) and timed by the kernel's receive time
+(engine/load/stamped_socket.py; the first: TTFT; the gaps between the next: ITL); the body's last chunk ends the request. With validation data, the last
 event's values are compared with the request's (a stream's answer is its last response, as
 perf_analyzer's ``validation_data`` reads it): a difference is a ``wrong_answer``. An ``error`` event, or an
 answer that is not 200, refuses it once the body ends; a connection that closes before the
@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.http1 import BadResponse, Head, parse_head
 from engine.load.answer_values import EXACT, Expected, compare_output
+from engine.load.stamped_socket import arrival
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,
@@ -120,7 +121,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self._reset()
 
     def data_received(self, data: bytes) -> None:
-        now = monotonic_ns()
+        now = arrival(self.tr, self.w.selector, self.sent_ns)  # the kernel's receive time (stamped_socket)
         if not self.busy:
             self.w.unexpected(self, "bytes received with no request in flight")
             return
@@ -268,6 +269,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
 
 
 class GenerateDialer(TcpDialer):
+    stamped = True
     def __init__(self, scheduler: Scheduler, payload: GeneratePayload) -> None:
         super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
         self.payload = payload

@@ -25,6 +25,7 @@ from urllib.parse import unquote
 
 from engine import http2
 from engine.load.answer_check import AnswerCheck
+from engine.load.stamped_socket import arrival
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
     BAD_RESPONSE,
@@ -54,17 +55,6 @@ WINDOW = 1 << 30
 STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
                 "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
                 "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
-
-
-def arrival(transport: Any, selector: Any, since_ns: int) -> int:
-    """When the bytes read now reached this process: the kernel's receive time where the socket
-    gives it (engine/load/stamped_socket.py), else when the loop's select returned in this pass
-    (the worker's selector keeps it as ``returned``), as perf_analyzer's reader thread stamps
-    each response when it wakes. Reading the clock here would add our own Python work since (a
-    burst of 32 responses at 32 streams). Never before ``since_ns`` (the write) nor after now."""
-    now = monotonic_ns()
-    seen = getattr(transport, "arrived_ns", 0) or getattr(selector, "returned", 0) or now
-    return min(now, max(seen, since_ns))
 
 
 def split_address(address: str) -> tuple[str, int]:
