@@ -45,6 +45,24 @@ def pair() -> tuple[socket.socket, socket.socket]:
     return ours, theirs
 
 
+def kernel_stamps_tcp() -> bool:
+    """Whether this kernel stamps TCP reads at all, asked of a blocking socket pair of its own."""
+    ours, theirs = pair()
+    ours.setblocking(True)
+    try:
+        ours.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        for _ in range(20):
+            theirs.sendall(b"x")
+            _, ancillary, _, _ = ours.recvmsg(16, socket.CMSG_SPACE(16))
+            if ancillary:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_no_stamp_in_the_ancillary_data_is_zero() -> None:
     assert stamp_of([]) == 0
     assert stamp_of([(socket.SOL_SOCKET, SO_TIMESTAMPNS + 1, bytes(16))]) == 0
@@ -76,6 +94,8 @@ def test_bytes_read_late_carry_when_they_arrived() -> None:
             assert data == b"answer"
             if stamp:
                 break
+        if not stamp and not kernel_stamps_tcp():
+            pytest.skip("this kernel gives no receive times on TCP (the transports fall back to the loop's wake)")
         assert stamp > 0, "no read carried the kernel's receive time"
         assert read_at - stamp > 25_000_000  # stamped on arrival, well before the read
         assert stamp - sent < 25_000_000
