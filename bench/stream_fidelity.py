@@ -255,19 +255,16 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
 def group_wakeups(pgid: int) -> int:
     """Context switches so far of every thread of the live processes of group ``pgid``
     (/proc/PID/task/TID/status): how often the server's threads were woken or put off."""
+    from engine.server.startup import group_members
+
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid, _ in group_members(pgid):
         try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-            if int(stat[stat.rfind(b")") + 2:].split()[2]) != pgid:
-                continue
-            for task in Path(f"/proc/{entry}/task").iterdir():
+            for task in Path(f"/proc/{pid}/task").iterdir():
                 for line in (task / "status").read_text().splitlines():
                     if "ctxt_switches:" in line:
                         total += int(line.split()[-1])
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
     return total
 

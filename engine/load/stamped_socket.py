@@ -9,8 +9,8 @@ not there (not Linux, TLS), ``arrived_ns`` stays 0 and the transport stamps as i
 does for the first reads after the kernel is asked (it turns stamping on a moment later, from a
 work queue: a level's warm-up, not its measured span).
 
-It plays the part of an asyncio transport for its protocol: ``write``, ``abort``, ``close``,
-and ``connection_made`` / ``data_received`` / ``connection_lost`` called back on the loop.
+It plays the part of an asyncio transport for its protocol: ``write`` and ``abort``, and
+``connection_made`` / ``data_received`` / ``connection_lost`` called back on the loop.
 """
 
 from __future__ import annotations
@@ -146,10 +146,5 @@ class StampedSocket:
         """Close now; the protocol hears of it a loop pass later."""
         self._lost(None)
 
-    close = abort
-
     def is_closing(self) -> bool:
         return self.closed
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.sock if name == "socket" else default

@@ -8,6 +8,7 @@ model whose initialisation loops forever)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 MAX_QUIETS = 10  # the longest start: this many times startup_timeout_s
@@ -46,9 +47,9 @@ def next_probe_timeout(current: float) -> float:
     return next((t for t in PROBE_TIMEOUTS if t > current), PROBE_TIMEOUTS[-1])
 
 
-def group_cpu_ticks(pgid: int) -> int:
-    """CPU time (clock ticks, user + system) of the live processes of group ``pgid``, from /proc."""
-    total = 0
+def group_members(pgid: int) -> Iterator[tuple[str, list[bytes]]]:
+    """(pid, /proc/PID/stat's fields after the name: state ppid pgrp ...) of each live process of
+    group ``pgid``."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -57,7 +58,11 @@ def group_cpu_ticks(pgid: int) -> int:
                 stat = fh.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # state ppid pgrp ... utime (12th) stime (13th)
+        fields = stat[stat.rfind(b")") + 2:].split()
         if len(fields) > 12 and int(fields[2]) == pgid:
-            total += int(fields[11]) + int(fields[12])
-    return total
+            yield entry, fields
+
+
+def group_cpu_ticks(pgid: int) -> int:
+    """CPU time (clock ticks, user + system) of the live processes of group ``pgid``, from /proc."""
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in group_members(pgid))  # utime, stime

@@ -85,17 +85,15 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         self.dialer = dialer
         self.payload = dialer.payload
         self.tr: asyncio.Transport | None = None
-        self.current = ""  # id of the request in flight ("" none)
         self.sent_index = 0  # which of the sweep's requests it is (validation data)
         self.serial = 0
         self.times = StreamTimes()  # the request in flight's (``stream`` to the scheduler)
         self.stream = self.times
         self.last: Any = None  # the request in flight's last response with outputs
-        self.why: BaseException | None = None  # why we closed it, for connection_lost
-        self.draining = False  # the server said GOAWAY: close once the request in flight ends
         self._fresh()
 
     def _fresh(self) -> None:
+        """A new connection's state."""
         self.frames = http2.FrameReader()
         self.hpack = http2.HpackDecoder()
         self.block = bytearray()  # a header block awaiting its CONTINUATION frames
@@ -107,9 +105,9 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         self.peer_window = http2.DEFAULT_WINDOW  # the server's initial stream window
         self.max_frame = http2.DEFAULT_MAX_FRAME
         self.pending = b""  # request bytes the server's windows do not take yet
-        self.why = None
-        self.draining = False
-        self.current = ""
+        self.why: BaseException | None = None  # why we closed it, for connection_lost
+        self.draining = False  # the server said GOAWAY: close once the request in flight ends
+        self.current = ""  # id of the request in flight ("" none)
 
     # -- asyncio callbacks
 

@@ -45,6 +45,13 @@ def pair() -> tuple[socket.socket, socket.socket]:
     return ours, theirs
 
 
+def stamped() -> tuple[StampedSocket, Protocol, socket.socket]:
+    """Our side on the running loop, its protocol, and the peer's socket."""
+    ours, theirs = pair()
+    protocol = Protocol()
+    return StampedSocket(asyncio.get_running_loop(), ours, protocol), protocol, theirs
+
+
 def kernel_stamps_tcp() -> bool:
     """Whether this kernel stamps TCP reads at all, asked of a blocking socket pair of its own."""
     ours, theirs = pair()
@@ -77,9 +84,7 @@ def test_a_kernel_stamp_reads_on_the_monotonic_clock() -> None:
 @pytest.mark.skipif(not HAVE_STAMPS, reason="the kernel's receive stamps are Linux's")
 def test_bytes_read_late_carry_when_they_arrived() -> None:
     async def main() -> None:
-        ours, theirs = pair()
-        protocol = Protocol()
-        transport = StampedSocket(asyncio.get_running_loop(), ours, protocol)
+        transport, protocol, theirs = stamped()
         assert transport.stamped
         # the kernel turns its packet stamps on a moment after the first socket asks (a global
         # switch, flipped from a work queue): until then a read carries none (arrived_ns 0, and
@@ -107,9 +112,7 @@ def test_bytes_read_late_carry_when_they_arrived() -> None:
 
 def test_writes_the_kernel_cannot_take_at_once_are_sent_in_order() -> None:
     async def main() -> None:
-        ours, theirs = pair()
-        protocol = Protocol()
-        transport = StampedSocket(asyncio.get_running_loop(), ours, protocol)
+        transport, protocol, theirs = stamped()
         chunks = [bytes([i]) * 1_000_000 for i in range(8)]  # past both sockets' buffers
         for chunk in chunks:
             transport.write(chunk)
@@ -131,16 +134,12 @@ def test_writes_the_kernel_cannot_take_at_once_are_sent_in_order() -> None:
 
 def test_the_peers_close_and_our_abort_are_heard_once_a_pass_later() -> None:
     async def main() -> None:
-        ours, theirs = pair()
-        protocol = Protocol()
-        StampedSocket(asyncio.get_running_loop(), ours, protocol)
+        _, protocol, theirs = stamped()
         theirs.close()
         await asyncio.wait_for(protocol.gone.wait(), 30)
         assert protocol.lost == [None]
 
-        ours, theirs = pair()
-        protocol = Protocol()
-        transport = StampedSocket(asyncio.get_running_loop(), ours, protocol)
+        transport, protocol, theirs = stamped()
         transport.abort()
         assert protocol.lost == [] and transport.is_closing()  # not inside abort() itself
         transport.abort()
