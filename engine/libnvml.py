@@ -191,3 +191,15 @@ def memory_totals(indices: tuple[int, ...]) -> list[int] | None:
             return [int(nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).total) for i in indices]
         except Exception:
             return None
+
+
+def uuids(indices: tuple[int, ...]) -> list[str] | None:
+    """The UUIDs ("GPU-...") of these GPUs (NVML indices); None without NVML or for an index it
+    does not know."""
+    with opened() as nv:
+        if nv is None:
+            return None
+        try:
+            return [text(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))) for i in indices]
+        except Exception:
+            return None

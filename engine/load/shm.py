@@ -145,15 +145,36 @@ def check_region_size(requests: list[list[tuple[str, int]]]) -> None:
                         "size, or load.transport = 'http')")
 
 
+@dataclass(frozen=True)
+class CudaPlace:
+    """Where a sweep's inputs go in CUDA memory: allocated on ``device`` as this process numbers
+    the GPUs, registered under ``device_id`` as the server numbers them."""
+
+    device: int
+    device_id: int
+
+
+def cuda_place(model_gpus: tuple[int, ...], server_gpu: int | None = None) -> CudaPlace | None:
+    """The inputs on the first GPU the server's model has instances on (``model_gpus``, our
+    numbering), as a client on that box would put them; None: the model has no GPU.
+    ``server_gpu``: the server's own number for that GPU when it differs from ours (a server
+    pinned to one GPU by CUDA_VISIBLE_DEVICES sees it as its GPU 0); None: it sees what we see.
+    A pinned server asked to open device 1, which it does not have, died of SIGSEGV."""
+    if not model_gpus:
+        return None
+    device = model_gpus[0]
+    return CudaPlace(device, device if server_gpu is None else server_gpu)
+
+
 async def open_regions(
     url: str,
     headers: dict[str, str],
     inputs: list[tuple[str, bytes]] | list[list[tuple[str, bytes]]],
     outputs: list[tuple[str, int]],
-    gpu: int | None = None,
+    gpu: CudaPlace | None = None,
 ) -> SharedRegions:
-    """Create and register the regions for one sweep: the inputs in system shared memory, or on
-    GPU ``gpu``. ``inputs``: (name, tensor bytes) of one request, or a list of those, one per
+    """Create and register the regions for one sweep: the inputs in system shared memory, or in
+    CUDA memory placed at ``gpu``. ``inputs``: (name, tensor bytes) of one request, or a list of those, one per
     request; ``outputs``: (name, bytes) of the outputs whose size is known. Raises UserError (and
     leaves nothing behind) when the inputs are too large or the server refuses a region."""
     requests: list[list[tuple[str, bytes]]] = (
@@ -177,7 +198,7 @@ async def open_regions(
             name = f"{segment_prefix()}{tag}-in"
             await _system_region(regions, name, blob)
         else:
-            name = f"{segment_prefix()}{tag}-in-gpu{gpu}"
+            name = f"{segment_prefix()}{tag}-in-gpu{gpu.device}"
             base = await _cuda_region(regions, name, blob, gpu)
         refs: list[dict[str, TensorRef]] = [{} for _ in requests]
         for (k, n), (off, size) in layout.items():
@@ -216,9 +237,11 @@ async def _system_region(regions: SharedRegions, name: str, data: bytes) -> None
     )
 
 
-async def _cuda_region(regions: SharedRegions, name: str, data: bytes, gpu: int) -> int:
-    """Copy ``data`` to GPU ``gpu`` and register it; returns the data's offset in the region
-    (the IPC handle maps the whole allocation the tensor lives in)."""
+async def _cuda_region(regions: SharedRegions, name: str, data: bytes, place: CudaPlace) -> int:
+    """Copy ``data`` to the GPU ``place`` names and register it under the server's number for
+    that GPU; returns the data's offset in the region (the IPC handle maps the whole allocation
+    the tensor lives in)."""
+    gpu = place.device
     try:
         import torch
     except ImportError:
@@ -235,7 +258,7 @@ async def _cuda_region(regions: SharedRegions, name: str, data: bytes, gpu: int)
     regions.cuda.append(name)
     await regions._call(
         f"/v2/cudasharedmemory/region/{name}/register",
-        {"raw_handle": {"b64": base64.b64encode(ipc_mem_handle(handle)).decode()}, "device_id": gpu,
+        {"raw_handle": {"b64": base64.b64encode(ipc_mem_handle(handle)).decode()}, "device_id": place.device_id,
          "byte_size": int(offset) + len(data)},
     )
     return int(offset)

@@ -759,7 +759,8 @@ async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: lis
         for ep in endpoints:
             try:
                 done.append(await transport.prepare(dataclasses.replace(sweep, target=sweep.target.at(ep),
-                                                                        gpus=ep.gpus or sweep.gpus)))
+                                                                        gpus=ep.gpus or sweep.gpus,
+                                                                        server_gpu=ep.server_gpu)))
             except UserError as exc:
                 raise UserError(f"endpoint {ep.name} ({ep.http_url}): {exc}") from None
     except BaseException:

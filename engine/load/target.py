@@ -28,6 +28,8 @@ class Endpoint:
     # where this server's model has instances, as this process numbers the GPUs (a server pinned
     # to one GPU by CUDA_VISIBLE_DEVICES); (): the sweep's own (cuda_shm puts the inputs there)
     gpus: tuple[int, ...] = ()
+    # the server's own number for gpus[0] where it differs from ours (pinned: its GPU 0); None: the same
+    server_gpu: int | None = None
 
 
 @dataclass

@@ -67,7 +67,8 @@ def fleet_endpoints(fleet: Sequence[Member]) -> list[Endpoint]:
     """A scale-out's servers as the load engine's endpoints: each with its own metrics (GPU
     telemetry, when on GPUs) and the GPU it is pinned to."""
     return [Endpoint(f"ep{i + 1}", one.http_url, one.metrics_url, one.grpc_url or "",
-                     gpus=(one.gpu,) if one.gpu is not None else ())
+                     gpus=(one.gpu,) if one.gpu is not None else (),
+                     server_gpu=0 if one.gpu is not None else None)  # each sees only its GPU
             for i, one in enumerate(fleet)]
 
 

@@ -32,7 +32,7 @@ from typing import BinaryIO
 from engine import http1
 from engine.errors import RunFailed, UserError
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
-from engine.server.gpus import smallest_memory_gib, visible_gpu_count
+from engine.server.gpus import pin_value, smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
 from engine.server.mps import choose, find_control, instances_under_mps
 from engine.server.repository import (
@@ -139,6 +139,7 @@ class EmbeddedServer:
         pinned_gpu: str | None = None,
         cpus: tuple[int, ...] = (),
         compute_threads: int | None = None,
+        host_cores: int | None = None,
         ports: tuple[int, int, int] | None = None,
     ) -> None:
         self.model = model
@@ -151,6 +152,9 @@ class EmbeddedServer:
         # the most compute threads a CPU model's stub starts (GPUSCALE_COMPUTE_THREADS): its share
         # of the cores as one of several servers side by side; None: as many as it may run on
         self.compute_threads = compute_threads
+        # the host cores its GPU instances may count on (a fleet server's share, as one of N
+        # boxes); None: the host's
+        self.host_cores = host_cores
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -250,7 +254,7 @@ class EmbeddedServer:
             self.log_path = log_dir / "tritonserver.log"
             env = server_environment(dist, [str(PROJECT_ROOT)])
             if self.pinned_gpu is not None:
-                env["CUDA_VISIBLE_DEVICES"] = self.pinned_gpu
+                env["CUDA_VISIBLE_DEVICES"] = pin_value(self.pinned_gpu)
             if self.compute_threads:
                 env["GPUSCALE_COMPUTE_THREADS"] = str(self.compute_threads)
             choice = choose(self.mps, len(self.prepared.gpus), find_control())
@@ -323,7 +327,8 @@ class EmbeddedServer:
         # NVML counts every GPU of the machine: a pinned server's GPU 0 is the one it is pinned to
         physical = (int(self.pinned_gpu),) if self.pinned_gpu is not None and self.pinned_gpu.isdigit() else gpus
         count = instances_under_mps(authored, int(wanted) if wanted and wanted.isdigit() else None,
-                                    smallest_memory_gib(physical), len(gpus), os.cpu_count() or 1) if under_mps else authored
+                                    smallest_memory_gib(physical), len(gpus),
+                                    self.host_cores or os.cpu_count() or 1) if under_mps else authored
         if count != instance_count(self.prepared.config_text):
             self.prepared = set_instance_count(self.prepared, count)
 

@@ -90,12 +90,16 @@ class ServerFleet:
         # clients apart) hold the whole fleet.
         cpus = tuple(server_options.pop("cpus", ()))
         on_cpus = self.base.startswith("cpu")
-        threads = [len(share) or None for share in split_cpus(list(cpus or usable_cpus()), count)] if on_cpus else [None] * count
+        shares = split_cpus(list(cpus or usable_cpus()), count)
+        threads = [len(share) or None for share in shares] if on_cpus else [None] * count
+        # GPU servers: each counts its instances on its share of the cores, as on its own box
+        # (unshared, N servers would each start the instances a whole box's cores allow)
+        cores = [None if on_cpus else len(share) or None for share in shares]
         self.servers = [
             EmbeddedServer(variant=self.base, log_dir=log_dir / f"server{i + 1}" if log_dir else None,
                            gpu_count=1 if pin is not None else 0, pinned_gpu=pin, cpus=cpus,
-                           compute_threads=n, **server_options)
-            for i, (pin, n) in enumerate(zip(pins, threads, strict=True))
+                           compute_threads=n, host_cores=c, **server_options)
+            for i, (pin, n, c) in enumerate(zip(pins, threads, cores, strict=True))
         ]
 
     # ----------------------------------------------------------------- what the session reads

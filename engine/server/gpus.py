@@ -21,3 +21,15 @@ def smallest_memory_gib(indices: tuple[int, ...]) -> float | None:
     """The memory of the smallest of these GPUs (NVML indices), GiB; None without NVML."""
     totals = libnvml.memory_totals(indices) if indices else None
     return min(totals) / 2**30 if totals else None
+
+
+def pin_value(entry: str) -> str:
+    """What CUDA_VISIBLE_DEVICES says to pin a server to one GPU (``entry``: one entry of our own
+    list, a machine index or a UUID): the GPU's UUID where NVML knows it. Under MPS a client's
+    index counts among the devices its MPS server sees, so a server pinned to "1" whose private
+    daemon sees only that GPU asks for a device that does not exist, and starts without MPS; a
+    UUID names the same GPU to the daemon and to its clients (NVIDIA's MPS guide)."""
+    if not entry.isdigit():
+        return entry
+    found = libnvml.uuids((int(entry),))
+    return found[0] if found else entry

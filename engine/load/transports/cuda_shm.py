@@ -13,7 +13,9 @@ class CudaShmTransport(HttpTransport):
     async def prepare(self, sweep: SweepInputs) -> Prepared:
         if not sweep.gpus:
             raise UserError("load.transport = 'cuda_shm' needs the model on a GPU: this config variant has no GPU instance")
-        return await prepare_shm(self, sweep, sweep.gpus[0])
+        from engine.load.shm import cuda_place
+
+        return await prepare_shm(self, sweep, cuda_place(sweep.gpus, sweep.server_gpu))
 
 
 TRANSPORT = CudaShmTransport()

@@ -3,8 +3,13 @@ request a small JSON body naming it (engine/load/shm.py). Sent as the http trans
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.load.transport import Prepared, SweepInputs
 from engine.load.transports.http import HttpTransport, server_endpoint
+
+if TYPE_CHECKING:
+    from engine.load.shm import CudaPlace
 
 
 class SystemShmTransport(HttpTransport):
@@ -12,7 +17,7 @@ class SystemShmTransport(HttpTransport):
         return await prepare_shm(self, sweep, None)
 
 
-async def prepare_shm(transport: HttpTransport, sweep: SweepInputs, gpu: int | None) -> Prepared:
+async def prepare_shm(transport: HttpTransport, sweep: SweepInputs, gpu: CudaPlace | None) -> Prepared:
     """Open the sweep's regions (the inputs on ``gpu``, or in system shared memory) and encode the
     requests that name them; the regions go when the sweep ends, or now if encoding fails. With
     validation data the outputs stay in the answers, where each answer's own values are (one

@@ -136,8 +136,9 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
 
     placed: list[tuple[str, int]] = []
 
-    async def fake_cuda_region(regions, name: str, data: bytes, gpu: int) -> int:
-        placed.append((name, gpu))
+    async def fake_cuda_region(regions, name: str, data: bytes, place: shm.CudaPlace) -> int:
+        assert place.device_id == place.device  # a server that sees what we see: one numbering
+        placed.append((name, place.device))
         regions.cuda.append(name)
         return 128  # the data's offset in the allocation the IPC handle maps
 
@@ -153,3 +154,45 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
     assert plan is not None and set(plan.inputs) == {"a", "b"}
     assert {ref.region for ref in plan.inputs.values()} == {placed[0][0]}  # one region, on GPU 2
     assert (plan.inputs["a"].offset, plan.inputs["b"].offset) == (128, 128 + 128)  # 64-byte aligned after a
+
+
+def test_the_placement_rule_puts_inputs_on_the_servers_gpu_under_its_own_number():
+    """Allocated on the endpoint's GPU as we number it, registered under the server's number:
+    a server pinned to our GPU 1 sees it as its GPU 0 (asked for device 1, it died)."""
+    from engine.load.shm import CudaPlace, cuda_place
+
+    assert cuda_place(()) is None  # no GPU instance: no CUDA region
+    assert cuda_place((0, 1)) == CudaPlace(0, 0)  # one server over both GPUs: the first, one numbering
+    assert cuda_place((2, 3)) == CudaPlace(2, 2)
+    assert cuda_place((1,), server_gpu=0) == CudaPlace(1, 0)  # the fleet's server 2, pinned to GPU 1
+    assert cuda_place((3,), server_gpu=0) == CudaPlace(3, 0)
+
+
+def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.MonkeyPatch):
+    """A 1x*2 sweep over cuda_shm: endpoint k's inputs on our GPU k, registered as device 0 of
+    the server pinned there (the endpoints as the fleet hands them to the load)."""
+    from engine.load import shm
+    from engine.load import sweep as sweep_mod
+    from engine.load.target import TargetInfo
+    from engine.load.target_setup import fleet_endpoints
+    from engine.load.transport import SweepInputs
+    from engine.load.transports import cuda_shm
+    from engine.server.supervisor import FleetMember
+
+    placed: list[tuple[str, shm.CudaPlace]] = []
+
+    async def fake_cuda_region(regions, name: str, data: bytes, place: shm.CudaPlace) -> int:
+        placed.append((regions.url, place))
+        regions.cuda.append(name)
+        return 0
+
+    monkeypatch.setattr(shm, "_cuda_region", fake_cuda_region)
+    monkeypatch.setattr(cuda_shm.CudaShmTransport, "prepared", lambda self, sweep, plan, cleanup: plan)
+    members = [FleetMember("http://127.0.0.1:9", None, "127.0.0.1:10", 0),
+               FleetMember("http://127.0.0.1:19", None, "127.0.0.1:20", 1)]
+    endpoints = fleet_endpoints(members)
+    target = Target("http://127.0.0.1:9", "identity", endpoints=endpoints)
+    info = TargetInfo(model_config={}, inputs=[], outputs=[], max_batch_size=8)
+    inputs = SweepInputs(target, info, 1, "random", ({}, [({"name": "a"}, b"x" * 10)], []), gpus=(0,))
+    asyncio.run(sweep_mod._prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
+    assert placed == [("http://127.0.0.1:9", shm.CudaPlace(0, 0)), ("http://127.0.0.1:19", shm.CudaPlace(1, 0))]

@@ -105,3 +105,26 @@ def test_a_gpu_fleet_is_built_one_server_per_gpu(monkeypatch):
     assert [s.pinned_gpu for s in shared.servers] == ["3", "3"] and shared.client_gpus == [0, 0] and shared.shared
     with pytest.raises(UserError, match="needs a GPU per server"):
         ServerFleet("1x*2", gpu_count=0, model="openclip_vit_b32")
+
+
+def test_each_gpu_server_of_a_fleet_counts_its_instances_on_its_share_of_the_cores():
+    from engine.server.fleet import ServerFleet
+
+    fleet = ServerFleet("1x*4", gpu_count=4, model="openclip_vit_b32", cpus=tuple(range(16)))
+    assert [s.host_cores for s in fleet.servers] == [4, 4, 4, 4]  # as four boxes of a quarter each
+    cpu = ServerFleet("cpu*2", gpu_count=0, model="identity", cpus=(0, 1, 2))
+    assert [s.host_cores for s in cpu.servers] == [None, None] and [s.compute_threads for s in cpu.servers] == [2, 1]
+
+
+def test_a_pinned_server_is_pinned_by_its_gpus_uuid_where_nvml_knows_it():
+    """Under its private MPS daemon, a server pinned by index 1 asks its MPS server (which sees
+    one GPU) for a device 1 that does not exist; a UUID names the same GPU to both."""
+    from engine import libnvml
+    from engine.server.gpus import pin_value
+    from tests.engine.telemetry.fake_nvml import FakeGpu, FakeNvml
+
+    with libnvml.stand_in(FakeNvml([FakeGpu(0, "GPU-aaaa"), FakeGpu(1, "GPU-bbbb")])):
+        assert pin_value("1") == "GPU-bbbb"
+        assert pin_value("0") == "GPU-aaaa"
+        assert pin_value("GPU-cccc") == "GPU-cccc"  # already a UUID in our own list
+        assert pin_value("7") == "7"  # an index NVML does not know: as given
