@@ -54,6 +54,9 @@ STAGES = (
           "publishing a window, start-barrier skew", "CPU here (loopback processes); Ray needs --ray-python"),
     Stage("multihost", "multihost", "1, 2 and 4 client processes through the multi-host engine against one server "
           "at c=256, perf_analyzer with one process per client beside them", "1x H200, one 10-minute call"),
+    Stage("scale_study", "scale_study", "the study's scale-out-or-up answer and each config's peak (1x, Nx, 1x*N) against perf_analyzer"
+          " alone on each config, N at once against N one-GPU servers; 3 alternating rounds",
+          "2x or 4x H100/H200, one 10-minute call per box size; CPU here (--cpu), a few minutes"),
     Stage("carry", "common", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
 )
 BY_NAME = {s.name: s for s in STAGES}

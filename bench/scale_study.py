@@ -1,0 +1,380 @@
+"""Scale out or up, held against perf_analyzer on a box of several GPUs, in one device call.
+
+For each transport, the study itself (`gpuscale-tui study --headless --variants 1x,Nx
+--scale-out`); then each config (1x, Nx, 1x*N) on fresh servers, and at the level of the study's
+peak our engine and perf_analyzer 2.41 alone, in alternating rounds. Against 1x*N, N
+perf_analyzers run at once, one per server, each with its CUDA region on its own server's GPU.
+Per config: the study's peak and SLO point, each tool's rounds (median, min-max), the ratios;
+then whether the study's scale-out-or-up answer and its stop-at match perf_analyzer's ranking.
+
+    python -m bench scale_study --gpus 2 --transports http,cuda_shm --rounds 3
+    python -m bench scale_study --gpus 4 --transports cuda_shm --study-variants 1x,2x,4x --configs 4x,1x*4
+    python -m bench scale_study --cpu --rounds 3        # here: identity, cpu, cpu2, cpu*2
+
+Each result is appended to scale_study.jsonl as it comes; scale_study.md and the logs go to $OUT
+(or .bench-out/), the studies' recordings to scale_study_recordings.tar.gz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, GpuBusy, out_dir
+from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_perf_analyzer
+
+PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
+NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
+TIE = 0.02  # the study's own tie between scale out and up (engine/analysis/scale_out.TIE)
+
+
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
+        epilog="Fits: 2x or 4x H100/H200, one 10-minute call per box size (window 800 ms, 4 windows):\n"
+               "  python -m bench scale_study --gpus 2 --transports http,cuda_shm --rounds 3 --budget-s 540\n"
+               "Here: python -m bench scale_study --cpu --rounds 3")
+    p.add_argument("--cpu", action="store_true", help="this CPU box: model identity, configs cpu, cpu2, cpu*2")
+    p.add_argument("--model", default="")
+    p.add_argument("--gpus", type=int, default=0, help="use the first N GPUs (CUDA_VISIBLE_DEVICES); 0: all")
+    p.add_argument("--profile", default="", help="the study's profile (default: local on --cpu, else 2x_h200 / 4x_h200)")
+    p.add_argument("--study-variants", default="", help="the study's --variants (default 1x,Nx; --cpu: cpu,cpu2)")
+    p.add_argument("--configs", default="", help="configs held against perf_analyzer (default: every config of the study)")
+    p.add_argument("--transports", default="http,cuda_shm")
+    p.add_argument("--levels", default="", help="the study's concurrency levels (default 32,128,256,512; --cpu: 1,4,8)")
+    p.add_argument("--slo", default="p99=50ms", help="the study's latency target (--cpu: p99=200ms)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--window-ms", type=int, default=800)
+    p.add_argument("--max-windows", type=int, default=4)
+    p.add_argument("--stability", type=float, default=10.0, help="percent")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--study-timeout-s", type=float, default=300.0)
+    p.add_argument("--budget-s", type=float, default=0.0, help="start nothing after this many seconds (0: no limit)")
+    p.add_argument("--skip-study", action="store_true", help="only the rounds, at the top level")
+    return p
+
+
+# --------------------------------------------------------------------------- the studies
+
+
+def study_command(args: argparse.Namespace, transport: str, folder: Path) -> list[str]:
+    sets = {"load.transport": transport, "load.concurrency": args.levels, "load.window_ms": str(args.window_ms),
+            "load.max_windows": str(args.max_windows), "load.warmup_s": "1", "load.stability_percent": f"{args.stability:g}",
+            "load.batch_size": str(args.batch), "model.name": args.model}
+    if args.cpu:
+        sets.update({"load.warmup_s": "0.3", "load.min_window_requests": "20", "hardware.cost_per_hour": "1.5"})
+    flat = [x for k, v in sets.items() for x in ("--set", f"{k}={v}")]
+    return [sys.executable, "-c", NO_TEXTUAL, "study", "--headless", "--record", "--scale-out", "--profile", args.profile,
+            "--variants", args.study_variants, "--slo", args.slo, *flat, "-o", str(folder)]
+
+
+def run_study(args: argparse.Namespace, transport: str, folder: Path, log: Path) -> dict[str, Any]:
+    """The study over one transport: its exit code, printed answers and each config's figures."""
+    cmd = study_command(args, transport, folder)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=args.study_timeout_s, check=False, stdin=subprocess.DEVNULL)
+        code: int | str = done.returncode
+        text = done.stdout
+    except subprocess.TimeoutExpired as exc:
+        code, text = "timeout", exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    log.write_text(" ".join(cmd[3:]) + "\n\n" + text)
+    lines = text.splitlines()
+    scale = [ln for ln in lines if " → " in ln and ("box of" in ln or "boxes of" in ln)]
+    answer = next((ln for ln in reversed(lines) if ln.startswith("answer: ")), None)
+    out: dict[str, Any] = {"transport": transport, "exit_code": code, "seconds": round(time.monotonic() - started, 1),
+                           "scale_line": scale[-1] if scale else None, "answer": answer, "configs": {}}
+    index = next(iter(folder.glob("*.study.json")), None)
+    if index is None:
+        return out
+    from engine.study.figures import study_figures
+    from engine.study.index import read_index
+
+    runs = {r.variant: r for r in read_index(index).runs}
+    out["runs"] = {v: {"status": r.status, "exit_code": r.exit_code, "error": r.error} for v, r in runs.items()}
+    try:
+        figures = study_figures(index)
+    except Exception as exc:  # noqa: BLE001 - the row says why, the bench goes on
+        out["figures_error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    for c in figures.configs:
+        peak = c.findings.peak
+        out["configs"][c.variant] = {
+            "peak": peak.throughput if peak else None, "peak_level": peak.level if peak else None,
+            "peak_status": peak.status if peak else None,
+            "slo_throughput": c.slo.throughput if c.slo else None, "slo_level": c.slo.level if c.slo else None,
+            "not_decided": c.not_decided,
+        }
+    out["stop"] = figures.stop.reason
+    out["stop_variant"] = figures.stop.variant
+    out["scale_choice"] = [s.answer.choice for s in figures.scale]
+    return out
+
+
+# --------------------------------------------------------------------------- the rounds
+
+
+def start_servers(args: argparse.Namespace, variant: str) -> Any:
+    from engine.profiles import scale_out_parts
+    from engine.server.embedded import EmbeddedServer
+    from engine.server.fleet import ServerFleet
+
+    logs = Path(tempfile.mkdtemp(prefix="scale-study-logs-"))
+    if scale_out_parts(variant):
+        return ServerFleet(variant, log_dir=logs, model=args.model).start()
+    return EmbeddedServer(model=args.model, variant=variant, log_dir=logs).start()
+
+
+def endpoints_of(started: Any) -> list[Any]:
+    from engine.load.target_setup import fleet_endpoints
+    from engine.server.fleet import ServerFleet
+    from engine.server.supervisor import FleetMember
+
+    if not isinstance(started, ServerFleet):
+        return []
+    return fleet_endpoints([FleetMember(s.http_url, s.metrics_url, s.grpc_url, g)
+                            for s, g in zip(started.servers, started.client_gpus, strict=True)])
+
+
+async def _ours(started: Any, args: argparse.Namespace, level: int, transport: str) -> Measure:
+    from bench.tools import ours_measure
+    from engine.load.endpoints import describe_endpoints
+    from engine.load.sweep import run_sweep
+    from engine.load.target import Target
+    from engine.profiles import Load
+
+    target = Target(started.http_url, args.model, endpoints=endpoints_of(started))
+    info = await describe_endpoints(target)
+    load = Load(mode="concurrency", concurrency=[level], batch_size=args.batch, window_ms=args.window_ms,
+                stability_percent=args.stability, max_windows=args.max_windows, warmup_s=0.0,
+                request_timeout_s=30.0, transport=transport)
+    gpus = tuple(started.prepared.gpus) if started.prepared else ()
+    (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
+    return ours_measure(r)
+
+
+def ours(started: Any, args: argparse.Namespace, level: int, transport: str) -> Measure:
+    t0 = time.monotonic()
+    try:
+        m = asyncio.run(_ours(started, args, level, transport))
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:200])
+    m.wall_s = time.monotonic() - t0
+    return m
+
+
+def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Namespace, level: int,
+             transport: str) -> Measure:
+    """perf_analyzer alone: one against one server; N at once against a fleet's N servers, the
+    level split evenly, each seeing only its server's GPU (its CUDA region goes there)."""
+    from engine.load.endpoints import even_split
+    from engine.server.fleet import ServerFleet
+
+    binary, env = pa
+    servers = started.servers if isinstance(started, ServerFleet) else [started]
+    shares = even_split(level, len(servers))
+    t0 = time.monotonic()
+
+    def one(k: int) -> Measure:
+        pin = getattr(servers[k], "pinned_gpu", None)
+        own = {**env, "CUDA_VISIBLE_DEVICES": pin} if pin is not None else env
+        return run_perf_analyzer((binary, own), servers[k].http_url, args.model, shares[k], args,
+                                 extra=PA_SHM[transport])
+
+    with ThreadPoolExecutor(max_workers=len(servers)) as pool:
+        each = list(pool.map(one, range(len(servers))))
+    if len(each) == 1:
+        return each[0]
+    ok = all(m.ok for m in each)
+    m = Measure("perf_analyzer", ok, "stable" if ok else "; ".join(f"server {i + 1}: {x.status}" for i, x in enumerate(each) if not x.ok),
+                throughput=sum(x.throughput or 0.0 for x in each) if ok else None,
+                p50_ms=max(x.p50_ms or 0.0 for x in each) if ok else None,
+                p99_ms=max(x.p99_ms or 0.0 for x in each) if ok else None)
+    m.extra["each"] = [x.throughput for x in each]
+    m.wall_s = time.monotonic() - t0
+    return m
+
+
+def machine_gpus(started: Any) -> tuple[int, ...]:
+    """The NVML indices the config's servers use (GpuBusy reads NVML, which sees every GPU)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ours_ = [int(x) for x in visible.split(",")] if visible and all(x.strip().isdigit() for x in visible.split(",")) else None
+    pins = [getattr(s, "pinned_gpu", None) for s in getattr(started, "servers", [])]
+    if pins and all(p is not None and p.isdigit() for p in pins):
+        return tuple(int(p) for p in pins)
+    gpus = tuple(started.prepared.gpus) if getattr(started, "prepared", None) else ()
+    return tuple(ours_[g] for g in gpus) if ours_ else gpus
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
+
+
+# --------------------------------------------------------------------------- the verdicts
+
+
+def ranking(peaks: dict[str, float | None], n: int, base: str) -> dict[str, Any]:
+    """perf_analyzer's answers from its medians: scale out or up (N one-GPU servers against one
+    N-GPU server, the same price per GPU), and the stop-at rule the study uses."""
+    from engine.analysis.study import ConfigPoint, stop_at
+
+    out_, up = peaks.get(f"{base}*{n}"), peaks.get(f"{n}x" if base == "1x" else f"cpu{n}")
+    choice = None
+    if out_ and up:
+        choice = "either" if abs(out_ - up) / max(out_, up) <= TIE else ("scale out" if out_ > up else "scale up")
+    units = {base: 1, (f"{n}x" if base == "1x" else f"cpu{n}"): n}
+    points = [ConfigPoint(v, u, peaks.get(v), None, "" if peaks.get(v) else "no result") for v, u in units.items()]
+    stop = stop_at(points, "GPU" if base == "1x" else "CPU instance")
+    return {"scale": choice, "stop_variant": stop.variant, "stop": stop.reason}
+
+
+def write_md(path: Path, args: argparse.Namespace, studies: list[dict[str, Any]], rows: list[dict[str, Any]],
+             verdicts: list[dict[str, Any]]) -> str:
+    lines = [f"# scale_study: {args.model}, {args.gpus or 'all'} GPU(s), transports {args.transports}, {args.rounds} rounds", ""]
+    for s in studies:
+        lines += [f"## study over {s['transport']}: exit {s['exit_code']}, {s['seconds']} s", "",
+                  f"- scale: `{s.get('scale_line')}`", f"- answer: `{s.get('answer')}`", ""]
+        for v, r in (s.get("runs") or {}).items():
+            lines.append(f"- {v}: {r['status']} (exit {r['exit_code']}){': ' + str(r['error'])[:200] if r['error'] else ''}")
+        lines.append("")
+    lines += ["## each config: the study's peak, our rounds and perf_analyzer's (images/s)", "",
+              "| transport | config | level | study peak | study at SLO | ours median (min-max) | perf_analyzer median (min-max) | ours/pa | study/pa |",
+              "|---|---|---:|---:|---:|---|---|---:|---:|"]
+
+    def rng(x: dict[str, float] | None) -> str:
+        return f"{x['median']:,.0f} ({x['min']:,.0f}-{x['max']:,.0f})" if x else "not measured"
+
+    def num(x: float | None) -> str:
+        return f"{x:,.0f}" if x else "not measured"
+
+    for r in rows:
+        o, p = r["ours"], r["pa"]
+        ratio = f"{o['median'] / p['median']:.3f}" if o and p else "n/a"
+        sratio = f"{r['study_peak'] / p['median']:.3f}" if r["study_peak"] and p else "n/a"
+        lines.append(f"| {r['transport']} | {r['config']} | {r['level']} | {num(r['study_peak'])} | {num(r['study_slo'])} "
+                     f"| {rng(o)} | {rng(p)} | {ratio} | {sratio} |")
+    lines += ["", "## the answers against perf_analyzer's ranking", ""]
+    for v in verdicts:
+        lines.append(f"- {v['transport']}: study `{v['study_scale']}` / stop at {v['study_stop']}; perf_analyzer "
+                     f"`{v['pa']['scale']}` / stop at {v['pa']['stop_variant']}: {v['match']}")
+    text = "\n".join(lines) + "\n"
+    path.write_text(text)
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    started_at = time.monotonic()
+    if args.gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(args.gpus))
+    n = args.gpus or 2
+    base = "cpu" if args.cpu else "1x"
+    args.model = args.model or ("identity" if args.cpu else "openclip_vit_b32")
+    args.profile = args.profile or ("local" if args.cpu else f"{n}x_h200")
+    args.study_variants = args.study_variants or (f"cpu,cpu{n}" if args.cpu else f"1x,{n}x")
+    args.levels = args.levels or ("1,4,8" if args.cpu else "32,128,256,512")
+    if args.cpu and args.slo == "p99=50ms":
+        args.slo = "p99=200ms"
+    transports = [t for t in args.transports.split(",") if t]
+    bad = [t for t in transports if t not in PA_SHM]
+    if bad:
+        print(f"scale_study: unknown transport {bad[0]!r} ({', '.join(PA_SHM)})", file=sys.stderr)
+        return 2
+    try:
+        pa = ensure_perf_analyzer()
+    except SetupError as exc:
+        print(f"scale_study: {exc}", file=sys.stderr)
+        return 2
+    out = out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / "scale_study.jsonl"
+    rec_root = Path(tempfile.mkdtemp(prefix="scale-study-rec-"))
+
+    def emit(kind: str, row: dict[str, Any]) -> None:
+        with jsonl.open("a") as f:
+            f.write(json.dumps({"kind": kind, **row}, default=str) + "\n")
+
+    def time_left() -> bool:
+        return not args.budget_s or time.monotonic() - started_at < args.budget_s
+
+    studies: list[dict[str, Any]] = []
+    for t in transports:
+        if args.skip_study or not time_left():
+            break
+        print(f"== study over {t}", flush=True)
+        s = run_study(args, t, rec_root / f"study_{t}", out / f"scale_study_{t}.log")
+        studies.append(s)
+        emit("study", s)
+        print(f"   exit {s['exit_code']} in {s['seconds']} s\n   {s.get('scale_line')}\n   {s.get('answer')}", flush=True)
+    by_transport = {s["transport"]: s for s in studies}
+    configs = [c for c in args.configs.split(",") if c] or [*args.study_variants.split(","), f"{base}*{n}"]
+    top = max(int(x) for x in args.levels.split(","))
+    rows: list[dict[str, Any]] = []
+    for config in configs:
+        if not time_left():
+            print(f"== {config}: not run (past --budget-s)", flush=True)
+            continue
+        try:
+            started = start_servers(args, config)
+        except Exception as exc:  # noqa: BLE001 - the config did not start: its rows say so
+            print(f"== {config}: did not start: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            emit("start_failed", {"config": config, "error": str(exc)[:2000]})
+            continue
+        try:
+            mps = (started.mps_used, started.mps_why)
+            print(f"== {config} at {started.http_url}, MPS {'on' if mps[0] else 'off'} ({mps[1]})", flush=True)
+            for t in transports:
+                fig = by_transport.get(t, {}).get("configs", {}).get(config, {})
+                level = int(fig.get("peak_level") or top)
+                got: dict[str, list[Measure]] = {"ours": [], "pa": []}
+                for rnd in range(args.rounds):
+                    if not time_left():
+                        break
+                    for tool in (("pa", "ours") if rnd % 2 == 0 else ("ours", "pa")):
+                        with GpuBusy(machine_gpus(started)) as busy:
+                            m = pa_fleet(pa, started, args, level, t) if tool == "pa" else ours(started, args, level, t)
+                        m.extra["gpu_busy_each"] = busy.each()
+                        got[tool].append(m)
+                        emit("round", {"config": config, "transport": t, "level": level, "round": rnd, "tool": tool,
+                                       "mps": mps[0], **asdict(m)})
+                        print(f"   {config} {t} c={level} r{rnd} {tool:<4} {m.throughput or 0:9,.0f}/s "
+                              f"p99 {m.p99_ms or 0:7.1f} ms  gpu {m.extra.get('gpu_busy_each')}  [{m.status[:80]}]", flush=True)
+                row = {"config": config, "transport": t, "level": level, "mps": mps[0], "mps_why": mps[1],
+                       "study_peak": fig.get("peak"), "study_slo": fig.get("slo_throughput"),
+                       "ours": _spread([m.throughput for m in got["ours"] if m.ok and m.throughput]),
+                       "pa": _spread([m.throughput for m in got["pa"] if m.ok and m.throughput]),
+                       "failed": [m.status for ms in got.values() for m in ms if not m.ok]}
+                rows.append(row)
+                emit("config", row)
+        finally:
+            started.stop()
+    verdicts = []
+    for t in transports:
+        peaks = {r["config"]: (r["pa"] or {}).get("median") for r in rows if r["transport"] == t}
+        pa_rank = ranking(peaks, n, base)
+        s = by_transport.get(t, {})
+        choices = s.get("scale_choice") or [None]
+        study_scale, study_stop = choices[-1], s.get("stop_variant")
+        line = s.get("answer") or ""
+        undecided = "not decided" in line or (s.get("scale_line") or "").endswith("not decided")
+        match = ("matches" if study_scale == pa_rank["scale"] and study_stop == pa_rank["stop_variant"]
+                 else "not decided (says why)" if undecided else "DIFFERS")
+        verdicts.append({"transport": t, "study_scale": study_scale, "study_stop": study_stop, "pa": pa_rank, "match": match})
+        emit("verdict", verdicts[-1])
+    text = write_md(out / "scale_study.md", args, studies, rows, verdicts)
+    print(text)
+    with tarfile.open(out / "scale_study_recordings.tar.gz", "w:gz") as tar:
+        tar.add(rec_root, arcname="recordings")
+    return 0 if rows and all(r["pa"] and r["ours"] for r in rows) else 1
