@@ -171,15 +171,14 @@ def _two_counts(points: Sequence[Point]) -> Choice:
     linear, amdahl = fit(points, LINEAR), fit(points, AMDAHL)
     assert linear is not None and amdahl is not None
     big = max(points, key=lambda p: p.units)
-    under = "2 unit counts: the USL is under-determined"
+    under = "2 unit counts leave the USL under-determined"
     if amdahl.sigma <= 0:
-        return Choice(linear, f"{big.config} is at or above linear, so Amdahl's σ is 0 ({under})")
+        return Choice(linear, f"{big.config} is at or above linear, so Amdahl's σ is 0; {under}")
     if linear.cov is not None and linear.chi2 <= Z95**2:
-        return Choice(linear, f"{big.config} is within {Z95:.2f} sd (measured spread) of linear ({under})")
+        return Choice(linear, f"{big.config} is within {Z95:.2f} measured sd of linear; {under}")
     if linear.cov is not None:
-        return Choice(amdahl, f"{big.config} falls below linear by more than {Z95:.2f} sd (measured spread) ({under})")
-    return Choice(amdahl, f"no spread measured to hold {big.config} to linear; Amdahl goes through both points "
-                          f"({under})")
+        return Choice(amdahl, f"{big.config} falls below linear by more than {Z95:.2f} measured sd; {under}")
+    return Choice(amdahl, f"no spread measured to hold {big.config} to linear, so Amdahl through both points; {under}")
 
 
 def choose(points: Sequence[Point]) -> Choice | str:

@@ -66,10 +66,10 @@ def test_linear_data_picks_the_simpler_law():
 def test_two_unit_counts_linear_within_the_spread_else_amdahl():
     within = choose(points({1: 100.0, 2: 198.0}, spread=0.02))
     assert within.fit.law == LINEAR
-    assert within.why == "2x is within 1.96 sd (measured spread) of linear (2 unit counts: the USL is under-determined)"
+    assert within.why == "2x is within 1.96 measured sd of linear; 2 unit counts leave the USL under-determined"
     beyond = choose(points({1: 100.0, 2: 180.0}, spread=0.01))
     assert beyond.fit.law == AMDAHL and beyond.fit.sigma == pytest.approx(2 * 100 / 180 - 1)
-    assert beyond.why.startswith("2x falls below linear by more than 1.96 sd (measured spread)")
+    assert beyond.why.startswith("2x falls below linear by more than 1.96 measured sd; ")
     assert beyond.fit.rate(4) == pytest.approx(usl(4, sigma=2 * 100 / 180 - 1, kappa=0.0))
     # the same two points with ten times the spread: the departure is noise, linear stands
     assert choose(points({1: 100.0, 2: 180.0}, spread=0.1)).fit.law == LINEAR
