@@ -720,6 +720,8 @@ class StudyFinished(Event):
     # scale out or scale up, one line per scale-out config (engine/analysis/scale_out.py)
     scale_answers: list[str] = field(default_factory=list)
     answer: str = ""  # the study's one line: "answer: ..." (engine/study/figures.py)
+    # larger configs predicted from smaller ones, checked where measured (engine/analysis/scaling_forecast.py)
+    forecast_lines: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- messages

@@ -78,7 +78,8 @@ class StudyPrinter(HeadlessPrinter):
     def _study_finished(self, event: ev.StudyFinished) -> str:
         missing = f"; missing: {', '.join(event.missing)}" if event.missing else ""
         answers = "".join(f"\n{line}" for line in event.scale_answers)  # scale out or scale up
-        return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}{answers}"
+        forecasts = "".join(f"\n{line}" for line in event.forecast_lines)  # predicted, then checked
+        return f"study {event.status}: finished {', '.join(event.finished) or 'none'}{missing}{answers}{forecasts}"
 
     def finish_study(self, exit_code: int, index_path: Path | None, report_lines: list[str]) -> None:
         self.close()

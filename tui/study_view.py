@@ -139,6 +139,13 @@ def config_table(study: StudyState) -> Table:
     return table
 
 
+def forecasts(study: StudyState) -> Text:
+    """The larger configs predicted from the smaller ones, each beside its measured figure where
+    the study ran it, once the study has finished (none before)."""
+    lines = study.finished.forecast_lines if study.finished is not None else []
+    return Text("\n".join(lines))
+
+
 def scale_answers(study: StudyState) -> Text:
     """Scale out or scale up: the study's answer lines, once it has finished (none before)."""
     lines = study.finished.scale_answers if study.finished is not None else []

@@ -14,6 +14,7 @@ from engine.analysis.answer import Answer, decide, level_words, output_rate
 from engine.analysis.energy import config_gpus, joules_per_image
 from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
+from engine.analysis.scaling_forecast import Forecast, arm_lines
 from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
@@ -21,6 +22,7 @@ from engine.profiles import scale_out_parts
 from engine.record.findings import RunFindings, analyze, stream_objectives
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
+from engine.study.forecasts import peak_window_rates, study_forecasts
 from engine.study.index import StudyIndex, read_index, recording_paths
 from engine.study.variants import is_gpu_variant, variant_order, variant_units
 
@@ -55,6 +57,7 @@ class ConfigFigures:
     cost_mtok_slo: float | None = None
     j_per_token_peak: float | None = None
     j_per_token_slo: float | None = None
+    peak_windows: list[float] = field(default_factory=list)  # its peak level's merged windows' rates
 
     @property
     def not_decided(self) -> str:
@@ -126,6 +129,7 @@ class StudyFigures:
     recordings: list[Recording]
     scale: list[ScaleComparison] = field(default_factory=list)  # one per scale-out config
     streaming: bool = False  # a streaming model: figures in output tokens
+    forecasts: list[Forecast] = field(default_factory=list)  # larger configs predicted from smaller ones
 
 
 def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -278,6 +282,7 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             cost_mtok_slo=cost_per_million_tokens(per_hour or 0.0, tokens_slo) if tokens_slo else None,
             j_per_token_peak=energy_tokens.get(float(best.level)) if best is not None else None,
             j_per_token_slo=energy_tokens.get(float(at_slo.level)) if at_slo is not None else None,
+            peak_windows=peak_window_rates(recording, best),
         ))
     configs.sort(key=lambda c: variant_order(c.variant))
     if not configs:
@@ -306,7 +311,7 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
                         steps=marginal_steps(points),
                         stop=stop_at(points, unit, basis=basis, items=items, cost_label=cost_label), basis=basis,
                         unit=unit, recordings=recordings, scale=scale_comparisons(configs, target),
-                        streaming=streaming)
+                        streaming=streaming, forecasts=study_forecasts(index, configs))
 
 
 def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
@@ -396,3 +401,15 @@ def scale_answer_lines(index_path: Path) -> list[str]:
         return [c.answer.line for c in study_figures(index_path).scale]
     except (UserError, OSError) as exc:
         return [f"no scale-out answer: {exc}"]
+
+
+def forecast_lines(index_path: Path) -> list[str]:
+    """The study's forecasts, one line each, for the screens at its end (live and replayed): the
+    larger configs predicted from the smaller ones, beside the measured figure where it ran; []
+    for a CPU study. Never raises: a study that cannot be read says so in the line."""
+    try:
+        return arm_lines(study_figures(index_path).forecasts)
+    except (UserError, OSError) as exc:
+        return [f"no forecast: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end line says so, the replay goes on
+        return [f"no forecast: the study's recordings could not be read ({type(exc).__name__}: {exc})"]

@@ -12,7 +12,7 @@ from engine.errors import UserError
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from engine.source import EventSource
-from engine.study.figures import scale_answer_lines, study_answer_line
+from engine.study.figures import forecast_lines, scale_answer_lines, study_answer_line
 from engine.study.index import read_index, recording_paths
 
 
@@ -156,5 +156,6 @@ class StudyReplaySource(EventSource):
                                           index_path=str(self.index_path),
                                           exit_code=0 if ix.status == "ok" else 1, ts=ix.ended or first_ts,
                                           scale_answers=scale_answer_lines(self.index_path),
-                                          answer=study_answer_line(self.index_path)))
+                                          answer=study_answer_line(self.index_path),
+                                          forecast_lines=forecast_lines(self.index_path)))
         self._done = True

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from engine import format as fmt
+from engine.analysis.scaling_forecast import Z95, arm_lines
 from engine.analysis.sweep_summary import SweepPoint
 from engine.errors import UserError
 from engine.modes import mode_of
@@ -144,6 +145,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
                        f"Share of one {f.unit} in {f.configs[0].variant}", f"Change in {cost_head}"], step_rows))
     doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
     doc.add(*_scale_out(f))
+    doc.add(*_forecasts(f))
 
     if len(f.recordings) >= 2:
         comparison = compare(f.recordings, study_verdict=f.stop.reason)
@@ -182,6 +184,43 @@ def _scale_out(f: StudyFigures) -> list:
                   if f.unit == "GPU" else "N servers of the cpu config, priced as N boxes, against one server of N "
                   "instances on one box"),
             *[Para(s.answer.line[0].upper() + s.answer.line[1:] + ".") for s in f.scale]]
+
+
+def _forecasts(f: StudyFigures) -> list:
+    """Predict, then check: each larger config's peak predicted from the smaller configs of its
+    arm, the measured peak beside it (in its own column) where the study ran it."""
+    if not f.forecasts:
+        return []
+    items = "tokens" if f.streaming else "images"
+    rows, why = [], []
+    for fc in f.forecasts:
+        if fc.choice is None:
+            continue
+        m = fc.measured.point if fc.measured is not None else None
+        measured = fmt.rate(m.rate) if m is not None else ("not run" if fc.measured is None else fc.measured.why_not)
+        rows.append([fc.arm, fc.config, fmt.rate(fc.predicted), fc.interval_words.removesuffix(", 95 %"),
+                     ", ".join(p.config for p in fc.basis), fc.choice.fit.words, measured, fc.check or fmt.NA])
+        why.append(f"{fc.config} ({fc.arm}) from {', '.join(p.config for p in fc.basis)}: {fc.choice.fit.words}: "
+                   f"{fc.choice.why}" + (f"; left out: {'; '.join(fc.left_out)}" if fc.left_out else ""))
+    none = [line.removeprefix("forecast, ") for line in arm_lines(f.forecasts) if ": no forecast: " in line]
+    out: list = [Heading("Predicted from the smaller configs")]
+    if rows:
+        out.append(Table(["Arm", "Config", f"Predicted peak {items}/s", "95 % interval", "From", "Law",
+                          f"Measured peak {items}/s", "Check"], rows,
+                         "Predicted figures, not measured ones: the measured peak is beside them where the study ran "
+                         "the config"))
+        out.append(Para(
+            "Fitted to each config's peak (a sound level of a config that ran OK): the Universal Scalability Law "
+            "X(N) = λN / (1 + σ(N-1) + κN(N-1)), or Amdahl's law (κ = 0) or linear scaling (σ = κ = 0). With two "
+            "unit counts the USL is under-determined: linear unless the larger count falls below it by more than "
+            f"{Z95:.2f} standard deviations of the measured spread, else Amdahl; with three or more, the law with "
+            "the least leave-one-out error (Amdahl needs three unit counts, the USL four). Each point's spread is "
+            "the standard deviation of its peak level's measurement windows; the interval carries it through the "
+            f"fit (±{Z95:.2f} sd, widened where the points scatter more than their spread)."))
+        out.append(Bullets(why))
+    if none:
+        out.append(Bullets([line[0].upper() + line[1:] for line in none]))
+    return out
 
 
 def _charts(f: StudyFigures) -> list:

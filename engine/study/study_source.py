@@ -35,7 +35,7 @@ from engine.profiles import Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
-from engine.study.figures import scale_answer_lines, study_answer_line
+from engine.study.figures import forecast_lines, scale_answer_lines, study_answer_line
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
 from engine.study.model_control import (
     NoModelControl,
@@ -227,7 +227,8 @@ class StudySource(EventSource):
         self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
                                           index_path=str(self.index_path), exit_code=self.exit_code,
                                           scale_answers=scale_answer_lines(self.index_path),
-                                          answer=study_answer_line(self.index_path)))
+                                          answer=study_answer_line(self.index_path),
+                                          forecast_lines=forecast_lines(self.index_path)))
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""

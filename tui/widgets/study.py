@@ -9,7 +9,14 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from tui.host import ViewHost
-from tui.study_view import config_table, headline, render_curves, render_knee, scale_answers
+from tui.study_view import (
+    config_table,
+    forecasts,
+    headline,
+    render_curves,
+    render_knee,
+    scale_answers,
+)
 from tui.widgets.view import ViewBody
 
 WIDE = 120  # app.py's breakpoint: the curves and the knee side by side
@@ -29,6 +36,7 @@ class StudyView(ViewBody):
             yield Static(id="study-table", classes="panel")
             yield Static(id="study-knee-low", classes="panel")  # below 120 columns: after the table
             yield Static(id="study-scale", classes="panel")
+            yield Static(id="study-forecast", classes="panel")
 
     def on_mount(self) -> None:
         self.query_one("#study-curves").border_title = "throughput vs concurrency, per config"
@@ -37,6 +45,8 @@ class StudyView(ViewBody):
         self.query_one("#study-table").border_title = "configs"
         self.query_one("#study-scale").border_title = "scale out or scale up"
         self.query_one("#study-scale").display = False  # until a study with a scale-out config ends
+        self.query_one("#study-forecast").border_title = "predicted from the smaller configs"
+        self.query_one("#study-forecast").display = False  # until a study of GPU configs ends
 
     def show(self, host: ViewHost, force: bool = False) -> None:
         study = host.study
@@ -57,3 +67,7 @@ class StudyView(ViewBody):
         scale = self.query_one("#study-scale", Static)
         scale.display = bool(answers.plain)
         scale.update(answers)
+        predicted = forecasts(study)
+        forecast = self.query_one("#study-forecast", Static)
+        forecast.display = bool(predicted.plain)
+        forecast.update(predicted)
