@@ -55,6 +55,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--transports", default="http,cuda_shm")
     p.add_argument("--levels", default="", help="the study's concurrency levels (default 32,128,256,512; --cpu: 1,4,8)")
     p.add_argument("--slo", default="p99=50ms", help="the study's latency target (--cpu: p99=200ms)")
+    p.add_argument("--search-steps", type=int, default=2, help="the study's --search-steps for its SLO point")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--window-ms", type=int, default=800)
     p.add_argument("--max-windows", type=int, default=4)
@@ -62,7 +63,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--study-timeout-s", type=float, default=300.0)
     p.add_argument("--budget-s", type=float, default=0.0, help="start nothing after this many seconds (0: no limit)")
-    p.add_argument("--skip-study", action="store_true", help="only the rounds, at the top level")
+    p.add_argument("--skip-study", action="store_true", help="only the rounds (at --studies-from's peaks, else the top level)")
+    p.add_argument("--studies-from", type=Path, default=None, metavar="JSONL",
+                   help="an earlier call's scale_study.jsonl: its studies stand for this run's (a device call is 10 minutes)")
     return p
 
 
@@ -74,10 +77,13 @@ def study_command(args: argparse.Namespace, transport: str, folder: Path) -> lis
             "load.max_windows": str(args.max_windows), "load.warmup_s": "1", "load.stability_percent": f"{args.stability:g}",
             "load.batch_size": str(args.batch), "model.name": args.model}
     if args.cpu:
-        sets.update({"load.warmup_s": "0.3", "load.min_window_requests": "20", "hardware.cost_per_hour": "1.5"})
+        # a 2-core box shared with the servers: the box-noise rule off, as the tests do
+        sets.update({"load.warmup_s": "0.3", "load.min_window_requests": "20", "hardware.cost_per_hour": "1.5",
+                     "load.contended_percent": "100", "load.max_trials": "1"})
     flat = [x for k, v in sets.items() for x in ("--set", f"{k}={v}")]
     return [sys.executable, "-c", NO_TEXTUAL, "study", "--headless", "--record", "--scale-out", "--profile", args.profile,
-            "--variants", args.study_variants, "--slo", args.slo, *flat, "-o", str(folder)]
+            "--variants", args.study_variants, "--slo", args.slo, "--search-steps", str(args.search_steps), *flat,
+            "-o", str(folder)]
 
 
 def run_study(args: argparse.Namespace, transport: str, folder: Path, log: Path) -> dict[str, Any]:
@@ -96,7 +102,8 @@ def run_study(args: argparse.Namespace, transport: str, folder: Path, log: Path)
     scale = [ln for ln in lines if " → " in ln and ("box of" in ln or "boxes of" in ln)]
     answer = next((ln for ln in reversed(lines) if ln.startswith("answer: ")), None)
     out: dict[str, Any] = {"transport": transport, "exit_code": code, "seconds": round(time.monotonic() - started, 1),
-                           "scale_line": scale[-1] if scale else None, "answer": answer, "configs": {}}
+                           "scale_line": scale[-1] if scale else None, "answer": answer, "configs": {},
+                           "forecasts": list(dict.fromkeys(ln.strip() for ln in lines if ln.strip().startswith("forecast")))}
     index = next(iter(folder.glob("*.study.json")), None)
     if index is None:
         return out
@@ -160,7 +167,8 @@ async def _ours(started: Any, args: argparse.Namespace, level: int, transport: s
     info = await describe_endpoints(target)
     load = Load(mode="concurrency", concurrency=[level], batch_size=args.batch, window_ms=args.window_ms,
                 stability_percent=args.stability, max_windows=args.max_windows, warmup_s=0.0,
-                request_timeout_s=30.0, transport=transport)
+                request_timeout_s=30.0, transport=transport,
+                contended_percent=100.0 if args.cpu else Load().contended_percent)
     gpus = tuple(started.prepared.gpus) if started.prepared else ()
     (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
     return ours_measure(r)
@@ -246,7 +254,8 @@ def write_md(path: Path, args: argparse.Namespace, studies: list[dict[str, Any]]
     lines = [f"# scale_study: {args.model}, {args.gpus or 'all'} GPU(s), transports {args.transports}, {args.rounds} rounds", ""]
     for s in studies:
         lines += [f"## study over {s['transport']}: exit {s['exit_code']}, {s['seconds']} s", "",
-                  f"- scale: `{s.get('scale_line')}`", f"- answer: `{s.get('answer')}`", ""]
+                  f"- scale: `{s.get('scale_line')}`", f"- answer: `{s.get('answer')}`",
+                  *[f"- `{f}`" for f in s.get("forecasts", [])], ""]
         for v, r in (s.get("runs") or {}).items():
             lines.append(f"- {v}: {r['status']} (exit {r['exit_code']}){': ' + str(r['error'])[:200] if r['error'] else ''}")
         lines.append("")
@@ -310,7 +319,14 @@ def run(args: argparse.Namespace) -> int:
         return not args.budget_s or time.monotonic() - started_at < args.budget_s
 
     studies: list[dict[str, Any]] = []
+    if args.studies_from is not None:
+        studies = [{k: v for k, v in row.items() if k != "kind"} for row in map(json.loads, args.studies_from.read_text().splitlines())
+                   if row.get("kind") == "study" and row.get("transport") in transports]
+        for s in studies:
+            emit("study", s)
     for t in transports:
+        if any(s["transport"] == t for s in studies):
+            continue
         if args.skip_study or not time_left():
             break
         print(f"== study over {t}", flush=True)
@@ -336,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
             mps = (started.mps_used, started.mps_why)
             print(f"== {config} at {started.http_url}, MPS {'on' if mps[0] else 'off'} ({mps[1]})", flush=True)
             for t in transports:
-                fig = by_transport.get(t, {}).get("configs", {}).get(config, {})
+                fig: dict[str, Any] = by_transport.get(t, {}).get("configs", {}).get(config, {})
                 level = int(fig.get("peak_level") or top)
                 got: dict[str, list[Measure]] = {"ours": [], "pa": []}
                 for rnd in range(args.rounds):
@@ -369,7 +385,8 @@ def run(args: argparse.Namespace) -> int:
         study_scale, study_stop = choices[-1], s.get("stop_variant")
         line = s.get("answer") or ""
         undecided = "not decided" in line or (s.get("scale_line") or "").endswith("not decided")
-        match = ("matches" if study_scale == pa_rank["scale"] and study_stop == pa_rank["stop_variant"]
+        match = ("perf_analyzer gave no ranking (a config not measured)" if pa_rank["scale"] is None
+                 else "matches" if study_scale == pa_rank["scale"] and study_stop == pa_rank["stop_variant"]
                  else "not decided (says why)" if undecided else "DIFFERS")
         verdicts.append({"transport": t, "study_scale": study_scale, "study_stop": study_stop, "pa": pa_rank, "match": match})
         emit("verdict", verdicts[-1])
