@@ -55,6 +55,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--transports", default="http,cuda_shm")
     p.add_argument("--levels", default="", help="the study's concurrency levels (default 32,128,256,512; --cpu: 1,4,8)")
     p.add_argument("--slo", default="p99=50ms", help="the study's latency target (--cpu: p99=200ms)")
+    p.add_argument("--scale-out-profile", default="1x_h200", help="prices each one-GPU box of 1x*N (the study's flag)")
     p.add_argument("--search-steps", type=int, default=2, help="the study's --search-steps for its SLO point")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--window-ms", type=int, default=800)
@@ -81,7 +82,8 @@ def study_command(args: argparse.Namespace, transport: str, folder: Path) -> lis
         sets.update({"load.warmup_s": "0.3", "load.min_window_requests": "20", "hardware.cost_per_hour": "1.5",
                      "load.contended_percent": "100", "load.max_trials": "1"})
     flat = [x for k, v in sets.items() for x in ("--set", f"{k}={v}")]
-    return [sys.executable, "-c", NO_TEXTUAL, "study", "--headless", "--record", "--scale-out", "--profile", args.profile,
+    price = [] if args.cpu else ["--scale-out-profile", args.scale_out_profile]
+    return [sys.executable, "-c", NO_TEXTUAL, "study", "--headless", "--record", "--scale-out", *price, "--profile", args.profile,
             "--variants", args.study_variants, "--slo", args.slo, "--search-steps", str(args.search_steps), *flat,
             "-o", str(folder)]
 
