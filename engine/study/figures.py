@@ -402,6 +402,15 @@ def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None,
     return out
 
 
+def recommendation(f: StudyFigures) -> str:
+    """Where to stop adding GPUs, and why ("stop at ..." or "not decided: ..."). Where only a
+    scale-out config failed, the one-server configs' own stop still holds, after the failure."""
+    if not f.failed:
+        return f.stop.reason
+    failed = f"not decided: {'; '.join(f.failed.values())}"
+    return f"{failed}; among the one-server configs alone: {f.stop.reason}" if f.stop.variant else failed
+
+
 def answer_line(f: StudyFigures) -> str:
     """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
     per 1000, stable (1 level re-measured)", or "answer: not decided: ...", as when a config

@@ -28,7 +28,7 @@ from engine.record.doc import (
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.recording_report import knee_chart, stream_points
-from engine.study.figures import ConfigFigures, StudyFigures, answer_line
+from engine.study.figures import ConfigFigures, StudyFigures, answer_line, recommendation
 
 
 def _j(value: float | None) -> str:
@@ -149,11 +149,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
         doc.add(Heading(f"Marginal gain per added {f.unit}"),
                 Table(["Step", f"Added {units}", f"{items}/s per added {f.unit} ({f.basis})",
                        f"Share of one {f.unit} in {f.configs[0].variant}", f"Change in {cost_head}"], step_rows))
-    recommend = f.stop.reason
-    if f.failed:  # the study's answer is not decided; where only a scale-out config failed, the
-        # one-server configs' own stop still holds
-        failed = f"not decided: {'; '.join(f.failed.values())}"
-        recommend = f"{failed}; among the one-server configs alone: {recommend}" if f.stop.variant else failed
+    recommend = recommendation(f)
     doc.add(Heading("Recommendation"), Para(recommend[0].upper() + recommend[1:] + "."))
     doc.add(*_scale_out(f))
 
