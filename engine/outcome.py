@@ -15,7 +15,8 @@ knows (a stop was asked for, the plan ended early); ``outcome`` decides. First m
 8. a gate failed: failed (3)
 9. ok (0); the line says so when no level was stable
 
-A run that did not finish never ends "ok".
+A run that did not finish never ends "ok". Where a scale-out's server died under the run (the
+others went on), the line of 5-7 leads with it: it is why.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class RunFacts:
     stopped_mid_job: bool = False  # the stop came while a sweep or probe ran
     incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
     degraded: tuple[tuple[float, str], ...] = ()  # (level, why) of each level that missed a server
+    servers_lost: tuple[str, ...] = ()  # each server of several that died under the run: "server 2 of 2 ... exited (...)"
     gate_failures: tuple[str, ...] = ()
     raised: BaseException | None = None  # the exception that ended the run, if one did
 
@@ -71,18 +73,19 @@ def outcome(facts: RunFacts) -> Outcome:
         return Outcome("failed", facts.fatal_error, EXIT_FAILED)
     if facts.stop_asked and (not facts.interactive or facts.stopped_mid_job):
         return Outcome("interrupted", None, EXIT_INTERRUPTED)
+    lost = "".join(f"{server}; " for server in facts.servers_lost)
     failed = sum(1 for status in facts.level_statuses if status == "failed")
     if failed:
         planned = max(facts.planned_levels, len(facts.level_statuses))
         unrun = planned - len(facts.level_statuses)
-        return Outcome("failed", f"{failed} of {planned} levels failed" + (f" ({unrun} not run)" if unrun else ""),
+        return Outcome("failed", f"{lost}{failed} of {planned} levels failed" + (f" ({unrun} not run)" if unrun else ""),
                        EXIT_FAILED)
     if facts.incomplete:
-        return Outcome("failed", facts.incomplete, EXIT_FAILED)
+        return Outcome("failed", f"{lost}{facts.incomplete}", EXIT_FAILED)
     if facts.degraded:
         level, why = facts.degraded[0]
-        return Outcome("failed", f"{len(facts.degraded)} level(s) degraded, missing an endpoint (level {level:g}: {why})",
-                       EXIT_FAILED)
+        return Outcome("failed", f"{lost}{len(facts.degraded)} level(s) degraded, missing an endpoint "
+                       f"(level {level:g}: {why})", EXIT_FAILED)
     if facts.gate_failures:  # exit 2 where a gate could not be judged and none failed
         return Outcome("failed", f"{len(facts.gate_failures)} gate(s) failed: " + "; ".join(facts.gate_failures),
                        gate_exit_code(facts.gate_failures))

@@ -223,7 +223,7 @@ class Session(EventSource):
             record_error=self.ledger.record_error, fatal_error=self.ledger.fatal_error,
             stop_asked=self._stopping.is_set(), interactive=self.options.interactive,
             stopped_mid_job=self._stopped_mid_job, incomplete=self._incomplete,
-            degraded=self.ledger.degraded(),
+            degraded=self.ledger.degraded(), servers_lost=tuple(self.servers.fleet_lost),
         )
 
     def _end(self, end: Outcome) -> None:

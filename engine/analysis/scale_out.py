@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import format as fmt
+from engine.analysis.gates import GATE_FAILURE_EXIT_CODE
 from engine.analysis.saturation import UNSTABLE_MARK
 
 TIE = 0.02  # costs per image within 2 % of each other: neither side wins
@@ -38,6 +39,9 @@ class Side:
     price_hint: str  # what to set when the price is missing, e.g. "--cost 1=DOLLARS"
     peak: Figure
     slo: Figure | None = None  # None: the study has no latency target
+    # why this side decides nothing, naming it ("1x*2 failed (server 2 of 2 exited ...)"): its run
+    # failed, lost a server or was refused; None: it ran to its end
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,29 @@ def boxes_label(boxes: int, per_box: str, gpu_model: str | None) -> str:
     return f"{boxes} box{'es' if boxes != 1 else ''} of {per_box}{model}"
 
 
+FAILED_TEXT = 160  # a failure's reason is cut to this many characters
+
+
+def one_line(text: str, limit: int = FAILED_TEXT) -> str:
+    """``text`` on one line: its first non-empty line, spaces collapsed, cut to ``limit``."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    line = " ".join(first.split())
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+
+
+def run_failed(config: str, status: str | None, exit_code: int | None, error: str | None) -> str | None:
+    """"1x*2 failed (why, on one line)" for a run that failed, lost a server (degraded) or was
+    refused; None for one that ran to its end. A failed gate is a verdict on sound figures, not
+    a failed run: its figures stand."""
+    if status != "failed" or exit_code == GATE_FAILURE_EXIT_CODE:
+        return None
+    why = one_line(error or "") or f"exit code {exit_code}"
+    return f"{config} failed ({why})"
+
+
 def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
+    if side.failed:
+        return f"{side.label}: failed"
     if figure.throughput is None:
         return f"{side.label}: " + (f"no level meets {slo_name}" if slo_name else "no result")
     mark = f" ({UNSTABLE_MARK})" if figure.unstable else ""
@@ -63,11 +89,15 @@ def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
 
 def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE) -> ScaleAnswer:
     """``out``: the N one-GPU boxes; ``up``: the one N-GPU box; ``slo_name`` ("p99 <= 50 ms"):
-    the study's latency target, whose point decides (None: the peak decides)."""
+    the study's latency target, whose point decides (None: the peak decides). A side that failed
+    leaves it not decided; a side that ran fine and met no level loses."""
     a = out.slo if slo_name and out.slo is not None else out.peak
     b = up.slo if slo_name and up.slo is not None else up.peak
     basis = f"at {slo_name}" if slo_name else "at the peak"
     head = f"{basis}: {_figure_text(out, a, slo_name)}; {_figure_text(up, b, slo_name)}"
+    failed = [s.failed for s in (out, up) if s.failed]
+    if failed:  # a side that failed decides nothing: never "only the other meets it"
+        return ScaleAnswer(None, f"{head} → not decided: {'; '.join(failed)}")
     if a.throughput is None and b.throughput is None:
         return ScaleAnswer(None, f"{head} → no answer: neither meets {slo_name}" if slo_name
                            else f"{head} → no answer: neither has a result")

@@ -9,7 +9,7 @@ the study has one (what a service can actually sell), else the peak.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from engine import format as fmt
@@ -24,6 +24,8 @@ class ConfigPoint:
     throughput: float | None  # images/s at the deciding point (SLO point, else peak); None: no result
     cost_per_1000: float | None = None  # $ at that point
     not_decided: str = ""  # why no sound level gives its throughput (engine/analysis/answer.py)
+    # why the config decides nothing, naming it ("2x failed (...)"): its run failed or was refused
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ def _ordered(configs: Sequence[ConfigPoint]) -> list[ConfigPoint]:
 
 
 def marginal_steps(configs: Sequence[ConfigPoint]) -> list[Step]:
-    ordered = _ordered(configs)
+    """Each step to the next larger config; a config that failed gives no figure to a step."""
+    ordered = [replace(c, throughput=None, cost_per_1000=None) if c.failed else c for c in _ordered(configs)]
     if not ordered:
         return []
     base = ordered[0]
@@ -79,8 +82,12 @@ def stop_at(configs: Sequence[ConfigPoint], unit: str = "GPU", min_marginal: flo
     """The largest config reached by steps that each still pay: every added unit gives at least
     ``min_marginal`` of one unit's worth in the smallest config. ``basis`` names the throughput
     in the reason ("peak", "at p99 <= 50 ms"); ``items`` what it counts and ``cost_label`` what
-    a config's cost is (the training bill: "samples", "$/epoch")."""
+    a config's cost is (the training bill: "samples", "$/epoch"). A config that failed leaves it
+    not decided."""
     ordered = _ordered(configs)
+    failed = [c.failed for c in ordered if c.failed]
+    if failed:  # a config that failed may have been the one to stop at, or the step that pays
+        return StopAt(None, None, f"not decided: {'; '.join(failed)}")
     usable = [c for c in ordered if c.throughput is not None and c.throughput > 0]
     undecided = [f"{c.variant}: {c.not_decided}" for c in ordered if c not in usable and c.not_decided]
     if not usable:

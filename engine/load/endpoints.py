@@ -22,6 +22,9 @@ from engine.load.target import Endpoint, Target, TargetInfo, describe_target
 
 # model config keys that differ between servers serving the same model the same way
 IGNORED_CONFIG_KEYS = ("name",)
+# an instance group's placement: which GPU(s) it runs on, not what runs there (one-GPU servers
+# on GPUs 0 and 1 are alike)
+PLACEMENT_KEYS = ("gpus",)
 
 
 def endpoints_from(urls: list[str], metrics_urls: list[str] | None = None,
@@ -118,17 +121,32 @@ def _same_address(address: str) -> str:
 
 
 def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf by its path; a list of objects by index ("instance_group[0].count"), so that a
+    difference is named by its key, not shown as the whole list cut short."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
             out.update(_leaves(item, f"{prefix}.{key}" if prefix else str(key)))
         return out
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{prefix}[{i}]").items()}
     return {prefix: value}
 
 
+def _without_placement(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with each instance group's GPUs left out (the count, kind and the rest stay)."""
+    groups = config.get("instance_group")
+    if not isinstance(groups, list):
+        return config
+    return {**config, "instance_group": [{k: v for k, v in g.items() if k not in PLACEMENT_KEYS}
+                                         if isinstance(g, dict) else g for g in groups]}
+
+
 def config_mismatch(endpoints: list[Endpoint], configs: list[dict[str, Any]]) -> str | None:
-    """The first model config key that differs between endpoints, as a line; None when they agree."""
-    flat = [_leaves({k: v for k, v in c.items() if k not in IGNORED_CONFIG_KEYS}) for c in configs]
+    """The first model config key that differs between endpoints, as a line; None when they agree.
+    Where the instance groups are placed (their GPUs) is no difference."""
+    flat = [_leaves({k: v for k, v in _without_placement(c).items() if k not in IGNORED_CONFIG_KEYS})
+            for c in configs]
     for key in sorted({k for f in flat for k in f}):
         values = [f.get(key) for f in flat]
         if any(v != values[0] for v in values[1:]):

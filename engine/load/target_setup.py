@@ -72,6 +72,13 @@ def fleet_endpoints(fleet: Sequence[Member]) -> list[Endpoint]:
             for i, one in enumerate(fleet)]
 
 
+def endpoint_words(ep: Endpoint) -> str:
+    """"ep2 http://127.0.0.1:8010 (GPU 1)": an endpoint as ServerReady names it, with the GPU(s)
+    it is pinned to where known."""
+    gpus = f" (GPU{'s' if len(ep.gpus) > 1 else ''} {', '.join(map(str, ep.gpus))})" if ep.gpus else ""
+    return f"{ep.name} {redact_url(ep.http_url)}{gpus}"
+
+
 def target_endpoints(profile: Profile, started: Started | None) -> list[Endpoint]:
     """Several servers (server.urls, or a scale-out's): the load spread over them; else none."""
     if started is not None:
@@ -114,6 +121,6 @@ async def open_target(profile: Profile, started: Started | None,
         log_path=log_path,
         mps=mps,
         mps_why=mps_why,
-        endpoints=[f"{ep.name} {redact_url(ep.http_url)}" for ep in endpoints],
+        endpoints=[endpoint_words(ep) for ep in endpoints],
     ))
     return target, info

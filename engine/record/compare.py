@@ -15,7 +15,7 @@ from typing import Any
 
 from engine import format as num
 from engine.analysis.gates import gate_exit_code, gate_word
-from engine.analysis.scale_out import Figure, Side, boxes_label, scale_answer
+from engine.analysis.scale_out import Figure, Side, boxes_label, run_failed, scale_answer
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
@@ -161,7 +161,8 @@ def scale_out_box_price(parts: tuple[str, int], costs: Mapping[int, float], one_
 
 
 def _scale_answers(runs: list[RunComparison]) -> list[str]:
-    """Each scale-out run against a one-server run with as many GPUs, of the same GPU and model."""
+    """Each scale-out run against a one-server run with as many GPUs, of the same GPU and model; a
+    run that failed (a server lost, a level failed) leaves its answer not decided."""
     out = []
     for r in runs:
         parts = scale_out_parts(r.summary.config_variant)
@@ -173,11 +174,17 @@ def _scale_answers(runs: list[RunComparison]) -> list[str]:
             continue
         up = ups[0]
         side_out = Side(boxes_label(parts[1], parts[0], r.summary.gpu_model), r.summary.cost_per_hour,
-                        SCALE_OUT_UNPRICED.split(": ", 1)[1], _peak_figure(r))
+                        SCALE_OUT_UNPRICED.split(": ", 1)[1], _peak_figure(r), failed=_failed(r))
         side_up = Side(boxes_label(1, up.summary.config_variant or f"{up.n}x", up.summary.gpu_model),
-                       up.summary.cost_per_hour, "set hardware.cost_per_hour or --cost GPUS=DOLLARS", _peak_figure(up))
+                       up.summary.cost_per_hour, "set hardware.cost_per_hour or --cost GPUS=DOLLARS", _peak_figure(up),
+                       failed=_failed(up))
         out.append(scale_answer(side_out, side_up).line)
     return out
+
+
+def _failed(r: RunComparison) -> str | None:
+    s = r.summary
+    return run_failed(s.config_variant or r.label, s.status, s.exit_code, s.error)
 
 
 def _size(r: RunComparison) -> tuple[str, int | None]:

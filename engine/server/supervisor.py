@@ -52,6 +52,7 @@ class ServerSupervisor:
         self.publish = publish
         self.server: EmbeddedServer | ServerFleet | None = None
         self.lost: str | None = None  # the server died under us: why
+        self.fleet_lost: list[str] = []  # each server of a scale-out that died: "server 2 of 2 (GPU 1) (ep2) exited (...)"
         self._spread: SpreadWatch | None = None  # while a sweep runs
         self._frontend_said = False
         self._stats_dropped = 0  # the server's statistics values left out as impossible
@@ -116,8 +117,10 @@ class ServerSupervisor:
             for i, one in enumerate(fleet.servers):
                 if i not in named and not one.alive():
                     named.add(i)
+                    reason = one.exit_reason()
+                    self.fleet_lost.append(f"{fleet.name(i)} (ep{i + 1}) exited ({reason})")
                     self.publish(ev.Warning(source="server", key=f"fleet-lost-{i}", message=(
-                        f"{fleet.name(i)} (ep{i + 1}, {one.http_url}) exited ({one.exit_reason()}); the other servers "
+                        f"{fleet.name(i)} (ep{i + 1}, {one.http_url}) exited ({reason}); the other servers "
                         f"go on; log: {one.log_path}")))
             if len(named) == len(fleet.servers):
                 return

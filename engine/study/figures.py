@@ -12,7 +12,14 @@ from typing import Any
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide, level_words, output_rate
 from engine.analysis.energy import config_gpus, joules_per_image
-from engine.analysis.scale_out import Figure, ScaleAnswer, Side, boxes_label, scale_answer
+from engine.analysis.scale_out import (
+    Figure,
+    ScaleAnswer,
+    Side,
+    boxes_label,
+    run_failed,
+    scale_answer,
+)
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.scaling_forecast import Forecast, arm_lines
 from engine.analysis.slo import Slo, SloPoint, parse_slo
@@ -58,6 +65,9 @@ class ConfigFigures:
     j_per_token_peak: float | None = None
     j_per_token_slo: float | None = None
     peak_windows: list[float] = field(default_factory=list)  # its peak level's merged windows' rates
+    # "1x*2 failed (why)": its run failed, lost a server or was refused, so it decides nothing
+    # (no efficiency, no cost, no deciding figure); None: it ran to its end
+    failed: str | None = None
 
     @property
     def not_decided(self) -> str:
@@ -78,7 +88,10 @@ class ConfigFigures:
     @property
     def deciding_throughput(self) -> float | None:
         """What the config served at its deciding point (the SLO point with a target, else the
-        peak), in its own items (images/s, or a streaming model's tokens/s)."""
+        peak), in its own items (images/s, or a streaming model's tokens/s); None for a config
+        that failed."""
+        if self.failed:
+            return None
         if self.answer is not None and self.answer.targeted:
             if self.streaming:
                 return self.tokens_slo
@@ -88,6 +101,8 @@ class ConfigFigures:
     @property
     def deciding_cost(self) -> float | None:
         """$ per 1000 images (a streaming model: $ per million tokens) at the deciding point."""
+        if self.failed:
+            return None
         targeted = self.answer is not None and self.answer.targeted
         if self.streaming:
             return self.cost_mtok_slo if targeted else self.cost_mtok_peak
@@ -111,8 +126,9 @@ class ConfigFigures:
 class ScaleComparison:
     """A scale-out config against the scale-up config of the same size, with the answer."""
 
-    out: ConfigFigures
-    up: ConfigFigures | None  # None: the study has no scale-up config of that size
+    variant: str  # the scale-out config ("1x*2")
+    out: ConfigFigures | None  # None: it left no recording (refused before any load)
+    up: ConfigFigures | None  # None: the study has no scale-up config of that size, or it left no recording
     answer: ScaleAnswer
 
 
@@ -130,6 +146,9 @@ class StudyFigures:
     scale: list[ScaleComparison] = field(default_factory=list)  # one per scale-out config
     streaming: bool = False  # a streaming model: figures in output tokens
     forecasts: list[Forecast] = field(default_factory=list)  # larger configs predicted from smaller ones
+    # variant -> "2x failed (why)", in study order: each config whose run failed, lost a server or
+    # was refused (with or without a recording); the study's answer is then not decided
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -246,6 +265,8 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     recordings = []
     configs = []
     done = set(index.finished)
+    failed = {r.variant: why for r in sorted(index.runs, key=lambda r: variant_order(r.variant))
+              if (why := run_failed(r.variant, r.status, r.exit_code, r.error))}
     for variant, path in recording_paths(index, index_path):
         if variant not in done:
             continue
@@ -266,11 +287,13 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
         best, at_slo = answer.best, answer.slo_level if answer.targeted else None
         tokens_peak = best.stream.output_tokens_per_s if best is not None and best.stream is not None else None
         tokens_slo = at_slo.stream.output_tokens_per_s if at_slo is not None and at_slo.stream is not None else None
+        per_hour_figures = None if variant in failed else per_hour  # no cost per image from a failed run
         configs.append(ConfigFigures(
             variant=variant, units=variant_units(variant), gpu=is_gpu_variant(variant), findings=findings, slo=point,
             cost_per_hour=per_hour, cost_basis=basis,
-            cost_peak=cost_per_1000(per_hour, peak.throughput) if per_hour and peak else None,
-            cost_slo=cost_per_1000(per_hour, point.throughput) if per_hour and point and point.throughput else None,
+            cost_peak=cost_per_1000(per_hour_figures, peak.throughput) if per_hour_figures and peak else None,
+            cost_slo=(cost_per_1000(per_hour_figures, point.throughput)
+                      if per_hour_figures and point and point.throughput else None),
             j_per_image_peak=energy.get(peak.level) if peak else None,
             j_per_image_slo=energy.get(point.level) if point and point.level is not None else None,
             energy_source=ENERGY_SOURCES.get(source) if source else None,
@@ -278,18 +301,20 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             answer=answer,
             streaming=answer.streaming,
             tokens_peak=tokens_peak, tokens_slo=tokens_slo,
-            cost_mtok_peak=cost_per_million_tokens(per_hour or 0.0, tokens_peak) if tokens_peak else None,
-            cost_mtok_slo=cost_per_million_tokens(per_hour or 0.0, tokens_slo) if tokens_slo else None,
+            cost_mtok_peak=cost_per_million_tokens(per_hour_figures, tokens_peak)
+            if per_hour_figures and tokens_peak else None,
+            cost_mtok_slo=cost_per_million_tokens(per_hour_figures, tokens_slo) if per_hour_figures and tokens_slo else None,
             j_per_token_peak=energy_tokens.get(float(best.level)) if best is not None else None,
             j_per_token_slo=energy_tokens.get(float(at_slo.level)) if at_slo is not None else None,
             peak_windows=peak_window_rates(recording, best),
+            failed=failed.get(variant),
         ))
     configs.sort(key=lambda c: variant_order(c.variant))
     if not configs:
         raise UserError(f"{index_path}: no variant of this study finished (missing: {', '.join(index.missing)})")
     base = configs[0]
     for c in configs:
-        if c.shared_gpus:
+        if c.shared_gpus or c.failed or base.failed:  # per-GPU figures against a failed run mean nothing
             continue
         c.efficiency_peak = efficiency(c.peak_throughput, c.units, base.peak_throughput, base.units)
         if c.streaming and c.tokens_slo is not None and base.tokens_slo is not None:
@@ -304,14 +329,17 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     streaming = any(c.streaming for c in configs)
     # the marginal gain and "stop at" weigh GPUs added to one server: the scale-out configs are
     # the other answer (scale_comparisons)
-    points = [ConfigPoint(c.variant, c.units, c.deciding_throughput, c.deciding_cost, c.not_decided)
+    points = [ConfigPoint(c.variant, c.units, c.deciding_throughput, c.deciding_cost, c.not_decided, c.failed)
               for c in configs if c.scale_out is None]
+    measured = {c.variant for c in configs}
+    points += [ConfigPoint(v, variant_units(v), None, failed=why) for v, why in failed.items()
+               if v not in measured and scale_out_parts(v) is None]  # refused before any recording
     items, cost_label = ("tokens", "$/million tokens") if streaming else ("images", "$/1000 images")
     return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
                         steps=marginal_steps(points),
                         stop=stop_at(points, unit, basis=basis, items=items, cost_label=cost_label), basis=basis,
-                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, target),
-                        streaming=streaming, forecasts=study_forecasts(index, configs))
+                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, target, failed),
+                        streaming=streaming, forecasts=study_forecasts(index, configs), failed=failed)
 
 
 def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
@@ -327,38 +355,73 @@ def _side(c: ConfigFigures, label: str, hint: str) -> Side:
         if a is not None and a.targeted:
             slo = Figure(c.tokens_slo, c.cost_mtok_slo, at is not None and at.status != "stable", tokens=True)
         return Side(label, c.cost_per_hour, hint,
-                    Figure(c.tokens_peak, c.cost_mtok_peak, best is not None and best.status != "stable", tokens=True), slo)
+                    Figure(c.tokens_peak, c.cost_mtok_peak, best is not None and best.status != "stable", tokens=True),
+                    slo, c.failed)
     if c.slo is not None:
         slo = Figure(c.slo.throughput if c.slo.level is not None else None, c.cost_slo,
                      c.slo.level is not None and _unstable_at(c, c.slo.level))
     return Side(label, c.cost_per_hour, hint,
-                Figure(c.peak_throughput, c.cost_peak, peak is not None and peak.status != "stable"), slo)
+                Figure(c.peak_throughput, c.cost_peak, peak is not None and peak.status != "stable"), slo, c.failed)
 
 
-def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None) -> list[ScaleComparison]:
+def _unrecorded_side(label: str, hint: str, why: str) -> Side:
+    """A config refused before any recording: no figure, only why."""
+    return Side(label, None, hint, Figure(None, None), failed=why)
+
+
+def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None,
+                      failed: dict[str, str] | None = None) -> list[ScaleComparison]:
     """Each scale-out config against the one-server config of the same size (1x*4 against 4x,
-    cpu*2 against cpu2), and the answer in one line."""
+    cpu*2 against cpu2), and the answer in one line. ``failed``: variant -> why, for the configs
+    whose run failed; one that left no recording still has its line (not decided)."""
+    failed = failed or {}
+    model = configs[0].summary.gpu_model if configs else None
+    measured = {c.variant: c for c in configs}
+    outs = sorted({*(c.variant for c in configs if c.scale_out is not None),
+                   *(v for v in failed if scale_out_parts(v) is not None)}, key=variant_order)
     out = []
-    for c in configs:
-        if c.scale_out is None:
-            continue
-        base, n = c.scale_out
-        model = c.summary.gpu_model
-        up = next((u for u in configs if u.scale_out is None and u.gpu == c.gpu and u.units == c.units), None)
-        out_side = _side(c, boxes_label(n, base, model), SCALE_OUT_PRICE_HINT)
-        if up is None:
-            size = f"{c.units}x" if c.gpu else f"cpu{c.units}"
+    for variant in outs:
+        parts = scale_out_parts(variant)
+        assert parts is not None
+        base, n = parts
+        gpu, units = is_gpu_variant(variant), variant_units(variant)
+        c = measured.get(variant)
+        label = boxes_label(n, base, model)
+        out_side = (_side(c, label, SCALE_OUT_PRICE_HINT) if c is not None
+                    else _unrecorded_side(label, SCALE_OUT_PRICE_HINT, failed[variant]))
+        up = next((u for u in configs if u.scale_out is None and u.gpu == gpu and u.units == units), None)
+        size = next((v for v in failed if v not in measured and scale_out_parts(v) is None
+                     and is_gpu_variant(v) == gpu and variant_units(v) == units), None)
+        if up is not None:
+            answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
+        elif size is not None:  # the scale-up config of that size was refused before any recording
+            answer = scale_answer(out_side, _unrecorded_side(boxes_label(1, size, model), SCALE_UP_PRICE_HINT,
+                                                             failed[size]), slo_name)
+        elif out_side.failed:
+            answer = ScaleAnswer(None, f"{out_side.label}: not decided: {out_side.failed}")
+        else:
+            size = f"{units}x" if gpu else f"cpu{units}"
             answer = ScaleAnswer(None, f"{out_side.label}: no scale-up config of the same size in this study "
                                        f"(add {size} to --variants)")
-        else:
-            answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
-        out.append(ScaleComparison(c, up, answer))
+        out.append(ScaleComparison(variant, c, up, answer))
     return out
+
+
+def recommendation(f: StudyFigures) -> str:
+    """Where to stop adding GPUs, and why ("stop at ..." or "not decided: ..."). Where only a
+    scale-out config failed, the one-server configs' own stop still holds, after the failure."""
+    if not f.failed:
+        return f.stop.reason
+    failed = f"not decided: {'; '.join(f.failed.values())}"
+    return f"{failed}; among the one-server configs alone: {f.stop.reason}" if f.stop.variant else failed
 
 
 def answer_line(f: StudyFigures) -> str:
     """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
-    per 1000, stable (1 level re-measured)", or "answer: not decided: ..."."""
+    per 1000, stable (1 level re-measured)", or "answer: not decided: ...", as when a config
+    failed (whichever way it would have gone, the other side must not win by it)."""
+    if f.failed:
+        return f"answer: not decided: {'; '.join(f.failed.values())}"
     stop = f.stop
     config = next((c for c in f.configs if c.variant == stop.variant), None)
     if stop.variant is None or config is None or config.answer is None:
@@ -396,7 +459,8 @@ def scale_answer_lines(index_path: Path) -> list[str]:
     says so in the line."""
     try:
         index = read_index(index_path)
-        if not any(scale_out_parts(v) for v in index.finished):
+        failed = [r.variant for r in index.runs if run_failed(r.variant, r.status, r.exit_code, r.error)]
+        if not any(scale_out_parts(v) for v in [*index.finished, *failed]):
             return []
         return [c.answer.line for c in study_figures(index_path).scale]
     except (UserError, OSError) as exc:

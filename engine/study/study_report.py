@@ -29,7 +29,7 @@ from engine.record.doc import (
 from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.recording_report import knee_chart, stream_points
-from engine.study.figures import ConfigFigures, StudyFigures, answer_line
+from engine.study.figures import ConfigFigures, StudyFigures, answer_line, recommendation
 
 
 def _j(value: float | None) -> str:
@@ -45,6 +45,10 @@ def _money_change(value: float | None) -> str:
 
 def _unstable(point: SweepPoint | None) -> str:
     return " (unstable)" if point is not None and point.status != "stable" else ""
+
+
+def _config(c: ConfigFigures) -> str:
+    return f"{c.variant} (failed)" if c.failed else c.variant
 
 
 def _slo_cells(c: ConfigFigures) -> list[str]:
@@ -71,6 +75,9 @@ def build_study_doc(f: StudyFigures) -> Doc:
             f"{c.variant}: {c.summary.inputs_text}" for c in f.configs) + ".", warning=True))
     if ix.missing:
         doc.add(Note(f"Missing from this study (not finished): {', '.join(ix.missing)}.", warning=True))
+    for why in f.failed.values():
+        doc.add(Note(f"{why[0].upper()}{why[1:]}: it decides nothing (its figures, where it has any, are shown as "
+                     "measured, with no efficiency and no cost).", warning=True))
     for c in f.configs:
         if c.findings.stability_caveat:
             doc.add(Note(f"{c.variant}: {c.findings.stability_caveat}", warning=True))
@@ -90,14 +97,14 @@ def build_study_doc(f: StudyFigures) -> Doc:
         fi = c.findings
         sat = fi.saturation
         peak_rows.append([
-            c.variant, f"{c.units} (on {c.shared_gpus})" if c.shared_gpus else str(c.units),
+            _config(c), f"{c.units} (on {c.shared_gpus})" if c.shared_gpus else str(c.units),
             fmt.rate(c.peak_throughput) + _unstable(fi.peak),
             fmt.level_value(fi.peak.level) if fi.peak else fmt.NA, fmt.ms(fi.peak.p99 if fi.peak else None),
             fmt.percent(c.efficiency_peak),
             fmt.money(c.cost_mtok_peak if f.streaming else c.cost_peak),
             _j(c.j_per_token_peak if f.streaming else c.j_per_image_peak),
         ])
-        slo_rows.append([c.variant, *_slo_cells(c), fmt.percent(c.efficiency_slo),
+        slo_rows.append([_config(c), *_slo_cells(c), fmt.percent(c.efficiency_slo),
                          fmt.money(c.cost_mtok_slo if f.streaming else c.cost_slo),
                          _j(c.j_per_token_slo if f.streaming else c.j_per_image_slo)])
         verdict_rows.append([
@@ -143,7 +150,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
         doc.add(Heading(f"Marginal gain per added {f.unit}"),
                 Table(["Step", f"Added {units}", f"{items}/s per added {f.unit} ({f.basis})",
                        f"Share of one {f.unit} in {f.configs[0].variant}", f"Change in {cost_head}"], step_rows))
-    doc.add(Heading("Recommendation"), Para(f.stop.reason[0].upper() + f.stop.reason[1:] + "."))
+    recommend = recommendation(f)
+    doc.add(Heading("Recommendation"), Para(recommend[0].upper() + recommend[1:] + "."))
     doc.add(*_scale_out(f))
     doc.add(*_forecasts(f))
 
@@ -167,6 +175,8 @@ def _scale_out(f: StudyFigures) -> list:
         return []
     rows = []
     for s in f.scale:
+        if s.out is None:  # refused before any recording
+            rows.append([f"{s.variant} (failed)", "scale out", *[fmt.NA] * (5 if f.slo else 3)])
         for c, how in ((s.out, "scale out"), (s.up, "scale up")):
             if c is None:
                 continue
@@ -174,7 +184,7 @@ def _scale_out(f: StudyFigures) -> list:
             if c.streaming:
                 slo = c.tokens_slo
             peak_cost, slo_cost = (c.cost_mtok_peak, c.cost_mtok_slo) if f.streaming else (c.cost_peak, c.cost_slo)
-            rows.append([c.variant, how, fmt.money(c.cost_per_hour), fmt.rate(c.peak_throughput) + _unstable(c.findings.peak),
+            rows.append([_config(c), how, fmt.money(c.cost_per_hour), fmt.rate(c.peak_throughput) + _unstable(c.findings.peak),
                          fmt.money(peak_cost), *([fmt.rate(slo), fmt.money(slo_cost)] if f.slo else [])])
     items, cost = ("tokens", "$ / million tokens") if f.streaming else ("images", "$ / 1000 images")
     slo_cols = [f"{items}/s at {f.slo.percentile} <= {f.slo.target_s * 1000:g} ms", f"{cost} at SLO"] if f.slo else []

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engine import events as ev
 from engine.analysis.answer import slo_measured
+from engine.analysis.scale_out import one_line
 from engine.analysis.slo import DEFAULT_SEARCH_STEPS, Slo, next_search_level
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
@@ -68,6 +69,8 @@ def search_for(slo: Slo, mode: str, max_steps: int) -> Callable[[list[ev.LevelRe
 
 
 def study_exit_code(codes: list[int], interrupted: bool) -> int:
+    """The study's exit code from its variants' (bad input of a config the tool built is already
+    counted as failed: ``variant_exit_code``)."""
     if interrupted or EXIT_INTERRUPTED in codes:
         return EXIT_INTERRUPTED
     for code in (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES):
@@ -75,6 +78,13 @@ def study_exit_code(codes: list[int], interrupted: bool) -> int:
             return code
     return EXIT_OK
 
+
+def variant_exit_code(code: int, built: bool) -> int:
+    """A variant's exit code as the study counts it: bad input (2) is the user's only where the
+    user gave it; a config the tool built (``built``: the scale-out config --scale-out adds, or a
+    variant after one whose input was accepted) that is refused, e.g. by the apples-to-apples
+    check, is the study failing (1)."""
+    return EXIT_FAILED if code == EXIT_BAD_INPUT and built else code
 
 
 def _status_of(exit_code: int) -> ev.SessionStatus:
@@ -89,6 +99,7 @@ class StudySource(EventSource):
                  scale_out_price: tuple[float, str] | None = None) -> None:
         super().__init__(bus)
         self.scale_out = scale_out  # add the scale-out config (1x*N, or cpu*2) to the planned ones
+        self.added: str | None = None  # the config --scale-out added
         self.scale_out_price = scale_out_price  # a one-GPU box's $/hr, and where it is from
         self.profile = profile
         self.requested = variants
@@ -147,6 +158,7 @@ class StudySource(EventSource):
                 added = scale_out_variant(self.variants, self.gpu_count)
                 plan_variants(model, [added], self.gpu_count, gpus_known=False)  # its config exists
                 if added not in self.variants:
+                    self.added = added
                     self.variants = sorted([*self.variants, added], key=variant_order)
         if self.costs and not any(is_gpu_variant(v) for v in self.variants):
             given = " ".join(f"--cost {k}={v:g}" for k, v in self.costs.items())
@@ -202,6 +214,7 @@ class StudySource(EventSource):
             index_path=str(self.index_path),
         ))
         codes: list[int] = []
+        accepted = False  # a variant got past the input checks: the profile and flags are good
         for position, variant in enumerate(self.variants):
             if self._stopping.is_set():
                 break
@@ -212,7 +225,8 @@ class StudySource(EventSource):
                     continue
                 break
             self.bus.publish(ev.StudyVariantStarted(variant=variant, position=position, how=how))
-            code = self._run_variant(variant, position, how)
+            code = self._run_variant(variant, position, how, built=accepted or variant == self.added)
+            accepted = accepted or code != EXIT_BAD_INPUT
             codes.append(code)
             if code in (EXIT_BAD_INPUT, EXIT_INTERRUPTED):
                 break  # the next variant would meet the same bad input; an interrupt stops the study
@@ -254,7 +268,8 @@ class StudySource(EventSource):
                          "then press Enter; Ctrl-C stops the study.")
         return f"loaded by hand ({source.name})" if ready and not self._stopping.is_set() else None
 
-    def _run_variant(self, variant: str, position: int, how: str) -> int:
+    def _run_variant(self, variant: str, position: int, how: str, built: bool = False) -> int:
+        """Run one variant's session; its exit code as the study counts it (``variant_exit_code``)."""
         profile = replace(self.profile, model=replace(self.profile.model, variant=variant),
                           probe=replace(self.profile.probe, enabled=False))
         options = SessionOptions(sweep=True, probe=False, record_dir=self.record_dir, gpu_count=self.gpu_count,
@@ -280,16 +295,20 @@ class StudySource(EventSource):
         with self._lock:
             self._session = None
         status = _status_of(session.exit_code)
-        if session.exit_code == EXIT_BAD_INPUT and self.error is None:
+        code = variant_exit_code(session.exit_code, built)
+        if code == EXIT_BAD_INPUT and self.error is None:
             self.error = session.error
+        elif code == EXIT_FAILED and self.error is None and session.error:
+            self.error = f"config {variant}: {one_line(session.error)}"
         assert self.index is not None and self.index_path is not None
         rel = session.recording_path.name if session.recording_path and session.recording_path.exists() else None
         # an interrupted variant's recording is kept, but the variant counts as missing
-        self.index.runs.append(VariantRun(variant, rel, status, session.exit_code, session.error, how))
+        # the exit code as the study counts it: a refused config the tool built reads as failed (1)
+        self.index.runs.append(VariantRun(variant, rel, status, code, session.error, how))
         write_index(self.index, self.index_path)
         self.bus.publish(ev.StudyVariantFinished(variant=variant, position=position, status=status,
-                                                 exit_code=session.exit_code, recording=rel, error=session.error))
-        return session.exit_code
+                                                 exit_code=code, recording=rel, error=session.error))
+        return code
 
     def _record_missing(self, variant: str, code: int, error: str, how: str) -> None:
         assert self.index is not None and self.index_path is not None

@@ -56,6 +56,14 @@ TABLE = [
                                           gate_failures=("p99",)),
      Outcome("failed", "1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing in 2 of 3 windows)",
              EXIT_FAILED)),
+    ("a scale-out's server died, its levels degraded",
+     RunFacts(level_statuses=("stable",), planned_levels=1, degraded=((8.0, "ep2 answered nothing in 3 of 3 windows"),),
+              servers_lost=("server 2 of 2 (GPU 1) (ep2) exited (tritonserver killed by SIGSEGV (signal 11))",)),
+     Outcome("failed", "server 2 of 2 (GPU 1) (ep2) exited (tritonserver killed by SIGSEGV (signal 11)); 1 level(s) "
+             "degraded, missing an endpoint (level 8: ep2 answered nothing in 3 of 3 windows)", EXIT_FAILED)),
+    ("a scale-out's server died, a level failed", RunFacts(level_statuses=("failed",), planned_levels=2,
+                                                           servers_lost=("server 2 of 2 (ep2) exited (x)",)),
+     Outcome("failed", "server 2 of 2 (ep2) exited (x); 1 of 2 levels failed (1 not run)", EXIT_FAILED)),
     ("a gate failed", RunFacts(level_statuses=("stable",), planned_levels=1, gate_failures=("p99 12 > 10", "tput")),
      Outcome("failed", "2 gate(s) failed: p99 12 > 10; tput", EXIT_GATES)),
 ]
@@ -68,7 +76,7 @@ def test_the_end_of_a_run_is_a_function_of_its_facts(facts: RunFacts, end: Outco
 
 @pytest.mark.parametrize("facts", [f for _, f, _ in TABLE], ids=[name for name, _, _ in TABLE])
 def test_a_run_that_did_not_finish_never_ends_ok(facts: RunFacts) -> None:
-    unfinished = (facts.raised is not None or facts.record_error or facts.fatal_error or facts.incomplete
+    unfinished = (facts.raised is not None or facts.record_error or facts.fatal_error or facts.incomplete or facts.degraded
                   or "failed" in facts.level_statuses or facts.gate_failures
                   or (facts.stop_asked and (not facts.interactive or facts.stopped_mid_job)))
     end = outcome(facts)

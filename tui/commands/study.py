@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 def study_reports(study, say: Callable[[str], object]) -> list[str]:  # noqa: ANN001 - a StudySource
     """Markdown and HTML reports beside the index, and the short table for the terminal."""
-    from engine.study.figures import study_figures
+    from engine.study.figures import recommendation, study_figures
     from engine.study.study_report import build_study_doc, export_study
 
     if study.index_path is None or study.index is None or not study.index.finished:
@@ -125,7 +125,7 @@ def study_reports(study, say: Callable[[str], object]) -> list[str]:  # noqa: AN
 
     table = next(b for b in doc.blocks if isinstance(b, Table))
     lines = ["", "study result", text_table(table.header, table.rows, rule=True), "",
-             figures.stop.reason[0].upper() + figures.stop.reason[1:] + ".", *[f"report: {p}" for p in paths]]
+             (recommend := recommendation(figures))[0].upper() + recommend[1:] + ".", *[f"report: {p}" for p in paths]]
     return lines
 
 

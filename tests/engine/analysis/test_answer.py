@@ -9,7 +9,7 @@ from engine.analysis.answer import AnswerFold, answer_of, decide, is_sound, stan
 from engine.analysis.contention import LevelFigures, is_contended, out_of_line, spread
 from engine.analysis.gates import GATE_FAILURE_EXIT_CODE, Unjudged, evaluate_gates, gate_exit_code
 from engine.analysis.slo import parse_slo
-from engine.analysis.study import ConfigPoint, stop_at
+from engine.analysis.study import ConfigPoint, marginal_steps, stop_at
 from engine.profiles import Gates
 
 
@@ -119,3 +119,15 @@ def test_stop_at_says_not_decided_never_no_usable_result_for_a_noisy_config() ->
     assert stop_at([cpu], "CPU instance").reason == "not decided: cpu: no sound level: concurrency 1 unstable after 3 trials"
     two = stop_at([cpu, ConfigPoint("cpu2", 2, 500.0)], "CPU instance")
     assert "gave no usable result" not in two.reason and "cpu not decided (no sound level" in two.reason
+
+
+def test_stop_at_a_failed_config_is_not_decided() -> None:
+    # 2x lost a server: "stop at 1 GPU" would let 1x win by it
+    failed = ConfigPoint("2x", 2, 900.0, failed="2x failed (server exited)")
+    verdict = stop_at([ConfigPoint("1x", 1, 1000.0), failed])
+    assert (verdict.variant, verdict.reason) == (None, "not decided: 2x failed (server exited)")
+    # below the others too: the step from it is not known
+    verdict = stop_at([ConfigPoint("1x", 1, None, failed="1x failed (refused)"), ConfigPoint("2x", 2, 1900.0)])
+    assert verdict.variant is None and verdict.reason == "not decided: 1x failed (refused)"
+    steps = marginal_steps([ConfigPoint("1x", 1, 1000.0), failed])
+    assert [(s.gain_per_unit, s.marginal) for s in steps] == [(None, None)]

@@ -1,7 +1,10 @@
 """Scale out or scale up: the one line, from figures (pure)."""
 
+import dataclasses
+
 import pytest
 
+from engine.analysis.gates import GATE_FAILURE_EXIT_CODE
 from engine.analysis.saturation import UNSTABLE_MARK
 from engine.analysis.scale_out import (
     EITHER,
@@ -10,6 +13,8 @@ from engine.analysis.scale_out import (
     Figure,
     Side,
     boxes_label,
+    one_line,
+    run_failed,
     scale_answer,
 )
 from engine.analysis.scaling import cost_per_1000
@@ -91,3 +96,41 @@ def test_the_slo_not_met_by_one_side():
 def test_neither_side_has_a_figure(slo_name, needle):
     answer = scale_answer(side(OUT, 1.2, None, slo=None), side(UP, 1.4, None, slo=None), slo_name)
     assert answer.choice is None and answer.line.endswith(needle)
+
+
+DIED = "1x*2 failed (server 2 of 2 (GPU 1) (ep2, http://127.0.0.1:8010) exited (tritonserver killed by SIGSEGV))"
+
+
+def test_a_side_that_failed_decides_nothing_whatever_the_other_did():
+    # the issue's case: the scale-out side lost a server and met no level; the other side never wins by it
+    out = dataclasses.replace(side(OUT, 1.2, 2310.0, slo=None), failed=DIED)
+    up = side(UP, 1.4, 1980.0, slo=1800.0)
+    answer = scale_answer(out, up, "p99 <= 50 ms")
+    assert answer.choice is None
+    assert answer.line == (f"at p99 <= 50 ms: {OUT}: failed; {UP}: 1,800 images/s at $0.000216/1000 "
+                           f"→ not decided: {DIED}")
+    # whichever side failed, and with figures that would have won
+    answer = scale_answer(side(OUT, 1.2, 2310.0), dataclasses.replace(side(UP, 1.4, 1980.0), failed="2x failed (x)"))
+    assert answer.choice is None and answer.line.endswith("→ not decided: 2x failed (x)")
+    both = scale_answer(dataclasses.replace(out), dataclasses.replace(up, failed="4x failed (y)"))
+    assert both.line.endswith(f"→ not decided: {DIED}; 4x failed (y)")
+
+
+def test_a_side_that_ran_fine_and_met_no_level_still_loses():
+    answer = scale_answer(side(OUT, 1.2, 2310.0, slo=None), side(UP, 1.4, 1980.0, slo=1800.0), "p99 <= 50 ms")
+    assert answer.choice == SCALE_UP
+    assert answer.line.endswith(f"→ scale up (only {UP} meets p99 <= 50 ms)")
+
+
+def test_run_failed_names_the_config_on_one_line():
+    long = "1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing)\n  Traceback ...\n" + "x" * 300
+    assert run_failed("1x*2", "failed", 1, long) == (
+        "1x*2 failed (1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing))")
+    cut = run_failed("1x*2", "failed", 2, "endpoints are not apples-to-apples: " + "y" * 300)
+    assert cut is not None and len(cut) < 200 and cut.endswith("…)")
+    assert run_failed("2x", "failed", 1, None) == "2x failed (exit code 1)"
+    assert run_failed("2x", "ok", 0, None) is None
+    assert run_failed("2x", "interrupted", 130, None) is None  # not finished: missing, not failed
+    # a failed gate judged sound figures: they stand
+    assert run_failed("2x", "failed", GATE_FAILURE_EXIT_CODE, "1 gate(s) failed: p99") is None
+    assert one_line("  a\tb  \n c") == "a b"

@@ -78,3 +78,49 @@ def test_summed_statistics_weigh_each_server_by_its_requests() -> None:
     assert found is not None and found.request_count == 400
     assert found.server_total == pytest.approx((100 * 1e-3 + 300 * 3e-3) / 400)
     assert summed([None, None]) is None
+
+
+def _groups(*groups: dict) -> dict:
+    return {"name": "m", "max_batch_size": 8, "instance_group": list(groups)}
+
+
+def test_config_mismatch_takes_gpu_placement_as_placement() -> None:
+    eps = endpoints_from(["http://a:1", "http://b:1"])
+    gpu0 = _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [0]})
+    gpu1 = _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [1]})
+    assert config_mismatch(eps, [gpu0, gpu1]) is None  # one-GPU servers on GPUs 0 and 1
+    assert config_mismatch(eps, [gpu0, _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2})]) is None
+
+
+@pytest.mark.parametrize("others, line", [
+    (({"name": "m_0", "kind": "KIND_GPU", "count": 3, "gpus": [1]},), "instance_group[0].count: ep1 2, ep2 3"),
+    (({"name": "m_0", "kind": "KIND_CPU", "count": 2, "gpus": [1]},),
+     "instance_group[0].kind: ep1 'KIND_GPU', ep2 'KIND_CPU'"),
+    (({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [1]}, {"name": "m_1", "kind": "KIND_GPU", "count": 1}),
+     "instance_group[1].count: ep1 None, ep2 1"),
+])
+def test_config_mismatch_still_refuses_a_different_instance_group(others: tuple[dict, ...], line: str) -> None:
+    eps = endpoints_from(["http://a:1", "http://b:1"])
+    gpu0 = _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [0]})
+    assert config_mismatch(eps, [gpu0, _groups(*others)]) == f"model config differs in {line}"
+
+
+def test_config_mismatch_beside_a_placement_difference_is_still_named() -> None:
+    eps = endpoints_from(["http://a:1", "http://b:1"])
+    gpu0 = _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [0]})
+    gpu1 = _groups({"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [1]})
+    batching = {**gpu1, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
+    assert config_mismatch(eps, [gpu0, batching]) == ("model config differs in "
+                                                      "dynamic_batching.max_queue_delay_microseconds: ep1 None, ep2 500")
+    assert config_mismatch(eps, [gpu0, {**gpu1, "max_batch_size": 16}]) == (
+        "model config differs in max_batch_size: ep1 8, ep2 16")
+    assert config_mismatch(eps, [gpu0, {**gpu1, "backend": "onnxruntime"}]) == (
+        "model config differs in backend: ep1 None, ep2 'onnxruntime'")
+
+
+def test_server_ready_names_each_servers_gpu() -> None:
+    from engine.load.target_setup import endpoint_words
+
+    assert endpoint_words(Endpoint("ep2", "http://127.0.0.1:8010", gpus=(1,))) == "ep2 http://127.0.0.1:8010 (GPU 1)"
+    assert endpoint_words(Endpoint("ep1", "http://a:8000", gpus=(0, 1))) == "ep1 http://a:8000 (GPUs 0, 1)"
+    assert endpoint_words(Endpoint("ep1", "http://u:p@a:8000")) == "ep1 http://***@a:8000"

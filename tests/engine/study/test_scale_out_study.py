@@ -91,3 +91,76 @@ def test_bad_scale_out_input_is_one_line_and_exit_2(args, needle, tmp_path):
     assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def _scale_out_ready(out: Path, variant: str) -> list[str] | None:
+    """The endpoints ``variant``'s ServerReady names, once a recording in ``out`` has it."""
+    for path in out.glob("*.sqlite"):
+        try:
+            with Recording.open(path) as rec:
+                ready = [e for e in rec.events(("server_ready",))]
+        except Exception:  # noqa: BLE001 - a recording being created: looked at again on the next pass
+            continue
+        for event in ready:
+            if event.config_variant == variant:
+                return list(event.endpoints)
+    return None
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+def test_a_scale_out_config_that_loses_a_server_decides_nothing_and_fails_the_study(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    out = tmp_path / "rec"
+    quick = [kv for kv in QUICK if not kv.startswith("load.concurrency=")]
+    sets = [x for kv in [*quick, "load.concurrency=1,2,4,8"] for x in ("--set", kv)]
+    printed = tmp_path / "stdout.txt"
+    with printed.open("w") as sink:  # a file, not a pipe: a study prints more than a pipe holds unread
+        app = subprocess.Popen([sys.executable, "-c", NO_TEXTUAL, "study", "--record", "--scale-out", *sets,
+                                "-o", str(out)], cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        # once cpu*2's two servers serve its sweep, its second server dies (SIGSEGV)
+        deadline = time.monotonic() + 240
+        endpoints = None
+        while endpoints is None and app.poll() is None and time.monotonic() < deadline:
+            endpoints = _scale_out_ready(out, "cpu*2")
+            if endpoints is None:
+                time.sleep(0.1)
+        assert endpoints is not None, "cpu*2 never served: " + printed.read_text()[-3000:]
+        assert [e.split()[0] for e in endpoints] == ["ep1", "ep2"]
+        port = endpoints[1].split()[1].rsplit(":", 1)[1]
+        (second,) = [p for p in psutil.Process(app.pid).children(recursive=True)
+                     if p.name() == "tritonserver" and f"--http-port={port}" in p.cmdline()]
+        second.send_signal(signal.SIGSEGV)
+        app.wait(timeout=300)  # the study's own end
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+    output = printed.read_text()
+    assert app.returncode == 1, output[-3000:]
+    died = "cpu*2 failed (server 2 of 2 (ep2) exited (tritonserver killed by SIGSEGV (signal 11))"
+    lines = output.splitlines()
+    scale = [line for line in lines if line.startswith("at the peak: 2 boxes of cpu: ")]
+    assert len(scale) == 1 and scale[0].startswith("at the peak: 2 boxes of cpu: failed; 1 box of cpu2: "), output[-3000:]
+    assert f"→ not decided: {died}" in scale[0]
+    study_answer = [line for line in lines if line.startswith("answer: ")][-1]  # each config's session has its own
+    assert study_answer.startswith(f"answer: not decided: {died}"), output[-3000:]
+    assert f"Not decided: {died}" in output  # the terminal's recommendation, before the one-server configs' stop
+    assert "failed (exit code 1)" in lines
+    assert lines[-1].startswith("gpuscale-tui: failed: config cpu*2: server 2 of 2 (ep2) exited")  # stderr's line
+    (index_path,) = out.glob("*.study.json")
+    index = read_index(index_path)
+    runs = {r.variant: r for r in index.runs}
+    assert (runs["cpu*2"].status, runs["cpu*2"].exit_code) == ("failed", 1) and runs["cpu*2"].recording
+    assert runs["cpu*2"].error.startswith("server 2 of 2 (ep2) exited (tritonserver killed by SIGSEGV")
+    assert index.status == "failed"
+    # the report made at the study's end says the same
+    md = next(out.glob("*.md")).read_text()
+    assert f"answer: not decided: {died}" in md and "| cpu*2 (failed) | scale out |" in md
