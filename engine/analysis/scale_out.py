@@ -61,13 +61,17 @@ def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
     return f"{side.label}: {fmt.rate(figure.throughput)} {'tokens' if figure.tokens else 'images'}/s{mark}{cost}"
 
 
-def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE) -> ScaleAnswer:
+def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE, capped: str = "") -> ScaleAnswer:
     """``out``: the N one-GPU boxes; ``up``: the one N-GPU box; ``slo_name`` ("p99 <= 50 ms"):
-    the study's latency target, whose point decides (None: the peak decides)."""
+    the study's latency target, whose point decides (None: the peak decides). ``capped``: why
+    neither side's GPUs were the limit (engine/analysis/request_path_cap.py), said instead of a
+    choice; "" when they may have been."""
     a = out.slo if slo_name and out.slo is not None else out.peak
     b = up.slo if slo_name and up.slo is not None else up.peak
     basis = f"at {slo_name}" if slo_name else "at the peak"
     head = f"{basis}: {_figure_text(out, a, slo_name)}; {_figure_text(up, b, slo_name)}"
+    if capped:
+        return ScaleAnswer(None, f"{head} → no answer: {capped}")
     if a.throughput is None and b.throughput is None:
         return ScaleAnswer(None, f"{head} → no answer: neither meets {slo_name}" if slo_name
                            else f"{head} → no answer: neither has a result")

@@ -1,0 +1,89 @@
+"""A study whose every config tops out at the request path's ceiling answers "not a GPU question"
+and names the bound, in its answer line, its stop line, its scale-out line, its report and the
+headless end; a study whose GPUs scale keeps the ordinary answer. Synthetic recordings written
+through the real Recorder: 1x, 2x and 1x*2 on a two-GPU box over HTTP with 602 KB requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import events as ev
+from engine.study.figures import scale_answer_lines, study_answer_line, study_figures
+from engine.study.index import StudyIndex, VariantRun, write_index
+from engine.study.study_report import render_study
+from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tui.study_headless import StudyPrinter
+
+VIT_BYTES = 602_112
+LEVELS = [1, 4, 8, 16, 32, 64]
+
+
+def _study(tmp_path: Path, path_cap: float | None, client_bound_from: int | None) -> Path:
+    """Each GPU does 7,900 images/s; ``path_cap``: what the request path carries, whatever the
+    GPUs; the larger configs' client audit flags the levels from ``client_bound_from``."""
+    runs = []
+    for k, (variant, per_gpu) in enumerate((("1x", 7_900.0), ("2x", 7_900.0), ("1x*2", 15_800.0))):
+        run = SyntheticRun(gpu_model="H200", gpu_count=2, variant=variant, profile_name="2x_h200", cost_per_hour=8.0,
+                           levels=LEVELS, capacity_per_gpu_ips=per_gpu, base_latency_s=0.002, probe=False,
+                           telemetry_hz=1.0, t0=1_771_169_400.0 + 10_000 * k, path_cap_ips=path_cap,
+                           client_bound_from=None if variant == "1x" else client_bound_from,
+                           loop_lag_s=0.0142, request_bytes=VIT_BYTES)
+        path = record_events(tmp_path / f"{variant.replace('*', '_')}.sqlite", synthetic_session(run))
+        runs.append(VariantRun(variant, path.name, "ok", 0))
+    index = StudyIndex(study_id="s", profile="2x_h200", model="openclip_vit_b32", variants=["1x", "2x", "1x*2"],
+                       server="embedded", runs=runs, status="ok", costs={"1": 4.0})
+    path = tmp_path / "s.study.json"
+    write_index(index, path)
+    return path
+
+
+@pytest.mark.slow  # writes three synthetic recordings
+def test_every_config_capped_by_the_client_is_not_a_gpu_question(tmp_path: Path) -> None:
+    index = _study(tmp_path, path_cap=9_000.0, client_bound_from=32)
+    f = study_figures(index)
+    assert [c.peak_throughput for c in f.configs] == [pytest.approx(7_900.0), pytest.approx(9_000.0),
+                                                       pytest.approx(9_000.0)]
+    answer = study_answer_line(index)
+    assert answer == ("answer: not a GPU question here: every config tops out near 9,000 images/s (1x 7,900, "
+                      "2x 9,000, 1x*2 9,000) over http with 602 KB requests (the request path: client bound at 2x, "
+                      "1x*2); measure over shared memory on this box (load.transport = cuda_shm), or with load from "
+                      "more hosts (--hosts N)")
+    assert "stop at" not in answer.lower()
+    # the stop line (the report's recommendation, compare's verdict, the headless table's last line)
+    assert f.stop.variant is None and f.stop.reason == answer.removeprefix("answer: ")
+    (scale,) = scale_answer_lines(index)
+    assert scale.endswith("→ no answer: not a GPU question here: both top out near the request path's ceiling "
+                          "(9,000 images/s over http)")
+    md = render_study(f, "md")
+    assert "stop at" not in md.lower()
+    assert "## What limits every config" in md
+    assert "- 2x: peak 9,000 images/s; client bound (loop lag p99 14.2 ms; load workers at 100 % CPU); GPUs 5" in md
+    assert "Not a GPU question here: every config tops out near 9,000 images/s" in md  # the recommendation
+
+
+@pytest.mark.slow  # writes three synthetic recordings
+def test_the_headless_end_prints_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index = _study(tmp_path, path_cap=9_000.0, client_bound_from=32)
+    printer = StudyPrinter()
+    printer(ev.StudyFinished(status="ok", finished=["1x", "2x", "1x*2"], missing=[], index_path=str(index),
+                             exit_code=0, scale_answers=scale_answer_lines(index), answer=study_answer_line(index)))
+    printer.finish_study(0, index, [])
+    out = capsys.readouterr().out
+    assert "answer: not a GPU question here: every config tops out near 9,000 images/s" in out
+    assert "client bound at 2x, 1x*2" in out and "stop at" not in out.lower()
+
+
+@pytest.mark.slow  # writes three synthetic recordings
+def test_gpus_that_scale_keep_the_ordinary_answer(tmp_path: Path) -> None:
+    # no path cap: 2x and 1x*2 reach 15,800 images/s; the client audit still flags their top levels
+    index = _study(tmp_path, path_cap=None, client_bound_from=64)
+    f = study_figures(index)
+    assert f.request_cap is None
+    assert [c.peak_throughput for c in f.configs] == [pytest.approx(7_900.0), pytest.approx(15_800.0),
+                                                       pytest.approx(15_800.0)]
+    answer = study_answer_line(index)
+    assert answer.startswith("answer: peak, stop at 2 GPUs (2x): 15,800 images/s") and "not a GPU question" not in answer
+    (scale,) = scale_answer_lines(index)
+    assert "not a GPU question" not in scale and scale.endswith(("→ scale out", "→ scale up", "%"))
