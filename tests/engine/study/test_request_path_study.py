@@ -15,6 +15,8 @@ from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tui.study_headless import StudyPrinter
+from tui.study_state import StudyState
+from tui.study_view import answer_text
 
 VIT_BYTES = 602_112
 LEVELS = [1, 4, 8, 16, 32, 64]
@@ -64,15 +66,21 @@ def test_every_config_capped_by_the_client_is_not_a_gpu_question(tmp_path: Path)
 
 
 @pytest.mark.slow  # writes three synthetic recordings
-def test_the_headless_end_prints_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_headless_end_and_the_study_view_say_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     index = _study(tmp_path, path_cap=9_000.0, client_bound_from=32)
+    done = ev.StudyFinished(status="ok", finished=["1x", "2x", "1x*2"], missing=[], index_path=str(index),
+                            exit_code=0, scale_answers=scale_answer_lines(index), answer=study_answer_line(index))
     printer = StudyPrinter()
-    printer(ev.StudyFinished(status="ok", finished=["1x", "2x", "1x*2"], missing=[], index_path=str(index),
-                             exit_code=0, scale_answers=scale_answer_lines(index), answer=study_answer_line(index)))
+    printer(done)
     printer.finish_study(0, index, [])
     out = capsys.readouterr().out
     assert "answer: not a GPU question here: every config tops out near 9,000 images/s" in out
     assert "client bound at 2x, 1x*2" in out and "stop at" not in out.lower()
+    state = StudyState()
+    assert answer_text(state) is None  # nothing to say before the study ends
+    state.apply(done)
+    shown = answer_text(state)
+    assert shown is not None and shown.plain == done.answer and shown.plain.startswith("answer: not a GPU question here")
 
 
 @pytest.mark.slow  # writes three synthetic recordings
