@@ -8,7 +8,9 @@ memory, Triton's front end and the host's CPUs. The cap holds when
 - every config larger than the smallest shows a request-path bound at its peak: the client
   audit flagged it (or a higher level), the host's CPUs were full there, the peak was near the
   wire check's ceiling, or the time outside Triton's statistics dominated latency (the
-  bottleneck verdict "network");
+  bottleneck verdict "network"). A CPU config computes on the host's cores: a full host is then
+  its own compute, and a client flagged there waited for those cores (bottleneck.py's host-cpu
+  rule), so neither counts;
 - and the GPUs of those configs had room at their peaks (below the bottleneck rule's busy mark,
   where it was measured).
 The smallest config may be at its own limit: the path then caps every larger one at about what
@@ -48,25 +50,29 @@ class PeakEvidence:
     gpu_busy_percent: float | None = None  # mean utilisation of the config's GPUs at the peak; None: not measured
     transport: str = "http"  # load.transport
     request_bytes: int = 0  # one request on the wire; 0: not measured
+    on_gpus: bool = True  # the model computes on GPUs (a CPU config's full host is its own compute)
 
     @property
     def bounds(self) -> tuple[str, ...]:
         """The request-path bounds seen at this config's peak, in BOUNDS order."""
-        seen = {CLIENT: self.client_bound, HOST_CPU: self.host_full, WIRE: self.near_wire, OUTSIDE: self.outside_server}
+        own_cores = self.host_full and not self.on_gpus  # a CPU model's cores, full: its compute
+        seen = {CLIENT: self.client_bound and not own_cores, HOST_CPU: self.host_full and self.on_gpus,
+                WIRE: self.near_wire, OUTSIDE: self.outside_server}
         return tuple(b for b in BOUNDS if seen[b])
 
     def describe(self, items: str = "images") -> str:
         """"2x: peak 9,012 images/s; client bound (loop lag p99 14.2 ms); GPUs 41% busy": the evidence, for a report."""
         parts = []
-        if self.client_bound:
+        bounds = self.bounds
+        if CLIENT in bounds:
             why = [f"loop lag p99 {fmt.ms(self.loop_lag_p99)} ms"] if self.loop_lag_p99 is not None else []
             why += list(self.client_reasons[:2])
             parts.append(CLIENT + (f" ({'; '.join(why)})" if why else ""))
-        if self.host_full:
+        if HOST_CPU in bounds:
             parts.append(f"{HOST_CPU} ({fmt.percent_points(self.host_cpu_percent)} busy)")
-        if self.near_wire:
+        if WIRE in bounds:
             parts.append(f"{WIRE} ({fmt.rate(self.wire_peak)}/s)")
-        if self.outside_server:
+        if OUTSIDE in bounds:
             parts.append(f"{OUTSIDE} (network, HTTP front end, bodies) over half the latency")
         if not parts:
             parts.append("no request-path bound recorded at its peak")

@@ -352,7 +352,7 @@ def peak_evidence(c: ConfigFigures) -> PeakEvidence:
         wire_peak=f.wire.peak_ips if f.wire is not None else None,
         outside_server=kind == "network",
         gpu_busy_percent=busy, transport=c.summary.transport,
-        request_bytes=best.network.request_bytes if best.network is not None else 0,
+        request_bytes=best.network.request_bytes if best.network is not None else 0, on_gpus=c.gpu,
     )
 
 

@@ -108,7 +108,21 @@ def test_the_advice_follows_the_transport_and_where_the_server_is() -> None:
 
 
 def test_cpu_instances_are_named_as_such() -> None:
-    configs = [replace(c, variant=v, gpu_busy_percent=None) for c, v in zip(_issue_box()[:2], ("cpu", "cpu2"), strict=True)]
+    configs = [replace(c, variant=v, gpu_busy_percent=None, on_gpus=False)
+               for c, v in zip(_issue_box()[:2], ("cpu", "cpu2"), strict=True)]
     cap = request_path_cap(configs, unit="CPU instance")
     assert cap is not None and cap.line.startswith("not a CPU instance question here: every config tops out near 9,000")
     assert cap.evidence[0].endswith("GPU use not measured")
+
+
+def test_a_full_host_is_no_request_path_bound_for_a_model_computing_on_it() -> None:
+    # cpu2's client flagged, waiting for the cores the model computes on: the model's limit too
+    cpu = [replace(c, variant=v, gpu_busy_percent=None, on_gpus=False, host_full=True, host_cpu_percent=99.0)
+           for c, v in zip(_issue_box()[:2], ("cpu", "cpu2"), strict=True)]
+    assert cpu[1].client_bound and cpu[1].bounds == () and request_path_cap(cpu, unit="CPU instance") is None
+    assert "host CPU full" not in cpu[1].describe() and "client bound" not in cpu[1].describe()
+    # on GPUs the same host is the request path's: both bounds count
+    gpu = [replace(c, host_full=True, host_cpu_percent=99.0) for c in _issue_box()]
+    assert gpu[1].bounds == (CLIENT, HOST_CPU)
+    cap = request_path_cap(gpu)
+    assert cap is not None and "(the request path: client bound at 2x, 1x*2; host CPU full at 1x, 2x, 1x*2)" in cap.line
