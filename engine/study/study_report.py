@@ -82,7 +82,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
                 Para(f"The request path, not the {f.unit}s: every config topped out within "
                      f"{fmt.percent(1 - min(p for _, p in cap.peaks) / cap.ceiling)} of {fmt.rate(cap.ceiling)} "
                      f"{'tokens' if f.streaming else 'images'}/s, with a bound on the request path at the peak of "
-                     f"each config larger than the smallest, so adding {f.unit}s gave nothing to measure. "
+                     f"each config larger than the smallest: the added {f.unit}s did not raise throughput, and what the "
+                     "study measured is the request path's ceiling. "
                      "At each config's peak:"),
                 Bullets(list(cap.evidence)))
     # the study's answer in pictures, before the tables it comes from
