@@ -76,9 +76,10 @@ class PeakEvidence:
             parts.append(f"{OUTSIDE} (network, HTTP front end, bodies) over half the latency")
         if not parts:
             parts.append("no request-path bound recorded at its peak")
-        gpus = (f"GPUs {fmt.percent_points(self.gpu_busy_percent)} busy" if self.gpu_busy_percent is not None
-                else "GPU use not measured")
-        return f"{self.variant}: peak {fmt.rate(self.peak)} {items}/s; {', '.join(parts)}; {gpus}"
+        if self.on_gpus:
+            parts.append(f"GPUs {fmt.percent_points(self.gpu_busy_percent)} busy" if self.gpu_busy_percent is not None
+                         else "GPU use not measured")
+        return f"{self.variant}: peak {fmt.rate(self.peak)} {items}/s; " + "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def test_cpu_instances_are_named_as_such() -> None:
                for c, v in zip(_issue_box()[:2], ("cpu", "cpu2"), strict=True)]
     cap = request_path_cap(configs, unit="CPU instance")
     assert cap is not None and cap.line.startswith("not a CPU instance question here: every config tops out near 9,000")
-    assert cap.evidence[0].endswith("GPU use not measured")
+    assert cap.evidence[0] == "cpu: peak 7,900 images/s; no request-path bound recorded at its peak"  # no GPU to speak of
 
 
 def test_a_full_host_is_no_request_path_bound_for_a_model_computing_on_it() -> None:
