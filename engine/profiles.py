@@ -31,7 +31,7 @@ from engine.format import price_problem
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
-from engine.transports import DEFAULT_TRANSPORT, TRANSPORTS
+from engine.transports import AUTO, DEFAULT_TRANSPORT, TRANSPORTS
 
 # the repository's profiles/ (a source checkout, an editable install); a wheel carries the same
 # files as package data in engine/bundled_profiles (setup.py)
@@ -156,8 +156,10 @@ def _variant(v: object) -> str | None:
 
 
 def _transport(v: object) -> str | None:
-    """One of engine/transports.py's table as it is when read."""
-    return None if isinstance(v, str) and v in TRANSPORTS else "one of " + ", ".join(repr(c) for c in TRANSPORTS)
+    """One of engine/transports.py's table as it is when read, or "auto" (the session picks one)."""
+    if isinstance(v, str) and (v in TRANSPORTS or v == AUTO):
+        return None
+    return "one of " + ", ".join(repr(c) for c in TRANSPORTS) + f" or {AUTO!r} (picked for where the server runs)"
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
@@ -319,7 +321,8 @@ class Load:
         description="a table of input name = list of positive dimensions, e.g. { image = [3, 224, 224] }",
     )] = field(default_factory=dict)
     # how inputs reach the server: in the HTTP body, or in shared memory the server maps
-    # (perf_analyzer's --shared-memory system|cuda; a server on this machine only)
+    # (perf_analyzer's --shared-memory system|cuda; a server on this machine only); "auto": the
+    # session picks for where the server runs (engine/transports.py's auto_transport)
     transport: Annotated[str, Check(_transport)] = DEFAULT_TRANSPORT  # a name in engine/transports.py
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
@@ -436,6 +439,14 @@ def authority(url: str) -> str:
     except ValueError:
         port = 0
     return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def profile_secrets(profile: Profile) -> list[str]:
+    """What must never be shown or recorded: header values (auth) and URL passwords."""
+    server = profile.server
+    urls = (server.url, server.metrics_url, *server.urls, *server.metrics_urls)
+    found = [*server.headers.values(), *server.credentials.values(), *(urlsplit(u).password if u else None for u in urls)]
+    return [s for s in found if s]
 
 
 def headers_for(server: Server, *urls: str | None) -> dict[str, str]:
@@ -561,7 +572,7 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
         raise fail("server.url", "expected an http:// URL when server.kind = 'remote', found nothing")
     if p.server.kind == "embedded" and p.server.endpoint_urls():
         raise fail("server.url", "expected no URL when server.kind = 'embedded' (set kind = 'remote')")
-    if TRANSPORTS[p.load.transport].local_only and p.server.kind == "remote":
+    if p.load.transport in TRANSPORTS and TRANSPORTS[p.load.transport].local_only and p.server.kind == "remote":
         remote = ", ".join(repr(t.name) for t in TRANSPORTS.values() if not t.local_only)
         raise fail("load.transport", f"expected {remote} with a remote server ({p.load.transport} needs the server on "
                    f"this machine), found {p.load.transport!r}")

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from engine import events as ev
 from engine.bus import EventBus
@@ -32,12 +31,13 @@ from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.multihost.head import HostGroup, sweep_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
-from engine.profiles import Profile, headers_for
+from engine.profiles import Profile, headers_for, profile_secrets
 from engine.record.recorder import Recorder
 from engine.record.redact import Redactor
 from engine.server.supervisor import ServerSupervisor
 from engine.source import EventSource
 from engine.telemetry.sampler import TelemetrySampler
+from engine.transport_pick import with_auto_transport
 
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
@@ -58,14 +58,6 @@ class SessionOptions:
     more_levels: Callable[[list[ev.LevelResult]], float | None] | None = None
     model_control: str | None = None  # embedded server: tritonserver --model-control-mode (None: its default)
     hosts: HostGroup | None = None  # this session heads several client hosts (engine/multihost/): their sweep
-
-
-def profile_secrets(profile: Profile) -> list[str]:
-    """What must never be shown or recorded: header values (auth) and URL passwords."""
-    server = profile.server
-    urls = (server.url, server.metrics_url, *server.urls, *server.metrics_urls)
-    found = [*server.headers.values(), *server.credentials.values(), *(urlsplit(u).password if u else None for u in urls)]
-    return [s for s in found if s]
 
 
 class Session(EventSource):
@@ -185,7 +177,11 @@ class Session(EventSource):
             if self._probe_wanted():  # before anything starts: one line naming the pip extra
                 require_extra("probe", "the training probe")
             self._open_recording()
+            hosts = self.options.hosts.hosts if self.options.hosts is not None else 1
+            self.profile, pick = with_auto_transport(self.profile, self._gpus_present, hosts)  # recorded as picked
             self._announce()
+            if pick is not None:
+                self._publish(ev.Warning(source="session", key="transport-auto", message=pick.line))
             if self.options.check:
                 await self._box_check()
             if self.options.sweep:  # --probe-only: the probe needs no Triton; a sweep asked for later starts it

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_TRANSPORT = "http"
+AUTO = "auto"  # load.transport = auto: the session picks one of the table (auto_transport)
+EMBEDDED, LOCAL, REMOTE = "embedded", "local", "remote"  # where the server runs, for auto_transport
 
 
 @dataclass(frozen=True)
@@ -57,3 +59,45 @@ def is_decoupled(model_config: dict) -> bool:
     policy = model_config.get("model_transaction_policy")
     return isinstance(policy, dict) and policy.get("decoupled") is True
 
+
+@dataclass(frozen=True)
+class TransportPick:
+    """What load.transport = auto became, and why, in words for the run's notice."""
+
+    name: str  # a name of TRANSPORTS
+    why: str
+
+    @property
+    def line(self) -> str:
+        return f"load.transport = auto: {self.name}, {self.why}"
+
+
+def auto_transport(where: str, model_on_gpus: bool = False, cuda_here: bool = False, hosts: int = 1,
+                   streams: bool = False, linux: bool = True) -> TransportPick:
+    """The transport that lets the GPUs, not the request path, be the limit. ``where``: EMBEDDED
+    (the tool's own server), LOCAL (a server URL on this machine) or REMOTE; ``model_on_gpus``:
+    the tool's own server runs the model on GPUs (their indices are known, as cuda_shm needs);
+    ``cuda_here``: torch with CUDA imports here; ``hosts``: client hosts sending the load;
+    ``streams``: the model answers with a stream of responses (decoupled); ``linux``: system
+    shared memory (/dev/shm) exists here."""
+    if streams:
+        return TransportPick("grpc_stream", "the model streams its responses and shared memory carries no stream")
+    if hosts > 1:
+        return TransportPick("http", f"the load comes from {hosts} hosts and shared memory reaches only this one")
+    if where == REMOTE:
+        return TransportPick("http", "the server is on another machine, which shared memory cannot reach; "
+                             "for more load than one client sends, load from more hosts (--hosts N)")
+    if not linux:
+        return TransportPick("http", "this system has no /dev/shm for system shared memory")
+    if where == EMBEDDED and model_on_gpus and cuda_here:
+        return TransportPick("cuda_shm", "the server is on this machine with the model on its GPUs and torch with "
+                             "CUDA is here: the inputs wait in GPU memory, off the HTTP body")
+    if where == EMBEDDED and model_on_gpus:
+        why = ("with the model on its GPUs, but torch with CUDA is not importable here (cuda_shm needs it: "
+               "pip install 'gpuscale-tui[probe]')")
+    elif where == EMBEDDED:
+        why = "with the model on its CPU"
+    else:
+        why = "(a server this tool did not start: cuda_shm needs the GPUs of the tool's own server)"
+    return TransportPick("system_shm", f"the server is on this machine {why}: the inputs wait in system shared "
+                         "memory, off the HTTP body")

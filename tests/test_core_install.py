@@ -161,7 +161,7 @@ def test_a_remote_sweep_off_linux_makes_no_linux_only_call(core_venv: Path, tmp_
     profile.write_text(f'[server]\nkind = "remote"\nurl = "{identity_server.http_url}"\n'
                        f'metrics_url = "{identity_server.metrics_url}"\n[model]\nname = "identity"\n'
                        '[load]\nconcurrency = [2]\nwindow_ms = 300\nmax_windows = 3\nwarmup_s = 0.2\n'
-                       'max_trials = 1\ncontended_percent = 100\n')
+                       'max_trials = 1\ncontended_percent = 100\ntransport = "auto"\n')
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "LINUX_CALLS_LOG": str(log)}
     env.pop("VIRTUAL_ENV", None)
     swept = subprocess.run([str(core_venv / "bin" / "gpuscale-tui"), "--profile", str(profile), "--record",
@@ -169,6 +169,7 @@ def test_a_remote_sweep_off_linux_makes_no_linux_only_call(core_venv: Path, tmp_
                            text=True, timeout=HANG_S)
     assert swept.returncode == 0, swept.stdout[-2000:] + swept.stderr[-2000:]
     assert "session ended: ok" in swept.stdout
+    assert "load.transport = auto: http, this system has no /dev/shm" in swept.stdout  # a server on loopback
     assert not log.exists(), log.read_text()[:3000]
 
 

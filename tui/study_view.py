@@ -43,6 +43,13 @@ def headline(study: StudyState) -> Text:
     return text
 
 
+def answer_text(study: StudyState) -> Text | None:
+    """The study's answer line (the engine's, carried by StudyFinished), once it has ended; it
+    wraps, unlike the headline: it names the config, or what limited every config instead."""
+    finished = study.finished
+    return Text(finished.answer, style="bold") if finished is not None and finished.answer else None
+
+
 def render_curves(study: StudyState, width: int, height: int) -> Text:
     """One marker per config and level, joined column by column (throughput on y, log2 level on x)."""
     tracks = [t for t in study.configs.values() if t.points]

@@ -172,7 +172,7 @@ def cpu_shares(e: LevelEvidence, cores: int | None) -> CpuShares | None:
     return CpuShares(e.host_cpu_percent, server, ours, others)
 
 
-def _host_full(e: LevelEvidence) -> bool:
+def host_full(e: LevelEvidence) -> bool:
     """The host's CPUs are full: busy to the brim, or nearly so with our workers queued for a core."""
     if e.host_cpu_percent is None:
         return False
@@ -186,7 +186,7 @@ def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores:
                       findings: list[Finding]) -> Verdict | None:
     """The server shares this host and the host's CPUs are full where the sweep stopped gaining."""
     for e in (x for x in levels if x.level >= ev.level):
-        if not _host_full(e):
+        if not host_full(e):
             continue
         if e.gpu_util and fmean(e.gpu_util.values()) >= GPU_BUSY_PCT:
             return None  # the GPUs are full: the host's CPU is not what holds them back

@@ -87,10 +87,12 @@ def _figure_text(side: Side, figure: Figure, slo_name: str | None) -> str:
     return f"{side.label}: {fmt.rate(figure.throughput)} {'tokens' if figure.tokens else 'images'}/s{mark}{cost}"
 
 
-def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE) -> ScaleAnswer:
+def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = TIE, capped: str = "") -> ScaleAnswer:
     """``out``: the N one-GPU boxes; ``up``: the one N-GPU box; ``slo_name`` ("p99 <= 50 ms"):
     the study's latency target, whose point decides (None: the peak decides). A side that failed
-    leaves it not decided; a side that ran fine and met no level loses."""
+    leaves it not decided; a side that ran fine and met no level loses. ``capped``: why neither
+    side's GPUs were the limit (engine/analysis/request_path_cap.py), said instead of a choice;
+    "" when they may have been."""
     a = out.slo if slo_name and out.slo is not None else out.peak
     b = up.slo if slo_name and up.slo is not None else up.peak
     basis = f"at {slo_name}" if slo_name else "at the peak"
@@ -98,6 +100,8 @@ def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = 
     failed = [s.failed for s in (out, up) if s.failed]
     if failed:  # a side that failed decides nothing: never "only the other meets it"
         return ScaleAnswer(None, f"{head} → not decided: {'; '.join(failed)}")
+    if capped:
+        return ScaleAnswer(None, f"{head} → no answer: {capped}")
     if a.throughput is None and b.throughput is None:
         return ScaleAnswer(None, f"{head} → no answer: neither meets {slo_name}" if slo_name
                            else f"{head} → no answer: neither has a result")

@@ -237,6 +237,20 @@ async def _system_region(regions: SharedRegions, name: str, data: bytes) -> None
     )
 
 
+def torch_cuda_here() -> bool:
+    """torch imports here and sees a CUDA GPU: what cuda_shm copies the inputs with."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken torch install is a torch that is not here
+        return False
+
+
 async def _cuda_region(regions: SharedRegions, name: str, data: bytes, place: CudaPlace) -> int:
     """Copy ``data`` to the GPU ``place`` names and register it under the server's number for
     that GPU; returns the data's offset in the region (the IPC handle maps the whole allocation

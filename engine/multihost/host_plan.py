@@ -16,7 +16,7 @@ from engine.errors import UserError
 from engine.modes import mode_of
 from engine.multihost.shares import host_share, too_small
 from engine.profiles import Load, Profile
-from engine.transports import TRANSPORTS
+from engine.transports import transport_spec
 
 
 def host_load(load: Load, hosts: int, rank: int) -> Load:
@@ -36,7 +36,7 @@ def check_plan(profile: Profile, hosts: int) -> None:
     if small := too_small(mode.levels(load), hosts, mode.open_loop):
         raise UserError(f"load.concurrency {', '.join(f'{lv:g}' for lv in small)}: below --hosts {hosts}, some host "
                         "would have no connection: give every level at least one connection per host")
-    if TRANSPORTS[load.transport].streams:
+    if transport_spec(load.transport).streams:
         raise UserError(f"--hosts: load.transport = {load.transport!r}: a streaming sweep runs from one host "
                         "(its TTFT and ITL are not merged across hosts)")
     if load.wire_check:

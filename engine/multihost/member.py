@@ -20,6 +20,7 @@ from engine.modes import mode_of
 from engine.multihost.group import HostGroup, first_line
 from engine.multihost.host_plan import host_load
 from engine.profiles import Profile
+from engine.transports import AUTO, REMOTE, auto_transport
 
 GATE_POLL_S = 1.0  # how often a host waiting for a level's start looks for the head's end
 
@@ -107,6 +108,10 @@ class MemberSweep:
         try:
             target, info = await open_target(self.profile, None, self.publish)
             load = host_load(self.profile.load, self.group.hosts, self.group.rank)
+            if load.transport == AUTO:  # as the head picks it: several hosts send over the wire
+                pick = auto_transport(REMOTE, hosts=self.group.hosts)
+                load = dataclasses.replace(load, transport=pick.name)
+                self.say(f"host {self.group.rank}: {pick.line}")
             results = await run_sweep(target, info, load, self.publish, stop,
                                       share=HostShare(start_at=self.start_at, server_stats=False))
         finally:

@@ -160,7 +160,7 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
     cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
-                       assessment, server_local=_server_on_this_machine(summary.server),
+                       assessment, server_local=server_on_this_machine(summary.server),
                        host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
     cost = (cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour
             and not answer.streaming else None)
@@ -175,7 +175,7 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     return findings
 
 
-def _server_on_this_machine(server: dict[str, Any]) -> bool:
+def server_on_this_machine(server: dict[str, Any]) -> bool:
     """The embedded server, or a URL on a loopback address."""
     if server.get("embedded"):
         return True
@@ -208,7 +208,7 @@ def recommend(f: RunFindings) -> list[str]:
         )
     if f.verdict.kind == "compute" and not s.gpus_in_config:
         out.append(CPU_COMPUTE_ADVICE)  # no GPU in this run: "the GPUs are the limit" would be false
-    elif f.verdict.kind == "network" and _server_on_this_machine(s.server):
+    elif f.verdict.kind == "network" and server_on_this_machine(s.server):
         out.append(LOCAL_NETWORK_ADVICE)
     else:
         out.append(ADVICE.get(f.verdict.kind, ""))

@@ -76,6 +76,29 @@ def choose_variant(requested: str, available: dict[str, Path], gpu_count: int, m
     return requested
 
 
+def chosen_config(model: str, variant: str, gpu_count: int) -> str | None:
+    """The config.pbtxt text an embedded server would run for ``variant`` ("auto" resolved as
+    the server resolves it); None where it could not start (the server's start says why)."""
+    source = EMBEDDED_ROOT / model
+    if not (source / "config.pbtxt").is_file():
+        return None
+    files = variant_files(source)
+    try:
+        return files[choose_variant(variant, files, gpu_count, model)].read_text()
+    except (UserError, OSError):
+        return None
+
+
+def on_gpus(config_text: str) -> bool:
+    """The config's instance groups run on GPUs (its comments left out)."""
+    return "KIND_GPU" in re.sub(r"#.*", "", config_text)
+
+
+def decoupled(config_text: str) -> bool:
+    """The config streams its responses (model_transaction_policy { decoupled: true })."""
+    return re.search(r"\bdecoupled\s*:\s*true\b", re.sub(r"#.*", "", config_text)) is not None
+
+
 def companions(config_text: str) -> list[str]:
     """The models a model needs beside it in the repository: an ensemble's steps, and those a
     BLS model calls (its "calls" parameter, comma-separated)."""

@@ -11,7 +11,9 @@ from typing import Any
 
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide, level_words, output_rate
+from engine.analysis.bottleneck import evidence_from_result, host_full
 from engine.analysis.energy import config_gpus, joules_per_image
+from engine.analysis.request_path_cap import PeakEvidence, RequestPathCap, request_path_cap
 from engine.analysis.scale_out import (
     Figure,
     ScaleAnswer,
@@ -26,7 +28,7 @@ from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
-from engine.record.findings import RunFindings, analyze, stream_objectives
+from engine.record.findings import RunFindings, analyze, server_on_this_machine, stream_objectives
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.forecasts import peak_window_rates, study_forecasts
@@ -149,6 +151,9 @@ class StudyFigures:
     # variant -> "2x failed (why)", in study order: each config whose run failed, lost a server or
     # was refused (with or without a recording); the study's answer is then not decided
     failed: dict[str, str] = field(default_factory=dict)
+    # the request path caps every config (engine/analysis/request_path_cap.py): the answer is
+    # that, not a size; None: the ordinary answer stands
+    request_cap: RequestPathCap | None = None
 
 
 def _energy_series(recording: Recording) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -335,11 +340,54 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
     points += [ConfigPoint(v, variant_units(v), None, failed=why) for v, why in failed.items()
                if v not in measured and scale_out_parts(v) is None]  # refused before any recording
     items, cost_label = ("tokens", "$/million tokens") if streaming else ("images", "$/1000 images")
+    cap = None
+    if len({c.gpu for c in configs}) == 1:  # GPUs and CPU instances are no one scale
+        cap = request_path_cap([peak_evidence(c) for c in configs], unit,
+                               server_local=all(server_on_this_machine(c.summary.server) for c in configs), items=items)
+    stop = stop_at(points, unit, basis=basis, items=items, cost_label=cost_label)
+    if cap is not None:
+        stop = StopAt(None, None, cap.line)  # no size to stop at: the GPUs were never the limit
     return StudyFigures(index=index, index_path=Path(index_path), slo=slo, configs=configs,
-                        steps=marginal_steps(points),
-                        stop=stop_at(points, unit, basis=basis, items=items, cost_label=cost_label), basis=basis,
-                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, target, failed),
-                        streaming=streaming, forecasts=study_forecasts(index, configs), failed=failed)
+                        steps=marginal_steps(points), stop=stop, basis=basis,
+                        unit=unit, recordings=recordings, scale=scale_comparisons(configs, target, failed, cap),
+                        streaming=streaming, forecasts=study_forecasts(index, configs), failed=failed,
+                        request_cap=cap)
+
+
+def peak_evidence(c: ConfigFigures) -> PeakEvidence:
+    """What the config's recording says of the request path at its sound peak: the client audit
+    there or above, the host's CPUs, the wire check, the bottleneck verdict, its GPUs' use, and
+    the transport and bytes per request."""
+    f = c.findings
+    best = c.answer.best if c.answer is not None else None
+    if best is None:
+        return PeakEvidence(c.variant, c.units, None, transport=c.summary.transport)
+    at = next((lv for lv in f.levels if lv.result is best), None) or \
+        next((lv for lv in f.levels if float(lv.level) == float(best.level)), None)
+    flagged = next((lv.result for lv in sorted(f.levels, key=lambda lv: lv.level)
+                    if lv.level >= best.level and lv.result.audit.client_bound), None)
+    e = evidence_from_result(at.result, at.gpu_util, at.host_cpu_percent, at.own_cpu_percent,
+                             at.server_cpu_percent) if at is not None else None
+    busy = None
+    if at is not None and at.gpu_util and c.gpu:
+        # the config's GPUs: the busiest ones, as many as it uses (the others idle by design)
+        used = sorted(at.gpu_util.values(), reverse=True)[:max(c.units, 1)]
+        busy = sum(used) / len(used)
+    kind = f.verdict.kind
+    wire = f.wire_assessment
+    return PeakEvidence(
+        variant=c.variant, units=c.units, peak=c.peak_throughput,
+        client_bound=flagged is not None or kind == "client-bound",
+        client_reasons=tuple(flagged.audit.reasons) if flagged is not None else (),
+        loop_lag_p99=flagged.audit.loop_lag_p99 if flagged is not None else None,
+        host_full=(e is not None and host_full(e)) or kind == "host-cpu",
+        host_cpu_percent=e.host_cpu_percent if e is not None else None,
+        near_wire=(wire is not None and wire.at_limit) or kind == "request-path",
+        wire_peak=f.wire.peak_ips if f.wire is not None else None,
+        outside_server=kind == "network",
+        gpu_busy_percent=busy, transport=c.summary.transport,
+        request_bytes=best.network.request_bytes if best.network is not None else 0, on_gpus=c.gpu,
+    )
 
 
 def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
@@ -370,10 +418,11 @@ def _unrecorded_side(label: str, hint: str, why: str) -> Side:
 
 
 def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None,
-                      failed: dict[str, str] | None = None) -> list[ScaleComparison]:
+                      failed: dict[str, str] | None = None, cap: RequestPathCap | None = None) -> list[ScaleComparison]:
     """Each scale-out config against the one-server config of the same size (1x*4 against 4x,
     cpu*2 against cpu2), and the answer in one line. ``failed``: variant -> why, for the configs
-    whose run failed; one that left no recording still has its line (not decided)."""
+    whose run failed; one that left no recording still has its line (not decided). No choice
+    where ``cap``, the request path, held every config."""
     failed = failed or {}
     model = configs[0].summary.gpu_model if configs else None
     measured = {c.variant: c for c in configs}
@@ -393,7 +442,8 @@ def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None,
         size = next((v for v in failed if v not in measured and scale_out_parts(v) is None
                      and is_gpu_variant(v) == gpu and variant_units(v) == units), None)
         if up is not None:
-            answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name)
+            answer = scale_answer(out_side, _side(up, boxes_label(1, up.variant, model), SCALE_UP_PRICE_HINT), slo_name,
+                                  capped=cap.short if cap is not None else "")
         elif size is not None:  # the scale-up config of that size was refused before any recording
             answer = scale_answer(out_side, _unrecorded_side(boxes_label(1, size, model), SCALE_UP_PRICE_HINT,
                                                              failed[size]), slo_name)
@@ -418,10 +468,13 @@ def recommendation(f: StudyFigures) -> str:
 
 def answer_line(f: StudyFigures) -> str:
     """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
-    per 1000, stable (1 level re-measured)", or "answer: not decided: ...", as when a config
-    failed (whichever way it would have gone, the other side must not win by it)."""
+    per 1000, stable (1 level re-measured)", "answer: not a GPU question here: ..." where the
+    request path capped every config, or "answer: not decided: ...", as when a config failed
+    (whichever way it would have gone, the other side must not win by it)."""
     if f.failed:
         return f"answer: not decided: {'; '.join(f.failed.values())}"
+    if f.request_cap is not None:
+        return f"answer: {f.request_cap.line}"
     stop = f.stop
     config = next((c for c in f.configs if c.variant == stop.variant), None)
     if stop.variant is None or config is None or config.answer is None:

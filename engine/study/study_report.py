@@ -1,5 +1,6 @@
 """The study report (Markdown and HTML from the same blocks, as the other reports): per-config
-table, SLO point, energy, marginal gain per added GPU, "stop at N GPUs" with its reason, and the
+table, SLO point, energy, marginal gain per added GPU, "stop at N GPUs" with its reason (or, where
+the request path capped every config, what limited them instead), and the
 throughput-vs-concurrency chart with one line per config."""
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ def build_study_doc(f: StudyFigures) -> Doc:
             doc.add(Note(f"{c.variant}: {c.findings.stability_caveat}", warning=True))
     if all(c.summary.random_weights for c in f.configs):
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
+    cap = f.request_cap
+    if cap is not None:  # no size to stop at: say what held every config, with each one's evidence
+        doc.add(Heading("What limits every config"),
+                Para(f"The request path, not the {f.unit}s: every config topped out within "
+                     f"{fmt.percent(1 - min(p for _, p in cap.peaks) / cap.ceiling)} of {fmt.rate(cap.ceiling)} "
+                     f"{'tokens' if f.streaming else 'images'}/s, with a bound on the request path at the peak of "
+                     f"each config larger than the smallest: the added {f.unit}s did not raise throughput, and what the "
+                     "study measured is the request path's ceiling. "
+                     "At each config's peak:"),
+                Bullets(list(cap.evidence)))
     # the study's answer in pictures, before the tables it comes from
     # (the answer line of engine/analysis goes above them, once it exists)
     doc.add(*_charts(f))

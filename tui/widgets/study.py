@@ -4,12 +4,14 @@ tui/study_view.py, of the study's own state)."""
 
 from __future__ import annotations
 
+from rich.console import Group
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from tui.host import ViewHost
 from tui.study_view import (
+    answer_text,
     config_table,
     forecasts,
     headline,
@@ -57,7 +59,8 @@ class StudyView(ViewBody):
         width = max(30, size.width - 4)
         height = max(8, min(18, size.height - 14))
         chart_w = (width - 4) // 2 if size.width >= WIDE else width
-        self.query_one("#study-head", Static).update(headline(study))
+        answer = answer_text(study)  # under the headline once the study has ended
+        self.query_one("#study-head", Static).update(headline(study) if answer is None else Group(headline(study), answer))
         self.query_one("#study-curves", Static).update(render_curves(study, chart_w, height))
         knee = render_knee(study, chart_w, height)
         self.query_one("#study-knee", Static).update(knee)

@@ -25,6 +25,7 @@ from engine.events import (
     LatencyStats,
     LevelResult,
     LevelStarted,
+    NetworkPath,
     PhaseChanged,
     ProbeResult,
     ServerBreakdown,
@@ -60,6 +61,11 @@ class SyntheticRun:
     t0: float = 1_771_169_400.0  # 2026-02-15T15:30:00Z
     seed: int = 0
     client_bound_from: int | None = None  # concurrency from which the client audit says so
+    # images/s the request path carries at most, whatever the GPUs do (None: no such cap); the
+    # GPUs' utilisation stays the share of their own capacity they serve
+    path_cap_ips: float | None = None
+    request_bytes: int = 0  # one request on the wire (LevelResult.network); 0: not recorded
+    loop_lag_s: float | None = None  # the client audit's loop lag p99 at client-bound levels
     transport: str = "http"  # load.transport
     mps: bool | None = None  # the embedded server under MPS (ServerReady.mps)
     gpu_processes: list[str] = field(default_factory=list)  # process names NVML lists on each model GPU
@@ -112,7 +118,7 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
     for index, c in enumerate(run.levels):
         events.append(LevelStarted(ts=t, mode="concurrency", level=c, index=index, total=len(run.levels),
                                    batch_size=run.batch_size))
-        x = min(c / run.base_latency_s, capacity) * run.batch_size
+        x = min(c / run.base_latency_s, capacity, run.path_cap_ips or capacity) * run.batch_size
         mean = c * run.batch_size / x
         compute = run.base_latency_s * 0.9
         queue = max(mean - compute - run.network_s, 0.0)
@@ -123,7 +129,9 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
         client_bound = run.client_bound_from is not None and c >= run.client_bound_from
         audit = ClientAudit(cpu_percent=100.0 if client_bound else 20.0, cpu_cores=32,
                             overhead_fraction=0.6 if client_bound else 0.05, client_bound=client_bound,
-                            reasons=["load workers at 100 % CPU"] if client_bound else [])
+                            reasons=["load workers at 100 % CPU"] if client_bound else [],
+                            loop_lag_p99=run.loop_lag_s if client_bound else None)
+        network = NetworkPath(request_bytes=run.request_bytes) if run.request_bytes else None
         start = t
         for w in range(run.windows_per_level + 1):
             jitter = 1.0 + rng.uniform(-0.02, 0.02)
@@ -145,7 +153,7 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
                                   merged_windows=run.windows_per_level, requests=merged, errors=0,
                                   throughput_rps=x / run.batch_size, throughput_ips=x, latency=lat,
                                   server=replace(server, request_count=merged), audit=audit,
-                                  duration_s=t - start))
+                                  duration_s=t - start, network=network))
         busy.append((start, t, x / capacity))
         t += 0.5
     events.append(SweepFinished(ts=t, levels=len(run.levels), stable=len(run.levels), failed=0))
