@@ -173,8 +173,8 @@ async def open_regions(
     outputs: list[tuple[str, int]],
     gpu: CudaPlace | None = None,
 ) -> SharedRegions:
-    """Create and register the regions for one sweep: the inputs in system shared memory, or in
-    CUDA memory placed at ``gpu``. ``inputs``: (name, tensor bytes) of one request, or a list of those, one per
+    """Create and register the regions for one sweep: the inputs and outputs in system shared
+    memory, or in CUDA memory placed at ``gpu``. ``inputs``: (name, tensor bytes) of one request, or a list of those, one per
     request; ``outputs``: (name, bytes) of the outputs whose size is known. Raises UserError (and
     leaves nothing behind) when the inputs are too large or the server refuses a region."""
     requests: list[list[tuple[str, bytes]]] = (
@@ -185,11 +185,15 @@ async def open_regions(
     tag = secrets.token_hex(3)
     try:
         out_refs: dict[str, TensorRef] = {}
-        if outputs:
-            name = f"{segment_prefix()}{tag}-out"
+        if outputs:  # beside the inputs: on their GPU over cuda_shm, as perf_analyzer's --shared-memory cuda
+            name = f"{segment_prefix()}{tag}-out" + (f"-gpu{gpu.device}" if gpu is not None else "")
             layout, total = _layout(outputs)
-            await _system_region(regions, name, b"\0" * total)
-            out_refs = {n: TensorRef(name, off, size) for n, (off, size) in layout.items()}
+            out_base = 0
+            if gpu is None:
+                await _system_region(regions, name, b"\0" * total)
+            else:
+                out_base = await _cuda_region(regions, name, b"\0" * total, gpu)
+            out_refs = {n: TensorRef(name, out_base + off, size) for n, (off, size) in layout.items()}
         placed = [(k, n, b) for k, tensors in enumerate(requests) for n, b in tensors]
         layout, total = _layout([((k, n), len(b)) for k, n, b in placed])
         blob = b"".join(b + bytes(-len(b) % 64) for _k, _n, b in placed)

@@ -196,3 +196,27 @@ def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.
     inputs = SweepInputs(target, info, 1, "random", ({}, [({"name": "a"}, b"x" * 10)], []), gpus=(0,))
     asyncio.run(sweep_mod._prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
     assert placed == [("http://127.0.0.1:9", shm.CudaPlace(0, 0)), ("http://127.0.0.1:19", shm.CudaPlace(1, 0))]
+
+
+def test_over_cuda_shm_the_outputs_live_on_the_inputs_gpu_too(monkeypatch: pytest.MonkeyPatch):
+    """As perf_analyzer's --shared-memory cuda: the server writes each response into CUDA memory
+    on the inputs' GPU, registered under its own number, not into a host region."""
+    from engine.load import shm
+
+    placed: list[tuple[str, shm.CudaPlace, int]] = []
+
+    async def fake_cuda_region(regions, name: str, data: bytes, place: shm.CudaPlace) -> int:
+        placed.append((name, place, len(data)))
+        regions.cuda.append(name)
+        return 256
+
+    async def no_system_region(regions, name: str, data: bytes) -> None:
+        raise AssertionError(f"a system region {name} over cuda_shm")
+
+    monkeypatch.setattr(shm, "_cuda_region", fake_cuda_region)
+    monkeypatch.setattr(shm, "_system_region", no_system_region)
+    regions = asyncio.run(shm.open_regions("http://127.0.0.1:9", {}, [("image", b"x" * 100)],
+                                           [("embedding", 2048)], shm.CudaPlace(1, 0)))
+    assert [(p, size) for _n, p, size in placed] == [(shm.CudaPlace(1, 0), 2048), (shm.CudaPlace(1, 0), 128)]  # inputs padded to 64 bytes
+    assert regions.plan is not None and regions.plan.outputs["embedding"].offset == 256
+    assert regions.plan.outputs["embedding"].region == placed[0][0] != placed[1][0]
