@@ -1,0 +1,33 @@
+"""bench scale_study's own rules: perf_analyzer's ranking from its medians (the study's stop rule
+and tie), and a figure not measured shown as such."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.scale_study import ranking, write_md
+
+
+def test_perf_analyzers_ranking_uses_the_studys_tie_and_stop_rule() -> None:
+    # the 4x H200 box's medians: four one-GPU servers against one 4-GPU server
+    r = ranking({"1x": 13_995.0, "4x": 19_117.0, "1x*4": 44_747.0}, 4, "1x")
+    assert r["scale"] == "scale out" and r["stop_variant"] == "1x"
+    assert ranking({"1x": 100.0, "2x": 200.0, "1x*2": 150.0}, 2, "1x") == {
+        "scale": "scale up", "stop_variant": "2x", "stop": ranking({"1x": 100.0, "2x": 200.0}, 2, "1x")["stop"]}
+    assert ranking({"1x": 100.0, "2x": 190.0, "1x*2": 192.0}, 2, "1x")["scale"] == "either"  # within 2 %
+    assert ranking({"cpu": 10.0, "cpu2": 12.0, "cpu*2": 19.0}, 2, "cpu")["scale"] == "scale out"
+
+
+def test_no_ranking_where_a_config_has_no_figure() -> None:
+    r = ranking({"1x": 100.0, "2x": 140.0, "1x*2": None}, 2, "1x")  # the second GPU adds 40 %
+    assert r["scale"] is None and r["stop_variant"] == "1x"
+
+
+def test_a_round_not_measured_reads_not_measured(tmp_path: Path) -> None:
+    args = argparse.Namespace(model="m", gpus=2, transports="http", rounds=3)
+    rows = [{"config": "1x*2", "transport": "http", "level": 512, "study_peak": 15_255.0, "study_slo": None,
+             "ours": {"median": 14_167.0, "min": 13_973.0, "max": 14_712.0}, "pa": None}]
+    text = write_md(tmp_path / "s.md", args, [], rows, [])
+    row = next(line for line in text.splitlines() if line.startswith("| http | 1x*2"))
+    assert "| not measured |" in row and "14,167 (13,973-14,712)" in row and " 0 " not in row
