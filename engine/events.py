@@ -610,7 +610,7 @@ class BoxCheck(Event):
     verdict: Verdict
     summary: str  # the one line: "NO-GO: 1 fail, 2 warn: GPU 2 PCIe link x4 (expected x16)"
     items: list[CheckItem] = field(default_factory=list)
-    gpus: int = 0  # GPUs NVML found
+    gpus: int = 0  # GPUs checked: those of NVML's that CUDA_VISIBLE_DEVICES leaves
     facts: dict[str, Any] = field(default_factory=dict)  # the measured facts, as plain data
     duration_s: float = 0.0
     # "": measured for this session; otherwise where it was measured, e.g. "the study's check, taken

@@ -13,8 +13,11 @@ the probe and the embedded server reach NVML the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 _stand_in: Any = None  # a unit test's fake binding; None: pynvml
@@ -203,3 +206,54 @@ def uuids(indices: tuple[int, ...]) -> list[str] | None:
             return [text(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))) for i in indices]
         except Exception:
             return None
+
+
+# ---------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
+
+
+@dataclass(frozen=True)
+class Visible:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves to CUDA, as NVML indices in the variable's order."""
+
+    indices: tuple[int, ...]
+    unknown: str | None = None  # the first entry naming no GPU here: CUDA drops it and every one after it
+
+
+def visible_indices(setting: str | None, uuids: Sequence[str]) -> Visible | None:
+    """CUDA's rule for CUDA_VISIBLE_DEVICES (``setting``; None: unset) on a machine whose NVML
+    GPU i has UUID ``uuids[i]`` ("" where unknown). An entry is an index or a UUID ("GPU-...",
+    or a prefix of one that names a single GPU); the first entry that names no GPU hides itself
+    and every entry after it, so "" and "-1" hide every GPU (a repeat is taken as naming none).
+    Indices are taken as NVML's, which are CUDA's on a box of one GPU model or under
+    CUDA_DEVICE_ORDER=PCI_BUS_ID. None where the entries are MIG instances (not mapped here)."""
+    if setting is None:
+        return Visible(tuple(range(len(uuids))))
+    entries = [e.strip() for e in setting.split(",") if e.strip()]
+    if any(e.upper().startswith("MIG-") for e in entries):
+        return None
+    found: list[int] = []
+    for entry in entries:
+        if re.fullmatch(r"-?\d+", entry):
+            index = int(entry)
+            match = [index] if 0 <= index < len(uuids) else []
+        elif entry.upper().startswith("GPU-"):
+            match = [i for i, u in enumerate(uuids) if u and u.lower().startswith(entry.lower())]
+        else:
+            match = []
+        if len(match) != 1 or match[0] in found:
+            return Visible(tuple(found), unknown=None if entry == "-1" else entry)
+        found.append(match[0])
+    return Visible(tuple(found))
+
+
+def visible() -> Visible | None:
+    """This process's GPUs under CUDA_VISIBLE_DEVICES (visible_indices), through NVML (none
+    without NVML)."""
+    with opened() as nv:
+        count = query(nv, "nvmlDeviceGetCount") if nv is not None else None
+        found = []
+        for i in range(int(count or 0)):
+            handle = query(nv, "nvmlDeviceGetHandleByIndex", i)
+            uuid = query(nv, "nvmlDeviceGetUUID", handle) if handle is not None else None
+            found.append(text(uuid) if uuid is not None else "")
+    return visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), found)

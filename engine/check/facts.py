@@ -98,6 +98,9 @@ class BoxFacts:
     gpus: list[GpuFacts] = field(default_factory=list)
     pairs: list[PairFacts] = field(default_factory=list)
     nvml_error: str | None = None  # why no GPU was read, when none was
+    machine_gpus: int = 0  # GPUs NVML counts on the machine, visible or not
+    cuda_visible: str | None = None  # CUDA_VISIBLE_DEVICES as set; None: unset (every GPU)
+    visible_unknown: str | None = None  # its first entry that names no GPU here
     h2d_gbps: dict[int, float] = field(default_factory=dict)  # GPU index -> measured
     measure_error: str | None = None  # why the torch measurements did not run
     allreduce_busbw_gbps: float | None = None  # peak over the sizes

@@ -1,7 +1,8 @@
-"""The idle facts of every GPU and pair, through NVML (blocking; a few ms per GPU).
+"""The idle facts of every visible GPU and pair, through NVML (blocking; a few ms per GPU).
 
 Enumeration, identity and NVLink links come from the telemetry reader (NvmlGpus), pairs from
 its topology reader: the check and the session's telemetry see the same GPUs the same way.
+NVML sees every GPU of the machine; the check keeps those CUDA_VISIBLE_DEVICES leaves.
 A field a GPU does not support is None, never an exception.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine import libnvml
@@ -98,8 +100,11 @@ def _foreign_processes(nv: Any, d: NvmlDevice, own: set[int]) -> list[dict[str, 
 
 
 def pairs_from_topology(topology: Topology, index_of: dict[str, int]) -> list[PairFacts]:
+    """The pairs of the GPUs in ``index_of`` (UUID -> index); links to others are left out."""
     pairs = []
     for link in topology.links:
+        if link.a not in index_of or link.b not in index_of:
+            continue
         usable = p2p_usable(link)
         bad = next((s for s in (link.p2p_read, link.p2p_write) if s not in (None, "ok")), None)
         pairs.append(PairFacts(a=index_of[link.a], b=index_of[link.b], nvlink_count=link.nvlink_count,
@@ -108,8 +113,20 @@ def pairs_from_topology(topology: Topology, index_of: dict[str, int]) -> list[Pa
     return pairs
 
 
-def read_idle_facts(nvml: Any = None) -> tuple[list[GpuFacts], list[PairFacts], Topology | None, str | None]:
-    """(GPUs, pairs, topology, why there is no GPU). ``nvml``: a stand-in for unit tests."""
+@dataclass
+class IdleFacts:
+    gpus: list[GpuFacts] = field(default_factory=list)  # the visible GPUs, by machine index
+    pairs: list[PairFacts] = field(default_factory=list)
+    topology: Topology | None = None  # the whole machine's
+    error: str | None = None  # why there is no GPU
+    machine_gpus: int = 0  # GPUs NVML counts, visible or not
+    cuda_visible: str | None = None  # CUDA_VISIBLE_DEVICES as set; None: unset
+    unknown: str | None = None  # its first entry that names no GPU here (libnvml.visible_indices)
+
+
+def read_idle_facts(nvml: Any = None) -> IdleFacts:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves to this process (NVML sees them all), their pairs,
+    and why there is no GPU. ``nvml``: a stand-in for unit tests."""
     reasons: list[str] = []
 
     def keep(e: Event) -> None:  # WarnOnce publishes Warnings only
@@ -117,14 +134,27 @@ def read_idle_facts(nvml: Any = None) -> tuple[list[GpuFacts], list[PairFacts], 
             reasons.append(e.message)
 
     gpus = NvmlGpus(WarnOnce(keep), nvml=nvml)
+    setting = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not gpus.open():
-        return [], [], None, (reasons[0] if reasons else "NVML found no GPU").split(": local GPU values")[0]
+        return IdleFacts(error=(reasons[0] if reasons else "NVML found no GPU").split(": local GPU values")[0],
+                         cuda_visible=setting)
     try:
         nv = gpus.nvml
+        uuids = [""] * gpus.count
+        for d in gpus.devices:
+            uuids[d.index] = d.uuid
+        seen = libnvml.visible_indices(setting, uuids)
+        shown = set(seen.indices) if seen is not None else {d.index for d in gpus.devices}  # None: MIG, all
+        devices = [d for d in gpus.devices if d.index in shown]
+        idle = IdleFacts(machine_gpus=gpus.count, cuda_visible=setting, unknown=seen.unknown if seen else None)
+        if not devices:
+            idle.error = f"CUDA_VISIBLE_DEVICES={setting!r} leaves none of this machine's {gpus.count} GPUs"
+            return idle
         own = _own_pids()
-        facts = [read_gpu_facts(nv, d, own) for d in gpus.devices]
-        topology = read_topology(nv, gpus.devices)
-        pairs = pairs_from_topology(topology, {d.uuid: d.index for d in gpus.devices})
-        return facts, pairs, topology, None
+        idle.gpus = [read_gpu_facts(nv, d, own) for d in devices]
+        # every GPU: an NVLink's far end is known as a GPU only among them
+        idle.topology = read_topology(nv, gpus.devices)
+        idle.pairs = pairs_from_topology(idle.topology, {d.uuid: d.index for d in devices})
+        return idle
     finally:
         gpus.close()

@@ -150,8 +150,10 @@ def run_check(
     start = time.monotonic()
     progress("reading the host and the GPUs (NVML)")
     host = read_host_facts(record_dir)
-    gpus, pairs, _topology, nvml_error = read_idle_facts(nvml)
-    facts = BoxFacts(host=host, expected=expected, gpus=gpus, pairs=pairs, nvml_error=nvml_error)
+    idle = read_idle_facts(nvml)
+    gpus, nvml_error = idle.gpus, idle.error
+    facts = BoxFacts(host=host, expected=expected, gpus=gpus, pairs=idle.pairs, nvml_error=nvml_error,
+                     machine_gpus=idle.machine_gpus, cuda_visible=idle.cuda_visible, visible_unknown=idle.unknown)
     usable: list[GpuFacts] = []
     if gpus and measure:
         progress("short load and bandwidth on every GPU")

@@ -452,10 +452,14 @@ def judge_profile(exp: ExpectedHardware, facts: BoxFacts) -> list[CheckItem]:
         return [item("hardware block", scope, NA, note="the profile declares no hardware: nothing to compare")]
     items = []
     if exp.gpu_count:
-        found = len(gpus)
+        found = len(gpus)  # those CUDA_VISIBLE_DEVICES leaves: the run uses no other
+        narrowed = facts.cuda_visible is not None and facts.machine_gpus != found
         status = OK if found == exp.gpu_count else (FAIL if found < exp.gpu_count else WARN)
         note = {FAIL: "fewer GPUs than the listing", WARN: "more GPUs than the profile uses"}.get(status, "")
-        items.append(item("gpu count", scope, status, str(found), str(exp.gpu_count), note))
+        if narrowed and note:
+            note = note.replace("GPUs", "visible GPUs", 1) + " (CUDA_VISIBLE_DEVICES)"
+        measured = f"{found} visible of {facts.machine_gpus}" if narrowed else str(found)
+        items.append(item("gpu count", scope, status, measured, str(exp.gpu_count), note))
     if _norm(exp.gpu_model) not in ("", "NONE"):
         names = sorted({g.name or "unknown" for g in gpus})
         match = bool(gpus) and all(_norm(exp.gpu_model) in _norm(g.name or "") for g in gpus)
@@ -512,8 +516,20 @@ def _judge_interconnect(exp: ExpectedHardware, facts: BoxFacts, scope: str) -> l
 # --------------------------------------------------------------------------- all of it
 
 
+def judge_visible(facts: BoxFacts) -> CheckItem | None:
+    """A CUDA_VISIBLE_DEVICES entry that names no GPU here: CUDA hides it and those after it."""
+    if facts.visible_unknown is None:
+        return None
+    kept = ", ".join(str(g.index) for g in facts.gpus) or "none"
+    return item("cuda_visible_devices", "all GPUs", WARN,
+                f"{facts.visible_unknown!r} names no GPU of the {facts.machine_gpus} here, or one named before",
+                f"an index below {facts.machine_gpus} or a GPU-... UUID",
+                f"CUDA leaves out that entry and every one after it: GPUs checked: {kept}")
+
+
 def judge(facts: BoxFacts) -> list[CheckItem]:
-    items: list[CheckItem] = []
+    visible = judge_visible(facts)
+    items: list[CheckItem] = [visible] if visible else []
     for g in facts.gpus:
         items += judge_gpu(g, facts.h2d_gbps.get(g.index), facts.measure_error)
     extras: list[Callable[[], CheckItem | None]] = [

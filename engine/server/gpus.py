@@ -8,13 +8,13 @@ from engine import libnvml
 
 
 def visible_gpu_count() -> int:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return 0
-    count = libnvml.device_count()  # 0 without a driver or the library: no GPU for us
-    if visible is not None:
-        return min(count, len([x for x in visible.split(",") if x.strip()]))
-    return count
+    """GPUs CUDA_VISIBLE_DEVICES leaves us, by libnvml's rule (the box check's); 0 without NVML."""
+    found = libnvml.visible()
+    if found is not None:
+        return len(found.indices)
+    # MIG instances: as many as the entries, at most the GPUs
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or ""
+    return min(libnvml.device_count(), len([x for x in visible.split(",") if x.strip()]))
 
 
 def smallest_memory_gib(indices: tuple[int, ...]) -> float | None:

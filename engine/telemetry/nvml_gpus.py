@@ -57,6 +57,7 @@ class NvmlGpus:
         self._warn = warn
         self._nvml = nvml  # injected in unit tests; libnvml.binding() otherwise (in open())
         self.devices: list[NvmlDevice] = []
+        self.count = 0  # GPUs NVML counts, those left out of devices included
         self.driver_version: str | None = None
         self._open = False
         self._unsupported_now: dict[str, list[NvmlDevice]] = defaultdict(list)
@@ -91,6 +92,7 @@ class NvmlGpus:
             self._warn("nvml-unavailable", f"NVML cannot count GPUs ({exc}): local GPU values are n/a")
             self.close()
             return False
+        self.count = int(count)
         for index in range(count):
             device = self._open_device(index)
             if device is not None:

@@ -13,6 +13,7 @@ import pytest
 
 from engine.check import run as check_run
 from engine.check.facts import ExpectedHardware, HostFacts
+from engine.check.render import render_text
 from engine.check.run import run_check
 from engine.events import BoxCheck, CheckItem
 from tests.engine.telemetry.fake_nvml import FakeGpu, FakeLink, FakeNvml
@@ -30,6 +31,7 @@ BIG_HOST = HostFacts(cpu_cores=64, cpu_cores_online=64, ram_bytes=1024 * GIB, di
 @pytest.fixture(autouse=True)
 def fixed_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check_run, "read_host_facts", lambda _dir: HostFacts(**vars(BIG_HOST)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # every GPU, unless a test pins some
 
 
 def hgx(n: int = 4, **overrides: Any) -> list[FakeGpu]:
@@ -371,3 +373,109 @@ def test_the_load_sampler_keeps_the_highest_link_and_every_throttle_bit():
     assert seen["pcie_gen"] == 5 and isinstance(seen["pcie_gen"], int) and seen["pcie_width"] == 16
     assert seen["throttle_reasons"] == 0x1 | 0x20 | 0x4
     assert seen["temp_c_max"] == 71 and seen["power_w_max"] == 350.0 and seen["sm_clock_mhz_max"] == 1980
+
+
+# --------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
+
+H200_2X = ExpectedHardware(**{**vars(H200), "profile": "2x_h200", "gpu_count": 2})
+
+
+def uuid_box(n: int = 4) -> FakeNvml:
+    """hgx with UUIDs as NVML gives them: GPU i's starts GPU-iiii."""
+    fake = FakeNvml(hgx(n))
+    for g in fake.gpus:
+        g.uuid = f"GPU-{g.index}{g.index}{g.index}{g.index}c0de-d72c-4106-c12f-20bd9faed9f6"
+    return fake
+
+
+def pinned(fake: FakeNvml, visible: list[int], expected: ExpectedHardware = H200_2X,
+           seen: list[int] | None = None) -> BoxCheck:
+    """The check as the CUDA child sees these GPUs (torch numbers them 0..n-1, in this order);
+    ``seen`` gets the all-reduce's world size."""
+    measured = child_output([fake.gpus[i] for i in visible])
+    for torch_index, m in enumerate(measured["gpus"]):
+        m["index"] = torch_index
+    measured["pairs"] = [{"a": a, "b": b, "d2d_gbps": 380.0, "peer_access": True}
+                         for a in range(len(visible)) for b in range(a + 1, len(visible))]
+
+    def allreduce(n: int) -> tuple[float, int, None]:
+        if seen is not None:
+            seen.append(n)
+        return 370.0, 256 << 20, None
+
+    return run_check(expected, Path("recordings"), nvml=fake, measurer=lambda: measured, allreducer=allreduce)
+
+
+def gpu_scopes(result: BoxCheck) -> set[str]:
+    return {i.scope for i in result.items if i.scope.startswith("GPU ")}
+
+
+def test_indices_check_only_the_visible_gpus(monkeypatch: pytest.MonkeyPatch):
+    """CUDA_VISIBLE_DEVICES=0,1 on a 4-GPU box: rows, pairs, links and the all-reduce are about
+    GPUs 0 and 1, named by their machine index."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    fake = uuid_box()
+    fake.gpus[3].links = fake.gpus[3].links[:12]  # an NVLink down on a GPU the run does not use
+    world: list[int] = []
+    result = pinned(fake, [0, 1], seen=world)
+    assert gpu_scopes(result) == {"GPU 0", "GPU 1"} and result.gpus == 2
+    assert find(result, "host-to-device bandwidth", "GPU 1").measured == "52.0 GB/s"
+    assert find(result, "p2p").measured == "P2P between 1 of 1 pairs (1 over NVLink)"
+    assert find(result, "nvlink links").status == "ok"
+    assert find(result, "device-to-device bandwidth").measured == "0->1: 380.0 GB/s"
+    assert world == [2] and find(result, "all-reduce busbw").scope == "2 GPUs"
+    count = find(result, "gpu count")
+    assert (count.status, count.measured, count.expected) == ("ok", "2 visible of 4", "2")
+    assert find(result, "interconnect").measured == "NVLink between 1 of 1 pairs"
+    assert result.verdict == "go", result.summary
+    assert [g["index"] for g in result.facts["gpus"]] == [0, 1] and result.facts["machine_gpus"] == 4
+    assert render_text(result).splitlines()[0] == "checking GPUs 0, 1 of 4 (CUDA_VISIBLE_DEVICES)"
+
+
+def test_uuids_and_a_uuid_prefix_name_gpus_by_their_machine_index(monkeypatch: pytest.MonkeyPatch):
+    fake = uuid_box()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{fake.gpus[3].uuid},GPU-1111")  # a UUID, then a prefix
+    result = pinned(fake, [3, 1])
+    assert gpu_scopes(result) == {"GPU 1", "GPU 3"}
+    assert find(result, "host-to-device bandwidth", "GPU 3").status == "ok"
+    assert find(result, "device-to-device bandwidth").measured == "1->3: 380.0 GB/s"
+    assert find(result, "gpu count").status == "ok"
+    assert render_text(result).splitlines()[0] == "checking GPUs 1, 3 of 4 (CUDA_VISIBLE_DEVICES)"
+
+
+def test_an_entry_naming_no_gpu_is_a_row_and_hides_the_entries_after_it(monkeypatch: pytest.MonkeyPatch):
+    """CUDA keeps the entries before the first bad one: GPU 0 only."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,7,1")
+    result = pinned(uuid_box(), [0])
+    assert gpu_scopes(result) == {"GPU 0"} and not [i for i in result.items if i.name == "p2p"]
+    bad = find(result, "cuda_visible_devices")
+    assert bad.status == "warn" and bad.measured == "'7' names no GPU of the 4 here, or one named before"
+    assert bad.note.endswith("GPUs checked: 0")
+    count = find(result, "gpu count")
+    assert (count.status, count.measured) == ("fail", "1 visible of 4")
+    assert count.note == "fewer visible GPUs than the listing (CUDA_VISIBLE_DEVICES)"
+    assert render_text(result).splitlines()[0] == "checking GPU 0 of 4 (CUDA_VISIBLE_DEVICES)"
+
+
+def test_a_uuid_of_another_machine_leaves_no_gpu_and_says_so(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-ffff")
+    result = check(uuid_box(), H200_2X, measure=False)
+    assert result.gpus == 0 and not gpu_scopes(result)
+    assert find(result, "cuda_visible_devices").measured.startswith("'GPU-ffff' names no GPU")
+    assert "no GPU (CUDA_VISIBLE_DEVICES='GPU-ffff' leaves none of this machine's 4 GPUs)" in result.summary
+    assert render_text(result).splitlines()[0] == "checking no GPU of 4 (CUDA_VISIBLE_DEVICES)"
+
+
+def test_more_visible_gpus_than_the_profile_warns_with_the_visible_count(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2,3")
+    count = find(pinned(uuid_box(), [1, 2, 3]), "gpu count")
+    assert (count.status, count.measured) == ("warn", "3 visible of 4")
+    assert count.note == "more visible GPUs than the profile uses (CUDA_VISIBLE_DEVICES)"
+
+
+def test_unset_checks_every_gpu_and_prints_no_scope_line():
+    result = check(uuid_box())
+    assert gpu_scopes(result) == {"GPU 0", "GPU 1", "GPU 2", "GPU 3"}
+    assert find(result, "gpu count").measured == "4" and result.facts["cuda_visible"] is None
+    assert not [i for i in result.items if i.name == "cuda_visible_devices"]
+    assert render_text(result).splitlines()[0].split() == ["where", "check", "measured", "expected"]

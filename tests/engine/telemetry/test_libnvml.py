@@ -83,3 +83,41 @@ def test_small_conversions():
     assert libnvml.const(Nv, "NVML_TUPLE", 0) == 2  # nvidia-ml-py 13's 1-tuples
     assert libnvml.const(Nv, "NVML_PLAIN", 0) == 3
     assert libnvml.const(Nv, "NVML_ABSENT", 7) == 7
+
+
+# --------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
+
+BOX = ["GPU-0aa1-x", "GPU-1bb2-x", "GPU-1bc3-x", "GPU-3dd4-x"]  # NVML GPU i's UUID
+
+
+@pytest.mark.parametrize(("setting", "indices", "unknown"), [
+    ("2,0", (2, 0), None),  # CUDA's order, NVML's numbers
+    (" 1 , 3 ", (1, 3), None),
+    ("GPU-3dd4-x,GPU-0aa1-x", (3, 0), None),  # whole UUIDs
+    ("GPU-1bc,gpu-0AA", (2, 0), None),  # prefixes that name one GPU, in any case
+    ("0,GPU-1b,1", (0,), "GPU-1b"),  # a prefix of two GPUs names neither: the rest is hidden
+    ("0,7,1", (0,), "7"),  # past the last GPU
+    ("1,abc", (1,), "abc"),
+    ("1,1", (1,), "1"),  # named twice
+    ("", (), None),
+    ("-1", (), None),  # the documented way to hide every GPU: no mistake to report
+    ("0,-1,1", (0,), None),
+])
+def test_cuda_visible_devices_maps_to_nvml_indices(setting, indices, unknown):
+    assert libnvml.visible_indices(setting, BOX) == libnvml.Visible(indices, unknown=unknown)
+
+
+def test_unset_is_every_gpu_and_mig_instances_are_not_mapped():
+    assert libnvml.visible_indices(None, BOX) == libnvml.Visible((0, 1, 2, 3))
+    assert libnvml.visible_indices("MIG-5c1d-x", BOX) is None
+    assert libnvml.visible_indices("0", []) == libnvml.Visible((), unknown="0")  # no NVML
+
+
+def test_the_server_counts_visible_gpus_by_the_same_rule(monkeypatch):
+    fake = FakeNvml([FakeGpu(i, uuid) for i, uuid in enumerate(BOX)])
+    with libnvml.stand_in(fake):
+        for setting, count in (("GPU-3dd4,0", 2), ("0,7,1", 1), ("", 0), ("MIG-a,MIG-b", 2)):
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", setting)
+            assert server_gpus.visible_gpu_count() == count, setting
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+        assert server_gpus.visible_gpu_count() == 4
