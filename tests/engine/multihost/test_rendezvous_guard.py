@@ -125,3 +125,27 @@ def test_sealed_values_round_trip() -> None:
     assert opened(TOKEN, "k", sealed(TOKEN, "k", 1, [1, 2]), range(2)) == (1, [1, 2])
     with pytest.raises(Refused):  # a sealed value moved to another key
         opened(TOKEN, "other", sealed(TOKEN, "k", 1, [1, 2]), range(2))
+
+
+def test_the_head_reads_a_forged_window_as_missing_and_names_it(group: tuple[HostGroup, HostGroup, int]) -> None:
+    """The head's merge gathers each host's window: a forged one is left out, and said once."""
+    import asyncio
+
+    from engine.analysis.percentiles import latency_stats
+    from engine.events import Event, WindowResult
+    from engine.multihost.head import HeadSweep
+    from engine.profiles import Load
+
+    head, member, port = group
+    said: list[Event] = []
+    sweep = HeadSweep(head, Load(concurrency=[4]), said.append)
+    window = WindowResult(ts=1.0, level=2, index=0, warmup=False, t_start=0.0, t_end=1.0, requests=3, errors=0,
+                          throughput_rps=3.0, throughput_ips=3.0, latency=latency_stats([1_000_000, 2_000_000]))
+    member.set("win/5/1/0", window.to_dict())
+    got = asyncio.run(sweep.gather({1: "win/5/1/0"}, 1.0))
+    assert isinstance(got[1], WindowResult) and got[1].requests == 3
+    raw_client(port).set("win/5/1/1", sealed("another-token", "win/5/1/1", 1, window.to_dict()))
+    assert asyncio.run(sweep.gather({1: "win/5/1/1"}, 1.0)) == {}
+    warnings = [e.message for e in said if "win/5/1/1" in getattr(e, "message", "")]
+    assert warnings == ["store key win/5/1/1: a value not signed with this group's rendezvous token (said to be "
+                        "from rank 1): refused"]
