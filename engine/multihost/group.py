@@ -182,8 +182,9 @@ class HostGroup:
         try:
             for i in range(CLOCK_EXCHANGES):
                 self._wait_unless_refused(f"ping/{self.rank}/{i}")
-                self.get(f"ping/{self.rank}/{i}", sender=0)  # the head's, or refused
                 self.set(f"pong/{self.rank}/{i}", time.time_ns())
+                # checked after the answer, not before: a round trip between would skew the offset
+                self.get(f"ping/{self.rank}/{i}", sender=0)
             self._wait_unless_refused(f"offset/{self.rank}")
             self.offset_ns = float(self.get(f"offset/{self.rank}", sender=0))
         except (RuntimeError, TimeoutError) as exc:

@@ -140,7 +140,7 @@ class HeadSweep:
                     continue
                 try:
                     got[rank] = event_from_dict(group.get(key, sender=rank))
-                except Refused as exc:  # read as missing: the host's own value was written over
+                except Refused as exc:  # read as missing: not that host's value (it was written over)
                     group.refuse(str(exc))
             return got
         got = await self.inbox.call(read)

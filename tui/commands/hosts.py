@@ -30,7 +30,8 @@ def add_host_flags(p: argparse.ArgumentParser) -> None:
                         "the other hosts connect to it")
     p.add_argument("--rendezvous-token", default=None, metavar="TOKEN",
                    help="the group's token, which the head prints when it starts (or GPUSCALE_RENDEZVOUS_TOKEN): every "
-                        "other host must give it; the head makes one unless given; never recorded")
+                        "other host must give it; the head makes one unless given; never recorded (the environment keeps "
+                        "it out of ps)")
     p.add_argument("--rendezvous-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"the longest wait for the group to form (default: {DEFAULT_TIMEOUT_S:g} s)")
 
