@@ -4,13 +4,22 @@ torchrun's rendezvous uses): rank 0, the head, holds the store; every other host
 Everything the hosts say to each other is a key of that store, JSON valued: a host's hello, the
 head's clock exchanges with each host (engine/analysis/clock_offset.py), each level's start (every
 host ready, then one instant on the head's clock), each host's windows and level results. Every
-wait is bounded: a head that is not there, or a host that never joins, is one line (UserError)."""
+wait is bounded: a head that is not there, or a host that never joins, is one line (UserError).
+
+The store has no authentication of its own: whoever reaches its port can read and overwrite any
+key. The head's store listens only on the address given (a socket bound there, handed to
+TCPStore), and every value carries an HMAC under the group's token (the head makes it and prints
+it; members present it) and its writer's rank: a value without a valid MAC, or written by a rank
+the head did not admit, is refused and named, never read as a host's figures."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
 import time
 from collections.abc import Sequence
@@ -23,6 +32,43 @@ from engine.errors import UserError, require_extra
 CLOCK_EXCHANGES = 16  # per host; the one with the least round trip stands
 REFUSAL_WAIT_S = 5.0  # the head waits this long for the hosts it refuses to hear it
 START_LEAD_NS = 300_000_000  # a level's start instant is this far ahead of the head's decision
+TOKEN_ENV = "GPUSCALE_RENDEZVOUS_TOKEN"
+
+
+class Refused(UserError):
+    """A store value not written by a host of this group: no valid MAC, or a rank not admitted."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _mac(token: str, key: str, rank: int, body: str) -> str:
+    return hmac.new(token.encode(), f"{key}\0{rank}\0{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(token: str, key: str, rank: int, value: Any) -> str:
+    """``value`` as the store holds it: JSON, with its writer's rank and a MAC under the token."""
+    body = json.dumps(value)
+    return json.dumps({"rank": rank, "body": body, "mac": _mac(token, key, rank, body)})
+
+
+def opened(token: str, key: str, raw: bytes | str, ranks: range) -> tuple[int, Any]:
+    """(writer's rank, value) of a sealed value; Refused, naming the key, when it is not sealed
+    under ``token`` or its writer is not one of ``ranks``."""
+    try:
+        outer = json.loads(raw)
+        rank, body, mac = int(outer["rank"]), str(outer["body"]), str(outer["mac"])
+    except (ValueError, TypeError, KeyError):
+        raise Refused(f"store key {key}: a value without the group's seal: refused (written by something that is "
+                      "not a host of this group)") from None
+    if not hmac.compare_digest(mac, _mac(token, key, rank, body)):
+        raise Refused(f"store key {key}: a value not signed with this group's rendezvous token (said to be from "
+                      f"rank {rank}): refused")
+    if rank not in ranks:
+        raise Refused(f"store key {key}: written by rank {rank}, a host this group does not know "
+                      f"(ranks 0 to {ranks[-1]}): refused")
+    return rank, json.loads(body)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -57,6 +103,8 @@ class HostGroup:
     members: list[Member] = field(default_factory=list)  # the head's view of every host, itself first
     offset_ns: float = 0.0  # this host's clock minus the head's (a member's, told by the head)
     swept: bool = False  # the group ran its sweep: the hosts' keys are spent, a second one needs a new group
+    token: str = field(default="", repr=False)  # signs every value (never recorded, never in the store)
+    refusals: list[str] = field(default_factory=list)  # the refused values' lines, each once
 
     @property
     def head(self) -> bool:
@@ -65,9 +113,12 @@ class HostGroup:
     # -- joining
 
     @classmethod
-    def join(cls, address: str, hosts: int, rank: int, timeout_s: float, fingerprint: str) -> HostGroup:
+    def join(cls, address: str, hosts: int, rank: int, timeout_s: float, fingerprint: str,
+             token: str = "") -> HostGroup:
         """Join (rank 0: open) the group at ``address``; the head waits up to ``timeout_s`` for
-        every host's hello and measures each one's clock. UserError, one line, on any failure."""
+        every host's hello and measures each one's clock. ``token``: the group's rendezvous token
+        (a member must give the head's; the head makes one when none is given). UserError, one
+        line, on any failure."""
         if hosts < 2:
             raise UserError(f"--hosts {hosts}: a group needs at least 2 hosts")
         if not 0 <= rank < hosts:
@@ -78,8 +129,11 @@ class HostGroup:
             socket.getaddrinfo(host, port)
         except OSError as exc:
             raise UserError(f"--rendezvous {address}: cannot resolve {host}: {exc.strerror or exc}") from None
+        if rank > 0 and not token:
+            raise UserError(f"--rank {rank}: give the head's rendezvous token (--rendezvous-token or {TOKEN_ENV}; "
+                            "the head prints it when it starts)")
         store = _open_store(host, port, hosts, rank, timeout_s, address)
-        group = cls(store, (host, port), hosts, rank, timeout_s)
+        group = cls(store, (host, port), hosts, rank, timeout_s, token=token or new_token())
         name = socket.gethostname()
         if group.head:
             group.members = [Member(0, name, fingerprint, ClockOffset(0.0, 0, 0))]
@@ -97,7 +151,12 @@ class HostGroup:
             raise UserError(f"--rendezvous {self.address[0]}:{self.address[1]}: host(s) of rank {ranks} did not join "
                             f"within {self.timeout_s:g} s")
         for r in range(1, self.hosts):
-            hello = self.get(f"hello/{r}")
+            try:
+                hello = self.get(f"hello/{r}", sender=r)
+            except Refused as exc:  # a host without this group's token (or something else at the port)
+                self.set("refused", f"host {r}'s hello is not signed with the head's token")
+                self.wait_for([f"refused-heard/{h}" for h in range(1, self.hosts)], REFUSAL_WAIT_S)
+                raise UserError(f"{exc}: give every host the token this head printed") from None
             if hello["fingerprint"] != fingerprint:
                 self.set("refused", f"host {r} runs another plan")
                 # every host hears it before the store closes with this process
@@ -113,19 +172,21 @@ class HostGroup:
         exchanges = []
         for i in range(CLOCK_EXCHANGES):
             sent = time.time_ns()
-            self.store.set(f"ping/{rank}/{i}", b"")
+            self.set(f"ping/{rank}/{i}", i)
             self.store.wait([f"pong/{rank}/{i}"], datetime.timedelta(seconds=self.timeout_s))
             received = time.time_ns()
-            exchanges.append(Exchange(sent, int(self.store.get(f"pong/{rank}/{i}")), received))
+            exchanges.append(Exchange(sent, int(self.get(f"pong/{rank}/{i}", sender=rank)), received))
         return clock_offset(exchanges)
 
     def _answer_clock(self) -> None:
         try:
             for i in range(CLOCK_EXCHANGES):
                 self._wait_unless_refused(f"ping/{self.rank}/{i}")
-                self.store.set(f"pong/{self.rank}/{i}", str(time.time_ns()))
+                self.set(f"pong/{self.rank}/{i}", time.time_ns())
+                # checked after the answer, not before: a round trip between would skew the offset
+                self.get(f"ping/{self.rank}/{i}", sender=0)
             self._wait_unless_refused(f"offset/{self.rank}")
-            self.offset_ns = float(self.get(f"offset/{self.rank}"))
+            self.offset_ns = float(self.get(f"offset/{self.rank}", sender=0))
         except (RuntimeError, TimeoutError) as exc:
             raise UserError(f"--rendezvous {self.address[0]}:{self.address[1]}: the head did not measure this host's "
                             f"clock within {self.timeout_s:g} s ({first_line(exc)})") from None
@@ -134,25 +195,47 @@ class HostGroup:
         """Wait for ``key`` (at most the group's timeout), in slices: a refusal ends the wait."""
         deadline = time.monotonic() + self.timeout_s
         while self.wait_for([key], min(1.0, max(0.0, deadline - time.monotonic()))):
-            if self.has("refused"):
-                why = self.get("refused")
+            if self.store.check(["refused"]):
+                try:  # read before saying it was heard: the head then closes the store
+                    why = f"the head refused this host: {self.get('refused', sender=0)}"
+                except Refused:
+                    why = (f"--rendezvous {self.address[0]}:{self.address[1]}: the head's word is not signed with "
+                           "this host's token: give the token that head printed")
                 self.set(f"refused-heard/{self.rank}", 1)
-                raise UserError(f"the head refused this host: {why}")
+                raise UserError(why)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{key} not set within {self.timeout_s:g} s")
 
     # -- keys
 
     def set(self, key: str, value: Any) -> None:
-        self.store.set(key, json.dumps(value))
+        self.store.set(key, sealed(self.token, key, self.rank, value))
 
-    def get(self, key: str, timeout_s: float | None = None) -> Any:
+    def get(self, key: str, timeout_s: float | None = None, sender: int | None = None) -> Any:
+        """The value under ``key``, opened; Refused when it is not a group host's (or, with
+        ``sender``, not that rank's)."""
         if timeout_s is not None and self.wait_for([key], timeout_s):
             raise TimeoutError(f"{key} not set within {timeout_s:g} s")
-        return json.loads(self.store.get(key))
+        rank, value = opened(self.token, key, self.store.get(key), range(self.hosts))
+        if sender is not None and rank != sender:
+            raise Refused(f"store key {key}: written by rank {rank}, not by rank {sender} whose key it is: refused")
+        return value
 
     def has(self, key: str) -> bool:
-        return bool(self.store.check([key]))
+        """Whether ``key`` holds a value of a host of this group; one that is not is refused,
+        named once in ``refusals``, and reads as absent."""
+        if not self.store.check([key]):
+            return False
+        try:
+            opened(self.token, key, self.store.get(key), range(self.hosts))
+        except Refused as exc:
+            self.refuse(str(exc))
+            return False
+        return True
+
+    def refuse(self, line: str) -> None:
+        if line not in self.refusals:
+            self.refusals.append(line)
 
     def wait_for(self, keys: Sequence[str], timeout_s: float) -> list[str]:
         """Wait until every key is set, at most ``timeout_s``; the keys still missing."""
@@ -171,7 +254,8 @@ class HostGroup:
         host, port = self.address
         store = dist.TCPStore(host, port, self.hosts, is_master=False,
                               timeout=datetime.timedelta(seconds=self.timeout_s))
-        return HostGroup(store, self.address, self.hosts, self.rank, self.timeout_s, self.members, self.offset_ns)
+        return HostGroup(store, self.address, self.hosts, self.rank, self.timeout_s, self.members, self.offset_ns,
+                         token=self.token, refusals=self.refusals)
 
     # -- clocks
 
@@ -190,6 +274,21 @@ def first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _listen(host: str, port: int) -> int:
+    """A listening socket on ``host``:``port`` only, its descriptor handed to the store (which
+    owns it from then on)."""
+    family, kind, proto, _name, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock.detach()
+
+
 def _open_store(host: str, port: int, hosts: int, rank: int, timeout_s: float, address: str) -> Any:
     # c10d logs every retry and timeout with a C++ stack to stderr; the errors here are ours, one line
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
@@ -198,7 +297,15 @@ def _open_store(host: str, port: int, hosts: int, rank: int, timeout_s: float, a
     timeout = datetime.timedelta(seconds=timeout_s)
     try:
         if rank == 0:
-            return dist.TCPStore(host, port, hosts, is_master=True, timeout=timeout, wait_for_workers=False)
+            # TCPStore's own server listens on every interface; a socket bound to the address given,
+            # handed over as master_listen_fd, keeps it there
+            fd = _listen(host, port)
+            try:
+                return dist.TCPStore(host, port, hosts, is_master=True, timeout=timeout, wait_for_workers=False,
+                                     master_listen_fd=fd)
+            except BaseException:
+                os.close(fd)
+                raise
         return dist.TCPStore(host, port, hosts, is_master=False, timeout=timeout)
     except (RuntimeError, OSError, TimeoutError) as exc:
         if rank == 0:

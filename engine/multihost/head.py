@@ -40,7 +40,7 @@ from engine.events import (
 from engine.load.sweep import TICK_SLACK_S, HostShare, Publish, run_sweep
 from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
-from engine.multihost.group import START_LEAD_NS, HostGroup, Member
+from engine.multihost.group import START_LEAD_NS, HostGroup, Member, Refused
 from engine.multihost.host_plan import host_load
 from engine.multihost.shares import host_share
 from engine.profiles import Load
@@ -86,6 +86,14 @@ class HeadSweep:
         self.window_s = load.window_ms / 1000
         self.results: list[LevelResult] = []
         self.gone_at: dict[int, int] = {}  # rank -> index of the first level it missed
+        self.refusals_said = 0  # how many of the group's refused values are published
+
+    def say_refusals(self) -> None:
+        """Each store value the group refused (not a group host's), once, as a warning."""
+        refusals = self.group.refusals
+        for line in refusals[self.refusals_said:]:
+            self.publish(Warning(source="load", key=f"store-refused-{self.refusals_said}", message=line))
+            self.refusals_said += 1
 
     def label(self, member: Member) -> str:
         return f"{member.rank} ({member.name})"
@@ -112,6 +120,7 @@ class HeadSweep:
                 break
             # in slices: a host the merge finds gone meanwhile is not waited for
             await self.gate.call(self.group.wait_for, [f"ready/{index}/{m.rank}" for m in waiting], GATE_SLICE_S)
+        self.say_refusals()
         start_wall = time.time_ns() + START_LEAD_NS
         await self.gate.call(self.group.set, f"start/{index}", start_wall)
         return self.group.local_monotonic(start_wall)
@@ -125,8 +134,18 @@ class HeadSweep:
         missing = set(await self.inbox.call(group.wait_for, list(keys.values()), timeout_s))
 
         def read() -> dict[int, Event]:
-            return {rank: event_from_dict(group.get(key)) for rank, key in keys.items() if key not in missing}
-        return await self.inbox.call(read)
+            got = {}
+            for rank, key in keys.items():
+                if key in missing:
+                    continue
+                try:
+                    got[rank] = event_from_dict(group.get(key, sender=rank))
+                except Refused as exc:  # read as missing: not that host's value (it was written over)
+                    group.refuse(str(exc))
+            return got
+        got = await self.inbox.call(read)
+        self.say_refusals()
+        return got
 
     async def run(self, target: Target, info: TargetInfo, stop: asyncio.Event, gpus: tuple[int, ...]) -> list[LevelResult]:
         if self.group.swept:

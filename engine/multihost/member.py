@@ -95,7 +95,7 @@ class MemberSweep:
         while True:
             missing = await loop.run_in_executor(None, group.wait_for, [f"start/{index}"], GATE_POLL_S)
             if not missing:
-                return group.local_monotonic(int(await loop.run_in_executor(None, group.get, f"start/{index}")))
+                return group.local_monotonic(int(await loop.run_in_executor(None, group.get, f"start/{index}", None, 0)))
             if await loop.run_in_executor(None, group.has, "end"):
                 self.head_ended = True
                 self.stop.set()  # the head's sweep is over: this level does not run

@@ -10,15 +10,23 @@ the path measurements are the first host's (each host read the same server). A l
 measured it more than a window apart is marked degraded, as a level that reached part of its
 servers is: no decision rests on it.
 
+A level one host measured again (a trial 2, 3, ...) and another did not is merged from each
+host's kept trial: the last it published, the one its own answer stands on. The hosts ran their
+trials at different instants, so such a level, and every later one the re-measuring put out of
+step, is degraded by the rule above unless the kept trials still began within a window.
+The same session twice (one path given twice, or a copy under another name) is refused: it would
+count one host's load as two.
+
 ``merge_events`` is pure (decoded events in, events out); ``merge_recordings`` checks that the
 recordings are apples to apples and writes the result with the recorder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,8 +71,11 @@ class HostRun:
     file: str
     events: list[Event]
     started: SessionStarted
-    blocks: list[LevelBlock] = field(default_factory=list)
+    blocks: list[LevelBlock] = field(default_factory=list)  # every trial, in order
     ended: SessionEnded | None = None
+    # each level's kept trial (the last with a result, as the host's answer keeps), in the order
+    # the levels first began
+    kept: list[LevelBlock] = field(default_factory=list)
 
 
 def host_run(name: str, file: str, events: Sequence[Event]) -> HostRun:
@@ -82,6 +93,11 @@ def host_run(name: str, file: str, events: Sequence[Event]) -> HostRun:
             run.blocks[-1].result = e
         elif isinstance(e, SessionEnded):
             run.ended = e
+    kept: dict[tuple[int, float, bool], LevelBlock] = {}
+    for b in run.blocks:  # a later trial replaces an earlier one in the earlier one's place
+        if b.level_key not in kept or b.result is not None or kept[b.level_key].result is None:
+            kept[b.level_key] = b
+    run.kept = list(kept.values())
     return run
 
 
@@ -101,11 +117,11 @@ def check_runs(runs: Sequence[HostRun], window_s: float) -> None:
                                "kept): its percentiles cannot be merged")
     first = runs[0]
     for run in runs[1:]:
-        if [b.key for b in run.blocks] != [b.key for b in first.blocks]:
+        if [b.level_key for b in run.kept] != [b.level_key for b in first.kept]:
             raise MergeRefused(
                 f"the hosts ran different levels: {_levels_text(first)} ({first.name}) against {_levels_text(run)} "
-                f"({run.name}): a level measured again or a latency-target search decides per host; run the plan "
-                "with --set load.max_trials=1 and no load.slo_ms")
+                f"({run.name}): a latency-target search decides its levels per host, and a host stopped early "
+                "measured fewer; run the plan to its end on every host, with no load.slo_ms")
     starts = {run.name: _first_window(run) for run in runs}
     known = {k: v for k, v in starts.items() if v is not None}
     if known:
@@ -114,6 +130,29 @@ def check_runs(runs: Sequence[HostRun], window_s: float) -> None:
         if skew > window_s:
             raise MergeRefused(f"{late} began measuring {skew:.1f} s after {early}, more than a window "
                                f"({window_s:g} s): start the hosts at one wall-clock instant")
+
+
+def refuse_same_session(ids: Sequence[str], digests: Sequence[str], files: Sequence[str]) -> None:
+    """MergeRefused when two of the recordings are one session: the same session id (one path
+    twice, or a byte copy under another name) or the same recorded events under another id."""
+    for j in range(len(files)):
+        for i in range(j):
+            if ids[i] and ids[i] == ids[j]:
+                twice = "given twice" if files[i] == files[j] else f"{files[i]} and {files[j]}"
+                raise MergeRefused(f"session {ids[i]} is in the recordings twice ({twice}): one host's run would "
+                                   "count as two; give each host's recording once")
+            if digests[i] == digests[j]:
+                raise MergeRefused(f"{files[i]} and {files[j]} recorded the same events (sessions {ids[i]} and "
+                                   f"{ids[j]}): one host's run would count as two; give each host's recording once")
+
+
+def events_digest(rows: Iterable[tuple[int, float, str, str]]) -> str:
+    """A recording's events, less its session start (where a copy's id could be changed), as one hash."""
+    h = hashlib.sha256()
+    for _seq, ts, kind, data in rows:
+        if kind != SessionStarted.kind:
+            h.update(f"{ts!r}\0{kind}\0{data}\n".encode())
+    return h.hexdigest()
 
 
 def _without_histogram(run: HostRun) -> bool:
@@ -127,9 +166,23 @@ def _without_histogram(run: HostRun) -> bool:
 
 
 def _levels_text(run: HostRun) -> str:
-    parts = [f"{b.start.level:g}" + (f" (trial {b.start.trial})" if b.start.trial > 1 else "")
-             + (" (search)" if b.start.slo_search else "") for b in run.blocks]
+    parts = [f"{b.start.level:g}" + (" (search)" if b.start.slo_search else "") for b in run.kept]
     return ", ".join(parts) or "none"
+
+
+def kept_trials(runs: Sequence[HostRun]) -> str:
+    """One line naming the levels whose hosts kept different trials, and the rule; "" when none did."""
+    parts = []
+    for i, b in enumerate(runs[0].kept):
+        trials = [run.kept[i].start.trial for run in runs]
+        if len(set(trials)) > 1:
+            each = ", ".join(f"{run.name} trial {t}" for run, t in zip(runs, trials, strict=True))
+            parts.append(f"level {b.start.level * len(runs):g} ({each})")
+    if not parts:
+        return ""
+    return ("levels measured again on some hosts are merged from each host's kept trial (its last, the one its "
+            "own answer stands on); one whose kept trials began more than a window apart is degraded: "
+            + "; ".join(parts))
 
 
 def _first_window(run: HostRun) -> float | None:
@@ -196,26 +249,32 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
     names = [run.name for run in runs]
     scale = len(runs)
     first = runs[0]
-    block_of = {id(b.start): i for i, b in enumerate(first.blocks)}
-    window_at = {id(w): (i, k) for i, b in enumerate(first.blocks) for k, w in enumerate(b.windows)}
-    result_of = {id(b.result): i for i, b in enumerate(first.blocks) if b.result is not None}
+    # only the first host's kept trials place the merged levels; its superseded trials are left out
+    block_of = {id(b.start): i for i, b in enumerate(first.kept)}
+    window_at = {id(w): (i, k) for i, b in enumerate(first.kept) for k, w in enumerate(b.windows)}
+    result_of = {id(b.result): i for i, b in enumerate(first.kept) if b.result is not None}
+    superseded = {id(e) for b in first.blocks if id(b.start) not in block_of
+                  for e in [b.start, *b.windows, *([b.result] if b.result is not None else [])]}
     out: list[Event] = []
     results: list[LevelResult] = []
     for e in first.events:
         if isinstance(e, SessionStarted):
             out.append(_session_start(runs, scale))
+        elif id(e) in superseded:
+            continue
         elif isinstance(e, LevelStarted):
             i = block_of[id(e)]
-            out.append(replace(e, level=e.level * scale, workers=sum(run.blocks[i].start.workers for run in runs)))
+            out.append(replace(e, level=e.level * scale, workers=sum(run.kept[i].start.workers for run in runs),
+                               trial=max(run.kept[i].start.trial for run in runs)))
         elif isinstance(e, WindowResult) and id(e) in window_at:
             i, k = window_at[id(e)]
-            each = [run.blocks[i].windows[k] for run in runs if k < len(run.blocks[i].windows)]
+            each = [run.kept[i].windows[k] for run in runs if k < len(run.kept[i].windows)]
             if len(each) < len(runs):
                 continue
             out.append(merged_window(each, names, scale))
         elif isinstance(e, LevelResult) and id(e) in result_of:
             i = result_of[id(e)]
-            blocks = [run.blocks[i] for run in runs]
+            blocks = [run.kept[i] for run in runs]
             if any(b.result is None for b in blocks):
                 missing = [n for b, n in zip(blocks, names, strict=True) if b.result is None]
                 out.append(Warning(ts=e.ts, source="merge", key=f"merge-missing-{i}",
@@ -234,12 +293,14 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
             out.append(_named(e, first.name))
         else:
             out.append(e)
-    left_out = sum(len(run.blocks[i].windows) - min(len(r.blocks[i].windows) for r in runs)
-                   for i in range(len(first.blocks)) for run in runs)
+    left_out = sum(len(run.kept[i].windows) - min(len(r.kept[i].windows) for r in runs)
+                   for i in range(len(first.kept)) for run in runs)
     if left_out:
         out.insert(1, Warning(ts=out[0].ts, source="merge", key="merge-windows", message=(
             f"{left_out} window(s) had no counterpart on every host and are left out of the timeline (each level's "
             "figures still count every host's merged windows)")))
+    if trials := kept_trials(runs):
+        out.insert(1, Warning(ts=out[0].ts, source="merge", key="merge-trials", message=trials))
     out.insert(1, Warning(ts=out[0].ts, source="merge", key="merge-sources", message=(
         f"merged from {len(runs)} load hosts ({', '.join(names)}): levels are their sum, the server's statistics, "
         f"GPU and host telemetry are {first.name}'s")))
@@ -356,6 +417,8 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
         raise UserError(f"-o {out}: cannot create the recording there: {folder} is not writable")
     recordings = [Recording.open(p) for p in paths]
     try:
+        refuse_same_session([str(r.metadata.get("session_id") or "") for r in recordings],
+                            [events_digest(r.raw_rows()) for r in recordings], [r.path.name for r in recordings])
         summaries = [r.summary() for r in recordings]
         hosts = unique_names([str(s.host.get("hostname") or Path(s.path).stem) for s in summaries])
         _refuse_differences(summaries, [f"{h}, {Path(s.path).name}" for h, s in zip(hosts, summaries, strict=True)])
@@ -380,5 +443,5 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
     return out, sum(1 for e in events if isinstance(e, LevelResult)), hosts
 
 
-__all__ = ["HostRun", "LevelBlock", "MergeRefused", "check_runs", "host_run", "merge_events", "merge_recordings",
-           "unique_names"]
+__all__ = ["HostRun", "LevelBlock", "MergeRefused", "check_runs", "events_digest", "host_run", "kept_trials",
+           "merge_events", "merge_recordings", "refuse_same_session", "unique_names"]

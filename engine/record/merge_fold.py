@@ -40,8 +40,9 @@ class LevelBlock:
     result: LevelResult | None = None
 
     @property
-    def key(self) -> tuple[float, int, bool]:
-        return (self.start.level, self.start.trial, self.start.slo_search)
+    def level_key(self) -> tuple[int, float, bool]:
+        """The level whatever its trial: its place in the sweep, its value, a search's or not."""
+        return (self.start.index, self.start.level, self.start.slo_search)
 
     def first_measured(self) -> float | None:
         return next((w.t_start for w in self.windows if not w.warmup), None)
@@ -114,6 +115,9 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
     latency = merged_latency([r.latency for r in done])
     degraded = [f"{name}: {r.degraded}" for r, name in zip(done, names, strict=True) if r.degraded]
     if step := out_of_step(blocks, names, window_s):
+        trials = [b.start.trial for b in blocks]
+        if len(set(trials)) > 1:  # say which trials were set side by side
+            step += " (kept trials: " + ", ".join(f"{n} {t}" for n, t in zip(names, trials, strict=True)) + ")"
         degraded.insert(0, step)
     rates = [r.target_rate for r in done if r.target_rate is not None]
     return LevelResult(
@@ -144,6 +148,6 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
         stream=merged_stream([r.stream for r in done]),
         others_cpu=largest_known([r.others_cpu for r in done]),
         steal=largest_known([r.steal for r in done]),
-        trial=first.trial,
-        remeasure=first.remeasure,
+        trial=max(r.trial for r in done),  # the merged level was measured again if any host's was
+        remeasure="",  # each host's kept trial: none is superseded
     )

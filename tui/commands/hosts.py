@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -27,6 +28,10 @@ def add_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rendezvous", default=None, metavar="HOST:PORT",
                    help="the head's address and a free port there: the head holds torch.distributed's TCPStore, "
                         "the other hosts connect to it")
+    p.add_argument("--rendezvous-token", default=None, metavar="TOKEN",
+                   help="the group's token, which the head prints when it starts (or GPUSCALE_RENDEZVOUS_TOKEN): every "
+                        "other host must give it; the head makes one unless given; never recorded (the environment keeps "
+                        "it out of ps)")
     p.add_argument("--rendezvous-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"the longest wait for the group to form (default: {DEFAULT_TIMEOUT_S:g} s)")
 
@@ -53,7 +58,21 @@ def join(args: argparse.Namespace, profile: Profile):  # noqa: ANN201 - engine.m
     from engine.multihost.host_plan import check_plan, fingerprint
 
     check_plan(profile, args.hosts)
-    return HostGroup.join(args.rendezvous, args.hosts, args.rank, args.rendezvous_timeout, fingerprint(profile))
+    return HostGroup.join(args.rendezvous, args.hosts, args.rank, args.rendezvous_timeout, fingerprint(profile),
+                          token(args))
+
+
+def token(args: argparse.Namespace) -> str:
+    """The group's token: the flag's, else the environment's; the head makes one and prints it."""
+    from engine.multihost.group import TOKEN_ENV, new_token
+
+    given = getattr(args, "rendezvous_token", None) or os.environ.get(TOKEN_ENV, "")
+    if given or args.rank > 0:
+        return given  # a member without one is refused by the join, in one line
+    made = new_token()
+    print(f"{PROG}: rendezvous token: {made} (give it to every other host: --rendezvous-token or {TOKEN_ENV})",
+          file=sys.stderr, flush=True)
+    return made
 
 
 def run_member(group, profile: Profile) -> int:  # noqa: ANN001 - a HostGroup of rank > 0

@@ -40,7 +40,8 @@ def _host(rank: int, hosts: int, port: int, url: str, out: Path, levels: str) ->
     return subprocess.Popen([sys.executable, "-m", "tui.cli", "run", *QUICK, "-o", str(out), "--url", url,
                              "--set", f"load.concurrency={levels}", "--hosts", str(hosts), "--rank", str(rank),
                              "--rendezvous", f"127.0.0.1:{port}", "--rendezvous-timeout", "60"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "GPUSCALE_RENDEZVOUS_TOKEN": "the-hosts-token"})
 
 
 def _member_windows(stdout: str, rank: int) -> dict[tuple[float, int], int]:

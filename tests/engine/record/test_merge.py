@@ -47,6 +47,7 @@ class Host:
     transport: str = "http"
     histogram: bool = True
     windows: int = 3
+    trials: dict[int, int] = field(default_factory=dict)  # level -> trials it was measured in (1 unless named)
     model_config: dict = field(default_factory=lambda: {"max_batch_size": 8, "dynamic_batching": {}})
     samples: dict[int, np.ndarray] = field(default_factory=dict)  # level -> its merged windows' samples
     window_samples: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
@@ -66,8 +67,12 @@ def host_events(h: Host) -> list[Event]:
         Warning(ts=t + 0.2, source="load", message="a warning of its own", key="own"),
     ]
     t += 0.5
-    for i, c in enumerate(h.levels):
-        events.append(LevelStarted(ts=t, mode="concurrency", level=c, index=i, total=len(h.levels), workers=1))
+    runs = [(i, level) for i, level in enumerate(h.levels) for _trial in range(h.trials.get(level, 1))]
+    for i, c in runs:
+        trial = 1 + sum(1 for e in events if isinstance(e, LevelStarted) and e.level == c)
+        again = trial < h.trials.get(c, 1)  # measured again after this trial
+        events.append(LevelStarted(ts=t, mode="concurrency", level=c, index=i, total=len(h.levels), workers=1,
+                                   trial=trial))
         measured = []
         for w in range(h.windows + 1):
             n = int(rng.integers(150, 400)) * c
@@ -85,7 +90,8 @@ def host_events(h: Host) -> list[Event]:
         h.samples[c] = every
         errors = sum(range(1, h.windows + 1))
         events.append(LevelResult(
-            ts=t, mode="concurrency", level=c, index=i, status="stable", batch_size=1, windows=h.windows,
+            ts=t, mode="concurrency", level=c, index=i, status="unstable" if again else "stable", trial=trial,
+            remeasure="its windows did not agree" if again else "", batch_size=1, windows=h.windows,
             merged_windows=h.windows, requests=every.size, errors=errors, throughput_rps=every.size / (h.windows * WINDOW_S),
             throughput_ips=every.size / (h.windows * WINDOW_S), latency=latency_stats(every, histogram=h.histogram),
             errors_by_kind={"timeout": errors}, duration_s=h.windows * WINDOW_S))
@@ -218,15 +224,89 @@ def test_not_apples_to_apples_is_refused(tmp_path: Path, capsys: pytest.CaptureF
     assert not out.exists()
 
 
-def test_levels_measured_again_on_one_host_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    again = host_events(Host("b", 2))
-    i = next(k for k, e in enumerate(again) if isinstance(e, LevelResult))
-    block = [replace(e, trial=2) if isinstance(e, (LevelStarted, LevelResult)) else e
-             for e in again[3:i + 1] if isinstance(e, (LevelStarted, WindowResult, LevelResult))]
-    files = [recorded(tmp_path, Host("a", 1)), record_events(tmp_path / "b.sqlite", again[:i + 1] + block + again[i + 1:])]
+def test_a_level_one_host_measured_again_merges_each_hosts_kept_trial(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """b measured level 4 twice, a once ("2, 4, 4 (trial 2)" against "2, 4"): the merged level is
+    a's trial 1 with b's trial 2 (the one b's answer kept), the rule said in the recording; b's
+    trial 2 began a level after a's, so the level is degraded, not a figure."""
+    a, b = Host("a", 1), Host("b", 2, trials={4: 2})
+    files = [recorded(tmp_path, a), recorded(tmp_path, b)]
+    out = tmp_path / "m.sqlite"
+    code, text, err = cli(capsys, "merge", *map(str, files), "-o", str(out))
+    assert (code, err) == (0, ""), err
+    assert "2 levels merged from 2 hosts" in text
+    merged, singles = levels_of(out), [levels_of(f) for f in files]
+    assert sorted(merged) == [4.0, 8.0]
+    kept = merged[8.0]
+    assert kept.requests == singles[0][4].requests + singles[1][4].requests  # b's kept trial (levels_of: the last)
+    assert singles[1][4].trial == 2 and kept.trial == 2 and kept.remeasure == ""
+    assert_within_error(kept.latency, np.concatenate([a.samples[4], b.samples[4]]))
+    assert kept.degraded.startswith("the hosts measured it at different times: b began 4.2 s after a")
+    assert "(kept trials: a 1, b 2)" in kept.degraded
+    assert merged[4.0].degraded == "" and merged[4.0].trial == 1
+    with Recording.open(out) as r:
+        windows = list(r.events(("window",)))
+        summary = r.summary()
+    assert len(windows) == 8  # b's superseded trial is left out
+    rule = next(w for w in summary.warnings if "kept trial" in w)
+    assert "each host's kept trial (its last, the one its own answer stands on)" in rule
+    assert "level 8 (a trial 1, b trial 2)" in rule
+    assert summary.status == "failed"
+
+
+def test_kept_trials_measured_together_merge_sound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both hosts measured level 2 again: their kept trials ran together, so the level and the
+    ones after it merge as any other."""
+    hosts = [Host("a", 1, trials={2: 2}), Host("b", 2, trials={2: 2})]
+    files = [recorded(tmp_path, h) for h in hosts]
+    out = tmp_path / "m.sqlite"
+    assert cli(capsys, "merge", *map(str, files), "-o", str(out))[0] == 0
+    merged = levels_of(out)
+    assert [merged[k].degraded for k in (4.0, 8.0)] == ["", ""]
+    assert merged[4.0].trial == 2
+    assert_within_error(merged[4.0].latency, np.concatenate([h.samples[2] for h in hosts]))
+    with Recording.open(out) as r:
+        summary = r.summary()
+    assert summary.status == "ok" and not any("kept trial" in w for w in summary.warnings)
+
+
+def test_different_levels_are_refused_with_how_to_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A host that stopped after its first level: the levels differ whatever the trials."""
+    short = [e for e in host_events(Host("b", 2)) if not (isinstance(e, (LevelStarted, LevelResult, WindowResult))
+                                                            and e.level == 4)]
+    files = [recorded(tmp_path, Host("a", 1)), record_events(tmp_path / "b.sqlite", short)]
     code, _text, err = cli(capsys, "merge", *map(str, files), "-o", str(tmp_path / "m.sqlite"))
-    assert code == 2 and "the hosts ran different levels: 2, 4 (a) against 2, 2 (trial 2), 4 (b)" in err
-    assert "load.max_trials=1" in err and err.count("\n") == 1
+    assert code == 2 and "the hosts ran different levels: 2, 4 (a) against 2 (b)" in err
+    assert "run the plan to its end on every host" in err and err.count("\n") == 1
+
+
+def _same_session_refused(capsys: pytest.CaptureFixture[str], files: list[Path], out: Path, words: str) -> None:
+    before = {f: f.read_bytes() for f in files}
+    code, text, err = cli(capsys, "merge", *map(str, files), "-o", str(out))
+    assert code == 2 and text == "", err
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
+    assert not out.exists()
+    assert {f: f.read_bytes() for f in files} == before  # nothing recorded is touched
+
+
+def test_the_same_session_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    a, b = recorded(tmp_path, Host("a", 1)), recorded(tmp_path, Host("b", 2))
+    _same_session_refused(capsys, [a, b, a], tmp_path / "m1.sqlite",
+                          "session s-a is in the recordings twice (given twice): one host's run would count as two")
+    copy = tmp_path / "elsewhere" / "c.sqlite"  # a byte copy, caught by a glob
+    copy.parent.mkdir()
+    shutil.copyfile(a, copy)
+    _same_session_refused(capsys, [a, b, copy], tmp_path / "m2.sqlite",
+                          "session s-a is in the recordings twice (a.sqlite and c.sqlite)")
+    # the same events under another session id
+    renamed = [replace(e, session_id="s-other") if isinstance(e, SessionStarted) else e
+               for e in host_events(Host("a", 1))]
+    other = record_events(tmp_path / "other.sqlite", renamed)
+    _same_session_refused(capsys, [a, other], tmp_path / "m3.sqlite",
+                          "a.sqlite and other.sqlite recorded the same events (sessions s-a and s-other)")
+    assert cli(capsys, "merge", str(a), str(b), "-o", str(tmp_path / "m4.sqlite"))[0] == 0
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
