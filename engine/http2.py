@@ -33,8 +33,6 @@ SETTING_NAMES = {HEADER_TABLE_SIZE: "SETTINGS_HEADER_TABLE_SIZE", ENABLE_PUSH: "
                  MAX_CONCURRENT_STREAMS: "SETTINGS_MAX_CONCURRENT_STREAMS",
                  INITIAL_WINDOW_SIZE: "SETTINGS_INITIAL_WINDOW_SIZE", MAX_FRAME_SIZE: "SETTINGS_MAX_FRAME_SIZE",
                  MAX_HEADER_LIST_SIZE: "SETTINGS_MAX_HEADER_LIST_SIZE"}
-ERROR_NAMES = {NO_ERROR: "NO_ERROR", PROTOCOL_ERROR: "PROTOCOL_ERROR", FLOW_CONTROL_ERROR: "FLOW_CONTROL_ERROR",
-               FRAME_SIZE_ERROR: "FRAME_SIZE_ERROR", ENHANCE_YOUR_CALM: "ENHANCE_YOUR_CALM"}
 
 
 class ProtocolError(Exception):
@@ -235,7 +233,7 @@ def huffman_decode(data: bytes) -> bytes:
         _TABLES.append(_huffman_tables())
     nxt, emit, accept = _TABLES[0]
     state = 0
-    parts = []
+    parts: list[bytes] = []
     append = parts.append
     for byte in data:
         at = state << 8 | byte
