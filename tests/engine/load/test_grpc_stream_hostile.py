@@ -18,9 +18,11 @@ import pytest
 
 from engine import http2
 from engine.load.stamped_socket import StampedSocket
+from engine.load.target import Target, TargetInfo
 from engine.load.transports import grpc_stream
 from engine.load.transports.grpc import GrpcPayload
 from engine.load.transports.grpc_stream import GrpcStreamDialer
+from tests.engine.load.conftest import quick_load, sweep
 from tests.engine.load.test_grpc_stream_frames import Scheduler
 
 RSS_BOUND = 50 << 20  # bytes this process may grow by while a peer floods it
@@ -93,6 +95,33 @@ def test_settings_out_of_bounds_fail_the_request_naming_the_setting(key: int, va
     code = http2.FLOW_CONTROL_ERROR if key == http2.INITIAL_WINDOW_SIZE else http2.PROTOCOL_ERROR
     assert (http2.GOAWAY, 0, 0, bytes(4) + code.to_bytes(4, "big")) in frames  # the connection error, to the server
     assert not any(kind == http2.SETTINGS and flags == http2.ACK for kind, flags, _, _ in frames)  # never acknowledged
+
+
+async def test_a_level_against_a_server_with_a_bad_setting_fails_with_its_words_not_timeouts() -> None:
+    """Real load workers: every request fails at once, naming the setting, as the level's errors."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(http2.settings_frame({http2.MAX_FRAME_SIZE: 0}))
+        try:
+            while await reader.read(65536):
+                pass
+        except OSError:
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    info = TargetInfo(model_config={}, inputs=[{"name": "PROMPT", "datatype": "BYTES", "shape": [1]}],
+                      outputs=[{"name": "TOKEN", "datatype": "BYTES", "shape": [1]}], max_batch_size=0)
+    load = quick_load(concurrency=[1], transport="grpc_stream", on_level_failure="stop", request_timeout_s=3.0)
+    try:
+        (level,), events = await sweep(Target("http://127.0.0.1:1", "toy", grpc_url=f"127.0.0.1:{port}"), info, load)
+    finally:
+        server.close()
+    assert level.status == "failed" and level.requests == 0
+    assert set(level.errors_by_kind) == {"bad_response"}  # no timeout among them
+    assert "SETTINGS_MAX_FRAME_SIZE of 0" in level.error_messages[0]
+    (error,) = events.of("error")
+    assert "SETTINGS_MAX_FRAME_SIZE of 0" in error.message
 
 
 def _flood(frame: bytes) -> Callable[[socket.socket], None]:
