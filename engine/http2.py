@@ -5,7 +5,8 @@ is read (docs/results/toy_llm_streaming.md), 7 % of a small model's time to firs
 written on an asyncio transport leaves in the same call. The load's streaming transport
 (engine/load/transports/grpc_stream.py) keeps the connection's state; this module is the pure
 part: frames built and split, header blocks encoded (literals, no table: one block per
-connection) and decoded (the server's, with its dynamic table and Huffman strings).
+connection) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
+at a time through a table), and a server's SETTINGS checked against RFC 9113's bounds.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ them (ITL), and reports the request answered at its final response; with validat
 last response that carries outputs is compared with it (a stream's answer is its last response,
 as perf_analyzer's ``validation_data`` reads it). An error response refuses it (``rejected``); a
 stream or connection that ends with a request in flight is lost (``connection_reset``, with
-the server's gRPC status where it sent one), never a shorter answer.
+the server's gRPC status where it sent one), never a shorter answer. A server that breaks
+HTTP/2's rules (SETTINGS out of bounds, a window past 2^31-1) or floods us with PING/SETTINGS is
+a connection error: GOAWAY with its code, and the request fails in the server's words.
 """
 
 from __future__ import annotations
