@@ -5,7 +5,8 @@ is read (docs/results/toy_llm_streaming.md), 7 % of a small model's time to firs
 written on an asyncio transport leaves in the same call. The load's streaming transport
 (engine/load/transports/grpc_stream.py) keeps the connection's state; this module is the pure
 part: frames built and split, header blocks encoded (literals, no table: one block per
-connection) and decoded (the server's, with its dynamic table and Huffman strings).
+connection) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
+at a time through a table), and a server's SETTINGS checked against RFC 9113's bounds.
 """
 
 from __future__ import annotations
@@ -26,10 +27,22 @@ DEFAULT_WINDOW = 65535
 DEFAULT_MAX_FRAME = 16384
 MAX_WINDOW = (1 << 31) - 1
 MAX_HEADER_BLOCK = 1 << 20  # bytes of one header block (with its CONTINUATIONs) before it is refused
+MAX_FRAME_LIMIT = (1 << 24) - 1
+# error codes (RFC 9113 section 7)
+NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x3, 0x6, 0xB
+SETTING_NAMES = {HEADER_TABLE_SIZE: "SETTINGS_HEADER_TABLE_SIZE", ENABLE_PUSH: "SETTINGS_ENABLE_PUSH",
+                 MAX_CONCURRENT_STREAMS: "SETTINGS_MAX_CONCURRENT_STREAMS",
+                 INITIAL_WINDOW_SIZE: "SETTINGS_INITIAL_WINDOW_SIZE", MAX_FRAME_SIZE: "SETTINGS_MAX_FRAME_SIZE",
+                 MAX_HEADER_LIST_SIZE: "SETTINGS_MAX_HEADER_LIST_SIZE"}
 
 
 class ProtocolError(Exception):
-    """The bytes received are not HTTP/2 we can follow."""
+    """The bytes received are not HTTP/2 we can follow; ``code`` is the connection error's
+    (what our GOAWAY says)."""
+
+    def __init__(self, message: str, code: int = PROTOCOL_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
@@ -45,6 +58,25 @@ def parse_settings(payload: bytes) -> dict[int, int]:
         raise ProtocolError("a SETTINGS frame whose length is not a multiple of 6")
     return {int.from_bytes(payload[i : i + 2], "big"): int.from_bytes(payload[i + 2 : i + 6], "big")
             for i in range(0, len(payload), 6)}
+
+
+def check_settings(values: dict[int, int]) -> None:
+    """A server's SETTINGS within RFC 9113's bounds (section 6.5.2), else the connection error
+    naming the setting and its value. Unknown settings are ignored, as the RFC says."""
+    for key, value in values.items():
+        name = SETTING_NAMES.get(key)
+        if key == ENABLE_PUSH and value != 0:  # a server may only say 0 (and never more than 1)
+            raise ProtocolError(f"the server's {name} of {value}, where a server may only send 0 (PROTOCOL_ERROR)")
+        if key == INITIAL_WINDOW_SIZE and value > MAX_WINDOW:
+            raise ProtocolError(f"the server's {name} of {value}, past 2^31-1 (FLOW_CONTROL_ERROR)",
+                                FLOW_CONTROL_ERROR)
+        if key == MAX_FRAME_SIZE and not DEFAULT_MAX_FRAME <= value <= MAX_FRAME_LIMIT:
+            raise ProtocolError(f"the server's {name} of {value}, outside {DEFAULT_MAX_FRAME}..{MAX_FRAME_LIMIT} "
+                                "(PROTOCOL_ERROR)")
+
+
+def goaway(code: int, last_stream: int = 0) -> bytes:
+    return frame(GOAWAY, 0, 0, last_stream.to_bytes(4, "big") + code.to_bytes(4, "big"))
 
 
 def window_update(stream: int, increment: int) -> bytes:
@@ -149,30 +181,70 @@ def huffman_codes() -> dict[tuple[int, int], int]:
     return codes
 
 
-_CODES: dict[tuple[int, int], int] = {}
+FAIL = 256  # the decoder's state once EOS is read: it stays there
+
+
+def _huffman_tables() -> tuple[list[int], list[bytes], bytes]:
+    """The decoder as a byte-wise state machine: a state is a node of the code's tree (0 the root,
+    256 FAIL); entry ``state << 8 | byte`` gives the state after those 8 bits and the symbols they
+    end. ``accept[state]``: the string may end there (at the root, or up to 7 bits of EOS's
+    all-ones prefix)."""
+    children: list[list[int]] = [[-1, -1]]  # internal nodes; a leaf is stored as -1 - symbol
+    for (length, code), symbol in huffman_codes().items():
+        node = 0
+        for shift in range(length - 1, 0, -1):
+            bit = (code >> shift) & 1
+            if children[node][bit] < 0:
+                children[node][bit] = len(children)
+                children.append([-1, -1])
+            node = children[node][bit]
+        children[node][code & 1] = -1 - symbol
+    accept = bytearray(FAIL + 1)
+    node = 0
+    for _ in range(8):  # the root and the all-ones path 7 deep
+        accept[node] = 1
+        node = children[node][1]
+    nxt = [FAIL] * ((FAIL + 1) << 8)
+    emit = [b""] * ((FAIL + 1) << 8)
+    for state in range(len(children)):
+        for byte in range(256):
+            node, out = state, bytearray()
+            for shift in range(7, -1, -1):
+                child = children[node][(byte >> shift) & 1]
+                if child >= 0:
+                    node = child
+                elif child == -1 - EOS:
+                    node = FAIL
+                    break
+                else:
+                    out.append(-1 - child)
+                    node = 0
+            nxt[state << 8 | byte] = node
+            emit[state << 8 | byte] = bytes(out)
+    return nxt, emit, bytes(accept)
+
+
+_TABLES: list[tuple[list[int], list[bytes], bytes]] = []
 
 
 def huffman_decode(data: bytes) -> bytes:
-    """A Huffman-coded HPACK string. Bit by bit: a header block comes once per connection."""
-    if not _CODES:
-        _CODES.update(huffman_codes())
-    out = bytearray()
-    code = length = 0
+    """A Huffman-coded HPACK string, a byte at a time through a table built once (bit by bit,
+    a 1 MiB header block took seconds of CPU)."""
+    if not _TABLES:
+        _TABLES.append(_huffman_tables())
+    nxt, emit, accept = _TABLES[0]
+    state = 0
+    parts: list[bytes] = []
+    append = parts.append
     for byte in data:
-        for shift in range(7, -1, -1):
-            code = (code << 1) | ((byte >> shift) & 1)
-            length += 1
-            symbol = _CODES.get((length, code))
-            if symbol is not None:
-                if symbol == EOS:
-                    raise ProtocolError("a Huffman string holding EOS")
-                out.append(symbol)
-                code = length = 0
-            elif length > 30:
-                raise ProtocolError("a Huffman string with no code")
-    if length > 7 or code != (1 << length) - 1:
+        at = state << 8 | byte
+        append(emit[at])
+        state = nxt[at]
+    if state == FAIL:
+        raise ProtocolError("a Huffman string holding EOS")
+    if not accept[state]:
         raise ProtocolError("a Huffman string padded with other than EOS's first bits")
-    return bytes(out)
+    return b"".join(parts)
 
 
 def encode_int(value: int, prefix_bits: int, first: int = 0) -> bytes:

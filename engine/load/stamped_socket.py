@@ -72,6 +72,7 @@ class StampedSocket:
         self.stamped = enable_stamps(sock)
         self.arrived_ns = 0  # the kernel's receive time of the bytes being handed over (0: unknown)
         self.pending: deque[memoryview] = deque()  # bytes the kernel has not taken yet
+        self.pending_bytes = 0  # their total (asyncio's get_write_buffer_size)
         self.closed = False
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         protocol.connection_made(self)
@@ -108,6 +109,7 @@ class StampedSocket:
             self.loop.add_writer(self.fd, self._writable)
             data = data[sent:]
         self.pending.append(memoryview(data))
+        self.pending_bytes += len(data)
 
     def _writable(self) -> None:
         while self.pending:
@@ -119,6 +121,7 @@ class StampedSocket:
             except OSError as exc:
                 self._lost(exc)
                 return
+            self.pending_bytes -= sent
             if sent < len(chunk):
                 self.pending[0] = chunk[sent:]
                 return
@@ -133,6 +136,7 @@ class StampedSocket:
         if self.pending:
             self.loop.remove_writer(self.fd)
             self.pending.clear()
+            self.pending_bytes = 0
         self.sock.close()
         return True
 
@@ -145,6 +149,9 @@ class StampedSocket:
     def abort(self) -> None:
         """Close now; the protocol hears of it a loop pass later."""
         self._lost(None)
+
+    def get_write_buffer_size(self) -> int:
+        return self.pending_bytes
 
     def is_closing(self) -> bool:
         return self.closed

@@ -4,6 +4,9 @@ Huffman strings and the dynamic table included."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
 
 from engine import http2
@@ -87,3 +90,49 @@ def test_a_broken_header_block_is_refused() -> None:
         http2.huffman_decode(b"\x00")  # '0' (00000) then three 0 bits: not EOS's prefix
     with pytest.raises(http2.ProtocolError, match="table size"):
         http2.HpackDecoder(4096).decode(http2.encode_int(8192, 5, 0x20))
+
+
+def _huffman_encode(data: bytes) -> bytes:
+    codes = {symbol: (length, code) for (length, code), symbol in http2.huffman_codes().items()}
+    bits = "".join(format(codes[b][1], f"0{codes[b][0]}b") for b in data)
+    bits += "1" * (-len(bits) % 8)  # EOS's first bits
+    return int(bits, 2).to_bytes(len(bits) // 8, "big") if bits else b""
+
+
+def test_huffman_strings_read_back_whatever_their_bytes() -> None:
+    text = bytes(range(256)) * 4 + b"www.example.com"
+    assert http2.huffman_decode(_huffman_encode(text)) == text
+    assert http2.huffman_decode(b"") == b""
+    with pytest.raises(http2.ProtocolError, match="EOS"):
+        http2.huffman_decode(b"\xff\xff\xff\xff")  # EOS's 30 ones inside the string
+
+
+def test_a_mebibyte_of_huffman_costs_little_cpu() -> None:
+    blob = _huffman_encode(b"grpc-message: " + bytes(range(32, 127)) * 12000)[: 1 << 20]
+    http2.huffman_decode(b"")  # the table, built once per process
+    start = time.process_time()
+    with contextlib.suppress(http2.ProtocolError):  # cut at 1 MiB: its last code may be a part
+        http2.huffman_decode(blob)
+    assert len(blob) == 1 << 20
+    assert time.process_time() - start < 1.0  # bit by bit it took about 2.4 s
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    (http2.MAX_FRAME_SIZE, 0, "SETTINGS_MAX_FRAME_SIZE of 0"),
+    (http2.MAX_FRAME_SIZE, 16383, "SETTINGS_MAX_FRAME_SIZE of 16383"),
+    (http2.MAX_FRAME_SIZE, 1 << 24, "SETTINGS_MAX_FRAME_SIZE of 16777216"),
+    (http2.INITIAL_WINDOW_SIZE, 1 << 31, "SETTINGS_INITIAL_WINDOW_SIZE of 2147483648"),
+    (http2.ENABLE_PUSH, 2, "SETTINGS_ENABLE_PUSH of 2"),
+    (http2.ENABLE_PUSH, 1, "SETTINGS_ENABLE_PUSH of 1"),
+])
+def test_settings_out_of_bounds_are_a_connection_error_naming_them(key: int, value: int, said: str) -> None:
+    with pytest.raises(http2.ProtocolError, match=said) as raised:
+        http2.check_settings({key: value})
+    code = http2.FLOW_CONTROL_ERROR if key == http2.INITIAL_WINDOW_SIZE else http2.PROTOCOL_ERROR
+    assert raised.value.code == code
+
+
+def test_settings_within_bounds_pass() -> None:
+    http2.check_settings({http2.MAX_FRAME_SIZE: 16384, http2.INITIAL_WINDOW_SIZE: (1 << 31) - 1,
+                          http2.ENABLE_PUSH: 0, http2.HEADER_TABLE_SIZE: 0xFFFFFFFF, 0x99: 7})
+    http2.check_settings({http2.MAX_FRAME_SIZE: (1 << 24) - 1})

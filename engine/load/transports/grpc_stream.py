@@ -13,7 +13,9 @@ them (ITL), and reports the request answered at its final response; with validat
 last response that carries outputs is compared with it (a stream's answer is its last response,
 as perf_analyzer's ``validation_data`` reads it). An error response refuses it (``rejected``); a
 stream or connection that ends with a request in flight is lost (``connection_reset``, with
-the server's gRPC status where it sent one), never a shorter answer.
+the server's gRPC status where it sent one), never a shorter answer. A server that breaks
+HTTP/2's rules (SETTINGS out of bounds, a window past 2^31-1) or floods us with PING/SETTINGS is
+a connection error: GOAWAY with its code, and the request fails in the server's words.
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ STREAM = 1  # the connection's one stream
 # our receive window, connection and stream: large, so a server is never held back by it; given
 # back once half is used
 WINDOW = 1 << 30
+# a peer's control frames (PING, SETTINGS) we answer: at most this many a second, and at most this
+# many bytes of answers queued while the peer does not read (RFC 9113 section 10.5); past either the
+# connection is lost. gRPC servers send a handful a second (keepalive, BDP probes).
+MAX_CONTROL_FRAMES = 1000
+CONTROL_INTERVAL_NS = 1_000_000_000
+MAX_CONTROL_QUEUED = 256 << 10
 STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
                 "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
                 "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
@@ -108,6 +116,9 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         self.why: BaseException | None = None  # why we closed it, for connection_lost
         self.draining = False  # the server said GOAWAY: close once the request in flight ends
         self.current = ""  # id of the request in flight ("" none)
+        self.controls = 0  # control frames answered since controls_ns
+        self.controls_ns = monotonic_ns()
+        self.controls_queued = 0  # bytes of those answers written since the write buffer was last empty
 
     # -- asyncio callbacks
 
@@ -139,8 +150,10 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
                 elif kind == http2.SETTINGS:
                     self._settings(flags, payload)
                 elif kind == http2.PING:
+                    if len(payload) != 8:
+                        raise http2.ProtocolError(f"a PING of {len(payload)} bytes", http2.FRAME_SIZE_ERROR)
                     if not flags & http2.ACK:
-                        self.tr.write(http2.frame(http2.PING, http2.ACK, 0, payload))
+                        self._control(http2.frame(http2.PING, http2.ACK, 0, payload))
                 elif kind == http2.WINDOW_UPDATE:
                     self._window(stream, payload)
                 elif kind == http2.RST_STREAM:
@@ -151,6 +164,8 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
                 elif kind == http2.PUSH_PROMISE:
                     raise http2.ProtocolError("a PUSH_PROMISE, which our SETTINGS refused")
         except http2.ProtocolError as exc:
+            if self.tr is not None:  # RFC 9113's connection error: GOAWAY with its code, then close
+                self.tr.write(http2.goaway(exc.code))
             self._fail(f"not HTTP/2 we can follow: {exc}")
 
     def _data(self, flags: int, stream: int, payload: bytes) -> None:
@@ -216,23 +231,49 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
         if flags & http2.ACK:
             return
         values = http2.parse_settings(payload)
+        http2.check_settings(values)  # out of bounds: a connection error naming the setting
         if http2.INITIAL_WINDOW_SIZE in values:
             window = values[http2.INITIAL_WINDOW_SIZE]
-            if window > http2.MAX_WINDOW:
-                raise http2.ProtocolError("an initial window past 2^31-1")
             self.send_stream += window - self.peer_window
             self.peer_window = window
+            if self.send_stream > http2.MAX_WINDOW:
+                raise http2.ProtocolError(f"the server's SETTINGS_INITIAL_WINDOW_SIZE of {window} takes the stream's "
+                                          "window past 2^31-1", http2.FLOW_CONTROL_ERROR)
         if http2.MAX_FRAME_SIZE in values:
             self.max_frame = values[http2.MAX_FRAME_SIZE]
-        self.tr.write(http2.frame(http2.SETTINGS, http2.ACK, 0))  # type: ignore[union-attr]
+        self._control(http2.frame(http2.SETTINGS, http2.ACK, 0))
         self._flush()
+
+    def _control(self, answer: bytes) -> None:
+        """Write the answer to a PING or SETTINGS, unless the peer floods them or does not read
+        what we write (each answer would wait in our memory): then the connection is lost."""
+        tr = self.tr
+        assert tr is not None
+        self.controls += 1
+        if self.controls > MAX_CONTROL_FRAMES:
+            now = monotonic_ns()
+            if now - self.controls_ns < CONTROL_INTERVAL_NS:
+                raise http2.ProtocolError(f"a flood of control frames: more than {MAX_CONTROL_FRAMES} PING/SETTINGS "
+                                          "in a second", http2.ENHANCE_YOUR_CALM)
+            self.controls, self.controls_ns = 1, now
+        if not tr.get_write_buffer_size():
+            self.controls_queued = 0
+        self.controls_queued += len(answer)
+        if self.controls_queued > MAX_CONTROL_QUEUED:
+            raise http2.ProtocolError(f"a peer that does not read: {self.controls_queued} bytes of PING/SETTINGS "
+                                      "answers queued unread", http2.ENHANCE_YOUR_CALM)
+        tr.write(answer)
 
     def _window(self, stream: int, payload: bytes) -> None:
         increment = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
         if stream == 0:
             self.send_conn += increment
+            if self.send_conn > http2.MAX_WINDOW:
+                raise http2.ProtocolError("a WINDOW_UPDATE past 2^31-1", http2.FLOW_CONTROL_ERROR)
         elif stream == STREAM:
             self.send_stream += increment
+            if self.send_stream > http2.MAX_WINDOW:  # a stream error in the RFC; the stream is the connection's
+                raise http2.ProtocolError("a WINDOW_UPDATE past 2^31-1", http2.FLOW_CONTROL_ERROR)
         self._flush()
 
     def _goaway(self, payload: bytes) -> None:
@@ -312,6 +353,7 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
 
     def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
         self.current = ""
+        self.why = self.why or ConnectionResetError(message)  # the loss's words, should no request be in flight
         self.w.failed(self, kind, message)  # it aborts the connection
 
     # -- Connection

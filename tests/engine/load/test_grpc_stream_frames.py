@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from engine import http2
+from engine.load.transports import grpc_stream
 from engine.load.transports.grpc import GrpcPayload, messages
 from engine.load.transports.grpc_stream import FINAL, STREAM, GrpcStreamDialer
 
@@ -45,9 +46,13 @@ class Transport:
     def __init__(self) -> None:
         self.out = bytearray()
         self.aborted = False
+        self.unread = 0  # bytes the peer has not read (asyncio's write buffer)
 
     def write(self, data: bytes) -> None:
         self.out += data
+
+    def get_write_buffer_size(self) -> int:
+        return self.unread
 
     def abort(self) -> None:
         self.aborted = True
@@ -183,3 +188,31 @@ def test_bytes_that_are_not_http2_fail_the_connection() -> None:
     conn.data_received(http2.frame(http2.DATA, 0, 3, b""))  # DATA on a stream we never opened
     assert scheduler.calls[0][0] == "failed" and "not HTTP/2 we can follow" in scheduler.calls[0][2]
     assert transport.aborted
+
+
+def test_a_window_past_2_31_and_a_ping_of_the_wrong_size_are_connection_errors() -> None:
+    conn, scheduler, transport = connect()
+    conn.send()
+    conn.data_received(http2.window_update(0, http2.MAX_WINDOW))  # ours starts at 65535: past 2^31-1
+    conn, scheduler2, transport2 = connect()
+    conn.send()
+    conn.data_received(http2.frame(http2.PING, 0, 0, b"1234"))
+    assert scheduler.calls[0][0] == "failed" and "WINDOW_UPDATE past 2^31-1" in scheduler.calls[0][2]
+    assert http2.goaway(http2.FLOW_CONTROL_ERROR) in transport.out
+    assert scheduler2.calls[0][0] == "failed" and "a PING of 4 bytes" in scheduler2.calls[0][2]
+    assert http2.goaway(http2.FRAME_SIZE_ERROR) in transport2.out
+
+
+def test_control_frames_past_a_thousand_a_second_or_answers_nobody_reads_lose_the_connection(monkeypatch) -> None:
+    ping = http2.frame(http2.PING, 0, 0, b"12345678")
+    conn, scheduler, _ = connect()
+    conn.data_received(ping * 1000)
+    assert not scheduler.calls  # a thousand in a second are answered
+    conn.data_received(ping)
+    assert scheduler.calls[0][0] == "failed" and "a flood of control frames" in scheduler.calls[0][2]
+    monkeypatch.setattr(grpc_stream, "MAX_CONTROL_FRAMES", 1 << 60)  # the rate cap off: the bytes cap alone
+    conn, scheduler, transport = connect()
+    transport.unread = 1  # the peer reads nothing of what we write
+    conn.data_received(ping * 20000)  # 17 bytes an answer: past the 256 KiB cap
+    assert scheduler.calls[0][0] == "failed" and "a peer that does not read" in scheduler.calls[0][2]
+    assert len(transport.out) < grpc_stream.MAX_CONTROL_QUEUED + 1000
