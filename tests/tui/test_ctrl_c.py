@@ -65,3 +65,17 @@ def test_a_failed_run_stays_failed_after_ctrl_c() -> None:
         exit_code = 1
 
     assert exit_code(Ended(), Source()) == 1  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+async def test_ctrl_c_over_the_help_asks_too() -> None:
+    from tui.screens.help import HelpScreen
+
+    app, source, _ = live_app()
+    async with app.run_test(size=SIZES[0]) as pilot:
+        publish(source, session_events(finish_levels=2, end=False))
+        app.drain()
+        await pilot.press("question_mark", "ctrl+c")
+        assert isinstance(app.screen, ConfirmQuit)
+        await pilot.press("escape")
+        assert isinstance(app.screen, HelpScreen) and app.is_running
