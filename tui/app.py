@@ -29,10 +29,11 @@ from textual.screen import ModalScreen, Screen
 
 from engine.errors import UserError
 from engine.events import Event
+from engine.outcome import EXIT_INTERRUPTED
 from engine.source import EventSource
 from tui.host import LiveControls, ReplayControls
 from tui.screens.base import View, ViewScreen
-from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog
+from tui.screens.dialogs import ConfirmQuit, ExportDialog, OpenRecordingDialog, QuitAnswer
 from tui.screens.help import HelpScreen, help_text
 from tui.screens.views import VIEWS
 from tui.state import SessionState
@@ -97,6 +98,7 @@ class GpuscaleApp(App[int]):
     DEFAULT_MODE = "live"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),  # not Textual's "press ctrl+q" hint
         Binding("question_mark,f1", "help", "Help", key_display="?"),
         *view_bindings(VIEWS),
         Binding("s", "start_sweep", "Sweep"),
@@ -415,8 +417,26 @@ class GpuscaleApp(App[int]):
         if self.live_running:
             server = self.state.server
             self.push_screen(ConfirmQuit(self.running_job(), stops_server=server is None or server.embedded),
-                             lambda yes: self.exit(0) if yes else None)
+                             self._quit_answered)
         else:
+            self.exit(0)
+
+    def action_interrupt(self) -> None:
+        """ctrl+c: the quit question while a session runs (ctrl+c again there stops at once), else
+        leave now; either way the app ends interrupted (130). Priority: it comes here over any dialog."""
+        if isinstance(self.screen, ConfirmQuit):
+            self.screen.dismiss("interrupt")
+        elif self.live_running:
+            server = self.state.server
+            self.push_screen(ConfirmQuit(self.running_job(), stops_server=server is None or server.embedded),
+                             partial(self._quit_answered, interrupted=True))
+        else:
+            self.exit(EXIT_INTERRUPTED, return_code=EXIT_INTERRUPTED)
+
+    def _quit_answered(self, answer: QuitAnswer | None, interrupted: bool = False) -> None:
+        if answer == "interrupt" or (answer == "quit" and interrupted):
+            self.exit(EXIT_INTERRUPTED, return_code=EXIT_INTERRUPTED)
+        elif answer == "quit":
             self.exit(0)
 
     def action_help(self) -> None:
@@ -598,6 +618,13 @@ def run_tui(
         stuck = app.stop_sources()
     if not app.hung_up:  # with the terminal gone there is nobody to tell
         _tell(stuck, controls)
+    return exit_code(app, source)
+
+
+def exit_code(app: App[int], source: EventSource) -> int:
+    """The source's code, but a run left by ctrl+c that otherwise ended well is interrupted (130)."""
+    if app.return_code == EXIT_INTERRUPTED and source.exit_code == 0:
+        return EXIT_INTERRUPTED
     return source.exit_code
 
 

@@ -28,6 +28,7 @@ from engine import events as ev
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
+from engine.outcome import EXIT_INTERRUPTED
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
 from tui import tables
@@ -296,15 +297,22 @@ class HeadlessPrinter:
                 self._plain(f"{notice.severity} x{notice.count} ({notice.source}): {notice.message}", STYLE[notice.severity])
             if recording_path is not None:
                 self._plain(f"recording: {recording_path}", "bold")
-            if exit_code == 0:
-                self._plain("done", "bold green")
-            else:
-                error = state.ended.error if state.ended else None
-                reason = f": {error}" if error and error not in self._fatal_shown else ""
-                self._plain(f"failed (exit code {exit_code}){reason}", "bold red")
+            word, style = ending(exit_code)
+            error = state.ended.error if state.ended and exit_code != 0 else None
+            reason = f": {error}" if error and error not in self._fatal_shown else ""
+            self._plain(f"{word}{reason}", style)
             line = run_answer_line(state)
             if line:
                 self._plain(line, "bold")
+
+
+def ending(exit_code: int) -> tuple[str, str]:
+    """The run's end word and its style: done, interrupted (never "failed": a stop was asked), failed."""
+    if exit_code == 0:
+        return "done", "bold green"
+    if exit_code == EXIT_INTERRUPTED:
+        return f"interrupted (exit code {exit_code})", "bold magenta"
+    return f"failed (exit code {exit_code})", "bold red"
 
 
 def run_answer_line(state: SessionState) -> str:

@@ -44,6 +44,11 @@ def windows_of(state: SessionState, row: LevelRow) -> list[WindowPoint]:
     return [p for p in state.timeline if p.level == row.level and start <= p.t <= end + 1e-6]
 
 
+def windows_title(count: int, shown: int) -> str:
+    """"windows (4)" when all are listed, "windows (20, the last 12 shown)" when not."""
+    return f"windows ({count})" if count <= shown else f"windows ({count}, the last {shown} shown)"
+
+
 def _distribution(latency: ev.LatencyStats, width: int) -> Text:
     """The level's percentiles as bars on a log scale from min to max (the screen has percentiles,
     not every sample: a ladder of them, not a histogram of counts)."""
@@ -191,7 +196,7 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
     for p in windows[-shown:]:
         table.add_row(fmt.clock(p.t), "warmup" if p.warmup else "", fmt.rate(p.throughput_ips), fmt.ms(p.p50),
                       fmt.ms(p.p99), fmt.ms(p.queue), fmt.ms(p.compute))
-    blocks: list[RenderableType] = [head, Text(f"windows ({len(windows)}, the last {shown} shown)", style="bold dim")]
+    blocks: list[RenderableType] = [head, Text(windows_title(len(windows), shown), style="bold dim")]
     blocks.append(table if windows else Text("no window yet", style="dim"))
     counts = None if latency is None or compact else _histogram(latency, width)
     if latency is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine import events as ev
 from engine.source import EventSource
-from tui.app import GpuscaleApp
+from tui.app import GpuscaleApp, exit_code
 from tui.host import ReplayControls
 from tui.study_state import StudyState
 
@@ -46,4 +46,4 @@ def run_study_tui(source: EventSource, *, title: str, replay: ReplayControls | N
         app.run()
     finally:
         app.stop_sources()
-    return source.exit_code
+    return exit_code(app, source)

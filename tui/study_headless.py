@@ -9,7 +9,7 @@ from typing import Any
 
 from engine import events as ev
 from engine import format as fmt
-from tui.headless import HeadlessPrinter
+from tui.headless import HeadlessPrinter, ending
 from tui.study_state import StudyState
 
 
@@ -61,7 +61,7 @@ class StudyPrinter(HeadlessPrinter):
         return line(self, event) if line is not None else None
 
     def _study_started(self, event: ev.StudyStarted) -> str:
-        slo = f", latency target {event.slo} (search: up to {event.search_steps} levels)" if event.slo else ""
+        slo = f", latency target {event.slo} (search: up to {fmt.plural(event.search_steps, 'level')})" if event.slo else ""
         levels = ", ".join(fmt.level(event.mode, x) for x in event.levels)
         article = "an" if event.server[:1] in "aeiou" else "a"
         return (f"study of {event.model}: configs {', '.join(event.variants)} on {article} {event.server} server, "
@@ -88,8 +88,7 @@ class StudyPrinter(HeadlessPrinter):
                 self._plain(line)
             if index_path is not None:
                 self._plain(f"study index: {index_path}", "bold")
-            self._plain("done" if exit_code == 0 else f"failed (exit code {exit_code})",
-                        "bold green" if exit_code == 0 else "bold red")
+            self._plain(*ending(exit_code))
             finished = self.study.finished
             self._plain(finished.answer if finished is not None and finished.answer
                         else "answer: not decided: the study did not finish", "bold")

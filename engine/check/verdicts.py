@@ -408,7 +408,7 @@ def judge_contention(host: HostFacts) -> list[CheckItem]:
     if host.others_cpu is not None:  # None: no /proc/stat here
         busy = host.others_cpu > OTHERS_CPU_WARN
         top = f": {', '.join(host.others_top[:3])}" if host.others_top else ""  # the facts list them all
-        items.append(item("host contention", "host", WARN if busy else OK,
+        items.append(item("contention", "host", WARN if busy else OK,  # read after its scope: "host contention"
                           f"{host.others_cpu * 100:.0f} % of the usable cores taken by other processes{top}",
                           f"< {OTHERS_CPU_WARN * 100:.0f} %",
                           CONTENDED_NOTE if busy else ""))

@@ -547,7 +547,12 @@ def _recommend(c: Comparison) -> list[str]:
                        "boxes behind a load balancer may serve more per dollar.")
     if c.mismatches:
         out.append("Fix the apples-to-apples differences above before drawing conclusions from these figures.")
-    return out or ["No run produced a result."]
+    if out:
+        return out
+    if any(r.findings.points for r in c.runs):  # figures, but none from a sound level
+        return ["No sound level in any run: their levels produced figures, but none is sound, so none is ranked; "
+                "measure again on a quieter box or with more windows."]
+    return ["No run produced a result."]
 
 
 def _charts(c: Comparison) -> list:

@@ -106,7 +106,7 @@ def build_report(summary: RecordingSummary, findings: RunFindings | None = None,
             doc.add(*_levels(per, per_tag))
             doc.add(*_breakdown(per, per_tag))
             doc.add(Heading("Saturation point" + per_tag),
-                    Para(per.saturation.describe() if per.saturation else "No level produced a result."))
+                    Para(per.saturation.describe() if per.saturation else _no_saturation(per)))
         doc.add(Para("Saturation point: the lowest level whose throughput is within 5 % of the sweep's maximum; "
                      "beyond it, more load adds almost no throughput and only queueing latency."))
         if timelines is not None:
@@ -397,10 +397,21 @@ def _training_bill(s: RecordingSummary) -> list:
     return blocks
 
 
+def _no_saturation(f: RunFindings) -> str:
+    """Why a sweep has no saturation point: no figures at all, or figures but no sound level."""
+    if not f.points:
+        return "No level produced a result."
+    why = f.answer.not_decided if f.answer is not None else ""
+    if why.startswith("no sound level: "):
+        return f"No sound level, so no saturation point: {why.removeprefix('no sound level: ')}."
+    return "No sound level that measured the server (every sound one was client-bound), so no saturation point."
+
+
 def _cost(f: RunFindings, tag: str = "") -> list:
     s = f.summary
     if f.cost_per_1000_at_peak is None:
-        why = "hardware.cost_per_hour is not set in the profile" if not s.cost_per_hour else "no level produced a result"
+        why = ("hardware.cost_per_hour is not set in the profile" if not s.cost_per_hour
+               else "no sound level, so no peak to price" if f.points else "no level produced a result")
         return [Heading("Cost per 1000 images" + tag), Para(f"Not available: {why}.")]
     return [Heading("Cost per 1000 images" + tag), Para(
         f"{fmt.money(f.cost_per_1000_at_peak)} per 1000 images at the peak ({fmt.rate(f.peak.throughput if f.peak else None)} "

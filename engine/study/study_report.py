@@ -144,7 +144,7 @@ def build_study_doc(f: StudyFigures) -> Doc:
                      f"{f.slo.target_s * 1000:g} ms below the lowest level that missed it, the one with the most "
                      f"images/s (throughput can fall past a peak while latency still meets the target); the "
                      f"highest such {mode_of(first.load_mode).name} is found by bisection after the planned levels "
-                     f"(at most {ix.search_steps} extra levels per config, as perf_analyzer's "
+                     f"(at most {fmt.plural(ix.search_steps, 'extra level')} per config, as perf_analyzer's "
                      "--latency-threshold --binary-search). \"not bounded\": no measured level missed the target."))
     sources = sorted({c.energy_source for c in f.configs if c.energy_source})
     doc.add(Heading("Energy"), Para(

@@ -154,5 +154,28 @@ def test_sweep_renders_keys_work_and_quit_finalises_the_recording(tmux: Tmux, tm
     assert counts.get("session_ended") == 1 and counts.get("level_result") == 2
 
 
+def test_ctrl_c_twice_mid_sweep_exits_130_and_keeps_the_recording(tmux: Tmux, tmp_path: Path) -> None:
+    out, rc = tmp_path / "out", tmp_path / "rc"
+    command = app_command(out, "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
+                          "--set", "load.stability_percent=0.001", "--set", "load.workers=1")
+    # the shell writes the exit code (tmux's pane_dead_status can come late or never)
+    pid = tmux.start(command.replace(" && exec ", " && ") + f"; echo $? > {shlex.quote(str(rc))}")
+    tmux.wait_for(r"level 1/5", timeout=180)
+    children = descendants(pid)
+    tmux.keys("C-c")
+    screen = tmux.wait_for(r"Stop it and quit\?", timeout=15)
+    assert "ctrl+q" not in screen  # Textual's own hint is not what ctrl+c does here
+    tmux.keys("C-c")
+    deadline = time.monotonic() + 90
+    while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert rc.read_text().strip() == "130"
+    assert not wait_gone(children, timeout=20)
+    path = the_recording(out)
+    assert f"recording: {path}" in tmux.screen(history=True)
+    with Recording.open(path) as recording:
+        assert recording.event_counts().get("session_ended") == 1
+
+
 # a hang-up (the terminal goes away mid-sweep): tests/reliability/test_signals_and_kills.py::
 # test_tui_hang_up_keeps_the_level_and_ends_interrupted, one TUI run for what both files asked of it

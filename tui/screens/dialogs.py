@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,12 +18,17 @@ from engine.record.exporters import EXPORTERS
 EXPORT_FORMATS = tuple((name, exporter.description) for name, exporter in EXPORTERS.items())
 
 
-class ConfirmQuit(ModalScreen[bool]):
-    """``running``: what the session is doing (its phase: sweep, probe ...); None: it is idle."""
+QuitAnswer = Literal["stay", "quit", "interrupt"]  # interrupt: ctrl+c again, stop at once (exit 130)
+
+
+class ConfirmQuit(ModalScreen[QuitAnswer]):
+    """``running``: what the session is doing (its phase: sweep, probe ...); None: it is idle.
+    Docked at the bottom, over the footer, where the eye goes for keys."""
 
     BINDINGS = [
-        Binding("y,enter", "answer(True)", "Quit"),
-        Binding("n,escape,q", "answer(False)", "Stay"),
+        Binding("y,enter", "answer('quit')", "Quit"),
+        Binding("n,escape,q", "answer('stay')", "Stay"),
+        Binding("ctrl+c", "answer('interrupt')", "Stop now"),  # the app's ctrl+c comes first where it has one
     ]
 
     def __init__(self, running: str | None = None, stops_server: bool = True) -> None:
@@ -37,13 +43,14 @@ class ConfirmQuit(ModalScreen[bool]):
             else:
                 yield Label("The session is idle. Quit?" + (" Its server stops." if self.stops_server else ""))
             yield Label("The recording is finalised either way.", classes="dim")
-            yield Label("[b]y[/b] quit    [b]n[/b] stay" if not self.running else "[b]y[/b] stop and quit    [b]n[/b] keep it running")
+            keys = "[b]y[/b] quit    [b]n[/b] stay" if not self.running else "[b]y[/b] stop and quit    [b]n[/b] keep it running"
+            yield Label(f"{keys}    [b]ctrl+c[/b] stop now")
 
     def on_mount(self) -> None:
         self.query_one(".dialog").border_title = "quit"
 
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+    def action_answer(self, answer: QuitAnswer) -> None:
+        self.dismiss(answer)
 
 
 class ExportDialog(ModalScreen[str | None]):

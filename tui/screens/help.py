@@ -34,6 +34,7 @@ HELP = """\
 | `tab` `↑` `↓` `pgup` `pgdn` | move between panels and scroll them |
 | `ctrl+p` | command palette: every action, themes |
 | `q` | quit (a live session is stopped and its recording finalised) |
+| `ctrl+c` | quit, interrupted (exit 130): during a run it asks as `q` does, and `ctrl+c` again stops at once |
 
 ## Numbers
 

@@ -22,7 +22,7 @@ def test_check_names_the_hogs_in_a_host_contention_item(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    (item,) = [i for i in report["items"] if i["name"] == "host contention"]
+    (item,) = [i for i in report["items"] if i["name"] == "contention"]
     assert item["status"] in ("warn", "fail") and item["scope"] == "host"
     assert "taken by other processes" in item["measured"] and item["expected"] == "< 10 %"
     named = report["facts"]["host"]["others_top"]

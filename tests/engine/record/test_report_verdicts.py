@@ -39,6 +39,19 @@ def test_no_stable_level_is_said_first_and_at_each_figure(no_stable_level: Path)
     assert "no level was stable" in head.lower() and "0 of 7" in head
     assert findings.peak is None and findings.saturation is None and findings.cost_per_1000_at_peak is None
     assert findings.recommendation[0].startswith("Measure again before sizing: not decided")
+    # every level produced figures: the saturation point is missing for want of a sound level
+    assert "No sound level, so no saturation point: concurrency 1 unstable" in text
+    assert "No level produced a result" not in text
+
+
+def test_a_comparison_of_runs_with_no_sound_level_says_so(no_stable_level: Path, tmp_path: Path) -> None:
+    from engine.record.compare import build_compare_doc, compare
+
+    run = SyntheticRun(variant="2x", gpu_count=2, probe=False, capacity_per_gpu_ips=80.0)
+    other = record_events(tmp_path / "run2.sqlite", _unstable(synthetic_session(run)))
+    with Recording.open(no_stable_level) as a, Recording.open(other) as b:
+        text = to_markdown(build_compare_doc(compare([a, b])))
+    assert "No sound level in any run" in text and "No run produced a result" not in text
 
 
 def test_a_stable_saturation_level_is_not_marked(tmp_path: Path) -> None:
