@@ -79,6 +79,7 @@ class HeadlessPrinter:
         self._last_telemetry_t: float | None = None
         self._seen_notices: set[str] = set()
         self._fatal_shown: set[str] = set()  # fatal errors printed: the end lines do not repeat them
+        self._details_printed = False  # the sweep's left-out levels, under its result table
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # unbounded: put never blocks
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -151,6 +152,7 @@ class HeadlessPrinter:
     def _print_level_started(self, event: ev.LevelStarted) -> None:
         if event.index == 0 and event.trial <= 1:
             self._sweep_header_printed = False  # a new sweep: its own table
+            self._details_printed = False
         text = describe(event)
         if text is not None:
             self._line(text + self._time_left(), STYLE[severity(event)], event.ts)
@@ -229,8 +231,14 @@ class HeadlessPrinter:
                             self.state.slo_text, self.state.cost_per_hour)
         if line is not None:
             self._plain("  " + line)
-        self._plain(self.state.answer().line, "bold")
+        for detail in self.state.answer().details:  # why each level left out decides nothing
+            self._plain("  " + detail, "yellow")
+        self._details_printed = True
+        self._print_sweep_answer()
         self._plain("")
+
+    def _print_sweep_answer(self) -> None:
+        """A run's answer is its last line (finish), not here; a study names each config's."""
 
     def _print_probe_row(self, event: ev.ProbeResult) -> None:
         if not self._probe_header_printed:
@@ -302,8 +310,11 @@ class HeadlessPrinter:
             reason = f": {error}" if error and error not in self._fatal_shown else ""
             self._plain(f"{word}{reason}", style)
             line = run_answer_line(state)
+            if line and not self._details_printed and (state.levels or state.past_sweeps):
+                for detail in state.answer().details:  # a sweep cut short: no result table said them
+                    self._plain("  " + detail, "yellow")
             if line:
-                self._plain(line, "bold")
+                self._plain(line, "bold")  # once, the last line
 
 
 def ending(exit_code: int) -> tuple[str, str]:

@@ -50,6 +50,10 @@ class StudyPrinter(HeadlessPrinter):
         if isinstance(event, ev.LevelResult):
             self._plain(self.progress_line(), "dim")
 
+    def _print_sweep_answer(self) -> None:
+        if self.study.current:  # each config's own answer, above the study's
+            self._plain(f"  config {self.study.current}: {self.state.answer().line.removeprefix('answer: ')}", "bold")
+
     def progress_line(self) -> str:
         s = self.study
         n, total = s.position()

@@ -14,6 +14,7 @@ every surface gives the same figures because they all end here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,50 @@ def why_unsound(r: LevelResult) -> str:
     return f"{level_words(r.mode, r.level)} {status}{trials}{extra}"
 
 
+def _unsound_kind(r: LevelResult) -> str:
+    if r.remeasure:
+        return "measured again"
+    if r.degraded:
+        return "degraded"
+    if r.status == SOUND_STATUS and not r.requests:
+        return "empty"
+    return str(r.status)
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = round(min(values) * 100), round(max(values) * 100)
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
+def unsound_summary(unsound: Sequence[LevelResult], total: int, load: bool = True) -> str:
+    """"7 of 7 levels contended (others 77–85 % of the CPU)": the levels that decide nothing in a
+    few words, for the answer line (each one's own reason is ``why_unsound``)."""
+    kinds = Counter(_unsound_kind(r) for r in unsound)
+    head = f"{len(unsound)} of {total} level{'s' if total != 1 else ''}"
+    inside = []
+    if len(kinds) == 1:
+        head += f" {next(iter(kinds))}"
+    else:
+        head += " not sound"
+        inside.append(", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    others = [r.others_cpu for r in unsound if r.others_cpu is not None and r.others_cpu >= 0.05]
+    steal = [r.steal for r in unsound if r.steal is not None and r.steal >= 0.05]
+    if load and others:
+        inside.append(f"others {_span(others)} % of the CPU")
+    if load and steal:
+        inside.append(f"{_span(steal)} % stolen")
+    return head + (f" ({'; '.join(inside)})" if inside else "")
+
+
+def _advice(unsound: Sequence[LevelResult]) -> str:
+    """What to do about noisy levels, in a few words (the full advice is AGAIN)."""
+    busy = any(r.status == "contended" or (r.others_cpu or 0) >= 0.05 or (r.steal or 0) >= 0.05 for r in unsound)
+    return "measure on a quieter box" if busy else "measure with more windows or trials"
+
+
+AGAIN = "measure again on a quieter box, or with more windows (load.max_windows) or trials (load.max_trials)"
+
+
 @dataclass(frozen=True)
 class Answer:
     """A sweep's headline figures, from its sound levels only."""
@@ -66,11 +111,13 @@ class Answer:
     cost_per_hour: float | None
     gpus: int  # GPUs in the config (0: CPU)
     remeasured: int  # levels measured more than once
-    not_decided: str  # "" or why no sound level supports the answer
+    not_decided: str  # "" or why no sound level supports the answer, every level named
     running: bool = False  # levels are still to come
     # a streaming sweep's objectives (load.slo: TTFT, ITL, latency percentiles): with them and no
     # latency target, slo_level is the goodput's level (the most served meeting them all)
     stream_slos: tuple[StreamSlo, ...] = ()
+    brief: str = ""  # not_decided in a few words, for the answer line
+    cause: str = ""  # not_decided's kind: "no sound level", "no level meets p99 <= 50 ms"
 
     @property
     def targeted(self) -> bool:
@@ -120,10 +167,17 @@ class Answer:
         return [why_unsound(r) for r in self.levels if not is_sound(r) and r.status != "failed"]
 
     @property
+    def details(self) -> list[str]:
+        """The lines that stand above the answer line: each level left out, and why."""
+        left = [f"left out: {why}" for why in self.left_out]
+        return [*left, AGAIN] if left and self.not_decided else left
+
+    @property
     def line(self) -> str:
-        """The one line that answers the run: "answer: ..."."""
+        """The one line that answers the run: "answer: ...", short (``details`` holds each level's
+        reason)."""
         if self.not_decided:
-            return f"answer: not decided: {self.not_decided}"
+            return f"answer: not decided: {self.brief or self.not_decided}"
         d = self.deciding
         assert d is not None
         where = f"at {self.target_words}" if self.targeted else "peak"
@@ -136,14 +190,15 @@ class Answer:
             ttft = f", TTFT p99 {fmt.ms(d.stream.ttft.p99)} ms" if d.stream is not None else ""
             parts[0] += f" (p99 {fmt.ms(d.latency.p99)} ms{ttft})"
         elif not self.slo_bounded:
-            parts[0] += " (no level measured missed the target: the point may lie higher)"
+            parts[0] += " (no level missed the target: the point may lie higher)"
         if self.cost_per_1000 is not None:
             parts.append(f"{fmt.money(self.cost_per_1000)} per 1000")
         if self.cost_per_million_tokens is not None:
             parts.append(f"{fmt.money(self.cost_per_million_tokens)} per million output tokens")
         again = f"{self.remeasured} level{'s' if self.remeasured != 1 else ''} re-measured"
-        left = self.left_out
-        tail = f"stable ({again})" if not left else f"stable ({again}; left out: {'; '.join(left)})"
+        unsound = [r for r in self.levels if not is_sound(r) and r.status != "failed"]
+        left = f"; {unsound_summary(unsound, len(self.levels), load=False)}, left out" if unsound else ""
+        tail = f"stable ({again}{left})"
         if self.running:
             tail += "; so far"
         return f"answer: {where}, {box}: {', '.join(parts)}, {tail}"
@@ -180,36 +235,43 @@ def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour
         slo_level = good.level if good is not None else None
         bounded = any(stream_misses(r, stream_slos) for r in levels
                       if (is_sound(r) or r.status == "failed") and slo_level is not None and r.level > slo_level.level)
+    full, cause, brief = _not_decided(levels, sound, best, slo, slo_level, running, tuple(stream_slos))
     return Answer(levels=tuple(levels), sound=tuple(sound), best=best, slo=slo, slo_level=slo_level,
                   slo_bounded=bounded, cost_per_hour=cost_per_hour, gpus=gpus,
-                  remeasured=sum(1 for n in trials.values() if n > 1),
-                  not_decided=_not_decided(levels, sound, best, slo, slo_level, running, tuple(stream_slos)),
-                  running=running, stream_slos=tuple(stream_slos))
+                  remeasured=sum(1 for n in trials.values() if n > 1), not_decided=full,
+                  running=running, stream_slos=tuple(stream_slos), brief=brief, cause=cause)
 
 
 def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], best: LevelResult | None,
                  slo: Slo | None, slo_level: LevelResult | None, running: bool,
-                 stream_slos: tuple[StreamSlo, ...] = ()) -> str:
+                 stream_slos: tuple[StreamSlo, ...] = ()) -> tuple[str, str, str]:
+    """Why nothing is decided: in full, its kind, and in a few words; ("", "", "") when decided."""
     if not levels:
-        return "no level measured yet" if running else "no level was measured"
-    noisy = [why_unsound(r) for r in levels if not is_sound(r) and r.status != "failed"]
-    again = "measure again on a quieter box, or with more windows (load.max_windows) or trials (load.max_trials)"
+        text = "no level measured yet" if running else "no level was measured"
+        return text, text, text
+    unsound = [r for r in levels if not is_sound(r) and r.status != "failed"]
+    noisy = [why_unsound(r) for r in unsound]
     if best is None:
         if not noisy:
-            return "every level failed"
-        return f"no sound level: {'; '.join(noisy)}; {again}"
+            return "every level failed", "every level failed", "every level failed"
+        return (f"no sound level: {'; '.join(noisy)}; {AGAIN}", "no sound level",
+                f"{unsound_summary(unsound, len(levels))}; {_advice(unsound)}")
     if slo is not None and slo_level is None:
         target = f"{slo.percentile} <= {slo.target_s * 1000:g} ms"
-        below = [why_unsound(r) for r in levels if not is_sound(r) and r.status != "failed"
-                 and r.level < min(s.level for s in sound)]
+        below = [r for r in unsound if r.level < min(s.level for s in sound)]
         if below:
             return (f"no sound level meets {target}, and the levels that could have are not sound: "
-                    f"{'; '.join(below)}; {again}")
-        return f"no level meets {target} (the least load measured, {level_words(levels[0].mode, levels[0].level)}, misses it)"
+                    f"{'; '.join(why_unsound(r) for r in below)}; {AGAIN}", f"no sound level meets {target}",
+                    f"no sound level meets {target}; below the sound ones {unsound_summary(below, len(levels))}; "
+                    f"{_advice(below)}")
+        text = f"no level meets {target} (the least load measured, {level_words(levels[0].mode, levels[0].level)}, misses it)"
+        return text, f"no level meets {target}", text
     if slo is None and stream_slos and slo_level is None:
         target = ", ".join(f"{s.name} <= {s.bound_s * 1000:g} ms" for s in stream_slos)
-        return f"no sound level meets {target}" + (f" (left out: {'; '.join(noisy)})" if noisy else "")
-    return ""
+        cause = f"no sound level meets {target}"
+        return (cause + (f" (left out: {'; '.join(noisy)})" if noisy else ""), cause,
+                cause + (f" ({unsound_summary(unsound, len(levels), load=False)}, left out)" if unsound else ""))
+    return "", "", ""
 
 
 # --------------------------------------------------------------------------- the fold over events

@@ -5,6 +5,7 @@ model's study counts output tokens instead: tokens/s, $ per million tokens and j
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -466,19 +467,36 @@ def recommendation(f: StudyFigures) -> str:
     return f"{failed}; among the one-server configs alone: {f.stop.reason}" if f.stop.variant else failed
 
 
+LINE_ROOM = 120  # what an answer line leaves for its reason
+
+
+def undecided_configs(configs: Sequence[ConfigFigures]) -> str:
+    """"cpu2, cpu*2 (no sound level)": the configs no sound level decides, by cause, for the
+    answer line (each one's reasons stand above it, in the recommendation)."""
+    causes: dict[str, list[str]] = {}
+    for c in configs:
+        if c.not_decided and c.answer is not None:
+            causes.setdefault(c.answer.cause or "not decided", []).append(c.variant)
+    return "; ".join(f"{', '.join(variants)} ({cause})" for cause, variants in causes.items())
+
+
 def answer_line(f: StudyFigures) -> str:
     """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
     per 1000, stable (1 level re-measured)", "answer: not a GPU question here: ..." where the
     request path capped every config, or "answer: not decided: ...", as when a config failed
     (whichever way it would have gone, the other side must not win by it)."""
     if f.failed:
-        return f"answer: not decided: {'; '.join(f.failed.values())}"
+        failed = "; ".join(f.failed.values())
+        if len(failed) > LINE_ROOM:  # each failure stands in full above, in the recommendation
+            failed = f"{', '.join(f.failed)} failed"
+        return f"answer: not decided: {failed}"
     if f.request_cap is not None:
         return f"answer: {f.request_cap.line}"
     stop = f.stop
     config = next((c for c in f.configs if c.variant == stop.variant), None)
+    undecided = undecided_configs(f.configs)
     if stop.variant is None or config is None or config.answer is None:
-        reason = stop.reason.removeprefix("not decided: ")
+        reason = undecided or stop.reason.removeprefix("not decided: ")
         return f"answer: not decided: {reason}"
     a = config.answer
     at = a.deciding
@@ -490,9 +508,8 @@ def answer_line(f: StudyFigures) -> str:
     if cost is not None:
         parts.append(f"{fmt.money(cost)} per million output tokens" if config.streaming else f"{fmt.money(cost)} per 1000")
     again = sum(c.answer.remeasured for c in f.configs if c.answer is not None)
-    undecided = [f"{c.variant}: {c.not_decided}" for c in f.configs if c.not_decided]
     tail = f"stable ({again} level{'s' if again != 1 else ''} re-measured"
-    tail += f"; not decided: {'; '.join(undecided)})" if undecided else ")"
+    tail += f"; not decided: {undecided})" if undecided else ")"
     return f"answer: {f.basis}, stop at {stop.units} {f.unit}{plural} ({config.variant}): {', '.join(parts)}, {tail}"
 
 

@@ -98,6 +98,7 @@ def test_finish_prints_recording_path_and_outcome() -> None:
     lines = ok.rstrip().splitlines()
     assert lines[-3:-1] == ["recording: recordings/run.sqlite", "done"]
     assert lines[-1].startswith("answer: peak, ")  # every run ends with its answer
+    assert len(lines[-1]) <= 160 and sum(line.startswith("answer: ") for line in lines) == 1
     events = session_events(end=False, probe=False)
     events.append(ev.SessionEnded(status="failed", error="every level failed", exit_code=1, ts=T0 + 999))
     failed = printed(events, exit_code=1).rstrip().splitlines()
@@ -223,9 +224,34 @@ def test_no_best_line_from_unstable_levels_and_the_answer_says_not_decided() -> 
     events = [replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in session_events()]
     text = printed(events).splitlines()
     assert not any(line.startswith("  best:") for line in text)
-    assert text[-1].startswith("answer: not decided: no sound level: concurrency ")
+    assert text[-1] == "answer: not decided: 4 of 4 levels unstable; measure with more windows or trials"
+    assert sum(line.startswith("answer: ") for line in text) == 1  # once, the last line
+    left = [line for line in text if line.startswith("  left out: concurrency ")]
+    assert len(left) == 4 and all(line.endswith(" unstable") for line in left)  # each level's reason, above it
     stable = printed(session_events()).splitlines()
     best = next(line for line in stable if line.startswith("  best:"))
     answer = next(line for line in stable if line.startswith("answer: "))
     level = best.split(" at level ")[1].split(" ")[0]
     assert f"at concurrency {level} " in answer  # the best line and the answer name one level
+
+
+def test_a_contended_box_ends_with_one_short_answer_line_at_80_columns() -> None:
+    """Every level contended: each level's reason stands above, the answer is one short line, once."""
+    from dataclasses import replace
+
+    levels = [e for e in session_events() if isinstance(e, ev.LevelResult)]
+    share = iter(0.77 + 0.08 * i / max(len(levels) - 1, 1) for i in range(len(levels)))
+    events = [replace(e, status="contended", others_cpu=next(share)) if isinstance(e, ev.LevelResult) else e
+              for e in session_events()]
+    out = io.StringIO()
+    printer = HeadlessPrinter(Console(file=out, width=80))
+    for event in events:
+        printer(event)
+    printer.finish(0, None)
+    lines = out.getvalue().rstrip().splitlines()
+    n = len(levels)
+    assert lines[-1] == (f"answer: not decided: {n} of {n} levels contended (others 77–85 % of the CPU); "
+                         "measure on a quieter box")
+    assert len(lines[-1]) <= 160 and sum(line.startswith("answer: ") for line in lines) == 1
+    left = [line for line in lines if line.startswith("  left out: ")]
+    assert len(left) == n and all("contended (others took" in line for line in left)

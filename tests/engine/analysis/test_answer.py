@@ -29,7 +29,8 @@ def test_the_newcomers_study_an_unstable_level_below_does_not_veto_a_stable_one(
     assert a.slo_level is not None and a.slo_level.level == 4 and a.slo_bounded
     assert a.not_decided == ""
     assert a.line.startswith("answer: at p99 <= 50 ms, CPU: 320.0 images/s at concurrency 4, $0.000868 per 1000, stable")
-    assert "left out: concurrency 1 unstable after 3 trials" in a.line
+    assert a.line.endswith("stable (1 level re-measured; 1 of 3 levels unstable, left out)")
+    assert a.details == ["left out: concurrency 1 unstable after 3 trials"]  # each level's reason stands above the line
     assert a.remeasured == 1
 
 
@@ -37,9 +38,36 @@ def test_no_sound_level_is_not_decided_and_says_why() -> None:
     levels = [result(1, 40, 308, "contended", trial=3, others=0.6), result(4, 320, 20, "unstable", trial=3)]
     a = decide(levels, parse_slo("p99=50ms"))
     assert a.best is None and a.slo_level is None and a.cost_per_1000 is None
-    assert a.line == ("answer: not decided: no sound level: concurrency 1 contended after 3 trials (others took 60 % of "
-                      "the CPU); concurrency 4 unstable after 3 trials; measure again on a quieter box, or with more "
-                      "windows (load.max_windows) or trials (load.max_trials)")
+    assert a.line == ("answer: not decided: 2 of 2 levels not sound (1 contended, 1 unstable; others 60 % of the CPU); "
+                      "measure on a quieter box")
+    assert a.not_decided == ("no sound level: concurrency 1 contended after 3 trials (others took 60 % of "
+                             "the CPU); concurrency 4 unstable after 3 trials; measure again on a quieter box, or with "
+                             "more windows (load.max_windows) or trials (load.max_trials)")
+    assert a.details == ["left out: concurrency 1 contended after 3 trials (others took 60 % of the CPU)",
+                         "left out: concurrency 4 unstable after 3 trials",
+                         "measure again on a quieter box, or with more windows (load.max_windows) or trials "
+                         "(load.max_trials)"]
+
+
+@pytest.mark.parametrize(("levels", "line"), [
+    # the newcomer's box: every level contended, others' share as a range
+    ([result(c, 100, 9, "contended", others=o) for c, o in
+      ((1, 0.77), (2, 0.80), (4, 0.81), (8, 0.85), (16, 0.79), (32, 0.82), (64, 0.78))],
+     "answer: not decided: 7 of 7 levels contended (others 77–85 % of the CPU); measure on a quieter box"),
+    # unstable on a quiet box: more windows or trials, not a quieter box
+    ([result(1, 40, 9, "unstable", trial=3), result(2, 80, 9, "unstable", trial=3)],
+     "answer: not decided: 2 of 2 levels unstable; measure with more windows or trials"),
+    # one stable level cannot be the SLO point: the levels below it are the ones that could have been
+    ([result(1, 40, 30, "unstable", others=0.2), result(2, 60, 35, "unstable"), result(4, 320, 90)],
+     "answer: not decided: no sound level meets p99 <= 50 ms; below the sound ones 2 of 3 levels unstable "
+     "(others 20 % of the CPU); measure on a quieter box"),
+    # failed levels are results, not noise
+    ([result(1, 0, 0, "failed"), result(2, 0, 0, "failed")], "answer: not decided: every level failed"),
+])
+def test_the_not_decided_line_summarizes_the_levels(levels: list[ev.LevelResult], line: str) -> None:
+    a = decide(levels, parse_slo("p99=50ms"))
+    assert a.line == line and len(a.line) <= 160
+    assert len(a.details) == len(a.left_out) + (1 if a.left_out else 0)
 
 
 def test_a_contended_level_is_never_the_peak_even_with_the_most_throughput() -> None:
@@ -47,7 +75,8 @@ def test_a_contended_level_is_never_the_peak_even_with_the_most_throughput() -> 
                cost_per_hour=3.6)
     assert a.best is not None and a.best.level == 8
     assert a.line.startswith("answer: peak, 2 GPUs: 200.0 images/s at concurrency 8 (p99 12.0 ms), $0.00500 per 1000")
-    assert "left out: concurrency 4 contended (others took 70 % of the CPU)" in a.line
+    assert a.line.endswith("stable (0 levels re-measured; 1 of 3 levels contended, left out)")
+    assert a.details == ["left out: concurrency 4 contended (others took 70 % of the CPU)"]
 
 
 def test_when_the_only_levels_that_could_meet_the_target_are_unsound_it_is_not_decided() -> None:

@@ -41,7 +41,8 @@ def test_the_peak_is_the_sound_level_with_the_most_tokens() -> None:
     assert line.startswith("answer: peak, CPU: 900.0 tokens/s at concurrency 4 (p99 200 ms, TTFT p99 50.0 ms), $1.11 "
                            "per million output tokens, stable")
     assert "images" not in line and "per 1000" not in line
-    assert "concurrency 16 unstable" in line  # left out, in words
+    assert line.endswith("(0 levels re-measured; 1 of 3 levels unstable, left out)")
+    assert answer.details == ["left out: concurrency 16 unstable"]  # in words, above the line
 
 
 def test_the_slo_point_is_the_goodput_over_sound_levels_only() -> None:
