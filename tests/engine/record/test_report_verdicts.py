@@ -35,7 +35,7 @@ def test_no_stable_level_is_said_first_and_at_each_figure(no_stable_level: Path)
     text = to_markdown(build_report(summary, findings))
     head = "\n".join(text.splitlines()[:8])
     # the answer first: no figure is drawn from noise
-    assert "answer: not decided: no sound level: concurrency 1 unstable" in head
+    assert "answer: not decided: 7 of 7 levels unstable; measure with more windows or trials" in head
     assert "no level was stable" in head.lower() and "0 of 7" in head
     assert findings.peak is None and findings.saturation is None and findings.cost_per_1000_at_peak is None
     assert findings.recommendation[0].startswith("Measure again before sizing: not decided")
