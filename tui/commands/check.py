@@ -4,6 +4,7 @@ no Textual."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -29,5 +30,6 @@ def run(args: argparse.Namespace) -> int:
     progress = (lambda text: None) if args.json else (lambda text: print(f"check: {text} ...", file=sys.stderr, flush=True))
     check = run_check(expected_from_profile(profile), args.output, measure=not args.quick,
                       allreduce=not args.no_allreduce, progress=progress)
-    print(to_json(check) if args.json else render_text(check))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a log keeps the wide table
+    print(to_json(check) if args.json else render_text(check, width))
     return 3 if check.verdict == "no-go" else 0

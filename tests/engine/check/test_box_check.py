@@ -479,3 +479,30 @@ def test_unset_checks_every_gpu_and_prints_no_scope_line():
     assert find(result, "gpu count").measured == "4" and result.facts["cuda_visible"] is None
     assert not [i for i in result.items if i.name == "cuda_visible_devices"]
     assert render_text(result).splitlines()[0].split() == ["where", "check", "measured", "expected"]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_check_of_a_bad_box_fits_the_terminal(width: int):
+    """Every row, its expected figure, its note and the go/no-go paragraph fit the width; a
+    log (no width) keeps the wide table, every figure on one row."""
+    gpus = _geforce(2)
+    gpus[1].processes = [(999_999, 20 * GIB)]
+    measured = child_output(gpus, gen=4, h2d=24.0, d2d=20.0, per_gpu={1: {"pcie_width": 4}})
+    result = check(FakeNvml(gpus), H200, measured=measured, busbw=18.0)
+    assert result.verdict == "no-go"
+    text = render_text(result, width)
+    assert max(len(line) for line in text.splitlines()) <= width, text
+    for item in result.items:  # nothing a row that is not ok says is lost
+        if item.status != "ok":
+            flat = " ".join(text.split())
+            assert item.measured in flat and f"expected {item.expected}" in flat and " ".join(item.note.split()) in flat
+    assert "NO-GO: 6 fail" in text
+    wide = render_text(result)
+    assert any(len(line) > 120 for line in wide.splitlines())
+    assert "device-to-device bandwidth" in wide and "GPU-GPU copies" in text
+
+
+def test_a_healthy_box_fits_80_columns():
+    text = render_text(check(FakeNvml(hgx())), 80)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "\nGO: " in text
