@@ -51,3 +51,22 @@ def test_an_interrupted_run_is_not_called_failed() -> None:
     study = io.StringIO()
     StudyPrinter(Console(file=study, width=160)).finish_study(130, None, [])
     assert "interrupted (exit code 130)" in study.getvalue() and "failed (exit" not in study.getvalue()
+
+
+def test_a_study_prints_each_configs_answer_under_its_table_and_its_own_answer_once_last() -> None:
+    from dataclasses import replace
+
+    out = io.StringIO()
+    printer = StudyPrinter(Console(file=out, width=160))
+    printer(ev.StudyStarted(study_id="s", model="m", variants=["cpu2"], levels=[1], mode="concurrency",
+                            server="embedded"))
+    printer(ev.StudyVariantStarted(variant="cpu2", position=0))
+    for event in session_events(probe=False):
+        printer(replace(event, status="unstable") if isinstance(event, ev.LevelResult) else event)
+    printer(ev.StudyFinished(status="ok", finished=["cpu2"], answer="answer: not decided: cpu2 (no sound level)"))
+    printer.finish_study(0, None, [])
+    lines = out.getvalue().rstrip().splitlines()
+    assert [line for line in lines if line.startswith("answer: ")] == ["answer: not decided: cpu2 (no sound level)"]
+    assert lines[-1] == "answer: not decided: cpu2 (no sound level)"
+    config = [line for line in lines if line.startswith("  config cpu2: ")]
+    assert config == ["  config cpu2: not decided: 4 of 4 levels unstable; measure with more windows or trials"]

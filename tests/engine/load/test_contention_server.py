@@ -47,7 +47,8 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
     assert windows and all(w.others_cpu is not None for w in windows)
     answer = decide(published)
     if all(r.status == "contended" for r in results):
-        assert answer.best is None and answer.line.startswith("answer: not decided: no sound level: concurrency 1 contended")
+        assert answer.best is None and answer.line.startswith("answer: not decided: 2 of 2 levels contended (others ")
+        assert answer.not_decided.startswith("no sound level: concurrency 1 contended")
     assert answer.best is None or answer.best.status == "stable"  # never a contended level
 
 
