@@ -543,6 +543,9 @@ class _Level:
         endpoints = await self.endpoint_results(chosen)
         if endpoints:  # each message says which endpoint it came from
             messages = [f"{e.name} ({e.url}): {m}" for e in endpoints for m in e.error_messages]
+        stream = stream_stats(agg)
+        if stream is not None and stream.itl_note:  # ITL shown as not measured: say why
+            self.publish(Warning(source="load", message=f"level {self.level:g}: {stream.itl_note}", key=f"itl-{self.index}"))
         return base(
             windows=len(self.windows),
             merged_windows=len(chosen),
@@ -561,7 +564,7 @@ class _Level:
             network=self.network_path(),
             endpoints=endpoints,
             degraded=self.degraded(),
-            stream=stream_stats(agg),
+            stream=stream,
         )
 
     def degraded(self) -> str:
