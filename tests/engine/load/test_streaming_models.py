@@ -256,3 +256,24 @@ def test_a_unary_model_streams_one_response_per_request(identity_server, identit
     assert result.errors == 0, result.errors_by_kind
     assert result.stream is not None and result.stream.responses_per_request == 1
     assert result.stream.itl.count == 0
+
+
+
+@pytest.mark.parametrize("transport", STREAMING)
+def test_responses_a_stalled_client_reads_together_are_counted_not_timed(toy_llm, transport: str) -> None:
+    target, info = toy_llm
+    # the worker's loop busy 18 ms at a time: the responses that come meanwhile are read together
+    tokens = 48
+    results, events = asyncio.run(sweep(target, info, _stream_load(
+        input_data="", output_tokens=tokens, concurrency=[1], transport=transport, dev_stall_ms=18,
+        stability_percent=100, min_window_requests=3)))
+    (result,) = results
+    stream = result.stream
+    assert result.errors == 0 and stream is not None and stream.responses_per_request == tokens
+    assert stream.itl_unmeasured > 0
+    if stream.itl_note is None:  # the gaps between reads: none of them 0
+        assert stream.itl.count + stream.itl_unmeasured == result.requests * (tokens - 1)
+        assert stream.itl.min is not None and stream.itl.min > 0
+    else:  # most gaps were in reads of several: ITL not measured, and the sweep says why
+        assert stream.itl.count == 0 and stream.itl.p50 is None
+        assert any(stream.itl_note in w.message for w in events.of("warning"))
