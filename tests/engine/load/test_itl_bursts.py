@@ -13,6 +13,9 @@ import time
 import numpy as np
 
 from engine import events as ev
+from engine.analysis.answer import decide
+from engine.analysis.host_merge import merged_stream
+from engine.analysis.percentiles import latency_stats
 from engine.analysis.stream_slo import goodput, goodput_line, misses, parse_slos
 from engine.load.stamped_socket import StampedSocket, arrival
 from engine.load.transport import StreamTimes
@@ -125,6 +128,19 @@ def test_responses_read_in_bursts_by_a_slow_client_have_no_itl() -> None:
     assert misses(level, slos) == [] and goodput([level], slos) is None
     line = goodput_line([level], "itl_p99=50ms")
     assert line is not None and "not decided" in line and stats.itl_note in line
+    why = decide([level], stream_slos=slos).not_decided
+    assert "not decided at concurrency 8" in why and stats.itl_note in why
+
+
+def test_hosts_merge_an_itl_only_where_most_gaps_were_measured() -> None:
+    ok = ev.StreamStats(ttft=latency_stats([1_000_000], histogram=True), itl=latency_stats([2_000_000] * 7, histogram=True), responses_per_request=8,
+                        output_tokens_per_s=8.0)
+    bursty = ev.StreamStats(ttft=latency_stats([1_000_000], histogram=True), itl=latency_stats([], histogram=True), responses_per_request=8,
+                            output_tokens_per_s=8.0, itl_unmeasured=6, itl_note="ITL not measurable: ...")
+    merged = merged_stream([ok, bursty])
+    assert merged is not None and merged.itl_note is None and merged.itl.count == 7 and merged.itl_unmeasured == 6
+    merged = merged_stream([bursty, bursty])
+    assert merged is not None and merged.itl_note == bursty.itl_note and merged.itl.count == 0
 
 
 def test_spaced_responses_still_get_a_measured_itl() -> None:
