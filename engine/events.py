@@ -178,11 +178,13 @@ class StreamStats:
     intended send in rate mode); a response counts as one output token."""
 
     ttft: LatencyStats  # time to the first response
-    itl: LatencyStats  # the gaps between a request's successive responses
+    itl: LatencyStats  # the gaps between a request's successive responses (count 0: not measured)
     responses_per_request: float  # mean
     output_tokens_per_s: float  # every response of the merged windows over their duration
     tokens_per_s_per_request: float | None = None  # median over requests of (responses - 1) / decode time
     tokens_per_request: float | None = None  # mean output tokens (None: recorded before it, one per response)
+    itl_unmeasured: int = 0  # gaps left out of ``itl``: responses that came in one read share its stamp
+    itl_note: str | None = None  # why ``itl`` is not measured (most gaps were not), None where it is
 
 
 @dataclass

@@ -171,6 +171,8 @@ def _stream_lines(stream: ev.StreamStats) -> Text:
             line.append(f"{name} ", style="dim")
             line.append(f"{fmt.ms(getattr(stats, name))}  ", style="red" if name == "p99" else "")
         line.append("ms", style="dim")
+        if label == "ITL " and stream.itl_note:
+            line = Text(f"ITL  {stream.itl_note}", no_wrap=True, overflow="ellipsis")
         lines.append(line)
     tokens = stream.tokens_per_request if stream.tokens_per_request is not None else stream.responses_per_request
     lines.append(Text(f"{tokens:.1f} tokens and {stream.responses_per_request:.1f} responses per request", style="dim"))

@@ -24,7 +24,7 @@ from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.slo import Measured, Slo, slo_point
 from engine.analysis.sound import SOUND_STATUS, is_sound, output_rate, peak, standing
 from engine.analysis.stream_slo import Slo as StreamSlo
-from engine.analysis.stream_slo import goodput, parse_slos
+from engine.analysis.stream_slo import goodput, parse_slos, undecided
 from engine.analysis.stream_slo import misses as stream_misses
 from engine.events import Event, LevelResult, LevelStarted, ServerReady, SessionStarted
 from engine.profiles import scale_out_parts
@@ -268,6 +268,11 @@ def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], be
         return text, f"no level meets {target}", text
     if slo is None and stream_slos and slo_level is None:
         target = ", ".join(f"{s.name} <= {s.bound_s * 1000:g} ms" for s in stream_slos)
+        unjudged = [(r, why) for r in sound if (why := undecided(r, stream_slos))]
+        if unjudged:  # a figure those levels could not measure: not judged, so not missed either
+            text = (f"{target} not decided at {', '.join(level_words(r.mode, r.level) for r, _ in unjudged)}: "
+                    f"{unjudged[0][1]}")
+            return text, f"{target} not decided", text
         cause = f"no sound level meets {target}"
         return (cause + (f" (left out: {'; '.join(noisy)})" if noisy else ""), cause,
                 cause + (f" ({unsound_summary(unsound, len(levels), load=False)}, left out)" if unsound else ""))

@@ -81,9 +81,16 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
         return None
     requests = [p.ttft.count for p in known]
     total = sum(requests)
+    unmeasured = sum(p.itl_unmeasured for p in known)
+    measured = [p.itl for p in known if p.itl_note is None]
+    note = next((p.itl_note for p in known if p.itl_note), None)
+    if note is not None and unmeasured <= sum(s.count for s in measured):
+        note = None  # the hosts that measured it outweigh the ones that could not
     return StreamStats(
         ttft=merged_latency([p.ttft for p in known]),
-        itl=merged_latency([p.itl for p in known]),
+        itl=merged_latency(measured if note is None else []),
+        itl_unmeasured=unmeasured,
+        itl_note=note,
         responses_per_request=(sum(p.responses_per_request * n for p, n in zip(known, requests, strict=True)) / total
                                if total else 0.0),
         output_tokens_per_s=sum(p.output_tokens_per_s for p in known),

@@ -5,7 +5,9 @@
 response), the percentile 50, 90, 95 or 99, the bound in ms or s (``ttft_p99=200ms,itl_p99=50ms``).
 A level meets them when each named percentile of its merged windows is within its bound; the
 goodput is the requests/s and output tokens/s of the highest-throughput stable level that meets
-them all (an unstable or failed level decides nothing). Pure functions.
+them all (an unstable or failed level decides nothing). An objective on a figure the level could
+not measure (ITL where the client read its responses in bursts) is not judged there: neither met
+nor missed, and the goodput line says why. Pure functions.
 """
 
 from __future__ import annotations
@@ -66,10 +68,21 @@ def measured(result: LevelResult, slo: Slo) -> float | None:
     return getattr(stats, f"p{slo.percentile}", None) if stats is not None else None
 
 
+def undecided(result: LevelResult, slos: Sequence[Slo]) -> str | None:
+    """Why the level's objectives cannot be judged (a figure named that it could not measure);
+    None when they can."""
+    if result.stream is not None and result.stream.itl_note and any(s.figure == "itl" for s in slos):
+        return result.stream.itl_note
+    return None
+
+
 def misses(result: LevelResult, slos: Sequence[Slo]) -> list[str]:
-    """The objectives the level does not meet (a figure it lacks is not met), by name."""
+    """The objectives the level does not meet (a figure it lacks is not met; one it could not
+    measure is not judged, ``undecided``), by name."""
     out = []
     for slo in slos:
+        if slo.figure == "itl" and undecided(result, slos) is not None:
+            continue
         value = measured(result, slo)
         if value is None or value > slo.bound_s:
             out.append(slo.name)
@@ -87,7 +100,7 @@ def goodput(results: Sequence[LevelResult], slos: Sequence[Slo]) -> Goodput | No
     """The highest-throughput sound level (engine/analysis/answer.py's rule: stable, uncontended,
     standing) meeting every objective; None when none does. Throughput is output tokens/s where
     the levels stream, requests/s otherwise."""
-    meeting = [r for r in standing(results) if is_sound(r) and not misses(r, slos)]
+    meeting = [r for r in standing(results) if is_sound(r) and not misses(r, slos) and undecided(r, slos) is None]
     if not slos or not meeting:
         return None
     best = max(meeting, key=lambda r: (output_rate(r), r.throughput_rps))
@@ -107,7 +120,12 @@ def goodput_line(results: Sequence[LevelResult], slo_text: str | Sequence[str], 
         return None
     named = ", ".join(f"{s.name} ≤ {fmt.ms(s.bound_s)} ms" for s in slos)
     best = goodput(results, slos)
+    unjudged = [(r, why) for r in standing(results) if is_sound(r) and (why := undecided(r, slos))]
+    not_judged = ("; not decided at level " + ", ".join(fmt.level(r.mode, r.level) for r, _ in unjudged)
+                  + f": {unjudged[0][1]}") if unjudged else ""
     if best is None:
+        if unjudged:
+            return f"goodput ({named}): not decided" + not_judged
         return f"goodput ({named}): no stable level meets them"
     text = (f"goodput ({named}): {fmt.rate(best.requests_per_s)} req/s"
             + (f", {fmt.rate(best.tokens_per_s)} tok/s" if best.tokens_per_s is not None else "")
@@ -115,4 +133,4 @@ def goodput_line(results: Sequence[LevelResult], slo_text: str | Sequence[str], 
     cost = cost_per_million_tokens(cost_per_hour, best.tokens_per_s or 0.0)
     if cost is not None:
         text += f", {fmt.money(cost)} per million output tokens at ${cost_per_hour:g}/h"
-    return text
+    return text + not_judged

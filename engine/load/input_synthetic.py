@@ -10,6 +10,10 @@ MAX_TOKENS, TensorRT-LLM's request_output_len, max_tokens, max_new_tokens), an i
 input's datatype; or vLLM's BYTES ``sampling_parameters`` as JSON ``{"max_tokens": n}``. A model
 with none of them is refused in one line, before any load. The prompts become input-data entries
 (engine/load/input_tensors.py), so the requests are made from them as from a file's.
+
+A model whose input is text (``text_input``: a BYTES input named like a prompt) gets such prompts
+by default, DEFAULT_WORDS words each, when neither input data nor a length is given: random
+numbers are no prompt.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from engine.profiles import token_count
 OUTPUT_LENGTH_INPUTS = ("max_tokens", "request_output_len", "max_new_tokens", "max_output_tokens", "output_len")
 SAMPLING_PARAMETERS = "sampling_parameters"  # vLLM's backend: a JSON text of sampling settings
 INTEGERS = {"INT32": np.int32, "INT64": np.int64, "UINT32": np.uint32, "UINT64": np.uint64, "INT16": np.int16}
+TEXT_INPUTS = ("prompt", "text", "text_input", "input_text")  # names of a prompt input, any case
+DEFAULT_WORDS = 8  # a prompt's words when load.input_tokens is not set
 ENTRIES = 64  # distinct prompts when a length has a spread (one without)
 SEED = 42
 WORDS = ("the", "river", "stone", "light", "morning", "garden", "window", "quiet", "paper", "yellow", "market",
@@ -43,8 +49,21 @@ def lengths(text: object, key: str, count: int, rng: random.Random) -> list[int]
     return [rng.randint(mean - spread, mean + spread) for _ in range(count)]
 
 
+def text_input(inputs: dict[str, tuple[str, list[int]]]) -> str | None:
+    """The model's prompt input: a BYTES input named one of TEXT_INPUTS (any case); None when it
+    has none, so it is not a text model."""
+    for name, (datatype, _) in inputs.items():
+        if datatype == "BYTES" and name.lower() in TEXT_INPUTS:
+            return name
+    return None
+
+
 def prompt_input(model: DataModel) -> str:
-    """The input that takes the prompt: the model's one BYTES input besides sampling_parameters."""
+    """The input that takes the prompt: the one named like a prompt, else the model's one BYTES
+    input besides sampling_parameters."""
+    named = text_input(model.inputs)
+    if named is not None:
+        return named
     texts = [n for n, (datatype, _) in model.inputs.items() if datatype == "BYTES" and n.lower() != SAMPLING_PARAMETERS]
     if len(texts) != 1:
         found = ", ".join(texts) if texts else "none"
@@ -84,7 +103,7 @@ def synthetic_data(model: DataModel, input_tokens: object, output_tokens: object
     rng = random.Random(SEED)
     prompt = prompt_input(model)
     prompt_shape = _one_element_shape(model, prompt, "load.input_tokens")
-    words = lengths(input_tokens, "input_tokens", count, rng) if input_tokens != "" else [8] * count
+    words = lengths(input_tokens, "input_tokens", count, rng) if input_tokens != "" else [DEFAULT_WORDS] * count
     outs = lengths(output_tokens, "output_tokens", count, rng) if output_tokens != "" else None
     target = length_input(model) if outs is not None else None
     target_shape = _one_element_shape(model, target[0], "load.output_tokens") if target is not None else ()
@@ -101,5 +120,7 @@ def synthetic_data(model: DataModel, input_tokens: object, output_tokens: object
             inputs[name] = DataTensor(datatype, target_shape, raw)
         entries.append(DataEntry(inputs))
     spec = f"input_tokens={input_tokens!s} output_tokens={output_tokens!s} seed={SEED} entries={count}"
-    return InputData(f"synthetic ({spec.split(' seed')[0]})", "synthetic", hashlib.sha256(spec.encode()).hexdigest(),
+    label = (f"synthetic ({spec.split(' seed')[0]})" if input_tokens != "" or output_tokens != ""
+             else f"synthetic text prompts ({DEFAULT_WORDS} words; load.input_tokens sets the length)")
+    return InputData(label, "synthetic", hashlib.sha256(spec.encode()).hexdigest(),
                      entries)

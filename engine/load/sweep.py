@@ -543,6 +543,9 @@ class _Level:
         endpoints = await self.endpoint_results(chosen)
         if endpoints:  # each message says which endpoint it came from
             messages = [f"{e.name} ({e.url}): {m}" for e in endpoints for m in e.error_messages]
+        stream = stream_stats(agg)
+        if stream is not None and stream.itl_note:  # ITL shown as not measured: say why
+            self.publish(Warning(source="load", message=f"level {self.level:g}: {stream.itl_note}", key=f"itl-{self.index}"))
         return base(
             windows=len(self.windows),
             merged_windows=len(chosen),
@@ -561,7 +564,7 @@ class _Level:
             network=self.network_path(),
             endpoints=endpoints,
             degraded=self.degraded(),
-            stream=stream_stats(agg),
+            stream=stream,
         )
 
     def degraded(self) -> str:
@@ -783,15 +786,18 @@ async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) ->
 
 async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publish,
                     stop: asyncio.Event) -> tuple[list[RequestInputs], list[str]]:
-    """The sweep's requests: load.data's one, or those of load.input_data (read in a thread: it
-    may be large), which is then announced (InputDataUsed: the recording keeps it)."""
+    """The sweep's requests: load.data's one, synthetic prompts (load.input_tokens, or a text
+    model's default), or those of load.input_data (read in a thread: it may be large), which are
+    then announced (InputDataUsed: the recording keeps it)."""
+    from engine.load.input_synthetic import synthetic_data, text_input
+    from engine.load.input_tensors import DataModel
     from engine.load.request_set import data_requests, random_requests
 
+    model = DataModel(info, target.input_shapes)
     if load.input_tokens != "" or load.output_tokens != "":
-        from engine.load.input_synthetic import synthetic_data
-        from engine.load.input_tensors import DataModel
-
-        data = synthetic_data(DataModel(info, target.input_shapes), load.input_tokens, load.output_tokens)
+        data = synthetic_data(model, load.input_tokens, load.output_tokens)
+    elif not load.input_data and text_input(model.inputs) is not None:  # a text model gets text, not numbers
+        data = synthetic_data(model, "", "")
     elif not load.input_data:
         return random_requests(target, info, load.batch_size, load.data)
     else:

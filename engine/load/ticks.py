@@ -67,6 +67,7 @@ class Tick:
     decode_ns: array | None = None
     itl_ns: array | None = None
     tokens: array | None = None  # output tokens per request (load.tokens_from; else its responses)
+    reads: array | None = None  # distinct arrival stamps per request (None: every gap measured)
 
     @property
     def completed(self) -> int:

@@ -71,23 +71,29 @@ class Scheduler(Protocol):
 
 class StreamTimes:
     """One request's stream of responses (a decoupled model's), as a streaming transport saw it:
-    when the first response came, the gaps between the next ones, how many there were."""
+    when the first response came, the gaps between the next ones, how many there were.
 
-    __slots__ = ("first_ns", "gaps_ns", "last_ns", "responses", "tokens")
+    Responses that share one arrival stamp (one read of several) have no gap of their own: it is
+    not measured, left out of ``gaps_ns`` (``reads`` counts the distinct stamps)."""
+
+    __slots__ = ("first_ns", "gaps_ns", "last_ns", "reads", "responses", "tokens")
 
     def __init__(self) -> None:
         self.first_ns = 0
         self.gaps_ns: list[int] = []
         self.last_ns = 0
         self.responses = 0
+        self.reads = 0  # distinct arrival stamps: responses - reads gaps were not measured
         self.tokens = 0  # output tokens: load.tokens_from's counts, else one per response
 
     def add(self, now_ns: int, tokens: int = 1) -> None:
         """One more response, arrived at ``now_ns``, carrying ``tokens`` output tokens."""
         if self.responses == 0:
             self.first_ns = now_ns
-        else:
+            self.reads = 1
+        elif now_ns != self.last_ns:
             self.gaps_ns.append(now_ns - self.last_ns)
+            self.reads += 1
         self.responses += 1
         self.tokens += tokens
         self.last_ns = now_ns

@@ -45,6 +45,7 @@ class StreamSamples:
     decode_ns: np.ndarray
     itl_ns: np.ndarray
     tokens: np.ndarray  # output tokens per request
+    reads: np.ndarray | None = None  # distinct arrival stamps per request (None: every gap measured)
 
 
 def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSamples | None:
@@ -58,6 +59,7 @@ def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSample
         decode_ns=concat_samples(p.decode_ns for p in chosen),  # type: ignore[misc]
         itl_ns=concat_samples(p.itl_ns for p in chosen),  # type: ignore[misc]
         tokens=concat_samples(p.tokens if p.tokens is not None else p.responses for p in chosen),  # type: ignore[misc]
+        reads=concat_samples(p.reads if p.reads is not None else p.responses for p in chosen),  # type: ignore[misc]
     )
 
 
@@ -158,11 +160,17 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
     return out
 
 
+def itl_unmeasurable(per_read: float) -> str:
+    """Why a level's ITL is not measured: its responses came in reads of several."""
+    return f"ITL not measurable: the client read {per_read:.0f} responses at once (client BOUND)"
+
+
 def stream_stats(agg: Aggregate) -> StreamStats | None:
     """A streaming level's figures from its merged windows (None for a unary one): TTFT and ITL
     percentiles, responses and output tokens per request (a response is one token unless
     load.tokens_from names its count), output tokens/s overall and per request (the median of the
-    tokens after the first response over the time from the first response to the final)."""
+    tokens after the first response over the time from the first response to the final). Gaps
+    between responses of one read are not measured; where they are most, ITL is not measured."""
     samples = agg.stream
     if samples is None or samples.responses.size == 0:
         return None
@@ -172,9 +180,16 @@ def stream_stats(agg: Aggregate) -> StreamStats | None:
     rated = (decode_s > 0) & (responses > 0)
     # the first response's share of the tokens came before decode_s began
     per_request = tokens[rated] * (responses[rated] - 1) / responses[rated] / decode_s[rated]
+    reads = samples.reads if samples.reads is not None and samples.reads.size == responses.size else samples.responses
+    unmeasured = int((samples.responses - reads).sum())  # gaps between responses of one read
+    itl_ns, note = samples.itl_ns, None
+    if unmeasured > itl_ns.size:  # most gaps: what is left is the gaps between reads, not ITL
+        itl_ns, note = itl_ns[:0], itl_unmeasurable(float(responses.sum()) / max(1, int(reads.sum())))
     return StreamStats(
         ttft=latency_stats(samples.ttft_ns, histogram=True),
-        itl=latency_stats(samples.itl_ns, histogram=True),
+        itl=latency_stats(itl_ns, histogram=True),
+        itl_unmeasured=unmeasured,
+        itl_note=note,
         responses_per_request=float(responses.mean()),
         output_tokens_per_s=float(tokens.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
         tokens_per_s_per_request=float(np.median(per_request)) if per_request.size else None,

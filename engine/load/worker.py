@@ -115,6 +115,7 @@ class TickBuffer:
         self.tokens: list[int] = []
         self.decode: list[int] = []
         self.itl: list[int] = []
+        self.reads: list[int] = []
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -137,7 +138,7 @@ class TickBuffer:
             tick = self.closed[self.index]
             tick.ttft_ns, tick.responses = array("q", self.ttft), array("q", self.responses)
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
-            tick.tokens = array("q", self.tokens)
+            tick.tokens, tick.reads = array("q", self.tokens), array("q", self.reads)
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -156,9 +157,10 @@ class TickBuffer:
         self.wait.append(wait)
         self.client.append(client)
 
-    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int) -> None:
+    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int, reads: int) -> None:
         """The stream of the request ``ok`` just counted (same tick)."""
         self.ttft.append(ttft)
+        self.reads.append(reads)
         self.itl.extend(gaps)
         self.responses.append(responses)
         self.tokens.append(tokens)
@@ -501,7 +503,7 @@ class Worker:
         stream = slot.stream
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
-                                 now - stream.first_ns, stream.tokens)
+                                 now - stream.first_ns, stream.tokens, stream.reads)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

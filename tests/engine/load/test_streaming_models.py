@@ -78,7 +78,9 @@ def _checked(result, tokens: int = TOKENS) -> None:
     # every request answered with all its responses, none shorter
     assert stream.responses_per_request == tokens
     assert stream.ttft.count == result.requests
-    assert stream.itl.count == result.requests * (tokens - 1)
+    # every gap measured, or left out as one of responses read together (counted)
+    assert stream.itl_note is None
+    assert stream.itl.count + stream.itl_unmeasured == result.requests * (tokens - 1)
     assert 0 < stream.ttft.p50 <= result.latency.p50
     assert stream.itl.p99 is not None and stream.itl.p99 <= result.latency.max
     assert stream.output_tokens_per_s == pytest.approx(result.throughput_rps * tokens)
@@ -107,9 +109,24 @@ def test_rate_mode(toy_llm, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", STREAMING)
-def test_prompts_that_are_not_text_are_counted_errors(toy_llm, transport: str) -> None:
+def test_without_input_data_a_text_model_gets_text_prompts(toy_llm, transport: str) -> None:
     target, info = toy_llm
-    results, _ = asyncio.run(sweep(target, info, _stream_load(input_data="", concurrency=[2], transport=transport)))
+    results, events = asyncio.run(sweep(target, info, _stream_load(input_data="", concurrency=[1, 2],
+                                                                   transport=transport)))
+    assert len(results) == 2
+    for result in results:
+        _checked(result, tokens=16)  # the model's own output length
+    (used,) = events.of("input_data")
+    assert used.source == "synthetic" and "text prompts" in used.path
+
+
+@pytest.mark.parametrize("transport", STREAMING)
+def test_prompts_that_are_not_text_are_counted_errors(toy_llm, tmp_path, transport: str) -> None:
+    target, info = toy_llm
+    path = tmp_path / "numbers.json"
+    path.write_text('{"data": [{"PROMPT": ["1234 5678"], "MAX_TOKENS": [4]}]}')
+    results, _ = asyncio.run(sweep(target, info, _stream_load(input_data=str(path), concurrency=[2],
+                                                              transport=transport)))
     (result,) = results
     assert result.status == "failed" and result.requests == 0
     assert result.errors_by_kind.get("rejected", 0) > 0
@@ -239,3 +256,24 @@ def test_a_unary_model_streams_one_response_per_request(identity_server, identit
     assert result.errors == 0, result.errors_by_kind
     assert result.stream is not None and result.stream.responses_per_request == 1
     assert result.stream.itl.count == 0
+
+
+
+@pytest.mark.parametrize("transport", STREAMING)
+def test_responses_a_stalled_client_reads_together_are_counted_not_timed(toy_llm, transport: str) -> None:
+    target, info = toy_llm
+    # the worker's loop busy 18 ms at a time: the responses that come meanwhile are read together
+    tokens = 48
+    results, events = asyncio.run(sweep(target, info, _stream_load(
+        input_data="", output_tokens=tokens, concurrency=[1], transport=transport, dev_stall_ms=18,
+        stability_percent=100, min_window_requests=3)))
+    (result,) = results
+    stream = result.stream
+    assert result.errors == 0 and stream is not None and stream.responses_per_request == tokens
+    assert stream.itl_unmeasured > 0
+    if stream.itl_note is None:  # the gaps between reads: none of them 0
+        assert stream.itl.count + stream.itl_unmeasured == result.requests * (tokens - 1)
+        assert stream.itl.min is not None and stream.itl.min > 0
+    else:  # most gaps were in reads of several: ITL not measured, and the sweep says why
+        assert stream.itl.count == 0 and stream.itl.p50 is None
+        assert any(stream.itl_note in w.message for w in events.of("warning"))
