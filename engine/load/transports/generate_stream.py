@@ -8,8 +8,10 @@ asked for, with a value of its datatype's JSON kind) and timed by the kernel's r
 (engine/load/stamped_socket.py; the first: TTFT; the gaps between the next: ITL); the body's last chunk ends the request. With validation data, the last
 event's values are compared with the request's (a stream's answer is its last response, as
 perf_analyzer's ``validation_data`` reads it): a difference is a ``wrong_answer``. An ``error`` event, or an
-answer that is not 200, refuses it once the body ends; a connection that closes before the
-body's end is lost (``connection_reset``), never a shorter answer.
+answer that is not 200, refuses it once the body ends (one not chunked at once, its connection
+closed); a connection that closes before the body's end is lost (``connection_reset``), never a
+shorter answer. Every line is bounded (the head, a chunk's size line, an event) and searched
+once; an answer that does not parse, whatever the parser raises, is a ``malformed_answer``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.http1 import BadResponse, Head, parse_head
+from engine.http1 import BadResponse, Head, error_message, parse_head
 from engine.load.answer_values import EXACT, Expected, compare_output
 from engine.load.stamped_socket import arrival
 from engine.load.tcp import TcpDialer
@@ -95,6 +97,14 @@ def raw_of(value: Any, datatype: str) -> bytes | None:
         return None
 
 
+class Refused(Exception):
+    """An error answer that is not an event stream: refused as the server's status says."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
 class GenerateConnection(Connection, asyncio.Protocol):
     """One keep-alive connection carrying at most one generate_stream request at a time."""
 
@@ -130,6 +140,10 @@ class GenerateConnection(Connection, asyncio.Protocol):
             return
         try:
             ended = self._take(data, now)
+        except Refused as exc:
+            self._reset()
+            self.w.rejected(self, exc.kind, exc.message, True)  # the connection is closed: its body is not read
+            return
         except BadResponse as exc:
             self._fail(str(exc))
             return
@@ -147,8 +161,12 @@ class GenerateConnection(Connection, asyncio.Protocol):
             head = parse_head(self.buf, len(self.buf), start=max(0, len(self.buf) - len(data) - 3))
             if head is None:
                 return False
-            if not head.chunked:
-                raise BadResponse(f"HTTP {head.status} answer that is not a chunked event stream")
+            if not head.chunked and head.status == 200:
+                raise BadResponse("HTTP 200 answer that is not a chunked event stream")
+            if not head.chunked:  # an error answered whole (its body's start, if here, says why)
+                body = bytes(self.buf[head.head_len : head.head_len + (head.content_length or 0)])
+                said = f": {error_message(body, 200)}" if body else ""
+                raise Refused(REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}{said}")
             self.head, self.pos = head, head.head_len
             if head.status != 200:
                 self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")

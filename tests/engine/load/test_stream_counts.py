@@ -3,7 +3,8 @@ HTTP/1.1 server of server-sent events, an HTTP/2 gRPC-stream server) and real lo
 token count past what one response can carry, a chunk size line that never ends, a chunk size
 past the cap, an event of deeply nested JSON. Each fails the level at once as a malformed answer
 naming the server's value, never as a timeout nor as load workers that stopped answering; a
-worker's own error is reported as itself."""
+worker's own error is reported as itself. A level where most requests failed is failed, and so
+is its run; a streaming table keeps its errors column."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engine import http2
+from engine import columns, http2
 from engine.load.target import Target, TargetInfo
 from engine.load.transport import MAX_RESPONSE_TOKENS, token_count_problem
 from engine.load.transports.generate_stream import MAX_SIZE_LINE, GenerateDialer, GeneratePayload
@@ -25,6 +26,7 @@ from engine.load.transports.grpc import messages
 from engine.load.transports.grpc_stream import FINAL, STREAM
 from engine.load.worker import Worker
 from engine.load.worker_messages import Fatal
+from engine.outcome import RunFacts, RunLedger, outcome
 from tests.engine.load.conftest import quick_load, sweep
 from tests.engine.load.test_grpc_stream_frames import Scheduler
 
@@ -230,3 +232,47 @@ async def test_a_workers_own_error_is_reported_as_itself_with_its_first_line() -
         asyncio.get_running_loop().set_exception_handler(None)
         session.close()
         pipe.close()
+
+
+# --------------------------------------------------------------------------- levels that mostly failed
+
+
+async def test_a_level_where_most_requests_failed_is_failed_and_so_is_the_run() -> None:
+    answered = [0]
+    good, bad = _events(b'{"TOKEN": "a", "COUNT": 1}'), _events(b'{"error": "the model is out of memory"}')
+
+    async def mostly_bad(writer: asyncio.StreamWriter) -> None:
+        answered[0] += 1
+        await (good if answered[0] % 3 == 0 else bad)(writer)
+
+    level, events = await _generate_level(mostly_bad)
+    assert level.status == "failed" and level.requests > 0  # some passed: still not a measurement
+    assert set(level.errors_by_kind) == {"rejected"} and level.errors > level.requests
+    (error,) = [e for e in events.of("error") if not e.fatal]
+    assert f"level {level.level:g} failed: most requests failed: rejected x" in error.message
+    assert "the model is out of memory" in error.message
+    ledger = RunLedger()
+    for event in events:
+        ledger.apply(event)
+    end = outcome(RunFacts(level_statuses=ledger.statuses(), planned_levels=1))
+    assert (end.status, end.error, end.exit_code) == ("failed", "1 of 1 levels failed", 1)
+
+
+async def test_an_error_answered_whole_is_the_servers_refusal_not_a_malformed_stream() -> None:
+    body = b'{"error": "model crashed"}'
+
+    async def whole(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    level, _ = await _generate_level(whole)
+    assert level.status == "failed" and set(level.errors_by_kind) == {"server_error"}, level.errors_by_kind
+    assert "HTTP 500: model crashed" in level.error_messages[0]
+
+
+def test_streaming_tables_keep_the_errors_column() -> None:
+    for shown in (columns.SWEEP_SCREEN, columns.SWEEP_REPORT, columns.select(columns.SWEEP, ("level", "p99"))):
+        (errors,) = [c for c in columns.with_stream(shown) if c.key == "errors"]
+        assert not errors.optional  # never the first dropped where room is short
+        assert columns.cells((errors,), columns.LevelFigures(mode="concurrency", level=1, status="failed",
+                                                             errors=7)) == {"errors": "7"}
