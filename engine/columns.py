@@ -9,7 +9,7 @@ for p90, a terminal drops optional columns first), never how a column reads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Literal, TypeVar
 
 from engine import events as ev
@@ -213,9 +213,12 @@ STREAM_KEYS = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens")
 def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -> tuple[Column[LevelFigures], ...]:
     """A streaming sweep's columns: TTFT, ITL and output tokens/s after the request latency's p99
     (which is the latency to the final response), and $ per million tokens where it is priced
-    instead of $ per 1000 images (a stream's requests are not images)."""
+    instead of $ per 1000 images (a stream's requests are not images). The errors column stays,
+    kept where room is short: the stream columns would else crowd it out."""
     extra = select(SWEEP, (*STREAM_KEYS, "cost_mtok") if priced else STREAM_KEYS)
-    columns = [c for c in columns if c.key != "cost"]
+    columns = [replace(c, optional=False) if c.key == "errors" else c for c in columns if c.key != "cost"]
+    if not any(c.key == "errors" for c in columns):
+        columns.append(replace(*select(SWEEP, ("errors",)), optional=False))
     out: list[Column[LevelFigures]] = []
     for c in columns:
         out.append(c)

@@ -42,11 +42,12 @@ class Head:
     close: bool  # the server will close the connection after this response
 
 
-def parse_head(buf: bytes | bytearray, length: int | None = None) -> Head | None:
+def parse_head(buf: bytes | bytearray, length: int | None = None, start: int = 0) -> Head | None:
     """Parse a response head at the start of ``buf`` (its first ``length`` bytes); None when it
-    is not complete yet. Only the head is copied, never the body."""
+    is not complete yet. ``start``: where to search for its end (a caller that feeds bytes as
+    they come searches each once). Only the head is copied, never the body."""
     n = len(buf) if length is None else length
-    end = buf.find(b"\r\n\r\n", 0, min(n, MAX_HEAD_BYTES + 4))
+    end = buf.find(b"\r\n\r\n", start, min(n, MAX_HEAD_BYTES + 4))
     if end < 0:
         if n > MAX_HEAD_BYTES:
             raise BadResponse("response head larger than 64 KiB")

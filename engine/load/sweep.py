@@ -10,7 +10,8 @@ Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_wind
 without that: the last stable_windows windows are merged and the level says so), "contended"
 (other processes took more than load.contended_percent of the usable cores over the merged
 windows: engine/cpu_share.py measures each window), "failed" (a
-whole window completed no request successfully, or some answer was malformed, wrong or too large:
+whole window completed no request successfully, more requests failed than succeeded over the
+measured windows, or some answer was malformed, wrong or too large:
 every window is merged), "interrupted" (stop was asked before the level was decided).
 Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
 connection_reset, timeout, rejected and server_error (the server's answer, with its message and
@@ -79,6 +80,7 @@ from engine.load.server_stats import (
 from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.transport import (
+    DROPPED,
     MALFORMED_ANSWER,
     RESPONSE_TOO_LARGE,
     WRONG_ANSWER,
@@ -308,12 +310,18 @@ class _Level:
                     pass
         for _ in range(self.active):
             await pool.expect(Stopped, TICK_SLACK_S)
-        if status in ("stable", "unstable") and self.bad_answers():
-            status = "failed"  # figures measured on answers that were not the ones asked for
+        if status in ("stable", "unstable") and (self.bad_answers() or self.mostly_failed()):
+            status = "failed"  # figures measured on answers that were not the ones asked for, or on the few that passed
         result = await self.result(status)
         for task in self.snapshots.values():
             task.cancel()
         return result
+
+    def mostly_failed(self) -> bool:
+        """More requests of the measured windows failed than succeeded (those never sent, dropped at
+        rate mode's in-flight cap past the knee, are not failed requests)."""
+        failed = sum(w.agg.error_count - w.agg.errors.get(DROPPED, 0) for w in self.windows)
+        return failed > sum(w.agg.ok for w in self.windows)
 
     def bad_answers(self) -> int:
         """Answers of the measured windows that were malformed, wrong or too large."""
@@ -870,7 +878,10 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
         publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed, wrong or too "
                       f"large: {line}"))
     elif result.status == "failed":
-        publish(Error(source="load", message=f"level {result.level:g} failed: every request in a window failed: {line}"))
+        # a window with no success, or more failures than successes over the level
+        why = "most requests failed" if result.requests and result.errors > result.requests else \
+            "every request in a window failed"
+        publish(Error(source="load", message=f"level {result.level:g} failed: {why}: {line}"))
     else:
         # errors count every measured window; requests only the merged ones: do not mix them
         publish(Warning(source="load", message=f"level {result.level:g}: {result.errors} failed requests over its "

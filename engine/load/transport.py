@@ -103,16 +103,21 @@ INTEGER_TYPES = {"INT8": "<i1", "INT16": "<i2", "INT32": "<i4", "INT64": "<i8",
                  "UINT8": "<u1", "UINT16": "<u2", "UINT32": "<u4", "UINT64": "<u8"}
 
 
+# the most output tokens one response may report: more is the server's error, never counted (a
+# stream's sum must stay within the 64-bit ticks that carry it)
+MAX_RESPONSE_TOKENS = 1 << 24
+
+
 def raw_token_count(raw: bytes, datatype: str) -> int | None:
     """The token count a response's load.tokens_from output carries (its elements summed: one
     element, the count), from the tensor's raw little-endian bytes; None when it is not a
-    whole number of integers of ``datatype`` or a count below 0."""
+    whole number of integers of ``datatype``. A sum below 0 or past MAX_RESPONSE_TOKENS is
+    returned as it is: ``token_count_problem`` refuses it."""
     size = int(INTEGER_TYPES.get(datatype, "<i0")[2:])
     if not size or not raw or len(raw) % size:
         return None
-    total = sum(int.from_bytes(raw[i : i + size], "little", signed=datatype.startswith("INT"))
-                for i in range(0, len(raw), size))
-    return total if total >= 0 else None
+    return sum(int.from_bytes(raw[i : i + size], "little", signed=datatype.startswith("INT"))
+               for i in range(0, len(raw), size))
 
 
 def json_token_count(value: object) -> int | None:
@@ -120,8 +125,25 @@ def json_token_count(value: object) -> int | None:
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         return None
-    total = sum(items)
-    return total if total >= 0 else None
+    return sum(items)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as its type and its message's first line: the words of an error line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+
+
+def token_count_problem(found: int | None, output: str) -> str | None:
+    """Why a response's token count (load.tokens_from) cannot be counted, naming the server's
+    value, or None."""
+    if found is None:
+        return f"a response without a token count in {output} (load.tokens_from)"
+    if not 0 <= found <= MAX_RESPONSE_TOKENS:
+        shown = str(found) if abs(found) < 10**30 else f"{str(found)[:20]}... ({len(str(abs(found)))} digits)"
+        return (f"the server answered a token count of {shown} in {output} (load.tokens_from), "
+                f"outside 0..{MAX_RESPONSE_TOKENS} for one response")
+    return None
 
 
 class Connection:

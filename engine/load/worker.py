@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from importlib import import_module
 from multiprocessing.connection import Connection as Pipe
+from typing import Any
 
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
@@ -40,6 +41,7 @@ from engine.load.transport import (
     Dialer,
     connect_error_kind,
     describe,
+    first_line,
 )
 from engine.load.worker_messages import (
     Exit,
@@ -218,6 +220,7 @@ class Worker:
         self.selector = selector
         self.conn = conn
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self._loop_error)
         self.dialer: Dialer | None = None  # the sweep's transport, for this worker (UseTransport)
         self.dev = LoadDev()
         self.plan: LevelPlan | None = None
@@ -284,8 +287,20 @@ class Worker:
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            self.send_msg(Fatal(f"load worker {self.index}: {type(exc).__name__}: {exc}"))
+            self.fatal(task.exception())  # type: ignore[arg-type]  # not None: checked
+
+    def fatal(self, exc: BaseException) -> None:
+        """The worker's own error, reported as itself (its type and first line), never left to
+        read as a worker that stopped answering."""
+        self.send_msg(Fatal(f"load worker {self.index}: {first_line(exc)}"))
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An exception in a callback (a timer's, a connection's) would else only be logged."""
+        exc = context.get("exception")
+        if isinstance(exc, Exception):
+            self.fatal(exc)
+        else:
+            loop.default_exception_handler(context)
 
     def new_connections(self, count: int) -> list[Connection]:
         dialer = self.dialer

@@ -8,8 +8,10 @@ asked for, with a value of its datatype's JSON kind) and timed by the kernel's r
 (engine/load/stamped_socket.py; the first: TTFT; the gaps between the next: ITL); the body's last chunk ends the request. With validation data, the last
 event's values are compared with the request's (a stream's answer is its last response, as
 perf_analyzer's ``validation_data`` reads it): a difference is a ``wrong_answer``. An ``error`` event, or an
-answer that is not 200, refuses it once the body ends; a connection that closes before the
-body's end is lost (``connection_reset``), never a shorter answer.
+answer that is not 200, refuses it once the body ends (one not chunked at once, its connection
+closed); a connection that closes before the body's end is lost (``connection_reset``), never a
+shorter answer. Every line is bounded (the head, a chunk's size line, an event) and searched
+once; an answer that does not parse, whatever the parser raises, is a ``malformed_answer``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.http1 import BadResponse, Head, parse_head
+from engine.http1 import BadResponse, Head, error_message, parse_head
 from engine.load.answer_values import EXACT, Expected, compare_output
 from engine.load.stamped_socket import arrival
 from engine.load.tcp import TcpDialer
 from engine.load.transport import (
-    BAD_RESPONSE,
     MALFORMED_ANSWER,
     REJECTED,
     RESPONSE_TOO_LARGE,
@@ -39,11 +40,14 @@ from engine.load.transport import (
     Scheduler,
     StreamTimes,
     SweepInputs,
+    first_line,
     json_token_count,
+    token_count_problem,
 )
 
 monotonic_ns = time.monotonic_ns
-MAX_EVENT = 1 << 20  # bytes of one event before it is refused
+MAX_EVENT = 1 << 20  # bytes of one event (and of one chunk) before it is refused
+MAX_SIZE_LINE = 1024  # bytes of a chunk's size line (its extensions included)
 JSON_KINDS: dict[str, tuple[type, ...]] = {"BYTES": (str,), "BOOL": (bool,), "FP16": (int, float), "FP32": (int, float),
                                            "FP64": (int, float), "BF16": (int, float)}
 
@@ -93,6 +97,14 @@ def raw_of(value: Any, datatype: str) -> bytes | None:
         return None
 
 
+class Refused(Exception):
+    """An error answer that is not an event stream: refused as the server's status says."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
 class GenerateConnection(Connection, asyncio.Protocol):
     """One keep-alive connection carrying at most one generate_stream request at a time."""
 
@@ -108,6 +120,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self.head: Head | None = None
         self.pos = 0  # where the next chunk's size line starts in buf
         self.sse = bytearray()
+        self.scanned = 0  # bytes of sse searched for an event's end
         self.problem: tuple[str, str] | None = None  # the first (kind, message) found in this answer
         self.times = StreamTimes()
         self.stream = self.times
@@ -125,40 +138,57 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if not self.busy:
             self.w.unexpected(self, "bytes received with no request in flight")
             return
-        self.buf += data
-        if self.head is None:
-            try:
-                head = parse_head(self.buf, len(self.buf))
-            except BadResponse as exc:
-                self._fail(str(exc))
-                return
-            if head is None:
-                return
-            if not head.chunked:
-                self._fail(f"HTTP {head.status} answer that is not a chunked event stream")
-                return
-            self.head, self.pos = head, head.head_len
-            if head.status != 200:
-                self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")
         try:
-            ended = self._chunks(now)
+            ended = self._take(data, now)
+        except Refused as exc:
+            self._reset()
+            self.w.rejected(self, exc.kind, exc.message, True)  # the connection is closed: its body is not read
+            return
         except BadResponse as exc:
             self._fail(str(exc))
             return
+        except Exception as exc:  # whatever the server's bytes make a parser raise: its answer, never ours
+            self._fail(f"an answer that does not parse: {first_line(exc)}")
+            return
         if ended:
             self._finish()
+
+    def _take(self, data: bytes, now: int) -> bool:
+        """Frame what arrived; True at the body's last chunk."""
+        self.buf += data
+        if self.head is None:
+            # only the bytes not yet searched (less the 3 a blank line may straddle): linear
+            head = parse_head(self.buf, len(self.buf), start=max(0, len(self.buf) - len(data) - 3))
+            if head is None:
+                return False
+            if not head.chunked and head.status == 200:
+                raise BadResponse("HTTP 200 answer that is not a chunked event stream")
+            if not head.chunked:  # an error answered whole (its body's start, if here, says why)
+                body = bytes(self.buf[head.head_len : head.head_len + (head.content_length or 0)])
+                said = f": {error_message(body, 200)}" if body else ""
+                raise Refused(REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}{said}")
+            self.head, self.pos = head, head.head_len
+            if head.status != 200:
+                self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")
+        return self._chunks(now)
 
     def _chunks(self, now: int) -> bool:
         """Take the whole chunks in buf; True at the body's last chunk."""
         buf = self.buf
         while True:
-            eol = buf.find(b"\r\n", self.pos)
+            eol = buf.find(b"\r\n", self.pos, self.pos + MAX_SIZE_LINE + 2)
             if eol < 0:
+                if len(buf) - self.pos > MAX_SIZE_LINE:
+                    raise BadResponse(f"a chunk size line longer than {MAX_SIZE_LINE} bytes: "
+                                      f"{bytes(buf[self.pos : self.pos + 20])!r}...")
                 return False
+            text = bytes(buf[self.pos : eol]).split(b";")[0].strip()
             try:
-                size = int(bytes(buf[self.pos : eol]).split(b";")[0], 16)
+                size = int(text, 16)
             except ValueError:
-                raise BadResponse("a broken chunk size") from None
+                raise BadResponse(f"a broken chunk size {text[:20]!r}") from None
+            if not 0 <= size <= MAX_EVENT:
+                raise BadResponse(f"the server announced a chunk of {size} bytes, outside 0..{MAX_EVENT}")
             if size == 0:
                 if len(buf) < eol + 4:
                     return False
@@ -167,9 +197,9 @@ class GenerateConnection(Connection, asyncio.Protocol):
                 return True
             end = eol + 2 + size
             if len(buf) < end + 2:
-                if len(buf) - eol > MAX_EVENT:
-                    raise BadResponse("a chunk past the cap")
                 return False
+            if buf[end : end + 2] != b"\r\n":
+                raise BadResponse(f"a chunk of {size} bytes not followed by CRLF")
             self.sse += buf[eol + 2 : end]
             del buf[: end + 2]
             self.pos = 0
@@ -177,21 +207,25 @@ class GenerateConnection(Connection, asyncio.Protocol):
 
     def _events(self, now: int) -> None:
         sse = self.sse
-        while (cut := sse.find(b"\n\n")) >= 0:
+        # from where the last search stopped (less the byte a blank line may straddle): linear
+        while (cut := sse.find(b"\n\n", max(0, self.scanned - 1))) >= 0:
             event = bytes(sse[:cut])
             del sse[: cut + 2]
+            self.scanned = 0
             data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
             if data:
                 self._event(data, now)
+        self.scanned = len(sse)
         if len(sse) > MAX_EVENT:
             self.problem = self.problem or (RESPONSE_TOO_LARGE, f"an event past {MAX_EVENT} bytes")
             sse.clear()
+            self.scanned = 0
 
     def _event(self, data: bytes, now: int) -> None:
         try:
             value = json.loads(data)
-        except ValueError:
-            self.problem = self.problem or (MALFORMED_ANSWER, "an event whose data is not JSON")
+        except Exception as exc:  # ValueError, and RecursionError for deeply nested JSON
+            self.problem = self.problem or (MALFORMED_ANSWER, f"an event whose data is not JSON ({first_line(exc)})")
             return
         if isinstance(value, dict) and "error" in value:
             kind = self.problem[0] if self.problem else REJECTED
@@ -205,11 +239,11 @@ class GenerateConnection(Connection, asyncio.Protocol):
         counted = self.dialer.payload.tokens_from
         if counted:
             found = json_token_count(value.get(counted))
-            if found is None:
-                self.problem = self.problem or (MALFORMED_ANSWER, f"an event without a token count in {counted} "
-                                                "(load.tokens_from)")
+            problem = token_count_problem(found, counted)
+            if problem is not None:
+                self.problem = self.problem or (MALFORMED_ANSWER, problem)
                 return
-            tokens = found
+            tokens = found  # type: ignore[assignment]  # not None: checked
         self.times.add(now, tokens)
         self.last = value
 
@@ -224,7 +258,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is None and self.dialer.payload.expected and self.last is not None:
             wrong = self._wrong(self.last)
             problem = (WRONG_ANSWER, wrong) if wrong else None
-        self.buf, self.head, self.pos, self.sse = bytearray(), None, 0, bytearray()
+        self.buf, self.head, self.pos, self.sse, self.scanned = bytearray(), None, 0, bytearray(), 0
         if problem is not None:
             self.w.rejected(self, problem[0], problem[1], close)
         else:
@@ -263,7 +297,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if self.tr is not None:
             self.tr.abort()
 
-    def _fail(self, message: str, kind: str = BAD_RESPONSE) -> None:
+    def _fail(self, message: str, kind: str = MALFORMED_ANSWER) -> None:
         self._reset()
         self.w.failed(self, kind, message)
 

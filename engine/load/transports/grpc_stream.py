@@ -42,7 +42,9 @@ from engine.load.transport import (
     Scheduler,
     StreamTimes,
     SweepInputs,
+    first_line,
     raw_token_count,
+    token_count_problem,
 )
 from engine.load.transports.grpc import GrpcPayload, GrpcTransport, check_answer, messages
 
@@ -189,7 +191,11 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
                 return
             if n - at - 5 < size:
                 break
-            self.take(self.dialer.parse(bytes(buf[at + 5 : at + 5 + size])))
+            try:
+                self.take(self.dialer.parse(bytes(buf[at + 5 : at + 5 + size])))
+            except Exception as exc:  # whatever the message makes the parser raise: the server's answer
+                self._fail(f"a gRPC message that does not parse: {first_line(exc)}", MALFORMED_ANSWER)
+                return
             at += 5 + size
             if self.tr is None:
                 return
@@ -319,11 +325,11 @@ class GrpcStreamConnection(Connection, asyncio.Protocol):
             if counted is not None:
                 raw = dict(zip((o.name for o in response.outputs), response.raw_output_contents, strict=False))
                 found = raw_token_count(raw.get(counted[0], b""), counted[1])
-                if found is None:
-                    self._refuse(MALFORMED_ANSWER, f"a response without a token count in {counted[0]} "
-                                 "(load.tokens_from)", now)
+                problem = token_count_problem(found, counted[0])
+                if problem is not None:
+                    self._refuse(MALFORMED_ANSWER, problem, now)
                     return
-                tokens = found
+                tokens = found  # type: ignore[assignment]  # not None: checked
             self.times.add(now, tokens)
             self.last = response
         if final:
