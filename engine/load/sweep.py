@@ -800,11 +800,13 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
     from engine.load.input_synthetic import synthetic_data, text_input
     from engine.load.input_tensors import DataModel
     from engine.load.request_set import data_requests, random_requests
+    from engine.transports import is_decoupled
 
     model = DataModel(info, target.input_shapes)
     if load.input_tokens != "" or load.output_tokens != "":
         data = synthetic_data(model, load.input_tokens, load.output_tokens)
-    elif not load.input_data and text_input(model.inputs) is not None:  # a text model gets text, not numbers
+    elif not load.input_data and is_decoupled(info.model_config or {}) and text_input(model.inputs) is not None:
+        # a streaming text model gets text, not numbers (a unary model's other inputs keep load.data)
         data = synthetic_data(model, "", "")
     elif not load.input_data:
         return random_requests(target, info, load.batch_size, load.data)
