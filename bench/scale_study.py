@@ -34,10 +34,11 @@ from typing import Any
 
 from bench.common import ROOT, GpuBusy, out_dir
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_perf_analyzer
+from bench.transports import PA_SHM as PA_MODES
+from engine.analysis.scale_out import TIE  # the study's own tie between scale out and up
 
-PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"]}
+PA_SHM = {t: flags for t, flags in PA_MODES.items() if t != "grpc"}  # the studies here run over HTTP framings
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
-TIE = 0.02  # the study's own tie between scale out and up (engine/analysis/scale_out.TIE)
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:

@@ -513,37 +513,44 @@ def answer_line(f: StudyFigures) -> str:
     return f"answer: {f.basis}, stop at {stop.units} {f.unit}{plural} ({config.variant}): {', '.join(parts)}, {tail}"
 
 
-def study_answer_line(index_path: Path) -> str:
-    """``answer_line`` of a study's index; never raises: a study that cannot be read says so."""
+@dataclass(frozen=True)
+class EndLines:
+    """What a study ends with on every screen, live and replayed."""
+
+    scale_answers: list[str]  # one line per scale-out config; [] when it ran none
+    answer: str
+    forecasts: list[str]  # []: a CPU study
+
+
+def end_lines(index_path: Path) -> EndLines:
+    """A study's end lines from one reading of its recordings. Never raises: a study that cannot
+    be read says so in each line."""
     try:
-        return answer_line(study_figures(index_path))
+        index = read_index(index_path)
     except (UserError, OSError) as exc:
-        return f"answer: not decided: {exc}"
-    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end line says so, the replay goes on
-        return f"answer: not decided: the study's recordings could not be read ({type(exc).__name__}: {exc})"
+        return EndLines([f"no scale-out answer: {exc}"], f"answer: not decided: {exc}", [f"no forecast: {exc}"])
+    failed = [r.variant for r in index.runs if run_failed(r.variant, r.status, r.exit_code, r.error)]
+    scaled = any(scale_out_parts(v) for v in [*index.finished, *failed])
+    try:
+        f = study_figures(index_path)
+    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end lines say so, the replay goes on
+        why = str(exc) if isinstance(exc, (UserError, OSError)) else \
+            f"the study's recordings could not be read ({type(exc).__name__}: {exc})"
+        return EndLines([f"no scale-out answer: {why}"] if scaled else [], f"answer: not decided: {why}",
+                        [f"no forecast: {why}"])
+    return EndLines([c.answer.line for c in f.scale] if scaled else [], answer_line(f), arm_lines(f.forecasts))
+
+
+def study_answer_line(index_path: Path) -> str:
+    """``answer_line`` of a study's index; never raises."""
+    return end_lines(index_path).answer
 
 
 def scale_answer_lines(index_path: Path) -> list[str]:
-    """The study's scale-out answers, one line each, for the screens at its end (live and
-    replayed); [] when it ran no scale-out config. Never raises: a study that cannot be read
-    says so in the line."""
-    try:
-        index = read_index(index_path)
-        failed = [r.variant for r in index.runs if run_failed(r.variant, r.status, r.exit_code, r.error)]
-        if not any(scale_out_parts(v) for v in [*index.finished, *failed]):
-            return []
-        return [c.answer.line for c in study_figures(index_path).scale]
-    except (UserError, OSError) as exc:
-        return [f"no scale-out answer: {exc}"]
+    """The study's scale-out answers, one line each; [] when it ran no scale-out config."""
+    return end_lines(index_path).scale_answers
 
 
 def forecast_lines(index_path: Path) -> list[str]:
-    """The study's forecasts, one line each, for the screens at its end (live and replayed): the
-    larger configs predicted from the smaller ones, beside the measured figure where it ran; []
-    for a CPU study. Never raises: a study that cannot be read says so in the line."""
-    try:
-        return arm_lines(study_figures(index_path).forecasts)
-    except (UserError, OSError) as exc:
-        return [f"no forecast: {exc}"]
-    except Exception as exc:  # noqa: BLE001 - a doctored recording: the end line says so, the replay goes on
-        return [f"no forecast: the study's recordings could not be read ({type(exc).__name__}: {exc})"]
+    """The study's forecasts, one line each, beside the measured figure where it ran."""
+    return end_lines(index_path).forecasts

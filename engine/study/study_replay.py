@@ -12,7 +12,7 @@ from engine.errors import UserError
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from engine.source import EventSource
-from engine.study.figures import forecast_lines, scale_answer_lines, study_answer_line
+from engine.study.figures import end_lines
 from engine.study.index import read_index, recording_paths
 
 
@@ -152,10 +152,11 @@ class StudyReplaySource(EventSource):
                                                      error=run.error, ts=last[0]))
         # an index still "running": the study stopped before it wrote its end (a crash, a kill)
         status: ev.SessionStatus = "interrupted" if ix.status == "running" else ix.status
+        end = end_lines(self.index_path)
         self.bus.publish(ev.StudyFinished(status=status, finished=ix.finished, missing=ix.missing,
                                           index_path=str(self.index_path),
                                           exit_code=0 if ix.status == "ok" else 1, ts=ix.ended or first_ts,
-                                          scale_answers=scale_answer_lines(self.index_path),
-                                          answer=study_answer_line(self.index_path),
-                                          forecast_lines=forecast_lines(self.index_path)))
+                                          scale_answers=end.scale_answers,
+                                          answer=end.answer,
+                                          forecast_lines=end.forecasts))
         self._done = True

@@ -36,7 +36,7 @@ from engine.profiles import Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
-from engine.study.figures import forecast_lines, scale_answer_lines, study_answer_line
+from engine.study.figures import end_lines
 from engine.study.index import INDEX_SUFFIX, StudyIndex, VariantRun, write_index
 from engine.study.model_control import (
     NoModelControl,
@@ -238,11 +238,12 @@ class StudySource(EventSource):
         write_index(index, self.index_path)
         if index.missing and self.error is None and self.exit_code != EXIT_OK:
             self.error = f"variants missing from the study: {', '.join(index.missing)}"
+        end = end_lines(self.index_path)
         self.bus.publish(ev.StudyFinished(status=index.status, finished=index.finished, missing=index.missing,
                                           index_path=str(self.index_path), exit_code=self.exit_code,
-                                          scale_answers=scale_answer_lines(self.index_path),
-                                          answer=study_answer_line(self.index_path),
-                                          forecast_lines=forecast_lines(self.index_path)))
+                                          scale_answers=end.scale_answers,
+                                          answer=end.answer,
+                                          forecast_lines=end.forecasts))
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""

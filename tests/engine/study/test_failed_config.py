@@ -15,6 +15,7 @@ from engine.study.figures import answer_line, scale_answer_lines, study_answer_l
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.engine.study.replayed_end import replayed_end
 
 DIED = ("1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing in 3 of 3 measured windows); "
         "server 2 of 2 (GPU 1) (ep2, http://127.0.0.1:8010) exited (tritonserver killed by SIGSEGV (signal 11))")
@@ -126,15 +127,8 @@ def test_a_scale_up_config_that_failed_leaves_stop_at_and_the_scale_line_not_dec
 
 @pytest.mark.slow  # writes three synthetic recordings and replays them
 def test_a_replayed_study_ends_not_decided(tmp_path):
-    from engine.study.study_replay import StudyReplaySource
-
     path = _study(tmp_path, {"1x*2": (1, DIED)})
-    replay = StudyReplaySource(path, speed=1000.0)
-    ends: list[ev.StudyFinished] = []
-    replay.bus.subscribe(lambda e: ends.append(e) if isinstance(e, ev.StudyFinished) else None)
-    replay.start()
-    replay.join(60)
-    (end,) = ends
+    end = replayed_end(path)
     f = study_figures(path)
     assert end.scale_answers == [f.scale[0].answer.line] and "→ not decided: 1x*2 failed (" in end.scale_answers[0]
     assert end.answer == answer_line(f) and end.answer == "answer: not decided: 1x*2 failed"

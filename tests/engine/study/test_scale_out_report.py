@@ -13,6 +13,7 @@ from engine.study.figures import study_figures
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.engine.study.replayed_end import replayed_end
 from tui.study_headless import StudyPrinter
 from tui.study_state import StudyState
 from tui.study_view import scale_answers
@@ -131,15 +132,8 @@ def test_the_study_screens_show_the_line_once_the_study_ends():
 
 @pytest.mark.slow  # writes three synthetic recordings and replays them
 def test_a_replayed_study_ends_with_the_line(tmp_path):
-    from engine.study.study_replay import StudyReplaySource
-
     path = _study(tmp_path, slo=None, costs={"1": 3.0})
-    replay = StudyReplaySource(path, speed=1000.0)
-    ends: list[ev.StudyFinished] = []
-    replay.bus.subscribe(lambda e: ends.append(e) if isinstance(e, ev.StudyFinished) else None)
-    replay.start()
-    replay.join(60)
-    (end,) = ends
+    end = replayed_end(path)
     assert end.scale_answers == [study_figures(path).scale[0].answer.line]
     assert end.scale_answers[0].endswith("→ scale out")
 
