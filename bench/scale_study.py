@@ -220,14 +220,16 @@ def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Names
 
 
 def machine_gpus(started: Any) -> tuple[int, ...]:
-    """The NVML indices the config's servers use (GpuBusy reads NVML, which sees every GPU)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ours_ = [int(x) for x in visible.split(",")] if visible and all(x.strip().isdigit() for x in visible.split(",")) else None
-    pins = [getattr(s, "pinned_gpu", None) for s in getattr(started, "servers", [])]
-    if pins and all(p is not None and p.isdigit() for p in pins):
-        return tuple(int(p) for p in pins)
-    gpus = tuple(started.prepared.gpus) if getattr(started, "prepared", None) else ()
-    return tuple(ours_[g] for g in gpus) if ours_ else gpus
+    """The NVML indices the config's servers use (GpuBusy reads NVML, which sees every GPU): our
+    GPU g is the g-th that CUDA_VISIBLE_DEVICES leaves (engine/libnvml.py's one rule for it)."""
+    from engine import libnvml
+    from engine.server.fleet import ServerFleet
+
+    seen = libnvml.visible()
+    ours = seen.indices if seen is not None else ()
+    gpus = ([g for g in started.client_gpus if g is not None] if isinstance(started, ServerFleet)
+            else list(started.prepared.gpus) if started.prepared else [])
+    return tuple(ours[g] for g in gpus if g < len(ours))
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
