@@ -370,8 +370,10 @@ def run(args: argparse.Namespace) -> int:
                         got[tool].append(m)
                         emit("round", {"config": config, "transport": t, "level": level, "round": rnd, "tool": tool,
                                        "mps": mps[0], **asdict(m)})
-                        print(f"   {config} {t} c={level} r{rnd} {tool:<4} {m.throughput or 0:9,.0f}/s "
-                              f"p99 {m.p99_ms or 0:7.1f} ms  gpu {m.extra.get('gpu_busy_each')}  [{m.status[:80]}]", flush=True)
+                        figures = (f"{m.throughput:9,.0f}/s p99 {m.p99_ms:7.1f} ms" if m.ok and m.throughput and m.p99_ms
+                                   else "not measured")
+                        print(f"   {config} {t} c={level} r{rnd} {tool:<4} {figures}  gpu {m.extra.get('gpu_busy_each')}"
+                              f"  [{m.status[:80]}]", flush=True)
                 row = {"config": config, "transport": t, "level": level, "mps": mps[0], "mps_why": mps[1],
                        "study_peak": fig.get("peak"), "study_slo": fig.get("slo_throughput"),
                        "ours": _spread([m.throughput for m in got["ours"] if m.ok and m.throughput]),
