@@ -577,6 +577,7 @@ class HostSample(Event):
     server_cpu_percent: float | None = None  # the embedded server's processes (100 = one core); None: not ours
     net_tx_bps: float | None = None
     net_rx_bps: float | None = None
+    interval_s: float | None = None  # the seconds these figures cover, up to ts; None: not recorded
 
 
 @register

@@ -585,15 +585,40 @@ def _gpu_in_span(recording: RecordedEvents, span: tuple[float, float], present: 
     return out
 
 
+def _host_samples_over(recording: RecordedEvents, span: tuple[float, float]) -> list[tuple[float, tuple[Any, ...]]]:
+    """(weight, (cpu, own, server)) of each host sample whose interval overlaps the span. A sample
+    at ts covers its interval_s up to ts (older recordings: since the previous sample), so a level
+    shorter than the sampler's interval (1 s) still reads the sample that covers it, weighted by
+    the seconds it shares with the level."""
+    start, end = span
+    before = next(recording.query("SELECT max(ts) FROM host_samples WHERE ts <= ?", (start,)))[0]
+    rows = recording.query(
+        "SELECT h.ts, json_extract(e.data, '$.interval_s'), h.cpu, json_extract(e.data, '$.own_cpu_percent'), "
+        "json_extract(e.data, '$.server_cpu_percent') FROM host_samples h JOIN events e ON e.seq = h.seq "
+        "WHERE h.ts > ? AND h.ts <= coalesce((SELECT min(ts) FROM host_samples WHERE ts >= ?), ?) ORDER BY h.ts",
+        (start, end, end))
+    out: list[tuple[float, tuple[Any, ...]]] = []
+    for ts, interval, *values in rows:
+        since = ts - interval if isinstance(interval, (int, float)) and interval > 0 else before
+        if since is not None and (shared := min(ts, end) - max(since, start)) > 0:
+            out.append((shared, tuple(values)))
+        before = ts
+    return out
+
+
+def _weighted_mean(samples: list[tuple[float, tuple[Any, ...]]], column: int) -> float | None:
+    pairs = [(w, float(v[column])) for w, v in samples
+             if isinstance(v[column], (int, float)) and not isinstance(v[column], bool)]
+    total = sum(w for w, _ in pairs)
+    return sum(w * v for w, v in pairs) / total if total > 0 else None
+
+
 def _host_in_span(recording: RecordedEvents, span: tuple[float, float]) -> float | None:
-    return next(recording.query("SELECT avg(cpu) FROM host_samples WHERE ts BETWEEN ? AND ?", span))[0]
+    return _weighted_mean(_host_samples_over(recording, span), 0)
 
 
 def _parties_in_span(recording: RecordedEvents, span: tuple[float, float]) -> tuple[float | None, float | None]:
     """Mean CPU of our processes and of the embedded server's over the span (100 = one core),
     from the host samples' own rows (the host_samples index holds only the host's total)."""
-    own, server = next(recording.query(
-        "SELECT avg(json_extract(data, '$.own_cpu_percent')), avg(json_extract(data, '$.server_cpu_percent')) "
-        "FROM events WHERE kind = 'host_sample' AND ts BETWEEN ? AND ?", span))
-    return (float(own) if isinstance(own, (int, float)) else None,
-            float(server) if isinstance(server, (int, float)) else None)
+    samples = _host_samples_over(recording, span)
+    return _weighted_mean(samples, 1), _weighted_mean(samples, 2)

@@ -191,6 +191,7 @@ class HostReader:
         self._cpu_cores: list[Any] | None = None
         self._net_tx = CounterRate()
         self._net_rx = CounterRate()
+        self._last_ts: float | None = None
 
     def read(self, ts: float) -> HostSample:
         """A HostSample over the interval since the previous call. The first call only sets
@@ -203,6 +204,8 @@ class HostReader:
             values = [cpu_busy_percent(a, b) for a, b in zip(self._cpu_cores, cores, strict=True)]
             per_core = [v for v in values if v is not None] if None not in values else []
         self._cpu_total, self._cpu_cores = total, cores
+        interval = ts - self._last_ts if self._last_ts is not None else None
+        self._last_ts = ts
 
         mem = psutil.virtual_memory()
         tx = rx = 0
@@ -220,5 +223,6 @@ class HostReader:
             server_cpu_percent=self._own.server_percent,
             net_tx_bps=self._net_tx.update(tx, ts),
             net_rx_bps=self._net_rx.update(rx, ts),
+            interval_s=interval,
             ts=ts,
         )

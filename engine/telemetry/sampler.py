@@ -133,15 +133,20 @@ class TelemetrySampler:
 
     def _host_loop(self) -> None:
         reader = HostReader(root_pid=self._host_root_pid, server_port=self._host_server_port)
-        reader.read(time.time())  # baseline: the first interval starts now
+        last_read = [time.time()]
+        reader.read(last_read[0])  # baseline: the first interval starts now
 
         def tick(ts: float) -> None:
+            if self._stop.is_set() and ts - last_read[0] < self.host_interval_s / 4:
+                return  # the reading at stop: too short an interval to read CPU time over
+            last_read[0] = ts
             sample = reader.read(ts)
             with self._lock:
                 self._latest_host = sample
             self._publish(sample)
 
-        self._every(self.host_interval_s, tick, "host")
+        # a last reading at stop: the run's final seconds (a short level's) are covered too
+        self._every(self.host_interval_s, tick, "host", last=True)
 
     def _gpu_loop_of(self, source: GpuSource, ctx: SourceContext) -> Callable[[], None]:
         def tick(ts: float) -> None:

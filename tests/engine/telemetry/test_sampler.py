@@ -176,3 +176,14 @@ def test_with_the_servers_metrics_a_machine_without_a_driver_is_not_warned_about
     sampler = TelemetrySampler(got, nvml_interval_s=0.1, host_interval_s=0.2, metrics_url="http://127.0.0.1:9/metrics")
     _run(sampler, lambda: got.wait_for(HostSample, 3))
     assert "nvml-unavailable" not in [w.key for w in got.of(Warning)]
+
+
+def test_stopping_reads_the_host_once_more_over_the_seconds_since_the_last_sample():
+    """A level shorter than the host interval ends before the next tick: the reading at stop
+    covers it, and says how many seconds it covers."""
+    got = Collector()
+    sampler = TelemetrySampler(got, use_nvml=False, host_interval_s=5.0)
+    _run(sampler, lambda: time.sleep(1.6))  # well under one interval, over a quarter of it
+    (host,) = got.of(HostSample)
+    assert host.interval_s is not None and host.interval_s >= 1.6
+    assert host.cpu_percent is not None
