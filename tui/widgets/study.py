@@ -65,7 +65,7 @@ class StudyView(ViewBody):
         knee = render_knee(study, chart_w, height)
         self.query_one("#study-knee", Static).update(knee)
         self.query_one("#study-knee-low", Static).update(knee)
-        self.query_one("#study-table", Static).update(config_table(study))
+        self.query_one("#study-table", Static).update(config_table(study, width - 4))
         answers = scale_answers(study)
         scale = self.query_one("#study-scale", Static)
         scale.display = bool(answers.plain)

@@ -1,0 +1,50 @@
+"""Issue 54, item 11: the frictions a newcomer hit, each held at 80x24 and 120x40 where it is
+about layout (Textual's pilot, synthetic events; the numbers are test inputs, not results)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.tui.fakes import ListSource
+from tests.tui.test_app_pilot import screen_lines
+from tests.tui.test_study_tui import study_events
+from tui.study_app import StudyApp
+
+SIZES = [(80, 24), (120, 40)]
+
+
+async def until(pilot, condition: Callable[[], bool], tries: int = 100) -> bool:  # noqa: ANN001
+    """Bounded against a hang only: the refresh tick and the layout catch up in a few frames."""
+    for _ in range(tries):
+        if condition():
+            return True
+        await pilot.pause(0.05)
+    return condition()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_study_table_never_cuts_the_slo_figure(size: tuple[int, int]) -> None:
+    """`SLO point (p99=3000ms)` cut to `p99=300…` read as 300 ms: the target stays whole, and so
+    does every figure under it."""
+    events = study_events(finish=True)
+    events[0].slo = "p99=3000ms"
+    app = StudyApp()
+    source = ListSource(events, linger=False)
+    app.attach(source, start=False)
+    async with app.run_test(size=size) as pilot:
+        source.start()
+        source.join(5)
+        table = app.query_one("#study-table")
+
+        def shown() -> str:
+            table.scroll_visible(animate=False)
+            return "\n".join(screen_lines(app))
+
+        assert await until(pilot, lambda: app.study.finished is not None and "2x.sqlite" in shown()), shown()
+        text = shown()
+        assert "p99=3000ms" in text and "p99=300…" not in text
+        rows = [line.strip(" │") for line in text.splitlines() if line.strip(" │").startswith(("1x ", "2x "))]
+        assert [row.split()[3:7] for row in rows] == [["1,000", "64", "64", "1,000"], ["1,900", "64", "64", "1,900"]]
