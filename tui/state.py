@@ -46,6 +46,7 @@ class LevelRow:
     warmup_windows: int = 0
     stable_so_far: bool = False
     last_window: ev.WindowResult | None = None
+    last_measured: ev.WindowResult | None = None  # the latest window past the warm-up
     result: ev.LevelResult | None = None
     finished_ts: float | None = None
 
@@ -86,7 +87,9 @@ class LevelRow:
 
     @property
     def audit(self) -> ev.ClientAudit | None:
-        latest = self._latest
+        """The client's verdict: the merged result's, else the latest measured window's. A warm-up
+        window measures nothing (the workers and connections are still starting): no verdict."""
+        latest = self.result or self.last_measured
         return latest.audit if latest else None
 
     @property
@@ -355,6 +358,7 @@ class SessionState:
                 row.warmup_windows += 1
             else:
                 row.measured_windows += 1
+                row.last_measured = e
         self.windows.append(e)
         if not e.warmup and e.t_end > e.t_start:
             self.window_seconds.append(e.t_end - e.t_start)

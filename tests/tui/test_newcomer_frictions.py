@@ -3,12 +3,15 @@ about layout (Textual's pilot, synthetic events; the numbers are test inputs, no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 
+from engine import events as ev
 from tests.tui.fakes import ListSource
-from tests.tui.test_app_pilot import screen_lines
+from tests.tui.synthetic import session_events
+from tests.tui.test_app_pilot import live_app, publish, screen_lines
 from tests.tui.test_study_tui import study_events
 from tui.study_app import StudyApp
 
@@ -48,3 +51,26 @@ async def test_the_study_table_never_cuts_the_slo_figure(size: tuple[int, int]) 
         assert "p99=3000ms" in text and "p99=300…" not in text
         rows = [line.strip(" │") for line in text.splitlines() if line.strip(" │").startswith(("1x ", "2x "))]
         assert [row.split()[3:7] for row in rows] == [["1,000", "64", "64", "1,000"], ["1,900", "64", "64", "1,900"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_warmup_window_does_not_raise_bound(size: tuple[int, int]) -> None:
+    """Level 16's warm-up window carries a client-bound audit (synthetic.py): it measures nothing,
+    so the running row's client column waits for a measured window; that one's verdict shows."""
+    events = session_events(finish_levels=3, end=False, probe=False)
+    warmup, measured = [e for e in events if isinstance(e, ev.WindowResult) and e.level == 16]
+    assert warmup.warmup and warmup.audit.client_bound and measured.audit.client_bound
+    app, source, _ = live_app(events[: events.index(measured)])
+    async with app.run_test(size=size) as pilot:
+        publish(source, events[: events.index(measured)])
+        app.drain()
+
+        def row16() -> str:
+            return next((line for line in screen_lines(app) if re.match(r"[│ ]*16 ", line)), "")
+
+        assert await until(pilot, lambda: "running" in row16()), "\n".join(screen_lines(app))
+        assert "BOUND" not in row16() and " ok " not in row16(), row16()
+        publish(source, [measured])
+        app.drain()
+        assert await until(pilot, lambda: "BOUND" in row16()), row16()
