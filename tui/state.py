@@ -227,6 +227,9 @@ class SessionState:
         self.ended: ev.SessionEnded | None = None
         self.levels: OrderedDict[int, LevelRow] = OrderedDict()
         self.current_level: int | None = None
+        # LevelStarted events folded, each trial and each sweep counted: the replay's level
+        # starts are numbered alike, so `[` and `]` step through every one (a level's trial 2 too)
+        self.level_starts = 0
         self.sweep_number = 0  # a re-run sweep in the same session starts a new table
         self.past_sweeps: list[PastSweep] = []  # the earlier tables, oldest first
         self.windows: list[ev.WindowResult] = []  # of the current level
@@ -334,6 +337,7 @@ class SessionState:
             started_ts=e.ts,
         )
         self.current_level = e.index
+        self.level_starts += 1
         self.windows = []
         self._touch("sweep", "windows", "progress")
 

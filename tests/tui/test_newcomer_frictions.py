@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -74,3 +75,57 @@ async def test_a_warmup_window_does_not_raise_bound(size: tuple[int, int]) -> No
         publish(source, [measured])
         app.drain()
         assert await until(pilot, lambda: "BOUND" in row16()), row16()
+
+
+def retried_level_events() -> list[ev.Event]:
+    """The synthetic sweep with level 8 measured twice (its trial 2 right after trial 1, as the
+    engine's trials re-measure an unstable level), then level 16."""
+    events = session_events(probe=False)
+    first16 = next(e for e in events if isinstance(e, ev.LevelStarted) and e.level == 16)
+    at = events.index(first16)
+    trial1 = [e for e in events[:at] if getattr(e, "level", None) == 8 and isinstance(e, (ev.LevelStarted, ev.WindowResult, ev.LevelResult))]
+    shift = trial1[-1].ts - trial1[0].ts + 1.0
+    trial2 = [replace(e, ts=e.ts + shift, **({"trial": 2} if isinstance(e, (ev.LevelStarted, ev.LevelResult)) else {}))
+              for e in trial1]
+    later = [replace(e, ts=e.ts + shift) for e in events[at:]]
+    return [*events[:at], *trial2, *later]
+
+
+@pytest.mark.slow
+async def test_replay_brackets_step_through_every_trial_of_a_level(tmp_path) -> None:  # noqa: ANN001
+    """`]` from the start visits each level start in recorded order, level 8's trial 2 included;
+    `[` from level 16 goes back to that trial 2, not past it."""
+    from engine.record.recorder import Recorder
+    from engine.record.replay_source import ReplaySource
+    from tui.app import GpuscaleApp
+
+    events = retried_level_events()
+    path = tmp_path / "retried.sqlite"
+    recorder = Recorder(path)
+    for event in events:
+        recorder(event)
+    recorder.close()
+    starts = [e for e in events if isinstance(e, ev.LevelStarted)]
+    assert [(e.level, e.trial) for e in starts] == [(1, 1), (4, 1), (8, 1), (8, 2), (16, 1)]
+    offsets = [e.ts - events[0].ts for e in starts]
+
+    source = ReplaySource(path, speed=1.0, paused=True)
+    app = GpuscaleApp(replay=source)
+    app.attach(source, replay=source)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            def settled(n: int) -> Callable[[], bool]:
+                return lambda: not source.seeking and not app.inbox and app.state.level_starts == n
+
+            visited = []
+            for n in range(1, len(starts) + 1):
+                await pilot.press("right_square_bracket")
+                assert await until(pilot, settled(n)), (n, app.state.level_starts)
+                row = app.state.levels[app.state.current_level]
+                visited.append((row.level, source.position_s))
+            assert visited == [(e.level, pytest.approx(t)) for e, t in zip(starts, offsets, strict=True)]
+            await pilot.press("left_square_bracket")
+            assert await until(pilot, settled(4))
+            assert source.position_s == pytest.approx(offsets[3]) and app.state.levels[2].level == 8
+    finally:
+        assert not app.stop_sources(timeout=5.0)
