@@ -28,7 +28,7 @@ HELP = """\
 | `space` | replay: play / pause; at the end, play again from the start |
 | `←` `→` `home` | replay: seek 10 s back / forward / to the start (at max speed the replay pauses there) |
 | `-` `+` | replay: slower / faster (up to max) |
-| `[` `]` | replay: previous / next level |
+| `[` `]` | replay: previous / next level (a level measured again: each of its trials) |
 | `.` | replay: one event forward (paused) |
 | `l` | the levels: `↑` `↓` choose one, and see its windows, latency percentiles, server time and GPU and host trace (live and replay) |
 | `tab` `↑` `↓` `pgup` `pgdn` | move between panels and scroll them |
