@@ -7,6 +7,7 @@ them. No Textual here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich import box
@@ -50,6 +51,9 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     """The screen's sweep columns, less the cost where the profile has no price; a streaming
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    # p95 is the figure a narrow screen spares (after the optional ones, before any unit):
+    # p50 and p99 bound it, and the level view shows every percentile
+    shown = tuple(replace(c, optional=True) if c.key == "p95" else c for c in shown)
     streaming = any(row.stream is not None for row in state.levels.values())
     return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
 
@@ -66,12 +70,18 @@ def table_width(cols: Sequence[Column[Any]], rows: Sequence[dict[str, str]], sho
     return total - 2  # no padding at the table's edges
 
 
+# Where room is short these headers give their unit first: their names say latency, and the panel
+# title says "times in ms"; queue and compute keep "ms" longer (without it they read as counts).
+UNIT_FIRST = frozenset({"p50", "p90", "p95", "p99", "mean", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99"})
+
+
 def fit_columns(
     columns: Sequence[Column[Any]], rows: Sequence[dict[str, str]], width: int | None
 ) -> tuple[list[Column[Any]], bool]:
     """The columns that fit ``width`` cells, measured on the actual cells: optional columns go
-    first (last first), then headers shorten (the unit moves to the panel title). Returns the
-    columns and whether short headers are needed."""
+    first (last first), then the percentiles' headers lose their unit (UNIT_FIRST), then every
+    header shortens (the unit moves to the panel title). Returns the columns and whether the
+    short headers are needed."""
     kept = list(columns)
     if width is None:
         return kept, False
@@ -84,6 +94,8 @@ def fit_columns(
             return kept, False
         if col.optional:
             kept.remove(col)
+    if needed(kept, False) > width:
+        kept = [replace(c, header=c.short) if c.key in UNIT_FIRST and c.short else c for c in kept]
     return kept, needed(kept, False) > width
 
 
@@ -101,16 +113,18 @@ CURVE_MAX = 40
 
 def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None) -> tuple[list[Column[Any]], bool, int]:
     """Room for the throughput bars beside the sweep's numbers: the columns that still fit with
-    CURVE_MIN cells kept for the bars (optional columns, then long headers give way first), and
-    the bars' width (0: no room even then; the table alone)."""
+    CURVE_MIN cells kept for the bars (optional columns, then the percentiles' units give way
+    first), and the bars' width (0: no room; the table alone). Units come before the bars: where
+    the bars would cost queue's and compute's "ms", the table goes without bars."""
     if width is None:
         return list(columns), False, 0
-    kept, short = fit_columns(columns, cells, width - CURVE_MIN - 2)
+    room = width - CURVE_MIN - 2
+    kept, short = fit_columns(columns, cells, room)
     used = table_width(kept, cells, short)
-    if used <= width - CURVE_MIN - 2:
+    alone, alone_short = fit_columns(columns, cells, width)
+    if used <= room and (not short or alone_short):
         return kept, short, min(CURVE_MAX, width - used - 2)
-    kept, short = fit_columns(columns, cells, width)
-    return kept, short, 0
+    return alone, alone_short, 0
 
 
 def curve_cell(row: LevelRow, top: float, width: int) -> Text:

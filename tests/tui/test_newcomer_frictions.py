@@ -129,3 +129,26 @@ async def test_replay_brackets_step_through_every_trial_of_a_level(tmp_path) -> 
             assert source.position_s == pytest.approx(offsets[3]) and app.state.levels[2].level == 8
     finally:
         assert not app.stop_sources(timeout=5.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [*SIZES, (80, 40)])
+async def test_queue_and_compute_keep_their_unit_at_80_columns(size: tuple[int, int]) -> None:
+    """At 80 columns the sweep table spares p95 and the percentiles' "ms" (the title says "times
+    in ms") before queue's and compute's: `queue ms` and `compute ms` stay, on the live view and
+    the sweep view; at 80x24 the throughput bars stay too."""
+    events = session_events(levels=(1, 2, 4, 8, 16, 32, 64), finish_levels=7, end=False, probe=False)
+    app, source, _ = live_app(events)
+    async with app.run_test(size=size) as pilot:
+        publish(source, events)
+        app.drain()
+        for key in ("1", "2"):
+            await pilot.press(key)
+
+            def header() -> str:
+                return next((line for line in screen_lines(app) if re.search(r"level\s+infer/s", line)), "")
+
+            assert await until(pilot, lambda: "compute" in header()), "\n".join(screen_lines(app))
+            assert re.search(r"queue ms\s+compute ms", header()), header()
+            if size == (80, 24):
+                assert "client  throughput" in header(), header()
