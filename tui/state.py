@@ -160,6 +160,7 @@ class WindowPoint:
     queue: float | None
     compute: float | None
     tokens_per_s: float | None = None  # a streaming model's output tokens/s in the window
+    throughput_rps: float | None = None  # requests/s: what a streaming model's rate counts
     ttft_p99: float | None = None  # its time to the first response, p99
 
 
@@ -378,6 +379,7 @@ class SessionState:
                 queue=e.server.queue if e.server else None,
                 compute=compute_seconds(e.server),
                 tokens_per_s=e.stream.output_tokens_per_s if e.stream else None,
+                throughput_rps=e.throughput_rps,
                 ttft_p99=e.stream.ttft.p99 if e.stream else None,
             )
         )

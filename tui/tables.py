@@ -55,7 +55,14 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     # p50 and p99 bound it, and the level view shows every percentile
     shown = tuple(replace(c, optional=True) if c.key == "p95" else c for c in shown)
     streaming = any(row.stream is not None for row in state.levels.values())
-    return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
+    if not streaming:
+        return shown
+    # a stream's rate is of requests (each many responses), not of inferences: req/s, as it is
+    shown = tuple(REQUESTS if c.key == "ips" else c for c in shown)
+    return columns.with_stream(shown, priced=state.cost_per_hour > 0)
+
+
+REQUESTS = replace(*columns.select(columns.SWEEP, ("rps",)), optional=False)
 
 
 # --------------------------------------------------------------------------- rich tables

@@ -13,6 +13,7 @@ from engine import events as ev
 from tests.tui.fakes import ListSource
 from tests.tui.synthetic import session_events
 from tests.tui.test_app_pilot import live_app, publish, screen_lines
+from tests.tui.test_stream_charts import _streaming
 from tests.tui.test_study_tui import study_events
 from tui.study_app import StudyApp
 
@@ -152,3 +153,54 @@ async def test_queue_and_compute_keep_their_unit_at_80_columns(size: tuple[int, 
             assert re.search(r"queue ms\s+compute ms", header()), header()
             if size == (80, 24):
                 assert "client  throughput" in header(), header()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+async def test_one_unit_name_per_rate_across_charts_and_tables(size: tuple[int, int]) -> None:
+    """A unary sweep's rate is infer/s in the tables and on the knee's axis alike (it said
+    images/s there); a streaming sweep's tables, status and over-time rows say req/s, what that
+    rate counts, and never infer/s."""
+    from tests.tui.test_snapshots import fed
+
+    def screen() -> str:
+        return "\n".join(screen_lines(app))
+
+    app, run_before = fed(session_events(n_gpus=1, finish_levels=3, end=False))
+    async with app.run_test(size=size) as pilot:
+        await run_before(pilot)
+        await pilot.press("6")
+        assert await until(pilot, lambda: "vs infer/s  ● p50" in screen()), screen()
+        assert "images/s" not in screen()
+        await pilot.press("2")
+        assert await until(pilot, lambda: re.search(r"level\s+infer/s", screen()) is not None), screen()
+
+    app, run_before = fed(_streaming(session_events(n_gpus=1, finish_levels=3, end=False)))
+    async with app.run_test(size=size) as pilot:
+        await run_before(pilot)
+        await pilot.press("2")
+        assert await until(pilot, lambda: re.search(r"kind\s+(requests\s+)?req/s", screen()) is not None), screen()
+        assert "best 720.0 req/s" in screen() and "infer/s" not in screen(), screen()
+        if size[0] >= 120:  # at 80 columns a streaming sweep's table does not fit whole yet (its headers cut)
+            assert re.search(r"level\s+req/s", screen()), screen()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_study_view_counts_in_the_tables_unit(size: tuple[int, int]) -> None:
+    app = StudyApp()
+    source = ListSource(study_events(finish=True), linger=False)
+    app.attach(source, start=False)
+    async with app.run_test(size=size) as pilot:
+        source.start()
+        source.join(5)
+        shot = ""
+        for _ in range(100):  # laid out, the table scrolled into view
+            app.query_one("#study-table").scroll_visible(animate=False)
+            await pilot.pause(0.05)
+            shot = "\n".join(screen_lines(app))
+            if "2x.sqlite" in shot:
+                break
+        assert "infer/s vs concurrency" in shot or size[1] < 40, shot  # the curves' key: in the first screen at 120x40
+        table = shot.split("configs")[-1]
+        assert "peak" in table and "infer/s" in table and "images/s" not in shot, shot

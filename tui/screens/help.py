@@ -40,7 +40,9 @@ HELP = """\
 
 * **infer/s**: completed inferences per second (requests x batch), merged over the
   stable windows of a level (perf_analyzer's method: a level is stable when its last
-  windows agree within the profile's tolerance).
+  windows agree within the profile's tolerance). The same name on every table and chart.
+* **req/s**: a streaming model's rate, in its place: requests per second (each request
+  streams many responses; tok/s counts those).
 * **p50 / p95 / p99**: exact percentiles of client-measured latency.
 * **queue / compute**: Triton's own statistics, per request: time waiting in the
   scheduler queue versus compute (input + infer + output). Queue growing while compute

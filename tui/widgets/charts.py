@@ -48,13 +48,15 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
                                       for row in kept], style, markers=True,
                                 unsound=[row.result.status != "stable" for row in kept]))  # type: ignore[union-attr]
     chart = plots.line_chart(lines, width, rows, log_y=True, y_format=plots.ms_label, x_format=_rate)
+    # the x axis's unit first (the tables' unit), so that a narrow panel cuts nothing of it
+    unit = "tokens/s" if streaming else "infer/s"
+    axes = f"ms (log) vs {unit}  " if width >= len(f"ms (log) vs {unit}  ● p50  ● p99  ○ unstable") else f"ms vs {unit}  "
     head = Text(no_wrap=True, overflow="ellipsis")
-    head.append("ms (log)  ", style="dim")
+    head.append(axes, style="dim")
     head.append("● p50", style="cyan")
     head.append("  ")
     head.append("● p99", style="red")
-    head.append("  ○ unstable  ", style="dim")
-    head.append("x: tokens/s" if streaming else "x: images/s", style="dim")
+    head.append("  ○ unstable", style="dim")
     return Text("\n").join([head, *chart.lines])
 
 
