@@ -12,7 +12,7 @@ import pytest
 from engine import events as ev
 from tests.tui.fakes import ListSource
 from tests.tui.synthetic import session_events
-from tests.tui.test_app_pilot import live_app, publish, screen_lines
+from tests.tui.test_app_pilot import live_app, panel_text, publish, screen_lines
 from tests.tui.test_stream_charts import _streaming
 from tests.tui.test_study_tui import study_events
 from tui.study_app import StudyApp
@@ -170,7 +170,7 @@ async def test_one_unit_name_per_rate_across_charts_and_tables(size: tuple[int, 
     async with app.run_test(size=size) as pilot:
         await run_before(pilot)
         await pilot.press("6")
-        assert await until(pilot, lambda: "vs infer/s  ● p50" in screen()), screen()
+        assert await until(pilot, lambda: "vs infer/s" in screen() and "● p50" in screen()), screen()
         assert "images/s" not in screen()
         await pilot.press("2")
         assert await until(pilot, lambda: re.search(r"level\s+infer/s", screen()) is not None), screen()
@@ -204,3 +204,56 @@ async def test_the_study_view_counts_in_the_tables_unit(size: tuple[int, int]) -
         assert "infer/s vs concurrency" in shot or size[1] < 40, shot  # the curves' key: in the first screen at 120x40
         table = shot.split("configs")[-1]
         assert "peak" in table and "infer/s" in table and "images/s" not in shot, shot
+
+
+def no_gpu_session(remote: bool) -> list[ev.Event]:
+    """The synthetic sweep with no GPU sample at all: its profile declares 4 GPUs (not a CPU run),
+    the server embedded, or remote with a metrics URL."""
+    events = [e for e in session_events(probe=False, end=False) if not isinstance(e, ev.GpuSample)]
+    if remote:
+        start = events[0]
+        assert isinstance(start, ev.SessionStarted)
+        start.profile["server"] = {"kind": "remote", "url": "http://box:8000", "metrics_url": "http://box:8002/metrics"}
+        ready = next(e for e in events if isinstance(e, ev.ServerReady))
+        ready.embedded, ready.http_url, ready.metrics_url = False, "http://box:8000", "http://box:8002/metrics"
+    return events
+
+
+NVML_MISSING = ev.Warning(source="telemetry", key="nvml-missing",
+                          message="NVML unavailable (no NVIDIA driver: libnvidia-ml.so.1 not found): local GPU values are n/a")
+METRICS_NO_GPU = ev.Warning(source="telemetry", key="triton-metrics-no-gpu",
+                            message="Triton metrics at http://box:8002/metrics have no nv_gpu_* values (CPU-only server, "
+                                    "MIG, --allow-gpu-metrics=false, or another DCGM agent holds the GPUs): remote GPU "
+                                    "values are n/a")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("remote, warning, reason", [
+    (False, NVML_MISSING, "NVML unavailable (no NVIDIA driver: libnvidia-ml.so.1 not found)"),
+    (True, METRICS_NO_GPU, "Triton metrics at http://box:8002/metrics have no nv_gpu_* values"),
+])
+async def test_no_gpu_telemetry_is_said_once_the_sampler_says_none_will_come(
+        size: tuple[int, int], remote: bool, warning: ev.Warning, reason: str) -> None:
+    """Without GPU samples the panel waits; once the sampler's warning says none will come (NVML
+    unavailable here, no GPU series in the server's /metrics), it says "no GPU telemetry" and why,
+    whole, on the live view and on the charts view."""
+    from tui.widgets.charts import GpuHistoryPanel
+    from tui.widgets.gpus import GpuPanel
+
+    events = no_gpu_session(remote)
+    app, source, _ = live_app(events)
+    async with app.run_test(size=size) as pilot:
+        publish(source, events)
+        app.drain()
+
+        def said(kind: type) -> str:  # the panel's note, its wrapped lines read as one
+            return " ".join(panel_text(app.screen.query_one(kind)).split())
+
+        assert await until(pilot, lambda: "waiting for GPU telemetry" in said(GpuPanel)), said(GpuPanel)
+        publish(source, [replace(warning, ts=events[-1].ts)])
+        app.drain()
+        assert await until(pilot, lambda: f"no GPU telemetry: {reason}" in said(GpuPanel)), said(GpuPanel)
+        assert "waiting" not in said(GpuPanel) and "no GPU telemetry:" in "\n".join(screen_lines(app))
+        await pilot.press("6")
+        assert await until(pilot, lambda: f"no GPU telemetry: {reason}" in said(GpuHistoryPanel)), said(GpuHistoryPanel)

@@ -12,7 +12,7 @@ from rich.text import Text
 from engine import format as fmt
 from tui import glyphs, plots
 from tui.state import GpuTrack, LevelRow, SessionState
-from tui.widgets.gpus import short_name
+from tui.widgets.gpus import note_lines, short_name
 from tui.widgets.panel import Panel
 
 TALL_ROWS = 34  # app.py's breakpoint: from here the charts get their taller form
@@ -48,15 +48,16 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
                                       for row in kept], style, markers=True,
                                 unsound=[row.result.status != "stable" for row in kept]))  # type: ignore[union-attr]
     chart = plots.line_chart(lines, width, rows, log_y=True, y_format=plots.ms_label, x_format=_rate)
-    # the x axis's unit first (the tables' unit), so that a narrow panel cuts nothing of it
+    # the axes first, x in the tables' unit; a narrow panel drops "(log)" and spaces, not the unit
     unit = "tokens/s" if streaming else "infer/s"
-    axes = f"ms (log) vs {unit}  " if width >= len(f"ms (log) vs {unit}  ● p50  ● p99  ○ unstable") else f"ms vs {unit}  "
+    wide = width >= len(f"ms (log) vs {unit}  ● p50  ● p99  ○ unstable")
+    gap = "  " if wide else " "
     head = Text(no_wrap=True, overflow="ellipsis")
-    head.append(axes, style="dim")
+    head.append(f"ms (log) vs {unit}{gap}" if wide else f"ms vs {unit}{gap}", style="dim")
     head.append("● p50", style="cyan")
-    head.append("  ")
+    head.append(gap)
     head.append("● p99", style="red")
-    head.append("  ○ unstable", style="dim")
+    head.append(f"{gap}○ unstable", style="dim")
     return Text("\n").join([head, *chart.lines])
 
 
@@ -143,8 +144,8 @@ def gpu_rows(track: GpuTrack, width: int, graph_rows: int) -> list[Text]:
 
 
 def render_gpus(state: SessionState, width: int, tall: bool) -> Text:
-    if not state.gpus:
-        return Text("no GPU readings (a CPU run, or no NVML / Triton metrics)", style="dim")
+    if not state.gpus:  # why, as the live view's GPU panel says it
+        return Text("\n").join(note_lines(state, width))
     compact = len(state.gpus) >= COMPACT_GPUS or not tall
     util_rows = 0 if compact else 2 if len(state.gpus) <= 2 else 1
     rows = [line for track in state.gpus.values() for line in gpu_rows(track, width, util_rows)]
@@ -200,7 +201,9 @@ class OverTimePanel(Panel):
 
 
 class GpuHistoryPanel(Panel):
-    SECTIONS = ("gpus", "session")  # session: its end draws the last samples (telemetry alone waits a second)
+    # session: its end draws the last samples (telemetry alone waits a second); notices: the
+    # sampler's word that no GPU will come
+    SECTIONS = ("gpus", "session", "notices")
     TITLE = "GPUs: history, last and max"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
