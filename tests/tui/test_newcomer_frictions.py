@@ -257,3 +257,31 @@ async def test_no_gpu_telemetry_is_said_once_the_sampler_says_none_will_come(
         assert "waiting" not in said(GpuPanel) and "no GPU telemetry:" in "\n".join(screen_lines(app))
         await pilot.press("6")
         assert await until(pilot, lambda: f"no GPU telemetry: {reason}" in said(GpuHistoryPanel)), said(GpuHistoryPanel)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("gpus", [0, 1, 8])
+async def test_the_charts_use_the_height_they_have(size: tuple[int, int], gpus: int) -> None:
+    """The charts view left 14 blank rows under its panels at 120x40 (no GPU: a one-line GPU
+    panel): the knee and the over-time charts now grow into the height the GPUs and the host
+    leave, so no row of the screen is blank; with 8 GPUs at 80x24 the charts keep their compact
+    form and the view scrolls instead."""
+    from tests.tui.test_snapshots import fed
+    from tui.widgets.charts import KneePanel
+
+    app, run_before = fed(session_events(n_gpus=gpus, finish_levels=3, end=False, probe=False))
+    async with app.run_test(size=size) as pilot:
+        await run_before(pilot)
+        await pilot.press("6")
+
+        def blank_rows() -> list[int]:
+            return [i for i, row in enumerate(screen_lines(app)) if not row.strip()]
+
+        assert await until(pilot, lambda: "the knee" in "\n".join(screen_lines(app)) and not blank_rows()), \
+            "\n".join(screen_lines(app))
+        knee = app.screen.query_one(KneePanel)
+        plot_rows = sum(1 for line in panel_text(knee).splitlines() if "┤" in line or "│" in line[:8])
+        assert plot_rows >= (10 if size[1] >= 34 else 5)  # never below the compact form
+        if gpus == 0 and size == (120, 40):
+            assert plot_rows > 20  # the rows the blank band had

@@ -178,16 +178,28 @@ def render_host(state: SessionState, width: int) -> Text:
     return Text("\n").join(out)
 
 
+def _fill_rows(panel: Panel, fixed: int, charts: int, tall: int, short: int) -> int:
+    """Plot rows for each of ``charts`` charts that fill the panel's height, less its ``fixed``
+    lines (heads, axes); never fewer than the compact form's (tall or short terminal)."""
+    least = _plot_rows(panel, tall, short)
+    height = panel.scrollable_content_region.height
+    return max(least, (height - fixed) // charts) if height > 0 else least
+
+
 class KneePanel(Panel):
     SECTIONS = ("sweep",)
     TITLE = "the knee: latency vs throughput per level"
+    reads_height = True  # its chart fills the height the charts' row has
+
+    def _rows(self) -> int:
+        return _fill_rows(self, 3, 1, 10, 5)  # the head, the x axis and its labels
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
-        return render_knee(state, width, _plot_rows(self, 10, 5))
+        return render_knee(state, width, self._rows())
 
     def drawn_from(self, state: SessionState) -> Hashable:
         """Finished levels only: a window of the running level leaves the knee as it was."""
-        return (_plot_rows(self, 10, 5), tuple(
+        return (self._rows(), tuple(
             (row.level, r.status, r.requests, r.throughput_ips, r.latency.p50, r.latency.p99)
             for row in state.levels.values() if (r := row.result) is not None))
 
@@ -195,9 +207,11 @@ class KneePanel(Panel):
 class OverTimePanel(Panel):
     SECTIONS = ("windows",)
     TITLE = "over time: each measured window"
+    reads_height = True  # its two charts share the height the charts' row has
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
-        return render_over_time(state, width, _plot_rows(self, 5, 2))
+        # two heads, the throughput chart's axis, the latency chart's axis and its labels (5 lines)
+        return render_over_time(state, width, _fill_rows(self, 5, 2, 5, 2))
 
 
 class GpuHistoryPanel(Panel):
