@@ -114,7 +114,7 @@ def make_table(columns: Sequence[Column[Any]], title: str | None = None, short: 
     return table
 
 
-CURVE_MIN = 8  # cells (of eighths each): fewer would not show the curve's shape
+CURVE_MIN = len("throughput")  # cells (of eighths each): fewer would not show the curve's shape, nor its header whole
 CURVE_MAX = 40
 
 
