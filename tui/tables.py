@@ -114,23 +114,25 @@ def make_table(columns: Sequence[Column[Any]], title: str | None = None, short: 
     return table
 
 
-CURVE_MIN = len("throughput")  # cells (of eighths each): fewer would not show the curve's shape, nor its header whole
+CURVE_MIN = 8  # cells (of eighths each): fewer would not show the curve's shape
+CURVE_WHOLE = len("throughput")  # cells that show the bars' header whole: tried first
 CURVE_MAX = 40
 
 
 def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None) -> tuple[list[Column[Any]], bool, int]:
     """Room for the throughput bars beside the sweep's numbers: the columns that still fit with
-    CURVE_MIN cells kept for the bars (optional columns, then the percentiles' units give way
-    first), and the bars' width (0: no room; the table alone). Units come before the bars: where
-    the bars would cost queue's and compute's "ms", the table goes without bars."""
+    CURVE_WHOLE, else CURVE_MIN, cells kept for the bars (optional columns, then the percentiles'
+    units give way first), and the bars' width (0: no room; the table alone). Units come before
+    the bars: where the bars would cost queue's and compute's "ms", the table goes without bars."""
     if width is None:
         return list(columns), False, 0
-    room = width - CURVE_MIN - 2
-    kept, short = fit_columns(columns, cells, room)
-    used = table_width(kept, cells, short)
     alone, alone_short = fit_columns(columns, cells, width)
-    if used <= room and (not short or alone_short):
-        return kept, short, min(CURVE_MAX, width - used - 2)
+    for least in (CURVE_WHOLE, CURVE_MIN):
+        room = width - least - 2
+        kept, short = fit_columns(columns, cells, room)
+        used = table_width(kept, cells, short)
+        if used <= room and (not short or alone_short):
+            return kept, short, min(CURVE_MAX, width - used - 2)
     return alone, alone_short, 0
 
 

@@ -285,3 +285,23 @@ async def test_the_charts_use_the_height_they_have(size: tuple[int, int], gpus: 
         assert plot_rows >= (10 if size[1] >= 34 else 5)  # never below the compact form
         if gpus == 0 and size == (120, 40):
             assert plot_rows > 20  # the rows the blank band had
+
+
+@pytest.mark.slow
+async def test_an_interrupted_level_keeps_units_and_bars_at_80x24() -> None:
+    """"interrupted", the widest status, leaves room for both: queue ms and compute ms, and the
+    bars at their narrowest."""
+    from tests.tui.test_sweep_panel import (
+        second_sweep_stopped_at_its_second_level,
+        sweep_panel_lines,
+    )
+
+    events = second_sweep_stopped_at_its_second_level()
+    app, source, _ = live_app(events)
+    async with app.run_test(size=(80, 24)) as pilot:
+        publish(source, events)
+        app.drain()
+        await pilot.press("2")
+        assert await until(pilot, lambda: any("interrupted" in row for row in sweep_panel_lines(screen_lines(app))))
+        head = sweep_panel_lines(screen_lines(app))[1]
+        assert re.search(r"queue ms\s+compute ms", head) and "through" in head, head
