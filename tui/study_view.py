@@ -108,9 +108,6 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
         lines.append(plots.Line(track.variant, [(tp, lat) for _level, tp, lat in kept], STYLES[i % len(STYLES)],
                                 markers=True, unsound=[lv in track.unstable for lv, _tp, _lat in kept]))
     slo = parse_slo(study.started.slo) if study.started and study.started.slo else None
-    chart = plots.line_chart(lines, width, max(3, height - 3), log_y=True,
-                             y_format=plots.ms_label, x_format=fmt.rate,
-                             target=(slo.target_s, "red") if slo else None)
     key = Text(no_wrap=True, overflow="ellipsis")
     key.append(f"{study.percentile} ms (log) vs {study.items}/s  ", style="dim")
     for line in lines:
@@ -118,6 +115,10 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
     key.append("○ unstable", style="dim")
     if slo is not None:
         key.append(f"  ⠒ target {slo.target_s * 1000:g} ms", style="red")
+    wrapped = 1 if len(key.plain) > width else 0  # the key wraps to a second line: the chart gives it room
+    chart = plots.line_chart(lines, width, max(3, height - 3 - wrapped), log_y=True,
+                             y_format=plots.ms_label, x_format=fmt.rate,
+                             target=(slo.target_s, "red") if slo else None)
     return Text("\n").join([*chart.lines, key])
 
 

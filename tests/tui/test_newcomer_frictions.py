@@ -305,3 +305,35 @@ async def test_an_interrupted_level_keeps_units_and_bars_at_80x24() -> None:
         assert await until(pilot, lambda: any("interrupted" in row for row in sweep_panel_lines(screen_lines(app))))
         head = sweep_panel_lines(screen_lines(app))[1]
         assert re.search(r"queue ms\s+compute ms", head) and "through" in head, head
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("finish", [False, True])
+async def test_the_study_charts_use_the_height_the_table_leaves(size: tuple[int, int], finish: bool) -> None:
+    """The study view's charts stopped at 18 lines and left a blank band under the config table
+    at 120x40: they take the rows the table (and, once the study ends, its scale answer) leaves,
+    so the first screen ends with those, running or finished, and no row is blank."""
+    from tests.tui.test_study_scale_view import LINE
+
+    events = study_events(finish=finish)
+    if finish:
+        events[-1] = replace(events[-1], scale_answers=[LINE])
+    app = StudyApp()
+    source = ListSource(events if finish else events[:6], linger=False)
+    app.attach(source, start=False)
+    async with app.run_test(size=size) as pilot:
+        source.start()
+        source.join(5)
+
+        def rows() -> list[str]:
+            return screen_lines(app)
+
+        def settled() -> bool:
+            shown = rows()
+            table_end = any(row.strip(" │").startswith("2x ") for row in shown)
+            scale = not finish or size[1] < 40 or any("→ scale out" in row for row in shown)  # 80x24: below the fold
+            return table_end and scale and not [row for row in shown if not row.strip()]
+
+        assert await until(pilot, settled), "\n".join(rows())
+        assert "throughput vs concurrency" in "\n".join(rows())
