@@ -42,6 +42,7 @@ class LevelRow:
     batch_size: int
     workers: int
     started_ts: float
+    trial: int = 1  # 2, 3 ...: the level measured again (the last trial stands)
     measured_windows: int = 0
     warmup_windows: int = 0
     stable_so_far: bool = False
@@ -336,6 +337,7 @@ class SessionState:
             batch_size=e.batch_size,
             workers=e.workers,
             started_ts=e.ts,
+            trial=e.trial,
         )
         self.current_level = e.index
         self.level_starts += 1
@@ -390,7 +392,7 @@ class SessionState:
     def _on_level_result(self, e: ev.LevelResult) -> None:
         row = self._row_for(e.level, e.index)
         if row is None:  # a recording that starts mid-level
-            row = LevelRow(e.index, e.mode, e.level, e.index + 1, e.batch_size, 1, e.ts - e.duration_s)
+            row = LevelRow(e.index, e.mode, e.level, e.index + 1, e.batch_size, 1, e.ts - e.duration_s, trial=e.trial)
             self.levels[e.index] = row
         row.result = e
         row.finished_ts = e.ts

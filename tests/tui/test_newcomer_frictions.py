@@ -124,6 +124,8 @@ async def test_replay_brackets_step_through_every_trial_of_a_level(tmp_path) -> 
                 assert await until(pilot, settled(n)), (n, app.state.level_starts)
                 row = app.state.levels[app.state.current_level]
                 visited.append((row.level, source.position_s))
+                if n == 4:  # the status line says which trial is shown
+                    assert await until(pilot, lambda: "c=8 trial 2" in "\n".join(screen_lines(app))), screen_lines(app)
             assert visited == [(e.level, pytest.approx(t)) for e, t in zip(starts, offsets, strict=True)]
             await pilot.press("left_square_bracket")
             assert await until(pilot, settled(4))

@@ -46,6 +46,8 @@ def progress_line(state: SessionState, width: int | None = None) -> Text:
     row = state.levels.get(p.level_index) if p.level_index is not None else None
     if row is not None and p.level_index is not None and not p.sweep_done:
         line.append(f"level {p.level_index + 1}/{p.level_total} {_short_level(row.mode, row.level)}", style="bold")
+        if row.trial > 1:  # measured again: `[` and `]` step to each trial, and this says which
+            line.append(f" trial {row.trial}", style="bold")
         if p.window_index is not None:
             line.append(f" · window {p.window_index}", rank=3)
             line.append(" · ")
