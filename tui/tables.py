@@ -62,6 +62,17 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     return columns.with_stream(shown, priced=state.cost_per_hour > 0)
 
 
+# A streaming sweep's many columns do not all fit 80 even with short headers: these give way last
+# (the p99s, tok/s, status and errors stay; queue and compute are on the over-time rows beside),
+# so that no figure is cut.
+STREAM_SPARE = frozenset({"p50", "ttft_p50", "queue", "compute"})
+
+
+def spare_last(state: SessionState) -> frozenset[str]:
+    """The columns fit_columns drops after every unit-first header has shortened."""
+    return STREAM_SPARE if any(row.stream is not None for row in state.levels.values()) else frozenset()
+
+
 REQUESTS = replace(*columns.select(columns.SWEEP, ("rps",)), optional=False)
 
 
@@ -83,12 +94,13 @@ UNIT_FIRST = frozenset({"p50", "p90", "p95", "p99", "mean", "ttft_p50", "ttft_p9
 
 
 def fit_columns(
-    columns: Sequence[Column[Any]], rows: Sequence[dict[str, str]], width: int | None
+    columns: Sequence[Column[Any]], rows: Sequence[dict[str, str]], width: int | None,
+    last: frozenset[str] = frozenset(),
 ) -> tuple[list[Column[Any]], bool]:
     """The columns that fit ``width`` cells, measured on the actual cells: optional columns go
-    first (last first), then the percentiles' headers lose their unit (UNIT_FIRST), then every
-    header shortens (the unit moves to the panel title). Returns the columns and whether the
-    short headers are needed."""
+    first (last first), then the percentiles' headers lose their unit (UNIT_FIRST), then the
+    columns named in ``last`` go (last first), then every header shortens (the unit moves to the
+    panel title). Returns the columns and whether the short headers are needed."""
     kept = list(columns)
     if width is None:
         return kept, False
@@ -103,6 +115,11 @@ def fit_columns(
             kept.remove(col)
     if needed(kept, False) > width:
         kept = [replace(c, header=c.short) if c.key in UNIT_FIRST and c.short else c for c in kept]
+    for col in reversed(list(kept)):
+        if needed(kept, False) <= width:
+            break
+        if col.key in last:
+            kept.remove(col)
     return kept, needed(kept, False) > width
 
 
@@ -119,17 +136,18 @@ CURVE_WHOLE = len("throughput")  # cells that show the bars' header whole: tried
 CURVE_MAX = 40
 
 
-def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None) -> tuple[list[Column[Any]], bool, int]:
+def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None,
+                last: frozenset[str] = frozenset()) -> tuple[list[Column[Any]], bool, int]:
     """Room for the throughput bars beside the sweep's numbers: the columns that still fit with
     CURVE_WHOLE, else CURVE_MIN, cells kept for the bars (optional columns, then the percentiles'
     units give way first), and the bars' width (0: no room; the table alone). Units come before
     the bars: where the bars would cost queue's and compute's "ms", the table goes without bars."""
     if width is None:
         return list(columns), False, 0
-    alone, alone_short = fit_columns(columns, cells, width)
+    alone, alone_short = fit_columns(columns, cells, width, last)
     for least in (CURVE_WHOLE, CURVE_MIN):
         room = width - least - 2
-        kept, short = fit_columns(columns, cells, room)
+        kept, short = fit_columns(columns, cells, room, last)
         used = table_width(kept, cells, short)
         if used <= room and (not short or alone_short):
             return kept, short, min(CURVE_MAX, width - used - 2)
@@ -157,9 +175,9 @@ def sweep_table(
     fit_cells = [sweep_cells(row, state) for row in shown] if state.past_sweeps else all_cells
     fit_cells = [*fit_cells, *(c for cells in under for c in cells)]
     if curve:
-        columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width)
+        columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width, spare_last(state))
     else:
-        (columns, short), bar_w = fit_columns(sweep_columns(state), fit_cells, width), 0
+        (columns, short), bar_w = fit_columns(sweep_columns(state), fit_cells, width, spare_last(state)), 0
     table = make_table(columns, short=short)
     if bar_w:
         table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)
