@@ -249,3 +249,30 @@ async def test_frames_on_a_stream_never_opened_fail_the_calls_in_flight() -> Non
     link.data_received(http2.frame(http2.DATA, 0, 9, b""))
     assert scheduler.calls[0][:3] == ("failed", a, "bad_response") and "never opened" in scheduler.calls[0][3]
     assert http2.goaway(http2.PROTOCOL_ERROR) in transport.out and transport.aborted
+
+
+def test_the_grpc_transports_run_without_grpcio() -> None:
+    """grpc and grpc_stream need protobuf's messages, not grpcio: with grpc's import refused,
+    both load and build a request; only grpc_aio (grpc.aio itself) needs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "grpc" or name.startswith(("grpc.", "grpc_")):
+            raise ImportError("no grpcio here")
+sys.meta_path.insert(0, Refuse())
+from engine.load.transports import grpc, grpc_stream
+print(len(grpc.messages().ModelInferRequest(model_name="m").SerializeToString()))
+try:
+    import engine.load.transports.grpc_aio
+except ImportError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["3", "no grpcio here"]
