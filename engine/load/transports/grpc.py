@@ -187,7 +187,10 @@ class GrpcLink(asyncio.Protocol):
     def _next_queued(self) -> None:
         """Calls waiting for a stream get one, in turn, as far as the server's limit allows."""
         while self.queued and len(self.streams) < self.max_streams and self.tr is not None and not self.draining:
-            self._open_stream(self.queued.popleft())
+            call = self.queued.popleft()
+            self._open_stream(call)
+            if not call.pending:  # its request left only now: the wait for a stream was ours, not the server's
+                call.written_ns = monotonic_ns()
 
     def _open_stream(self, call: GrpcCall) -> None:
         sid = self.next_id
