@@ -61,10 +61,10 @@ __all__ = ["TRANSPORT", "GrpcPayload", "GrpcTransport", "check_answer", "error_k
 
 monotonic_ns = time.monotonic_ns
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
-# calls sharing one TCP connection: a worker's group of connections opened together (OPEN_GROUP in
-# worker.py) is one HTTP/2 connection, so c=4 is 4 streams on one socket; more calls get more
-# sockets, so one server connection's thread does not carry a whole worker's load
-LINK_STREAMS = 8
+# calls sharing one TCP connection, as perf_analyzer's gRPC client shares one channel among at most 6
+# of its clients (tritonclient's grpc_client.cc, TRITON_CLIENT_GRPC_CHANNEL_MAX_SHARE_COUNT's
+# default): c=4 is 4 streams on one socket, c=8 two sockets
+LINK_STREAMS = 6
 MAX_STREAM_ID = (1 << 31) - 1
 # our receive windows (connection and each stream): large, so a server is never held back by
 # them; the connection's given back once half is used

@@ -127,3 +127,22 @@ async def test_a_server_that_closes_mid_answer_loses_its_calls_in_its_words() ->
     assert [(c[0], c[2]) for c in scheduler.calls] == [("lost", "the server closed the HTTP/2 connection")] * 2
     assert {c[1] for c in scheduler.calls} == set(calls)
     assert not dialer.links and not any(c.connected for c in calls)
+
+
+async def test_calls_past_six_take_another_connection(identity_server) -> None:
+    """As perf_analyzer's client shares a channel among at most 6 clients: 8 calls, 2 connections."""
+    scheduler = _scheduler()
+    requests, spec = _identity_requests(1)
+    address = identity_server.grpc_url.split("://", 1)[-1]
+    dialer = GrpcDialer(scheduler, GrpcPayload(address, False, requests, (), (("OUTPUT0", "FP32"),), 1 << 20,
+                                               spec))  # type: ignore[arg-type]
+    calls: list[Any] = [dialer.connection() for _ in range(8)]
+    assert await dialer.open(calls, 0) is None
+    assert sorted(len(link.calls) for link in dialer.links) == [2, 6]
+    assert _connections_to(int(address.rsplit(":", 1)[1])) == 2
+    for call in calls:
+        call.send()
+    await _until(scheduler, 8)
+    assert [c[0] for c in scheduler.calls] == ["answered"] * 8
+    for call in calls:
+        call.abort()
