@@ -266,7 +266,7 @@ class GrpcLink(asyncio.Protocol):
         """No new calls here: the idle ones leave now (the scheduler opens them elsewhere), the
         others when their call ends."""
         self.draining = True
-        for call in [c for c in self.calls if not c.busy]:
+        for call in [c for c in self.calls if c.connected and not c.busy]:
             self._lose(call, None)  # None: closed with no call in flight
 
     # -- asyncio callbacks
@@ -592,9 +592,11 @@ class GrpcDialer(TcpDialer):
         for call, link in placed:
             ready = link.ready
             failure = ready.exception() if ready.done() else None
-            if call.link is link and ready.done() and failure is None and not link.closed:
+            if call.link is link and ready.done() and failure is None and not link.closed and not link.draining:
                 call.connected = True
                 continue
+            if link.draining and not failure:  # the server said GOAWAY meanwhile: the next try opens another
+                failure = ConnectionResetError("the server closed the HTTP/2 connection (GOAWAY)")
             error = error or failure or ConnectionRefusedError(f"cannot connect to {self.payload.address} over gRPC")
             if call.link is link:
                 call.link = None

@@ -207,6 +207,16 @@ async def test_a_reset_stream_and_a_goaway_lose_only_the_calls_they_name() -> No
     assert transport.aborted
 
 
+async def test_a_graceful_goaway_sends_idle_calls_elsewhere_at_once() -> None:
+    link, (busy, idle), scheduler, transport = link_of(2)
+    busy.send()
+    link.data_received(http2.frame(http2.GOAWAY, 0, 0, (1).to_bytes(4, "big") + bytes(4)))
+    assert scheduler.calls == [("lost", idle, None)]  # no call in flight: reopened at once, on another link
+    assert link.room == 0 and not transport.aborted  # the call it took may still end
+    link.data_received(answer(1, 0))
+    assert scheduler.calls[1][:3] == ("answered", busy, True) and transport.aborted
+
+
 async def test_calls_past_the_servers_stream_limit_wait_for_a_stream() -> None:
     link, conns, scheduler, transport = link_of(3, settings={http2.MAX_CONCURRENT_STREAMS: 2})
     for conn in conns:
