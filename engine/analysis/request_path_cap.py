@@ -91,7 +91,8 @@ class RequestPathCap:
     transports: tuple[str, ...]
     request_bytes: int  # one request on the wire; 0: not measured
     bounds: tuple[tuple[str, tuple[str, ...]], ...]  # (bound, variants where it was seen)
-    line: str  # the study's answer, without "answer: "
+    line: str  # the study's conclusion in full (each config's peak, bytes, bounds), above its answer line
+    answer: str  # the study's answer, without "answer: ": the ceiling, the bound, one next step (<= ANSWER_ROOM)
     short: str  # the same in a few words, for a line that already gives the figures (scale out or up)
     evidence: tuple[str, ...] = field(default_factory=tuple)  # one line per config, for the report
 
@@ -106,6 +107,15 @@ def advice(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> 
         return f"measure over shared memory on this box (load.transport = {shm}), or with load from more hosts (--hosts N)"
     return ("measure with load from more hosts (--hosts N), or on the GPU box itself over shared memory "
             "(load.transport = auto)")
+
+
+def next_step(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> str:
+    """advice()'s first step in a few words, for the answer line (the line above gives them all)."""
+    if all(transport_spec(t).local_only for t in transports):
+        return "next: a larger load.batch_size"
+    if server_local:
+        return f"next: try load.transport = {'cuda_shm' if unit == 'GPU' else 'system_shm'}"
+    return "next: more load hosts (--hosts N)"
 
 
 def _size(request_bytes: int) -> str:
@@ -140,7 +150,10 @@ def request_path_cap(configs: Sequence[PeakEvidence], unit: str = "GPU", server_
     over = " and ".join(transports)
     line = (f"not a {unit} question here: every config tops out near {fmt.rate(ceiling)} {items}/s ({each}) over {over} "
             f"with {_size(request_bytes)} (the request path: {where}); {advice(transports, server_local, unit)}")
+    main = max(bounds, key=lambda b: len(b[1]))[0]  # seen at the most configs; ties in BOUNDS order
+    answer = (f"not a {unit} question: the request path ({main}) caps every config near {fmt.rate(ceiling)} "
+              f"{items}/s; {next_step(transports, server_local, unit)}")
     short = (f"not a {unit} question here: both top out near the request path's ceiling "
              f"({fmt.rate(ceiling)} {items}/s over {over})")
-    return RequestPathCap(ceiling, peaks, transports, request_bytes, bounds, line, short,
+    return RequestPathCap(ceiling, peaks, transports, request_bytes, bounds, line, answer, short,
                           tuple(c.describe(items) for c in configs))

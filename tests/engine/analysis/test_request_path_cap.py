@@ -46,6 +46,9 @@ def test_every_config_at_one_ceiling_with_the_client_bound_is_not_a_gpu_question
     assert cap.evidence[1] == "2x: peak 9,000 images/s; client bound (loop lag p99 14.2 ms); GPUs 45% busy"
     assert cap.evidence[0] == "1x: peak 7,900 images/s; no request-path bound recorded at its peak; GPUs 88% busy"
     assert cap.short == "not a GPU question here: both top out near the request path's ceiling (9,050 images/s over http)"
+    # the answer line: the ceiling, the bound, one next step; the figures above stand in cap.line
+    assert cap.answer == ("not a GPU question: the request path (client bound) caps every config near 9,050 "
+                          "images/s; next: try load.transport = cuda_shm")
 
 
 @pytest.mark.parametrize(("evidence", "bound"), [
@@ -105,6 +108,9 @@ def test_the_advice_follows_the_transport_and_where_the_server_is() -> None:
     assert "load.transport = system_shm" in advice(["http"], server_local=True, unit="CPU instance")
     cap = request_path_cap(_issue_box(transport="cuda_shm"))
     assert cap is not None and "over cuda_shm with 602 KB requests" in cap.line and "--hosts" not in cap.line
+    assert cap.answer.endswith("; next: a larger load.batch_size")
+    remote = request_path_cap(_issue_box(), server_local=False)
+    assert remote is not None and remote.answer.endswith("; next: more load hosts (--hosts N)")
 
 
 def test_cpu_instances_are_named_as_such() -> None:
