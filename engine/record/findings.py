@@ -157,10 +157,9 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
                 for lv in levels if float(lv.level) in usable]
     wire = summary.wires.get(sweep) if sweep is not None else None
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
-    cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
                        assessment, server_local=server_on_this_machine(summary.server),
-                       host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
+                       host_cores=host_cores(summary))
     cost = (cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour
             and not answer.streaming else None)
     n = summary.gpus_in_config
@@ -172,6 +171,12 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     )
     findings.recommendation = recommend(findings)
     return findings
+
+
+def host_cores(summary: RecordingSummary) -> int | None:
+    """The measuring host's CPU count as recorded; None where it is missing or not a count."""
+    cores = summary.host.get("cpu_cores")
+    return cores if isinstance(cores, int) and not isinstance(cores, bool) else None
 
 
 def server_on_this_machine(server: dict[str, Any]) -> bool:

@@ -12,8 +12,9 @@ from typing import Any
 
 from engine import format as fmt
 from engine.analysis.answer import Answer, decide, first_fitting, level_words, output_rate
-from engine.analysis.bottleneck import evidence_from_result, host_full
+from engine.analysis.bottleneck import cpu_shares, evidence_from_result, host_full
 from engine.analysis.energy import config_gpus, joules_per_image
+from engine.analysis.host_cpu_share import OTHERS, who_takes
 from engine.analysis.request_path_cap import PeakEvidence, RequestPathCap, request_path_cap
 from engine.analysis.scale_out import (
     Figure,
@@ -29,7 +30,13 @@ from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
-from engine.record.findings import RunFindings, analyze, server_on_this_machine, stream_objectives
+from engine.record.findings import (
+    RunFindings,
+    analyze,
+    host_cores,
+    server_on_this_machine,
+    stream_objectives,
+)
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.forecasts import peak_window_rates, study_forecasts
@@ -376,6 +383,9 @@ def peak_evidence(c: ConfigFigures) -> PeakEvidence:
         busy = sum(used) / len(used)
     kind = f.verdict.kind
     wire = f.wire_assessment
+    # a full host whose CPU other processes took (engine/analysis/host_cpu_share.py's rule)
+    shares = cpu_shares(e, host_cores(c.summary)) if e is not None and host_full(e) else None
+    crowded = shares is not None and who_takes(shares.server, shares.ours, shares.others) == OTHERS
     return PeakEvidence(
         variant=c.variant, units=c.units, peak=c.peak_throughput,
         client_bound=flagged is not None or kind == "client-bound",
@@ -388,6 +398,7 @@ def peak_evidence(c: ConfigFigures) -> PeakEvidence:
         outside_server=kind == "network",
         gpu_busy_percent=busy, transport=c.summary.transport,
         request_bytes=best.network.request_bytes if best.network is not None else 0, on_gpus=c.gpu,
+        host_others_percent=shares.others if crowded and shares is not None else None,
     )
 
 

@@ -100,6 +100,16 @@ def test_every_request_path_answer_fits_and_keeps_what_matters(unit: str, items:
     assert "1x*4" in cap.line and "602 KB" in cap.line and "1x*4" not in line
 
 
+@pytest.mark.parametrize(("unit", "items", "ceiling"), list(itertools.product(
+    ("GPU", "CPU instance"), ("images", "tokens"), (9_000.0, 1_234_567.0))))
+def test_a_request_path_answer_on_a_crowded_host_fits(unit: str, items: str, ceiling: float) -> None:
+    configs = [PeakEvidence(v, n, ceiling, host_full=True, host_cpu_percent=99.5, host_others_percent=83.7)
+               for v, n in (("1x", 1), ("8x", 8))]
+    cap = request_path_cap(configs, unit, items=items)
+    assert cap is not None and len(f"answer: {cap.answer}") <= ANSWER_ROOM, cap
+    assert f"{ceiling:,.0f} {items}/s" in cap.answer and "others 84%" in cap.answer and "quieter box" in cap.answer
+
+
 @dataclass
 class _Config:  # what answer_line reads of a ConfigFigures
     variant: str

@@ -132,3 +132,19 @@ def test_a_full_host_is_no_request_path_bound_for_a_model_computing_on_it() -> N
     assert gpu[1].bounds == (CLIENT, HOST_CPU)
     cap = request_path_cap(gpu)
     assert cap is not None and "(the request path: client bound at 2x, 1x*2; host CPU full at 1x, 2x, 1x*2)" in cap.line
+
+
+def test_a_host_whose_cpu_other_processes_took_names_them_and_a_quieter_box() -> None:
+    # the larger configs' host full, other processes on 84 % of it (engine/analysis/host_cpu_share.py)
+    configs = _issue_box(client_bound=False, client_reasons=(), loop_lag_p99=None)
+    configs = [configs[0], *(replace(c, host_full=True, host_cpu_percent=99.0, host_others_percent=84.0)
+                             for c in configs[1:])]
+    cap = request_path_cap(configs)
+    assert cap is not None
+    assert cap.answer == ("not a GPU question: other processes took this host's CPU (others 84%), capping every "
+                          "config near 9,050 images/s; next: a quieter box")
+    assert cap.line.endswith("other processes on this host took most of its CPU: stop the other work or measure on "
+                             "a quieter box (others 84% of the host)")
+    for text in (cap.answer, cap.line):  # the faster path answers a problem this box does not have
+        assert "shared memory" not in text and "--hosts" not in text and "load.transport" not in text
+    assert cap.evidence[1] == "2x: peak 9,000 images/s; host CPU full (99% busy, others 84%); GPUs 45% busy"
