@@ -104,6 +104,7 @@ class RequestPathCap:
     answer: str  # the study's answer, without "answer: ": the ceiling, the bound, one next step (<= ANSWER_ROOM)
     short: str  # the same in a few words, for a line that already gives the figures (scale out or up)
     evidence: tuple[str, ...] = field(default_factory=tuple)  # one line per config, for the report
+    others_percent: float | None = None  # others' largest share of a full host; None: others did not take it
 
 
 def advice(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> str:
@@ -174,4 +175,4 @@ def request_path_cap(configs: Sequence[PeakEvidence], unit: str = "GPU", server_
     short = (f"not a {unit} question here: both top out near the request path's ceiling "
              f"({fmt.rate(ceiling)} {items}/s over {over})")
     return RequestPathCap(ceiling, peaks, transports, request_bytes, bounds, line, answer, short,
-                          tuple(c.describe(items) for c in configs))
+                          tuple(c.describe(items) for c in configs), max(crowded) if crowded else None)

@@ -104,6 +104,7 @@ def test_a_host_whose_cpu_other_processes_took_answers_a_quieter_box(tmp_path: P
     assert answer == (f"answer: not a GPU question: other processes took this host's CPU (others {others:.0f}%), "
                       "capping every config near 9,000 images/s; next: a quieter box")
     assert "quieter box" in f.stop.reason and "load.transport" not in f.stop.reason and "--hosts" not in f.stop.reason
+    assert f"Other processes on this host took most of its CPU (others {others:.0f}% of the host)" in render_study(f, "md")
 
 
 @pytest.mark.slow  # writes three synthetic recordings
