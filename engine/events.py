@@ -341,6 +341,7 @@ class ServerReady(Event):
     mps: bool | None = None
     mps_why: str = ""
     endpoints: list[str] = field(default_factory=list)  # several servers: "ep1 http://..." each
+    transport: str = ""  # load.transport the sweep sends over; "": a recording made before it was said
 
 
 @register

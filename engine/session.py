@@ -346,7 +346,7 @@ class Session(EventSource):
             return
         target, info = await self._open_target()
         load = self.profile.load
-        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model}"))
+        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model} over {load.transport}"))
         gpus = self.servers.gpus
         spread = asyncio.create_task(self.servers.watch_http_threads(target.http_url))
 
