@@ -9,9 +9,9 @@ same GPU model and model; N = the GPU count of the run's config variant.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from engine import format as num
