@@ -23,6 +23,9 @@ def breakdown_line(state: SessionState, width: int) -> Text:
     if server is None:
         line.append("server time: no statistics yet", style="dim")
         return line
+    if server.no_split:  # a decoupled model: no bar of queue, compute and "client+net"
+        line.append(server.no_split, style="dim")
+        return line
     queue = server.queue or 0.0
     compute = compute_seconds(server) or 0.0
     rest = server.client_minus_server if server.client_minus_server is not None else None
