@@ -26,7 +26,7 @@ from tests.engine.load.conftest import quick_load, sweep
 from tui.headless import HeadlessPrinter
 from tui.level_detail import render_level
 from tui.state import SessionState
-from tui.widgets.timeline import breakdown_line
+from tui.widgets.timeline import breakdown_line, render_timeline
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
@@ -90,6 +90,8 @@ def test_the_headless_table_and_the_tui_say_not_measured(streamed) -> None:
     text = detail.export_text()
     assert DECOUPLED_SPLIT in text and "outside server" not in text
     assert breakdown_line(state, 200).plain.strip() == DECOUPLED_SPLIT
+    timeline = render_timeline(list(state.timeline), state, 100).plain
+    assert "tok/s" in timeline and "queue ms" not in timeline and "compute ms" not in timeline
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
