@@ -28,6 +28,7 @@ from engine import events as ev
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
+from engine.analysis.stream_split import DECOUPLED_SPLIT
 from engine.outcome import EXIT_INTERRUPTED
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
@@ -182,6 +183,9 @@ class HeadlessPrinter:
             if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
                 self._plain(f"sweep {self.state.sweep_number}", "bold")
             self._plain("sweep  " + columns.header_line(cols), "bold")
+            if any(c.key == "split" for c in cols):  # once per table: why the column reads "not measured"
+                self._plain(f"       {DECOUPLED_SPLIT}: Triton's queue and compute statistics do not cover a "
+                            "stream's responses", "dim")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from engine import events as ev
 from engine.analysis.answer import Answer, AnswerFold
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.stream_split import split_applies, unsplit_level, unsplit_window
 from engine.analysis.training_bill import TrainingBill, training_bill
 from engine.columns import compute_seconds
 from engine.format import level as level_label
@@ -258,6 +259,7 @@ class SessionState:
             self._touch(*SECTIONS)
             return
         self.events_applied += 1
+        event = self._split_left_out(event)
         self.answers.apply(event)
         if self.t0 is None:
             self.t0 = event.ts
@@ -272,6 +274,18 @@ class SessionState:
             self.log.append(LogLine(self.rel(event.ts), severity(event), text))
             self._touch("log")
         self.version += 1
+
+    def _split_left_out(self, event: ev.Event) -> ev.Event:
+        """A decoupled model's levels and windows without Triton's queue/compute split, which does
+        not cover a stream (engine/analysis/stream_split.py): recordings made before the sweep left
+        it out still carry it."""
+        if self.server is None or split_applies(self.server.model_config):
+            return event
+        if isinstance(event, ev.LevelResult):
+            return unsplit_level(event)
+        if isinstance(event, ev.WindowResult):
+            return unsplit_window(event)
+        return event
 
     def set_recording(self, path: Path) -> None:
         """The live session's recording (the session opens it on its own thread: no event says it)."""

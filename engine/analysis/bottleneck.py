@@ -74,6 +74,7 @@ class LevelEvidence:
     queue: float | None = None  # seconds per request (server statistics)
     compute: float | None = None  # compute_input + compute_infer + compute_output
     client_minus_server: float | None = None
+    no_split: str = ""  # why queue and compute are not given though the server answered (a decoupled model)
     client_bound: bool = False
     client_overhead: float | None = None  # fraction of latency spent in the client
     client_cpu_percent: float | None = None
@@ -118,6 +119,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         level=float(result.level), throughput=result.throughput_ips, latency_mean=result.latency.mean,
         queue=s.queue if s else None, compute=compute,
         client_minus_server=s.client_minus_server if s else None,
+        no_split=s.no_split if s else "",
         client_bound=result.audit.client_bound, client_overhead=result.audit.overhead_fraction,
         client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
         gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
@@ -268,7 +270,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
         return network
 
     if ev.queue is None or ev.compute is None:
-        return Verdict("unknown", "no server statistics to split queue from compute",
+        return Verdict("unknown", ev.no_split or "no server statistics to split queue from compute",
                        [f"throughput saturates {at}"], ev.level, findings)
     server_time = ev.queue + ev.compute
     queue_share = ev.queue / server_time if server_time > 0 else 0.0
