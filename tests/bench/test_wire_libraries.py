@@ -31,10 +31,11 @@ def test_http1_same_status_headers_and_body_length(payloads: wl.Payloads) -> Non
         assert status == 200 and body == length > ihl > 0
 
 
-def test_http2_same_headers_body_and_trailers(payloads: wl.Payloads) -> None:
+@pytest.mark.parametrize("lean", [False, True], ids=["h2", "h2_lean"])
+def test_http2_same_headers_body_and_trailers(payloads: wl.Payloads, lean: bool) -> None:
     pytest.importorskip("h2")
     messages = [wl.frame_bytes(payloads.responses[1], 3 + 2 * i) for i in range(3)]
-    ours, theirs = wl.Http2Ours(payloads, messages), wl.Http2H2(payloads, messages)
+    ours, theirs = wl.Http2Ours(payloads, messages), wl.Http2H2(payloads, messages, lean=lean)
     for _ in messages:
         theirs.before()
         headers, body, trailers = ours.parse()
