@@ -1,5 +1,5 @@
 """Our HTTP/1.1, HTTP/2 frames and HPACK (engine/http1.py, engine/http2.py) against h11, h2 and
-hpack, on bytes Triton sent: CPU per message for the same bytes on both sides, alternating rounds.
+hpack, on bytes Triton sent: µs per message for the same bytes on both sides, alternating rounds.
 
 The payloads (bench/wire_payloads/, rewritten by ``--capture``) were read off the wire from the
 embedded Triton's identity model at batch 32 (a 2,048-byte FP32 output, the size of a ViT-B/32
@@ -14,6 +14,9 @@ and PING, then per call HEADERS + DATA + trailers HEADERS). Measured per message
                   grpc_stream parses frames (FrameReader.feed, unpadded, the header block through
                   HpackDecoder) against h2's client H2Connection (receive_data, its events, and
                   acknowledge_received_data for each DATA as h2 asks).
+  http2_lean      the same, h2 with its checks and normalisation of received headers off.
+  http2_frames    the frame layers alone, no HPACK: FrameReader.feed and unpadded against h2's
+                  FrameBuffer (hyperframe), as H2Connection uses it.
   hpack_repeated  both header blocks of one response (3 + 1 bytes: Triton's gRPC indexes every
                   field after a connection's first response) on a warm decoder: ours against
                   hpack.Decoder.
