@@ -8,9 +8,9 @@ while a level runs.
 - low: the remaining plan at its least: each level stable after ``stable_windows`` windows of
   ``window_ms`` on its first trial, no setup time. A window is never shorter than window_ms, so
   only a run cut short (a failed level, a stop, a lost server) ends sooner.
-- likely: the same plan at the pace measured so far: the windows' measured length (they stretch
-  until they hold min_window_requests), the windows and trials levels took, the setup between
-  trials.
+- likely: the same plan at the pace measured so far: the latest trial's windows' length (they
+  stretch until they hold min_window_requests), the windows and trials levels took, the setup
+  between trials.
 - high: the plan's hard limits, not the measured pace, since a slow server stretches windows past
   any pace seen: every trial runs ``max_windows`` windows of ``window_ms + request_timeout_s``
   (plus two ticks: the sweep's cap on a window, engine/load/sweep.py max_ticks); every level gets
@@ -34,7 +34,6 @@ from engine import format as fmt
 from engine.profiles import Load
 
 TICK_MAX_S = 0.25  # the sweep's longest tick (engine/load/sweep.py TICK_NS; a test ties them)
-PACE_WINDOWS = 30  # the measured windows the pace is read from: the latest, as levels change it
 
 
 @dataclass(frozen=True)
@@ -128,8 +127,10 @@ def time_left(plan: Plan, events: Iterable[ev.Event], now: float) -> TimeLeft | 
     least_level = plan.warmup_s + plan.stable_windows * plan.window_s
 
     # the pace so far
-    lengths = [w for t in trials for w in t.windows][-PACE_WINDOWS:]
-    window = max(plan.window_s, statistics.median(lengths)) if lengths else plan.window_s
+    # the pace: the latest trial's measured windows (a level's windows stretch alike, and the
+    # next level is more like the last than the first)
+    recent = next((t.windows for t in reversed(trials) if t.windows), [])
+    window = max(plan.window_s, statistics.median(recent)) if recent else plan.window_s
     windows_per_trial = statistics.mean(len(t.windows) for t in done) if done else plan.stable_windows
     windows_per_trial = min(plan.max_windows, max(plan.stable_windows, windows_per_trial))
     setups = [t.setup_s for t in done]
