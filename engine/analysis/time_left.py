@@ -112,72 +112,91 @@ def _trials(plan: Plan, events: Iterable[ev.Event]) -> tuple[list[_Trial], int]:
     return trials, total
 
 
-def time_left(plan: Plan, events: Iterable[ev.Event], now: float) -> TimeLeft | None:
+@dataclass(frozen=True)
+class _Pace:
+    """A sweep's figures so far, for the trials and levels still to come."""
+
+    window: float  # a measured window's length (at least window_ms)
+    windows_per_trial: float
+    trial: float  # a trial's likely length: warm-up, windows at the pace, setup
+    trials_per_level: float
+    tail: float  # from a trial's last window to its result
+    trial_cap: float | None  # a trial at the plan's limits; None while no setup is measured
+
+    @property
+    def level(self) -> float:
+        return self.trials_per_level * self.trial
+
+
+def _pace(plan: Plan, trials: list[_Trial]) -> _Pace:
+    done = [t for t in trials if t.ended is not None]
+    # the latest trial's measured windows: a level's windows stretch alike, and the next level is
+    # more like the last than the first
+    recent = next((t.windows for t in reversed(trials) if t.windows), [])
+    window = max(plan.window_s, statistics.median(recent)) if recent else plan.window_s
+    windows = statistics.mean(len(t.windows) for t in done) if done else plan.stable_windows
+    windows = min(plan.max_windows, max(plan.stable_windows, windows))
+    setups = [t.setup_s for t in done]
+    tails = [t.ended - t.last_end for t in done if t.ended is not None and t.last_end is not None]
+    trial = plan.warmup_s + windows * window + (statistics.mean(setups) if setups else 0.0)
+    per_level = len(done) / len({t.index for t in done}) if done else 1.0
+    # the setup has no cap in the plan: twice the most measured so far
+    cap = plan.warmup_s + plan.max_windows * plan.window_cap_s + 2 * max(setups) if setups else None
+    return _Pace(window, windows, trial, per_level, statistics.mean(tails) if tails else 0.0, cap)
+
+
+def _retrials_cap(plan: Plan, trials: list[_Trial], levels_left: int, trial_cap: float) -> float:
+    """The most re-measuring may still take: at most max_trials per level (a level below may be
+    measured again after the one above it), none once trial_budget_s is spent, and a re-trial
+    starts only within it. Our spans miss each trial's setup before its LevelStarted, so the
+    budget left reads larger than the sweep's: this errs high."""
+    last_trial: dict[int, int] = {}
+    for t in trials:
+        last_trial[t.index] = max(last_trial.get(t.index, 0), t.trial)
+    possible = sum(plan.max_trials - n for n in last_trial.values()) + levels_left * (plan.max_trials - 1)
+    spent = sum(t.ended - t.started for t in trials if t.trial > 1 and t.ended is not None)
+    room = plan.trial_budget_s - spent
+    return min(possible * trial_cap, room + trial_cap) if room > 0 and possible > 0 else 0.0
+
+
+def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: int = 0) -> TimeLeft | None:
     """The sweep's time left at ``now`` from its events so far; None before its first level and
-    once it finished (SweepFinished among the events)."""
+    once it finished (SweepFinished among the events). ``more_levels``: levels the sweep may add
+    after its planned ones (a study's latency-target search): none at least, all at most."""
     events = list(events)
     if any(isinstance(e, ev.SweepFinished) for e in events):
         return None
     trials, total = _trials(plan, events)
     if not trials:
         return None
-    done = [t for t in trials if t.ended is not None]
+    pace = _pace(plan, trials)
     cur = trials[-1] if trials[-1].ended is None else None
     levels_left = max(0, total - len({t.index for t in trials}))
     least_level = plan.warmup_s + plan.stable_windows * plan.window_s
 
-    # the pace so far
-    # the pace: the latest trial's measured windows (a level's windows stretch alike, and the
-    # next level is more like the last than the first)
-    recent = next((t.windows for t in reversed(trials) if t.windows), [])
-    window = max(plan.window_s, statistics.median(recent)) if recent else plan.window_s
-    windows_per_trial = statistics.mean(len(t.windows) for t in done) if done else plan.stable_windows
-    windows_per_trial = min(plan.max_windows, max(plan.stable_windows, windows_per_trial))
-    setups = [t.setup_s for t in done]
-    setup = statistics.mean(setups) if setups else 0.0
-    tails = [t.ended - t.last_end for t in done if t.ended is not None and t.last_end is not None]
-    tail = statistics.mean(tails) if tails else 0.0
-    trials_per_level = len(done) / len({t.index for t in done}) if done else 1.0
-    per_trial = plan.warmup_s + windows_per_trial * window + setup
-
     low = levels_left * least_level
-    likely = levels_left * trials_per_level * per_trial
+    likely = (levels_left + more_levels) * pace.level
+    base = 0.0
     if cur is not None:
-        k = len(cur.windows)
         base = cur.last_end if cur.last_end is not None else cur.warm_end
         if not cur.decided:
-            need = max(1, plan.stable_windows - k)
-            low += max(0.0, base + plan.window_s - now) + (need - 1) * plan.window_s
-            expected = max(k + 1.0, windows_per_trial)
-            likely += max(0.0, base + (expected - k) * window - now)
-        likely += tail + max(0.0, trials_per_level - cur.trial) * per_trial
-    elif done[-1].remeasure:  # between trials: the next trial of that level is announced
+            k = len(cur.windows)
+            low += max(0.0, base + plan.window_s - now) + (max(1, plan.stable_windows - k) - 1) * plan.window_s
+            likely += max(0.0, base + (max(k + 1.0, pace.windows_per_trial) - k) * pace.window - now)
+        likely += pace.tail + max(0.0, pace.trials_per_level - cur.trial) * pace.trial
+    elif trials[-1].remeasure:  # between trials: the next trial of that level is announced
         low += least_level
-        likely += per_trial
+        likely += pace.trial
 
-    if not setups:
+    if pace.trial_cap is None:
         return TimeLeft(low, max(low, likely), None)
-    setup_cap = 2 * max(setups)
-    trial_cap = plan.warmup_s + plan.max_windows * plan.window_cap_s + setup_cap
-    high = levels_left * trial_cap
+    setup_cap = pace.trial_cap - plan.warmup_s - plan.max_windows * plan.window_cap_s
+    high = (levels_left + more_levels) * pace.trial_cap
     if cur is not None:
-        k = len(cur.windows)
-        base = cur.last_end if cur.last_end is not None else cur.warm_end
-        more = 0 if cur.decided else plan.max_windows - k
+        more = 0 if cur.decided else plan.max_windows - len(cur.windows)
         high += max(0.0, base + more * plan.window_cap_s - now) + setup_cap
-    # re-trials: at most max_trials per level (a level below may be measured again after the one
-    # above it), and none once the budget is spent; our spans miss each trial's setup before its
-    # LevelStarted, so the budget left reads larger than the sweep's: the ceiling errs high
-    last_trial: dict[int, int] = {}
-    for t in trials:
-        last_trial[t.index] = max(last_trial.get(t.index, 0), t.trial)
-    possible = sum(plan.max_trials - n for n in last_trial.values()) + levels_left * (plan.max_trials - 1)
-    spent = sum(t.ended - t.started for t in done if t.trial > 1 and t.ended is not None)
-    room = plan.trial_budget_s - spent
-    if room > 0 and possible > 0:
-        high += min(possible * trial_cap, room + trial_cap)
-    likely = min(max(low, likely), high)
-    return TimeLeft(low, likely, high)
+    high += _retrials_cap(plan, trials, levels_left + more_levels, pace.trial_cap)
+    return TimeLeft(low, min(max(low, likely), high), high)
 
 
 def time_left_parts(t: TimeLeft) -> tuple[str, str]:
