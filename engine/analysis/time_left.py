@@ -128,7 +128,7 @@ class _Pace:
         return self.trials_per_level * self.trial
 
 
-def _pace(plan: Plan, trials: list[_Trial]) -> _Pace:
+def _pace(plan: Plan, trials: list[_Trial], earlier: list[_Trial] | None = None) -> _Pace:
     done = [t for t in trials if t.ended is not None]
     # the latest trial's measured windows: a level's windows stretch alike, and the next level is
     # more like the last than the first
@@ -137,11 +137,12 @@ def _pace(plan: Plan, trials: list[_Trial]) -> _Pace:
     windows = statistics.mean(len(t.windows) for t in done) if done else plan.stable_windows
     windows = min(plan.max_windows, max(plan.stable_windows, windows))
     setups = [t.setup_s for t in done]
+    cap_setups = setups + [t.setup_s for t in earlier or [] if t.ended is not None]
     tails = [t.ended - t.last_end for t in done if t.ended is not None and t.last_end is not None]
     trial = plan.warmup_s + windows * window + (statistics.mean(setups) if setups else 0.0)
     per_level = len(done) / len({t.index for t in done}) if done else 1.0
     # the setup has no cap in the plan: twice the most measured so far
-    cap = plan.warmup_s + plan.max_windows * plan.window_cap_s + 2 * max(setups) if setups else None
+    cap = plan.warmup_s + plan.max_windows * plan.window_cap_s + 2 * max(cap_setups) if cap_setups else None
     return _Pace(window, windows, trial, per_level, statistics.mean(tails) if tails else 0.0, cap)
 
 
@@ -159,17 +160,19 @@ def _retrials_cap(plan: Plan, trials: list[_Trial], levels_left: int, trial_cap:
     return min(possible * trial_cap, room + trial_cap) if room > 0 and possible > 0 else 0.0
 
 
-def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: int = 0) -> TimeLeft | None:
+def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: int = 0,
+              earlier: Iterable[ev.Event] = ()) -> TimeLeft | None:
     """The sweep's time left at ``now`` from its events so far; None before its first level and
     once it finished (SweepFinished among the events). ``more_levels``: levels the sweep may add
-    after its planned ones (a study's latency-target search): none at least, all at most."""
+    after its planned ones (a study's latency-target search): none at least, all at most.
+    ``earlier``: an earlier sweep's events (a study's last config) whose setups count too."""
     events = list(events)
     if any(isinstance(e, ev.SweepFinished) for e in events):
         return None
     trials, total = _trials(plan, events)
     if not trials:
         return None
-    pace = _pace(plan, trials)
+    pace = _pace(plan, trials, _trials(plan, earlier)[0])
     cur = trials[-1] if trials[-1].ended is None else None
     levels_left = max(0, total - len({t.index for t in trials}))
     least_level = plan.warmup_s + plan.stable_windows * plan.window_s
@@ -219,3 +222,53 @@ def _duration_up(seconds: float) -> str:
     """fmt.duration, rounded up (past an hour it shows whole minutes: up to the next)."""
     up = math.ceil(seconds)
     return fmt.duration(math.ceil(up / 60) * 60 if up >= 3600 else up)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A study: every config runs the same sweep, its planned levels then up to search_steps
+    levels of the latency-target search."""
+
+    plan: Plan
+    levels: int
+    search_steps: int = 0
+
+
+def study_time_left(study: StudyPlan, current: list[ev.Event] | None, last: list[ev.Event], now: float,
+                    configs_waiting: int, overheads: list[float], likely: float | None) -> TimeLeft:
+    """The whole study's time left by the sweep's rule: the running config's sweep (``current``:
+    its events; None while no config runs), then each config still waiting at the pace of the
+    latest sweep (``last``: the last finished config's events; their setups count for the running
+    one's ceiling too). ``overheads``: each finished config's time outside its sweep (server
+    start, box check, stop), counted at twice the most measured for the running config, each
+    waiting one and the study's close; no ceiling before one config finished. ``likely``: the
+    caller's pace, kept within the range."""
+    plan = study.plan
+    least_sweep = study.levels * (plan.warmup_s + plan.stable_windows * plan.window_s)
+    ran = _trials(plan, current or [])[0]
+    before = _trials(plan, last)[0]
+    pace = _pace(plan, ran, before) if any(t.ended is not None for t in ran) else _pace(plan, before)
+    whole_cap: float | None = None
+    if pace.trial_cap is not None:
+        n = study.levels + study.search_steps
+        whole_cap = n * pace.trial_cap + min(n * (plan.max_trials - 1) * pace.trial_cap,
+                                             plan.trial_budget_s + pace.trial_cap)
+    low, high = 0.0, whole_cap
+    if current is not None:
+        searched = {e.index for e in current if isinstance(e, ev.LevelStarted) and e.index >= study.levels}
+        sweep = time_left(plan, current, now, max(0, study.search_steps - len(searched)), last)
+        if sweep is not None:
+            low, high = sweep.low_s, sweep.high_s
+        elif not any(isinstance(e, ev.SweepFinished) for e in current):  # its server is starting
+            low = least_sweep
+        else:
+            high = 0.0
+    else:
+        high = 0.0
+    low += configs_waiting * least_sweep
+    overhead_cap = 2 * max(overheads) if overheads else None
+    if high is None or overhead_cap is None or (configs_waiting and whole_cap is None):
+        return TimeLeft(low, max(low, likely or 0.0), None)
+    runs = configs_waiting + (current is not None)
+    high += configs_waiting * (whole_cap or 0.0) + (runs + 1) * overhead_cap
+    return TimeLeft(low, min(max(low, likely or 0.0), high), high)

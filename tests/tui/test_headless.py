@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import io
 import os
 import subprocess

@@ -9,7 +9,9 @@ from engine import events as ev
 from engine.analysis.time_left import (
     TICK_MAX_S,
     Plan,
+    StudyPlan,
     TimeLeft,
+    study_time_left,
     time_left,
     time_left_parts,
     time_left_words,
@@ -162,3 +164,35 @@ def test_the_window_cap_is_the_sweeps():
     from engine.load.sweep import TICK_NS
 
     assert TICK_MAX_S == TICK_NS / 1e9
+
+
+def test_a_study_counts_the_running_sweep_and_each_config_waiting():
+    """The whole study by the sweep's rule: the running config's sweep, each waiting config at
+    the least and at the most the plan allows, and the configs' time outside their sweeps."""
+    study = StudyPlan(PLAN, levels=3)
+    sweep = time_left(PLAN, SECOND_RUNNING, 11.0)
+    assert sweep is not None and sweep.high_s is not None
+    # no config finished yet: its time outside the sweep (server start, stop) is not measured
+    first = study_time_left(study, SECOND_RUNNING, [], 11.0, configs_waiting=1, overheads=[],
+                            likely=None)
+    assert first == TimeLeft(sweep.low_s + 3 * 7.0, sweep.low_s + 3 * 7.0, None)
+    # one config finished, 3 s outside its sweep: twice that for this one, the waiting one and the
+    # study's close; the waiting one's sweep at its ceiling (3 levels, re-trials within the budget)
+    whole = 3 * TRIAL_CAP + 120.0 + TRIAL_CAP
+    got = study_time_left(study, SECOND_RUNNING, [], 11.0, 1, [3.0], likely=50.0)
+    assert got.low_s == pytest.approx(sweep.low_s + 21.0) and got.likely_s == 50.0
+    assert got.high_s == pytest.approx(sweep.high_s + whole + 3 * 6.0)
+    # between configs: the last sweep's pace for the one waiting
+    got = study_time_left(study, None, FIRST, 8.0, 1, [3.0], likely=None)
+    assert got.low_s == pytest.approx(21.0) and got.high_s == pytest.approx(whole + 2 * 6.0)
+
+
+def test_a_study_counts_the_search_levels_at_most():
+    """The latency-target search may add levels to each sweep: none at least, all at most."""
+    searching = StudyPlan(PLAN, levels=3, search_steps=2)
+    sweep = time_left(PLAN, SECOND_RUNNING, 11.0, more_levels=2)
+    got = study_time_left(searching, SECOND_RUNNING, [], 11.0, 0, [3.0], likely=None)
+    assert sweep is not None and sweep.high_s is not None
+    assert got.low_s == pytest.approx(sweep.low_s) and got.high_s == pytest.approx(sweep.high_s + 2 * 6.0)
+    plain = time_left(PLAN, SECOND_RUNNING, 11.0)
+    assert plain is not None and plain.high_s is not None and sweep.high_s > plain.high_s + 2 * TRIAL_CAP - 1e-6
