@@ -197,7 +197,8 @@ def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: i
     high = (levels_left + more_levels) * pace.trial_cap
     if cur is not None:
         more = 0 if cur.decided else plan.max_windows - len(cur.windows)
-        high += max(0.0, base + more * plan.window_cap_s - now) + setup_cap
+        high += max(0.0, base + more * plan.window_cap_s - now)
+    high += setup_cap  # the running trial's end, or the sweep's close after its last result
     high += _retrials_cap(plan, trials, levels_left + more_levels, pace.trial_cap)
     return TimeLeft(low, min(max(low, likely), high), high)
 

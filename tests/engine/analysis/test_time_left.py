@@ -3,6 +3,8 @@ worked by hand from the rule in the module's docstring."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine import events as ev
@@ -196,3 +198,12 @@ def test_a_study_counts_the_search_levels_at_most():
     assert got.low_s == pytest.approx(sweep.low_s) and got.high_s == pytest.approx(sweep.high_s + 2 * 6.0)
     plain = time_left(PLAN, SECOND_RUNNING, 11.0)
     assert plain is not None and plain.high_s is not None and sweep.high_s > plain.high_s + 2 * TRIAL_CAP - 1e-6
+
+
+def test_after_the_last_result_the_ceiling_keeps_the_sweeps_close():
+    """Every level measured, no re-trial possible: what is left is the sweep's close (stopping
+    the load workers), counted like a trial's setup, twice the most measured."""
+    plan = dataclasses.replace(PLAN, max_trials=1)
+    events = [dataclasses.replace(e, total=1) if isinstance(e, ev.LevelStarted) else e for e in FIRST]
+    got = time_left(plan, events, T1)
+    assert got == TimeLeft(0.0, 0.0, 2 * 0.5)
