@@ -1,5 +1,6 @@
 """The time left in a sweep, as a range: the least the remaining plan needs, a likely figure, and
-the most the plan allows. One rule for every surface (headless lines, the TUI's status line).
+the most the plan allows. One rule for every surface (headless lines, the TUI's status line, a
+study's progress lines and view).
 
 Fed the sweep's own events (LevelStarted, WindowResult, LevelResult with their timestamps) and
 the profile's load plan, it re-estimates at every event, within a level too, so the figure moves
@@ -20,6 +21,9 @@ while a level runs.
   measured so far, and until a trial has been measured no ceiling is claimed (low only: "at
   least"). Not counted: waiting for a lost server (load.server_wait_s), as its level fails at its
   first failed window, far short of that level's ceiling.
+
+So the words never say "≤" of a pace: "≈1m10s left (40s–12m)" where the ceiling is the plan's,
+"≈1m10s left (at least 40s)" where none is known yet.
 """
 
 from __future__ import annotations
