@@ -43,6 +43,8 @@ STAGES = (
           "any box (a GPU box: carry --textual), no server; about 3 minutes"),
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
+    Stage("wire_libraries", "wire_libraries", "our HTTP/1.1, HTTP/2 frames and HPACK against h11, h2 and hpack: "
+          "µs per message on Triton's captured bytes", "any box, no server; about a minute (needs h11/h2/hpack: --libs)"),
     Stage("merge_cost", "merge_cost", "kept latency histograms: per-window build, encode and bytes; merging N hosts' windows (N = 2..64)",
           "any box, no server; about a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),

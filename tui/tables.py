@@ -16,6 +16,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine.analysis.scaling import cost_per_million_tokens
+from engine.analysis.stream_split import split_applies
 from engine.columns import Column
 from tui import glyphs
 from tui.state import LevelRow, SessionState
@@ -50,6 +51,8 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     """The screen's sweep columns, less the cost where the profile has no price; a streaming
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    if state.server is not None and not split_applies(state.server.model_config):
+        shown = columns.without_split(shown)
     streaming = any(row.stream is not None for row in state.levels.values())
     return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
 
