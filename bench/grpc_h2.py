@@ -33,7 +33,7 @@ NAMES = {"grpc": "ours grpc (own HTTP/2)", "grpc_aio": "ours grpc_aio (grpc.aio)
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                epilog="Fits: any box, CPU variant; about 15 s per run (3 tools x levels x rounds).")
+                                epilog="Fits: any box, CPU variant; about 2 minutes at the defaults (3 tools x 2 levels x 3 rounds, about 7 s a run).")
     p.add_argument("--model", default="identity", help="an embedded model (the repo's identity: 16 FP32 in, 16 out)")
     p.add_argument("--variant", default="cpu")
     p.add_argument("--levels", default="1,4", help="concurrency levels")
