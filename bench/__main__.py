@@ -43,11 +43,15 @@ STAGES = (
           "any box (a GPU box: carry --textual), no server; about 3 minutes"),
     Stage("recording_scale", "recording_scale", "a one-hour 8-GPU recording: write, open, export, replay against bare SQLite",
           "CPU, no server; under a minute"),
+    Stage("wire_libraries", "wire_libraries", "our HTTP/1.1, HTTP/2 frames and HPACK against h11, h2 and hpack: "
+          "µs per message on Triton's captured bytes", "any box, no server; about a minute (needs h11/h2/hpack: --libs)"),
     Stage("merge_cost", "merge_cost", "kept latency histograms: per-window build, encode and bytes; merging N hosts' windows (N = 2..64)",
           "any box, no server; about a minute"),
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
     Stage("grpc_styles", "grpc_styles", "gRPC client styles (grpc.aio, sync future(), threads) against perf_analyzer -i grpc",
           "any box, CPU variant; a few minutes"),
+    Stage("grpc_h2", "grpc_h2", "unary gRPC on our own HTTP/2 (load.transport=grpc) and on grpc.aio (grpc_aio) against "
+          "perf_analyzer -i grpc, alternating rounds", "any box, CPU variant; about 2 minutes at the defaults (18 runs of about 7 s)"),
     Stage("noise", "noise", "the same run quiet and under CPU hogs: the answer lines agree or say not decided",
           "1x H200/H100, one 10-minute call with short windows; a CPU box, a few minutes"),
     Stage("multihost_engine", "multihost_engine", "the engine for several load hosts: TCPStore against Ray, group forming, "

@@ -185,6 +185,9 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("mean", "mean ms", _latency("mean"), 7, optional=True, short="mean"),
     Column("queue", "queue ms", lambda f: fmt.ms(f.server.queue if f.server else None), 8, short="queue"),
     Column("compute", "compute ms", lambda f: fmt.ms(compute_seconds(f.server)), 10, short="compute"),
+    # a decoupled model's server time has no queue/compute split (engine/analysis/stream_split.py):
+    # this one column stands for the two (without_split), where they would show what is not the stream's
+    Column("split", "server split", lambda f: "not measured", 12, optional=True, short="split"),
     Column("batch", "avg batch", lambda f: fmt.batch(f.server.avg_batch_size if f.server else None), 9,
            optional=True, short="batch"),
     Column("client", "client", _client, 6, "left"),
@@ -225,6 +228,19 @@ def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -
         if c.key == "p99":
             out.extend(extra)
     return tuple(out) if len(out) > len(columns) else (*columns, *extra)
+
+
+def without_split(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
+    """The queue and compute columns as one that says the split is not measured."""
+    split = replace(*select(SWEEP, ("split",)), optional=False)
+    out: list[Column[LevelFigures]] = []
+    for c in columns:
+        if c.key in ("queue", "compute"):
+            if split not in out:
+                out.append(split)
+        else:
+            out.append(c)
+    return tuple(out)
 
 
 def without_cost(columns: Sequence[Column[LevelFigures]], cost_per_hour: float | None) -> tuple[Column[LevelFigures], ...]:

@@ -151,6 +151,9 @@ class ServerBreakdown:
     avg_batch_size: float | None = None  # inference_count / execution_count
     client_minus_server: float | None = None  # client mean latency - server_total: network + client
     dropped: list[str] = field(default_factory=list)  # the server's values left out as impossible
+    # why the times above are None though the server answered (engine/analysis/stream_split.py:
+    # a decoupled model's); "": they are Triton's readings
+    no_split: str = ""
 
 
 @dataclass
@@ -341,6 +344,7 @@ class ServerReady(Event):
     mps: bool | None = None
     mps_why: str = ""
     endpoints: list[str] = field(default_factory=list)  # several servers: "ep1 http://..." each
+    transport: str = ""  # load.transport the sweep sends over; "": a recording made before it was said
 
 
 @register

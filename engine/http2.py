@@ -1,11 +1,12 @@
-"""Just enough HTTP/2 (RFC 9113) and HPACK (RFC 7541) for one gRPC stream per connection, with no third-party client.
+"""Just enough HTTP/2 (RFC 9113) and HPACK (RFC 7541) for gRPC, with no third-party client.
 
 Why our own: a request written through grpc.aio leaves the process about 0.25 ms after its clock
 is read (docs/results/toy_llm_streaming.md), 7 % of a small model's time to first token; a frame
-written on an asyncio transport leaves in the same call. The load's streaming transport
-(engine/load/transports/grpc_stream.py) keeps the connection's state; this module is the pure
-part: frames built and split, header blocks encoded (literals, no table: one block per
-connection) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
+written on an asyncio transport leaves in the same call. The load's gRPC transports keep the
+connections' state (engine/load/transports/grpc.py: unary calls, a stream each, several on one
+connection; grpc_stream.py: one long stream per connection); this module is the pure part:
+frames built and split, header blocks encoded (literals, no table: the same block for every
+call) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
 at a time through a table), and a server's SETTINGS checked against RFC 9113's bounds.
 """
 
@@ -227,11 +228,17 @@ def _huffman_tables() -> tuple[list[int], list[bytes], bytes]:
 _TABLES: list[tuple[list[int], list[bytes], bytes]] = []
 
 
+def prepare_huffman() -> None:
+    """Build the decoder's table now (about 45 ms of CPU, once a process): a connection's
+    set-up pays it, not the first measured response that carries a Huffman string."""
+    if not _TABLES:
+        _TABLES.append(_huffman_tables())
+
+
 def huffman_decode(data: bytes) -> bytes:
     """A Huffman-coded HPACK string, a byte at a time through a table built once (bit by bit,
     a 1 MiB header block took seconds of CPU)."""
-    if not _TABLES:
-        _TABLES.append(_huffman_tables())
+    prepare_huffman()
     nxt, emit, accept = _TABLES[0]
     state = 0
     parts: list[bytes] = []
@@ -280,6 +287,7 @@ class HpackDecoder:
         self.limit = max_table  # what the server last set, at most max_table
         self.table: deque[tuple[str, str]] = deque()
         self.size = 0
+        prepare_huffman()  # made with the connection, before any response is timed
 
     def decode(self, block: bytes) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = []

@@ -176,6 +176,8 @@ class Session(EventSource):
         try:
             if self._probe_wanted():  # before anything starts: one line naming the pip extra
                 require_extra("probe", "the training probe")
+            if self.options.sweep and self.profile.server.kind == "embedded":  # not after a box check that is of no use
+                require_extra("server", "the embedded server")
             self._open_recording()
             hosts = self.options.hosts.hosts if self.options.hosts is not None else 1
             self.profile, pick = with_auto_transport(self.profile, self._gpus_present, hosts)  # recorded as picked
@@ -346,7 +348,7 @@ class Session(EventSource):
             return
         target, info = await self._open_target()
         load = self.profile.load
-        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model}"))
+        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model} over {load.transport}"))
         gpus = self.servers.gpus
         spread = asyncio.create_task(self.servers.watch_http_threads(target.http_url))
 

@@ -20,7 +20,7 @@ set -- "${args[@]+"${args[@]}"}"
 scripts/setup.sh || exit $?
 scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
 started=$SECONDS
-.venv/bin/python -m pytest -q -n "${TEST_WORKERS:-3}" --dist loadgroup "$@"
+.venv/bin/python -m pytest -q --durations=30 -n "${TEST_WORKERS:-3}" --dist loadgroup "$@"
 code=$?
 echo "test: pytest took $((SECONDS - started)) s on $(nproc) cores (load average then: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a))" >&2
 if [ "$code" = 5 ]; then

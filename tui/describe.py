@@ -43,7 +43,9 @@ def describe(event: ev.Event) -> str | None:
         mps = "" if event.mps is None else ", under MPS" if event.mps else ", without MPS"
         at = (f"{len(event.endpoints)} servers ({', '.join(event.endpoints)}), the load spread evenly"
               if event.endpoints else event.http_url)
-        return f"server ready: {where} {event.model}{variant} at {at}{version}{mps}"
+        # the load's transport: an HTTP and a gRPC run of one server otherwise read the same
+        over = f", load over {event.transport}" if event.transport else ""
+        return f"server ready: {where} {event.model}{variant} at {at}{over}{version}{mps}"
     if isinstance(event, ev.ServerStopped):
         code = f" (exit {event.exit_code})" if event.exit_code is not None else ""
         return f"server stopped{code}" + (f": {event.reason}" if event.reason else "")

@@ -28,6 +28,8 @@ from engine import events as ev
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
+from engine.analysis.stream_split import DECOUPLED_SPLIT
+from engine.analysis.time_left import time_left_words
 from engine.outcome import EXIT_INTERRUPTED
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
@@ -36,6 +38,7 @@ from tui.describe import describe, severity
 from tui.state import SessionState, notice_key
 
 TELEMETRY_EVERY_S = 30.0  # one GPU/host summary line per this much session time
+TIME_LEFT_EVERY_S = 30.0  # a window line says the time left again this long after the last
 LOG_WIDTH = 160  # a file has no width: wide enough that table rows never wrap
 STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
 _CLOSE = object()  # the writer thread's last item
@@ -77,6 +80,7 @@ class HeadlessPrinter:
         self._sweep_header_printed = False
         self._probe_header_printed = False
         self._last_telemetry_t: float | None = None
+        self._time_left_t: float | None = None  # session time the time left was last printed
         self._seen_notices: set[str] = set()
         self._fatal_shown: set[str] = set()  # fatal errors printed: the end lines do not repeat them
         self._details_printed = False  # the sweep's left-out levels, under its result table
@@ -165,14 +169,23 @@ class HeadlessPrinter:
         self._maybe_telemetry(event.ts)
 
     def _time_left(self) -> str:
-        """The sweep's time left, as the TUI's status line shows it (a guide: windows stretch)."""
-        p = self.state.progress()
-        if p.eta_s is None:
+        """The sweep's time left, in the words of the TUI's status line: a range the run keeps to
+        (engine/analysis/time_left.py). Remembered, so that a long level says it again."""
+        t = self.state.time_left()
+        if t is None:
             return ""
-        text = f" · ≈{fmt.duration(p.eta_s)} left in the sweep"
-        if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
-            text += f" (≤{fmt.duration(p.eta_max_s)})"
-        return text
+        self._time_left_t = self.state.elapsed_s
+        return " · " + time_left_words(t, " in the sweep")
+
+    def _print_window(self, event: ev.WindowResult) -> None:
+        """A window's line; every TIME_LEFT_EVERY_S within a level, with the time left again."""
+        text = describe(event)
+        if text is None:
+            return
+        since = self.state.elapsed_s - self._time_left_t if self._time_left_t is not None else None
+        if since is not None and since >= TIME_LEFT_EVERY_S:
+            text += self._time_left()
+        self._line(text, STYLE[severity(event)], event.ts)
 
     # ------------------------------------------------------------------ tables
 
@@ -182,6 +195,9 @@ class HeadlessPrinter:
             if self.state.sweep_number > 1:  # a second sweep of the session: its own table, named
                 self._plain(f"sweep {self.state.sweep_number}", "bold")
             self._plain("sweep  " + columns.header_line(cols), "bold")
+            if any(c.key == "split" for c in cols):  # once per table: why the column reads "not measured"
+                self._plain(f"       {DECOUPLED_SPLIT}: Triton's queue and compute statistics do not cover a "
+                            "stream's responses", "dim")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:
@@ -345,6 +361,7 @@ _PRINTERS: dict[type, Callable[[HeadlessPrinter, Any], None]] = {
     ev.Error: HeadlessPrinter._print_notice,
     ev.SessionEnded: HeadlessPrinter._print_session_ended,
     ev.LevelStarted: HeadlessPrinter._print_level_started,
+    ev.WindowResult: HeadlessPrinter._print_window,
     ev.LevelResult: HeadlessPrinter._print_level_row,
     ev.SweepFinished: HeadlessPrinter._print_sweep_finished,
     ev.ProbeResult: HeadlessPrinter._print_probe_row,

@@ -104,6 +104,9 @@ def _server(server: ev.ServerBreakdown | None) -> Text:
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append("avg batch ", style="dim")
     out.append(fmt.batch(server.avg_batch_size) + "  ")
+    if server.no_split:  # a decoupled model: "not measured", never a misleading "outside server"
+        out.append(server.no_split, style="dim")
+        return out
     parts = [("queue", server.queue), ("compute", compute_seconds(server)), ("server", server.server_total),
              ("outside server", server.client_minus_server)]
     for name, value in parts:

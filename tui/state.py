@@ -7,7 +7,6 @@ replay or a snapshot test renders the same text as the live run did.
 
 from __future__ import annotations
 
-import statistics
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from typing import Any, Literal
 from engine import events as ev
 from engine.analysis.answer import Answer, AnswerFold
 from engine.analysis.scaling import cost_per_1000
+from engine.analysis.stream_split import split_applies, unsplit_level, unsplit_window
+from engine.analysis.time_left import Plan, TimeLeft, time_left
 from engine.analysis.training_bill import TrainingBill, training_bill
 from engine.columns import compute_seconds
 from engine.format import level as level_label
@@ -198,8 +199,7 @@ class Progress:
     warmup: bool
     stable_so_far: bool
     level_elapsed_s: float | None
-    eta_s: float | None  # estimated time left in the sweep
-    eta_max_s: float | None  # if every remaining level runs to load.max_windows
+    time_left: TimeLeft | None  # the sweep's (engine/analysis/time_left.py); None: none running
     sweep_done: bool
 
 
@@ -236,10 +236,8 @@ class SessionState:
         self.past_sweeps: list[PastSweep] = []  # the earlier tables, oldest first
         self.windows: list[ev.WindowResult] = []  # of the current level
         self.timeline: deque[WindowPoint] = deque(maxlen=WINDOW_HISTORY)
-        self.window_seconds: deque[float] = deque(maxlen=30)  # measured windows, for time left
-        # the time-left plan of the level running: (its start, time per level, at most), fixed when
-        # the level starts so that the time left counts down during it, never up
-        self._eta_plan: tuple[float, float, float] | None = None
+        # the sweep's level, window and level-result events: its time left is read from them
+        self.sweep_events: list[ev.Event] = []
         self.sweep_finished: ev.SweepFinished | None = None
         self.gpus: OrderedDict[str, GpuTrack] = OrderedDict()
         self.gpu_source: str | None = None
@@ -266,6 +264,7 @@ class SessionState:
             self._touch(*SECTIONS)
             return
         self.events_applied += 1
+        event = self._split_left_out(event)
         self.answers.apply(event)
         if self.t0 is None:
             self.t0 = event.ts
@@ -280,6 +279,18 @@ class SessionState:
             self.log.append(LogLine(self.rel(event.ts), severity(event), text))
             self._touch("log")
         self.version += 1
+
+    def _split_left_out(self, event: ev.Event) -> ev.Event:
+        """A decoupled model's levels and windows without Triton's queue/compute split, which does
+        not cover a stream (engine/analysis/stream_split.py): recordings made before the sweep left
+        it out still carry it."""
+        if self.server is None or split_applies(self.server.model_config):
+            return event
+        if isinstance(event, ev.LevelResult):
+            return unsplit_level(event)
+        if isinstance(event, ev.WindowResult):
+            return unsplit_window(event)
+        return event
 
     def set_recording(self, path: Path) -> None:
         """The live session's recording (the session opens it on its own thread: no event says it)."""
@@ -329,6 +340,8 @@ class SessionState:
             self.sweep_finished = None
         if new_sweep:
             self.sweep_number += 1
+            self.sweep_events = []
+        self.sweep_events.append(e)
         self.levels[e.index] = LevelRow(
             index=e.index,
             mode=e.mode,
@@ -367,8 +380,7 @@ class SessionState:
                 row.measured_windows += 1
                 row.last_measured = e
         self.windows.append(e)
-        if not e.warmup and e.t_end > e.t_start:
-            self.window_seconds.append(e.t_end - e.t_start)
+        self.sweep_events.append(e)
         self.timeline.append(
             WindowPoint(
                 t=self.rel(e.t_end),
@@ -396,6 +408,7 @@ class SessionState:
             self.levels[e.index] = row
         row.result = e
         row.finished_ts = e.ts
+        self.sweep_events.append(e)
         row.stable_so_far = e.status == "stable"
         if e.audit.client_bound:
             self._audit_notice(e.level, e.audit, e.ts)
@@ -548,7 +561,6 @@ class SessionState:
     def progress(self) -> Progress:
         row = self.levels.get(self.current_level) if self.current_level is not None else None
         done = sum(1 for r in self.levels.values() if r.result is not None)
-        eta, eta_max = self._eta(row, done)
         last = self.windows[-1] if self.windows else None
         return Progress(
             phase=self.phase,
@@ -562,38 +574,15 @@ class SessionState:
             warmup=bool(last.warmup) if last else False,
             stable_so_far=row.stable_so_far if row else False,
             level_elapsed_s=(self.now - row.started_ts) if row and self.now and row.result is None else None,
-            eta_s=eta,
-            eta_max_s=eta_max,
+            time_left=self.time_left(),
             sweep_done=self.sweep_finished is not None,
         )
 
-    def _eta(self, row: LevelRow | None, done: int) -> tuple[float | None, float | None]:
-        """Time left in the sweep from the levels measured so far; before one finishes, from the
-        profile's plan with the windows' measured length (windows stretch until they hold
-        load.min_window_requests). A guide, not a promise."""
-        if row is None or self.sweep_finished is not None or self.now is None:
-            return None, None
-        if self._eta_plan is not None and self._eta_plan[0] == row.started_ts:
-            _start, per_level, per_level_max = self._eta_plan
-        else:
-            load = self.profile.load
-            window_s = load.window_ms / 1000.0
-            if self.window_seconds:
-                window_s = max(window_s, statistics.median(self.window_seconds))
-            warmup_s, stable, max_windows = load.warmup_s, load.stable_windows, load.max_windows
-            durations = [r.duration_s for r in self.levels.values() if r.duration_s is not None]
-            per_level = sum(durations) / len(durations) if durations else warmup_s + stable * window_s
-            per_level_max = warmup_s + max_windows * window_s
-            self._eta_plan = (row.started_ts, per_level, per_level_max)
-        remaining = max(0, row.total - done - (1 if row.result is None else 0))
-        eta = remaining * per_level
-        eta_max = remaining * per_level_max
-        if row.result is None:
-            elapsed = self.now - row.started_ts
-            eta += max(0.0, per_level - elapsed)
-            eta_max += max(0.0, per_level_max - elapsed)
-        return eta, max(eta, eta_max)
-
+    def time_left(self) -> TimeLeft | None:
+        """The sweep's time left now, by the one rule (engine/analysis/time_left.py)."""
+        if self.sweep_finished is not None or self.now is None:
+            return None
+        return time_left(Plan.of(self.profile.load), self.sweep_events, self.now)
 
 def _label(row: LevelRow) -> str:
     return level_label(row.mode, row.level)

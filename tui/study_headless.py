@@ -9,13 +9,15 @@ from typing import Any
 
 from engine import events as ev
 from engine import format as fmt
+from engine.analysis.time_left import TimeLeft, time_left_words
 from tui.headless import HeadlessPrinter, ending
 from tui.study_state import StudyState
 
 
-def time_left_text(seconds: float | None) -> str:
-    """"about 4m 10s left", or "time left not known yet" before a first level has been timed."""
-    return "time left not known yet" if seconds is None else f"about {duration(seconds)} left"
+def time_left_text(t: TimeLeft | None, where: str = "") -> str:
+    """"≈4m10s left (3m–52m)" by the sweep's rule (engine/analysis/time_left.py), ``where``
+    after "left"; "time left not known yet" before the study started."""
+    return "time left not known yet" if t is None else time_left_words(t, where)
 
 
 def running_config(current: str | None) -> str:
@@ -58,7 +60,7 @@ class StudyPrinter(HeadlessPrinter):
         s = self.study
         n, total = s.position()
         return (f"study: config {n}/{total}{running_config(s.current)}, {fmt.plural(s.levels_done(), 'level')} done, "
-                f"{duration(s.elapsed_s)} elapsed, {time_left_text(s.time_left_s())} for the whole study")
+                f"{duration(s.elapsed_s)} elapsed, {time_left_text(s.time_left(), ' for the whole study')}")
 
     def _study_line(self, event: ev.Event) -> str | None:
         line = _STUDY_LINES.get(type(event))

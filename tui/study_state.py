@@ -9,6 +9,8 @@ from typing import Literal
 
 from engine import events as ev
 from engine.analysis.answer import decide, output_rate, standing
+from engine.analysis.time_left import Plan, StudyPlan, TimeLeft, study_time_left
+from engine.profiles import Profile, recorded_profile
 
 
 @dataclass
@@ -24,7 +26,17 @@ class ConfigTrack:
     started_at: float | None = None  # the config's start (its server start and any check follow)
     first_level_at: float | None = None  # its first level's start
     last_level_at: float | None = None  # its last level's end
+    opened_at: float | None = None  # the previous config's end (its time starts there), else its start
+    finished_at: float | None = None
     results: list[ev.LevelResult] = field(default_factory=list)  # every trial, in order
+
+    def overhead_s(self) -> float | None:
+        """A finished config's time outside its sweep: server start, box check, stop."""
+        if self.finished_at is None or self.opened_at is None:
+            return None
+        sweep = (self.last_level_at - self.first_level_at
+                 if self.first_level_at is not None and self.last_level_at is not None else 0.0)
+        return max(0.0, self.finished_at - self.opened_at - sweep)
 
     def peak(self) -> tuple[float, float] | None:
         """(level, images/s, or a streaming model's tokens/s) of the best sound level
@@ -60,6 +72,10 @@ class StudyState:
         self.t0: float | None = None
         self.now: float | None = None
         self.version = 0
+        self.plan = Plan.of(Profile().load)  # the configs' sweep, from their SessionStarted
+        self.sweep: list[ev.Event] | None = None  # the running config's level events
+        self.last_sweep: list[ev.Event] = []  # the latest finished config's that ran a level
+        self.last_finish: float | None = None
 
     @property
     def items(self) -> str:
@@ -86,11 +102,18 @@ class StudyState:
             track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
             track.status, track.how = "running", event.how
             track.started_at = event.ts
+            track.opened_at = self.last_finish if self.last_finish is not None else event.ts
+            self.sweep = []
+        elif isinstance(event, ev.SessionStarted):
+            self.plan = Plan.of(recorded_profile(event.profile).load)
+            return
+        elif isinstance(event, ev.WindowResult | ev.SweepFinished):
+            self._sweep_event(event)  # the time left moves
         elif isinstance(event, ev.LevelStarted) and self.current in self.configs:
             track = self.configs[self.current]
             if track.first_level_at is None:
                 track.first_level_at = event.ts
-            return  # nothing shown changes
+            self._sweep_event(event)  # the time left moves
         elif isinstance(event, ev.LevelResult) and self.current in self.configs:
             track = self.configs[self.current]
             again = any(r.index == event.index and r.level == event.level for r in track.results)  # a later trial
@@ -105,20 +128,29 @@ class StudyState:
             track.unstable = {float(r.level) for r in standing(track.results) if r.status != "stable"}
             track.levels_done += 0 if again else 1
             track.last_level_at = event.ts
+            self._sweep_event(event)
         elif isinstance(event, ev.ReplayReset) and self.current in self.configs:
             # a seek back in the config being replayed: its levels come again from the start
             track = self.configs[self.current]
             track.points, track.results, track.levels_done, track.unstable = [], [], 0, set()
             track.first_level_at = track.last_level_at = None
+            self.sweep = []
         elif isinstance(event, ev.StudyVariantFinished):
             track = self.configs.setdefault(event.variant, ConfigTrack(event.variant))
             track.status, track.recording = event.status, event.recording
-            self.current = None
+            track.finished_at = self.last_finish = event.ts
+            if self.sweep and any(isinstance(e, ev.LevelResult) for e in self.sweep):
+                self.last_sweep = self.sweep
+            self.current, self.sweep = None, None
         elif isinstance(event, ev.StudyFinished):
             self.finished = event
         else:
             return
         self.version += 1
+
+    def _sweep_event(self, event: ev.Event) -> None:
+        if self.sweep is not None:
+            self.sweep.append(event)
 
     @property
     def elapsed_s(self) -> float:
@@ -140,7 +172,21 @@ class StudyState:
     def levels_done(self) -> int:
         return sum(t.levels_done for t in self.configs.values())
 
+    def time_left(self) -> TimeLeft | None:
+        """The whole study's time left (engine/analysis/time_left.py's rule), its likely figure
+        at the levels' pace (time_left_s); None before the study started."""
+        if self.started is None:
+            return None
+        if self.finished is not None:
+            return TimeLeft(0.0, 0.0, 0.0)
+        study = StudyPlan(self.plan, len(self.started.levels), self.started.search_steps)
+        waiting = sum(1 for t in self.configs.values() if t.status == "waiting")
+        overheads = [o for t in self.configs.values() if (o := t.overhead_s()) is not None]
+        return study_time_left(study, self.sweep, self.last_sweep, self.now or 0.0, waiting, overheads,
+                               self.time_left_s())
+
     def time_left_s(self) -> float | None:
+        """The likely figure: the levels' pace and the config starts measured."""
         if self.finished is not None:
             return 0.0
         level_s, timed_levels, starts = 0.0, 0, []

@@ -37,7 +37,7 @@ def headline(study: StudyState) -> Text:
         text.append(f"study {study.finished.status}{missing}", style="bold green" if study.finished.status == "ok"
                     else "bold red")
     else:
-        text.append(time_left_text(study.time_left_s()), style="bold")
+        text.append(time_left_text(study.time_left()), style="bold")
     if s.slo:
         text.append(f"  target {s.slo}", style="dim")
     return text

@@ -17,6 +17,7 @@ from rich.text import Text
 from engine import columns
 from engine import events as ev
 from engine.analysis.scaling import cost_per_million_tokens
+from engine.analysis.stream_split import split_applies
 from engine.columns import Column
 from tui import glyphs
 from tui.state import LevelRow, SessionState
@@ -51,6 +52,8 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     """The screen's sweep columns, less the cost where the profile has no price; a streaming
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    if state.server is not None and not split_applies(state.server.model_config):
+        shown = columns.without_split(shown)
     # p95 is the figure a narrow screen spares (after the optional ones, before any unit):
     # p50 and p99 bound it, and the level view shows every percentile
     shown = tuple(replace(c, optional=True) if c.key == "p95" else c for c in shown)
@@ -63,9 +66,9 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
 
 
 # A streaming sweep's many columns do not all fit 80 even with short headers: these give way last
-# (the p99s, tok/s, status and errors stay; queue and compute are on the over-time rows beside),
-# so that no figure is cut.
-STREAM_SPARE = frozenset({"p50", "ttft_p50", "queue", "compute"})
+# (the p99s, tok/s, status and errors stay; queue and compute, or the split column that stands for
+# them, are on the over-time rows beside), so that no figure is cut.
+STREAM_SPARE = frozenset({"p50", "ttft_p50", "queue", "compute", "split"})
 
 
 def spare_last(state: SessionState) -> frozenset[str]:

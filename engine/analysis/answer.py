@@ -29,6 +29,14 @@ from engine.analysis.stream_slo import misses as stream_misses
 from engine.events import Event, LevelResult, LevelStarted, ServerReady, SessionStarted
 from engine.profiles import scale_out_parts
 
+ANSWER_ROOM = 160  # an answer line's most characters, "answer: " included: one line of a wide terminal
+
+
+def first_fitting(*lines: str) -> str:
+    """The first line that fits ANSWER_ROOM, the fullest first; else the last (the shortest form):
+    what a shorter form leaves out stands above the line (details, the report)."""
+    return next((line for line in lines if len(line) <= ANSWER_ROOM), lines[-1])
+
 
 def level_words(mode: str, level: float) -> str:
     return f"rate {fmt.level(mode, level)}" if mode == "rate" else f"concurrency {fmt.level(mode, level)}"
@@ -69,9 +77,10 @@ def _span(values: list[float]) -> str:
     return f"{lo}" if lo == hi else f"{lo}–{hi}"
 
 
-def unsound_summary(unsound: Sequence[LevelResult], total: int, load: bool = True) -> str:
+def unsound_summary(unsound: Sequence[LevelResult], total: int, load: bool = True, short: bool = False) -> str:
     """"7 of 7 levels contended (others 77–85 % of the CPU)": the levels that decide nothing in a
-    few words, for the answer line (each one's own reason is ``why_unsound``)."""
+    few words, for the answer line (each one's own reason is ``why_unsound``). ``short``: levels
+    of several kinds are not counted by kind ("4 of 12 levels not sound")."""
     kinds = Counter(_unsound_kind(r) for r in unsound)
     head = f"{len(unsound)} of {total} level{'s' if total != 1 else ''}"
     inside = []
@@ -79,7 +88,8 @@ def unsound_summary(unsound: Sequence[LevelResult], total: int, load: bool = Tru
         head += f" {next(iter(kinds))}"
     else:
         head += " not sound"
-        inside.append(", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+        if not short:
+            inside.append(", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
     others = [r.others_cpu for r in unsound if r.others_cpu is not None and r.others_cpu >= 0.05]
     steal = [r.steal for r in unsound if r.steal is not None and r.steal >= 0.05]
     if load and others:
@@ -176,32 +186,43 @@ class Answer:
     def line(self) -> str:
         """The one line that answers the run: "answer: ...", short (``details`` holds each level's
         reason)."""
-        if self.not_decided:
-            return f"answer: not decided: {self.brief or self.not_decided}"
+        if self.not_decided:  # the fullest that fits; each level's reason stands above it (details)
+            return first_fitting(f"answer: not decided: {self.brief or self.not_decided}",
+                                 f"answer: not decided: {self.cause or self.not_decided}")
         d = self.deciding
         assert d is not None
         where = f"at {self.target_words}" if self.targeted else "peak"
         box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
         if d.stream is not None:
-            parts = [f"{fmt.rate(d.stream.output_tokens_per_s)} tokens/s at {level_words(d.mode, d.level)}"]
+            figure = f"{fmt.rate(d.stream.output_tokens_per_s)} tokens/s at {level_words(d.mode, d.level)}"
         else:
-            parts = [f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"]
+            figure = f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"
+        qualifiers = ("", "")
         if not self.targeted:
             ttft = f", TTFT p99 {fmt.ms(d.stream.ttft.p99)} ms" if d.stream is not None else ""
-            parts[0] += f" (p99 {fmt.ms(d.latency.p99)} ms{ttft})"
+            qualifiers = (f" (p99 {fmt.ms(d.latency.p99)} ms{ttft})",) * 2
         elif not self.slo_bounded:
-            parts[0] += " (no level missed the target: the point may lie higher)"
+            qualifiers = (" (no level missed the target: the point may lie higher)", " (the point may lie higher)")
+        costs = []
         if self.cost_per_1000 is not None:
-            parts.append(f"{fmt.money(self.cost_per_1000)} per 1000")
+            costs.append(f"{fmt.money(self.cost_per_1000)} per 1000")
         if self.cost_per_million_tokens is not None:
-            parts.append(f"{fmt.money(self.cost_per_million_tokens)} per million output tokens")
+            costs.append(f"{fmt.money(self.cost_per_million_tokens)} per million output tokens")
         again = f"{self.remeasured} level{'s' if self.remeasured != 1 else ''} re-measured"
         unsound = [r for r in self.levels if not is_sound(r) and r.status != "failed"]
-        left = f"; {unsound_summary(unsound, len(self.levels), load=False)}, left out" if unsound else ""
-        tail = f"stable ({again}{left})"
-        if self.running:
-            tail += "; so far"
-        return f"answer: {where}, {box}: {', '.join(parts)}, {tail}"
+        so_far = "; so far" if self.running else ""
+
+        def line(qualifier: str, short: bool, count: bool = True, left_out: bool = True) -> str:
+            left = (f"{unsound_summary(unsound, len(self.levels), load=False, short=short)}, left out"
+                    if unsound and left_out else "")
+            inside = "; ".join(x for x in (again if count else "", left) if x)
+            tail = f"stable ({inside})" if inside else "stable"
+            return f"answer: {where}, {box}: {', '.join([figure + qualifier, *costs])}, {tail}{so_far}"
+
+        # the fullest line that fits: each level left out stands above it, with its reason
+        return first_fitting(line(qualifiers[0], False), line(qualifiers[0], True), line(qualifiers[1], True),
+                             line(qualifiers[1], True, count=False), line(qualifiers[1], True, False, False),
+                             line("", True, False, False))
 
 
 def slo_measured(results: Iterable[LevelResult], slo: Slo) -> list[Measured]:
@@ -255,15 +276,17 @@ def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], be
         if not noisy:
             return "every level failed", "every level failed", "every level failed"
         return (f"no sound level: {'; '.join(noisy)}; {AGAIN}", "no sound level",
-                f"{unsound_summary(unsound, len(levels))}; {_advice(unsound)}")
+                _brief(*(f"{unsound_summary(unsound, len(levels), short=short)}; {_advice(unsound)}"
+                         for short in (False, True))))
     if slo is not None and slo_level is None:
         target = f"{slo.percentile} <= {slo.target_s * 1000:g} ms"
         below = [r for r in unsound if r.level < min(s.level for s in sound)]
         if below:
             return (f"no sound level meets {target}, and the levels that could have are not sound: "
                     f"{'; '.join(why_unsound(r) for r in below)}; {AGAIN}", f"no sound level meets {target}",
-                    f"no sound level meets {target}; below the sound ones {unsound_summary(below, len(levels))}; "
-                    f"{_advice(below)}")
+                    _brief(*(f"no sound level meets {target}; below the sound ones "
+                             f"{unsound_summary(below, len(levels), short=short)}; {_advice(below)}"
+                             for short in (False, True)), f"no sound level meets {target}; {_advice(below)}"))
         text = f"no level meets {target} (the least load measured, {level_words(levels[0].mode, levels[0].level)}, misses it)"
         return text, f"no level meets {target}", text
     if slo is None and stream_slos and slo_level is None:
@@ -272,11 +295,19 @@ def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], be
         if unjudged:  # a figure those levels could not measure: not judged, so not missed either
             text = (f"{target} not decided at {', '.join(level_words(r.mode, r.level) for r, _ in unjudged)}: "
                     f"{unjudged[0][1]}")
-            return text, f"{target} not decided", text
+            return text, f"{target} not decided", _brief(text, f"{target} not decided at {len(unjudged)} "
+                                                          f"level{'s' if len(unjudged) != 1 else ''}")
         cause = f"no sound level meets {target}"
         return (cause + (f" (left out: {'; '.join(noisy)})" if noisy else ""), cause,
-                cause + (f" ({unsound_summary(unsound, len(levels), load=False)}, left out)" if unsound else ""))
+                _brief(*(cause + (f" ({unsound_summary(unsound, len(levels), load=False, short=short)}, left out)"
+                                  if unsound else "") for short in (False, True)), cause))
     return "", "", ""
+
+
+def _brief(*forms: str) -> str:
+    """The fullest of a not-decided reason's forms whose answer line fits ANSWER_ROOM."""
+    head = "answer: not decided: "
+    return first_fitting(*(head + form for form in forms)).removeprefix(head)
 
 
 # --------------------------------------------------------------------------- the fold over events

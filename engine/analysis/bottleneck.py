@@ -8,7 +8,9 @@ order, the first that holds is the verdict:
    level or a higher one (or >= 75 % with our workers waiting for a CPU >= 10 % of the level),
    the GPUs not saturated there: the server's processes, the load
    generator and any other jobs share the same cores, so neither side's figures are its own;
-   each party's share comes from the process table (engine/telemetry/host.py); not when a
+   each party's share comes from the process table (engine/telemetry/host.py), and who took
+   the CPU (others, or the server and the load generator) decides the headline and the remedy
+   (engine/analysis/host_cpu_share.py); not when a
    measured round trip (>= 1 ms) is half the latency or more there (a server on this host
    behind a proxy or tunnel): most of each request's time is then on the wire, where a busy
    CPU does not reach (rule 2 decides);
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from statistics import fmean
 
 from engine import format as fmt
+from engine.analysis.host_cpu_share import host_cpu_words
 from engine.analysis.saturation import Saturation
 from engine.analysis.wire import Assessment, level_text, wire_notes
 from engine.events import LevelResult, WireCeiling
@@ -71,6 +74,7 @@ class LevelEvidence:
     queue: float | None = None  # seconds per request (server statistics)
     compute: float | None = None  # compute_input + compute_infer + compute_output
     client_minus_server: float | None = None
+    no_split: str = ""  # why queue and compute are not given though the server answered (a decoupled model)
     client_bound: bool = False
     client_overhead: float | None = None  # fraction of latency spent in the client
     client_cpu_percent: float | None = None
@@ -91,6 +95,7 @@ class LevelEvidence:
 class Finding:
     kind: str
     text: str
+    advice: str = ""  # the report's advice line for it, where the finding words its own
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ class Verdict:
     evidence: list[str]
     level: float | None  # the decisive level
     findings: list[Finding] = field(default_factory=list)  # further observations
+    advice: str = ""  # the report's advice, where the verdict's evidence decides it (host-cpu)
 
 
 def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None = None,
@@ -113,6 +119,7 @@ def evidence_from_result(result: LevelResult, gpu_util: dict[str, float] | None 
         level=float(result.level), throughput=result.throughput_ips, latency_mean=result.latency.mean,
         queue=s.queue if s else None, compute=compute,
         client_minus_server=s.client_minus_server if s else None,
+        no_split=s.no_split if s else "",
         client_bound=result.audit.client_bound, client_overhead=result.audit.overhead_fraction,
         client_cpu_percent=result.audit.cpu_percent, client_reasons=tuple(result.audit.reasons),
         gpu_util=dict(gpu_util or {}), host_cpu_percent=host_cpu_percent,
@@ -191,16 +198,15 @@ def _host_cpu_verdict(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores:
         if e.gpu_util and fmean(e.gpu_util.values()) >= GPU_BUSY_PCT:
             return None  # the GPUs are full: the host's CPU is not what holds them back
         shares = cpu_shares(e, cores)
+        # who took the CPU decides the headline and the remedy (engine/analysis/host_cpu_share.py)
+        words = host_cpu_words(*((shares.server, shares.ours, shares.others) if shares else (None, None, None)))
         evidence = [f"at concurrency {e.level:g}, {shares.describe(cores) if shares else ''}"]
         if e.client_bound:
             evidence.append("the load generator's audit flagged this level as client-bound: on a full host it "
                             "waits for the same cores the server needs, so that flag alone does not blame it")
-        evidence.append("what tells them apart: inputs by shared memory (load.transport = system_shm) take the HTTP "
-                        "bodies off both sides; a client on another machine leaves the host to the server; fewer "
-                        "model instances (fewer backend processes) leave more to the HTTP front end")
+        evidence.append(words.next_step)
         rest = [f for f in findings if f.kind != "host-cpu"]  # the verdict says it
-        return Verdict("host-cpu", "the host's CPUs are the limit: the server (on this host) and the load generator "
-                       "share them and use them all", evidence, e.level, rest)
+        return Verdict("host-cpu", words.summary, evidence, e.level, rest, advice=words.advice)
     return None
 
 
@@ -219,7 +225,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
     decisive_level = saturation.level if reached and saturation is not None else levels[-1].level
     ev = next(e for e in levels if e.level == decisive_level)
     at = f"at concurrency {ev.level:g}"
-    findings = _findings(levels, ev)
+    findings = _findings(levels, ev, host_cores)
     if wire is not None and assessment is not None:
         findings.append(Finding("wire", assessment.line))
 
@@ -264,7 +270,7 @@ def diagnose(levels: Sequence[LevelEvidence], saturation: Saturation | None,
         return network
 
     if ev.queue is None or ev.compute is None:
-        return Verdict("unknown", "no server statistics to split queue from compute",
+        return Verdict("unknown", ev.no_split or "no server statistics to split queue from compute",
                        [f"throughput saturates {at}"], ev.level, findings)
     server_time = ev.queue + ev.compute
     queue_share = ev.queue / server_time if server_time > 0 else 0.0
@@ -348,7 +354,7 @@ def _server_evidence(ev: LevelEvidence, at: str) -> list[str]:
     return out
 
 
-def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Finding]:
+def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence, cores: int | None = None) -> list[Finding]:
     out: list[Finding] = []
     if len(ev.gpu_util) > 1:
         busiest = max(ev.gpu_util.items(), key=lambda kv: kv[1])
@@ -366,9 +372,10 @@ def _findings(levels: Sequence[LevelEvidence], ev: LevelEvidence) -> list[Findin
         out.append(Finding("overload", f"throughput falls {fmt.percent(drop)} past the peak: {fmt.rate(best.throughput)}/s at "
                            f"{best.level:g} vs {fmt.rate(last.throughput)}/s at {last.level:g}"))
     if ev.host_cpu_percent is not None and ev.host_cpu_percent >= HOST_CPU_BUSY_PCT:
+        shares = cpu_shares(ev, cores)
+        words = host_cpu_words(*((shares.server, shares.ours, shares.others) if shares else (None, None, None)))
         out.append(Finding("host-cpu", f"the host's CPUs were {fmt.percent_points(ev.host_cpu_percent)} busy at concurrency "
-                           f"{ev.level:g}: whatever runs there (load workers, an embedded server, other jobs) "
-                           "competes for CPU"))
+                           f"{ev.level:g}: {words.clause}", words.finding_advice))
     for e in levels:
         if e.level < ev.level and e.client_bound:
             out.append(Finding("client-bound-low", f"the client audit flagged concurrency {e.level:g} as client-bound"))

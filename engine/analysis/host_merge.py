@@ -120,6 +120,7 @@ def merged_server(parts: Sequence[ServerBreakdown | None]) -> ServerBreakdown | 
         avg_batch_size=inferences / executions if executions else None,
         client_minus_server=mean_of("client_minus_server"),
         dropped=list(dict.fromkeys(d for p in chosen for d in p.dropped)),
+        no_split=next((p.no_split for p in chosen if p.no_split), ""),
     )
 
 

@@ -14,7 +14,10 @@ memory, Triton's front end and the host's CPUs. The cap holds when
 - and the GPUs of those configs had room at their peaks (below the bottleneck rule's busy mark,
   where it was measured).
 The smallest config may be at its own limit: the path then caps every larger one at about what
-it already does. Pure: the evidence comes in, the verdict and its words go out.
+it already does. Where the host's CPUs were full and other processes took most of them
+(engine/analysis/host_cpu_share.py's rule), the answer names them and a quieter box, not a
+faster path. The answer line holds the ceiling, the bound and one next step; the line above it
+(``line``) and the report hold each config's figures, the bytes and every bound. Pure: the evidence comes in, the verdict and its words go out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from engine import format as fmt
 from engine.analysis.bottleneck import GPU_BUSY_PCT
 from engine.transports import transport_spec
 
+CROWDED = "other processes on this host took most of its CPU: stop the other work or measure on a quieter box"
 TOLERANCE = 0.15  # every config's peak at least this close to the highest one
 
 CLIENT, HOST_CPU, WIRE, OUTSIDE = "client bound", "host CPU full", "at the wire's ceiling", "time outside the server"
@@ -51,6 +55,9 @@ class PeakEvidence:
     transport: str = "http"  # load.transport
     request_bytes: int = 0  # one request on the wire; 0: not measured
     on_gpus: bool = True  # the model computes on GPUs (a CPU config's full host is its own compute)
+    # others' share of the host (%) where its CPUs were full and other processes took most of them
+    # (engine/analysis/host_cpu_share.py); None: they did not, or the shares were not recorded
+    host_others_percent: float | None = None
 
     @property
     def bounds(self) -> tuple[str, ...]:
@@ -69,7 +76,9 @@ class PeakEvidence:
             why += list(self.client_reasons[:2])
             parts.append(CLIENT + (f" ({'; '.join(why)})" if why else ""))
         if HOST_CPU in bounds:
-            parts.append(f"{HOST_CPU} ({fmt.percent_points(self.host_cpu_percent)} busy)")
+            others = (f", others {fmt.percent_points(self.host_others_percent)}"
+                      if self.host_others_percent is not None else "")
+            parts.append(f"{HOST_CPU} ({fmt.percent_points(self.host_cpu_percent)} busy{others})")
         if WIRE in bounds:
             parts.append(f"{WIRE} ({fmt.rate(self.wire_peak)}/s)")
         if OUTSIDE in bounds:
@@ -91,9 +100,11 @@ class RequestPathCap:
     transports: tuple[str, ...]
     request_bytes: int  # one request on the wire; 0: not measured
     bounds: tuple[tuple[str, tuple[str, ...]], ...]  # (bound, variants where it was seen)
-    line: str  # the study's answer, without "answer: "
+    line: str  # the study's conclusion in full (each config's peak, bytes, bounds), above its answer line
+    answer: str  # the study's answer, without "answer: ": the ceiling, the bound, one next step (<= ANSWER_ROOM)
     short: str  # the same in a few words, for a line that already gives the figures (scale out or up)
     evidence: tuple[str, ...] = field(default_factory=tuple)  # one line per config, for the report
+    others_percent: float | None = None  # others' largest share of a full host; None: others did not take it
 
 
 def advice(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> str:
@@ -106,6 +117,15 @@ def advice(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> 
         return f"measure over shared memory on this box (load.transport = {shm}), or with load from more hosts (--hosts N)"
     return ("measure with load from more hosts (--hosts N), or on the GPU box itself over shared memory "
             "(load.transport = auto)")
+
+
+def next_step(transports: Sequence[str], server_local: bool, unit: str = "GPU") -> str:
+    """advice()'s first step in a few words, for the answer line (the line above gives them all)."""
+    if all(transport_spec(t).local_only for t in transports):
+        return "next: a larger load.batch_size"
+    if server_local:
+        return f"next: try load.transport = {'cuda_shm' if unit == 'GPU' else 'system_shm'}"
+    return "next: more load hosts (--hosts N)"
 
 
 def _size(request_bytes: int) -> str:
@@ -138,9 +158,21 @@ def request_path_cap(configs: Sequence[PeakEvidence], unit: str = "GPU", server_
     each = ", ".join(f"{variant} {fmt.rate(peak)}" for variant, peak in peaks)
     where = "; ".join(f"{b} at {', '.join(variants)}" for b, variants in bounds)
     over = " and ".join(transports)
+    # a host whose CPUs other processes took: the remedy is a quieter box, not a faster path
+    crowded = [c.host_others_percent for c in configs if HOST_CPU in c.bounds and c.host_others_percent is not None]
+    todo = f"{CROWDED} (others {fmt.percent_points(max(crowded))} of the host)" if crowded else \
+        advice(transports, server_local, unit)
     line = (f"not a {unit} question here: every config tops out near {fmt.rate(ceiling)} {items}/s ({each}) over {over} "
-            f"with {_size(request_bytes)} (the request path: {where}); {advice(transports, server_local, unit)}")
+            f"with {_size(request_bytes)} (the request path: {where}); {todo}")
+    main = max(bounds, key=lambda b: len(b[1]))[0]  # seen at the most configs; ties in BOUNDS order
+    if crowded:
+        answer = (f"not a {unit} question: other processes took this host's CPU (others "
+                  f"{fmt.percent_points(max(crowded))}), capping every config near {fmt.rate(ceiling)} {items}/s; "
+                  "next: a quieter box")
+    else:
+        answer = (f"not a {unit} question: the request path ({main}) caps every config near {fmt.rate(ceiling)} "
+                  f"{items}/s; {next_step(transports, server_local, unit)}")
     short = (f"not a {unit} question here: both top out near the request path's ceiling "
              f"({fmt.rate(ceiling)} {items}/s over {over})")
-    return RequestPathCap(ceiling, peaks, transports, request_bytes, bounds, line, short,
-                          tuple(c.describe(items) for c in configs))
+    return RequestPathCap(ceiling, peaks, transports, request_bytes, bounds, line, answer, short,
+                          tuple(c.describe(items) for c in configs), max(crowded) if crowded else None)

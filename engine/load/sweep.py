@@ -43,6 +43,7 @@ from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
+from engine.analysis.stream_split import split_applies, unsplit
 from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between
 from engine.errors import UserError
 from engine.events import (
@@ -441,9 +442,11 @@ class _Level:
                                          "a window's edges (a busy machine?): its server breakdown is not shown"))
             return None
         if len(before) == 1:
-            return breakdown(before[0], after[0], client_mean_s)
-        answered = [e for e in chosen if before[e] is not None and after[e] is not None]
-        return breakdown(summed([before[e] for e in answered]), summed([after[e] for e in answered]), client_mean_s)
+            found = breakdown(before[0], after[0], client_mean_s)
+        else:
+            answered = [e for e in chosen if before[e] is not None and after[e] is not None]
+            found = breakdown(summed([before[e] for e in answered]), summed([after[e] for e in answered]), client_mean_s)
+        return unsplit(found) if self.target.decoupled else found
 
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
@@ -656,7 +659,8 @@ async def run_sweep(
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
     when this returns or raises."""
     mode = mode_of(load.mode)
-    target = dataclasses.replace(target, composing=ensemble_steps(info.model_config))  # its statistics' models
+    target = dataclasses.replace(target, composing=ensemble_steps(info.model_config),  # its statistics' models
+                                 decoupled=not split_applies(info.model_config))
     levels = mode.levels(load)
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")

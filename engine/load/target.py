@@ -47,6 +47,8 @@ class Target:
     # an ensemble's step models (engine/load/server_stats.ensemble_steps): the server's queue and
     # compute times are theirs, as perf_analyzer reports them; (): the model's own statistics
     composing: tuple[str, ...] = ()
+    # a decoupled model: Triton's statistics do not split its requests' time (analysis/stream_split.py)
+    decoupled: bool = False
 
     def endpoint_list(self) -> list[Endpoint]:
         """The servers the load goes to: the endpoints, or this target's one URL."""

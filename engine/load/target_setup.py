@@ -122,5 +122,6 @@ async def open_target(profile: Profile, started: Started | None,
         mps=mps,
         mps_why=mps_why,
         endpoints=[endpoint_words(ep) for ep in endpoints],
+        transport=profile.load.transport,
     ))
     return target, info

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from engine import format as num
@@ -115,7 +116,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
             summaries[i] = replace(summary, cost_per_hour=box * n / count)
             priced[i] = f"{n} of the box's {count} GPUs at ${box:g}/hr, pro rata, as the study prices it"
     findings = [analyze(s) for s in summaries]
-    labels = _unique_labels([f.label for f in findings])
+    labels = _unique_labels([f.label for f in findings], summaries)
     runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels, strict=True)]
     for run in runs:
         base = _base_for(run, runs)
@@ -209,13 +210,30 @@ def _peak_figure(r: RunComparison) -> Figure:
                   peak is not None and peak.status != "stable")
 
 
-def _unique_labels(labels: list[str]) -> list[str]:
+def _unique_labels(labels: list[str], summaries: list[RecordingSummary]) -> list[str]:
+    """Runs of one label told apart by what differs: the transport first, then the start time
+    (UTC), and a number only when both are the same."""
+    out = list(labels)
+    tells: tuple[Callable[[RecordingSummary], str], ...] = (lambda s: s.transport, _start_time)
+    for tell in tells:
+        for label in set(out):
+            same = [i for i, one in enumerate(out) if one == label]
+            told = [tell(summaries[i]) for i in same]
+            if len(same) > 1 and len(set(told)) > 1:
+                for i, word in zip(same, told, strict=True):
+                    out[i] = f"{label} {word}"
     seen: dict[str, int] = {}
-    out = []
-    for label in labels:
+    numbered = []
+    for label in out:
         seen[label] = seen.get(label, 0) + 1
-        out.append(label if labels.count(label) == 1 else f"{label} #{seen[label]}")
-    return out
+        numbered.append(label if out.count(label) == 1 else f"{label} #{seen[label]}")
+    return numbered
+
+
+def _start_time(summary: RecordingSummary) -> str:
+    if summary.first_ts is None:
+        return "start not recorded"
+    return datetime.fromtimestamp(summary.first_ts, UTC).strftime("%H:%M:%S")
 
 
 def _base_for(run: RunComparison, runs: list[RunComparison]) -> RunComparison | None:

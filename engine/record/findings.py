@@ -12,6 +12,7 @@ from engine import format as fmt
 from engine.analysis.answer import Answer, decide
 from engine.analysis.bottleneck import Verdict, diagnose, evidence_from_result
 from engine.analysis.gpu_sharing import sharing_advice, taking_turns
+from engine.analysis.host_cpu_share import host_cpu_words
 from engine.analysis.saturation import UNSTABLE_MARK, Saturation, saturation_point
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
 from engine.analysis.stability import none_stable
@@ -28,10 +29,8 @@ RANDOM_WEIGHTS_NOTE = (
 )
 
 ADVICE = {
-    "host-cpu": "The server and the load generator share this host's CPUs and use them all, so neither figure is "
-                "the server's alone. To tell them apart: move the inputs off the HTTP body (load.transport = "
-                "system_shm), run the client on another machine against this server, or run fewer model instances; "
-                "sizing a box needs the server measured with the host to itself.",
+    # the fallback only: a host-cpu verdict carries its own advice, by who took the CPU
+    "host-cpu": host_cpu_words(None, None, None).advice,
     "client-bound": "Give the load generator more room (more workers, a bigger client machine, or run it on "
                     "another host): until then these figures understate the server.",
     "request-path": "Move the inputs off the HTTP body (load.transport = system_shm or cuda_shm with the client "
@@ -158,10 +157,9 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
                 for lv in levels if float(lv.level) in usable]
     wire = summary.wires.get(sweep) if sweep is not None else None
     assessment = assess(wire, results, summary.model_config, summary.gpus_in_config) if wire else None
-    cores = summary.host.get("cpu_cores")
     verdict = diagnose(evidence, saturation, summary.gpus_in_config, wire,
                        assessment, server_local=server_on_this_machine(summary.server),
-                       host_cores=cores if isinstance(cores, int) and not isinstance(cores, bool) else None)
+                       host_cores=host_cores(summary))
     cost = (cost_per_1000(summary.cost_per_hour, best.throughput) if best and summary.cost_per_hour
             and not answer.streaming else None)
     n = summary.gpus_in_config
@@ -173,6 +171,12 @@ def analyze(summary: RecordingSummary, sweep: int | None = None) -> RunFindings:
     )
     findings.recommendation = recommend(findings)
     return findings
+
+
+def host_cores(summary: RecordingSummary) -> int | None:
+    """The measuring host's CPU count as recorded; None where it is missing or not a count."""
+    cores = summary.host.get("cpu_cores")
+    return cores if isinstance(cores, int) and not isinstance(cores, bool) else None
 
 
 def server_on_this_machine(server: dict[str, Any]) -> bool:
@@ -211,13 +215,12 @@ def recommend(f: RunFindings) -> list[str]:
     elif f.verdict.kind == "network" and server_on_this_machine(s.server):
         out.append(LOCAL_NETWORK_ADVICE)
     else:
-        out.append(ADVICE.get(f.verdict.kind, ""))
+        out.append(f.verdict.advice or ADVICE.get(f.verdict.kind, ""))
     for finding in f.verdict.findings:
         if finding.kind == "gpu-imbalance":
             out.append("Spread the model over every GPU (instance_group with a count per GPU, no fixed gpus list).")
         elif finding.kind == "host-cpu":
-            out.append("Free the host's CPUs (or run the load generator on another machine) and measure again: "
-                       "a CPU-starved host understates what the server can do.")
+            out.append(finding.advice or host_cpu_words(None, None, None).finding_advice)
     if s.mps is not True:  # the embedded server under MPS: NVML may list its stubs, and they share the GPU
         out.append(sharing_advice(taking_turns(s.gpu_sharing), bool(s.server.get("embedded"))) or "")
     if f.streaming:

@@ -14,6 +14,7 @@ from engine import format as fmt
 from engine.analysis.answer import standing
 from engine.analysis.energy import config_gpus, joules_per_token
 from engine.analysis.scaling import cost_per_1000, cost_per_million_tokens
+from engine.analysis.stream_split import DECOUPLED_SPLIT
 from engine.analysis.training_bill import training_bill
 from engine.analysis.wire import wire_notes
 from engine.events import LevelResult, NetworkPath
@@ -319,6 +320,10 @@ def _breakdown(f: RunFindings, tag: str = "") -> list:
         compute.append(comp * 1000 if comp is not None else None)
         outside.append(sv.client_minus_server * 1000 if sv.client_minus_server is not None else None)
     blocks: list = [Heading("Queue vs compute (server statistics)" + tag)]
+    if any(sv is not None and sv.no_split for _, sv in parts):
+        return blocks + [Para(f"{DECOUPLED_SPLIT}: Triton's queue and compute statistics time the model's "
+                              "execute calls, not a stream of responses; the stream's own figures are its "
+                              "latency, TTFT and ITL.")]
     if not rows:
         return blocks + [Para("The server reported no statistics for this run.")]
     blocks.append(Table(["Level", "Queue ms", "Input ms", "Infer ms", "Output ms", "Server ms", "Outside server ms",

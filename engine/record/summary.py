@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from engine.analysis.answer import gpus_in_variant
 from engine.analysis.gpu_sharing import GpuSharing
+from engine.analysis.stream_split import split_applies, unsplit_level
 from engine.errors import RecordingError
 from engine.events import (
     AllReduceResult,
@@ -300,6 +301,8 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
         elif kind not in _IGNORED_KINDS:
             recording.decode(seq, data)  # counts kinds this version does not know
     results, windows, level_open = fold.results, fold.windows, fold.level_open
+    if not split_applies(_table(meta.get("model_config"))):  # recorded before a stream's split was left out
+        results = {index: unsplit_level(result) for index, result in results.items()}
     window_counts, sweep_runs, ended = fold.window_counts, fold.sweep_runs, fold.ended
 
     # The measured span of each level: its non-warmup windows, else start..result.

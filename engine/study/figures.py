@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from engine import format as fmt
-from engine.analysis.answer import Answer, decide, level_words, output_rate
-from engine.analysis.bottleneck import evidence_from_result, host_full
+from engine.analysis.answer import Answer, decide, first_fitting, level_words, output_rate
+from engine.analysis.bottleneck import cpu_shares, evidence_from_result, host_full
 from engine.analysis.energy import config_gpus, joules_per_image
+from engine.analysis.host_cpu_share import OTHERS, who_takes
 from engine.analysis.request_path_cap import PeakEvidence, RequestPathCap, request_path_cap
 from engine.analysis.scale_out import (
     Figure,
@@ -29,7 +30,13 @@ from engine.analysis.slo import Slo, SloPoint, parse_slo
 from engine.analysis.study import ConfigPoint, Step, StopAt, efficiency, marginal_steps, stop_at
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
-from engine.record.findings import RunFindings, analyze, server_on_this_machine, stream_objectives
+from engine.record.findings import (
+    RunFindings,
+    analyze,
+    host_cores,
+    server_on_this_machine,
+    stream_objectives,
+)
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
 from engine.study.forecasts import peak_window_rates, study_forecasts
@@ -376,6 +383,9 @@ def peak_evidence(c: ConfigFigures) -> PeakEvidence:
         busy = sum(used) / len(used)
     kind = f.verdict.kind
     wire = f.wire_assessment
+    # a full host whose CPU other processes took (engine/analysis/host_cpu_share.py's rule)
+    shares = cpu_shares(e, host_cores(c.summary)) if e is not None and host_full(e) else None
+    crowded = shares is not None and who_takes(shares.server, shares.ours, shares.others) == OTHERS
     return PeakEvidence(
         variant=c.variant, units=c.units, peak=c.peak_throughput,
         client_bound=flagged is not None or kind == "client-bound",
@@ -388,6 +398,7 @@ def peak_evidence(c: ConfigFigures) -> PeakEvidence:
         outside_server=kind == "network",
         gpu_busy_percent=busy, transport=c.summary.transport,
         request_bytes=best.network.request_bytes if best.network is not None else 0, on_gpus=c.gpu,
+        host_others_percent=shares.others if crowded and shares is not None else None,
     )
 
 
@@ -482,22 +493,23 @@ def undecided_configs(configs: Sequence[ConfigFigures]) -> str:
 
 def answer_line(f: StudyFigures) -> str:
     """The study's one line: "answer: at p99 <= 50 ms, stop at 2 GPUs: 4,100 images/s, $0.08
-    per 1000, stable (1 level re-measured)", "answer: not a GPU question here: ..." where the
+    per 1000, stable (1 level re-measured)", "answer: not a GPU question: ..." where the
     request path capped every config, or "answer: not decided: ...", as when a config failed
     (whichever way it would have gone, the other side must not win by it)."""
     if f.failed:
         failed = "; ".join(f.failed.values())
         if len(failed) > LINE_ROOM:  # each failure stands in full above, in the recommendation
             failed = f"{', '.join(f.failed)} failed"
-        return f"answer: not decided: {failed}"
+        return first_fitting(f"answer: not decided: {failed}", f"answer: not decided: {_configs(len(f.failed))} failed")
     if f.request_cap is not None:
-        return f"answer: {f.request_cap.line}"
+        return f"answer: {f.request_cap.answer}"  # the full line stands above it (the recommendation)
     stop = f.stop
     config = next((c for c in f.configs if c.variant == stop.variant), None)
     undecided = undecided_configs(f.configs)
+    counted = _configs(sum(1 for c in f.configs if c.not_decided))  # when their names do not fit
     if stop.variant is None or config is None or config.answer is None:
         reason = undecided or stop.reason.removeprefix("not decided: ")
-        return f"answer: not decided: {reason}"
+        return first_fitting(f"answer: not decided: {reason}", f"answer: not decided: {counted}, each one's reason above")
     a = config.answer
     at = a.deciding
     assert at is not None  # stop_at only names a config with a figure
@@ -508,9 +520,16 @@ def answer_line(f: StudyFigures) -> str:
     if cost is not None:
         parts.append(f"{fmt.money(cost)} per million output tokens" if config.streaming else f"{fmt.money(cost)} per 1000")
     again = sum(c.answer.remeasured for c in f.configs if c.answer is not None)
-    tail = f"stable ({again} level{'s' if again != 1 else ''} re-measured"
-    tail += f"; not decided: {undecided})" if undecided else ")"
-    return f"answer: {f.basis}, stop at {stop.units} {f.unit}{plural} ({config.variant}): {', '.join(parts)}, {tail}"
+    count = f"{again} level{'s' if again != 1 else ''} re-measured"
+    head = f"answer: {f.basis}, stop at {stop.units} {f.unit}{plural} ({config.variant}): {', '.join(parts)}, stable"
+    if not undecided:
+        return first_fitting(f"{head} ({count})", head)
+    return first_fitting(f"{head} ({count}; not decided: {undecided})", f"{head} ({count}; {counted} not decided)",
+                         f"{head} ({counted} not decided)")
+
+
+def _configs(n: int) -> str:
+    return f"{n} config{'s' if n != 1 else ''}"
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,11 @@ def build_study_doc(f: StudyFigures) -> Doc:
         doc.add(Note(RANDOM_WEIGHTS_NOTE))
     cap = f.request_cap
     if cap is not None:  # no size to stop at: say what held every config, with each one's evidence
+        crowded = (f"Other processes on this host took most of its CPU (others {fmt.percent_points(cap.others_percent)} "
+                   "of the host): measure again on a quieter box before sizing on these figures. "
+                   if cap.others_percent is not None else "")
         doc.add(Heading("What limits every config"),
-                Para(f"The request path, not the {f.unit}s: every config topped out within "
+                Para(f"{crowded}The request path, not the {f.unit}s: every config topped out within "
                      f"{fmt.percent(1 - min(p for _, p in cap.peaks) / cap.ceiling)} of {fmt.rate(cap.ceiling)} "
                      f"{'tokens' if f.streaming else 'images'}/s, with a bound on the request path at the peak of "
                      f"each config larger than the smallest: the added {f.unit}s did not raise throughput, and what the "

@@ -136,3 +136,13 @@ def test_settings_within_bounds_pass() -> None:
     http2.check_settings({http2.MAX_FRAME_SIZE: 16384, http2.INITIAL_WINDOW_SIZE: (1 << 31) - 1,
                           http2.ENABLE_PUSH: 0, http2.HEADER_TABLE_SIZE: 0xFFFFFFFF, 0x99: 7})
     http2.check_settings({http2.MAX_FRAME_SIZE: (1 << 24) - 1})
+
+
+def test_a_connections_decoder_builds_the_huffman_table_before_any_response():
+    """The table costs tens of ms to build: a connection's set-up pays it, not a timed response."""
+    http2._TABLES.clear()
+    decoder = http2.HpackDecoder()
+    assert http2._TABLES, "the table is built with the decoder"
+    built = http2._TABLES[0]
+    assert decoder.decode(b"\x82") == [(":method", "GET")]
+    assert http2._TABLES[0] is built  # built once a process, reused

@@ -1,10 +1,11 @@
 """Headers say what is so: a session that finished with a caveat is not a plain "✓ finished", a
 study with no config running shows no "(-)", and a time left not known yet is not "about
-estimating left"."""
+estimating left", and one known is a range."""
 
 from __future__ import annotations
 
 from engine import events as ev
+from engine.analysis.time_left import TimeLeft
 from tests.tui.synthetic import session_events
 from tui.state import SessionState
 from tui.study_headless import running_config, time_left_text
@@ -27,5 +28,7 @@ def test_finished_with_a_caveat_is_not_a_plain_tick():
 
 def test_time_left_and_the_running_config():
     assert time_left_text(None) == "time left not known yet"
-    assert time_left_text(250) == "about 4m 10s left"
+    assert time_left_text(TimeLeft(100.0, 250.0, None)) == "≈4m10s left (at least 1m40s)"
+    assert time_left_text(TimeLeft(100.0, 250.0, 900.0), " for the whole study") == \
+        "≈4m10s left for the whole study (1m40s–15m00s)"
     assert running_config(None) == "" and running_config("cpu2") == " (cpu2)"

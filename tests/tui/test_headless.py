@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -162,8 +163,29 @@ def test_each_level_start_says_the_time_left() -> None:
     lines = [line for line in printed(session_events()).splitlines() if "] level " in line and "/4:" in line]
     assert len(lines) == 4
     assert all("left in the sweep" in line for line in lines)
-    # the first from the profile's plan, the last from the three levels measured (8.1 s each)
-    assert "≈8s left in the sweep" in lines[-1], lines[-1]
+    # the first from the profile's plan, no level's setup measured yet: no ceiling is claimed
+    assert lines[0].endswith("≈28s left in the sweep (at least 28s)"), lines[0]
+    # the last: its warm-up and 3 windows of 2 s at least, the levels' 0.1 s after their windows;
+    # at most 6 windows of 2 s + request_timeout_s 30 s + two ticks, re-trials within the budget
+    assert lines[-1].endswith("≈7s left in the sweep (7s–8m33s)"), lines[-1]
+
+
+def test_a_long_level_says_the_time_left_again() -> None:
+    """A level that runs long says the time left on a window line every TIME_LEFT_EVERY_S."""
+    from tui.headless import TIME_LEFT_EVERY_S
+
+    events = session_events(finish_levels=1, end=False)
+    last = [e for e in events if isinstance(e, ev.WindowResult)][-1]
+    t = last.t_end
+    for w in range(4):  # 20 s windows: the 2nd and 4th end TIME_LEFT_EVERY_S past the last saying
+        events.append(dataclasses.replace(last, index=last.index + 1 + w, t_start=t, t_end=t + 20.0, ts=t + 20.0,
+                                          stable_so_far=False))
+        t += 20.0
+    assert 24.0 < TIME_LEFT_EVERY_S <= 40.0
+    lines = printed(events).splitlines()
+    start = next(i for i, line in enumerate(lines) if "] level 2/4:" in line)
+    said = [line for line in lines[start:] if "left in the sweep" in line]
+    assert len(said) == 3 and all("window" in line for line in said[1:]), said
 
 
 def test_a_wire_check_prints_its_table_and_stays_out_of_the_sweep() -> None:

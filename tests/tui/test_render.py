@@ -75,3 +75,17 @@ def test_the_summary_line_says_when_the_embedded_server_runs_under_mps() -> None
 
     assert " MPS @ " in with_mps(True)
     assert "MPS" not in with_mps(False) and "MPS" not in with_mps(None)
+
+
+def test_status_line_says_the_time_left_in_the_headless_words() -> None:
+    """One rule on every surface: the status line's time left is the headless line's range
+    (engine/analysis/time_left.py); where the line is short the range gives way, not the figure."""
+    from engine.analysis.time_left import time_left_parts
+
+    running = state_of(session_events(finish_levels=2, end=False))
+    t = running.time_left()
+    assert t is not None and t.high_s is not None
+    likely, bounds = time_left_parts(t)
+    assert progress_line(running, 200).plain.endswith(f" · {likely} ({bounds})")
+    short = progress_line(running, 60).plain
+    assert short.endswith(f" · {likely}") and bounds not in short

@@ -43,27 +43,33 @@ def test_progress_counts_levels_and_estimates_time_left_from_finished_levels() -
     p = state.progress()
     assert (p.level_index, p.level_total, p.levels_done, p.window_index) == (2, 4, 2, 1)
     assert not p.warmup and not p.stable_so_far
-    # Two finished levels took 8.1 s each (their duration_s); one level after this one, and
-    # this one has run for now - started.
-    row = state.levels[2]
-    elapsed = state.now - row.started_ts
-    assert p.eta_s == pytest.approx(8.1 + (8.1 - elapsed))
-    # Upper bound: profile warmup 1 s + 6 windows x 2 s per level.
-    assert p.eta_max_s == pytest.approx(13.0 + (13.0 - elapsed))
+    # engine/analysis/time_left.py on the profile's plan (1 s warm-up, 2 s windows, stable after
+    # 3, at most 6): the running level has 1 window of 3; one level after it.
+    t = p.time_left
+    assert t is not None
+    assert t.low_s == pytest.approx(7.0 + 2 * 2.0)
+    # the two levels took 0.1 s besides their warm-up and windows, all after the last window
+    assert t.likely_s == pytest.approx((1.0 + 3 * 2.0 + 0.1) + 2 * 2.0 + 0.1)
+    # the ceiling: 5 windows of 2 s + request_timeout_s (30) + two ticks, and the setup at twice
+    # the most measured, for this level, the next, and re-trials up to the budget and one more
+    cap = 2.0 + 30.0 + 0.5
+    trial = 1.0 + 6 * cap + 0.2
+    assert t.high_s == pytest.approx(5 * cap + 0.2 + trial + 120.0 + trial)
 
 
-def test_time_left_before_any_level_finishes_uses_the_profile_plan() -> None:
+def test_time_left_before_any_level_finishes_claims_no_ceiling() -> None:
     events = session_events(finish_levels=0, end=False)
     state = fold(events)
-    p = state.progress()
-    # 1 s warmup + 3 stable windows x 2 s = 7 s per level, 4 levels, the first 4 s in.
-    elapsed = state.now - state.levels[0].started_ts
-    assert p.eta_s == pytest.approx(3 * 7.0 + (7.0 - elapsed))
+    t = state.progress().time_left
+    # 3 levels at their least (1 s warm-up + 3 windows of 2 s) and 2 windows of this one; no
+    # setup measured yet: no ceiling
+    assert t is not None and t.high_s is None
+    assert t.low_s == pytest.approx(3 * 7.0 + 2 * 2.0)
 
 
 def test_sweep_done_has_no_time_left() -> None:
     p = fold(session_events()).progress()
-    assert p.sweep_done and p.eta_s is None
+    assert p.sweep_done and p.time_left is None
 
 
 def test_gpu_history_is_a_ring_buffer_by_uuid() -> None:
@@ -193,10 +199,12 @@ def test_time_left_uses_measured_window_length_when_windows_stretch() -> None:
     for e in events:
         if isinstance(e, ev.WindowResult):
             e.t_start = e.t_end - 6.0  # windows held 6 s to reach min_window_requests
-    state = fold(events)
-    elapsed = state.now - state.levels[0].started_ts
-    # 1 s warmup + 3 stable windows x 6 s measured = 19 s per level.
-    assert state.progress().eta_s == pytest.approx(3 * 19.0 + (19.0 - elapsed))
+    t = fold(events).progress().time_left
+    assert t is not None
+    # likely: 1 s warm-up + 3 windows x 6 s measured = 19 s for each level after this one, and two
+    # windows of it; the low end keeps the plan's 2 s windows (a window is never shorter)
+    assert t.likely_s == pytest.approx(3 * 19.0 + 2 * 6.0)
+    assert t.low_s == pytest.approx(3 * 7.0 + 2 * 2.0)
 
 
 def test_phase_reads_sweep_done_once_the_sweep_finishes() -> None:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.errors import UserError, require_extra
 from tui.commands.exits import PROG, shown
 from tui.commands.flags import (
     add_endpoint_flags,
@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                                                             *input_data_override(args),
                                                             *(slo_override(args) if streaming_slo else [])]), args)
     check_input_data(profile.load.input_data)
+    if profile.server.kind == "embedded":  # before the plan, its index and each config's session: one line
+        require_extra("server", "the embedded server")
     slo = parse_slo(args.slo) if args.slo is not None and not streaming_slo else None
     if not 0 <= args.search_steps <= 20:
         raise UserError(f"--search-steps: expected 0-20, found {args.search_steps}")

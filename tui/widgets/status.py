@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_million_tokens
+from engine.analysis.time_left import time_left_parts
 from engine.modes import mode_of
 from tui.state import SessionState
 
@@ -75,10 +76,10 @@ def progress_line(state: SessionState, width: int | None = None) -> Text:
         for i, word in enumerate(p.detail.split(" ")):  # a long detail (an error) gives way word by word
             line.append(("" if i == 0 else " ") + word, rank=0.5 + i / 1000 if i else 0)  # the last goes first
     line.append(f" · {fmt.clock(state.elapsed_s)}", style="dim", rank=0 if state.ended is None else 1)
-    if p.eta_s is not None:
-        line.append(f" · ≈{fmt.duration(p.eta_s)} left", style="bold")
-        if p.eta_max_s is not None and p.eta_max_s > p.eta_s + 1:
-            line.append(f" (≤{fmt.duration(p.eta_max_s)})", style="dim", rank=5)
+    if p.time_left is not None:  # the headless lines' words: the range gives way before the figure
+        likely, bounds = time_left_parts(p.time_left)
+        line.append(f" · {likely}", style="bold")
+        line.append(f" ({bounds})", style="dim", rank=5)
     return line.fit(width)
 
 

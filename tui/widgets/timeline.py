@@ -6,6 +6,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from engine import format as fmt
+from engine.analysis.stream_split import split_applies
 from tui import glyphs
 from tui.state import SessionState, WindowPoint, compute_seconds
 from tui.widgets.panel import Panel
@@ -22,6 +23,9 @@ def breakdown_line(state: SessionState, width: int) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     if server is None:
         line.append("server time: no statistics yet", style="dim")
+        return line
+    if server.no_split:  # a decoupled model: no bar of queue, compute and "client+net"
+        line.append(server.no_split, style="dim")
         return line
     queue = server.queue or 0.0
     compute = compute_seconds(server) or 0.0
@@ -85,8 +89,9 @@ def render_timeline(points: list[WindowPoint], state: SessionState, width: int, 
         lines.append(series_line("p50 ms", [p.p50 for p in points], width, "cyan", True))
         lines.append(series_line("p95 ms", [p.p95 for p in points], width, "yellow", True))
     lines.append(series_line("p99 ms", [p.p99 for p in points], width, "red", True))
-    lines.append(series_line("queue ms", [p.queue for p in points], width, "yellow", True))
-    lines.append(series_line("compute ms", [p.compute for p in points], width, "green", True))
+    if state.server is None or split_applies(state.server.model_config):  # a stream's: never measured
+        lines.append(series_line("queue ms", [p.queue for p in points], width, "yellow", True))
+        lines.append(series_line("compute ms", [p.compute for p in points], width, "green", True))
     return Text("\n").join(lines)
 
 

@@ -46,6 +46,9 @@ def test_every_config_at_one_ceiling_with_the_client_bound_is_not_a_gpu_question
     assert cap.evidence[1] == "2x: peak 9,000 images/s; client bound (loop lag p99 14.2 ms); GPUs 45% busy"
     assert cap.evidence[0] == "1x: peak 7,900 images/s; no request-path bound recorded at its peak; GPUs 88% busy"
     assert cap.short == "not a GPU question here: both top out near the request path's ceiling (9,050 images/s over http)"
+    # the answer line: the ceiling, the bound, one next step; the figures above stand in cap.line
+    assert cap.answer == ("not a GPU question: the request path (client bound) caps every config near 9,050 "
+                          "images/s; next: try load.transport = cuda_shm")
 
 
 @pytest.mark.parametrize(("evidence", "bound"), [
@@ -105,6 +108,9 @@ def test_the_advice_follows_the_transport_and_where_the_server_is() -> None:
     assert "load.transport = system_shm" in advice(["http"], server_local=True, unit="CPU instance")
     cap = request_path_cap(_issue_box(transport="cuda_shm"))
     assert cap is not None and "over cuda_shm with 602 KB requests" in cap.line and "--hosts" not in cap.line
+    assert cap.answer.endswith("; next: a larger load.batch_size")
+    remote = request_path_cap(_issue_box(), server_local=False)
+    assert remote is not None and remote.answer.endswith("; next: more load hosts (--hosts N)")
 
 
 def test_cpu_instances_are_named_as_such() -> None:
@@ -126,3 +132,19 @@ def test_a_full_host_is_no_request_path_bound_for_a_model_computing_on_it() -> N
     assert gpu[1].bounds == (CLIENT, HOST_CPU)
     cap = request_path_cap(gpu)
     assert cap is not None and "(the request path: client bound at 2x, 1x*2; host CPU full at 1x, 2x, 1x*2)" in cap.line
+
+
+def test_a_host_whose_cpu_other_processes_took_names_them_and_a_quieter_box() -> None:
+    # the larger configs' host full, other processes on 84 % of it (engine/analysis/host_cpu_share.py)
+    configs = _issue_box(client_bound=False, client_reasons=(), loop_lag_p99=None)
+    configs = [configs[0], *(replace(c, host_full=True, host_cpu_percent=99.0, host_others_percent=84.0)
+                             for c in configs[1:])]
+    cap = request_path_cap(configs)
+    assert cap is not None
+    assert cap.answer == ("not a GPU question: other processes took this host's CPU (others 84%), capping every "
+                          "config near 9,050 images/s; next: a quieter box")
+    assert cap.line.endswith("other processes on this host took most of its CPU: stop the other work or measure on "
+                             "a quieter box (others 84% of the host)")
+    for text in (cap.answer, cap.line):  # the faster path answers a problem this box does not have
+        assert "shared memory" not in text and "--hosts" not in text and "load.transport" not in text
+    assert cap.evidence[1] == "2x: peak 9,000 images/s; host CPU full (99% busy, others 84%); GPUs 45% busy"

@@ -110,8 +110,8 @@ def synthetic_session(run: SyntheticRun | None = None) -> list[Event]:
                                   "dynamic_batching": {"max_queue_delay_microseconds": 100},
                                   "instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": list(range(n))}]},
                     inputs=[{"name": "image", "datatype": "FP32", "shape": [3, 224, 224]}],
-                    mps=run.mps, mps_why="synthetic" if run.mps is not None else ""),
-        PhaseChanged(ts=t + 2.1, phase="sweep"),
+                    mps=run.mps, mps_why="synthetic" if run.mps is not None else "", transport=run.transport),
+        PhaseChanged(ts=t + 2.1, phase="sweep", detail=f"concurrency sweep on {run.model} over {run.transport}"),
     ]
     t += 3.0
     busy: list[tuple[float, float, float]] = []  # (start, end, utilization fraction)

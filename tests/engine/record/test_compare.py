@@ -1,3 +1,4 @@
+import dataclasses
 import re
 from pathlib import Path
 
@@ -268,3 +269,32 @@ def test_the_cli_refuses_streaming_beside_unary_in_one_line_with_exit_2(tmp_path
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "streaming runs (grpc_stream) and unary runs (grpc) measure different things" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _compare_cli(*paths: Path) -> str:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "compare", *map(str, paths)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_the_cli_labels_runs_of_one_server_by_their_transport_then_their_start_time(tmp_path: Path) -> None:
+    run = SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080", levels=[1, 4, 8], probe=False)
+    http = make_recording(tmp_path, "http.sqlite", run)
+    grpc = make_recording(tmp_path, "grpc.sqlite", dataclasses.replace(run, transport="grpc"))
+    text = _compare_cli(http, grpc)
+    title = text.splitlines()[0]
+    assert title == "gpuscale-tui comparison: 1x RTX 4080 (1x_rtx4080) grpc vs 1x RTX 4080 (1x_rtx4080) http"
+    assert "#1" not in text and "#2" not in text
+    # the same transport: the start time (UTC, t0 is 15:30:00) tells them apart
+    later = make_recording(tmp_path, "later.sqlite", dataclasses.replace(run, transport="grpc", t0=run.t0 + 3725))
+    title = _compare_cli(http, grpc, later).splitlines()[0]
+    assert title == ("gpuscale-tui comparison: 1x RTX 4080 (1x_rtx4080) grpc 15:30:00 vs "
+                     "1x RTX 4080 (1x_rtx4080) grpc 16:32:05 vs 1x RTX 4080 (1x_rtx4080) http")
+    # nothing to tell them apart by: numbered, as before
+    same = make_recording(tmp_path, "same.sqlite", run)
+    title = _compare_cli(http, same).splitlines()[0]
+    assert title == "gpuscale-tui comparison: 1x RTX 4080 (1x_rtx4080) #1 vs 1x RTX 4080 (1x_rtx4080) #2"

@@ -92,3 +92,27 @@ def test_a_recording_of_a_full_shared_host_reads_host_cpu_with_each_share(tmp_pa
     assert findings.verdict.kind == "host-cpu"
     assert "server's processes 60%, our load generator 25%, others 5.0%" in findings.verdict.evidence[0]
     assert any("another machine" in line for line in findings.recommendation)
+
+
+def test_a_recording_of_a_host_full_of_other_work_names_it_and_offers_a_quieter_box(tmp_path: Path) -> None:
+    from engine.events import GpuSample, HostSample
+
+    run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0, client_bound_from=8)
+    # the newcomer's box: 95 % busy, the server's processes on 2.56 of the 32 cores (8 %), ours on
+    # 0.96 (3 %), others 84 %
+    events = [dataclasses.replace(e, cpu_percent=95.0, own_cpu_percent=96.0, server_cpu_percent=256.0)
+              if isinstance(e, HostSample) else e
+              for e in synthetic_session(run) if not isinstance(e, GpuSample)]
+    with Recording.open(record_events(tmp_path / "run.sqlite", events)) as rec:
+        findings = analyze(rec.summary())
+    v = findings.verdict
+    assert v.kind == "host-cpu"
+    assert "server's processes 8.0%, our load generator 3.0%, others 84%" in v.evidence[0]
+    assert "other processes on this host" in v.summary and "others 84%" in v.summary
+    assert "use them all" not in v.summary
+    advice = " ".join(findings.recommendation)
+    assert "quieter box" in advice and "Other processes on this host took most of its busy CPU" in advice
+    for remedy in ("shared memory", "system_shm", "another machine"):  # the answer to the wrong problem
+        assert remedy not in advice and remedy not in " ".join(v.evidence), remedy
+    text = to_markdown(build_report(findings.summary, findings))
+    assert "taken mostly by other processes on this host" in text and "use them all" not in text

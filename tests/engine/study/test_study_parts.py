@@ -171,3 +171,39 @@ def test_cost_by_gpus_on_a_cpu_study_is_refused_in_one_line(tmp_path):
                                         r"\(cpu, cpu2\) run on the CPU") as caught:
         study.prepare()
     assert "\n" not in str(caught.value) and not list(tmp_path.iterdir())  # nothing written
+
+
+def test_study_time_left_is_a_range_that_moves_within_a_level():
+    """The study's time left follows the running sweep's windows (the sweep's rule), and claims a
+    ceiling once a config's time outside its sweep has been measured."""
+    state = StudyState()
+    state.apply(ev.StudyStarted(study_id="s", model="m", variants=["1x", "2x"], levels=[1, 8], mode="concurrency",
+                                server="embedded", ts=0.0))
+    load = {"window_ms": 2000, "warmup_s": 1.0, "stable_windows": 3, "max_windows": 6}
+
+    def config(name: str, position: int, t: float) -> float:
+        state.apply(ev.StudyVariantStarted(variant=name, position=position, ts=t))
+        state.apply(ev.SessionStarted(session_id=name, profile_name="p", profile={"load": load}, mode="sweep",
+                                      host={}, ts=t))
+        t += 5.0  # the server's start
+        lows = []
+        for index, level in enumerate((1, 8)):
+            state.apply(ev.LevelStarted(mode="concurrency", level=level, index=index, total=2, ts=t))
+            for w in range(4):
+                state.apply(ev.WindowResult(level=level, index=w, warmup=w == 0, t_start=t, t_end=t + 2.0,
+                                            requests=10, errors=0, throughput_rps=5.0, throughput_ips=5.0,
+                                            latency=ev.LatencyStats(count=10), audit=ev.ClientAudit(),
+                                            stable_so_far=w == 3, ts=t + 2.0))
+                t += 2.0
+                got = state.time_left()
+                assert got is not None and (got.high_s is None) == (position == 0)
+                lows.append(got.low_s)
+            state.apply(dataclasses.replace(_result(level, 5.0, 0.01), index=index, ts=t))
+        assert lows == sorted(lows, reverse=True) and len(set(lows)) > 4  # it moves within each level
+        state.apply(ev.SweepFinished(levels=2, stable=2, failed=0, ts=t))
+        state.apply(ev.StudyVariantFinished(variant=name, position=position, status="ok", exit_code=0, ts=t + 1.0))
+        return t + 1.0
+
+    t = config("1x", 0, 0.0)
+    assert state.configs["1x"].overhead_s() == pytest.approx(6.0)  # 5 s start, 1 s stop
+    config("2x", 1, t)
