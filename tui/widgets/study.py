@@ -95,7 +95,7 @@ class StudyView(ViewBody):
         forecast = self.query_one("#study-forecast", Static)
         forecast.display = bool(predicted.plain)
         forecast.update(predicted)
-        below = [table, *(text for text in (answers, predicted) if text.plain)]  # in the first screen too
+        below: list[RenderableType] = [table, *(t for t in (answers, predicted) if t.plain)]  # first screen too
         height = self._chart_height(below, width - 4, size.height)
         self.query_one("#study-curves", Static).update(render_curves(study, chart_w, height))
         knee = render_knee(study, chart_w, height)
