@@ -339,3 +339,18 @@ async def test_the_study_charts_use_the_height_the_table_leaves(size: tuple[int,
 
         assert await until(pilot, settled), "\n".join(rows())
         assert "throughput vs concurrency" in "\n".join(rows())
+
+
+def test_an_unreachable_metrics_url_is_still_waited_for_and_says_why() -> None:
+    """Unreachable is retried (GPU values may still come): the panel keeps waiting, with the reason."""
+    from tui.state import SessionState
+    from tui.widgets.gpus import render_gpus
+
+    state = SessionState()
+    state.apply_all([e for e in no_gpu_session(remote=True) if isinstance(e, (ev.SessionStarted, ev.ServerReady))])
+    state.apply(ev.Warning(source="telemetry", key="triton-metrics-unreachable",
+                           message="Triton metrics at http://box:8002/metrics unreachable (connection refused): remote "
+                                   "GPU values are n/a until it answers"))
+    note = " ".join(render_gpus(state, 100, detail=False).plain.split())
+    assert note.startswith("waiting for GPU telemetry from the server's /metrics (server.metrics_url): Triton metrics "
+                           "at http://box:8002/metrics unreachable (connection refused)") and "n/a" not in note, note

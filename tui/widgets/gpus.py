@@ -105,7 +105,7 @@ def host_row(state: SessionState, host: HostTrack, width: int) -> Text:
 NVML_NONE = ("nvml-missing", "nvml-unavailable", "nvml-no-gpu")
 METRICS_NONE = "triton-metrics-no-gpu"  # the server's /metrics has no GPU gauges (a key per server)
 METRICS_UNREACHABLE = "triton-metrics-unreachable"  # retried: GPU values may still come
-_NA_SUFFIX = re.compile(r":\s*(local|remote) GPU values are n/a$")
+_NA_SUFFIX = re.compile(r":\s*(local|remote) GPU values are n/a( until it answers)?$")
 
 
 def _telemetry_reason(state: SessionState, *prefixes: str) -> str | None:
