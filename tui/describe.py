@@ -10,6 +10,11 @@ from engine import format as fmt
 from engine.analysis.wire import carries, level_text
 
 
+def _rate_unit(stream: ev.StreamStats | None) -> str:
+    """A stream's rate counts requests (each many responses), as its tables say; else inferences."""
+    return "req/s" if stream is not None else "infer/s"
+
+
 def severity(event: ev.Event) -> str:
     """"error", "warning" or "info": how loudly a line should be shown."""
     if isinstance(event, ev.Error):
@@ -63,13 +68,13 @@ def describe(event: ev.Event) -> str | None:
         tag = "warmup" if event.warmup else ("stable" if event.stable_so_far else "not yet stable")
         errors = f", {event.errors} errors" if event.errors else ""
         return (
-            f"  window {event.index} ({tag}): {fmt.rate(event.throughput_ips)} infer/s, "
+            f"  window {event.index} ({tag}): {fmt.rate(event.throughput_ips)} {_rate_unit(event.stream)}, "
             f"p50 {fmt.ms(event.latency.p50)} ms, p99 {fmt.ms(event.latency.p99)} ms{errors}"
         )
     if isinstance(event, ev.LevelResult):
         return (
             f"level {fmt.level(event.mode, event.level)} {event.status}: "
-            f"{fmt.rate(event.throughput_ips)} infer/s, p50 {fmt.ms(event.latency.p50)} / "
+            f"{fmt.rate(event.throughput_ips)} {_rate_unit(event.stream)}, p50 {fmt.ms(event.latency.p50)} / "
             f"p95 {fmt.ms(event.latency.p95)} / p99 {fmt.ms(event.latency.p99)} ms"
             + (f", {event.errors} errors" if event.errors else "")
             + (", client-bound" if event.audit.client_bound else "")

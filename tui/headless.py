@@ -227,13 +227,14 @@ class HeadlessPrinter:
                 self._plain("  " + columns.fixed_line(cols, cells))
         best = self.state.best_level()
         if best is not None and best.result is not None:
+            unit = "req/s" if best.result.stream is not None else "infer/s"  # as the table above
             text = (
-                f"  best: {fmt.rate(best.result.throughput_ips)} infer/s at level "
+                f"  best: {fmt.rate(best.result.throughput_ips)} {unit} at level "
                 f"{fmt.level(best.mode, best.level)} (p99 {fmt.ms(best.result.latency.p99)} ms)"
             )
             gpus = self.state.gpu_count
             if gpus:
-                text += f", {fmt.rate(best.result.throughput_ips / gpus)} infer/s per GPU"
+                text += f", {fmt.rate(best.result.throughput_ips / gpus)} {unit} per GPU"
             stream = best.result.stream
             if stream is not None:  # a streaming model's: its tokens and their price, never per image
                 text += f", {fmt.rate(stream.output_tokens_per_s)} tokens/s"

@@ -35,3 +35,15 @@ def test_a_unary_sweep_keeps_its_columns() -> None:
     shown = tables.sweep_columns(state)
     assert [c.key for c in shown] == [c.key for c in columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)]
     assert [c.key for c in shown if c.optional] == ["p95", "batch", "errors", "cost"]  # p95: what a narrow screen spares
+
+
+def test_the_log_lines_of_a_stream_count_requests_as_its_table_does():
+    from tui.describe import describe
+
+    lat = ev.LatencyStats(count=10, p50=0.08, p99=0.09)
+    window = ev.WindowResult(level=1, index=1, warmup=False, t_start=0.0, t_end=1.0, requests=16, errors=0,
+                             throughput_rps=16.0, throughput_ips=16.0, latency=lat, stream=STREAM)
+    assert "16.0 req/s" in (describe(window) or "") and "infer/s" not in (describe(window) or "")
+    unary = ev.WindowResult(level=1, index=1, warmup=False, t_start=0.0, t_end=1.0, requests=16, errors=0,
+                            throughput_rps=16.0, throughput_ips=16.0, latency=lat)
+    assert "16.0 infer/s" in (describe(unary) or "")
