@@ -57,7 +57,8 @@ def describe(event: ev.Event) -> str | None:
     if isinstance(event, ev.InputDataUsed):
         entries = f"{event.entries} entr{'y' if event.entries == 1 else 'ies'}"
         checked = ", outputs checked against its validation_data" if event.validated else ""
-        return f"input data: {event.path} ({entries}, {event.requests} distinct requests, sha256 {event.sha256[:12]}{checked})"
+        return (f"input data: {event.path} ({entries}, {fmt.plural(event.requests, 'distinct request')}, "
+                f"sha256 {event.sha256[:12]}{checked})")
     if isinstance(event, ev.LevelStarted):
         return (
             f"level {event.index + 1}/{event.total}: {event.mode} {fmt.level(event.mode, event.level)}, "
