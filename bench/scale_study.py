@@ -149,9 +149,9 @@ def start_servers(args: argparse.Namespace, variant: str) -> Any:
 
 
 def endpoints_of(started: Any) -> list[Any]:
-    from engine.load.target_setup import fleet_endpoints
     from engine.server.fleet import ServerFleet
     from engine.server.supervisor import FleetMember
+    from engine.triton.target_setup import fleet_endpoints
 
     if not isinstance(started, ServerFleet):
         return []
@@ -161,10 +161,10 @@ def endpoints_of(started: Any) -> list[Any]:
 
 async def _ours(started: Any, args: argparse.Namespace, level: int, transport: str) -> Measure:
     from bench.tools import ours_measure
-    from engine.load.endpoints import describe_endpoints
     from engine.load.sweep import run_sweep
-    from engine.load.target import Target
     from engine.profiles import Load
+    from engine.triton.endpoints import describe_endpoints
+    from engine.triton.target import Target
 
     target = Target(started.http_url, args.model, endpoints=endpoints_of(started))
     info = await describe_endpoints(target)
@@ -191,8 +191,8 @@ def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Names
              transport: str) -> Measure:
     """perf_analyzer alone: one against one server; N at once against a fleet's N servers, the
     level split evenly, each seeing only its server's GPU (its CUDA region goes there)."""
-    from engine.load.endpoints import even_split
     from engine.server.fleet import ServerFleet
+    from engine.triton.endpoints import even_split
 
     binary, env = pa
     servers = started.servers if isinstance(started, ServerFleet) else [started]

@@ -56,7 +56,7 @@ def last_words(grpc_url: str, tokens: int) -> list[str]:
     deterministic: every answer under load must be the same)."""
     import grpc
 
-    from engine.load.transports.grpc import messages
+    from engine.triton.transports.grpc import messages
 
     pb = messages()
     words = []
@@ -273,7 +273,7 @@ def server_work(server: Any) -> tuple[int, int, int]:
     """(CPU ticks of the server's process group, tritonserver and its Python stubs; its threads'
     context switches; requests it has served toy_llm), read before and after each tool's run: the server's
     work per request under each client's traffic."""
-    from engine.http1 import request_blocking
+    from engine.net.http1 import request_blocking
     from engine.server.startup import group_cpu_ticks
 
     stats = request_blocking(server.http_url, "/v2/models/toy_llm/stats").json()
@@ -345,8 +345,8 @@ def run(args: argparse.Namespace) -> int:
     from bench.common import out_dir, stamp
     from bench.tools import SetupError, ensure_perf_analyzer
     from engine.errors import UserError
-    from engine.load.target import Target, describe_target
     from engine.server.embedded import EmbeddedServer
+    from engine.triton.target import Target, describe_target
 
     problem = check_args(args)
     if problem:

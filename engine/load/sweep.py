@@ -13,18 +13,18 @@ windows: engine/cpu_share.py measures each window), "failed" (a
 whole window completed no request successfully, more requests failed than succeeded over the
 measured windows, or some answer was malformed, wrong or too large:
 every window is merged), "interrupted" (stop was asked before the level was decided).
-Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
+Error kinds counted per window (engine/net/connection.py): connection_refused, connect_error,
 connection_reset, timeout, rejected and server_error (the server's answer, with its message and
 the protocol's status), bad_response (an answer that cannot be framed), malformed_answer (a framed
-answer that is not the one asked for: engine/load/answer_check.py), wrong_answer (an answer whose
+answer that is not the one asked for: engine/triton/answer_check.py), wrong_answer (an answer whose
 values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
-sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
+sent). The requests go over the profile's transport (engine/transport_table.py's TRANSPORTS).
 
 A level that is unstable, contended or out of line with the level below it is measured again
 (engine/load/trials.py): every trial is published, and the last one stands.
 
-A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
+A target with several endpoints (servers) spreads each level over them (engine/triton/endpoints.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
 """
 
@@ -65,33 +65,9 @@ from engine.events import (
 from engine.hostinfo import process_cores
 from engine.load.audit import client_audit, delay_limit
 from engine.load.dev import LoadDev
-from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.error_text import errors_line
-from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
-from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.server_stats import (
-    StatsSnapshot,
-    breakdown,
-    ensemble_steps,
-    fetch_snapshot,
-    summed,
-    taken_in_time,
-)
-from engine.load.target import Endpoint, Target, TargetInfo
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
-from engine.load.transport import (
-    DROPPED,
-    MALFORMED_ANSWER,
-    RESPONSE_TOO_LARGE,
-    WRONG_ANSWER,
-    Prepared,
-    RequestInputs,
-    SweepInputs,
-    Transport,
-    check_streaming,
-    transport_named,
-)
 from engine.load.trials import Trials, local_servers
 from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
 from engine.load.worker_messages import (
@@ -105,7 +81,28 @@ from engine.load.worker_messages import (
 )
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
+from engine.net.connection import DROPPED, MALFORMED_ANSWER, RESPONSE_TOO_LARGE, WRONG_ANSWER
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
+from engine.triton.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
+from engine.triton.path_probe import METHOD, health_rtt
+from engine.triton.recovery import lost_the_server, wait_until_ready
+from engine.triton.server_stats import (
+    StatsSnapshot,
+    breakdown,
+    ensemble_steps,
+    fetch_snapshot,
+    summed,
+    taken_in_time,
+)
+from engine.triton.target import Endpoint, Target, TargetInfo
+from engine.triton.transports import (
+    Prepared,
+    RequestInputs,
+    SweepInputs,
+    Transport,
+    check_streaming,
+    transport_named,
+)
 
 Publish = Callable[[Event], None]
 BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
@@ -803,10 +800,10 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
     """The sweep's requests: load.data's one, synthetic prompts (load.input_tokens, or a text
     model's default), or those of load.input_data (read in a thread: it may be large), which are
     then announced (InputDataUsed: the recording keeps it)."""
-    from engine.load.input_synthetic import synthetic_data, text_input
-    from engine.load.input_tensors import DataModel
-    from engine.load.request_set import data_requests, random_requests
-    from engine.transports import is_decoupled
+    from engine.transport_table import is_decoupled
+    from engine.triton.input_synthetic import synthetic_data, text_input
+    from engine.triton.input_tensors import DataModel
+    from engine.triton.request_set import data_requests, random_requests
 
     model = DataModel(info, target.input_shapes)
     if load.input_tokens != "" or load.output_tokens != "":
@@ -817,8 +814,8 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
     elif not load.input_data:
         return random_requests(target, info, load.batch_size, load.data)
     else:
-        from engine.load.input_data import read_input_data
-        from engine.load.input_decode import Stopped
+        from engine.triton.input_data import read_input_data
+        from engine.triton.input_decode import Stopped
 
         try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
             data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
@@ -835,8 +832,8 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
 def tokens_output(load: Load, info: TargetInfo) -> tuple[str, str] | None:
     """load.tokens_from as (name, datatype), checked against the model before any load: an
     integer output of a model answered over a streaming transport; None when not set."""
-    from engine.load.transport import INTEGER_TYPES
-    from engine.transports import transport_spec
+    from engine.transport_table import transport_spec
+    from engine.triton.transports import INTEGER_TYPES
 
     name = load.tokens_from
     if not name:

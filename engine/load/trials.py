@@ -20,8 +20,8 @@ from engine.analysis.contention import (
 )
 from engine.events import Event, LevelResult, Warning
 from engine.http_threads import listener_pid
-from engine.load.target import Endpoint
 from engine.profiles import Load
+from engine.triton.target import Endpoint
 
 Publish = Callable[[Event], None]
 # measures one trial of a level: (level, index, trial) -> its result and its merged windows' rates

@@ -38,12 +38,12 @@ from engine.events import (
     event_from_dict,
 )
 from engine.load.sweep import TICK_SLACK_S, HostShare, Publish, run_sweep
-from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.multihost.group import START_LEAD_NS, HostGroup, Member, Refused
 from engine.multihost.host_plan import host_load
 from engine.multihost.shares import host_share
 from engine.profiles import Load
+from engine.triton.target import Target, TargetInfo
 
 __all__ = ["HeadSweep", "HostGroup", "sweep_of"]  # HostGroup: the session's options name it
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.http1 import (
+from engine.net.http1 import (
     BadResponse,
     ResponseTooLarge,
     dechunk,

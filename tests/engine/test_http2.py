@@ -1,4 +1,4 @@
-"""The pure HTTP/2 and HPACK pieces of our gRPC stream client (engine/http2.py): frames split and
+"""The pure HTTP/2 and HPACK pieces of our gRPC stream client (engine/net/http2.py): frames split and
 read back whole however the bytes arrive, and header blocks decoded as RFC 7541's examples say,
 Huffman strings and the dynamic table included."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine import http2
+from engine.net import http2
 
 
 def test_frames_read_back_whole_from_any_split() -> None:

@@ -77,8 +77,8 @@ async def test_a_real_servers_busiest_http_thread_has_a_measured_cpu(identity_se
     from engine.events import LevelStarted
     from engine.http_threads import SpreadWatch, child_named
     from engine.load.sweep import run_sweep
-    from engine.load.target import Target, describe_target
     from engine.profiles import Load
+    from engine.triton.target import Target, describe_target
 
     target = Target(identity_server.http_url, "identity")
     info = await describe_target(target)

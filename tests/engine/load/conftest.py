@@ -9,15 +9,14 @@ import psutil
 import pytest
 
 from engine.events import Event, LevelResult
-from engine.http1 import parse_endpoint
-from engine.load.answer_check import AnswerSpec
-from engine.load.request import request_inputs
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, TargetInfo, describe_target
-from engine.load.transport import SweepInputs
-from engine.load.transports import http
-from engine.load.transports.http import HttpPayload
+from engine.net.http1 import parse_endpoint
 from engine.profiles import Load
+from engine.triton.answer_check import AnswerSpec
+from engine.triton.request import request_inputs
+from engine.triton.target import Target, TargetInfo, describe_target
+from engine.triton.transports import SweepInputs, http
+from engine.triton.transports.http import HttpPayload
 
 
 @pytest.fixture(scope="session")

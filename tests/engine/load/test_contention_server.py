@@ -16,7 +16,7 @@ from engine.analysis.answer import decide
 from engine.events import Event, LevelResult, LevelStarted, WindowResult
 from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import Events, quick_load
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen, _ok_infer
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine.load.eager_start import start_eagerly
+from engine.net.eager_start import start_eagerly
 
 
 def test_the_part_before_the_first_wait_runs_before_it_returns_and_the_rest_in_a_task():

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UserError
-from engine.load.endpoints import (
+from engine.triton.endpoints import (
     config_mismatch,
     connections_per_worker,
     endpoints_from,
     per_endpoint,
     workers_multiple,
 )
-from engine.load.server_stats import StatsSnapshot, breakdown, summed
-from engine.load.target import Endpoint, Target
+from engine.triton.server_stats import StatsSnapshot, breakdown, summed
+from engine.triton.target import Endpoint, Target
 
 
 @pytest.mark.parametrize("endpoints", [1, 2, 3, 4])
@@ -119,7 +119,7 @@ def test_config_mismatch_beside_a_placement_difference_is_still_named() -> None:
 
 
 def test_server_ready_names_each_servers_gpu() -> None:
-    from engine.load.target_setup import endpoint_words
+    from engine.triton.target_setup import endpoint_words
 
     assert endpoint_words(Endpoint("ep2", "http://127.0.0.1:8010", gpus=(1,))) == "ep2 http://127.0.0.1:8010 (GPU 1)"
     assert endpoint_words(Endpoint("ep1", "http://a:8000", gpus=(0, 1))) == "ep1 http://a:8000 (GPUs 0, 1)"

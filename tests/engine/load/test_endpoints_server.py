@@ -11,9 +11,9 @@ import pytest
 
 from engine.errors import UserError
 from engine.events import LevelResult, event_from_dict
-from engine.load.endpoints import describe_endpoints, endpoints_from
 from engine.load.sweep import run_sweep
-from engine.load.target import Target
+from engine.triton.endpoints import describe_endpoints, endpoints_from
+from engine.triton.target import Target
 from tests.engine.load.conftest import Events, first_measured_window, kill_tritonserver, quick_load
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

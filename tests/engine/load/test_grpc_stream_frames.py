@@ -9,10 +9,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from engine import http2
-from engine.load.transports import grpc_stream
-from engine.load.transports.grpc import GrpcPayload, messages
-from engine.load.transports.grpc_stream import FINAL, STREAM, GrpcStreamDialer
+from engine.net import http2
+from engine.triton.transports import grpc_stream
+from engine.triton.transports.grpc import GrpcPayload, messages
+from engine.triton.transports.grpc_stream import FINAL, STREAM, GrpcStreamDialer
 
 
 class Scheduler:

@@ -18,8 +18,8 @@ from engine.http_threads import (
     uneven,
 )
 from engine.load.sweep import run_sweep
-from engine.load.target import Target
 from engine.server.embedded import http_threads
+from engine.triton.target import Target
 from tests.engine.load.conftest import quick_load
 
 REPO = Path(__file__).resolve().parents[3]

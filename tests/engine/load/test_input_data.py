@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from engine.errors import UserError
-from engine.load.input_data import check_readable, read_input_data
-from engine.load.request_set import (
+from engine.triton.input_data import check_readable, read_input_data
+from engine.triton.request_set import (
     MAX_PREPARED_BYTES,
     check_prepared_size,
     data_requests,
     prepared_bytes,
     request_count,
 )
-from engine.load.shm import check_region_size, region_bytes
-from engine.load.target import Target, TargetInfo
+from engine.triton.shm import check_region_size, region_bytes
+from engine.triton.target import Target, TargetInfo
 
 TARGET = Target("http://127.0.0.1:9", "m")
 
@@ -198,7 +198,7 @@ def test_bad_folders_and_files(tmp_path):
 
 
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    from engine.load import input_data, input_tensors
+    from engine.triton import input_data, input_tensors
 
     path = _write(tmp_path, {"data": [{"INPUT0": [1.0] * 4}]})
     monkeypatch.setattr(input_data, "MAX_DATA_BYTES", 10)

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from engine.errors import UserError
-from engine.load.input_data import read_input_data
-from engine.load.request_set import data_requests
-from engine.load.target import Target, TargetInfo
+from engine.triton.input_data import read_input_data
+from engine.triton.request_set import data_requests
+from engine.triton.target import Target, TargetInfo
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "datacheck_input.json"
 INPUTS = [{"name": "TOKENS", "datatype": "INT64", "shape": [-1, -1]},

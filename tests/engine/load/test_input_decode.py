@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from engine.errors import UserError
-from engine.load.input_data import check_readable, read_input_data
-from engine.load.input_decode import MIN_TEXT, Numbers, Stopped, decode_document
-from engine.load.input_json import parse_document
-from engine.load.input_tensors import DataModel
-from engine.load.target import TargetInfo
+from engine.triton.input_data import check_readable, read_input_data
+from engine.triton.input_decode import MIN_TEXT, Numbers, Stopped, decode_document
+from engine.triton.input_json import parse_document
+from engine.triton.input_tensors import DataModel
+from engine.triton.target import TargetInfo
 
 
 def _info(inputs, outputs=(), max_batch=8) -> TargetInfo:
@@ -68,7 +68,7 @@ def test_a_link_to_a_device_is_refused(tmp_path):
 
 
 def test_the_read_stops_past_the_limit_whatever_the_size_said(tmp_path, monkeypatch):
-    from engine.load import input_tensors
+    from engine.triton import input_tensors
 
     path = Path(_write(tmp_path, {"data": [{"text": ["x" * 100]}]}))
     monkeypatch.setattr(input_tensors, "MAX_DATA_BYTES", 50)

@@ -14,11 +14,11 @@ import pytest
 from PIL import Image
 
 from engine import errors
-from engine.load.input_data import read_input_data
-from engine.load.input_images import MEAN, STD
-from engine.load.input_tensors import element
-from engine.load.request_set import data_requests
-from engine.load.target import Target, TargetInfo
+from engine.triton.input_data import read_input_data
+from engine.triton.input_images import MEAN, STD
+from engine.triton.input_tensors import element
+from engine.triton.request_set import data_requests
+from engine.triton.target import Target, TargetInfo
 from tui.cli import main
 
 OPENCLIP = TargetInfo(model_config={}, max_batch_size=64,
@@ -101,7 +101,7 @@ def test_a_bad_folder_is_one_line_and_exit_2(tmp_path, capsys, case, needle):
 
 
 def test_photos_that_make_a_file_over_the_limit_are_refused(tmp_path, capsys, monkeypatch):
-    from engine.load import input_images
+    from engine.triton import input_images
 
     _photos(tmp_path / "photos")
     monkeypatch.setattr(input_images, "MAX_DATA_BYTES", 1000)  # 2 GiB in use: what load.input_data reads

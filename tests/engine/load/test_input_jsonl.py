@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UserError
-from engine.load.input_data import read_input_data
-from engine.load.target import TargetInfo
+from engine.triton.input_data import read_input_data
+from engine.triton.target import TargetInfo
 
 TOY_LLM = TargetInfo(
     model_config={"input": [{"name": "PROMPT"}, {"name": "MAX_TOKENS", "optional": True}]},

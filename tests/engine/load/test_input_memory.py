@@ -1,5 +1,5 @@
 """The memory an input-data file costs, measured: the peak RSS of a process that reads one (VmHWM
-less its RSS before the read) stays within the bound engine/load/input_decode.py states: the
+less its RSS before the read) stays within the bound engine/triton/input_decode.py states: the
 file's bytes and the prepared entries. Python lists of Python floats cost about 15 times the text
 (a 100 MB file peaked at 1.5 GB)."""
 
@@ -18,8 +18,8 @@ SLACK = 48 << 20  # the interpreter's own churn while decoding (allocator arenas
 
 READER = """
 import json, sys
-from engine.load.input_data import read_input_data
-from engine.load.target import TargetInfo
+from engine.triton.input_data import read_input_data
+from engine.triton.target import TargetInfo
 
 def status(key):
     return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))

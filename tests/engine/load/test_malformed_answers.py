@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from engine.events import LevelResult
-from engine.load.answer_check import AnswerCheck, AnswerSpec, ShmOutput
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
 from engine.profiles import Load
 from engine.record.reader import Recording
+from engine.triton.answer_check import AnswerCheck, AnswerSpec, ShmOutput
+from engine.triton.target import Target, describe_target
 from tests.reliability.hostile_server import (
     HostileTriton,
     Reply,

@@ -10,8 +10,8 @@ import pytest
 
 from engine.load.pool import WorkerPool
 from engine.load.sweep import _Level
-from engine.load.target import Target
 from engine.profiles import Load
+from engine.triton.target import Target
 
 
 def _plans(rate: float, workers: int):

@@ -1,4 +1,4 @@
-"""Waiting for a lost server between levels (engine/load/recovery.py) against real sockets."""
+"""Waiting for a lost server between levels (engine/triton/recovery.py) against real sockets."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from engine.load.recovery import wait_until_ready
-from engine.load.target import Target
+from engine.triton.recovery import wait_until_ready
+from engine.triton.target import Target
 
 
 @pytest.mark.slow

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from engine.errors import UserError
-from engine.http1 import parse_endpoint
-from engine.load.request import prepare_request, tensor_bytes
-from engine.load.target import Target, TargetInfo
+from engine.net.http1 import parse_endpoint
+from engine.triton.request import prepare_request, tensor_bytes
+from engine.triton.target import Target, TargetInfo
 
 ENDPOINT = parse_endpoint("http://127.0.0.1:8000")
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from engine.load import shm
-from engine.load.shm import SharedRegions
+from engine.triton import shm
+from engine.triton.shm import SharedRegions
 
 REPO = Path(__file__).resolve().parents[3]
 WARNING = "Producer process has been terminated before all shared CUDA tensors released"
@@ -97,7 +97,7 @@ def test_a_server_that_may_still_map_it_keeps_it_until_exit(released: list[Any])
 
 SHARE = """
 import sys, torch
-from engine.load.shm import release_cuda
+from engine.triton.shm import release_cuda
 tensor = torch.ones(1 << 20, dtype=torch.uint8, device="cuda:0")
 _d, _h, _s, _o, counter, counter_offset, *_ = tensor.untyped_storage()._share_cuda_()
 keep = [tensor]

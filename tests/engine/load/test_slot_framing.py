@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.load.transports.http import INITIAL_BUFFER, HttpConnection
+from engine.triton.transports.http import INITIAL_BUFFER, HttpConnection
 
 
 class Recording:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.load.stamped_socket import HAVE_STAMPS, SO_TIMESTAMPNS, StampedSocket, stamp_of
+from engine.net.stamped_socket import HAVE_STAMPS, SO_TIMESTAMPNS, StampedSocket, stamp_of
 
 
 class Protocol:

@@ -9,8 +9,8 @@ import struct
 import time
 from types import SimpleNamespace
 
-from engine.load.stamped_socket import arrival
-from engine.load.transports.generate_stream import raw_of
+from engine.net.stamped_socket import arrival
+from engine.triton.transports.generate_stream import raw_of
 
 
 def test_a_response_arrived_when_the_loop_woke_for_it() -> None:

@@ -17,10 +17,10 @@ import pytest
 
 from engine.errors import UserError
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, TargetInfo, describe_target
 from engine.record.exporters import export
 from engine.record.reader import Recording
-from engine.transports import is_decoupled
+from engine.transport_table import is_decoupled
+from engine.triton.target import Target, TargetInfo, describe_target
 from tests.engine.load.conftest import (
     Events,
     first_measured_window,

@@ -12,7 +12,7 @@ import pytest
 from engine.errors import UserError
 from engine.events import event_from_dict
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import (
     Events,
     first_measured_window,

@@ -3,9 +3,9 @@ default, never random numbers (the real server's side: test_streaming_models.py)
 
 from __future__ import annotations
 
-from engine.load.input_synthetic import DEFAULT_WORDS, synthetic_data, text_input
-from engine.load.input_tensors import DataModel
-from engine.load.target import TargetInfo
+from engine.triton.input_synthetic import DEFAULT_WORDS, synthetic_data, text_input
+from engine.triton.input_tensors import DataModel
+from engine.triton.target import TargetInfo
 
 
 def _info(*inputs: tuple[str, str]) -> TargetInfo:
