@@ -23,7 +23,7 @@ from engine.triton.transports import grpc_stream
 from engine.triton.transports.grpc import GrpcPayload
 from engine.triton.transports.grpc_stream import GrpcStreamDialer
 from tests.engine.load.conftest import quick_load, sweep
-from tests.engine.load.test_grpc_stream_frames import Scheduler
+from tests.engine.triton.test_grpc_stream_frames import Scheduler
 
 RSS_BOUND = 50 << 20  # bytes this process may grow by while a peer floods it
 

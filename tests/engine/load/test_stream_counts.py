@@ -29,7 +29,7 @@ from engine.triton.transports.generate_stream import MAX_SIZE_LINE, GenerateDial
 from engine.triton.transports.grpc import messages
 from engine.triton.transports.grpc_stream import FINAL, STREAM
 from tests.engine.load.conftest import quick_load, sweep
-from tests.engine.load.test_grpc_stream_frames import Scheduler
+from tests.engine.triton.test_grpc_stream_frames import Scheduler
 
 HUGE = 1 << 62  # two of them sum past 2^63
 INFO = TargetInfo(model_config={}, inputs=[{"name": "PROMPT", "datatype": "BYTES", "shape": [1]}],
