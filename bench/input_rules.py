@@ -150,11 +150,12 @@ def _ours(target: Target, info: TargetInfo, data: Path) -> tuple[bool, str]:
     from engine.errors import UserError
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
 
     load = Load(concurrency=[1], input_data=str(data), window_ms=500, stability_percent=90, warmup_s=0.5,
                 max_windows=4)
     try:
-        (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+        (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
     except UserError as exc:
         return False, f"refused: {exc}"
     ok = result.errors == 0 and result.throughput_rps > 0

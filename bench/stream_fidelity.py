@@ -124,11 +124,12 @@ def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespac
          workers: int = 0) -> dict[str, Any]:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
 
     tokens = args.tokens
     load = Load(concurrency=[level], transport=transport, input_data=str(data), window_ms=args.interval_ms,
                 stability_percent=args.stability, warmup_s=1.0, max_windows=args.max_windows, workers=workers)
-    (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+    (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
     if result.stream is None or result.errors or result.status == "failed":
         raise RuntimeError(f"our level {level} ended {result.status} with {result.errors} errors "
                            f"{result.errors_by_kind} {result.error_messages[:2]}")

@@ -391,6 +391,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
                     gpus: tuple[int, ...], input_data: str = "") -> Measure:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
     from engine.triton.target import Target, describe_target
 
     target = Target(url, model)
@@ -406,7 +407,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default
         load = Load(mode="rate", rates=[level], arrival="constant", **common)
     with RunAccount(url, model, "engine.load.worker", include_self=True, level=int(level) if mode == "concurrency" else 0) as acct:
-        (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
+        (r,) = await run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event(), gpus=gpus)
     return acct.fill(ours_measure(r))
 
 

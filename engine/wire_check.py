@@ -16,6 +16,7 @@ from engine.errors import UserError
 from engine.format import body_size
 from engine.load.sweep import run_sweep
 from engine.profiles import Load
+from engine.triton.api import TritonApi
 from engine.triton.request import request_inputs
 from engine.triton.target import Target, TargetInfo, describe_target
 from engine.triton.target_setup import check_input_shapes
@@ -73,7 +74,7 @@ async def wire_check(target: Target, info: TargetInfo, load: Load, results: list
 
     try:
         wire_load = replace(load, input_shapes=wire_target.input_shapes, input_data="")
-        wire_results = await run_sweep(wire_target, wire_info, wire_load, relay, stop, gpus=gpus)
+        wire_results = await run_sweep(TritonApi(wire_target, wire_info), wire_load, relay, stop, gpus=gpus)
     except UserError as exc:  # e.g. a batch size beyond the wire's max_batch_size
         return _skipped(publish, str(exc))
     if not wire_results:

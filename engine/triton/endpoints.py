@@ -1,18 +1,12 @@
-"""A sweep spread over several servers: which load worker serves which endpoint, how a level's
-connections split over them, and the checks before any load (one line each, naming the endpoint).
-
-Each load worker is bound to one endpoint for the whole sweep (worker w to endpoint w mod N), so
-each connection stays on one endpoint, and a level's workers are a multiple of N. A concurrency
-level's connections split first over the endpoints (each within one of an even share), then over
-that endpoint's workers; a rate level's rate splits evenly over every worker, so evenly over the
-endpoints too.
+"""A sweep's servers (endpoints): made from the profile's URL lists, and the checks before any load
+(each server once, judged by where its URL leads; the same model config on each), one line each,
+naming the endpoint. How a level's load spreads over them is engine/load/spread.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import math
 import socket
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,42 +40,14 @@ def endpoints_from(urls: list[str], metrics_urls: list[str] | None = None,
             for i, url in enumerate(urls)]
 
 
-def endpoint_of_worker(worker: int, endpoints: int) -> int:
-    return worker % endpoints
 
 
-def workers_multiple(workers: int, endpoints: int, most: int | None = None) -> int:
-    """``workers`` rounded up to a multiple of ``endpoints`` (at least one each), never past ``most``
-    (itself a multiple)."""
-    n = max(1, math.ceil(workers / endpoints)) * endpoints
-    return min(n, most) if most is not None else n
 
 
-def even_split(total: int, parts: int) -> list[int]:
-    """``total`` in ``parts`` integers that differ by at most one and sum to it."""
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def connections_per_worker(total: int, endpoints: int, workers: int) -> list[int]:
-    """A concurrency level's connections per worker: over the endpoints first, then over each
-    endpoint's workers (``workers`` is a multiple of ``endpoints``)."""
-    if workers % endpoints:
-        raise ValueError("workers must be a multiple of the endpoints")
-    per_endpoint = even_split(total, endpoints)
-    each = workers // endpoints
-    out = [0] * workers
-    for e, n in enumerate(per_endpoint):
-        for j, share in enumerate(even_split(n, each)):
-            out[e + j * endpoints] = share
-    return out
 
 
-def per_endpoint(values: list[int], endpoints: int) -> list[int]:
-    """Per-worker counts summed per endpoint."""
-    sums = [0] * endpoints
-    for w, v in enumerate(values):
-        sums[endpoint_of_worker(w, endpoints)] += v
-    return sums
 
 
 async def check_distinct(endpoints: list[Endpoint]) -> None:

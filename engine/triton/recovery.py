@@ -11,21 +11,9 @@ import dataclasses
 import time
 
 from engine.errors import UserError
-from engine.events import LevelResult
-from engine.net.connection import BAD_RESPONSE, CONNECTION_REFUSED, CONNECTION_RESET, TIMEOUT
 from engine.triton.target import Target, _get
 
-CONNECTION_KINDS = (CONNECTION_REFUSED, CONNECTION_RESET, TIMEOUT, BAD_RESPONSE)
 POLL_S = 0.5
-
-
-def lost_the_server(result: LevelResult) -> bool:
-    """Most of the level's errors say the server itself was unreachable, not that it refused the
-    request (a live server's rejected or server_error answer is no reason to wait)."""
-    if result.status != "failed" or not result.errors:
-        return False
-    unreachable = sum(result.errors_by_kind.get(kind, 0) for kind in CONNECTION_KINDS)
-    return unreachable * 2 > result.errors
 
 
 async def wait_until_ready(target: Target, stop: asyncio.Event, timeout_s: float) -> float | None:

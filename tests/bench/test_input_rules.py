@@ -146,6 +146,7 @@ def test_validation_of_a_variable_output_perf_analyzer_refuses_and_we_compare(pe
     from bench.input_rules import BRAIN, HALF
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
     from engine.triton.target import describe_target
 
     (case,) = [c for c in CASES if c.rule == "inferred_shape"]
@@ -165,6 +166,6 @@ def test_validation_of_a_variable_output_perf_analyzer_refuses_and_we_compare(pe
     for path in (good, wrong):
         load = Load(concurrency=[1], input_data=str(path), window_ms=500, stability_percent=90, warmup_s=0.5,
                     max_windows=3)
-        (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+        (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
         errors[path.stem] = result.errors
     assert errors["good"] == 0 and errors["wrong"] > 0, errors

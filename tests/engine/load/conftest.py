@@ -13,6 +13,7 @@ from engine.load.sweep import run_sweep
 from engine.net.http1 import parse_endpoint
 from engine.profiles import Load
 from engine.triton.answer_check import AnswerSpec
+from engine.triton.api import TritonApi
 from engine.triton.request import request_inputs
 from engine.triton.target import Target, TargetInfo, describe_target
 from engine.triton.transports import SweepInputs, http
@@ -69,7 +70,7 @@ def kill_tritonserver(server) -> None:
 
 async def sweep(target: Target, info: TargetInfo, load: Load, stop: asyncio.Event | None = None):
     events = Events()
-    results = await run_sweep(target, info, load, events.append, stop or asyncio.Event())
+    results = await run_sweep(TritonApi(target, info), load, events.append, stop or asyncio.Event())
     return results, events
 
 

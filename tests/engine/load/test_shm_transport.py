@@ -17,6 +17,7 @@ import pytest
 
 from engine.load.sweep import run_sweep
 from engine.shm_segments import segment_prefix
+from engine.triton.api import TritonApi
 from engine.triton.target import Target
 from tests.engine.load.conftest import Events, quick_load
 
@@ -37,7 +38,7 @@ async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identit
     target = Target(identity_server.http_url, "identity")
     load = quick_load(concurrency=[2, 4], transport="system_shm", stability_percent=50)
     events = Events()
-    task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
+    task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event()))
     seen: set[str] = set()
     while not task.done():  # while the sweep runs: our input and output regions are registered
         seen |= {n for n in await asyncio.to_thread(_registered, identity_server.http_url) if n.startswith(segment_prefix())}
@@ -170,9 +171,9 @@ def test_the_placement_rule_puts_inputs_on_the_servers_gpu_under_its_own_number(
 def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.MonkeyPatch):
     """A 1x*2 sweep over cuda_shm: endpoint k's inputs on our GPU k, registered as device 0 of
     the server pinned there (the endpoints as the fleet hands them to the load)."""
-    from engine.load import sweep as sweep_mod
     from engine.server.supervisor import FleetMember
     from engine.triton import shm
+    from engine.triton.api import prepare_each
     from engine.triton.target import TargetInfo
     from engine.triton.target_setup import fleet_endpoints
     from engine.triton.transports import SweepInputs, cuda_shm
@@ -192,7 +193,7 @@ def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.
     target = Target("http://127.0.0.1:9", "identity", endpoints=endpoints)
     info = TargetInfo(model_config={}, inputs=[], outputs=[], max_batch_size=8)
     inputs = SweepInputs(target, info, 1, "random", ({}, [({"name": "a"}, b"x" * 10)], []), gpus=(0,))
-    asyncio.run(sweep_mod._prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
+    asyncio.run(prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
     assert placed == [("http://127.0.0.1:9", shm.CudaPlace(0, 0)), ("http://127.0.0.1:19", shm.CudaPlace(1, 0))]
 
 

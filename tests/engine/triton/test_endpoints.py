@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UserError
-from engine.triton.endpoints import (
-    config_mismatch,
-    connections_per_worker,
-    endpoints_from,
-    per_endpoint,
-    workers_multiple,
-)
+from engine.load.spread import connections_per_worker, per_endpoint, workers_multiple
+from engine.triton.endpoints import config_mismatch, endpoints_from
 from engine.triton.server_stats import StatsSnapshot, breakdown, summed
 from engine.triton.target import Endpoint, Target
 
