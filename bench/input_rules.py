@@ -1,6 +1,6 @@
 """The input-data files we run and perf_analyzer 2.41 refuses, each checked against its rule.
 
-For each rule of engine/load/input_json.PA_REFUSES (docs/input_data.md) a case on the embedded
+For each rule of engine/triton/input_json.PA_REFUSES (docs/input_data.md) a case on the embedded
 ``mixed`` model: the file we accept (the original) and the file the rule says it stands for (the
 equivalent: floats written as floats, flat lists, each entry's ``shape`` given). perf_analyzer
 runs on both: it must refuse the original (under every ``--shape`` that could serve it) and take
@@ -53,7 +53,7 @@ def _entry(ids: list[int], **inputs: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Case:
-    rule: str  # a key of engine/load/input_json.PA_REFUSES
+    rule: str  # a key of engine/triton/input_json.PA_REFUSES
     what: str  # the row's name
     original_data: list[dict[str, Any]]  # the entries we accept under the rule
     equivalent_data: list[dict[str, Any]]  # the entries the rule says they stand for

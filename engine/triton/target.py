@@ -44,7 +44,7 @@ class Target:
     grpc_url: str = ""  # host:port of its gRPC endpoint; "": the HTTP port + 1 (the grpc transport)
     # two or more: the load is spread over these servers, and http_url is the first's; empty: one server
     endpoints: list[Endpoint] = field(default_factory=list)
-    # an ensemble's step models (engine/load/server_stats.ensemble_steps): the server's queue and
+    # an ensemble's step models (engine/triton/server_stats.ensemble_steps): the server's queue and
     # compute times are theirs, as perf_analyzer reports them; (): the model's own statistics
     composing: tuple[str, ...] = ()
     # a decoupled model: Triton's statistics do not split its requests' time (analysis/stream_split.py)

@@ -94,7 +94,7 @@ class SweepInputs:
     # load.tokens_from: (name, datatype) of the output that carries each response's token count;
     # None: a response is one token
     tokens_from: tuple[str, str] | None = None
-    server_gpu: int | None = None  # the server's number for gpus[0] where not ours (engine/load/shm.cuda_place)
+    server_gpu: int | None = None  # the server's number for gpus[0] where not ours (engine/triton/shm.cuda_place)
 
     def __post_init__(self) -> None:
         if not self.requests:
