@@ -2,9 +2,9 @@
 
 For each level the session starts the load workers on a common instant T0 (CLOCK_MONOTONIC),
 collects their per-tick aggregates, assembles contiguous windows (requests attributed by
-completion time), fetches Triton's statistics at window boundaries, and stops the level when
-the last ``stable_windows`` windows agree, after ``max_windows``, when a whole window failed,
-or when asked to stop. Everything goes out as events.
+completion time), reads the server's statistics at window boundaries (where its API has them),
+and stops the level when the last ``stable_windows`` windows agree, after ``max_windows``, when a
+whole window failed, or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
 without that: the last stable_windows windows are merged and the level says so), "contended"
@@ -19,12 +19,13 @@ the protocol's status), bad_response (an answer that cannot be framed), malforme
 answer that is not the one asked for: engine/triton/answer_check.py), wrong_answer (an answer whose
 values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
-sent). The requests go over the profile's transport (engine/transport_table.py's TRANSPORTS).
+sent). The server is reached through its API (engine/load/server_api.py: the requests, the
+transport, the statistics, the probes; Triton's is engine/triton/api.py).
 
 A level that is unstable, contended or out of line with the level below it is measured again
 (engine/load/trials.py): every trial is published, and the last one stands.
 
-A target with several endpoints (servers) spreads each level over them (engine/triton/endpoints.py):
+A target with several endpoints (servers) spreads each level over them (engine/load/spread.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
 """
 
