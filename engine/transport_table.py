@@ -25,6 +25,9 @@ class TransportSpec:
     request_noun: str  # what the wire check's request sizes are sizes of ("bodies", "requests")
     local_only: bool = False  # needs the server on this machine (shared memory): refused with a remote server
     streams: bool = False  # carries a decoupled model's stream of responses per request
+    # the share of the mean latency our side may add before a level is client-bound
+    # (engine/load/audit.py); 5 % where it is only a lower bound of what a library adds
+    delay_limit: float = 0.10
 
 
 TRANSPORTS: dict[str, TransportSpec] = {
@@ -36,6 +39,9 @@ TRANSPORTS: dict[str, TransportSpec] = {
         TransportSpec("cuda_shm", "engine.triton.transports.cuda_shm", "CUDA shared memory",
                       "the CUDA shared-memory path", "requests", local_only=True),
         TransportSpec("grpc", "engine.triton.transports.grpc", "gRPC message", "the gRPC path", "requests"),
+        # grpc over grpcio's asyncio API, as grpc went before our own HTTP/2: an A/B anchor for a release
+        TransportSpec("grpc_aio", "engine.triton.transports.grpc_aio", "gRPC message (grpc.aio)", "the gRPC path",
+                      "requests", delay_limit=0.05),
         TransportSpec("grpc_stream", "engine.triton.transports.grpc_stream", "gRPC stream message",
                       "the gRPC streaming path", "requests", streams=True),
         TransportSpec("generate_stream", "engine.triton.transports.generate_stream", "generate-extension JSON",

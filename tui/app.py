@@ -309,7 +309,7 @@ class GpuscaleApp(App[int]):
         None (a test, a direct call): fold everything now."""
         applied = self._fold_queued(budget_s) + self._folded_unseen
         self._folded_unseen = 0
-        if self._level_target is not None and self.state.current_level == self._level_target and not self.inbox:
+        if self._level_target is not None and self.state.level_starts - 1 == self._level_target and not self.inbox:
             self._level_target = None  # arrived
         told = self._tell_recording()
         # The view under any dialog; none while a mode switch is under way.
@@ -517,9 +517,10 @@ class GpuscaleApp(App[int]):
 
     def action_seek_level(self, direction: int) -> None:
         # From the level a previous press is still seeking to, not the one on screen: a burst
-        # of `]` moves one level per press.
-        current = self._level_target if self._level_target is not None else self.state.current_level
-        target = 0 if current is None else max(0, current + direction)
+        # of `]` moves one level per press. Levels are counted by their starts (the replay's
+        # seek_level): a level measured again is stepped to once per trial.
+        current = self._level_target if self._level_target is not None else self.state.level_starts - 1
+        target = max(0, current + direction)
         self._pause_at_max_speed()
         self._level_target = target
         if not self._replay_do(lambda r: r.seek_level(target)):

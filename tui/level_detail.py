@@ -188,18 +188,20 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
     latency = row.latency
     head = Text(no_wrap=True, overflow="ellipsis")
     head.append(f"{fmt.level(row.mode, row.level)} ", style="bold")
-    head.append(f"{row.status} · {fmt.rate(row.throughput_ips)} infer/s · errors {row.errors:,} · "
-                f"{fmt.duration(row.duration_s)} · {fmt.plural(row.workers, 'worker')}")
     stream = row.stream
+    rate = f"{fmt.rate(row.throughput_rps)} req/s" if stream is not None else f"{fmt.rate(row.throughput_ips)} infer/s"
+    head.append(f"{row.status} · {rate} · errors {row.errors:,} · "
+                f"{fmt.duration(row.duration_s)} · {fmt.plural(row.workers, 'worker')}")
     if stream is not None:  # a streaming model's: its output tokens
         head.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s", style="bold green")
     windows = windows_of(state, row)
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
-    for name in ("t", "", "infer/s", "p50 ms", "p99 ms", "queue ms", "compute ms"):
+    for name in ("t", "", "req/s" if stream is not None else "infer/s", "p50 ms", "p99 ms", "queue ms", "compute ms"):
         table.add_column(name, justify="right" if name not in ("", "t") else "left", no_wrap=True)
     shown = 3 if compact else 12
     for p in windows[-shown:]:
-        table.add_row(fmt.clock(p.t), "warmup" if p.warmup else "", fmt.rate(p.throughput_ips), fmt.ms(p.p50),
+        served = p.throughput_rps if stream is not None else p.throughput_ips
+        table.add_row(fmt.clock(p.t), "warmup" if p.warmup else "", fmt.rate(served), fmt.ms(p.p50),
                       fmt.ms(p.p99), fmt.ms(p.queue), fmt.ms(p.compute))
     blocks: list[RenderableType] = [head, Text(windows_title(len(windows), shown), style="bold dim")]
     blocks.append(table if windows else Text("no window yet", style="dim"))

@@ -43,10 +43,12 @@ class LevelRow:
     batch_size: int
     workers: int
     started_ts: float
+    trial: int = 1  # 2, 3 ...: the level measured again (the last trial stands)
     measured_windows: int = 0
     warmup_windows: int = 0
     stable_so_far: bool = False
     last_window: ev.WindowResult | None = None
+    last_measured: ev.WindowResult | None = None  # the latest window past the warm-up
     result: ev.LevelResult | None = None
     finished_ts: float | None = None
 
@@ -87,7 +89,9 @@ class LevelRow:
 
     @property
     def audit(self) -> ev.ClientAudit | None:
-        latest = self._latest
+        """The client's verdict: the merged result's, else the latest measured window's. A warm-up
+        window measures nothing (the workers and connections are still starting): no verdict."""
+        latest = self.result or self.last_measured
         return latest.audit if latest else None
 
     @property
@@ -158,6 +162,7 @@ class WindowPoint:
     queue: float | None
     compute: float | None
     tokens_per_s: float | None = None  # a streaming model's output tokens/s in the window
+    throughput_rps: float | None = None  # requests/s: what a streaming model's rate counts
     ttft_p99: float | None = None  # its time to the first response, p99
 
 
@@ -224,6 +229,9 @@ class SessionState:
         self.ended: ev.SessionEnded | None = None
         self.levels: OrderedDict[int, LevelRow] = OrderedDict()
         self.current_level: int | None = None
+        # LevelStarted events folded, each trial and each sweep counted: the replay's level
+        # starts are numbered alike, so `[` and `]` step through every one (a level's trial 2 too)
+        self.level_starts = 0
         self.sweep_number = 0  # a re-run sweep in the same session starts a new table
         self.past_sweeps: list[PastSweep] = []  # the earlier tables, oldest first
         self.windows: list[ev.WindowResult] = []  # of the current level
@@ -342,8 +350,10 @@ class SessionState:
             batch_size=e.batch_size,
             workers=e.workers,
             started_ts=e.ts,
+            trial=e.trial,
         )
         self.current_level = e.index
+        self.level_starts += 1
         self.windows = []
         self._touch("sweep", "windows", "progress")
 
@@ -368,6 +378,7 @@ class SessionState:
                 row.warmup_windows += 1
             else:
                 row.measured_windows += 1
+                row.last_measured = e
         self.windows.append(e)
         self.sweep_events.append(e)
         self.timeline.append(
@@ -382,6 +393,7 @@ class SessionState:
                 queue=e.server.queue if e.server else None,
                 compute=compute_seconds(e.server),
                 tokens_per_s=e.stream.output_tokens_per_s if e.stream else None,
+                throughput_rps=e.throughput_rps,
                 ttft_p99=e.stream.ttft.p99 if e.stream else None,
             )
         )
@@ -392,7 +404,7 @@ class SessionState:
     def _on_level_result(self, e: ev.LevelResult) -> None:
         row = self._row_for(e.level, e.index)
         if row is None:  # a recording that starts mid-level
-            row = LevelRow(e.index, e.mode, e.level, e.index + 1, e.batch_size, 1, e.ts - e.duration_s)
+            row = LevelRow(e.index, e.mode, e.level, e.index + 1, e.batch_size, 1, e.ts - e.duration_s, trial=e.trial)
             self.levels[e.index] = row
         row.result = e
         row.finished_ts = e.ts

@@ -79,9 +79,10 @@ class StudyState:
 
     @property
     def items(self) -> str:
-        """What the study's throughput counts: "tokens" for a streaming model, else "images"."""
+        """What the study's throughput counts, as "<items>/s": "tokens" for a streaming model,
+        else "infer" (inferences: the sweep tables' infer/s, one unit name on every screen)."""
         streaming = any(r.stream is not None for t in self.configs.values() for r in t.results)
-        return "tokens" if streaming else "images"
+        return "tokens" if streaming else "infer"
 
     @property
     def percentile(self) -> str:

@@ -11,10 +11,10 @@ from rich.text import Text
 
 from engine import format as fmt
 from engine.analysis.answer import decide, output_rate
-from engine.analysis.slo import SloPoint, parse_slo
+from engine.analysis.slo import Slo, SloPoint, parse_slo
 from tui import plots
 from tui.study_headless import running_config, time_left_text
-from tui.study_state import StudyState
+from tui.study_state import ConfigTrack, StudyState
 
 STYLES = ["bold cyan", "bold magenta", "bold green", "bold yellow", "bold red", "bold blue"]
 MARKS = "●■▲◆✚✱"
@@ -108,9 +108,6 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
         lines.append(plots.Line(track.variant, [(tp, lat) for _level, tp, lat in kept], STYLES[i % len(STYLES)],
                                 markers=True, unsound=[lv in track.unstable for lv, _tp, _lat in kept]))
     slo = parse_slo(study.started.slo) if study.started and study.started.slo else None
-    chart = plots.line_chart(lines, width, max(3, height - 3), log_y=True,
-                             y_format=plots.ms_label, x_format=fmt.rate,
-                             target=(slo.target_s, "red") if slo else None)
     key = Text(no_wrap=True, overflow="ellipsis")
     key.append(f"{study.percentile} ms (log) vs {study.items}/s  ", style="dim")
     for line in lines:
@@ -118,32 +115,54 @@ def render_knee(study: StudyState, width: int, height: int) -> Text:
     key.append("○ unstable", style="dim")
     if slo is not None:
         key.append(f"  ⠒ target {slo.target_s * 1000:g} ms", style="red")
+    wrapped = 1 if len(key.plain) > width else 0  # the key wraps to a second line: the chart gives it room
+    chart = plots.line_chart(lines, width, max(3, height - 3 - wrapped), log_y=True,
+                             y_format=plots.ms_label, x_format=fmt.rate,
+                             target=(slo.target_s, "red") if slo else None)
     return Text("\n").join([*chart.lines, key])
 
 
-def config_table(study: StudyState) -> Table:
+def config_table(study: StudyState, width: int | None = None) -> Table:
+    """One row per config. A figure or its header's words are never cut (a cut number reads as
+    another number): where one-line headers do not fit ``width``, they take two lines, and the
+    recording's name, the one text cell, gives way."""
     s = study.started
     slo = parse_slo(s.slo) if s and s.slo else None
+    rate = f"{study.items}/s"
+    headers = [("config",), ("status",), ("levels",), ("peak", rate), ("at", "level"),
+               ("SLO point", f"({s.slo})") if slo and s else ("SLO", "point"), (rate, "at SLO"), ("recording",)]
+    rows = [_config_cells(study, track, slo) for track in study.configs.values()]
+    cell_w = [max([0, *(len(row[i]) for row in rows)]) for i in range(len(headers))]
+    one_line = sum(max(len(" ".join(h)), w) + 2 for h, w in zip(headers[:-1], cell_w, strict=False)) + len("recording")
+    stacked = width is not None and one_line > width
     table = Table(expand=True, box=None, header_style="bold")
-    for name in ("config", "status", "levels", f"peak {study.items}/s", "at level",
-                 f"SLO point ({s.slo})" if slo and s else "SLO point", f"{study.items}/s at SLO", "recording"):
-        table.add_column(name, justify="left" if name in ("config", "status", "recording") else "right")
-    for track in study.configs.values():
-        peak = track.peak()
-        point = None
-        if slo is not None and track.points:
-            at = decide(track.results, slo)
-            point = SloPoint(float(at.slo_level.level) if at.slo_level else None,
-                             output_rate(at.slo_level) if at.slo_level else None, None, at.slo_bounded)
+    for i, words in enumerate(headers):
+        name = "\n".join(words) if stacked else " ".join(words)
+        if words == ("recording",):
+            table.add_column(name, justify="left", ratio=1, no_wrap=True, overflow="ellipsis")
+        else:
+            whole = max(cell_w[i], *(len(line) for line in name.split("\n")))
+            table.add_column(name, justify="left" if i < 2 else "right", min_width=whole, no_wrap=True)
+    for track, cells in zip(study.configs.values(), rows, strict=True):
         style = {"running": "bold", "failed": "red", "interrupted": "magenta", "waiting": "dim"}.get(track.status, "")
-        table.add_row(
-            track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,
-            _level_text(peak[0]) if peak else fmt.NA,
-            (_level_text(point.level) if point and point.level is not None else ("none" if point else fmt.NA)),
-            fmt.rate(point.throughput) if point and point.throughput else fmt.NA,
-            track.recording or "", style=style,
-        )
+        table.add_row(*cells, style=style)
     return table
+
+
+def _config_cells(study: StudyState, track: ConfigTrack, slo: Slo | None) -> list[str]:
+    peak = track.peak()
+    point = None
+    if slo is not None and track.points:
+        at = decide(track.results, slo)
+        point = SloPoint(float(at.slo_level.level) if at.slo_level else None,
+                         output_rate(at.slo_level) if at.slo_level else None, None, at.slo_bounded)
+    return [
+        track.variant, track.status, str(track.levels_done), fmt.rate(peak[1]) if peak else fmt.NA,
+        _level_text(peak[0]) if peak else fmt.NA,
+        (_level_text(point.level) if point and point.level is not None else ("none" if point else fmt.NA)),
+        fmt.rate(point.throughput) if point and point.throughput else fmt.NA,
+        track.recording or "",
+    ]
 
 
 def forecasts(study: StudyState) -> Text:

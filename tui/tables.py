@@ -7,6 +7,7 @@ them. No Textual here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich import box
@@ -53,8 +54,29 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
     if state.server is not None and not split_applies(state.server.model_config):
         shown = columns.without_split(shown)
+    # p95 is the figure a narrow screen spares (after the optional ones, before any unit):
+    # p50 and p99 bound it, and the level view shows every percentile
+    shown = tuple(replace(c, optional=True) if c.key == "p95" else c for c in shown)
     streaming = any(row.stream is not None for row in state.levels.values())
-    return columns.with_stream(shown, priced=state.cost_per_hour > 0) if streaming else shown
+    if not streaming:
+        return shown
+    # a stream's rate is of requests (each many responses), not of inferences: req/s, as it is
+    shown = tuple(REQUESTS if c.key == "ips" else c for c in shown)
+    return columns.with_stream(shown, priced=state.cost_per_hour > 0)
+
+
+# A streaming sweep's many columns do not all fit 80 even with short headers: these give way last
+# (the p99s, tok/s, status and errors stay; queue and compute, or the split column that stands for
+# them, are on the over-time rows beside), so that no figure is cut.
+STREAM_SPARE = frozenset({"p50", "ttft_p50", "queue", "compute", "split"})
+
+
+def spare_last(state: SessionState) -> frozenset[str]:
+    """The columns fit_columns drops after every unit-first header has shortened."""
+    return STREAM_SPARE if any(row.stream is not None for row in state.levels.values()) else frozenset()
+
+
+REQUESTS = replace(*columns.select(columns.SWEEP, ("rps",)), optional=False)
 
 
 # --------------------------------------------------------------------------- rich tables
@@ -69,12 +91,19 @@ def table_width(cols: Sequence[Column[Any]], rows: Sequence[dict[str, str]], sho
     return total - 2  # no padding at the table's edges
 
 
+# Where room is short these headers give their unit first: their names say latency, and the panel
+# title says "times in ms"; queue and compute keep "ms" longer (without it they read as counts).
+UNIT_FIRST = frozenset({"p50", "p90", "p95", "p99", "mean", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99"})
+
+
 def fit_columns(
-    columns: Sequence[Column[Any]], rows: Sequence[dict[str, str]], width: int | None
+    columns: Sequence[Column[Any]], rows: Sequence[dict[str, str]], width: int | None,
+    last: frozenset[str] = frozenset(),
 ) -> tuple[list[Column[Any]], bool]:
     """The columns that fit ``width`` cells, measured on the actual cells: optional columns go
-    first (last first), then headers shorten (the unit moves to the panel title). Returns the
-    columns and whether short headers are needed."""
+    first (last first), then the percentiles' headers lose their unit (UNIT_FIRST), then the
+    columns named in ``last`` go (last first), then every header shortens (the unit moves to the
+    panel title). Returns the columns and whether the short headers are needed."""
     kept = list(columns)
     if width is None:
         return kept, False
@@ -86,6 +115,13 @@ def fit_columns(
         if needed(kept, False) <= width:
             return kept, False
         if col.optional:
+            kept.remove(col)
+    if needed(kept, False) > width:
+        kept = [replace(c, header=c.short) if c.key in UNIT_FIRST and c.short else c for c in kept]
+    for col in reversed(list(kept)):
+        if needed(kept, False) <= width:
+            break
+        if col.key in last:
             kept.remove(col)
     return kept, needed(kept, False) > width
 
@@ -99,21 +135,26 @@ def make_table(columns: Sequence[Column[Any]], title: str | None = None, short: 
 
 
 CURVE_MIN = 8  # cells (of eighths each): fewer would not show the curve's shape
+CURVE_WHOLE = len("throughput")  # cells that show the bars' header whole: tried first
 CURVE_MAX = 40
 
 
-def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None) -> tuple[list[Column[Any]], bool, int]:
+def curve_width(columns: Sequence[Column[Any]], cells: Sequence[dict[str, str]], width: int | None,
+                last: frozenset[str] = frozenset()) -> tuple[list[Column[Any]], bool, int]:
     """Room for the throughput bars beside the sweep's numbers: the columns that still fit with
-    CURVE_MIN cells kept for the bars (optional columns, then long headers give way first), and
-    the bars' width (0: no room even then; the table alone)."""
+    CURVE_WHOLE, else CURVE_MIN, cells kept for the bars (optional columns, then the percentiles'
+    units give way first), and the bars' width (0: no room; the table alone). Units come before
+    the bars: where the bars would cost queue's and compute's "ms", the table goes without bars."""
     if width is None:
         return list(columns), False, 0
-    kept, short = fit_columns(columns, cells, width - CURVE_MIN - 2)
-    used = table_width(kept, cells, short)
-    if used <= width - CURVE_MIN - 2:
-        return kept, short, min(CURVE_MAX, width - used - 2)
-    kept, short = fit_columns(columns, cells, width)
-    return kept, short, 0
+    alone, alone_short = fit_columns(columns, cells, width, last)
+    for least in (CURVE_WHOLE, CURVE_MIN):
+        room = width - least - 2
+        kept, short = fit_columns(columns, cells, room, last)
+        used = table_width(kept, cells, short)
+        if used <= room and (not short or alone_short):
+            return kept, short, min(CURVE_MAX, width - used - 2)
+    return alone, alone_short, 0
 
 
 def curve_cell(row: LevelRow, top: float, width: int) -> Text:
@@ -137,9 +178,9 @@ def sweep_table(
     fit_cells = [sweep_cells(row, state) for row in shown] if state.past_sweeps else all_cells
     fit_cells = [*fit_cells, *(c for cells in under for c in cells)]
     if curve:
-        columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width)
+        columns, short, bar_w = curve_width(sweep_columns(state), fit_cells, width, spare_last(state))
     else:
-        (columns, short), bar_w = fit_columns(sweep_columns(state), fit_cells, width), 0
+        (columns, short), bar_w = fit_columns(sweep_columns(state), fit_cells, width, spare_last(state)), 0
     table = make_table(columns, short=short)
     if bar_w:
         table.add_column("throughput", justify="left", no_wrap=True, width=bar_w)

@@ -1,5 +1,5 @@
 """A decoupled (streaming) model's server time is not split into queue, compute and "outside the
-server" (issue 54, item 3).
+server".
 
 Triton's queue and compute statistics time the model's execute calls, not a decoupled request's
 life: the model answers from that call (or after it) with a stream of responses, so

@@ -1,11 +1,12 @@
-"""Just enough HTTP/2 (RFC 9113) and HPACK (RFC 7541) for one gRPC stream per connection, with no third-party client.
+"""Just enough HTTP/2 (RFC 9113) and HPACK (RFC 7541) for gRPC, with no third-party client.
 
 Why our own: a request written through grpc.aio leaves the process about 0.25 ms after its clock
 is read (docs/results/toy_llm_streaming.md), 7 % of a small model's time to first token; a frame
-written on an asyncio transport leaves in the same call. The load's streaming transport
-(engine/triton/transports/grpc_stream.py) keeps the connection's state; this module is the pure
-part: frames built and split, header blocks encoded (literals, no table: one block per
-connection) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
+written on an asyncio transport leaves in the same call. The load's gRPC transports keep the
+connections' state (engine/triton/transports/grpc.py: unary calls, a stream each, several on one
+connection; grpc_stream.py: one long stream per connection); this module is the pure part:
+frames built and split, header blocks encoded (literals, no table: the same block for every
+call) and decoded (the server's, with its dynamic table and Huffman strings, read a byte
 at a time through a table), and a server's SETTINGS checked against RFC 9113's bounds.
 """
 

@@ -79,7 +79,7 @@ class ReplaySource(EventSource):
         self._idle_timeout_s = idle_timeout_s
         self._cond = threading.Condition()
         self._rows: list[tuple[float, str, str]] = []  # (offset, kind, JSON text)
-        self._level_offsets: dict[int, float] = {}
+        self._level_starts: list[float] = []  # every LevelStarted's offset: each trial, each sweep
         self._last_seq = 0
         self._t0: float | None = None
         self._ended = False  # a SessionEnded is among the rows
@@ -134,13 +134,13 @@ class ReplaySource(EventSource):
             self._cond.notify_all()
 
     def seek_level(self, index: int) -> None:
-        """To the start of the sweep's level ``index`` (0-based), its LevelStarted included."""
-        offset = self._level_offsets.get(index)
-        if offset is None:
-            known = sorted(self._level_offsets)
-            have = f"levels {known[0]}..{known[-1]}" if known else "no levels yet"
+        """To the recording's level start ``index`` (0-based, its LevelStarted included). Every
+        LevelStarted counts, in recorded order: a level measured again (its trial 2) and a later
+        sweep's levels are starts of their own, so stepping through them visits each one."""
+        if not 0 <= index < len(self._level_starts):
+            have = f"levels 0..{len(self._level_starts) - 1}" if self._level_starts else "no levels yet"
             raise UserError(f"no level {index} in this recording ({have})")
-        self.seek(offset)
+        self.seek(self._level_starts[index])
 
     def step(self) -> None:
         """Publish the next event, then stay paused."""
@@ -197,8 +197,8 @@ class ReplaySource(EventSource):
 
     @property
     def levels(self) -> dict[int, float]:
-        """Level index -> seconds from start, for a level picker."""
-        return dict(self._level_offsets)
+        """Level start (seek_level's index) -> seconds from start, for a level picker."""
+        return dict(enumerate(self._level_starts))
 
     # ------------------------------------------------------------------ the replay thread
 
@@ -221,10 +221,7 @@ class ReplaySource(EventSource):
                 self._t0 = ts
             offset = max(ts - self._t0, 0.0)
             if kind == "level_started":
-                try:
-                    self._level_offsets.setdefault(int(json.loads(text)["index"]), offset)
-                except (ValueError, KeyError, TypeError):
-                    pass
+                self._level_starts.append(offset)
             elif kind == "session_ended":
                 self._ended = True
             self._rows.append((offset, kind, text))

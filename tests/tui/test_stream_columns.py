@@ -32,4 +32,6 @@ def test_a_running_streaming_level_shows_its_windows_figures() -> None:
 def test_a_unary_sweep_keeps_its_columns() -> None:
     state = SessionState()
     state.apply_all(session_events())
-    assert tables.sweep_columns(state) == columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
+    shown = tables.sweep_columns(state)
+    assert [c.key for c in shown] == [c.key for c in columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)]
+    assert [c.key for c in shown if c.optional] == ["p95", "batch", "errors", "cost"]  # p95: what a narrow screen spares

@@ -28,7 +28,7 @@ HELP = """\
 | `space` | replay: play / pause; at the end, play again from the start |
 | `←` `→` `home` | replay: seek 10 s back / forward / to the start (at max speed the replay pauses there) |
 | `-` `+` | replay: slower / faster (up to max) |
-| `[` `]` | replay: previous / next level |
+| `[` `]` | replay: previous / next level (a level measured again: each of its trials) |
 | `.` | replay: one event forward (paused) |
 | `l` | the levels: `↑` `↓` choose one, and see its windows, latency percentiles, server time and GPU and host trace (live and replay) |
 | `tab` `↑` `↓` `pgup` `pgdn` | move between panels and scroll them |
@@ -40,7 +40,9 @@ HELP = """\
 
 * **infer/s**: completed inferences per second (requests x batch), merged over the
   stable windows of a level (perf_analyzer's method: a level is stable when its last
-  windows agree within the profile's tolerance).
+  windows agree within the profile's tolerance). The same name on every table and chart.
+* **req/s**: a streaming model's rate, in its place: requests per second (each request
+  streams many responses; tok/s counts those).
 * **p50 / p95 / p99**: exact percentiles of client-measured latency.
 * **queue / compute**: Triton's own statistics, per request: time waiting in the
   scheduler queue versus compute (input + infer + output). Queue growing while compute

@@ -12,7 +12,7 @@ from rich.text import Text
 from engine import format as fmt
 from tui import glyphs, plots
 from tui.state import GpuTrack, LevelRow, SessionState
-from tui.widgets.gpus import short_name
+from tui.widgets.gpus import note_lines, short_name
 from tui.widgets.panel import Panel
 
 TALL_ROWS = 34  # app.py's breakpoint: from here the charts get their taller form
@@ -48,13 +48,16 @@ def render_knee(state: SessionState, width: int, rows: int) -> Text:
                                       for row in kept], style, markers=True,
                                 unsound=[row.result.status != "stable" for row in kept]))  # type: ignore[union-attr]
     chart = plots.line_chart(lines, width, rows, log_y=True, y_format=plots.ms_label, x_format=_rate)
+    # the axes first, x in the tables' unit; a narrow panel drops "(log)" and spaces, not the unit
+    unit = "tokens/s" if streaming else "infer/s"
+    wide = width >= len(f"ms (log) vs {unit}  ● p50  ● p99  ○ unstable")
+    gap = "  " if wide else " "
     head = Text(no_wrap=True, overflow="ellipsis")
-    head.append("ms (log)  ", style="dim")
+    head.append(f"ms (log) vs {unit}{gap}" if wide else f"ms vs {unit}{gap}", style="dim")
     head.append("● p50", style="cyan")
-    head.append("  ")
+    head.append(gap)
     head.append("● p99", style="red")
-    head.append("  ○ unstable  ", style="dim")
-    head.append("x: tokens/s" if streaming else "x: images/s", style="dim")
+    head.append(f"{gap}○ unstable", style="dim")
     return Text("\n").join([head, *chart.lines])
 
 
@@ -141,8 +144,8 @@ def gpu_rows(track: GpuTrack, width: int, graph_rows: int) -> list[Text]:
 
 
 def render_gpus(state: SessionState, width: int, tall: bool) -> Text:
-    if not state.gpus:
-        return Text("no GPU readings (a CPU run, or no NVML / Triton metrics)", style="dim")
+    if not state.gpus:  # why, as the live view's GPU panel says it
+        return Text("\n").join(note_lines(state, width))
     compact = len(state.gpus) >= COMPACT_GPUS or not tall
     util_rows = 0 if compact else 2 if len(state.gpus) <= 2 else 1
     rows = [line for track in state.gpus.values() for line in gpu_rows(track, width, util_rows)]
@@ -175,16 +178,28 @@ def render_host(state: SessionState, width: int) -> Text:
     return Text("\n").join(out)
 
 
+def _fill_rows(panel: Panel, fixed: int, charts: int, tall: int, short: int) -> int:
+    """Plot rows for each of ``charts`` charts that fill the panel's height, less its ``fixed``
+    lines (heads, axes); never fewer than the compact form's (tall or short terminal)."""
+    least = _plot_rows(panel, tall, short)
+    height = panel.scrollable_content_region.height
+    return max(least, (height - fixed) // charts) if height > 0 else least
+
+
 class KneePanel(Panel):
     SECTIONS = ("sweep",)
     TITLE = "the knee: latency vs throughput per level"
+    reads_height = True  # its chart fills the height the charts' row has
+
+    def _rows(self) -> int:
+        return _fill_rows(self, 3, 1, 10, 5)  # the head, the x axis and its labels
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
-        return render_knee(state, width, _plot_rows(self, 10, 5))
+        return render_knee(state, width, self._rows())
 
     def drawn_from(self, state: SessionState) -> Hashable:
         """Finished levels only: a window of the running level leaves the knee as it was."""
-        return (_plot_rows(self, 10, 5), tuple(
+        return (self._rows(), tuple(
             (row.level, r.status, r.requests, r.throughput_ips, r.latency.p50, r.latency.p99)
             for row in state.levels.values() if (r := row.result) is not None))
 
@@ -192,13 +207,17 @@ class KneePanel(Panel):
 class OverTimePanel(Panel):
     SECTIONS = ("windows",)
     TITLE = "over time: each measured window"
+    reads_height = True  # its two charts share the height the charts' row has
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:
-        return render_over_time(state, width, _plot_rows(self, 5, 2))
+        # two heads, the throughput chart's axis, the latency chart's axis and its labels (5 lines)
+        return render_over_time(state, width, _fill_rows(self, 5, 2, 5, 2))
 
 
 class GpuHistoryPanel(Panel):
-    SECTIONS = ("gpus", "session")  # session: its end draws the last samples (telemetry alone waits a second)
+    # session: its end draws the last samples (telemetry alone waits a second); notices: the
+    # sampler's word that no GPU will come
+    SECTIONS = ("gpus", "session", "notices")
     TITLE = "GPUs: history, last and max"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -100,6 +101,50 @@ def host_row(state: SessionState, host: HostTrack, width: int) -> Text:
     return row
 
 
+# the sampler's warnings (engine/telemetry) that say a GPU source will bring nothing this run
+NVML_NONE = ("nvml-missing", "nvml-unavailable", "nvml-no-gpu")
+METRICS_NONE = "triton-metrics-no-gpu"  # the server's /metrics has no GPU gauges (a key per server)
+METRICS_UNREACHABLE = "triton-metrics-unreachable"  # retried: GPU values may still come
+_NA_SUFFIX = re.compile(r":\s*(local|remote) GPU values are n/a( until it answers)?$")
+
+
+def _telemetry_reason(state: SessionState, *prefixes: str) -> str | None:
+    """The first telemetry warning whose key starts with one of ``prefixes``, less its "values are
+    n/a" tail (the panel says that in its own words)."""
+    for key, notice in state.notices.items():
+        if key.startswith(prefixes):
+            return _NA_SUFFIX.sub("", notice.message)
+    return None
+
+
+def no_gpu_note(state: SessionState) -> str:
+    """What the GPU panel says while it has no GPU: why none will come, once the sampler's
+    warnings say so (NVML unavailable on this machine, no GPU series in the server's /metrics);
+    else what it waits for."""
+    remote = (state.server is not None and not state.server.embedded) or state.profile.server.kind == "remote"
+    cpu_run = state.server is not None and state.server.config_variant == "cpu"
+    metrics = bool(state.profile.server.metrics_url or state.profile.server.metrics_urls)
+    if remote and not cpu_run and metrics:  # its GPUs come from its /metrics alone
+        none = _telemetry_reason(state, METRICS_NONE)
+        if none is not None:
+            return f"no GPU telemetry: {none}"
+        unreachable = _telemetry_reason(state, METRICS_UNREACHABLE)
+        return ("waiting for GPU telemetry from the server's /metrics (server.metrics_url)"
+                + (f": {unreachable}" if unreachable else ""))
+    if remote and not cpu_run:  # its GPUs are on another machine: only its metrics URL shows them
+        return "no GPU telemetry: the server is remote (set server.metrics_url, or --metrics-url, for its GPUs)"
+    if cpu_run or state.gpu_count == 0:
+        return "no GPU: the model runs on the CPU"
+    # this machine's GPUs: NVML reads them, and the embedded server's /metrics only where NVML found some
+    none = _telemetry_reason(state, *NVML_NONE) or _telemetry_reason(state, METRICS_NONE)
+    return f"no GPU telemetry: {none}" if none is not None else "waiting for GPU telemetry"
+
+
+def note_lines(state: SessionState, width: int) -> list[Text]:
+    """The note, wrapped at words to ``width``: its reason is read whole, never cut."""
+    return [Text(line, style="dim") for line in textwrap.wrap(no_gpu_note(state), max(20, width))]
+
+
 def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
     lines: list[Text] = []
     tracks = list(state.gpus.values())
@@ -111,25 +156,14 @@ def render_gpus(state: SessionState, width: int, detail: bool) -> Text:
             if extra.plain:
                 lines.append(extra)
     if not tracks:
-        remote = (state.server is not None and not state.server.embedded) or state.profile.server.kind == "remote"
-        cpu_run = state.server is not None and state.server.config_variant == "cpu"
-        metrics = bool(state.profile.server.metrics_url or state.profile.server.metrics_urls)
-        if remote and not cpu_run and metrics:
-            note = "waiting for GPU telemetry from the server's /metrics (server.metrics_url)"
-        elif remote and not cpu_run:  # its GPUs are on another machine: only its metrics URL shows them
-            note = "no GPU telemetry: the server is remote (set server.metrics_url, or --metrics-url, for its GPUs)"
-        elif cpu_run or state.gpu_count == 0:
-            note = "no GPU: the model runs on the CPU"
-        else:
-            note = "waiting for GPU telemetry"
-        lines.append(Text(note, style="dim"))
+        lines.extend(note_lines(state, width))
     if state.host is not None:
         lines.append(host_row(state, state.host, width))
     return Text("\n").join(lines)
 
 
 class GpuPanel(Panel):
-    SECTIONS = ("gpus", "host", "session")
+    SECTIONS = ("gpus", "host", "session", "notices")  # notices: the sampler's word that no GPU will come
     TITLE = "GPUs"
 
     def render_state(self, state: SessionState, width: int) -> RenderableType:

@@ -47,6 +47,8 @@ def progress_line(state: SessionState, width: int | None = None) -> Text:
     row = state.levels.get(p.level_index) if p.level_index is not None else None
     if row is not None and p.level_index is not None and not p.sweep_done:
         line.append(f"level {p.level_index + 1}/{p.level_total} {_short_level(row.mode, row.level)}", style="bold")
+        if row.trial > 1:  # measured again: `[` and `]` step to each trial, and this says which
+            line.append(f" trial {row.trial}", style="bold")
         if p.window_index is not None:
             line.append(f" · window {p.window_index}", rank=3)
             line.append(" · ")
@@ -107,12 +109,14 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
         best.append(state.answer().line, style="bold")
     elif row is not None and row.result is not None:
         ips = row.result.throughput_ips
-        best.append(f"best {fmt.rate(ips)} infer/s @ {_short_level(row.mode, row.level)}")
+        stream = row.result.stream
+        # a stream's rate is of requests, as its table says; else of inferences
+        rate, unit = (row.result.throughput_rps, "req/s") if stream is not None else (ips, "infer/s")
+        best.append(f"best {fmt.rate(rate)} {unit} @ {_short_level(row.mode, row.level)}")
         if state.past_sweeps:
             best.append(f" (sweep {state.sweep_number})")
         if state.gpu_count:
-            best.append(f" · {fmt.rate(ips / state.gpu_count)}/GPU")
-        stream = row.result.stream
+            best.append(f" · {fmt.rate(rate / state.gpu_count)}/GPU")
         cost = state.cost_per_1000(ips) if stream is None else None
         if stream is not None:  # a streaming model's tokens, priced per million of them
             best.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s")

@@ -68,13 +68,24 @@ WINDOW_COLUMNS: tuple[Column[WindowResult], ...] = (
 )
 
 
-def window_cells(w: WindowResult) -> dict[str, str]:
-    return shared.cells(WINDOW_COLUMNS, w)
+# a streaming model's windows: requests/s (each request many responses), as the sweep table says
+WINDOW_REQUESTS: Column[WindowResult] = Column("ips", "req/s", lambda w: fmt.rate(w.throughput_rps), 8)
+
+
+def window_cells(w: WindowResult, cols: tuple[Column[WindowResult], ...] = WINDOW_COLUMNS) -> dict[str, str]:
+    return shared.cells(cols, w)
+
+
+def window_columns(state: SessionState) -> tuple[Column[WindowResult], ...]:
+    if any(w.stream is not None for w in state.windows):
+        return tuple(WINDOW_REQUESTS if c.key == "ips" else c for c in WINDOW_COLUMNS)
+    return WINDOW_COLUMNS
 
 
 def windows_table(state: SessionState, width: int | None = None) -> Table:
-    all_cells = [window_cells(w) for w in state.windows]
-    columns, short = tables.fit_columns(WINDOW_COLUMNS, all_cells, width)
+    cols = window_columns(state)
+    all_cells = [window_cells(w, cols) for w in state.windows]
+    columns, short = tables.fit_columns(cols, all_cells, width)
     table = tables.make_table(columns, short=short)
     for w, cells in zip(state.windows, all_cells, strict=True):
         styled = [Text(cells[c.key], style="green" if c.key == "stable" and w.stable_so_far else "") for c in columns]

@@ -76,8 +76,12 @@ def render_timeline(points: list[WindowPoint], state: SessionState, width: int, 
     if not points:
         lines.append(Text("no window yet", style="dim"))
         return Text("\n").join(lines)
-    lines.append(series_line("infer/s", [p.throughput_ips for p in points], width, "bold green", False))
-    if any(p.tokens_per_s is not None for p in points):  # a streaming model's tokens and first response
+    streaming = any(p.tokens_per_s is not None for p in points)
+    if streaming:  # a stream's rate is of requests (each many responses), as its tables say
+        lines.append(series_line("req/s", [p.throughput_rps for p in points], width, "bold green", False))
+    else:
+        lines.append(series_line("infer/s", [p.throughput_ips for p in points], width, "bold green", False))
+    if streaming:  # a streaming model's tokens and first response
         lines.append(series_line("tok/s", [p.tokens_per_s for p in points], width, "bold green", False))
         if not compact:
             lines.append(series_line("TTFT99 ms", [p.ttft_p99 for p in points], width, "magenta", True))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
-from urllib.parse import unquote
 
 from engine.net import http2
 from engine.net.connection import (
@@ -43,7 +42,13 @@ from engine.net.stamped_socket import arrival
 from engine.net.tcp import TcpDialer
 from engine.triton.answer_check import AnswerCheck
 from engine.triton.transports import Prepared, SweepInputs, raw_token_count, token_count_problem
-from engine.triton.transports.grpc import GrpcPayload, GrpcTransport, check_answer, messages
+from engine.triton.transports.grpc_common import (
+    GrpcPayload,
+    GrpcRequests,
+    check_answer,
+    messages,
+    status_line,
+)
 
 monotonic_ns = time.monotonic_ns
 METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -59,9 +64,7 @@ WINDOW = 1 << 30
 MAX_CONTROL_FRAMES = 1000
 CONTROL_INTERVAL_NS = 1_000_000_000
 MAX_CONTROL_QUEUED = 256 << 10
-STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-                "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -74,14 +77,6 @@ def stream_headers(authority: str, tls: bool, metadata: tuple[tuple[str, str], .
     return [(":method", "POST"), (":scheme", "https" if tls else "http"), (":path", METHOD), (":authority", authority),
             ("content-type", "application/grpc"), ("te", "trailers"),
             *((k.lower(), v) for k, v in metadata)]
-
-
-def status_line(headers: dict[str, str]) -> str:
-    """The gRPC status of a stream the server ended, in one line ("gRPC UNAVAILABLE: ...")."""
-    code = headers.get("grpc-status", "")
-    name = STATUS_NAMES[int(code)] if code.isdigit() and int(code) < len(STATUS_NAMES) else f"status {code or 'none'}"
-    details = " ".join(unquote(headers.get("grpc-message", "")).split())[:200]
-    return f"gRPC {name}: {details}" if details else f"gRPC {name}"
 
 
 class GrpcStreamConnection(Connection, asyncio.Protocol):
@@ -415,7 +410,7 @@ class GrpcStreamDialer(TcpDialer):
 
 class GrpcStreamTransport:
     async def prepare(self, sweep: SweepInputs) -> Prepared:
-        prepared = await GrpcTransport().prepare(sweep)
+        prepared = await GrpcRequests().prepare(sweep)
         service_pb2 = messages()
         flag = service_pb2.ModelInferRequest()
         flag.parameters[ENABLE_EMPTY_FINAL].bool_param = True

@@ -1,0 +1,135 @@
+"""Unary gRPC on our own HTTP/2 against perf_analyzer `-i grpc`, with grpc.aio beside them.
+
+Our load engine with load.transport = grpc (our own HTTP/2, engine/triton/transports/grpc.py) and,
+as a third column, grpc_aio (grpcio's asyncio API, the way grpc went before) run against
+perf_analyzer 2.41 `-i grpc` on one embedded Triton and one small model, at each concurrency
+level, in alternating rounds (the order reverses every round). Each run is 3 windows of
+--window-ms with both tools' stability rule off (--stability 1000), as docs/results/grpc_cpu.md
+ran, and our contended mark off (--contended-percent 100): perf_analyzer has none. Per level: each tool's throughput per round, its mean and round-to-round spread
+((max - min) / mean), and ours / perf_analyzer as mean [min-max] of the rounds' ratios; each
+tool's client CPU per request; the load average before and after, since the box may be shared.
+
+    python -m bench grpc_h2 --levels 1,4 --rounds 3
+
+Writes grpc_h2.json to $OUT or .bench-out/, rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import out_dir
+from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyzer
+
+TOOLS = ("grpc", "grpc_aio", "pa")  # ours on our own HTTP/2, ours on grpc.aio, perf_analyzer -i grpc
+NAMES = {"grpc": "ours grpc (own HTTP/2)", "grpc_aio": "ours grpc_aio (grpc.aio)", "pa": "perf_analyzer -i grpc"}
+
+
+def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                epilog="Fits: any box, CPU variant; about 2 minutes at the defaults (3 tools x 2 levels x 3 rounds, about 7 s a run).")
+    p.add_argument("--model", default="identity", help="an embedded model (the repo's identity: 16 FP32 in, 16 out)")
+    p.add_argument("--variant", default="cpu")
+    p.add_argument("--levels", default="1,4", help="concurrency levels")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--tools", default=",".join(TOOLS), help=f"of {', '.join(TOOLS)}")
+    p.add_argument("--window-ms", type=int, default=2000)
+    p.add_argument("--stability", type=float, default=1000.0, help="percent (1000: off, exactly --max-windows windows)")
+    p.add_argument("--max-windows", type=int, default=3)
+    p.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--contended-percent", type=float, default=100.0,
+                   help="our levels' contended mark (load.contended_percent): 100, never, as perf_analyzer has no such"
+                        " rule and the box is shared; the load average is printed beside the figures instead")
+    return p
+
+
+def _row(m: Measure) -> dict[str, Any]:
+    return {"ok": m.ok, "status": m.status, "infer_s": m.throughput, "p50_ms": m.p50_ms, "p99_ms": m.p99_ms,
+            "cpu_us_per_req": m.client_cpu_us_per_request, "errors": m.extra.get("errors"),
+            "client_bound": m.extra.get("client_bound")}
+
+
+def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:
+    if tool == "pa":
+        return _row(run_perf_analyzer(pa, url, model, level, args, protocol="grpc"))
+    return _row(run_ours(url, model, level, args, transport=tool))
+
+
+def _band(xs: list[float]) -> str:
+    return f"{sum(xs) / len(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]" if xs else "n/a"
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{100 * (max(xs) - min(xs)) / (sum(xs) / len(xs)):.0f} %" if len(xs) > 1 else "n/a"
+
+
+def summary(rows: list[dict[str, Any]], levels: list[int], tools: list[str]) -> list[str]:
+    """The table: per level and tool, throughput per round, mean, spread, ratio to perf_analyzer."""
+    lines = ["| c | tool | infer/s per round | mean | spread | / perf_analyzer, mean [min-max] | client CPU µs/req |",
+             "|---|---|---|---|---|---|---|"]
+    for level in levels:
+        at = [r for r in rows if r["level"] == level]
+        rounds = sorted({r["round"] for r in at})
+
+        def got(tool: str, rnd: int, key: str = "infer_s", at: list[dict[str, Any]] = at) -> float | None:
+            for r in at:
+                if r["round"] == rnd and r["tool"] == tool and r["ok"]:
+                    return r[key]
+            return None
+
+        for tool in tools:
+            per = [got(tool, rnd) for rnd in rounds]
+            vals = [x for x in per if x is not None]
+            ratios = [a / b for rnd in rounds if (a := got(tool, rnd)) is not None and (b := got("pa", rnd))]
+            cpu = [x for rnd in rounds if (x := got(tool, rnd, "cpu_us_per_req")) is not None]
+            shown = ", ".join(f"{x:,.0f}" if x is not None else "none" for x in per)
+            mean = f"{sum(vals) / len(vals):,.0f}" if vals else "n/a"
+            ratio = "1 (the anchor)" if tool == "pa" else _band(ratios)
+            lines.append(f"| {level} | {NAMES[tool]} | {shown} | {mean} | {_spread(vals)} | {ratio} | "
+                         f"{sum(cpu) / len(cpu):,.0f} |" if cpu else
+                         f"| {level} | {NAMES[tool]} | {shown} | {mean} | {_spread(vals)} | {ratio} | n/a |")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.server.embedded import EmbeddedServer
+
+    levels = [int(x) for x in args.levels.split(",") if x]
+    tools = [t for t in args.tools.split(",") if t]
+    if any(t not in TOOLS for t in tools):
+        print(f"grpc_h2: --tools: each one of {', '.join(TOOLS)}")
+        return 2
+    pa = ensure_perf_analyzer() if "pa" in tools else None
+    rows: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    out = out_dir() / "grpc_h2.json"
+    with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=args.variant,
+                                                               log_dir=Path(logs)) as srv:
+        print(f"== {args.model} on embedded Triton at {srv.http_url} (gRPC {srv.grpc_url}); load average "
+              f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs", flush=True)
+        for level in levels:
+            for rnd in range(args.rounds):
+                order = tools if rnd % 2 == 0 else list(reversed(tools))
+                for tool in order:
+                    started = time.monotonic()
+                    row = {"level": level, "round": rnd, "tool": tool,
+                           **_one(tool, srv.http_url, args.model, level, args, pa),
+                           "wall_s": round(time.monotonic() - started, 1), "load1": round(os.getloadavg()[0], 2)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    out.write_text(json.dumps({"args": vars(args), "load_before": load_before, "rows": rows}, indent=1))
+    load_after = os.getloadavg()
+    out.write_text(json.dumps({"args": vars(args), "load_before": load_before, "load_after": load_after, "rows": rows},
+                              indent=1))
+    print()
+    print("\n".join(summary(rows, levels, tools)))
+    print(f"\nload average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after "
+          f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (1, 5, 15 min); {os.cpu_count()} CPUs")
+    return 0
