@@ -196,7 +196,7 @@ def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: i
         likely += pace.trial
 
     if pace.trial_cap is None:
-        return TimeLeft(low, max(low, likely), None)
+        return _finite(TimeLeft(low, max(low, likely), None))
     setup_cap = pace.trial_cap - plan.warmup_s - plan.max_windows * plan.window_cap_s
     high = (levels_left + more_levels) * pace.trial_cap
     if cur is not None:
@@ -204,7 +204,15 @@ def time_left(plan: Plan, events: Iterable[ev.Event], now: float, more_levels: i
         high += max(0.0, base + more * plan.window_cap_s - now)
     high += setup_cap  # the running trial's end, or the sweep's close after its last result
     high += _retrials_cap(plan, trials, levels_left + more_levels, pace.trial_cap)
-    return TimeLeft(low, min(max(low, likely), high), high)
+    return _finite(TimeLeft(low, min(max(low, likely), high), high))
+
+
+def _finite(t: TimeLeft) -> TimeLeft | None:
+    """None (not known) where a plan's absurd figure (a recorded warm-up of 1e308 s) made the
+    estimate infinite or NaN; a ceiling past any finite time is no ceiling."""
+    if not (math.isfinite(t.low_s) and math.isfinite(t.likely_s)):
+        return None
+    return t if t.high_s is None or math.isfinite(t.high_s) else TimeLeft(t.low_s, t.likely_s, None)
 
 
 def time_left_parts(t: TimeLeft) -> tuple[str, str]:
@@ -240,7 +248,7 @@ class StudyPlan:
 
 
 def study_time_left(study: StudyPlan, current: list[ev.Event] | None, last: list[ev.Event], now: float,
-                    configs_waiting: int, overheads: list[float], likely: float | None) -> TimeLeft:
+                    configs_waiting: int, overheads: list[float], likely: float | None) -> TimeLeft | None:
     """The whole study's time left by the sweep's rule: the running config's sweep (``current``:
     its events; None while no config runs), then each config still waiting at the pace of the
     latest sweep (``last``: the last finished config's events; their setups count for the running
@@ -273,7 +281,7 @@ def study_time_left(study: StudyPlan, current: list[ev.Event] | None, last: list
     low += configs_waiting * least_sweep
     overhead_cap = 2 * max(overheads) if overheads else None
     if high is None or overhead_cap is None or (configs_waiting and whole_cap is None):
-        return TimeLeft(low, max(low, likely or 0.0), None)
+        return _finite(TimeLeft(low, max(low, likely or 0.0), None))
     runs = configs_waiting + (current is not None)
     high += configs_waiting * (whole_cap or 0.0) + (runs + 1) * overhead_cap
-    return TimeLeft(low, min(max(low, likely or 0.0), high), high)
+    return _finite(TimeLeft(low, min(max(low, likely or 0.0), high), high))

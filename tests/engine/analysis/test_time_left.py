@@ -207,3 +207,12 @@ def test_after_the_last_result_the_ceiling_keeps_the_sweeps_close():
     events = [dataclasses.replace(e, total=1) if isinstance(e, ev.LevelStarted) else e for e in FIRST]
     got = time_left(plan, events, T1)
     assert got == TimeLeft(0.0, 0.0, 2 * 0.5)
+
+
+def test_an_absurd_plan_is_not_known_rather_than_infinite():
+    """A recorded warm-up of 1e308 s makes the sum infinite: no figure, never 'inf' or a crash."""
+    absurd = dataclasses.replace(PLAN, warmup_s=1e308, window_s=1e308)
+    assert time_left(absurd, [started(0, 0.0)], now=0.5) is None
+    huge_timeout = dataclasses.replace(PLAN, request_timeout_s=float("inf"))
+    left = time_left(huge_timeout, FIRST + [started(1, T1)], now=T1 + 0.5)
+    assert left is not None and left.high_s is None  # a ceiling past any time is no ceiling

@@ -63,7 +63,10 @@ def test_a_streams_level_has_its_counts_and_no_split(streamed) -> None:
     results, events, _ = streamed
     (result,) = results
     server = result.server
-    assert server is not None and server.request_count > 0 and server.avg_batch_size is not None
+    assert server is not None and server.request_count > 0
+    # a busy box can read the statistics between a request and its execution's count: then the
+    # level has requests but no executions, and no batch size (not measured, never 0)
+    assert server.avg_batch_size is None or server.avg_batch_size >= 1.0
     assert server.no_split == DECOUPLED_SPLIT
     assert (server.queue, server.compute_infer, server.server_total, server.client_minus_server) == (None,) * 4
     windows = [e for e in events if e.kind == "window" and e.server is not None]
