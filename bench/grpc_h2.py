@@ -1,6 +1,6 @@
 """Unary gRPC on our own HTTP/2 against perf_analyzer `-i grpc`, with grpc.aio beside them.
 
-Our load engine with load.transport = grpc (our own HTTP/2, engine/load/transports/grpc.py) and,
+Our load engine with load.transport = grpc (our own HTTP/2, engine/triton/transports/grpc.py) and,
 as a third column, grpc_aio (grpcio's asyncio API, the way grpc went before) run against
 perf_analyzer 2.41 `-i grpc` on one embedded Triton and one small model, at each concurrency
 level, in alternating rounds (the order reverses every round). Each run is 3 windows of

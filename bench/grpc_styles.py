@@ -47,7 +47,7 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
 
 
 def _request(http_url: str, model: str) -> bytes:
-    from engine.load.transports.grpc import messages
+    from engine.triton.transports.grpc import messages
 
     with urllib.request.urlopen(f"{http_url}/v2/models/{model}", timeout=10) as r:
         meta = json.load(r)
@@ -190,8 +190,8 @@ def run(args: argparse.Namespace) -> int:
         pa = ensure_perf_analyzer()
     rows: list[dict[str, Any]] = []
     with EmbeddedServer(model="identity", variant="cpu") as srv:
-        from engine.load.target import Target
-        from engine.load.transports.grpc import grpc_address
+        from engine.triton.target import Target
+        from engine.triton.transports.grpc import grpc_address
 
         address = grpc_address(Target(srv.http_url, "identity"))[0]
         body = _request(srv.http_url, "identity")

@@ -1,6 +1,6 @@
 """The input-data files we run and perf_analyzer 2.41 refuses, each checked against its rule.
 
-For each rule of engine/load/input_json.PA_REFUSES (docs/input_data.md) a case on the embedded
+For each rule of engine/triton/input_json.PA_REFUSES (docs/input_data.md) a case on the embedded
 ``mixed`` model: the file we accept (the original) and the file the rule says it stands for (the
 equivalent: floats written as floats, flat lists, each entry's ``shape`` given). perf_analyzer
 runs on both: it must refuse the original (under every ``--shape`` that could serve it) and take
@@ -29,7 +29,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from bench.http_capture import Tensors
-    from engine.load.target import Target, TargetInfo
+    from engine.triton.target import Target, TargetInfo
 
 MODEL = "mixed"  # every datatype, a variable dimension (IDS), an optional FP32 input (EXTRA)
 
@@ -53,7 +53,7 @@ def _entry(ids: list[int], **inputs: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Case:
-    rule: str  # a key of engine/load/input_json.PA_REFUSES
+    rule: str  # a key of engine/triton/input_json.PA_REFUSES
     what: str  # the row's name
     original_data: list[dict[str, Any]]  # the entries we accept under the rule
     equivalent_data: list[dict[str, Any]]  # the entries the rule says they stand for
@@ -93,10 +93,10 @@ def write_case(case: Case, folder: Path, index: int) -> tuple[Path, Path]:
 def request_bytes(path: Path, target: Target, info: TargetInfo, batch: int = 1) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
     """The very HTTP requests our engine sends for the file at ``path`` (its HTTP transport's
     prepared bytes), and the notes the reader gave. No server: the model comes as ``info``."""
-    from engine.load.input_data import read_input_data
-    from engine.load.request_set import data_requests
-    from engine.load.transport import SweepInputs
-    from engine.load.transports.http import HttpTransport
+    from engine.triton.input_data import read_input_data
+    from engine.triton.request_set import data_requests
+    from engine.triton.transports import SweepInputs
+    from engine.triton.transports.http import HttpTransport
 
     data = read_input_data(str(path), info, target.input_shapes)
     requests = data_requests(target, info, batch, data)
@@ -150,11 +150,12 @@ def _ours(target: Target, info: TargetInfo, data: Path) -> tuple[bool, str]:
     from engine.errors import UserError
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
 
     load = Load(concurrency=[1], input_data=str(data), window_ms=500, stability_percent=90, warmup_s=0.5,
                 max_windows=4)
     try:
-        (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+        (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
     except UserError as exc:
         return False, f"refused: {exc}"
     ok = result.errors == 0 and result.throughput_rps > 0
@@ -164,7 +165,7 @@ def _ours(target: Target, info: TargetInfo, data: Path) -> tuple[bool, str]:
 def check_case(case: Case, index: int, folder: Path, pa: tuple[Path, dict[str, str]], target: Target,
                info: TargetInfo) -> Row:
     from bench.http_capture import infer_requests
-    from engine.load.input_json import PA_REFUSES
+    from engine.triton.input_json import PA_REFUSES
 
     original, equivalent = write_case(case, folder, index)
     tried = [(flags, *pa_on_file(pa, target.http_url, original, flags)[:2]) for flags in case.pa_original_flags]
@@ -186,7 +187,7 @@ def check_case(case: Case, index: int, folder: Path, pa: tuple[Path, dict[str, s
 
 def check_all(url: str, pa: tuple[Path, dict[str, str]], folder: Path) -> list[Row]:
     """Every case against the server at ``url`` (which serves ``mixed``), its files in ``folder``."""
-    from engine.load.target import Target, describe_target
+    from engine.triton.target import Target, describe_target
 
     target = Target(url, MODEL)
     info = asyncio.run(describe_target(target))

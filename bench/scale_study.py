@@ -149,9 +149,9 @@ def start_servers(args: argparse.Namespace, variant: str) -> Any:
 
 
 def endpoints_of(started: Any) -> list[Any]:
-    from engine.load.target_setup import fleet_endpoints
     from engine.server.fleet import ServerFleet
     from engine.server.supervisor import FleetMember
+    from engine.triton.target_setup import fleet_endpoints
 
     if not isinstance(started, ServerFleet):
         return []
@@ -161,10 +161,11 @@ def endpoints_of(started: Any) -> list[Any]:
 
 async def _ours(started: Any, args: argparse.Namespace, level: int, transport: str) -> Measure:
     from bench.tools import ours_measure
-    from engine.load.endpoints import describe_endpoints
     from engine.load.sweep import run_sweep
-    from engine.load.target import Target
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
+    from engine.triton.endpoints import describe_endpoints
+    from engine.triton.target import Target
 
     target = Target(started.http_url, args.model, endpoints=endpoints_of(started))
     info = await describe_endpoints(target)
@@ -173,7 +174,7 @@ async def _ours(started: Any, args: argparse.Namespace, level: int, transport: s
                 request_timeout_s=30.0, transport=transport,
                 contended_percent=100.0 if args.cpu else Load().contended_percent)
     gpus = tuple(started.prepared.gpus) if started.prepared else ()
-    (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
+    (r,) = await run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event(), gpus=gpus)
     return ours_measure(r)
 
 
@@ -191,7 +192,7 @@ def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Names
              transport: str) -> Measure:
     """perf_analyzer alone: one against one server; N at once against a fleet's N servers, the
     level split evenly, each seeing only its server's GPU (its CUDA region goes there)."""
-    from engine.load.endpoints import even_split
+    from engine.load.spread import even_split
     from engine.server.fleet import ServerFleet
 
     binary, env = pa

@@ -56,7 +56,7 @@ def last_words(grpc_url: str, tokens: int) -> list[str]:
     deterministic: every answer under load must be the same)."""
     import grpc
 
-    from engine.load.transports.grpc import messages
+    from engine.triton.transports.grpc import messages
 
     pb = messages()
     words = []
@@ -124,11 +124,12 @@ def ours(target: Any, info: Any, level: int, data: Path, args: argparse.Namespac
          workers: int = 0) -> dict[str, Any]:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
 
     tokens = args.tokens
     load = Load(concurrency=[level], transport=transport, input_data=str(data), window_ms=args.interval_ms,
                 stability_percent=args.stability, warmup_s=1.0, max_windows=args.max_windows, workers=workers)
-    (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+    (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
     if result.stream is None or result.errors or result.status == "failed":
         raise RuntimeError(f"our level {level} ended {result.status} with {result.errors} errors "
                            f"{result.errors_by_kind} {result.error_messages[:2]}")
@@ -273,7 +274,7 @@ def server_work(server: Any) -> tuple[int, int, int]:
     """(CPU ticks of the server's process group, tritonserver and its Python stubs; its threads'
     context switches; requests it has served toy_llm), read before and after each tool's run: the server's
     work per request under each client's traffic."""
-    from engine.http1 import request_blocking
+    from engine.net.http1 import request_blocking
     from engine.server.startup import group_cpu_ticks
 
     stats = request_blocking(server.http_url, "/v2/models/toy_llm/stats").json()
@@ -345,8 +346,8 @@ def run(args: argparse.Namespace) -> int:
     from bench.common import out_dir, stamp
     from bench.tools import SetupError, ensure_perf_analyzer
     from engine.errors import UserError
-    from engine.load.target import Target, describe_target
     from engine.server.embedded import EmbeddedServer
+    from engine.triton.target import Target, describe_target
 
     problem = check_args(args)
     if problem:

@@ -304,8 +304,8 @@ def run_perf_analyzer(pa: tuple[Path, dict[str, str]], url: str, model: str, lev
     limit_s = args.window_ms / 1000 * (args.max_windows + 4) + 60
     where = url.removeprefix("http://")
     if protocol == "grpc":
-        from engine.load.target import Target
-        from engine.load.transports.grpc import grpc_address
+        from engine.triton.target import Target
+        from engine.triton.transports.grpc import grpc_address
 
         where = grpc_address(Target(url, model))[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -390,8 +390,9 @@ def ours_measure(r: LevelResult) -> Measure:
 async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace, mode: str, transport: str,
                     gpus: tuple[int, ...], input_data: str = "") -> Measure:
     from engine.load.sweep import run_sweep
-    from engine.load.target import Target, describe_target
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
+    from engine.triton.target import Target, describe_target
 
     target = Target(url, model)
     info = await describe_target(target)
@@ -406,7 +407,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
     else:  # constant arrival, as perf_analyzer's --request-rate-range by default
         load = Load(mode="rate", rates=[level], arrival="constant", **common)
     with RunAccount(url, model, "engine.load.worker", include_self=True, level=int(level) if mode == "concurrency" else 0) as acct:
-        (r,) = await run_sweep(target, info, load, lambda e: None, asyncio.Event(), gpus=gpus)
+        (r,) = await run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event(), gpus=gpus)
     return acct.fill(ours_measure(r))
 
 
@@ -428,15 +429,15 @@ def run_ours(url: str, model: str, level: float, args: argparse.Namespace, mode:
 
 def _floor_requests(url: str, model: str, batch: int, input_data: str) -> tuple[str, int, tuple[bytes, ...]]:
     """The very bytes our engine sends (its HTTP transport's, input data included): host, port, requests."""
-    from engine.load.request_set import data_requests, random_requests
-    from engine.load.target import Target, describe_target
-    from engine.load.transport import SweepInputs
-    from engine.load.transports.http import HttpTransport
+    from engine.triton.request_set import data_requests, random_requests
+    from engine.triton.target import Target, describe_target
+    from engine.triton.transports import SweepInputs
+    from engine.triton.transports.http import HttpTransport
 
     target = Target(url, model)
     info = asyncio.run(describe_target(target))
     if input_data:
-        from engine.load.input_data import read_input_data
+        from engine.triton.input_data import read_input_data
 
         requests = data_requests(target, info, batch, read_input_data(input_data, info, target.input_shapes))
     else:
@@ -451,7 +452,7 @@ def run_floor(url: str, model: str, args: argparse.Namespace, input_data: str = 
     tool at c=1 lies that tool's own cost per round trip. One warm-up window, then 3 windows."""
     import socket
 
-    from engine.http1 import parse_head
+    from engine.net.http1 import parse_head
 
     host, port, requests = _floor_requests(url, model, args.batch, input_data)
     started = time.monotonic()

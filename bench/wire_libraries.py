@@ -1,4 +1,4 @@
-"""Our HTTP/1.1, HTTP/2 frames and HPACK (engine/http1.py, engine/http2.py) against h11, h2 and
+"""Our HTTP/1.1, HTTP/2 frames and HPACK (engine/net/http1.py, engine/net/http2.py) against h11, h2 and
 hpack, on bytes Triton sent: µs per message for the same bytes on both sides, alternating rounds.
 
 The payloads (bench/wire_payloads/, rewritten by ``--capture``) were read off the wire from the
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import http1, http2
+from engine.net import http1, http2
 
 PAYLOADS = Path(__file__).resolve().parent / "wire_payloads"
 HTTP1_FILE = "triton_http1_identity_b32.bin"
@@ -127,7 +127,7 @@ class Http1Ours:
     """One response as HttpConnection.buffer_updated frames it when the whole response came in one
     read: the head parsed, the body's end known from Content-Length, the body left in the buffer."""
 
-    name = "ours (engine/http1.py)"
+    name = "ours (engine/net/http1.py)"
 
     def __init__(self, raw: bytes) -> None:
         self.buf = bytearray(raw)
@@ -196,7 +196,7 @@ class Http2Ours:
     DATA appended to the stream's buffer (with the unacknowledged count), a header block decoded
     once its END_HEADERS frame came. The connection (preamble and first call) is fed first."""
 
-    name = "ours (engine/http2.py)"
+    name = "ours (engine/net/http2.py)"
 
     def __init__(self, payloads: Payloads, messages: list[bytes]) -> None:
         self.frames = http2.FrameReader()

@@ -85,7 +85,7 @@ def event_kinds() -> dict[str, type[Event]]:
 
 
 # error kinds as recordings made before the load engine named them by what happened
-# (engine/load/transport.py) spelt them: read as today's names
+# (engine/net/connection.py) spelt them: read as today's names
 RENAMED_ERROR_KINDS = {"http_4xx": "rejected", "http_5xx": "server_error"}
 
 
@@ -426,7 +426,7 @@ class HostResult:
 
 @dataclass
 class EndpointResult:
-    """One server's share of a level spread over several (engine/load/endpoints.py): its figures
+    """One server's share of a level spread over several (engine/triton/endpoints.py): its figures
     over the level's merged windows (they add up to the level's), its errors over every measured
     window. ``failed``: a measured window in which it answered nothing and failed requests."""
 

@@ -31,7 +31,7 @@ from engine.format import price_problem
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
-from engine.transports import AUTO, DEFAULT_TRANSPORT, TRANSPORTS
+from engine.transport_table import AUTO, DEFAULT_TRANSPORT, TRANSPORTS
 
 # the repository's profiles/ (a source checkout, an editable install); a wheel carries the same
 # files as package data in engine/bundled_profiles (setup.py)
@@ -156,7 +156,7 @@ def _variant(v: object) -> str | None:
 
 
 def _transport(v: object) -> str | None:
-    """One of engine/transports.py's table as it is when read, or "auto" (the session picks one)."""
+    """One of engine/transport_table.py's table as it is when read, or "auto" (the session picks one)."""
     if isinstance(v, str) and (v in TRANSPORTS or v == AUTO):
         return None
     return "one of " + ", ".join(repr(c) for c in TRANSPORTS) + f" or {AUTO!r} (picked for where the server runs)"
@@ -297,10 +297,10 @@ class Load:
     workers: Annotated[int, Meta(ge=0, le=4096)] = 0  # load worker processes; 0 = chosen automatically
     request_timeout_s: PositiveSeconds = 30.0
     data: Literal["random", "zeros"] = "random"
-    # real inputs instead: a perf_analyzer input-data JSON file or folder (engine/load/input_data.py)
+    # real inputs instead: a perf_analyzer input-data JSON file or folder (engine/triton/input_data.py)
     input_data: Annotated[str, Meta(description="a path to a JSON file or a folder")] = ""
     # synthetic prompts instead (a streaming model): words per prompt and output tokens asked per
-    # request, each a mean with an optional spread, 128 or "128+-32": engine/load/input_synthetic.py
+    # request, each a mean with an optional spread, 128 or "128+-32": engine/triton/input_synthetic.py
     input_tokens: Annotated[str | int, Check(_token_count)] = ""
     output_tokens: Annotated[str | int, Check(_token_count)] = ""
     # an integer output of a streaming model that carries each response's token count; "": a
@@ -322,8 +322,8 @@ class Load:
     )] = field(default_factory=dict)
     # how inputs reach the server: in the HTTP body, or in shared memory the server maps
     # (perf_analyzer's --shared-memory system|cuda; a server on this machine only); "auto": the
-    # session picks for where the server runs (engine/transports.py's auto_transport)
-    transport: Annotated[str, Check(_transport)] = DEFAULT_TRANSPORT  # a name in engine/transports.py
+    # session picks for where the server runs (engine/transport_table.py's auto_transport)
+    transport: Annotated[str, Check(_transport)] = DEFAULT_TRANSPORT  # a name in engine/transport_table.py
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
     wire_check: bool = False

@@ -27,7 +27,6 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError, missing_extra, require_extra
 from engine.hostinfo import host_facts, software_versions
 from engine.load.sweep import SweepStop
-from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.multihost.head import HostGroup, sweep_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
@@ -38,6 +37,7 @@ from engine.server.supervisor import ServerSupervisor
 from engine.source import EventSource
 from engine.telemetry.sampler import TelemetrySampler
 from engine.transport_pick import with_auto_transport
+from engine.triton.target import Target, TargetInfo
 
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
@@ -290,10 +290,10 @@ class Session(EventSource):
 
     async def _open_target(self) -> tuple[Target, TargetInfo]:
         """The sweep's server: the embedded one started (engine/server/supervisor.py) or the
-        profile's remote one(s), described and checked (engine/load/target_setup.py)."""
+        profile's remote one(s), described and checked (engine/triton/target_setup.py)."""
         if self._target is None:
-            from engine.load.target_setup import open_target
-            from engine.load.wire_check import WIRE_MODEL
+            from engine.triton.target_setup import open_target
+            from engine.wire_check import WIRE_MODEL
 
             started = None
             if self.profile.server.kind == "embedded":
@@ -369,7 +369,7 @@ class Session(EventSource):
         if load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
         if load.wire_check and results and not (asked or self.servers.lost):
-            from engine.load.wire_check import wire_check
+            from engine.wire_check import wire_check
 
             skipped = await wire_check(target, info, load, results, gpus, self._publish, self._sweep_stop)
             if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"

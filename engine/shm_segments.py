@@ -1,6 +1,6 @@
 """Names of the POSIX shared-memory segments this tool creates (load.transport = system_shm).
 
-A leaf both sides need: engine/load/shm.py creates ``/dev/shm/gpuscale-<pid>-...`` segments, and
+A leaf both sides need: engine/triton/shm.py creates ``/dev/shm/gpuscale-<pid>-...`` segments, and
 the embedded server's guard (engine/server) removes those of a tool killed before it could.
 Standard library only: the guard imports it.
 """

@@ -1,6 +1,6 @@
 """load.transport = auto made a transport of the table: where the server runs (the tool's own,
 a URL on this machine, another machine), what the tool's own server runs the model on, whether
-torch with CUDA is here and how many hosts send; engine/transports.py's auto_transport decides."""
+torch with CUDA is here and how many hosts send; engine/transport_table.py's auto_transport decides."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from engine.profiles import Profile, scale_out_parts
-from engine.transports import AUTO, EMBEDDED, LOCAL, REMOTE, TransportPick, auto_transport
+from engine.transport_table import AUTO, EMBEDDED, LOCAL, REMOTE, TransportPick, auto_transport
 
 
 def with_auto_transport(profile: Profile, gpus_present: Callable[[], int],
@@ -36,7 +36,7 @@ def with_auto_transport(profile: Profile, gpus_present: Callable[[], int],
         where = REMOTE
     cuda = False
     if where == EMBEDDED and gpus and not streams and hosts == 1:  # torch is imported only where it may decide
-        from engine.load.shm import torch_cuda_here
+        from engine.triton.shm import torch_cuda_here
 
         cuda = torch_cuda_here()
     pick = auto_transport(where, gpus, cuda, hosts=hosts, streams=streams, linux=sys.platform.startswith("linux"))

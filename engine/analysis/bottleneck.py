@@ -24,7 +24,7 @@ order, the first that holds is the verdict:
    and writing request bodies, its thread pool) and client I/O. It is not the client's own CPU
    time, which the audit measures directly (a large gap with idle load workers is not
    client-bound; docs/results/design_notes.md). Where the round trip was measured
-   (engine/load/path_probe.py), the gap is set against it plus the request's transfer time at
+   (engine/triton/path_probe.py), the gap is set against it plus the request's transfer time at
    the measured bandwidth (none measured: said so, not counted): when they make up at least
    half of the gap, the verdict names the network and its round trip. A sweep that never
    saturated gets this verdict too when that round trip (>= 1 ms) explains most of its latency:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from engine import format as fmt
 from engine.analysis.bottleneck import GPU_BUSY_PCT
-from engine.transports import transport_spec
+from engine.transport_table import transport_spec
 
 CROWDED = "other processes on this host took most of its CPU: stop the other work or measure on a quieter box"
 TOLERANCE = 0.15  # every config's peak at least this close to the highest one

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.events import LevelResult, ServerBreakdown, WindowResult
-from engine.transports import is_decoupled
+from engine.transport_table import is_decoupled
 
 DECOUPLED_SPLIT = "server split not measured for a decoupled model"
 

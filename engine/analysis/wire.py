@@ -1,7 +1,7 @@
 """The wire's ceiling against the model: what the request path alone carries, what the model's
 instances would do by Triton's own compute times, and whether the request path is the limit.
 
-The wire check (engine/load/wire_check.py, ``--wire``) sends the model-under-test's bytes per item to the
+The wire check (engine/wire_check.py, ``--wire``) sends the model-under-test's bytes per item to the
 no-compute ``wire`` model at the sweep's levels, with the same transport and batch size. Its peak
 is the request path's ceiling (client, HTTP body or shared memory, Triton's front end and
 batcher, the backend's hand-over). The model's instances' capacity comes from the main sweep's
@@ -21,7 +21,7 @@ from engine.analysis.answer import decide
 from engine.analysis.saturation import saturation_point
 from engine.events import LevelResult, ServerBreakdown, WireCeiling, WireLevel
 from engine.modes import mode_of
-from engine.transports import transport_spec
+from engine.transport_table import transport_spec
 
 NEAR_WIRE = 0.15  # the model's peak this close to the wire's: the request path is the limit
 FP32_BYTES = 4
@@ -114,7 +114,7 @@ def instance_capacity(instances: int | None, server: ServerBreakdown | None, lev
     """instances x average batch / compute_infer time per execution.
 
     Triton reports each request's compute_infer as the duration of the execution (batch) it was
-    part of, so the per-request average of engine.load.server_stats.breakdown is the time per
+    part of, so the per-request average of engine.triton.server_stats.breakdown is the time per
     execution (weighted by requests); avg_batch_size is inference_count / execution_count, in
     items. None where a figure is missing."""
     if not instances or server is None:

@@ -16,7 +16,7 @@ Rules, each with its reason (the thresholds are ours unless named):
   layer takes in our loop (the loop's delay and grpcio building each call; the answer's wait in
   the loop once grpc handed it over: transports/grpc_aio.py). The other rules see the causes
   (CPU, lag, late sends); this one sees the effect on the figure itself, whatever its cause. The
-  limit is the transport's (engine/transports.py): 10 % where the measure is an upper bound (the
+  limit is the transport's (engine/transport_table.py): 10 % where the measure is an upper bound (the
   socket's unread time; grpc on our own HTTP/2 too), and 5 % over grpc.aio, where it is a lower
   bound (grpc's C core and its hand-over to the loop are not timed): perf_analyzer's own client
   adds a few µs per call, so a level past it is outside 5 % of perf_analyzer's.
@@ -29,7 +29,7 @@ import numpy as np
 from engine.analysis.percentiles import percentile_index
 from engine.events import ClientAudit
 from engine.load.windows import Aggregate
-from engine.transports import transport_spec
+from engine.transport_table import transport_spec
 
 BUSY_CORE_FRACTION = 0.90
 LAG_FLOOR_S = 0.002
@@ -37,12 +37,12 @@ LAG_FRACTION_OF_P50 = 0.25
 LAG_BUSY_FRACTION = 0.50
 LAG_WAIT_FRACTION = 0.10
 LATE_FRACTION = 0.01
-CLIENT_DELAY_FRACTION = 0.10  # the limit of a transport the table does not know (engine/transports.py)
+CLIENT_DELAY_FRACTION = 0.10  # the limit of a transport the table does not know (engine/transport_table.py)
 
 
 def delay_limit(transport: str) -> float:
     """The share of the mean latency our side may add before a level is client-bound: the
-    transport's (engine/transports.py). Over grpc.aio (grpc_aio) our side's time is a lower bound
+    transport's (engine/transport_table.py). Over grpc.aio (grpc_aio) our side's time is a lower bound
     of what grpcio adds (transports/grpc_aio.py): there a level past 5 % (the fidelity bar) is
     outside 5 % of perf_analyzer -i grpc."""
     return transport_spec(transport).delay_limit

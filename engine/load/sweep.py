@@ -2,9 +2,9 @@
 
 For each level the session starts the load workers on a common instant T0 (CLOCK_MONOTONIC),
 collects their per-tick aggregates, assembles contiguous windows (requests attributed by
-completion time), fetches Triton's statistics at window boundaries, and stops the level when
-the last ``stable_windows`` windows agree, after ``max_windows``, when a whole window failed,
-or when asked to stop. Everything goes out as events.
+completion time), reads the server's statistics at window boundaries (where its API has them),
+and stops the level when the last ``stable_windows`` windows agree, after ``max_windows``, when a
+whole window failed, or when asked to stop. Everything goes out as events.
 
 Statuses: "stable" (the last stable_windows windows agree), "unstable" (max_windows reached
 without that: the last stable_windows windows are merged and the level says so), "contended"
@@ -13,18 +13,19 @@ windows: engine/cpu_share.py measures each window), "failed" (a
 whole window completed no request successfully, more requests failed than succeeded over the
 measured windows, or some answer was malformed, wrong or too large:
 every window is merged), "interrupted" (stop was asked before the level was decided).
-Error kinds counted per window (engine/load/transport.py): connection_refused, connect_error,
+Error kinds counted per window (engine/net/connection.py): connection_refused, connect_error,
 connection_reset, timeout, rejected and server_error (the server's answer, with its message and
 the protocol's status), bad_response (an answer that cannot be framed), malformed_answer (a framed
-answer that is not the one asked for: engine/load/answer_check.py), wrong_answer (an answer whose
+answer that is not the one asked for: engine/triton/answer_check.py), wrong_answer (an answer whose
 values differ from the input data's validation_data), response_too_large (past the
 sweep's cap on an answer's size), dropped (rate mode: the in-flight cap was reached, the request was never
-sent). The requests go over the profile's transport (engine/transports.py's TRANSPORTS).
+sent). The server is reached through its API (engine/load/server_api.py: the requests, the
+transport, the statistics, the probes; Triton's is engine/triton/api.py).
 
 A level that is unstable, contended or out of line with the level below it is measured again
 (engine/load/trials.py): every trial is published, and the last one stands.
 
-A target with several endpoints (servers) spreads each level over them (engine/load/endpoints.py):
+A target with several endpoints (servers) spreads each level over them (engine/load/spread.py):
 each worker sends to one, and the level's result gives each endpoint's figures and errors too.
 """
 
@@ -43,14 +44,13 @@ from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
-from engine.analysis.stream_split import split_applies, unsplit
+from engine.analysis.stream_split import unsplit
 from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between
 from engine.errors import UserError
 from engine.events import (
     EndpointResult,
     Error,
     Event,
-    InputDataUsed,
     LatencyStats,
     LevelResult,
     LevelStarted,
@@ -65,33 +65,11 @@ from engine.events import (
 from engine.hostinfo import process_cores
 from engine.load.audit import client_audit, delay_limit
 from engine.load.dev import LoadDev
-from engine.load.endpoints import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.error_text import errors_line
-from engine.load.path_probe import METHOD, health_rtt
 from engine.load.pool import WorkerGone, WorkerPool
-from engine.load.recovery import lost_the_server, wait_until_ready
-from engine.load.server_stats import (
-    StatsSnapshot,
-    breakdown,
-    ensemble_steps,
-    fetch_snapshot,
-    summed,
-    taken_in_time,
-)
-from engine.load.target import Endpoint, Target, TargetInfo
+from engine.load.server_api import ServerApi
+from engine.load.spread import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
-from engine.load.transport import (
-    DROPPED,
-    MALFORMED_ANSWER,
-    RESPONSE_TOO_LARGE,
-    WRONG_ANSWER,
-    Prepared,
-    RequestInputs,
-    SweepInputs,
-    Transport,
-    check_streaming,
-    transport_named,
-)
 from engine.load.trials import Trials, local_servers
 from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
 from engine.load.worker_messages import (
@@ -105,6 +83,16 @@ from engine.load.worker_messages import (
 )
 from engine.load.workers_rule import pool_size, workers_for_level
 from engine.modes import mode_of
+from engine.net.connection import (
+    BAD_RESPONSE,
+    CONNECTION_REFUSED,
+    CONNECTION_RESET,
+    DROPPED,
+    MALFORMED_ANSWER,
+    RESPONSE_TOO_LARGE,
+    TIMEOUT,
+    WRONG_ANSWER,
+)
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
@@ -125,7 +113,7 @@ class _Window:
     cpu: CpuShare | None = None  # who took the CPU over the window (engine/cpu_share.py)
 
 
-Snapshots = tuple[StatsSnapshot | None, ...]  # one per endpoint
+Snapshots = tuple[object | None, ...]  # one per endpoint (the server API's statistics)
 
 
 @dataclass(frozen=True)
@@ -180,7 +168,7 @@ class _Level:
     def __init__(
         self,
         pool: WorkerPool,
-        target: Target,
+        api: ServerApi,
         load: Load,
         level: float,
         index: int,
@@ -201,13 +189,12 @@ class _Level:
         self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
         # how much of the latency our side may add (engine/load/audit.py)
         self.delay_limit = delay_limit(load.transport)
-        self.pool, self.target, self.load = pool, target, load
+        self.pool, self.api, self.load = pool, api, load
         self.level, self.index, self.total = level, index, total
         self.publish, self.stop = publish, stop
         self.tick_ns = tick_ns
         self.rate_mode = mode_of(load.mode).open_loop
-        self.endpoints = target.endpoint_list()
-        self.stats_targets = [target.at(ep) for ep in self.endpoints] if len(self.endpoints) > 1 else [target]
+        self.endpoints = list(api.endpoints())
         # every endpoint gets as many workers (pool.count is a multiple of the endpoints)
         self.active = workers_multiple(workers_for_level(load, level, pool.count, request_bytes),
                                        len(self.endpoints), pool.count)
@@ -270,7 +257,7 @@ class _Level:
 
     async def run(self) -> LevelResult:
         pool = self.pool
-        self.rtt = await health_rtt(self.target)  # before any load: the path, not a queue
+        self.rtt = await self.api.round_trip()  # before any load: the path, not a queue
         for w, plan in enumerate(self.plans()):
             pool.send(w, PrepareLevel(plan))
         connect_problem = None
@@ -395,18 +382,20 @@ class _Level:
 
     def ensure_snapshot(self, boundary: int) -> asyncio.Task[Snapshots]:
         task = self.snapshots.get(boundary)
-        if task is None and self.share is not None and not self.share.server_stats:
-            async def nothing() -> Snapshots:  # another host reads them
-                return (None,) * len(self.stats_targets)
+        stats = self.api.stats
+        if task is None and (stats is None or (self.share is not None and not self.share.server_stats)):
+            async def nothing() -> Snapshots:  # another host reads them, or the API has none
+                return (None,) * len(self.endpoints)
             task = asyncio.get_running_loop().create_task(nothing())
             self.snapshots[boundary] = task
         if task is None:
             # each endpoint's statistics, read together; one that does not answer gives up before
             # the wait for them all does, so the others' still count
-            each_s = STATS_TIMEOUT_S if len(self.stats_targets) == 1 else 0.8 * STATS_TIMEOUT_S
+            each_s = STATS_TIMEOUT_S if len(self.endpoints) == 1 else 0.8 * STATS_TIMEOUT_S
+            assert stats is not None
 
             async def every() -> Snapshots:
-                return tuple(await asyncio.gather(*(fetch_snapshot(t, each_s) for t in self.stats_targets)))
+                return tuple(await asyncio.gather(*(stats.snapshot(e, each_s) for e in range(len(self.endpoints)))))
             task = asyncio.get_running_loop().create_task(every())
             self.snapshots[boundary] = task
         return task
@@ -418,13 +407,17 @@ class _Level:
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
         except (TimeoutError, asyncio.CancelledError):
-            return (None,) * len(self.stats_targets)
+            return (None,) * len(self.endpoints)
 
     async def server_over(self, start: int, end: int, client_mean_s: float | None,
                           endpoint: int | None = None) -> ServerBreakdown | None:
         """The server's per-request times between two tick boundaries (one endpoint's, or summed
         over the endpoints that answered both times); None, with a warning, when a snapshot was
-        read too far from its boundary to stand for it (server_stats)."""
+        read too far from its boundary to stand for it (server_stats); None, silently, where the
+        server API has no statistics."""
+        stats = self.api.stats
+        if stats is None:
+            return None
         before, after = await self.snapshot(start), await self.snapshot(end)
         chosen = range(len(before)) if endpoint is None else [endpoint]
         interval = (end - start) * self.tick_ns
@@ -435,18 +428,18 @@ class _Level:
                                  message=f"level {self.level:g}: the server's statistics did not come within "
                                          f"{STATS_TIMEOUT_S:g} s (a busy machine?): its server breakdown is not shown"))
             return None
-        if not all(taken_in_time(before[e], self.t0 + start * self.tick_ns, interval)
-                   and taken_in_time(after[e], self.t0 + end * self.tick_ns, interval) for e in chosen):
+        if not all(stats.in_time(before[e], self.t0 + start * self.tick_ns, interval)
+                   and stats.in_time(after[e], self.t0 + end * self.tick_ns, interval) for e in chosen):
             self.publish(Warning(source="load", key=f"late-stats-{self.index}",
                                  message=f"level {self.level:g}: the server's statistics came too late to stand for "
                                          "a window's edges (a busy machine?): its server breakdown is not shown"))
             return None
         if len(before) == 1:
-            found = breakdown(before[0], after[0], client_mean_s)
+            found = stats.breakdown([before[0]], [after[0]], client_mean_s)
         else:
             answered = [e for e in chosen if before[e] is not None and after[e] is not None]
-            found = breakdown(summed([before[e] for e in answered]), summed([after[e] for e in answered]), client_mean_s)
-        return unsplit(found) if self.target.decoupled else found
+            found = stats.breakdown([before[e] for e in answered], [after[e] for e in answered], client_mean_s)
+        return unsplit(found) if self.api.decoupled else found
 
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
@@ -629,7 +622,7 @@ class _Level:
         kernel = sorted(self.kernel_rtt_us)
         connect_p50 = connects[len(connects) // 2] / 1e9 if connects else None
         tcp_rtt = kernel[len(kernel) // 2] / 1e6 if kernel else None
-        rtt, method = self.rtt, METHOD
+        rtt, method = self.rtt, self.api.round_trip_method
         if rtt is None:
             rtt, method = (tcp_rtt, "tcp_info") if tcp_rtt is not None else (connect_p50, "connect time")
         return NetworkPath(rtt=rtt, rtt_method=method if rtt is not None else "", connections=len(connects),
@@ -638,8 +631,7 @@ class _Level:
 
 
 async def run_sweep(
-    target: Target,
-    info: TargetInfo,
+    api: ServerApi,
     load: Load,
     publish: Publish,
     stop: asyncio.Event,
@@ -648,7 +640,8 @@ async def run_sweep(
     gpus: tuple[int, ...] = (),
     share: HostShare | None = None,
 ) -> list[LevelResult]:
-    """Run every level of ``load`` against ``target``; see the module docstring.
+    """Run every level of ``load`` against ``api``'s model (engine/load/server_api.py: for Triton,
+    engine/triton/api.py's ``TritonApi(target, info)``); see the module docstring.
 
     ``more_levels``: after the planned levels, asked with the results so far for one more level
     to run (the latency-target search of engine/study) until it answers None. ``gpus``: where the
@@ -659,28 +652,18 @@ async def run_sweep(
     beyond the model's max_batch_size, unsupported datatype, bad URL). Load workers are all gone
     when this returns or raises."""
     mode = mode_of(load.mode)
-    target = dataclasses.replace(target, composing=ensemble_steps(info.model_config),  # its statistics' models
-                                 decoupled=not split_applies(info.model_config))
     levels = mode.levels(load)
     if not levels:
         raise UserError(f"load.{mode.levels_key}: no levels to run")
-    module, transport = transport_named(load.transport)
-    check_streaming(load.transport, target.model, info.model_config)
-    counted = tokens_output(load, info)
+    module = api.transport(load)
     dev = LoadDev.from_load(load)
     if (line := dev.warning()) is not None:
         publish(Warning(source="load", message=line, key="load-dev"))
-    requests, warnings = await _requests(target, info, load, publish, stop)  # the tensors, made once
-    for text in warnings:
-        publish(Warning(source="load", message=text, key="input-shape"))
+    requests = await api.requests(load, publish, stop)  # the tensors, made once
     if stop.is_set() or not requests:  # stopped while the requests were made: nothing more to prepare
         return []
-    endpoints = target.endpoint_list()
-    first = requests[0]
-    prepared = await _prepare_each(transport, SweepInputs(target, info, load.batch_size, load.data,
-                                                          (first.shapes, first.tensors, []), gpus, requests,
-                                                          load.validate_tolerance, counted),
-                                   endpoints)
+    endpoints = list(api.endpoints())
+    prepared = await api.prepare(load, requests, gpus)
     tick_ns = tick_ns or tick_for(load.window_ms)
     request_bytes = prepared[0].request_bytes
     results: list[LevelResult] = []
@@ -707,7 +690,7 @@ async def run_sweep(
 
             async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
-                run = _Level(pool, target, load, level, index, total, publish, stop, tick_ns, search,
+                run = _Level(pool, api, load, level, index, total, publish, stop, tick_ns, search,
                              request_bytes, trial, roots, share)
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
@@ -721,7 +704,7 @@ async def run_sweep(
                 wait_s = load.server_wait_s
                 publish(Warning(source="load", message=f"server unreachable after level {level:g}: waiting up to "
                                 f"{wait_s:.0f} s for it to be ready again", key=f"server-wait-{index - 1}"))
-                waited = await _wait_for_every(target, stop, wait_s)
+                waited = await _wait_for_every(api, stop, wait_s)
                 if waited is None:
                     if not stop.is_set():
                         publish(Error(source="load", message=f"server not ready within {wait_s:.0f} s: the sweep stops"))
@@ -766,91 +749,27 @@ async def _start_at(instant: float, publish: Publish, stop: asyncio.Event) -> No
         publish(PhaseChanged(phase="sweep", detail="started at load.start_at"))
 
 
-async def _prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list[Endpoint]) -> list[Prepared]:
-    """The transport's requests for each endpoint (its own shared-memory regions included); on a
-    failure, what was prepared is undone and the endpoint is named."""
-    if len(endpoints) == 1:
-        return [await transport.prepare(sweep)]
-    done: list[Prepared] = []
-    try:
-        for ep in endpoints:
-            try:
-                done.append(await transport.prepare(dataclasses.replace(sweep, target=sweep.target.at(ep),
-                                                                        gpus=ep.gpus or sweep.gpus,
-                                                                        server_gpu=ep.server_gpu)))
-            except UserError as exc:
-                raise UserError(f"endpoint {ep.name} ({ep.http_url}): {exc}") from None
-    except BaseException:
-        for each in done:
-            await each.close()
-        raise
-    return done
-
-
-async def _wait_for_every(target: Target, stop: asyncio.Event, wait_s: float) -> float | None:
+async def _wait_for_every(api: ServerApi, stop: asyncio.Event, wait_s: float) -> float | None:
     """Seconds until every endpoint was ready again; None when one was not within ``wait_s``."""
     waited = 0.0
-    for ep in target.endpoint_list():
-        took = await wait_until_ready(target.at(ep), stop, max(0.0, wait_s - waited))
+    for e in range(len(api.endpoints())):
+        took = await api.wait_ready(e, stop, max(0.0, wait_s - waited))
         if took is None:
             return None
         waited += took
     return waited
 
 
-async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publish,
-                    stop: asyncio.Event) -> tuple[list[RequestInputs], list[str]]:
-    """The sweep's requests: load.data's one, synthetic prompts (load.input_tokens, or a text
-    model's default), or those of load.input_data (read in a thread: it may be large), which are
-    then announced (InputDataUsed: the recording keeps it)."""
-    from engine.load.input_synthetic import synthetic_data, text_input
-    from engine.load.input_tensors import DataModel
-    from engine.load.request_set import data_requests, random_requests
-    from engine.transports import is_decoupled
-
-    model = DataModel(info, target.input_shapes)
-    if load.input_tokens != "" or load.output_tokens != "":
-        data = synthetic_data(model, load.input_tokens, load.output_tokens)
-    elif not load.input_data and is_decoupled(info.model_config or {}) and text_input(model.inputs) is not None:
-        # a streaming text model gets text, not numbers (a unary model's other inputs keep load.data)
-        data = synthetic_data(model, "", "")
-    elif not load.input_data:
-        return random_requests(target, info, load.batch_size, load.data)
-    else:
-        from engine.load.input_data import read_input_data
-        from engine.load.input_decode import Stopped
-
-        try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
-            data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
-        except Stopped:
-            return [], []
-    requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
-    publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
-                          source=data.kind, validated=data.validated))
-    for k, note in enumerate(data.notes):  # names the model does not have, left out as perf_analyzer leaves them
-        publish(Warning(source="load", message=note, key=f"input-data-{k}"))
-    return requests, []
+CONNECTION_KINDS = (CONNECTION_REFUSED, CONNECTION_RESET, TIMEOUT, BAD_RESPONSE)
 
 
-def tokens_output(load: Load, info: TargetInfo) -> tuple[str, str] | None:
-    """load.tokens_from as (name, datatype), checked against the model before any load: an
-    integer output of a model answered over a streaming transport; None when not set."""
-    from engine.load.transport import INTEGER_TYPES
-    from engine.transports import transport_spec
-
-    name = load.tokens_from
-    if not name:
-        return None
-    if not transport_spec(load.transport).streams:
-        raise UserError(f"load.tokens_from: counts a streaming model's tokens; load.transport {load.transport!r} "
-                        "does not stream")
-    outputs = {str(o.get("name")): str(o.get("datatype") or "") for o in info.outputs}
-    if name not in outputs:
-        raise UserError(f"load.tokens_from: expected one of the model's outputs ({', '.join(sorted(outputs))}), "
-                        f"found {name!r}")
-    if outputs[name] not in INTEGER_TYPES:
-        raise UserError(f"load.tokens_from: output {name} is {outputs[name]}; a token count is an integer output")
-    return name, outputs[name]
+def lost_the_server(result: LevelResult) -> bool:
+    """Most of the level's errors say the server itself was unreachable, not that it refused the
+    request (a live server's rejected or server_error answer is no reason to wait)."""
+    if result.status != "failed" or not result.errors:
+        return False
+    unreachable = sum(result.errors_by_kind.get(kind, 0) for kind in CONNECTION_KINDS)
+    return unreachable * 2 > result.errors
 
 
 def _most_workers(load: Load, levels: list[float], request_bytes: int) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
 from engine.analysis.contention import (
@@ -20,7 +20,7 @@ from engine.analysis.contention import (
 )
 from engine.events import Event, LevelResult, Warning
 from engine.http_threads import listener_pid
-from engine.load.target import Endpoint
+from engine.load.server_api import Endpoint
 from engine.profiles import Load
 
 Publish = Callable[[Event], None]
@@ -28,7 +28,7 @@ Publish = Callable[[Event], None]
 MeasureLevel = Callable[[float, int, int], Awaitable[tuple[LevelResult, list[float]]]]
 
 
-def local_servers(endpoints: list[Endpoint]) -> list[int]:
+def local_servers(endpoints: Sequence[Endpoint]) -> list[int]:
     """The processes of servers on this machine (loopback URLs): their CPU is the server's, not
     others' (an embedded server is already in our own process tree)."""
     pids = []

@@ -5,7 +5,7 @@ the session, which sends the typed commands of engine/load/worker_messages.py (U
 PrepareLevel, StartAt, StopLevel, Exit) and receives Hello, Ready, TickReport, Stopped or Fatal.
 
 The scheduler owns levels, ticks, how many connections are open and when, and the clock; the
-sweep's transport (engine/load/transport.py) owns the wire. Hot path, per answer: the
+sweep's transport (engine/net/connection.py) owns the wire. Hot path, per answer: the
 connection's read callback frames it and calls ``answered``, which records the latency into the
 current tick and, in concurrency mode, sends the next request on the same connection. Only the
 standard library and small modules of ours are imported here (no numpy: a worker starts in tens
@@ -31,18 +31,6 @@ from typing import Any
 
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
-from engine.load.transport import (
-    BAD_RESPONSE,
-    CONNECT_ERROR,
-    CONNECTION_RESET,
-    DROPPED,
-    TIMEOUT,
-    Connection,
-    Dialer,
-    connect_error_kind,
-    describe,
-    first_line,
-)
 from engine.load.worker_messages import (
     Exit,
     Fatal,
@@ -58,6 +46,18 @@ from engine.load.worker_messages import (
     UseTransport,
 )
 from engine.modes import mode_of
+from engine.net.connection import (
+    BAD_RESPONSE,
+    CONNECT_ERROR,
+    CONNECTION_RESET,
+    DROPPED,
+    TIMEOUT,
+    Connection,
+    Dialer,
+    connect_error_kind,
+    describe,
+    first_line,
+)
 
 monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T0
 LAG_PROBE_NS = 10_000_000  # how often the loop-lag probe asks to run
@@ -488,7 +488,7 @@ class Worker:
                 slot.abort()  # lost() reconnects it
         self.schedule(now + TIMEOUT_SCAN_NS, self.scan_timeouts)
 
-    # -- answers (the transport's callbacks: engine/load/transport.py, Scheduler)
+    # -- answers (the transport's callbacks: engine/net/connection.py, Scheduler)
 
     def answered(self, slot: Connection, close: bool) -> None:
         """A successful answer to the request in flight on ``slot``."""

@@ -20,7 +20,7 @@ class UseTransport:
     """The sweep's transport (a module with TRANSPORT) and its prepared payload for this worker."""
 
     module: str
-    payload: object  # the transport's own (engine/load/transport.py, Prepared.payload)
+    payload: object  # the transport's own (engine/net/connection.py, Prepared.payload)
     dev: LoadDev = field(default_factory=LoadDev)
 
 

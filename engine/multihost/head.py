@@ -38,12 +38,13 @@ from engine.events import (
     event_from_dict,
 )
 from engine.load.sweep import TICK_SLACK_S, HostShare, Publish, run_sweep
-from engine.load.target import Target, TargetInfo
 from engine.modes import mode_of
 from engine.multihost.group import START_LEAD_NS, HostGroup, Member, Refused
 from engine.multihost.host_plan import host_load
 from engine.multihost.shares import host_share
 from engine.profiles import Load
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, TargetInfo
 
 __all__ = ["HeadSweep", "HostGroup", "sweep_of"]  # HostGroup: the session's options name it
 
@@ -61,7 +62,7 @@ async def sweep_of(options: SweepOptions, target: Target, info: TargetInfo, load
                    stop: asyncio.Event, gpus: tuple[int, ...]) -> list[LevelResult]:
     """The session's sweep: this host's alone (engine/load/sweep.py), or its group's when it heads one."""
     if options.hosts is None:
-        return await run_sweep(target, info, load, publish, stop, more_levels=options.more_levels, gpus=gpus)
+        return await run_sweep(TritonApi(target, info), load, publish, stop, more_levels=options.more_levels, gpus=gpus)
     return await HeadSweep(options.hosts, load, publish).run(target, info, stop, gpus)
 
 
@@ -159,7 +160,7 @@ class HeadSweep:
 
         async def own() -> list[LevelResult]:
             try:
-                return await run_sweep(target, info, mine, queue.put_nowait, stop, gpus=gpus, share=share)
+                return await run_sweep(TritonApi(target, info), mine, queue.put_nowait, stop, gpus=gpus, share=share)
             finally:
                 queue.put_nowait(None)
 

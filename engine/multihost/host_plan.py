@@ -16,7 +16,7 @@ from engine.errors import UserError
 from engine.modes import mode_of
 from engine.multihost.shares import host_share, too_small
 from engine.profiles import Load, Profile
-from engine.transports import transport_spec
+from engine.transport_table import transport_spec
 
 
 def host_load(load: Load, hosts: int, rank: int) -> Load:

@@ -15,12 +15,13 @@ from typing import Any
 from engine.errors import RunFailed
 from engine.events import Error, Event, LevelResult, LevelStarted, Warning, WindowResult
 from engine.load.sweep import HostShare, run_sweep
-from engine.load.target_setup import open_target
 from engine.modes import mode_of
 from engine.multihost.group import HostGroup, first_line
 from engine.multihost.host_plan import host_load
 from engine.profiles import Profile
-from engine.transports import AUTO, REMOTE, auto_transport
+from engine.transport_table import AUTO, REMOTE, auto_transport
+from engine.triton.api import TritonApi
+from engine.triton.target_setup import open_target
 
 GATE_POLL_S = 1.0  # how often a host waiting for a level's start looks for the head's end
 
@@ -112,7 +113,7 @@ class MemberSweep:
                 pick = auto_transport(REMOTE, hosts=self.group.hosts)
                 load = dataclasses.replace(load, transport=pick.name)
                 self.say(f"host {self.group.rank}: {pick.line}")
-            results = await run_sweep(target, info, load, self.publish, stop,
+            results = await run_sweep(TritonApi(target, info), load, self.publish, stop,
                                       share=HostShare(start_at=self.start_at, server_stats=False))
         finally:
             self.sender.close()

@@ -134,7 +134,7 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
 def _refuse_streaming_with_unary(summaries: list[RecordingSummary]) -> None:
     """A streaming run's latency is to its final response of many, a unary run's to its one
     answer: side by side they would read as one figure. One line, exit 2."""
-    from engine.transports import transport_spec
+    from engine.transport_table import transport_spec
 
     streaming = sorted({s.transport for s in summaries if transport_spec(s.transport).streams})
     unary = sorted({s.transport for s in summaries if not transport_spec(s.transport).streams})

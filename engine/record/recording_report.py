@@ -26,7 +26,7 @@ from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, un
 from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
 from engine.record.timelines import Timelines
-from engine.transports import transport_spec
+from engine.transport_table import transport_spec
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
 

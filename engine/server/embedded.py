@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from engine import http1
 from engine.errors import RunFailed, UserError
+from engine.net import http1
 from engine.server.distribution import assemble_backends, find_distribution, server_environment
 from engine.server.gpus import pin_value, smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name

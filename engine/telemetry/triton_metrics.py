@@ -11,9 +11,9 @@ import math
 from collections.abc import Callable
 from http import HTTPStatus
 
-from engine import http1
 from engine.analysis.sane_values import gauge
 from engine.events import GpuReading, GpuSample
+from engine.net import http1
 from engine.profiles import redact_url
 from engine.telemetry.gpu_source import GpuSource, SourceContext, TelemetrySettings
 from engine.telemetry.once import WarnOnce

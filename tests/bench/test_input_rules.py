@@ -22,8 +22,8 @@ from bench.input_rules import (
     write_case,
 )
 from bench.tools import PA_DIR, SetupError, ensure_perf_analyzer
-from engine.load.input_json import PA_REFUSES
-from engine.load.target import Target, TargetInfo
+from engine.triton.input_json import PA_REFUSES
+from engine.triton.target import Target, TargetInfo
 
 MIXED = TargetInfo(  # model_repository/embedded/mixed/config.pbtxt, as the server's metadata gives it
     model_config={"input": [{"name": "EXTRA", "optional": True}]}, max_batch_size=8,
@@ -145,8 +145,9 @@ def test_validation_of_a_variable_output_perf_analyzer_refuses_and_we_compare(pe
 
     from bench.input_rules import BRAIN, HALF
     from engine.load.sweep import run_sweep
-    from engine.load.target import describe_target
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
+    from engine.triton.target import describe_target
 
     (case,) = [c for c in CASES if c.rule == "inferred_shape"]
     document = dict(case.equivalent, validation_data=[
@@ -165,6 +166,6 @@ def test_validation_of_a_variable_output_perf_analyzer_refuses_and_we_compare(pe
     for path in (good, wrong):
         load = Load(concurrency=[1], input_data=str(path), window_ms=500, stability_percent=90, warmup_s=0.5,
                     max_windows=3)
-        (result,) = asyncio.run(run_sweep(target, info, load, lambda e: None, asyncio.Event()))
+        (result,) = asyncio.run(run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event()))
         errors[path.stem] = result.errors
     assert errors["good"] == 0 and errors["wrong"] > 0, errors

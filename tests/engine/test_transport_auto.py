@@ -12,7 +12,7 @@ import pytest
 
 from engine.profiles import ProfileError, load_profile
 from engine.transport_pick import with_auto_transport
-from engine.transports import EMBEDDED, LOCAL, REMOTE, TRANSPORTS, auto_transport
+from engine.transport_table import EMBEDDED, LOCAL, REMOTE, TRANSPORTS, auto_transport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def _picked(overrides: list[str], gpus: int = 0, hosts: int = 1) -> tuple[str, s
 
 
 def test_the_pick_follows_where_the_server_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.load.shm as shm
+    import engine.triton.shm as shm
 
     def torch_asked() -> bool:
         raise AssertionError("torch looked up where it cannot decide")
@@ -70,7 +70,7 @@ def test_the_pick_follows_where_the_server_runs(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize(("cuda", "name"), [(True, "cuda_shm"), (False, "system_shm")])
 def test_a_gpu_config_of_the_tools_own_server_takes_cuda_shm_where_torch_sees_cuda(
         monkeypatch: pytest.MonkeyPatch, cuda: bool, name: str) -> None:
-    import engine.load.shm as shm
+    import engine.triton.shm as shm
 
     monkeypatch.setattr(shm, "torch_cuda_here", lambda: cuda)
     for variant in ("2x", "1x*2", "auto"):

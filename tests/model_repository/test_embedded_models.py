@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from engine.http1 import parse_endpoint
-from engine.load.request import prepare_request, request_shapes
-from engine.load.target import Target, describe_target
+from engine.net.http1 import parse_endpoint
 from engine.server.embedded import EmbeddedServer
 from engine.server.onnx_export import _load_vit_module
+from engine.triton.request import prepare_request, request_shapes
+from engine.triton.target import Target, describe_target
 
 pytestmark = pytest.mark.server
 VIT_ITEM = 3 * 224 * 224

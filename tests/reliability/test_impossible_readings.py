@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.analysis import sane_values
-from engine.load.server_stats import breakdown, snapshot_from_json
 from engine.record.reader import Recording
+from engine.triton.server_stats import breakdown, snapshot_from_json
 from tests.reliability.hostile_server import (
     HostileTriton,
     Reply,

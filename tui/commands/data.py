@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.load.input_images import images_document
+    from engine.triton.input_images import images_document
 
     document = images_document(args.folder, args.input, size=args.size, raw=args.raw)
     text = json.dumps(document, separators=(",", ":"))

@@ -62,7 +62,7 @@ def check_input_data(path: str) -> None:
     """A missing, unreadable or oversized data file is one line now, not after the server starts
     (its contents are checked against the model's metadata before the first level)."""
     if path:
-        from engine.load.input_data import check_readable
+        from engine.triton.input_data import check_readable
 
         check_readable(path)
 

@@ -77,8 +77,9 @@ async def test_a_real_servers_busiest_http_thread_has_a_measured_cpu(identity_se
     from engine.events import LevelStarted
     from engine.http_threads import SpreadWatch, child_named
     from engine.load.sweep import run_sweep
-    from engine.load.target import Target, describe_target
     from engine.profiles import Load
+    from engine.triton.api import TritonApi
+    from engine.triton.target import Target, describe_target
 
     target = Target(identity_server.http_url, "identity")
     info = await describe_target(target)
@@ -94,7 +95,7 @@ async def test_a_real_servers_busiest_http_thread_has_a_measured_cpu(identity_se
 
     load = Load(concurrency=[8], window_ms=500, min_window_requests=20, warmup_s=0.3, max_windows=4,
                 stability_percent=50.0, stable_windows=2, request_timeout_s=5.0)
-    task = asyncio.create_task(run_sweep(target, info, load, on_event, asyncio.Event()))
+    task = asyncio.create_task(run_sweep(TritonApi(target, info), load, on_event, asyncio.Event()))
     while not task.done():
         if started.is_set():
             await asyncio.to_thread(watch.sample)

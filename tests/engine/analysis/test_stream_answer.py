@@ -14,9 +14,10 @@ from engine.analysis.answer import AnswerFold, decide
 from engine.analysis.scale_out import SCALE_OUT, SCALE_UP, Figure, Side, scale_answer
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput, parse_slos
-from engine.load.input_synthetic import lengths
-from engine.load.transport import StreamTimes, json_token_count, raw_token_count
+from engine.net.connection import StreamTimes
 from engine.profiles import token_count
+from engine.triton.input_synthetic import lengths
+from engine.triton.transports import json_token_count, raw_token_count
 
 
 def _level(level: float, tokens_per_s: float, rps: float, ttft_p99: float = 0.05, status: str = "stable",

@@ -9,15 +9,15 @@ import psutil
 import pytest
 
 from engine.events import Event, LevelResult
-from engine.http1 import parse_endpoint
-from engine.load.answer_check import AnswerSpec
-from engine.load.request import request_inputs
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, TargetInfo, describe_target
-from engine.load.transport import SweepInputs
-from engine.load.transports import http
-from engine.load.transports.http import HttpPayload
+from engine.net.http1 import parse_endpoint
 from engine.profiles import Load
+from engine.triton.answer_check import AnswerSpec
+from engine.triton.api import TritonApi
+from engine.triton.request import request_inputs
+from engine.triton.target import Target, TargetInfo, describe_target
+from engine.triton.transports import SweepInputs, http
+from engine.triton.transports.http import HttpPayload
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +70,7 @@ def kill_tritonserver(server) -> None:
 
 async def sweep(target: Target, info: TargetInfo, load: Load, stop: asyncio.Event | None = None):
     events = Events()
-    results = await run_sweep(target, info, load, events.append, stop or asyncio.Event())
+    results = await run_sweep(TritonApi(target, info), load, events.append, stop or asyncio.Event())
     return results, events
 
 

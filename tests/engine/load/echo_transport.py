@@ -16,16 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.load.tcp import TcpDialer
-from engine.load.transport import (
-    BAD_RESPONSE,
-    REJECTED,
-    Connection,
-    Dialer,
-    Prepared,
-    Scheduler,
-    SweepInputs,
-)
+from engine.net.connection import BAD_RESPONSE, REJECTED, Connection, Dialer, Scheduler
+from engine.net.tcp import TcpDialer
+from engine.triton.transports import Prepared, SweepInputs
 
 monotonic_ns = time.monotonic_ns
 OK, REFUSED = 0, 1

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.load.audit import client_audit
-from engine.load.server_stats import StatsSnapshot, breakdown, snapshot_from_json, taken_in_time
 from engine.load.windows import Aggregate
+from engine.triton.server_stats import StatsSnapshot, breakdown, snapshot_from_json, taken_in_time
 
 
 def _stats(version, success, queue, cin, cinf, cout, inferences, executions, name="m"):

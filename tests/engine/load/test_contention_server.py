@@ -16,7 +16,8 @@ from engine.analysis.answer import decide
 from engine.events import Event, LevelResult, LevelStarted, WindowResult
 from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import Events, quick_load
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen, _ok_infer
 
@@ -28,7 +29,7 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
     load = quick_load(concurrency=[1, 2], contended_percent=30.0, max_trials=2, trial_budget_s=60.0)
     events = Events()
     with cpu_hogs(process_cores(), tmp_path):
-        results = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
+        results = await run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event())
     published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
     # the mark follows what was measured: contended exactly where others took over 30 % (the
     # scheduler decides how much the hogs get in a given level; the first level always had them)
@@ -92,7 +93,7 @@ async def test_a_server_noisy_at_one_concurrency_decides_nothing_there() -> None
         load = quick_load(concurrency=[1, 2, 4], contended_percent=100.0, max_trials=2, trial_budget_s=60.0,
                           window_ms=300, max_windows=4, stable_windows=2, workers=1)
         events = Events()
-        results = await run_sweep(target, info, load, noisy.publish(events), asyncio.Event())
+        results = await run_sweep(TritonApi(target, info), load, noisy.publish(events), asyncio.Event())
     published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
     two = [r for r in published if r.level == 2]
     assert two and all(r.status != "stable" for r in two), [(r.trial, r.status) for r in two]

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.target import Target, TargetInfo, describe_target
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.summary import summarize
+from engine.triton.target import Target, TargetInfo, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 from tests.photo_files import raw_photos_document
 

@@ -11,9 +11,10 @@ import pytest
 
 from engine.errors import UserError
 from engine.events import LevelResult, event_from_dict
-from engine.load.endpoints import describe_endpoints, endpoints_from
 from engine.load.sweep import run_sweep
-from engine.load.target import Target
+from engine.triton.api import TritonApi
+from engine.triton.endpoints import describe_endpoints, endpoints_from
+from engine.triton.target import Target
 from tests.engine.load.conftest import Events, first_measured_window, kill_tritonserver, quick_load
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -71,7 +72,7 @@ async def test_levels_spread_evenly_and_add_up(identity_server, second_server, i
 
     watcher = asyncio.create_task(watch())
     try:
-        results = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
+        results = await run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event())
     finally:
         watcher.cancel()
     assert [r.level for r in results] == levels
@@ -109,7 +110,7 @@ async def test_levels_spread_evenly_and_add_up(identity_server, second_server, i
 async def test_rate_level_split_evenly(identity_server, second_server, identity_info):
     target = _two(identity_server, second_server)
     load = quick_load(mode="rate", rates=[200.0])
-    results = await run_sweep(target, identity_info, load, Events().append, asyncio.Event())
+    results = await run_sweep(TritonApi(target, identity_info), load, Events().append, asyncio.Event())
     (r,) = results
     ep1, ep2 = r.endpoints
     assert ep1.target_rate == ep2.target_rate == 100.0
@@ -133,7 +134,7 @@ async def test_one_server_killed_mid_level_is_named_and_the_other_goes_on(identi
         await describe_endpoints(target, allow_mixed=True)
         load = quick_load(concurrency=[4], max_windows=8, stability_percent=0.001, request_timeout_s=2.0)
         events = Events()
-        task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
+        task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event()))
         await first_measured_window(events)
         kill_tritonserver(srv)
         results = await asyncio.wait_for(task, 60)
@@ -171,7 +172,7 @@ async def test_other_transports_spread_over_both(identity_server, second_server,
     target = _two(identity_server, second_server)
     load = quick_load(concurrency=[3], transport=transport)
     events = Events()
-    (r,) = await run_sweep(target, identity_info, load, events.append, asyncio.Event())
+    (r,) = await run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event())
     assert r.status in ("stable", "unstable") and r.errors == 0, r.error_messages
     assert sorted(ep.connections for ep in r.endpoints) == [1, 2]
     late = any(w.key.startswith("late-stats") for w in events.of("warning"))  # a busy box: said, not hidden

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.server_stats import (
+from engine.triton.server_stats import (
     PARTS,
     StatsSnapshot,
     breakdown,
     ensemble_snapshot,
     ensemble_steps,
 )
-from engine.load.target import Target, describe_target
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "datacheck_ensemble_input.json"

@@ -16,14 +16,14 @@ from typing import Any
 import psutil
 import pytest
 
-from engine import http2
-from engine.load.stamped_socket import StampedSocket
-from engine.load.target import Target, TargetInfo
-from engine.load.transports import grpc_stream
-from engine.load.transports.grpc import GrpcPayload
-from engine.load.transports.grpc_stream import GrpcStreamDialer
+from engine.net import http2
+from engine.net.stamped_socket import StampedSocket
+from engine.triton.target import Target, TargetInfo
+from engine.triton.transports import grpc_stream
+from engine.triton.transports.grpc import GrpcPayload
+from engine.triton.transports.grpc_stream import GrpcStreamDialer
 from tests.engine.load.conftest import quick_load, sweep
-from tests.engine.load.test_grpc_stream_frames import Scheduler
+from tests.engine.triton.test_grpc_stream_frames import Scheduler
 
 RSS_BOUND = 50 << 20  # bytes this process may grow by while a peer floods it
 

@@ -1,4 +1,4 @@
-"""load.transport = grpc (engine/load/transports/grpc.py) against a real tritonserver on CPU: both
+"""load.transport = grpc (engine/triton/transports/grpc.py) against a real tritonserver on CPU: both
 load modes over KServe v2 gRPC, the server's refusals in its own words, a server that goes away,
 answers that do not add up, and a recorded session whose report and comparison name the
 transport."""
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import service_pb2
 
-from engine.load.answer_check import AnswerSpec, check_header
 from engine.load.audit import delay_limit
-from engine.load.target import Target, TargetInfo, describe_target
-from engine.load.transports.grpc import check_answer, error_kind, grpc_address
 from engine.server.embedded import EmbeddedServer
+from engine.triton.answer_check import AnswerSpec, check_header
+from engine.triton.target import Target, TargetInfo, describe_target
+from engine.triton.transports.grpc import check_answer, error_kind, grpc_address
 from tests.engine.load.conftest import in_flight, in_flight_most, quick_load, sweep
 
 REPO = Path(__file__).resolve().parents[3]
@@ -95,7 +95,7 @@ async def test_grpc_against_an_http1_port_says_it_is_not_a_grpc_server():
     """grpcio only says "unavailable" (20 s of every error classed "connection refused", though
     the port is open): the sweep is refused before any load, naming what the port is."""
     from engine.errors import UserError
-    from engine.load.transports.grpc import not_grpc
+    from engine.triton.transports.grpc import not_grpc
     from tests.reliability.hostile_server import HostileTriton, identity_model
 
     with HostileTriton() as srv:
@@ -118,7 +118,7 @@ async def test_tritons_grpc_port_is_taken_for_grpc_and_its_http_port_is_not(iden
 
 
 async def not_grpc_of(url: str) -> str | None:
-    from engine.load.transports.grpc import not_grpc
+    from engine.triton.transports.grpc import not_grpc
 
     return await not_grpc(url.split("://", 1)[-1])
 

@@ -10,11 +10,11 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
-from engine import http2
-from engine.load.answer_check import AnswerSpec
-from engine.load.answer_values import Expected
-from engine.load.transports.grpc import GrpcDialer, GrpcLink
-from engine.load.transports.grpc_common import GrpcPayload, messages
+from engine.net import http2
+from engine.triton.answer_check import AnswerSpec
+from engine.triton.answer_values import Expected
+from engine.triton.transports.grpc import GrpcDialer, GrpcLink
+from engine.triton.transports.grpc_common import GrpcPayload, messages
 
 
 class Scheduler:
@@ -275,10 +275,10 @@ class Refuse:
         if name == "grpc" or name.startswith(("grpc.", "grpc_")):
             raise ImportError("no grpcio here")
 sys.meta_path.insert(0, Refuse())
-from engine.load.transports import grpc, grpc_stream
+from engine.triton.transports import grpc, grpc_stream
 print(len(grpc.messages().ModelInferRequest(model_name="m").SerializeToString()))
 try:
-    import engine.load.transports.grpc_aio
+    import engine.triton.transports.grpc_aio
 except ImportError as exc:
     print(exc)
 """

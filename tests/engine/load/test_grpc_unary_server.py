@@ -15,12 +15,12 @@ from typing import Any
 
 import psutil
 
-from engine import http2
-from engine.load.answer_check import AnswerSpec
-from engine.load.answer_values import Expected
 from engine.load.dev import LoadDev
-from engine.load.transports.grpc import GrpcCall, GrpcDialer
-from engine.load.transports.grpc_common import GrpcPayload, messages
+from engine.net import http2
+from engine.triton.answer_check import AnswerSpec
+from engine.triton.answer_values import Expected
+from engine.triton.transports.grpc import GrpcCall, GrpcDialer
+from engine.triton.transports.grpc_common import GrpcPayload, messages
 from tests.engine.load.test_grpc_unary_frames import Scheduler
 
 CALLS = 4

@@ -18,8 +18,9 @@ from engine.http_threads import (
     uneven,
 )
 from engine.load.sweep import run_sweep
-from engine.load.target import Target
 from engine.server.embedded import http_threads
+from engine.triton.api import TritonApi
+from engine.triton.target import Target
 from tests.engine.load.conftest import quick_load
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,7 +51,7 @@ async def test_every_connection_of_a_level_is_found_on_some_http_thread(identity
             watch.reset()
             started.set()
 
-    task = asyncio.create_task(run_sweep(target, identity_info, quick_load(concurrency=[12], window_ms=500),
+    task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), quick_load(concurrency=[12], window_ms=500),
                                          on_event, asyncio.Event()))
     while not task.done():
         if started.is_set():

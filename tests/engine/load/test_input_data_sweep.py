@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.answer_check import AnswerCheck, AnswerSpec
-from engine.load.answer_values import Expected, compare_output
-from engine.load.target import Target
-from engine.load.transport import RequestCycle, first_request
+from engine.net.connection import RequestCycle, first_request
+from engine.triton.answer_check import AnswerCheck, AnswerSpec
+from engine.triton.answer_values import Expected, compare_output
+from engine.triton.target import Target
 from tests.engine.load.conftest import quick_load, sweep
 
 ENTRIES = 5
@@ -106,10 +106,9 @@ def test_shared_memory_places_every_requests_inputs_in_one_region(monkeypatch: p
     is stubbed out (CUDA), as test_shm_transport's placement test does."""
     import asyncio
 
-    from engine.load import shm
-    from engine.load.target import TargetInfo
-    from engine.load.transport import RequestInputs, SweepInputs
-    from engine.load.transports import cuda_shm
+    from engine.triton import shm
+    from engine.triton.target import TargetInfo
+    from engine.triton.transports import RequestInputs, SweepInputs, cuda_shm
 
     blobs: list[bytes] = []
 

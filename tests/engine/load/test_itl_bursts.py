@@ -17,9 +17,9 @@ from engine.analysis.answer import decide
 from engine.analysis.host_merge import merged_stream
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.stream_slo import goodput, goodput_line, misses, parse_slos
-from engine.load.stamped_socket import StampedSocket, arrival
-from engine.load.transport import StreamTimes
 from engine.load.windows import Aggregate, StreamSamples, stream_stats
+from engine.net.connection import StreamTimes
+from engine.net.stamped_socket import StampedSocket, arrival
 
 RESPONSES = 8
 REQUESTS = 4

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from engine.events import LevelResult
-from engine.load.answer_check import AnswerCheck, AnswerSpec, ShmOutput
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
 from engine.profiles import Load
 from engine.record.reader import Recording
+from engine.triton.answer_check import AnswerCheck, AnswerSpec, ShmOutput
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, describe_target
 from tests.reliability.hostile_server import (
     HostileTriton,
     Reply,
@@ -141,7 +142,7 @@ async def _shm_sweep(srv: HostileTriton) -> LevelResult:
     info = await describe_target(target)
     load = Load(concurrency=[1], transport="system_shm", window_ms=300, warmup_s=0, max_windows=3, stable_windows=2,
                 workers=1, request_timeout_s=2.0, min_window_requests=1)
-    (result,) = await run_sweep(target, info, load, lambda _e: None, asyncio.Event())
+    (result,) = await run_sweep(TritonApi(target, info), load, lambda _e: None, asyncio.Event())
     return result
 
 

@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.http1 import Endpoint, parse_endpoint
-from engine.load.answer_check import AnswerCheck, AnswerSpec
-from engine.load.request import (
+from engine.net.http1 import Endpoint, parse_endpoint
+from engine.profiles import load_profile
+from engine.session import Session, SessionOptions
+from engine.triton.answer_check import AnswerCheck, AnswerSpec
+from engine.triton.request import (
     NUMPY_DTYPES,
     output_sizes,
     prepare_request,
@@ -27,10 +29,8 @@ from engine.load.request import (
     request_shapes,
     tensor_bytes,
 )
-from engine.load.shm import SHM_ROOT, open_regions
-from engine.load.target import Target, TargetInfo, describe_target
-from engine.profiles import load_profile
-from engine.session import Session, SessionOptions
+from engine.triton.shm import SHM_ROOT, open_regions
+from engine.triton.target import Target, TargetInfo, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -8,7 +8,7 @@ its audit, whatever else runs on the box.
 The proxy is a userspace relay on loopback: the kernel's view of the client's connections (their
 connect time, TCP_INFO's RTT) ends at the proxy and stays well under a millisecond, while the
 time to the first byte of a health answer crosses the whole delayed path
-(engine/load/path_probe.py). The test checks both, so it shows why the probe is the measure."""
+(engine/triton/path_probe.py). The test checks both, so it shows why the probe is the measure."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from pathlib import Path
 import pytest
 
 from engine import format as fmt
-from engine.load.path_probe import health_rtt
-from engine.load.target import Target
-from engine.load.tcp import kernel_rtt_us
+from engine.net.tcp import kernel_rtt_us
 from engine.profiles import load_profile
 from engine.record.doc import to_markdown
 from engine.record.findings import analyze
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from engine.session import Session, SessionOptions
+from engine.triton.path_probe import health_rtt
+from engine.triton.target import Target
 
 DELAY_S = 0.400  # each way (the path probe gives up past 2 s)
 QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)

@@ -15,13 +15,13 @@ from multiprocessing import Pipe
 
 import pytest
 
-from engine.load import tcp
 from engine.load import worker as worker_module
-from engine.load.answer_check import AnswerSpec
 from engine.load.ticks import LevelPlan
-from engine.load.transports import http
-from engine.load.transports.http import HttpConnection, HttpPayload
 from engine.load.worker import Worker
+from engine.net import tcp
+from engine.triton.answer_check import AnswerSpec
+from engine.triton.transports import http
+from engine.triton.transports.http import HttpConnection, HttpPayload
 from tests.engine.load.conftest import use_http
 
 

@@ -15,10 +15,10 @@ from multiprocessing import Pipe
 import pytest
 
 from engine.load import worker as worker_module
-from engine.load.tcp import TcpDialer
 from engine.load.ticks import LevelPlan
-from engine.load.transports.http import HttpConnection
 from engine.load.worker import TickBuffer, Worker
+from engine.net.tcp import TcpDialer
+from engine.triton.transports.http import HttpConnection
 from tests.engine.load.conftest import use_http
 
 pytestmark = [pytest.mark.server]

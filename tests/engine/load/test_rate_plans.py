@@ -10,13 +10,14 @@ import pytest
 
 from engine.load.pool import WorkerPool
 from engine.load.sweep import _Level
-from engine.load.target import Target
 from engine.profiles import Load
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, TargetInfo
 
 
 def _plans(rate: float, workers: int):
     load = Load(mode="rate", rates=[rate], arrival="constant", workers=workers)
-    level = _Level(WorkerPool(workers), Target("http://127.0.0.1:8000", "m"), load, rate, 0, 1,
+    level = _Level(WorkerPool(workers), TritonApi(Target("http://127.0.0.1:8000", "m"), TargetInfo({}, [], [], 0)), load, rate, 0, 1,
                    lambda event: None, asyncio.Event())
     return level.plans()
 

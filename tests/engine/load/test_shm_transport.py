@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from engine.load.sweep import run_sweep
-from engine.load.target import Target
 from engine.shm_segments import segment_prefix
+from engine.triton.api import TritonApi
+from engine.triton.target import Target
 from tests.engine.load.conftest import Events, quick_load
 
 REPO = Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identit
     target = Target(identity_server.http_url, "identity")
     load = quick_load(concurrency=[2, 4], transport="system_shm", stability_percent=50)
     events = Events()
-    task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
+    task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event()))
     seen: set[str] = set()
     while not task.done():  # while the sweep runs: our input and output regions are registered
         seen |= {n for n in await asyncio.to_thread(_registered, identity_server.http_url) if n.startswith(segment_prefix())}
@@ -51,9 +52,9 @@ async def test_system_shm_sweep_registers_its_regions_and_leaves_nothing(identit
 
 
 def test_a_request_names_its_region_instead_of_carrying_the_tensor(identity_server, identity_info):
-    from engine.http1 import parse_endpoint
-    from engine.load.request import prepare_request
-    from engine.load.shm import ShmPlan, TensorRef
+    from engine.net.http1 import parse_endpoint
+    from engine.triton.request import prepare_request
+    from engine.triton.shm import ShmPlan, TensorRef
 
     target = Target(identity_server.http_url, "identity")
     plan = ShmPlan({"INPUT0": TensorRef("r-in", 128, 64)}, {"OUTPUT0": TensorRef("r-out", 0, 64)})
@@ -113,7 +114,7 @@ def test_a_transport_that_cannot_work_here_is_one_line_and_exit_2(tmp_path: Path
 
 def test_the_bare_cuda_ipc_handle_is_taken_out_of_torchs_storage_handle():
     from engine.errors import UserError
-    from engine.load.shm import ipc_mem_handle
+    from engine.triton.shm import ipc_mem_handle
 
     bare = bytes(range(64))
     assert ipc_mem_handle(bare) == bare  # older torch: the handle itself
@@ -129,10 +130,9 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
     """One input region for every worker, on the model's first GPU (why not a copy per GPU:
     docs/results/load_engine_design_notes.md). The GPU copy itself needs CUDA; what is placed
     where is checked with it stubbed out, through the cuda_shm transport's prepare."""
-    from engine.load import shm
-    from engine.load.target import TargetInfo
-    from engine.load.transport import SweepInputs
-    from engine.load.transports import cuda_shm
+    from engine.triton import shm
+    from engine.triton.target import TargetInfo
+    from engine.triton.transports import SweepInputs, cuda_shm
 
     placed: list[tuple[str, int]] = []
 
@@ -159,7 +159,7 @@ def test_cuda_inputs_live_on_the_first_gpu_of_the_model_only(monkeypatch: pytest
 def test_the_placement_rule_puts_inputs_on_the_servers_gpu_under_its_own_number():
     """Allocated on the endpoint's GPU as we number it, registered under the server's number:
     a server pinned to our GPU 1 sees it as its GPU 0 (asked for device 1, it died)."""
-    from engine.load.shm import CudaPlace, cuda_place
+    from engine.triton.shm import CudaPlace, cuda_place
 
     assert cuda_place(()) is None  # no GPU instance: no CUDA region
     assert cuda_place((0, 1)) == CudaPlace(0, 0)  # one server over both GPUs: the first, one numbering
@@ -171,13 +171,12 @@ def test_the_placement_rule_puts_inputs_on_the_servers_gpu_under_its_own_number(
 def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.MonkeyPatch):
     """A 1x*2 sweep over cuda_shm: endpoint k's inputs on our GPU k, registered as device 0 of
     the server pinned there (the endpoints as the fleet hands them to the load)."""
-    from engine.load import shm
-    from engine.load import sweep as sweep_mod
-    from engine.load.target import TargetInfo
-    from engine.load.target_setup import fleet_endpoints
-    from engine.load.transport import SweepInputs
-    from engine.load.transports import cuda_shm
     from engine.server.supervisor import FleetMember
+    from engine.triton import shm
+    from engine.triton.api import prepare_each
+    from engine.triton.target import TargetInfo
+    from engine.triton.target_setup import fleet_endpoints
+    from engine.triton.transports import SweepInputs, cuda_shm
 
     placed: list[tuple[str, shm.CudaPlace]] = []
 
@@ -194,14 +193,14 @@ def test_each_fleet_endpoint_gets_its_region_on_its_own_gpu(monkeypatch: pytest.
     target = Target("http://127.0.0.1:9", "identity", endpoints=endpoints)
     info = TargetInfo(model_config={}, inputs=[], outputs=[], max_batch_size=8)
     inputs = SweepInputs(target, info, 1, "random", ({}, [({"name": "a"}, b"x" * 10)], []), gpus=(0,))
-    asyncio.run(sweep_mod._prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
+    asyncio.run(prepare_each(cuda_shm.TRANSPORT, inputs, endpoints))
     assert placed == [("http://127.0.0.1:9", shm.CudaPlace(0, 0)), ("http://127.0.0.1:19", shm.CudaPlace(1, 0))]
 
 
 def test_over_cuda_shm_the_outputs_live_on_the_inputs_gpu_too(monkeypatch: pytest.MonkeyPatch):
     """As perf_analyzer's --shared-memory cuda: the server writes each response into CUDA memory
     on the inputs' GPU, registered under its own number, not into a host region."""
-    from engine.load import shm
+    from engine.triton import shm
 
     placed: list[tuple[str, shm.CudaPlace, int]] = []
 

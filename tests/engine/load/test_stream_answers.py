@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.load.target import Target, describe_target
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

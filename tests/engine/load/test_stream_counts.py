@@ -18,17 +18,18 @@ from typing import Any
 
 import pytest
 
-from engine import columns, http2
-from engine.load.target import Target, TargetInfo
-from engine.load.transport import MAX_RESPONSE_TOKENS, token_count_problem
-from engine.load.transports.generate_stream import MAX_SIZE_LINE, GenerateDialer, GeneratePayload
-from engine.load.transports.grpc import messages
-from engine.load.transports.grpc_stream import FINAL, STREAM
+from engine import columns
 from engine.load.worker import Worker
 from engine.load.worker_messages import Fatal
+from engine.net import http2
 from engine.outcome import RunFacts, RunLedger, outcome
+from engine.triton.target import Target, TargetInfo
+from engine.triton.transports import MAX_RESPONSE_TOKENS, token_count_problem
+from engine.triton.transports.generate_stream import MAX_SIZE_LINE, GenerateDialer, GeneratePayload
+from engine.triton.transports.grpc import messages
+from engine.triton.transports.grpc_stream import FINAL, STREAM
 from tests.engine.load.conftest import quick_load, sweep
-from tests.engine.load.test_grpc_stream_frames import Scheduler
+from tests.engine.triton.test_grpc_stream_frames import Scheduler
 
 HUGE = 1 << 62  # two of them sum past 2^63
 INFO = TargetInfo(model_config={}, inputs=[{"name": "PROMPT", "datatype": "BYTES", "shape": [1]}],

@@ -12,9 +12,9 @@ from engine import columns
 from engine import events as ev
 from engine.errors import UserError
 from engine.load.ticks import Tick
-from engine.load.transport import check_streaming
 from engine.load.windows import aggregate, merge, stream_stats
-from engine.transports import TRANSPORTS, is_decoupled
+from engine.transport_table import TRANSPORTS, is_decoupled
+from engine.triton.transports import check_streaming
 
 DECOUPLED = {"model_transaction_policy": {"decoupled": True}}
 

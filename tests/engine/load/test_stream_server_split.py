@@ -19,9 +19,9 @@ from rich.console import Console
 
 from engine.analysis.stream_split import DECOUPLED_SPLIT
 from engine.events import LevelResult, ServerReady
-from engine.load.target import Target, describe_target
 from engine.record.exporters import export
 from engine.record.reader import Recording
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 from tui.headless import HeadlessPrinter
 from tui.level_detail import render_level

@@ -17,10 +17,11 @@ import pytest
 
 from engine.errors import UserError
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, TargetInfo, describe_target
 from engine.record.exporters import export
 from engine.record.reader import Recording
-from engine.transports import is_decoupled
+from engine.transport_table import is_decoupled
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, TargetInfo, describe_target
 from tests.engine.load.conftest import (
     Events,
     first_measured_window,
@@ -140,7 +141,7 @@ def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tm
         # long streams: every request is mid-stream when the server dies
         load = _stream_load(concurrency=[4], max_windows=40, stability_percent=0.001, request_timeout_s=5.0,
                             server_wait_s=1.0, transport=transport)
-        task = asyncio.create_task(run_sweep(target, info, load, events.append, stop))
+        task = asyncio.create_task(run_sweep(TritonApi(target, info), load, events.append, stop))
         await first_measured_window(events, timeout_s=120)
         kill_tritonserver(srv)
         return await asyncio.wait_for(task, 120), events

@@ -12,7 +12,8 @@ import pytest
 from engine.errors import UserError
 from engine.events import event_from_dict
 from engine.load.sweep import run_sweep
-from engine.load.target import Target, describe_target
+from engine.triton.api import TritonApi
+from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import (
     Events,
     first_measured_window,
@@ -175,7 +176,7 @@ async def test_stop_finishes_the_current_window_and_returns_promptly(identity_se
     # stability_percent tiny: the level would run all 40 windows (12 s) if not stopped
     load = quick_load(concurrency=[2, 4], max_windows=40, stability_percent=0.001)
     events = Events()
-    task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, stop))
+    task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, stop))
     await first_measured_window(events)
     stop.set()
     t_stop = time.monotonic()
@@ -197,7 +198,7 @@ async def test_server_stopped_mid_level(tmp_path):
         info = await describe_target(target)
         load = quick_load(concurrency=[4], max_windows=30, stability_percent=0.001, request_timeout_s=2.0)
         events = Events()
-        task = asyncio.create_task(run_sweep(target, info, load, events.append, asyncio.Event()))
+        task = asyncio.create_task(run_sweep(TritonApi(target, info), load, events.append, asyncio.Event()))
         await first_measured_window(events)
         kill_tritonserver(srv)
         results = await asyncio.wait_for(task, 30)
@@ -218,7 +219,7 @@ async def test_a_dead_worker_ends_the_sweep_with_an_error_event(identity_server,
     target = Target(identity_server.http_url, "identity")
     load = quick_load(concurrency=[2, 4], max_windows=40, stability_percent=0.001)
     events = Events()
-    task = asyncio.create_task(run_sweep(target, identity_info, load, events.append, asyncio.Event()))
+    task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event()))
     await first_measured_window(events)
     (worker,) = _load_workers_alive()
     worker.kill()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UserError
-from engine.load.target import Target, target_info_from
 from engine.load.worker import TickBuffer
+from engine.triton.target import Target, target_info_from
 
 T = Target("http://127.0.0.1:1", "m")
 

@@ -10,9 +10,9 @@ import pytest
 
 from engine.analysis.wire import carries
 from engine.events import WireCeiling
-from engine.load.target import Target, TargetInfo
 from engine.profiles import load_profile
-from engine.transports import TRANSPORTS, TransportSpec, transport_spec
+from engine.transport_table import TRANSPORTS, TransportSpec, transport_spec
+from engine.triton.target import Target, TargetInfo
 from tests.engine.load.conftest import in_flight, in_flight_most, quick_load, sweep
 from tests.engine.load.echo_transport import EchoServer
 

@@ -32,7 +32,7 @@ async def _run(url: str, info, plan: LevelPlan, ticks_wanted: int):
     pool = WorkerPool(1)
     await pool.start()
     try:
-        pool.send(0, UseTransport("engine.load.transports.http", http_payload(url, info), LoadDev()))
+        pool.send(0, UseTransport("engine.triton.transports.http", http_payload(url, info), LoadDev()))
         pool.send(0, PrepareLevel(plan))
         _, ready = await pool.expect(Ready, 10)
         t0 = time.monotonic_ns() + 30_000_000
