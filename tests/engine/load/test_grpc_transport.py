@@ -258,7 +258,10 @@ async def test_our_part_of_each_call_is_measured_and_judged(identity_server, ide
     # and the wait against the quiet run's
     share = stalled.audit.client_delay_fraction
     assert share is not None and quiet.latency.mean is not None and stalled.latency.mean is not None
-    assert share * stalled.latency.mean > measured * quiet.latency.mean, (stalled.audit, quiet.audit)
+    if transport == "grpc":  # the kernel's receive stamp: the wait is measured whole
+        assert share * stalled.latency.mean > measured * quiet.latency.mean, (stalled.audit, quiet.audit)
+    else:  # grpc.aio's is a lower bound that a busy box's quiet run can pass: the loop's lag shows the stall
+        assert share > 0 and stalled.audit.loop_lag_p99 is not None and stalled.audit.loop_lag_p99 > 0.010, stalled.audit
     flagged = any(r.startswith("our side adds") for r in stalled.audit.reasons)
     assert flagged == (share > limit) and (not flagged or stalled.audit.client_bound), stalled.audit
 
