@@ -19,6 +19,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,6 +39,9 @@ from engine.source import EventSource
 from engine.telemetry.sampler import TelemetrySampler
 from engine.transport_pick import with_auto_transport
 from engine.triton.target import Target, TargetInfo
+
+if TYPE_CHECKING:
+    from engine.openai.api import OpenAiApi
 
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
@@ -74,6 +78,8 @@ class Session(EventSource):
         self._recorder: Recorder | None = None
         self._telemetry: TelemetrySampler | None = None
         self._target: tuple[Target, TargetInfo] | None = None  # the sweep's server, once started
+        self._openai: OpenAiApi | None = None  # load.api = openai: the sweep's server, once opened
+        self._api_key: str | None = None  # load.api = openai: the key, read once; never published
         # steering, from any thread
         self._loop: asyncio.AbstractEventLoop | None = None
         self._requests: asyncio.Queue[str] | None = None
@@ -178,6 +184,7 @@ class Session(EventSource):
                 require_extra("probe", "the training probe")
             if self.options.sweep and self.profile.server.kind == "embedded":  # not after a box check that is of no use
                 require_extra("server", "the embedded server")
+            self._read_api_key()
             self._open_recording()
             hosts = self.options.hosts.hosts if self.options.hosts is not None else 1
             self.profile, pick = with_auto_transport(self.profile, self._gpus_present, hosts)  # recorded as picked
@@ -186,7 +193,9 @@ class Session(EventSource):
                 self._publish(ev.Warning(source="session", key="transport-auto", message=pick.line))
             if self.options.check:
                 await self._box_check()
-            if self.options.sweep:  # --probe-only: the probe needs no Triton; a sweep asked for later starts it
+            if self.options.sweep and self.profile.load.api == "openai":
+                await self._open_openai()
+            elif self.options.sweep:  # --probe-only: the probe needs no Triton; a sweep asked for later starts it
                 await self._open_target()
             server_watch = asyncio.create_task(self.servers.watch(self._server_lost))
             self._start_telemetry()
@@ -265,9 +274,37 @@ class Session(EventSource):
         gpu_model = hw.gpu_model if hw.gpu_count else ("gpu" if gpu_count else "cpu")
         self.recording_path = recording_path(self.options.record_dir, gpu_model=gpu_model, gpu_count=gpu_count,
                                              profile_name=self.profile.name, when=datetime.now(UTC))
-        self._recorder = Recorder(self.recording_path, secrets=profile_secrets(self.profile),
+        self._recorder = Recorder(self.recording_path, secrets=self._secrets(),
                                   report=self._recording_failed)
         self.bus.subscribe(self._recorder)
+
+    def _secrets(self) -> list[str]:
+        """What no published line may show: the profile's secrets and the OpenAI API key."""
+        return [*profile_secrets(self.profile), *([self._api_key] if self._api_key else [])]
+
+    def _read_api_key(self) -> None:
+        """load.api = openai: the API key (a file's or an environment variable's), masked from here on."""
+        if self.profile.load.api != "openai":
+            return
+        from engine.openai.target import api_key
+
+        if self.options.hosts is not None:
+            raise UserError("load.api = 'openai': several load hosts (--hosts) are not supported yet; run one host")
+        if self.profile.load.wire_check:
+            raise UserError("load.wire_check: the wire check measures Triton's request path; not with load.api = 'openai'")
+        self._api_key = api_key(self.profile.load.api_key_env, self.profile.load.api_key_file)
+        self._redactor = Redactor(self._secrets())
+
+    async def _open_openai(self) -> OpenAiApi:
+        """load.api = openai: the server's model (GET /v1/models), checked before any load."""
+        if self._openai is None:
+            from engine.openai.api import OpenAiApi
+            from engine.openai.target import open_target
+
+            url = self.profile.server.endpoint_urls()[0]
+            target = await open_target(url, self.profile.model.name, self._api_key)
+            self._openai = OpenAiApi(target, self._api_key)
+        return self._openai
 
     def _gpus_present(self) -> int:
         """GPUs this session may use, read once (NVML start-up is not free)."""
@@ -346,6 +383,9 @@ class Session(EventSource):
         self._cancelled = False
         if self._stopping.is_set():
             return
+        if self.profile.load.api == "openai":
+            await self._sweep_openai()
+            return
         target, info = await self._open_target()
         load = self.profile.load
         self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model} over {load.transport}"))
@@ -360,6 +400,28 @@ class Session(EventSource):
             results = await sweep_of(self.options, target, info, load, publish, self._sweep_stop, gpus)
         finally:
             spread.cancel()
+        self._sweep_ended(results)
+        if load.wire_check and results and not (self._stopping.is_set() or self._cancelled or self.servers.lost):
+            from engine.wire_check import wire_check
+
+            skipped = await wire_check(target, info, load, results, gpus, self._publish, self._sweep_stop)
+            if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"
+                self._incomplete = skipped
+
+    async def _sweep_openai(self) -> None:
+        """load.api = openai: one server's model, swept through the seam (no statistics, no wire check)."""
+        from engine.load.sweep import run_sweep
+
+        api = await self._open_openai()
+        load = self.profile.load
+        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {api.model} over {load.transport}"))
+        assert self._sweep_stop is not None
+        results = await run_sweep(api, load, self._publish, self._sweep_stop, more_levels=self.options.more_levels)
+        self._sweep_ended(results)
+
+    def _sweep_ended(self, results: list[ev.LevelResult]) -> None:
+        """What the session notes of a sweep's end: levels planned, cut short, a failed level."""
+        load = self.profile.load
         planned = len(mode_of(load.mode).levels(load))
         self._planned_levels += max(planned, len(results))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
@@ -368,12 +430,6 @@ class Session(EventSource):
             self._incomplete = f"the sweep ended after {len(results)} of {planned} levels"
         if load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
-        if load.wire_check and results and not (asked or self.servers.lost):
-            from engine.wire_check import wire_check
-
-            skipped = await wire_check(target, info, load, results, gpus, self._publish, self._sweep_stop)
-            if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"
-                self._incomplete = skipped
 
     async def _probe(self) -> None:
         if missing := missing_extra("probe", "the training probe"):  # asked for in the TUI

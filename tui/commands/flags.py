@@ -46,6 +46,15 @@ def endpoint_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def api_override(args: argparse.Namespace) -> list[str]:
+    """--url http://HOST:PORT/v1 stands for load.api = openai (engine/transport_table.py's
+    api_of_url); put before the user's --set, which may still say otherwise."""
+    from engine.transport_table import OPENAI, api_of_url
+
+    urls = getattr(args, "urls", [])
+    return ["load.api=openai"] if urls and all(api_of_url(u) == OPENAI for u in urls) else []
+
+
 def input_data_override(args: argparse.Namespace) -> list[str]:
     """--input-data PATH as the profile override it stands for (a TOML string: any path)."""
     path = getattr(args, "input_data", None)

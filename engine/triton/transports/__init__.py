@@ -132,11 +132,13 @@ def transport_named(name: str) -> tuple[str, Transport]:
     from importlib import import_module
 
     from engine.errors import UserError
-    from engine.transport_table import TRANSPORTS
+    from engine.transport_table import TRANSPORTS, TRITON
 
     spec = TRANSPORTS.get(name)
-    if spec is None:
-        raise UserError(f"load.transport: expected one of {', '.join(TRANSPORTS)}, found {name!r}")
+    if spec is None or spec.api != TRITON:
+        own = ", ".join(t.name for t in TRANSPORTS.values() if t.api == TRITON)
+        raise UserError(f"load.transport: expected one of {own} (Triton's; the OpenAI API's need load.api = "
+                        f"'openai'), found {name!r}")
     return spec.module, import_module(spec.module).TRANSPORT
 
 
