@@ -31,7 +31,8 @@ def with_auto_transport(profile: Profile, gpus_present: Callable[[], int],
     if load.api == OPENAI:  # the OpenAI API has its own transports: http (the default) or auto is its default
         if load.transport not in (AUTO, DEFAULT_TRANSPORT):
             return profile, None
-        pick = TransportPick(OPENAI_DEFAULT, "the OpenAI API's chat completions, streamed (TTFT and ITL are measured)")
+        pick = TransportPick(OPENAI_DEFAULT, "the OpenAI API's chat completions, streamed (TTFT and ITL are measured)",
+                             load.transport)
         return replace(profile, load=replace(load, transport=pick.name)), pick
     if load.transport != AUTO:
         return profile, None

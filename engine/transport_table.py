@@ -96,10 +96,11 @@ class TransportPick:
 
     name: str  # a name of TRANSPORTS
     why: str
+    asked: str = AUTO  # what load.transport said: auto, or (load.api = openai) the default http
 
     @property
     def line(self) -> str:
-        return f"load.transport = auto: {self.name}, {self.why}"
+        return f"load.transport = {self.asked}: {self.name}, {self.why}"
 
 
 def auto_transport(where: str, model_on_gpus: bool = False, cuda_here: bool = False, hosts: int = 1,
