@@ -62,7 +62,7 @@ def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSample
         itl_ns=concat_samples(p.itl_ns for p in chosen),  # type: ignore[misc]
         tokens=concat_samples(p.tokens if p.tokens is not None else p.responses for p in chosen),  # type: ignore[misc]
         reads=concat_samples(p.reads if p.reads is not None else p.responses for p in chosen),  # type: ignore[misc]
-        input_tokens=concat_samples(p.input_tokens if p.input_tokens is not None  # type: ignore[misc]
+        input_tokens=concat_samples(p.input_tokens if p.input_tokens is not None
                                     else np.full(len(p.responses), -1, dtype=np.int64) for p in chosen),  # type: ignore[arg-type]
         worded=sum(p.worded for p in chosen),
     )

@@ -165,7 +165,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
             self.head = head
             if head.status != 200:
                 self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")
-            data, self.buf = self.buf[head.head_len :], bytearray()
+            data, self.buf = bytes(self.buf[head.head_len :]), bytearray()
         self.now = now
         ended = self.body.feed(data)
         if self.body.oversized and self.problem is None:

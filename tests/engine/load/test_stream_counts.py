@@ -22,10 +22,10 @@ from engine import columns
 from engine.load.worker import Worker
 from engine.load.worker_messages import Fatal
 from engine.net import http2
+from engine.net.sse import MAX_SIZE_LINE
 from engine.outcome import RunFacts, RunLedger, outcome
 from engine.triton.target import Target, TargetInfo
 from engine.triton.transports import MAX_RESPONSE_TOKENS, token_count_problem
-from engine.net.sse import MAX_SIZE_LINE
 from engine.triton.transports.generate_stream import GenerateDialer, GeneratePayload
 from engine.triton.transports.grpc import messages
 from engine.triton.transports.grpc_stream import FINAL, STREAM
