@@ -34,6 +34,13 @@ def _words(f: LevelFigures, cell: str) -> str:
     return cell + WORDS_MARK if f.stream is not None and f.stream.tokens_are_words and cell[-1:].isdigit() else cell
 
 
+def token_word(stream: ev.StreamStats | None, short: bool = False) -> str:
+    """What a level's token figures count: the server's tokens, or words where it reported no usage."""
+    if stream is not None and stream.tokens_are_words:
+        return "words"
+    return "tok" if short else "tokens"
+
+
 @dataclass(frozen=True)
 class Column(Generic[T]):
     key: str

@@ -607,7 +607,9 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
     if p.load.mode == LoadMode.RATE and (slow := [r for r in p.load.rates if r * longest_window_s < 1]):
         raise fail("load.rates", f"expected rates of at least {1 / longest_window_s:.3g}/s (one request per "
                    f"measurement window of load.window_ms + load.request_timeout_s), found {slow[0]:g}/s")
-    synthetic = [k for k in ("input_tokens", "output_tokens") if getattr(p.load, k) != ""]
+    # (OpenAI's API sends load.output_tokens as each file prompt's max_tokens: only the prompt length conflicts)
+    lengths = ("input_tokens",) if p.load.api == OPENAI else ("input_tokens", "output_tokens")
+    synthetic = [k for k in lengths if getattr(p.load, k) != ""]
     if synthetic and p.load.input_data:
         raise fail(f"load.{synthetic[0]}", "expected no synthetic prompts beside load.input_data (the file's prompts "
                    f"are sent), found {getattr(p.load, synthetic[0])!r}")

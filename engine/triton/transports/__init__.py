@@ -146,11 +146,11 @@ def check_streaming(name: str, model: str, model_config: dict) -> None:
     """A decoupled model on a transport that cannot carry its stream is bad input, refused before
     any load in one line naming the transports that can (every request would fail otherwise)."""
     from engine.errors import UserError
-    from engine.transport_table import TRANSPORTS, is_decoupled
+    from engine.transport_table import TRANSPORTS, TRITON, is_decoupled
 
     spec = TRANSPORTS.get(name)
     if spec is None or spec.streams or not is_decoupled(model_config):
         return
-    streaming = ", ".join(t.name for t in TRANSPORTS.values() if t.streams)
+    streaming = ", ".join(t.name for t in TRANSPORTS.values() if t.streams and t.api == TRITON)
     raise UserError(f"model {model!r} is decoupled (it streams its responses): load.transport {name!r} "
                     f"cannot carry that; use one of: {streaming}")

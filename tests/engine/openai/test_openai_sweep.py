@@ -96,3 +96,35 @@ async def test_a_transport_of_triton_is_one_line_before_any_load() -> None:
     finally:
         await fake.close()
     assert fake.completions == 0
+
+
+@pytest.mark.slow
+async def test_prompts_from_a_jsonl_file(tmp_path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('"one two three"\n\n{"text": "four five", "max_tokens": 4}\n{"prompt": "six"}\n')
+    results, events = await _sweep(FakeOpenAi(), "completions_stream", concurrency=[1], input_data=str(prompts))
+    (r,) = results
+    assert r.errors == 0 and r.stream is not None
+    (used,) = events.of("input_data")
+    assert used.path == str(prompts) and used.entries == 3 and used.source == "jsonl"
+    # max_tokens 8 (load.output_tokens) for two prompts, 4 for the one that says so: the mean lies between
+    assert r.stream.tokens_per_request is not None and 4 < r.stream.tokens_per_request < 8
+    # prompts of 3, 2 and 1 words, each with the template's tokens: between 1 and 3 words' worth
+    assert r.stream.input_tokens_per_request is not None
+    assert 1 + TEMPLATE_TOKENS < r.stream.input_tokens_per_request < 3 + TEMPLATE_TOKENS
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("not json\n", "line 1 is not JSON"),
+    ('"fine"\n[1, 2]\n', "line 2 is neither a string nor an object"),
+    ('{"txt": "typo"}\n', "line 1 has no prompt"),
+    ('{"text": "a", "max_tokens": 0}\n', "line 1: max_tokens is 0, not a count of 1 or more"),
+    ("\n\n", "no prompts"),
+])
+def test_a_bad_prompts_file_is_one_line(tmp_path, text: str, words: str) -> None:
+    from engine.openai.requests import read_jsonl
+
+    path = tmp_path / "p.jsonl"
+    path.write_text(text)
+    with pytest.raises(UserError, match=words):
+        read_jsonl(str(path), "")
