@@ -128,3 +128,18 @@ def test_a_bad_prompts_file_is_one_line(tmp_path, text: str, words: str) -> None
     path.write_text(text)
     with pytest.raises(UserError, match=words):
         read_jsonl(str(path), "")
+
+
+@pytest.mark.slow
+async def test_a_key_refused_during_the_sweep_fails_the_level_in_one_line() -> None:
+    fake = FakeOpenAi(key="the-right-one")
+    port = await fake.start()
+    try:
+        target = await open_target(f"http://127.0.0.1:{port}/v1", "tiny-llm", "the-right-one")
+        api = OpenAiApi(target, "revoked-key")  # the key the requests carry is no longer the server's
+        load = quick_load(concurrency=[1], transport="chat", api="openai", on_level_failure="stop")
+        (r,) = await run_sweep(api, load, Events().append, asyncio.Event())
+    finally:
+        await fake.close()
+    assert r.status == "failed" and r.errors_by_kind.get("rejected", 0) > 0, r.errors_by_kind
+    assert r.error_messages[0] == "HTTP 401: the server refused the API key (Incorrect API key provided)"
