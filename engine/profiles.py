@@ -332,6 +332,9 @@ class Load:
     api_key_env: Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                      description="an environment variable's name")] = "OPENAI_API_KEY"
     api_key_file: Annotated[str, Meta(description="a path to a file holding the API key")] = ""
+    # OpenAI's API: ask for exactly load.output_tokens (ignore_eos and min_tokens beside max_tokens);
+    # false for a server that refuses fields it does not know
+    ignore_eos: bool = True
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
     wire_check: bool = False

@@ -93,7 +93,8 @@ class OpenAiApi:
         spec = TRANSPORTS[load.transport]  # checked by transport(), before any load
         chat, stream = spec.name.startswith("chat"), spec.name.endswith("_stream")
         prompts = [r for r in requests if isinstance(r, Prompt)]
-        raws = tuple(http_request(self.endpoint, PATHS[chat], body(self.model, p, chat, stream), stream, self.key)
+        raws = tuple(http_request(self.endpoint, PATHS[chat], body(self.model, p, chat, stream, load.ignore_eos), stream,
+                                  self.key)
                      for p in prompts)
         payload = OpenAiPayload(self.endpoint.host, self.endpoint.port, self.endpoint.tls, self.endpoint.host, raws,
                                 chat, stream, tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts))

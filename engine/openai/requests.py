@@ -5,9 +5,11 @@ as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON
 prompt) or an object with the prompt under ``text`` (or ``prompt``) and, optionally, its own
 ``max_tokens``. A bad line is one line naming the file and the line, before any load.
 
-Output length: ``max_tokens`` (from load.output_tokens) with ``ignore_eos: true`` beside it (vLLM,
-SGLang and llama.cpp's server read it; a server that ends early at EOS would make the length the
-model's choice, not the plan's). Streamed requests ask for ``stream_options: {"include_usage":
+Output length: ``max_tokens`` (from load.output_tokens) with ``ignore_eos: true`` and ``min_tokens``
+beside it (vLLM, SGLang, TensorRT-LLM's trtllm-serve read them; llama.cpp's server reads
+ignore_eos and passes over the other): a server that ends early at EOS would make the length the
+model's choice, not the plan's. load.ignore_eos = false leaves both out, for a server that refuses
+fields it does not know. Streamed requests ask for ``stream_options: {"include_usage":
 true}``: the server's token counts come in the last chunk.
 """
 
@@ -106,8 +108,8 @@ def _prompt_of(line: str, number: int, path: str, default: int | None) -> Prompt
     return Prompt(value[keys[0]], limit)
 
 
-def body(model: str, prompt: Prompt, chat: bool, stream: bool) -> bytes:
-    """One request's JSON body."""
+def body(model: str, prompt: Prompt, chat: bool, stream: bool, exact: bool = True) -> bytes:
+    """One request's JSON body; ``exact``: ask for exactly max_tokens (load.ignore_eos)."""
     doc: dict[str, object] = {"model": model}
     if chat:
         doc["messages"] = [{"role": "user", "content": prompt.text}]
@@ -115,7 +117,9 @@ def body(model: str, prompt: Prompt, chat: bool, stream: bool) -> bytes:
         doc["prompt"] = prompt.text
     if prompt.max_tokens is not None:
         doc["max_tokens"] = prompt.max_tokens
-        doc["ignore_eos"] = True  # the plan's length, not the model's choice (vLLM, SGLang, llama.cpp)
+        if exact:  # the plan's length, not the model's choice
+            doc["ignore_eos"] = True
+            doc["min_tokens"] = prompt.max_tokens
     if stream:
         doc["stream"] = True
         doc["stream_options"] = {"include_usage": True}
