@@ -42,6 +42,7 @@ from engine.openai.answer import Answer, error_words
 
 monotonic_ns = time.monotonic_ns
 MAX_BODY = 16 << 20  # a whole (not streamed) answer, or an error body, past this is refused
+MAX_CHUNKS = 1 << 20  # chunks of text in one answer before it is refused (each keeps a gap: bounded memory)
 DONE = b"[DONE]"
 KEY_REFUSED = "the server refused the API key"
 
@@ -185,6 +186,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
             self.answer.problem = self.answer.problem or f"a chunk whose data is not JSON ({first_line(exc)})"
             return
         if self.answer.take(value, True):
+            if self.times.responses >= MAX_CHUNKS:
+                raise BadResponse(f"{RESPONSE_TOO_LARGE}: an answer of more than {MAX_CHUNKS} chunks")
             self.times.add(self.now, 0)
 
     def _finish(self, now: int) -> None:

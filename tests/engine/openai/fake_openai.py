@@ -10,7 +10,7 @@ TEMPLATE_TOKENS (a chat template's), so a test tells the server's usage from our
 ``mode`` plays a hostile server: "no_usage" (never reports usage), "error_mid" (an error object
 after a few chunks), "truncated" (the stream ends without finish_reason or [DONE]), "bad_usage"
 (completion_tokens far below the chunks sent), "not_openai" (answers /v1/models as Triton would:
-HTTP 404). ``key``: the API key it asks for (401 without it). ``seen_auth`` keeps every
+HTTP 404), "huge_event" (one event of 2 MiB, in 64 KiB chunks, that never ends). ``key``: the API key it asks for (401 without it). ``seen_auth`` keeps every
 Authorization header it was sent.
 """
 
@@ -117,6 +117,12 @@ class FakeOpenAi:
             return {"id": "cmpl-1", "object": "chat.completion.chunk" if chat else "text_completion",
                     "model": req["model"], "choices": [c]}
 
+        if self.mode == "huge_event":
+            writer.write(b"%x\r\n%s\r\n" % (6, b"data: "))
+            for _ in range(32):
+                writer.write(b"%x\r\n%s\r\n" % (65536, b"x" * 65536))
+                await writer.drain()
+            return
         if chat:
             await event(chunk(None))
         for k, word in enumerate(words):

@@ -70,6 +70,7 @@ async def test_a_server_without_usage_gives_words_flagged_as_words() -> None:
     ("error_mid", "server_error", "the server's error: CUDA out of memory while decoding"),
     ("truncated", "malformed_answer", "the stream ended without data: [DONE]: cut short"),
     ("bad_usage", "malformed_answer", "usage.completion_tokens = 1 for 8 chunks of text"),
+    ("huge_event", "response_too_large", "response_too_large: an event past 1048576 bytes"),
 ])
 async def test_a_bad_answer_fails_the_level_in_the_servers_words(mode: str, kind: str, words: str) -> None:
     results, _ = await _sweep(FakeOpenAi(mode=mode), "chat_stream", concurrency=[1], on_level_failure="stop")
