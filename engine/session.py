@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine import events as ev
+from engine.api_sweep import OpenAiSweep, triton_sweep
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError, missing_extra, require_extra
 from engine.hostinfo import host_facts, software_versions
 from engine.load.sweep import SweepStop
 from engine.modes import mode_of
-from engine.multihost.head import HostGroup, sweep_of
+from engine.multihost.head import HostGroup
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
 from engine.profiles import Profile, headers_for, profile_secrets
 from engine.record.recorder import Recorder
@@ -39,9 +39,6 @@ from engine.source import EventSource
 from engine.telemetry.sampler import TelemetrySampler
 from engine.transport_pick import with_auto_transport
 from engine.triton.target import Target, TargetInfo
-
-if TYPE_CHECKING:
-    from engine.openai.api import OpenAiApi
 
 _NO_FREE_TEXT = frozenset({"gpu_sample", "host_sample", "window", "level_started", "topology"})
 
@@ -74,12 +71,13 @@ class Session(EventSource):
         self.error: str | None = None  # why the session failed, one line
         self.ledger = RunLedger()  # what was published that the run's end depends on
         self.servers = ServerSupervisor(self._publish)
-        self._redactor = Redactor(profile_secrets(profile))
+        # load.api = openai (engine/api_sweep.py): its key read now, masked from the start like the profile's secrets
+        self._openai = OpenAiSweep(profile, self.options.hosts is not None) if profile.load.api == "openai" else None
+        self._secrets = [*profile_secrets(profile), *(self._openai.secrets() if self._openai else [])]
+        self._redactor = Redactor(self._secrets)
         self._recorder: Recorder | None = None
         self._telemetry: TelemetrySampler | None = None
         self._target: tuple[Target, TargetInfo] | None = None  # the sweep's server, once started
-        self._openai: OpenAiApi | None = None  # load.api = openai: the sweep's server, once opened
-        self._api_key: str | None = None  # load.api = openai: the key, read once; never published
         # steering, from any thread
         self._loop: asyncio.AbstractEventLoop | None = None
         self._requests: asyncio.Queue[str] | None = None
@@ -184,7 +182,6 @@ class Session(EventSource):
                 require_extra("probe", "the training probe")
             if self.options.sweep and self.profile.server.kind == "embedded":  # not after a box check that is of no use
                 require_extra("server", "the embedded server")
-            self._read_api_key()
             self._open_recording()
             hosts = self.options.hosts.hosts if self.options.hosts is not None else 1
             self.profile, pick = with_auto_transport(self.profile, self._gpus_present, hosts)  # recorded as picked
@@ -193,10 +190,8 @@ class Session(EventSource):
                 self._publish(ev.Warning(source="session", key="transport-auto", message=pick.line))
             if self.options.check:
                 await self._box_check()
-            if self.options.sweep and self.profile.load.api == "openai":
-                await self._open_openai()
-            elif self.options.sweep:  # --probe-only: the probe needs no Triton; a sweep asked for later starts it
-                await self._open_target()
+            if self.options.sweep:  # --probe-only: the probe needs no server; a sweep asked for later opens it
+                await (self._openai.api() if self._openai else self._open_target())
             server_watch = asyncio.create_task(self.servers.watch(self._server_lost))
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
@@ -274,37 +269,9 @@ class Session(EventSource):
         gpu_model = hw.gpu_model if hw.gpu_count else ("gpu" if gpu_count else "cpu")
         self.recording_path = recording_path(self.options.record_dir, gpu_model=gpu_model, gpu_count=gpu_count,
                                              profile_name=self.profile.name, when=datetime.now(UTC))
-        self._recorder = Recorder(self.recording_path, secrets=self._secrets(),
+        self._recorder = Recorder(self.recording_path, secrets=self._secrets,
                                   report=self._recording_failed)
         self.bus.subscribe(self._recorder)
-
-    def _secrets(self) -> list[str]:
-        """What no published line may show: the profile's secrets and the OpenAI API key."""
-        return [*profile_secrets(self.profile), *([self._api_key] if self._api_key else [])]
-
-    def _read_api_key(self) -> None:
-        """load.api = openai: the API key (a file's or an environment variable's), masked from here on."""
-        if self.profile.load.api != "openai":
-            return
-        from engine.openai.target import api_key
-
-        if self.options.hosts is not None:
-            raise UserError("load.api = 'openai': several load hosts (--hosts) are not supported yet; run one host")
-        if self.profile.load.wire_check:
-            raise UserError("load.wire_check: the wire check measures Triton's request path; not with load.api = 'openai'")
-        self._api_key = api_key(self.profile.load.api_key_env, self.profile.load.api_key_file)
-        self._redactor = Redactor(self._secrets())
-
-    async def _open_openai(self) -> OpenAiApi:
-        """load.api = openai: the server's model (GET /v1/models), checked before any load."""
-        if self._openai is None:
-            from engine.openai.api import OpenAiApi
-            from engine.openai.target import open_target
-
-            url = self.profile.server.endpoint_urls()[0]
-            target = await open_target(url, self.profile.model.name, self._api_key)
-            self._openai = OpenAiApi(target, self._api_key)
-        return self._openai
 
     def _gpus_present(self) -> int:
         """GPUs this session may use, read once (NVML start-up is not free)."""
@@ -383,45 +350,12 @@ class Session(EventSource):
         self._cancelled = False
         if self._stopping.is_set():
             return
-        if self.profile.load.api == "openai":
-            await self._sweep_openai()
-            return
-        target, info = await self._open_target()
         load = self.profile.load
-        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model} over {load.transport}"))
-        gpus = self.servers.gpus
-        spread = asyncio.create_task(self.servers.watch_http_threads(target.http_url))
-
-        def publish(event: ev.Event) -> None:
-            self.servers.observe(event)
-            self._publish(event)
-
-        try:
-            results = await sweep_of(self.options, target, info, load, publish, self._sweep_stop, gpus)
-        finally:
-            spread.cancel()
-        self._sweep_ended(results)
-        if load.wire_check and results and not (self._stopping.is_set() or self._cancelled or self.servers.lost):
-            from engine.wire_check import wire_check
-
-            skipped = await wire_check(target, info, load, results, gpus, self._publish, self._sweep_stop)
-            if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"
-                self._incomplete = skipped
-
-    async def _sweep_openai(self) -> None:
-        """load.api = openai: one server's model, swept through the seam (no statistics, no wire check)."""
-        from engine.load.sweep import run_sweep
-
-        api = await self._open_openai()
-        load = self.profile.load
-        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {api.model} over {load.transport}"))
-        assert self._sweep_stop is not None
-        results = await run_sweep(api, load, self._publish, self._sweep_stop, more_levels=self.options.more_levels)
-        self._sweep_ended(results)
-
-    def _sweep_ended(self, results: list[ev.LevelResult]) -> None:
-        """What the session notes of a sweep's end: levels planned, cut short, a failed level."""
-        load = self.profile.load
+        if self._openai is not None:  # OpenAI's API: this host alone, no wire check (engine/api_sweep.py)
+            results = await self._openai.sweep(self.profile, self._publish, self._sweep_stop, self.options.more_levels)
+        else:  # Triton's, from this host or heading several (engine/multihost/)
+            results = await triton_sweep(self.options, self.servers, *await self._open_target(), load, self._publish,
+                                         self._sweep_stop)
         planned = len(mode_of(load.mode).levels(load))
         self._planned_levels += max(planned, len(results))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
@@ -430,6 +364,13 @@ class Session(EventSource):
             self._incomplete = f"the sweep ended after {len(results)} of {planned} levels"
         if load.on_level_failure == "stop" and any(r.status == "failed" for r in results):
             self._publish(ev.Warning(source="session", message="a level failed and load.on_level_failure = 'stop'"))
+        if load.wire_check and results and not (asked or self.servers.lost):
+            from engine.wire_check import wire_check
+
+            target, info = await self._open_target()
+            skipped = await wire_check(target, info, load, results, self.servers.gpus, self._publish, self._sweep_stop)
+            if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"
+                self._incomplete = skipped
 
     async def _probe(self) -> None:
         if missing := missing_extra("probe", "the training probe"):  # asked for in the TUI
