@@ -58,8 +58,18 @@ def test_a_v1_url_records_tokens_from_usage_priced_and_never_the_key(tmp_path: P
         assert not s.tokens_are_words
         per_mtok = cost_per_million_tokens(2.0, s.output_tokens_per_s)
         assert per_mtok is not None and fmt.money(per_mtok) in proc.stdout  # each level's $/Mtok, from usage's tokens
-    for surface in (path.read_bytes(), *(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()),
-                    proc.stdout.encode(), proc.stderr.encode()):
+    exported = _run("export", str(path), "-f", "json", "-f", "csv", "-f", "md", "-f", "html", "--out",
+                    str(tmp_path / "export"))
+    assert exported.returncode == 0, exported.stderr
+    (csv,) = (tmp_path / "export").glob("*.csv")
+    head, *rows = csv.read_text().splitlines()
+    columns = head.split(",")
+    assert {"Input Tokens/Request", "Token Unit"} <= set(columns)
+    assert all(r.split(",")[columns.index("Input Tokens/Request")] == f"{8 + TEMPLATE_TOKENS:.2f}" for r in rows)
+    assert all(r.split(",")[columns.index("Token Unit")] == "tokens" for r in rows)
+    # the key is on no surface: the recording, its exports, the headless log
+    for surface in (*(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()), proc.stdout.encode(),
+                    proc.stderr.encode(), exported.stdout.encode()):
         assert KEY.encode() not in surface
 
 
