@@ -16,10 +16,11 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.net.http1 import BadResponse, describe_failure, request
+from engine.profiles import Model
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 MAX_KEY_BYTES = 4096
-NOT_NAMED = "vit_tiny"  # model.name left at the profile's default: the server's first model is measured
+NOT_NAMED = Model().name  # model.name left at the profile's default: the server's first model is measured
 
 
 @dataclass(frozen=True)
