@@ -50,6 +50,7 @@ class OpenAiSweep:
         self.profile = profile
         self.key = api_key(profile.load.api_key_env, profile.load.api_key_file)
         self._api: OpenAiApi | None = None
+        self._announced = False  # ServerReady published
 
     def secrets(self) -> list[str]:
         """What no published line may show."""
@@ -66,5 +67,9 @@ class OpenAiSweep:
                     more_levels: Callable[[list[ev.LevelResult]], float | None] | None) -> list[ev.LevelResult]:
         api = await self.api()
         load = profile.load
+        if not self._announced:  # the server and its model, as a Triton target is announced (reports name the model)
+            self._announced = True
+            publish(ev.ServerReady(http_url=api.target.url, metrics_url=None, embedded=False, model=api.model,
+                                   transport=load.transport))
         publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {api.model} over {load.transport}"))
         return await run_sweep(api, load, publish, stop, more_levels=more_levels)

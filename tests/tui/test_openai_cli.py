@@ -46,6 +46,7 @@ def test_a_v1_url_records_tokens_from_usage_priced_and_never_the_key(tmp_path: P
                     "--set", "load.output_tokens=8", "--set", "hardware.cost_per_hour=2")
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert "load.transport = http: chat_stream" in proc.stdout  # the /v1 rule picked the OpenAI API
+    assert "server split" in proc.stdout and "queue ms" not in proc.stdout  # no statistics: the split not measured
     (path,) = tmp_path.glob("*.sqlite")
     with Recording.open(path) as rec:
         levels = [e for e in rec.events(("level_result",)) if isinstance(e, LevelResult)]
@@ -61,6 +62,8 @@ def test_a_v1_url_records_tokens_from_usage_priced_and_never_the_key(tmp_path: P
     exported = _run("export", str(path), "-f", "json", "-f", "csv", "-f", "md", "-f", "html", "--out",
                     str(tmp_path / "export"))
     assert exported.returncode == 0, exported.stderr
+    (md,) = (tmp_path / "export").glob("*.md")
+    assert "| Model config | tiny-llm," in md.read_text()  # the server's model, not the profile's default
     (csv,) = (tmp_path / "export").glob("*.csv")
     head, *rows = csv.read_text().splitlines()
     columns = head.split(",")
