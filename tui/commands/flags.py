@@ -23,7 +23,7 @@ def positive_float(text: str) -> float:
 def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", dest="urls", action="append", default=[], metavar="URL",
                    help="a remote Triton's HTTP URL (server.url); give it once per server to spread the load over "
-                        "several (server.urls)")
+                        "several (server.urls); one ending in /v1 is an OpenAI-compatible server (load.api = openai)")
     p.add_argument("--metrics-url", dest="metrics_urls", action="append", default=[], metavar="URL",
                    help="its /metrics URL, in the order of --url (server.metrics_url / server.metrics_urls)")
     p.add_argument("--allow-mixed", action="store_true",
