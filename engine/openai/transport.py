@@ -67,7 +67,7 @@ def status_words(status: int, body: bytes) -> tuple[str, str]:
         try:
             value = json.loads(body[:65536])
             said = error_words(value.get("error", value)) if isinstance(value, dict) else ""
-        except ValueError:
+        except (ValueError, RecursionError):
             said = " ".join(body[:200].decode("utf-8", "replace").split())
     if status == 401:
         return REJECTED, f"HTTP 401: {KEY_REFUSED}" + (f" ({said})" if said else "")
@@ -117,6 +117,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
             return
         try:
             ended = self._take(data, now)
+            verdict = self._verdict() if ended else None
         except BadResponse as exc:
             self._fail(str(exc))
             return
@@ -124,7 +125,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
             self._fail(f"an answer that does not parse: {first_line(exc)}")
             return
         if ended:
-            self._finish(now)
+            self._finish(verdict)
 
     def _take(self, data: bytes, now: int) -> bool:
         """Frame what arrived; True once the answer is whole."""
@@ -190,46 +191,48 @@ class OpenAiConnection(Connection, asyncio.Protocol):
                 raise BadResponse(f"{RESPONSE_TOO_LARGE}: an answer of more than {MAX_CHUNKS} chunks")
             self.times.add(self.now, 0)
 
-    def _finish(self, now: int) -> None:
+    def _verdict(self) -> tuple[str, str] | None:
+        """The whole answer read: what is wrong with it as (kind, one line), or None (its tokens set)."""
         head = self.head
         assert head is not None
-        self.first_ns = monotonic_ns()
-        close = head.close or self.cut
         body, self.buf = bytes(self.buf), bytearray()
         if head.status != 200:
-            self._reset()
-            kind, line = status_words(head.status, body)
-            self.w.rejected(self, kind, line, close)
-            return
+            return status_words(head.status, body)
         answer = self.answer
         if not self.payload.stream:  # a whole answer: one response at its last byte
             try:
                 value = json.loads(body)
-            except Exception as exc:
+            except Exception as exc:  # ValueError, and RecursionError for deeply nested JSON
                 answer.problem = f"an answer that is not JSON ({first_line(exc)})"
             else:
                 if answer.take(value, False):
-                    self.times.add(now, 0)
-        problem: tuple[str, str] | None = None
+                    self.times.add(self.now, 0)
         if answer.error is not None:
-            problem = (SERVER_ERROR, f"the server's error: {answer.error}")
-        elif self.payload.stream and not self.done:
-            problem = (MALFORMED_ANSWER, "the stream ended without data: [DONE]: cut short")
-        elif self.after_done:
-            problem = (MALFORMED_ANSWER, "a chunk after data: [DONE]")
-        else:
-            wrong = answer.verdict(self.payload.max_tokens[self.sent_index])
-            problem = (MALFORMED_ANSWER, wrong) if wrong is not None else None
-        if problem is not None:
-            self._reset()
-            self.w.rejected(self, problem[0], problem[1], close)
-            return
+            return SERVER_ERROR, f"the server's error: {answer.error}"
+        if self.payload.stream and not self.done:
+            return MALFORMED_ANSWER, "the stream ended without data: [DONE]: cut short"
+        if self.after_done:
+            return MALFORMED_ANSWER, "a chunk after data: [DONE]"
+        wrong = answer.verdict(self.payload.max_tokens[self.sent_index])
+        if wrong is not None:
+            return MALFORMED_ANSWER, wrong
         times = self.times
         if answer.output_tokens is not None and answer.input_tokens is not None:
             times.tokens, times.input_tokens = answer.output_tokens, answer.input_tokens
         else:  # no usage: the words, and the level says so
             times.tokens, times.input_tokens = answer.words, self.payload.prompt_words[self.sent_index]
             times.worded = True
+        return None
+
+    def _finish(self, problem: tuple[str, str] | None) -> None:
+        """Report the whole answer to the scheduler: refused in one line, or answered."""
+        assert self.head is not None
+        self.first_ns = monotonic_ns()
+        close = self.head.close or self.cut
+        if problem is not None:
+            self._reset()
+            self.w.rejected(self, problem[0], problem[1], close)
+            return
         self.head = None
         self.w.answered(self, close)
 
