@@ -87,3 +87,16 @@ def test_answer_checks_hold_usage_to_its_bounds() -> None:
     c.take({"choices": [{"delta": {"content": "lo there"}, "finish_reason": None}]}, True)  # a word across chunks
     assert c.words == 2 and c.verdict(None) == "no finish_reason on the last choice: the answer was cut short"
     assert Answer(chat=True).verdict(None) == "an answer with no text"
+
+
+def test_an_error_answer_is_one_line_in_the_servers_words() -> None:
+    from engine.openai.transport import status_words
+
+    said = b'{"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404}}'
+    assert status_words(404, said) == ("rejected", "HTTP 404: The model `x` does not exist.")
+    assert status_words(503, b"upstream\n  overloaded") == ("server_error", "HTTP 503: upstream overloaded")
+    assert status_words(401, b"") == ("rejected", "HTTP 401: the server refused the API key")
+    assert status_words(500, b"[" * 100_000) == ("server_error", "HTTP 500: " + "[" * 200)  # JSON too deep: its start
+    whole = Answer(chat=True)
+    whole.take({"error": {"message": "context length exceeded\nby 12 tokens"}}, False)
+    assert whole.error == "context length exceeded by 12 tokens"
