@@ -26,6 +26,21 @@ def _mean_of_known(values: list[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
+WORDS_MARK = "w"  # a token figure that counts words: the server reported no usage (StreamStats.tokens_are_words)
+
+
+def _words(f: LevelFigures, cell: str) -> str:
+    """A token figure's cell, marked where its tokens are words, not the server's tokens."""
+    return cell + WORDS_MARK if f.stream is not None and f.stream.tokens_are_words and cell[-1:].isdigit() else cell
+
+
+def token_word(stream: ev.StreamStats | None, short: bool = False) -> str:
+    """What a level's token figures count: the server's tokens, or words where it reported no usage."""
+    if stream is not None and stream.tokens_are_words:
+        return "words"
+    return "tok" if short else "tokens"
+
+
 @dataclass(frozen=True)
 class Column(Generic[T]):
     key: str
@@ -199,8 +214,8 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("itl_p50", "ITL p50 ms", lambda f: fmt.ms(f.stream.itl.p50 if f.stream else None), 10, optional=True,
            short="ITL50"),
     Column("itl_p99", "ITL p99 ms", lambda f: fmt.ms(f.stream.itl.p99 if f.stream else None), 10, short="ITL99"),
-    Column("tokens", "tok/s", lambda f: fmt.rate(f.stream.output_tokens_per_s if f.stream else None), 8),
-    Column("cost_mtok", "$/Mtok", lambda f: fmt.money(f.cost_per_million_tokens), 8, optional=True),
+    Column("tokens", "tok/s", lambda f: _words(f, fmt.rate(f.stream.output_tokens_per_s if f.stream else None)), 8),
+    Column("cost_mtok", "$/Mtok", lambda f: _words(f, fmt.money(f.cost_per_million_tokens)), 8, optional=True),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows

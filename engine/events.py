@@ -188,6 +188,11 @@ class StreamStats:
     tokens_per_request: float | None = None  # mean output tokens (None: recorded before it, one per response)
     itl_unmeasured: int = 0  # gaps left out of ``itl``: responses that came in one read share its stamp
     itl_note: str | None = None  # why ``itl`` is not measured (most gaps were not), None where it is
+    # the prompts' tokens as the server counted them (OpenAI's usage); None: not measured
+    input_tokens_per_request: float | None = None
+    input_tokens_per_s: float | None = None
+    # the token figures are words, not tokens: the server reported no usage for some requests
+    tokens_are_words: bool = False
 
 
 @dataclass

@@ -31,7 +31,7 @@ from engine.format import price_problem
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
-from engine.transport_table import AUTO, DEFAULT_TRANSPORT, TRANSPORTS
+from engine.transport_table import AUTO, DEFAULT_TRANSPORT, OPENAI, TRANSPORTS, TRITON
 
 # the repository's profiles/ (a source checkout, an editable install); a wheel carries the same
 # files as package data in engine/bundled_profiles (setup.py)
@@ -324,6 +324,17 @@ class Load:
     # (perf_analyzer's --shared-memory system|cuda; a server on this machine only); "auto": the
     # session picks for where the server runs (engine/transport_table.py's auto_transport)
     transport: Annotated[str, Check(_transport)] = DEFAULT_TRANSPORT  # a name in engine/transport_table.py
+    # the server's inference API: Triton's KServe v2, or OpenAI's (/v1/chat/completions, /v1/completions:
+    # engine/openai/); a --url whose path ends in /v1 picks "openai"
+    api: Literal["triton", "openai"] = "triton"
+    # OpenAI's API key: the environment variable that holds it, or a file whose first line it is (the
+    # file wins); sent only to the server's own host:port, never recorded
+    api_key_env: Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                     description="an environment variable's name")] = "OPENAI_API_KEY"
+    api_key_file: Annotated[str, Meta(description="a path to a file holding the API key")] = ""
+    # OpenAI's API: ask for exactly load.output_tokens (ignore_eos and min_tokens beside max_tokens);
+    # false for a server that refuses fields it does not know
+    ignore_eos: bool = True
     # after the sweep, the same levels against the no-compute `wire` model with this model's bytes
     # per item: the request path's ceiling (`run --wire`; see engine/analysis/wire.py)
     wire_check: bool = False
@@ -563,6 +574,22 @@ def _check_endpoints(server: Server, fail: Callable[[str, str], ProfileError]) -
             seen[norm] = i
 
 
+def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
+    """load.api and load.transport agree (http and auto stand for an API's default); the OpenAI
+    API measures one server given by its URL."""
+    spec = TRANSPORTS.get(p.load.transport)
+    if p.load.api == OPENAI:
+        if spec is not None and spec.api != OPENAI and p.load.transport != DEFAULT_TRANSPORT:
+            offered = ", ".join(repr(t.name) for t in TRANSPORTS.values() if t.api == OPENAI)
+            raise fail("load.transport", f"expected {offered} with load.api = 'openai', found {p.load.transport!r}")
+        if p.server.kind != "remote" or len(p.server.endpoint_urls()) != 1:
+            raise fail("load.api", "expected one server URL (server.kind = 'remote', server.url = http://HOST:PORT/v1) "
+                       "with load.api = 'openai'")
+    elif spec is not None and spec.api != TRITON:
+        raise fail("load.transport", f"expected load.api = 'openai' for {p.load.transport!r} (an OpenAI transport), "
+                   "found load.api = 'triton'")
+
+
 def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     """Rules between keys: contradictions a single key's check cannot see."""
     _check_endpoints(p.server, fail)
@@ -576,13 +603,16 @@ def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> 
         remote = ", ".join(repr(t.name) for t in TRANSPORTS.values() if not t.local_only)
         raise fail("load.transport", f"expected {remote} with a remote server ({p.load.transport} needs the server on "
                    f"this machine), found {p.load.transport!r}")
+    _check_api(p, fail)
     if p.load.mode == LoadMode.RATE and not p.load.rates:  # concurrency has a default list
         raise fail("load.rates", "expected a non-empty list of request rates when load.mode = 'rate', found []")
     longest_window_s = p.load.window_ms / 1000 + p.load.request_timeout_s  # a window stretches this far at most
     if p.load.mode == LoadMode.RATE and (slow := [r for r in p.load.rates if r * longest_window_s < 1]):
         raise fail("load.rates", f"expected rates of at least {1 / longest_window_s:.3g}/s (one request per "
                    f"measurement window of load.window_ms + load.request_timeout_s), found {slow[0]:g}/s")
-    synthetic = [k for k in ("input_tokens", "output_tokens") if getattr(p.load, k) != ""]
+    # (OpenAI's API sends load.output_tokens as each file prompt's max_tokens: only the prompt length conflicts)
+    lengths = ("input_tokens",) if p.load.api == OPENAI else ("input_tokens", "output_tokens")
+    synthetic = [k for k in lengths if getattr(p.load, k) != ""]
     if synthetic and p.load.input_data:
         raise fail(f"load.{synthetic[0]}", "expected no synthetic prompts beside load.input_data (the file's prompts "
                    f"are sent), found {getattr(p.load, synthetic[0])!r}")

@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine import events as ev
+from engine.api_sweep import OpenAiSweep, triton_sweep
 from engine.bus import EventBus
 from engine.errors import RunFailed, UserError, missing_extra, require_extra
 from engine.hostinfo import host_facts, software_versions
 from engine.load.sweep import SweepStop
 from engine.modes import mode_of
-from engine.multihost.head import HostGroup, sweep_of
+from engine.multihost.head import HostGroup
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
 from engine.profiles import Profile, headers_for, profile_secrets
 from engine.record.recorder import Recorder
@@ -70,7 +71,10 @@ class Session(EventSource):
         self.error: str | None = None  # why the session failed, one line
         self.ledger = RunLedger()  # what was published that the run's end depends on
         self.servers = ServerSupervisor(self._publish)
-        self._redactor = Redactor(profile_secrets(profile))
+        # load.api = openai (engine/api_sweep.py): its key read now, masked from the start like the profile's secrets
+        self._openai = OpenAiSweep(profile, self.options.hosts is not None) if profile.load.api == "openai" else None
+        self._secrets = [*profile_secrets(profile), *(self._openai.secrets() if self._openai else [])]
+        self._redactor = Redactor(self._secrets)
         self._recorder: Recorder | None = None
         self._telemetry: TelemetrySampler | None = None
         self._target: tuple[Target, TargetInfo] | None = None  # the sweep's server, once started
@@ -186,8 +190,8 @@ class Session(EventSource):
                 self._publish(ev.Warning(source="session", key="transport-auto", message=pick.line))
             if self.options.check:
                 await self._box_check()
-            if self.options.sweep:  # --probe-only: the probe needs no Triton; a sweep asked for later starts it
-                await self._open_target()
+            if self.options.sweep:  # --probe-only: the probe needs no server; a sweep asked for later opens it
+                await (self._openai.api() if self._openai else self._open_target())
             server_watch = asyncio.create_task(self.servers.watch(self._server_lost))
             self._start_telemetry()
             plan = (["sweep"] if self.options.sweep else []) + (["probe"] if self._probe_wanted() else [])
@@ -265,7 +269,7 @@ class Session(EventSource):
         gpu_model = hw.gpu_model if hw.gpu_count else ("gpu" if gpu_count else "cpu")
         self.recording_path = recording_path(self.options.record_dir, gpu_model=gpu_model, gpu_count=gpu_count,
                                              profile_name=self.profile.name, when=datetime.now(UTC))
-        self._recorder = Recorder(self.recording_path, secrets=profile_secrets(self.profile),
+        self._recorder = Recorder(self.recording_path, secrets=self._secrets,
                                   report=self._recording_failed)
         self.bus.subscribe(self._recorder)
 
@@ -346,20 +350,12 @@ class Session(EventSource):
         self._cancelled = False
         if self._stopping.is_set():
             return
-        target, info = await self._open_target()
         load = self.profile.load
-        self._publish(ev.PhaseChanged(phase="sweep", detail=f"{load.mode} sweep on {target.model} over {load.transport}"))
-        gpus = self.servers.gpus
-        spread = asyncio.create_task(self.servers.watch_http_threads(target.http_url))
-
-        def publish(event: ev.Event) -> None:
-            self.servers.observe(event)
-            self._publish(event)
-
-        try:
-            results = await sweep_of(self.options, target, info, load, publish, self._sweep_stop, gpus)
-        finally:
-            spread.cancel()
+        if self._openai is not None:  # OpenAI's API: this host alone, no wire check (engine/api_sweep.py)
+            results = await self._openai.sweep(self.profile, self._publish, self._sweep_stop, self.options.more_levels)
+        else:  # Triton's, from this host or heading several (engine/multihost/)
+            results = await triton_sweep(self.options, self.servers, *await self._open_target(), load, self._publish,
+                                         self._sweep_stop)
         planned = len(mode_of(load.mode).levels(load))
         self._planned_levels += max(planned, len(results))
         cut_short = len(results) < planned or any(r.status == "interrupted" for r in results)
@@ -371,7 +367,8 @@ class Session(EventSource):
         if load.wire_check and results and not (asked or self.servers.lost):
             from engine.wire_check import wire_check
 
-            skipped = await wire_check(target, info, load, results, gpus, self._publish, self._sweep_stop)
+            target, info = await self._open_target()
+            skipped = await wire_check(target, info, load, results, self.servers.gpus, self._publish, self._sweep_stop)
             if skipped and not self._incomplete:  # asked for and not done: the run is not "ok"
                 self._incomplete = skipped
 

@@ -9,7 +9,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from engine.profiles import Profile, scale_out_parts
-from engine.transport_table import AUTO, EMBEDDED, LOCAL, REMOTE, TransportPick, auto_transport
+from engine.transport_table import (
+    AUTO,
+    DEFAULT_TRANSPORT,
+    EMBEDDED,
+    LOCAL,
+    OPENAI,
+    OPENAI_DEFAULT,
+    REMOTE,
+    TransportPick,
+    auto_transport,
+)
 
 
 def with_auto_transport(profile: Profile, gpus_present: Callable[[], int],
@@ -18,6 +28,12 @@ def with_auto_transport(profile: Profile, gpus_present: Callable[[], int],
     the profile is returned as it is). ``gpus_present``: the GPUs this machine gives the tool's
     own server (read only for it); ``hosts``: client hosts sending the load."""
     load, server, model = profile.load, profile.server, profile.model
+    if load.api == OPENAI:  # the OpenAI API has its own transports: http (the default) or auto is its default
+        if load.transport not in (AUTO, DEFAULT_TRANSPORT):
+            return profile, None
+        pick = TransportPick(OPENAI_DEFAULT, "the OpenAI API's chat completions, streamed (TTFT and ITL are measured)",
+                             load.transport)
+        return replace(profile, load=replace(load, transport=pick.name)), pick
     if load.transport != AUTO:
         return profile, None
     from engine.record.findings import server_on_this_machine

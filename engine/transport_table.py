@@ -1,7 +1,7 @@
 """The transports a sweep sends its requests over, in one table (load.transport).
 
-Each entry names the module that implements it (under engine/triton/transports/: what the session
-prepares once per sweep, and how a load worker connects and sends one request) and the words
+Each entry names the module that implements it (under engine/triton/transports/ or engine/openai/:
+how a load worker connects and sends one request), the server API that offers it (load.api) and the words
 reports and checks use for it. Profiles, reports and the wire check read this table; nothing else
 compares transport names. Adding one: docs/architecture.md, Recipes, "A transport". Standard
 library only: every layer of the engine reads it.
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_TRANSPORT = "http"
+TRITON, OPENAI = "triton", "openai"  # the server APIs (load.api) whose transports these are
+OPENAI_DEFAULT = "chat_stream"  # load.api = openai with load.transport left at http or auto
 AUTO = "auto"  # load.transport = auto: the session picks one of the table (auto_transport)
 EMBEDDED, LOCAL, REMOTE = "embedded", "local", "remote"  # where the server runs, for auto_transport
 
@@ -28,6 +30,7 @@ class TransportSpec:
     # the share of the mean latency our side may add before a level is client-bound
     # (engine/load/audit.py); 5 % where it is only a lower bound of what a library adds
     delay_limit: float = 0.10
+    api: str = TRITON  # the server API that offers it (load.api)
 
 
 TRANSPORTS: dict[str, TransportSpec] = {
@@ -46,8 +49,29 @@ TRANSPORTS: dict[str, TransportSpec] = {
                       "the gRPC streaming path", "requests", streams=True),
         TransportSpec("generate_stream", "engine.triton.transports.generate_stream", "generate-extension JSON",
                       "the HTTP event-stream path", "bodies", streams=True),
+        # OpenAI's API (load.api = openai): one module, the payload says which endpoint and whether it streams
+        TransportSpec("chat_stream", "engine.openai.transport", "chat-completions JSON, streamed",
+                      "the OpenAI event-stream path", "bodies", streams=True, api=OPENAI),
+        TransportSpec("chat", "engine.openai.transport", "chat-completions JSON", "the OpenAI HTTP path",
+                      "bodies", api=OPENAI),
+        TransportSpec("completions_stream", "engine.openai.transport", "completions JSON, streamed",
+                      "the OpenAI event-stream path", "bodies", streams=True, api=OPENAI),
+        TransportSpec("completions", "engine.openai.transport", "completions JSON", "the OpenAI HTTP path",
+                      "bodies", api=OPENAI),
     )
 }
+
+
+def api_of_url(url: str) -> str:
+    """The server API a URL names: OPENAI where its path ends in /v1 (OpenAI's base URL,
+    http://host:8000/v1), else TRITON (KServe v2 lives at the root: /v2/...)."""
+    from urllib.parse import urlsplit
+
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return TRITON
+    return OPENAI if path.rstrip("/").endswith("/v1") else TRITON
 
 
 def transport_spec(name: str) -> TransportSpec:
@@ -72,10 +96,11 @@ class TransportPick:
 
     name: str  # a name of TRANSPORTS
     why: str
+    asked: str = AUTO  # what load.transport said: auto, or (load.api = openai) the default http
 
     @property
     def line(self) -> str:
-        return f"load.transport = auto: {self.name}, {self.why}"
+        return f"load.transport = {self.asked}: {self.name}, {self.why}"
 
 
 def auto_transport(where: str, model_on_gpus: bool = False, cuda_here: bool = False, hosts: int = 1,

@@ -30,6 +30,7 @@ from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput_line
 from engine.analysis.stream_split import DECOUPLED_SPLIT
 from engine.analysis.time_left import time_left_words
+from engine.columns import token_word
 from engine.outcome import EXIT_INTERRUPTED
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
@@ -237,10 +238,11 @@ class HeadlessPrinter:
                 text += f", {fmt.rate(best.result.throughput_ips / gpus)} {unit} per GPU"
             stream = best.result.stream
             if stream is not None:  # a streaming model's: its tokens and their price, never per image
-                text += f", {fmt.rate(stream.output_tokens_per_s)} tokens/s"
+                word = token_word(stream)
+                text += f", {fmt.rate(stream.output_tokens_per_s)} {word}/s"
                 per_mtok = cost_per_million_tokens(self.state.cost_per_hour, stream.output_tokens_per_s)
                 if per_mtok is not None:
-                    text += f", {fmt.money(per_mtok)} per million output tokens at ${self.state.cost_per_hour:g}/h"
+                    text += f", {fmt.money(per_mtok)} per million output {word} at ${self.state.cost_per_hour:g}/h"
             elif (cost := self.state.cost_per_1000(best.result.throughput_ips)) is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
             self._plain(text)

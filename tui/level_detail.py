@@ -14,6 +14,7 @@ from rich.text import Text
 from engine import events as ev
 from engine import format as fmt
 from engine.analysis.percentiles import histogram_of
+from engine.columns import token_word
 from tui import glyphs
 from tui.state import LevelRow, SessionState, WindowPoint, compute_seconds
 
@@ -178,7 +179,13 @@ def _stream_lines(stream: ev.StreamStats) -> Text:
             line = Text(f"ITL  {stream.itl_note}", no_wrap=True, overflow="ellipsis")
         lines.append(line)
     tokens = stream.tokens_per_request if stream.tokens_per_request is not None else stream.responses_per_request
-    lines.append(Text(f"{tokens:.1f} tokens and {stream.responses_per_request:.1f} responses per request", style="dim"))
+    word = token_word(stream)
+    said = f"{tokens:.1f} {word} and {stream.responses_per_request:.1f} responses per request"
+    if stream.input_tokens_per_request is not None:  # the prompt's, as the server counted it (OpenAI's usage)
+        said += f"; {stream.input_tokens_per_request:.1f} input {word}"
+    if stream.tokens_are_words:
+        said += " (words, not tokens: the server reported no usage)"
+    lines.append(Text(said, style="dim"))
     return Text("\n").join(lines)
 
 
@@ -193,7 +200,7 @@ def render_level(state: SessionState, row: LevelRow, width: int, compact: bool =
     head.append(f"{row.status} · {rate} · errors {row.errors:,} · "
                 f"{fmt.duration(row.duration_s)} · {fmt.plural(row.workers, 'worker')}")
     if stream is not None:  # a streaming model's: its output tokens
-        head.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s", style="bold green")
+        head.append(f" · {fmt.rate(stream.output_tokens_per_s)} {token_word(stream, short=True)}/s", style="bold green")
     windows = windows_of(state, row)
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for name in ("t", "", "req/s" if stream is not None else "infer/s", "p50 ms", "p99 ms", "queue ms", "compute ms"):

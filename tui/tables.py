@@ -52,7 +52,10 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     """The screen's sweep columns, less the cost where the profile has no price; a streaming
     sweep's TTFT, ITL and tokens/s where its levels have them."""
     shown = columns.without_cost(columns.SWEEP_SCREEN, state.cost_per_hour)
-    if state.server is not None and not split_applies(state.server.model_config):
+    done = [row.result for row in state.levels.values() if row.result is not None]
+    # a decoupled Triton model's split, or streams whose server kept no statistics (OpenAI's API)
+    unsplit_streams = bool(done) and all(r.stream is not None and r.server is None for r in done)
+    if (state.server is not None and not split_applies(state.server.model_config)) or unsplit_streams:
         shown = columns.without_split(shown)
     # p95 is the figure a narrow screen spares (after the optional ones, before any unit):
     # p50 and p99 bound it, and the level view shows every percentile

@@ -105,6 +105,8 @@ def _advice(unsound: Sequence[LevelResult]) -> str:
     return "measure on a quieter box" if busy else "measure with more windows or trials"
 
 
+WORDS_NOTE = ("tokens marked w are words, not tokens: the server reported no usage (its own token counts); "
+              "$/Mtok on them is per million words")
 AGAIN = "measure again on a quieter box, or with more windows (load.max_windows) or trials (load.max_trials)"
 
 
@@ -180,7 +182,9 @@ class Answer:
     def details(self) -> list[str]:
         """The lines that stand above the answer line: each level left out, and why."""
         left = [f"left out: {why}" for why in self.left_out]
-        return [*left, AGAIN] if left and self.not_decided else left
+        if any(r.stream is not None and r.stream.tokens_are_words for r in self.levels):
+            left.append(WORDS_NOTE)
+        return [*left, AGAIN] if self.left_out and self.not_decided else left
 
     @property
     def line(self) -> str:
@@ -194,7 +198,8 @@ class Answer:
         where = f"at {self.target_words}" if self.targeted else "peak"
         box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
         if d.stream is not None:
-            figure = f"{fmt.rate(d.stream.output_tokens_per_s)} tokens/s at {level_words(d.mode, d.level)}"
+            unit = "words/s (not tokens)" if d.stream.tokens_are_words else "tokens/s"
+            figure = f"{fmt.rate(d.stream.output_tokens_per_s)} {unit} at {level_words(d.mode, d.level)}"
         else:
             figure = f"{fmt.rate(d.throughput_ips)} images/s at {level_words(d.mode, d.level)}"
         qualifiers = ("", "")

@@ -86,6 +86,8 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
     note = next((p.itl_note for p in known if p.itl_note), None)
     if note is not None and unmeasured <= sum(s.count for s in measured):
         note = None  # the hosts that measured it outweigh the ones that could not
+    inputs = [p.input_tokens_per_request for p in known if p.input_tokens_per_request is not None]
+    input_rates = [p.input_tokens_per_s for p in known if p.input_tokens_per_s is not None]
     return StreamStats(
         ttft=merged_latency([p.ttft for p in known]),
         itl=merged_latency(measured if note is None else []),
@@ -95,6 +97,11 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
                                if total else 0.0),
         output_tokens_per_s=sum(p.output_tokens_per_s for p in known),
         tokens_per_s_per_request=None,
+        # the prompts' tokens where every host counted them (OpenAI's usage), per request weighted by requests
+        input_tokens_per_request=(sum(v * n for v, n in zip(inputs, requests, strict=True)) / total
+                                  if total and len(inputs) == len(known) else None),
+        input_tokens_per_s=sum(input_rates) if len(input_rates) == len(known) else None,
+        tokens_are_words=any(p.tokens_are_words for p in known),
     )
 
 

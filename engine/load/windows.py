@@ -46,6 +46,8 @@ class StreamSamples:
     itl_ns: np.ndarray
     tokens: np.ndarray  # output tokens per request
     reads: np.ndarray | None = None  # distinct arrival stamps per request (None: every gap measured)
+    input_tokens: np.ndarray | None = None  # the prompt's tokens per request (-1: not known)
+    worded: int = 0  # requests whose token counts are words, not the server's tokens
 
 
 def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSamples | None:
@@ -60,6 +62,9 @@ def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSample
         itl_ns=concat_samples(p.itl_ns for p in chosen),  # type: ignore[misc]
         tokens=concat_samples(p.tokens if p.tokens is not None else p.responses for p in chosen),  # type: ignore[misc]
         reads=concat_samples(p.reads if p.reads is not None else p.responses for p in chosen),  # type: ignore[misc]
+        input_tokens=concat_samples(p.input_tokens if p.input_tokens is not None
+                                    else np.full(len(p.responses), -1, dtype=np.int64) for p in chosen),  # type: ignore[arg-type]
+        worded=sum(p.worded for p in chosen),
     )
 
 
@@ -185,6 +190,9 @@ def stream_stats(agg: Aggregate) -> StreamStats | None:
     itl_ns, note = samples.itl_ns, None
     if unmeasured > itl_ns.size:  # most gaps: what is left is the gaps between reads, not ITL
         itl_ns, note = itl_ns[:0], itl_unmeasurable(float(responses.sum()) / max(1, int(reads.sum())))
+    inputs = samples.input_tokens
+    known = inputs[inputs >= 0].astype(np.float64) if inputs is not None and inputs.size == responses.size else None
+    input_known = known is not None and known.size == responses.size  # every request's prompt was counted
     return StreamStats(
         ttft=latency_stats(samples.ttft_ns, histogram=True),
         itl=latency_stats(itl_ns, histogram=True),
@@ -194,4 +202,8 @@ def stream_stats(agg: Aggregate) -> StreamStats | None:
         output_tokens_per_s=float(tokens.sum()) / agg.duration_s if agg.duration_s > 0 else 0.0,
         tokens_per_s_per_request=float(np.median(per_request)) if per_request.size else None,
         tokens_per_request=float(tokens.mean()),
+        input_tokens_per_request=float(known.mean()) if input_known and known is not None else None,
+        input_tokens_per_s=(float(known.sum()) / agg.duration_s if input_known and known is not None
+                            and agg.duration_s > 0 else None),
+        tokens_are_words=samples.worded > 0,
     )

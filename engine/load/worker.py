@@ -118,6 +118,8 @@ class TickBuffer:
         self.decode: list[int] = []
         self.itl: list[int] = []
         self.reads: list[int] = []
+        self.input_tokens: list[int] = []
+        self.worded = 0
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -141,6 +143,7 @@ class TickBuffer:
             tick.ttft_ns, tick.responses = array("q", self.ttft), array("q", self.responses)
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
             tick.tokens, tick.reads = array("q", self.tokens), array("q", self.reads)
+            tick.input_tokens, tick.worded = array("q", self.input_tokens), self.worded
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -159,8 +162,11 @@ class TickBuffer:
         self.wait.append(wait)
         self.client.append(client)
 
-    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int, reads: int) -> None:
+    def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int, reads: int,
+                 input_tokens: int = -1, worded: bool = False) -> None:
         """The stream of the request ``ok`` just counted (same tick)."""
+        self.input_tokens.append(input_tokens)
+        self.worded += worded
         self.ttft.append(ttft)
         self.reads.append(reads)
         self.itl.extend(gaps)
@@ -518,7 +524,7 @@ class Worker:
         stream = slot.stream
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
-                                 now - stream.first_ns, stream.tokens, stream.reads)
+                                 now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

@@ -33,6 +33,9 @@ COLUMNS = [
 STREAM_COLUMNS = [
     "Time To First Token p50", "Time To First Token p99", "Inter Token Latency p50", "Inter Token Latency p99",
     "Output Token Throughput (per sec)", "Output Tokens/Request", "Responses/Request",
+    # the prompts' tokens as the server counted them (OpenAI's usage; empty: not measured), and what
+    # the token figures count: "tokens", or "words" where the server reported no usage
+    "Input Tokens/Request", "Input Token Throughput (per sec)", "Token Unit",
 ]
 GPU_FIELDS = [f for f in FIELDS if f.csv_header is not None]
 GPU_COLUMNS = [f.csv_header for f in GPU_FIELDS]
@@ -75,7 +78,10 @@ def _stream_cells(lv: LevelSummary) -> list[str]:
         return [""] * len(STREAM_COLUMNS)
     tokens = st.tokens_per_request if st.tokens_per_request is not None else st.responses_per_request
     return [_us(st.ttft.p50), _us(st.ttft.p99), _us(st.itl.p50), _us(st.itl.p99), f"{st.output_tokens_per_s:.2f}",
-            f"{tokens:.2f}", f"{st.responses_per_request:.2f}"]
+            f"{tokens:.2f}", f"{st.responses_per_request:.2f}",
+            f"{st.input_tokens_per_request:.2f}" if st.input_tokens_per_request is not None else "",
+            f"{st.input_tokens_per_s:.2f}" if st.input_tokens_per_s is not None else "",
+            "words" if st.tokens_are_words else "tokens"]
 
 
 def levels_csv(summary: RecordingSummary) -> str:

@@ -1,10 +1,8 @@
 """Synthetic prompts of given lengths for a streaming (LLM) model: load.input_tokens and
 load.output_tokens, made before the first level as input data is.
 
-A prompt of n tokens is n words of a fixed vocabulary (a word a token, as a word-level tokenizer
-counts them; a model's own tokenizer may count a few more). Each length is drawn uniformly from
-mean - spread to mean + spread with a fixed seed, so that two runs send the same prompts;
-without a spread every prompt has the mean. The output length goes to the model through the
+The prompts themselves are engine/prompts.py's (shared with the OpenAI API: a word a token, a
+fixed seed). The output length goes to the model through the
 input its configuration names for it: the first of OUTPUT_LENGTH_INPUTS the model has (toy_llm's
 MAX_TOKENS, TensorRT-LLM's request_output_len, max_tokens, max_new_tokens), an integer of that
 input's datatype; or vLLM's BYTES ``sampling_parameters`` as JSON ``{"max_tokens": n}``. A model
@@ -25,28 +23,13 @@ import random
 import numpy as np
 
 from engine.errors import UserError
-from engine.profiles import token_count
+from engine.prompts import DEFAULT_WORDS, SEED, entry_count, lengths, prompt_text, synthetic_label
 from engine.triton.input_tensors import DataEntry, DataModel, DataTensor, InputData, element
 
 OUTPUT_LENGTH_INPUTS = ("max_tokens", "request_output_len", "max_new_tokens", "max_output_tokens", "output_len")
 SAMPLING_PARAMETERS = "sampling_parameters"  # vLLM's backend: a JSON text of sampling settings
 INTEGERS = {"INT32": np.int32, "INT64": np.int64, "UINT32": np.uint32, "UINT64": np.uint64, "INT16": np.int16}
 TEXT_INPUTS = ("prompt", "text", "text_input", "input_text")  # names of a prompt input, any case
-DEFAULT_WORDS = 8  # a prompt's words when load.input_tokens is not set
-ENTRIES = 64  # distinct prompts when a length has a spread (one without)
-SEED = 42
-WORDS = ("the", "river", "stone", "light", "morning", "garden", "window", "quiet", "paper", "yellow", "market",
-         "winter", "music", "silver", "forest", "letter", "bridge", "summer", "orange", "valley", "story", "cloud",
-         "engine", "harbor", "lantern", "meadow", "pocket", "rabbit", "signal", "thunder", "velvet", "whistle")
-
-
-def lengths(text: object, key: str, count: int, rng: random.Random) -> list[int]:
-    """``count`` lengths for the profile's ``key`` ("128" or "128+-32")."""
-    parsed = token_count(text)
-    if parsed is None:  # the profile's check refuses it first; a caller passing its own text gets the line too
-        raise UserError(f"load.{key}: expected a token count, e.g. 128 or '128+-32', found {text!r}")
-    mean, spread = parsed
-    return [rng.randint(mean - spread, mean + spread) for _ in range(count)]
 
 
 def text_input(inputs: dict[str, tuple[str, list[int]]]) -> str | None:
@@ -97,9 +80,7 @@ def _one_element_shape(model: DataModel, name: str, what: str) -> tuple[int, ...
 def synthetic_data(model: DataModel, input_tokens: object, output_tokens: object) -> InputData:
     """The prompts (and output lengths) as input-data entries; either length may be "" (not set:
     a short fixed prompt, or the model's own output length)."""
-    parsed = [token_count(t) for t in (input_tokens, output_tokens) if t != ""]
-    spread = any(p is not None and p[1] > 0 for p in parsed)
-    count = ENTRIES if spread else 1
+    count = entry_count(input_tokens, output_tokens)
     rng = random.Random(SEED)
     prompt = prompt_input(model)
     prompt_shape = _one_element_shape(model, prompt, "load.input_tokens")
@@ -109,7 +90,7 @@ def synthetic_data(model: DataModel, input_tokens: object, output_tokens: object
     target_shape = _one_element_shape(model, target[0], "load.output_tokens") if target is not None else ()
     entries = []
     for k in range(count):
-        text = " ".join(WORDS[rng.randrange(len(WORDS))] for _ in range(words[k]))
+        text = prompt_text(rng, words[k])
         inputs = {prompt: DataTensor("BYTES", prompt_shape, element(text.encode()))}
         if target is not None and outs is not None:
             name, datatype = target
@@ -119,8 +100,6 @@ def synthetic_data(model: DataModel, input_tokens: object, output_tokens: object
                 raw = np.array([outs[k]], dtype=np.dtype(INTEGERS[datatype]).newbyteorder("<")).tobytes()
             inputs[name] = DataTensor(datatype, target_shape, raw)
         entries.append(DataEntry(inputs))
-    spec = f"input_tokens={input_tokens!s} output_tokens={output_tokens!s} seed={SEED} entries={count}"
-    label = (f"synthetic ({spec.split(' seed')[0]})" if input_tokens != "" or output_tokens != ""
-             else f"synthetic text prompts ({DEFAULT_WORDS} words; load.input_tokens sets the length)")
+    label, spec = synthetic_label(input_tokens, output_tokens)
     return InputData(label, "synthetic", hashlib.sha256(spec.encode()).hexdigest(),
                      entries)

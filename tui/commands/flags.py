@@ -23,7 +23,7 @@ def positive_float(text: str) -> float:
 def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", dest="urls", action="append", default=[], metavar="URL",
                    help="a remote Triton's HTTP URL (server.url); give it once per server to spread the load over "
-                        "several (server.urls)")
+                        "several (server.urls); one ending in /v1 is an OpenAI-compatible server (load.api = openai)")
     p.add_argument("--metrics-url", dest="metrics_urls", action="append", default=[], metavar="URL",
                    help="its /metrics URL, in the order of --url (server.metrics_url / server.metrics_urls)")
     p.add_argument("--allow-mixed", action="store_true",
@@ -44,6 +44,15 @@ def endpoint_overrides(args: argparse.Namespace) -> list[str]:
     if getattr(args, "allow_mixed", False):
         out.append("server.allow_mixed=true")
     return out
+
+
+def api_override(args: argparse.Namespace) -> list[str]:
+    """--url http://HOST:PORT/v1 stands for load.api = openai (engine/transport_table.py's
+    api_of_url); put before the user's --set, which may still say otherwise."""
+    from engine.transport_table import OPENAI, api_of_url
+
+    urls = getattr(args, "urls", [])
+    return ["load.api=openai"] if urls and all(api_of_url(u) == OPENAI for u in urls) else []
 
 
 def input_data_override(args: argparse.Namespace) -> list[str]:

@@ -28,5 +28,6 @@ def name_after_server(profile: Profile, args: argparse.Namespace) -> Profile:
     urls = profile.server.endpoint_urls()
     if getattr(args, "urls", []) and args.profile == DEFAULT_PROFILE and urls:
         profile.name = server_name(urls)
-        profile.description = f"Triton at {', '.join(urls)}"
+        server = "OpenAI-compatible server" if profile.load.api == "openai" else "Triton"
+        profile.description = f"{server} at {', '.join(urls)}"
     return profile

@@ -10,6 +10,7 @@ from pathlib import Path
 from tui.commands.exits import EXIT_CODES, PROG
 from tui.commands.flags import (
     add_endpoint_flags,
+    api_override,
     check_input_data,
     endpoint_overrides,
     input_data_override,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.session import Session, SessionOptions
     from tui.commands.headless_session import run_headless
 
-    overrides = [*args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
+    overrides = [*api_override(args), *args.overrides, *(["load.wire_check=true"] if getattr(args, "wire", False) else []),
                  *endpoint_overrides(args), *input_data_override(args), *slo_override(args)]
     from tui.commands.remote import check_url_flags, name_after_server
 

@@ -8,6 +8,7 @@ from textual.widgets import Static
 from engine import format as fmt
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.time_left import time_left_parts
+from engine.columns import token_word
 from engine.modes import mode_of
 from tui.state import SessionState
 
@@ -119,10 +120,10 @@ def summary_line(state: SessionState, width: int = 200) -> Text:
             best.append(f" · {fmt.rate(rate / state.gpu_count)}/GPU")
         cost = state.cost_per_1000(ips) if stream is None else None
         if stream is not None:  # a streaming model's tokens, priced per million of them
-            best.append(f" · {fmt.rate(stream.output_tokens_per_s)} tok/s")
+            best.append(f" · {fmt.rate(stream.output_tokens_per_s)} {token_word(stream, short=True)}/s")
             per_mtok = cost_per_million_tokens(state.cost_per_hour, stream.output_tokens_per_s)
             if per_mtok is not None:
-                best.append(f" · {fmt.money(per_mtok)}/Mtok", style="bold green")
+                best.append(f" · {fmt.money(per_mtok)}/M{'words' if stream.tokens_are_words else 'tok'}", style="bold green")
             elif state.session is not None:
                 best.append(" · $/Mtok: set hardware.cost_per_hour", style="dim")
         elif cost is not None:

@@ -132,11 +132,13 @@ def transport_named(name: str) -> tuple[str, Transport]:
     from importlib import import_module
 
     from engine.errors import UserError
-    from engine.transport_table import TRANSPORTS
+    from engine.transport_table import TRANSPORTS, TRITON
 
     spec = TRANSPORTS.get(name)
-    if spec is None:
-        raise UserError(f"load.transport: expected one of {', '.join(TRANSPORTS)}, found {name!r}")
+    if spec is None or spec.api != TRITON:
+        own = ", ".join(t.name for t in TRANSPORTS.values() if t.api == TRITON)
+        raise UserError(f"load.transport: expected one of {own} (Triton's; the OpenAI API's need load.api = "
+                        f"'openai'), found {name!r}")
     return spec.module, import_module(spec.module).TRANSPORT
 
 
@@ -144,11 +146,11 @@ def check_streaming(name: str, model: str, model_config: dict) -> None:
     """A decoupled model on a transport that cannot carry its stream is bad input, refused before
     any load in one line naming the transports that can (every request would fail otherwise)."""
     from engine.errors import UserError
-    from engine.transport_table import TRANSPORTS, is_decoupled
+    from engine.transport_table import TRANSPORTS, TRITON, is_decoupled
 
     spec = TRANSPORTS.get(name)
     if spec is None or spec.streams or not is_decoupled(model_config):
         return
-    streaming = ", ".join(t.name for t in TRANSPORTS.values() if t.streams)
+    streaming = ", ".join(t.name for t in TRANSPORTS.values() if t.streams and t.api == TRITON)
     raise UserError(f"model {model!r} is decoupled (it streams its responses): load.transport {name!r} "
                     f"cannot carry that; use one of: {streaming}")

@@ -10,7 +10,7 @@ event's values are compared with the request's (a stream's answer is its last re
 perf_analyzer's ``validation_data`` reads it): a difference is a ``wrong_answer``. An ``error`` event, or an
 answer that is not 200, refuses it once the body ends (one not chunked at once, its connection
 closed); a connection that closes before the body's end is lost (``connection_reset``), never a
-shorter answer. Every line is bounded (the head, a chunk's size line, an event) and searched
+shorter answer. Every line is bounded (the head, a chunk's size line, an event: engine/net/sse.py) and searched
 once; an answer that does not parse, whatever the parser raises, is a ``malformed_answer``.
 """
 
@@ -37,14 +37,13 @@ from engine.net.connection import (
     first_line,
 )
 from engine.net.http1 import BadResponse, Head, error_message, parse_head
+from engine.net.sse import MAX_EVENT, ChunkedEvents
 from engine.net.stamped_socket import arrival
 from engine.net.tcp import TcpDialer
 from engine.triton.answer_values import EXACT, Expected, compare_output
 from engine.triton.transports import Prepared, SweepInputs, json_token_count, token_count_problem
 
 monotonic_ns = time.monotonic_ns
-MAX_EVENT = 1 << 20  # bytes of one event (and of one chunk) before it is refused
-MAX_SIZE_LINE = 1024  # bytes of a chunk's size line (its extensions included)
 JSON_KINDS: dict[str, tuple[type, ...]] = {"BYTES": (str,), "BOOL": (bool,), "FP16": (int, float), "FP32": (int, float),
                                            "FP64": (int, float), "BF16": (int, float)}
 
@@ -113,11 +112,10 @@ class GenerateConnection(Connection, asyncio.Protocol):
         self._reset()
 
     def _reset(self) -> None:
-        self.buf = bytearray()
+        self.buf = bytearray()  # the head, until it is whole
         self.head: Head | None = None
-        self.pos = 0  # where the next chunk's size line starts in buf
-        self.sse = bytearray()
-        self.scanned = 0  # bytes of sse searched for an event's end
+        self.body = ChunkedEvents(self._event)  # the chunks and events after it (engine/net/sse.py)
+        self.now = 0  # the arrival stamp of the bytes being framed
         self.problem: tuple[str, str] | None = None  # the first (kind, message) found in this answer
         self.times = StreamTimes()
         self.stream = self.times
@@ -152,8 +150,8 @@ class GenerateConnection(Connection, asyncio.Protocol):
 
     def _take(self, data: bytes, now: int) -> bool:
         """Frame what arrived; True at the body's last chunk."""
-        self.buf += data
         if self.head is None:
+            self.buf += data
             # only the bytes not yet searched (less the 3 a blank line may straddle): linear
             head = parse_head(self.buf, len(self.buf), start=max(0, len(self.buf) - len(data) - 3))
             if head is None:
@@ -164,61 +162,18 @@ class GenerateConnection(Connection, asyncio.Protocol):
                 body = bytes(self.buf[head.head_len : head.head_len + (head.content_length or 0)])
                 said = f": {error_message(body, 200)}" if body else ""
                 raise Refused(REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}{said}")
-            self.head, self.pos = head, head.head_len
+            self.head = head
             if head.status != 200:
                 self.problem = (REJECTED if head.status < 500 else SERVER_ERROR, f"HTTP {head.status}")
-        return self._chunks(now)
+            data, self.buf = bytes(self.buf[head.head_len :]), bytearray()
+        self.now = now
+        ended = self.body.feed(data)
+        if self.body.oversized and self.problem is None:
+            self.problem = (RESPONSE_TOO_LARGE, f"an event past {MAX_EVENT} bytes")
+        return ended
 
-    def _chunks(self, now: int) -> bool:
-        """Take the whole chunks in buf; True at the body's last chunk."""
-        buf = self.buf
-        while True:
-            eol = buf.find(b"\r\n", self.pos, self.pos + MAX_SIZE_LINE + 2)
-            if eol < 0:
-                if len(buf) - self.pos > MAX_SIZE_LINE:
-                    raise BadResponse(f"a chunk size line longer than {MAX_SIZE_LINE} bytes: "
-                                      f"{bytes(buf[self.pos : self.pos + 20])!r}...")
-                return False
-            text = bytes(buf[self.pos : eol]).split(b";")[0].strip()
-            try:
-                size = int(text, 16)
-            except ValueError:
-                raise BadResponse(f"a broken chunk size {text[:20]!r}") from None
-            if not 0 <= size <= MAX_EVENT:
-                raise BadResponse(f"the server announced a chunk of {size} bytes, outside 0..{MAX_EVENT}")
-            if size == 0:
-                if len(buf) < eol + 4:
-                    return False
-                if buf[eol + 2 : eol + 4] != b"\r\n" or len(buf) > eol + 4:
-                    raise BadResponse("more bytes than the answer holds")
-                return True
-            end = eol + 2 + size
-            if len(buf) < end + 2:
-                return False
-            if buf[end : end + 2] != b"\r\n":
-                raise BadResponse(f"a chunk of {size} bytes not followed by CRLF")
-            self.sse += buf[eol + 2 : end]
-            del buf[: end + 2]
-            self.pos = 0
-            self._events(now)
-
-    def _events(self, now: int) -> None:
-        sse = self.sse
-        # from where the last search stopped (less the byte a blank line may straddle): linear
-        while (cut := sse.find(b"\n\n", max(0, self.scanned - 1))) >= 0:
-            event = bytes(sse[:cut])
-            del sse[: cut + 2]
-            self.scanned = 0
-            data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-            if data:
-                self._event(data, now)
-        self.scanned = len(sse)
-        if len(sse) > MAX_EVENT:
-            self.problem = self.problem or (RESPONSE_TOO_LARGE, f"an event past {MAX_EVENT} bytes")
-            sse.clear()
-            self.scanned = 0
-
-    def _event(self, data: bytes, now: int) -> None:
+    def _event(self, data: bytes) -> None:
+        now = self.now
         try:
             value = json.loads(data)
         except Exception as exc:  # ValueError, and RecursionError for deeply nested JSON
@@ -255,7 +210,7 @@ class GenerateConnection(Connection, asyncio.Protocol):
         if problem is None and self.dialer.payload.expected and self.last is not None:
             wrong = self._wrong(self.last)
             problem = (WRONG_ANSWER, wrong) if wrong else None
-        self.buf, self.head, self.pos, self.sse, self.scanned = bytearray(), None, 0, bytearray(), 0
+        self.buf, self.head, self.body = bytearray(), None, ChunkedEvents(self._event)
         if problem is not None:
             self.w.rejected(self, problem[0], problem[1], close)
         else:

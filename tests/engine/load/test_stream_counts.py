@@ -22,10 +22,11 @@ from engine import columns
 from engine.load.worker import Worker
 from engine.load.worker_messages import Fatal
 from engine.net import http2
+from engine.net.sse import MAX_SIZE_LINE
 from engine.outcome import RunFacts, RunLedger, outcome
 from engine.triton.target import Target, TargetInfo
 from engine.triton.transports import MAX_RESPONSE_TOKENS, token_count_problem
-from engine.triton.transports.generate_stream import MAX_SIZE_LINE, GenerateDialer, GeneratePayload
+from engine.triton.transports.generate_stream import GenerateDialer, GeneratePayload
 from engine.triton.transports.grpc import messages
 from engine.triton.transports.grpc_stream import FINAL, STREAM
 from tests.engine.load.conftest import quick_load, sweep

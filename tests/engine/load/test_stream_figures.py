@@ -26,7 +26,7 @@ def test_decoupled_is_read_from_the_model_config() -> None:
     assert not is_decoupled({"model_transaction_policy": "decoupled"})
 
 
-@pytest.mark.parametrize("name", [t.name for t in TRANSPORTS.values() if not t.streams])
+@pytest.mark.parametrize("name", [t.name for t in TRANSPORTS.values() if not t.streams and t.api == "triton"])
 def test_unary_transports_refuse_a_decoupled_model_in_one_line(name: str) -> None:
     with pytest.raises(UserError) as caught:
         check_streaming(name, "toy_llm", DECOUPLED)

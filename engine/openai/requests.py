@@ -1,0 +1,134 @@
+"""The prompts an OpenAI sweep sends, and their HTTP requests, made once per sweep in the session.
+
+Prompts: synthetic ones by default (engine/prompts.py: load.input_tokens words, load.output_tokens
+as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON string (the
+prompt) or an object with the prompt under ``text`` (or ``prompt``) and, optionally, its own
+``max_tokens``. A bad line is one line naming the file and the line, before any load.
+
+Output length: ``max_tokens`` (from load.output_tokens) with ``ignore_eos: true`` and ``min_tokens``
+beside it (vLLM, SGLang, TensorRT-LLM's trtllm-serve read them; llama.cpp's server reads
+ignore_eos and passes over the other): a server that ends early at EOS would make the length the
+model's choice, not the plan's. load.ignore_eos = false leaves both out, for a server that refuses
+fields it does not know. Streamed requests ask for ``stream_options: {"include_usage":
+true}``: the server's token counts come in the last chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import UserError
+from engine.net.http1 import Endpoint, encode_request
+from engine.prompts import synthetic_label, synthetic_prompts
+
+MAX_PROMPTS_BYTES = 256 << 20  # a prompts file past this is refused
+PROMPT_KEYS = ("text", "prompt")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    max_tokens: int | None  # None: the server's default length
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+@dataclass(frozen=True)
+class Prompts:
+    prompts: list[Prompt]
+    label: str  # the recording's name for them: the file's path, or "synthetic (...)"
+    sha256: str
+    source: str  # "synthetic" or "jsonl"
+
+
+def synthetic(input_tokens: object, output_tokens: object) -> Prompts:
+    label, spec = synthetic_label(input_tokens, output_tokens)
+    made = [Prompt(text, out) for text, out in synthetic_prompts(input_tokens, output_tokens)]
+    return Prompts(made, label, hashlib.sha256(spec.encode()).hexdigest(), "synthetic")
+
+
+def read_jsonl(path: str, output_tokens: object) -> Prompts:
+    """load.input_data's prompts, one per line; ``output_tokens`` (a mean, "" for none) sets
+    max_tokens where a line does not."""
+    where = Path(path).expanduser()
+    raw = _read_bounded(where, path)
+    default = _mean(output_tokens)
+    prompts = []
+    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
+        if line.strip():
+            prompts.append(_prompt_of(line, number, path, default))
+    if not prompts:
+        raise UserError(f"input data {path}: no prompts (a JSON string, or an object with 'text', per line)")
+    return Prompts(prompts, path, hashlib.sha256(raw).hexdigest(), "jsonl")
+
+
+def _read_bounded(where: Path, path: str) -> bytes:
+    try:
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a named pipe never blocks the run
+    except OSError as exc:
+        raise UserError(f"input data {path}: cannot read it: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UserError(f"input data {path}: not a regular file (an OpenAI sweep reads a .jsonl file of prompts)")
+        raw = f.read(MAX_PROMPTS_BYTES + 1)
+    if len(raw) > MAX_PROMPTS_BYTES:
+        raise UserError(f"input data {path}: over the {MAX_PROMPTS_BYTES >> 20} MiB limit for a prompts file")
+    return raw
+
+
+def _mean(output_tokens: object) -> int | None:
+    from engine.profiles import token_count
+
+    parsed = token_count(output_tokens) if output_tokens != "" else None
+    return parsed[0] if parsed is not None else None
+
+
+def _prompt_of(line: str, number: int, path: str, default: int | None) -> Prompt:
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise UserError(f"input data {path}: line {number} is not JSON ({getattr(exc, 'msg', exc)})") from None
+    if isinstance(value, str):
+        return Prompt(value, default)
+    if not isinstance(value, dict):
+        raise UserError(f"input data {path}: line {number} is neither a string nor an object")
+    keys = [k for k in PROMPT_KEYS if k in value]
+    if not keys or not isinstance(value[keys[0]], str):
+        raise UserError(f"input data {path}: line {number} has no prompt (a string under 'text' or 'prompt')")
+    limit = value.get("max_tokens", default)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise UserError(f"input data {path}: line {number}: max_tokens is {str(limit)[:20]}, not a count of 1 or more")
+    return Prompt(value[keys[0]], limit)
+
+
+def body(model: str, prompt: Prompt, chat: bool, stream: bool, exact: bool = True) -> bytes:
+    """One request's JSON body; ``exact``: ask for exactly max_tokens (load.ignore_eos)."""
+    doc: dict[str, object] = {"model": model}
+    if chat:
+        doc["messages"] = [{"role": "user", "content": prompt.text}]
+    else:
+        doc["prompt"] = prompt.text
+    if prompt.max_tokens is not None:
+        doc["max_tokens"] = prompt.max_tokens
+        if exact:  # the plan's length, not the model's choice
+            doc["ignore_eos"] = True
+            doc["min_tokens"] = prompt.max_tokens
+    if stream:
+        doc["stream"] = True
+        doc["stream_options"] = {"include_usage": True}
+    return json.dumps(doc).encode()
+
+
+def http_request(endpoint: Endpoint, path: str, payload: bytes, stream: bool, key: str | None) -> bytes:
+    """One whole HTTP/1.1 request; the key (if any) as a bearer token, to this endpoint only."""
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return encode_request("POST", endpoint, path, headers, payload)
