@@ -45,7 +45,7 @@ tmux new-session -d -s tryout -x 80 -y 24 \
     "${G[*]} --output $OUT/rec --set model.name=identity --set load.concurrency=1,2,4,8; echo EXIT=\$? >$OUT/tui_exit.txt; sleep 30"
 for _ in $(seq 120); do  # until the sweep is running (the TUI says so), at most 2 minutes
   tmux capture-pane -p -t tryout >"$OUT/tui_running.txt" 2>/dev/null
-  grep -q "concurrency\|level" "$OUT/tui_running.txt" && break
+  grep -q "infer/s" "$OUT/tui_running.txt" && break  # the sweep table's header: a level is measured
   sleep 1
 done
 tmux send-keys -t tryout C-c && sleep 2 && tmux capture-pane -p -t tryout >"$OUT/tui_after_ctrl_c.txt"
