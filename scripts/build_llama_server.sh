@@ -3,8 +3,10 @@
 # (tests/openai_server; docs/results/openai_server_choice.md says why this one and what it costs).
 # The source is the llama.cpp that llama-cpp-python's sdist vendors, fetched from the package
 # registry with pip; only the llama-server target is built, CPU only, statically linked, for this
-# machine's CPU (GGML_NATIVE), no web UI, no curl, no OpenSSL. The binary lands in
-#   .cache/llama-server/llama-cpp-python-$VERSION/bin/llama-server
+# machine's CPU (GGML_NATIVE), no web UI, no curl, no OpenSSL. The binary lands in the user's
+# cache, outside the checkout, so that every clone on this machine (CI's fresh clone too) reuses it
+# as pip reuses a wheel it built:
+#   ${XDG_CACHE_HOME:-~/.cache}/gpuscale-tui/llama-server/llama-cpp-python-$VERSION/bin/llama-server
 # where the tests' fixture looks for it (LLAMA_SERVER=PATH names another). Idempotent: a binary
 # already built for this version is kept. JOBS (default: nproc) sets the build's parallelism.
 set -euo pipefail
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/.."
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
-OUT=.cache/llama-server/llama-cpp-python-$VERSION
+OUT=${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale-tui/llama-server/llama-cpp-python-$VERSION
 BIN=$OUT/bin/llama-server
 say() { echo "build_llama_server: $*" >&2; }
 if [ -x "$BIN" ]; then say "$BIN is built"; exit 0; fi

@@ -69,7 +69,7 @@ def openai_server(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     binary = find_llama_server()
     if binary is None:
-        pytest.skip(f"no llama-server binary ($LLAMA_SERVER, .cache/llama-server/, PATH): {BUILD_HINT}")
+        pytest.skip(f"no llama-server binary ($LLAMA_SERVER, ~/.cache/gpuscale-tui/llama-server/, PATH): {BUILD_HINT}")
     with run_llama_server(binary, tiny_gguf, tmp_path_factory.mktemp("llama-server")) as srv:
         yield srv
 

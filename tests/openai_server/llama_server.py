@@ -10,7 +10,8 @@ llama-server binary (scripts/build_llama_server.sh builds one) or without the `g
 writes the model, the tests that use it are skipped, saying what to run.
 
 Where the binary is looked for: $LLAMA_SERVER, then what scripts/build_llama_server.sh built
-(.cache/llama-server/*/bin/llama-server), then `llama-server` on PATH."""
+(~/.cache/gpuscale-tui/llama-server/*/bin/llama-server, or under $XDG_CACHE_HOME), then
+`llama-server` on PATH."""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from pathlib import Path
 
 from tests.openai_server import tiny_model
 
-REPO = Path(__file__).resolve().parents[2]
 START_BUDGET_S = 120.0   # a start takes well under a second idle; a busy box can stretch it a lot
 STOP_BUDGET_S = 15.0
 BUILD_HINT = "scripts/build_llama_server.sh builds it (docs/results/openai_server_choice.md)"
@@ -49,7 +49,8 @@ def find_llama_server() -> str | None:
     named = os.environ.get("LLAMA_SERVER")
     if named:
         return named if os.access(named, os.X_OK) else None
-    built = sorted(REPO.glob(".cache/llama-server/*/bin/llama-server"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    built = sorted((cache / "gpuscale-tui" / "llama-server").glob("*/bin/llama-server"))
     if built:
         return str(built[-1])
     return shutil.which("llama-server")
