@@ -11,10 +11,16 @@ each other down, and the study's latency figures are not taken next to 8 gloo ra
 from __future__ import annotations
 
 import glob
+import importlib.util
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.openai_server.llama_server import OpenAIServer
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +47,37 @@ def shapes_server(tmp_path_factory):
         yield srv
 
 
-# Fixtures whose use means the test talks to a real tritonserver: such a test is a server test
+# The real OpenAI-compatible server (llama.cpp's llama-server) serving a tiny llama model written
+# at test time: tests/openai_server/ has the model's generator and the server's start and stop;
+# docs/results/openai_server_choice.md says why this server. Skipped, saying what to run, where
+# the binary or the gguf package is missing.
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama GGUF, written for this session (about 0.6 MB, well under a second)."""
+    if importlib.util.find_spec("gguf") is None:
+        pytest.skip("the gguf package (it writes the tiny model) is not installed: pip install gguf")
+    from tests.openai_server import tiny_model
+
+    return tiny_model.write(tmp_path_factory.mktemp("tiny-gguf") / "tiny-llama.gguf")
+
+
+@pytest.fixture(scope="session")
+def openai_server(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAIServer]:
+    """A real OpenAI-compatible server (llama.cpp's llama-server) on loopback, serving the tiny
+    model: `.base_url` is http://127.0.0.1:PORT/v1 and `.model` the name to send."""
+    from tests.openai_server.llama_server import BUILD_HINT, find_llama_server, run_llama_server
+
+    binary = find_llama_server()
+    if binary is None:
+        pytest.skip(f"no llama-server binary ($LLAMA_SERVER, ~/.cache/gpuscale-tui/llama-server/, PATH): {BUILD_HINT}")
+    with run_llama_server(binary, tiny_gguf, tmp_path_factory.mktemp("llama-server")) as srv:
+        yield srv
+
+
+# Fixtures whose use means the test talks to a real server (tritonserver, or llama.cpp's
+# llama-server for the OpenAI API): such a test is a server test
 # whether or not it says so (the fast lane, `scripts/test.sh --fast`, leaves them out).
-SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server"})
+SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server", "openai_server"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

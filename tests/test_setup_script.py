@@ -36,7 +36,8 @@ def test_setup_says_each_step_then_nothing_once_ready(tmp_path):
     assert lines[0].startswith("setup: setting up .venv/")
     assert any(line.startswith("setup: creating .venv/") for line in lines)
     steps = [line for line in lines if line.startswith("setup: step ")]
-    assert [s[:16] for s in steps] == ["setup: step 1/2:", "setup: step 2/2:"] and "torch" in steps[0]
+    assert [s[:16] for s in steps] == ["setup: step 1/3:", "setup: step 2/3:", "setup: step 3/3:"]
+    assert "torch" in steps[0] and "llama-server" in steps[2]
     assert lines[-1].startswith("setup: done in ") and lines[-1].endswith(".venv/bin/gpuscale-tui")
     calls = (tmp_path / "calls").read_text()
     assert "-e .[all,test]" in calls and "torch==" in calls  # the steps it named are the ones it ran
