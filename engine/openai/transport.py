@@ -83,6 +83,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.payload = dialer.payload
         self.tr: asyncio.Transport | None = None
         self.sent_index = 0
+        self.answered_here = 0  # answers completed on this socket: a reused one can be closed under us
+        self.got_bytes = False  # bytes of the answer to the request in flight
         self._reset()
 
     def _reset(self) -> None:
@@ -103,15 +105,23 @@ class OpenAiConnection(Connection, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.tr = transport  # type: ignore[assignment]
         self.connected = True
+        self.answered_here = 0
         self._reset()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Closed by the server as the next request went out on a socket that had answered
+        # (llama.cpp's server closes after each streamed answer, keep-alive header or not): the
+        # dialer learns it, and from then each answer ends its connection, so the next request
+        # goes out on a fresh one and is not lost. This request is (the warm-up's, as a rule).
+        if exc is None and self.busy and not self.got_bytes and self.answered_here:
+            self.dialer.closes_after_answer = True
         self.tr = None
         self.connected = False
         self.w.lost(self, exc)
 
     def data_received(self, data: bytes) -> None:
         now = arrival(self.tr, self.w.selector, self.sent_ns)  # the kernel's receive time (stamped_socket)
+        self.got_bytes = True
         if not self.busy:
             self.w.unexpected(self, "bytes received with no request in flight")
             return
@@ -228,7 +238,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         """Report the whole answer to the scheduler: refused in one line, or answered."""
         assert self.head is not None
         self.first_ns = monotonic_ns()
-        close = self.head.close or self.cut
+        self.answered_here += 1
+        close = self.head.close or self.cut or self.dialer.closes_after_answer
         if problem is not None:
             self._reset()
             self.w.rejected(self, problem[0], problem[1], close)
@@ -243,6 +254,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.sent_ns = self.written_ns = now
         self.intended_ns = intended_ns or now
         self.busy = True
+        self.got_bytes = False
         self._reset()
         self.sent_index = self.dialer.cycle.take()
         self.tr.write(self.payload.requests[self.sent_index])  # type: ignore[union-attr]
@@ -265,6 +277,7 @@ class OpenAiDialer(TcpDialer):
         super().__init__(scheduler, payload.host, payload.port, payload.tls, payload.server_hostname)
         self.payload = payload
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)
+        self.closes_after_answer = False  # learnt: the server closes a connection after each answer
 
     def connection(self) -> OpenAiConnection:
         return OpenAiConnection(self.w, self)
