@@ -55,6 +55,9 @@ class FakeOpenAi:
                 if "authorization" in headers:
                     self.seen_auth.append(headers["authorization"])
                 await self.route(method, path, headers, body, writer)
+                if self.mode == "close_after_answer" and method == "POST":
+                    await writer.drain()
+                    break  # as llama.cpp's server does after a streamed answer, keep-alive header or not
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

@@ -144,3 +144,14 @@ async def test_a_key_refused_during_the_sweep_fails_the_level_in_one_line() -> N
         await fake.close()
     assert r.status == "failed" and r.errors_by_kind.get("rejected", 0) > 0, r.errors_by_kind
     assert r.error_messages[0] == "HTTP 401: the server refused the API key (Incorrect API key provided)"
+
+
+@pytest.mark.slow
+async def test_a_server_that_closes_after_each_answer_loses_no_measured_request() -> None:
+    """The first close is learnt (in the warm-up, as a rule), and each request then goes out on a
+    fresh connection: the levels' measured windows hold no lost request."""
+    results, events = await _sweep(FakeOpenAi(mode="close_after_answer"), "chat_stream")
+    assert [r.level for r in results] == [1.0, 2.0]
+    for r in results:
+        assert r.requests > 0 and r.errors == 0, (r.status, r.error_messages)
+        assert r.stream is not None and r.stream.tokens_per_request == 8
