@@ -259,3 +259,42 @@ def stats_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, float | None]
         "avg_batch": round(d["inferences"] / d["executions"], 1) if d["executions"] else None,
         **{f"{k}_us_per_req": round(d[f"{k}_ns"] / req / 1e3, 1) for k in STAT_SECTIONS},
     }
+
+
+class ServerQueue(threading.Thread):
+    """Triton's pending-request gauge (requests waiting to execute) summed over some servers,
+    every 0.1 s while a run lasts: which tool keeps more requests waiting at the same level."""
+
+    def __init__(self, metrics_urls: list[str], skip_s: float = 0.0) -> None:
+        super().__init__(daemon=True)
+        self.urls, self.skip_s = metrics_urls, skip_s
+        self.stop = threading.Event()
+        self.samples: list[float] = []
+
+    def __enter__(self) -> ServerQueue:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(2)
+
+    def run(self) -> None:
+        if self.stop.wait(self.skip_s):
+            return
+        while not self.stop.wait(0.1):
+            total = 0.0
+            for url in self.urls:
+                try:
+                    with urllib.request.urlopen(url, timeout=2) as reply:  # noqa: S310 - loopback
+                        text = reply.read().decode()
+                except OSError:
+                    return
+                total += sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                             if line.startswith("nv_inference_pending_request_count{"))
+            self.samples.append(total)
+
+    def mean(self) -> float | None:
+        """Mean pending requests over the run's busiest half (start-up and drain left out)."""
+        busy = sorted(self.samples)[len(self.samples) // 2:]
+        return round(sum(busy) / len(busy), 1) if busy else None

@@ -32,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, GpuBusy, out_dir
+from bench.common import ROOT, GpuBusy, ServerQueue, model_stats, out_dir, stats_delta
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_perf_analyzer
 from bench.transports import PA_SHM as PA_MODES
 from engine.analysis.scale_out import TIE  # the study's own tie between scale out and up
@@ -65,6 +65,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--study-timeout-s", type=float, default=300.0)
     p.add_argument("--budget-s", type=float, default=0.0, help="start nothing after this many seconds (0: no limit)")
+    p.add_argument("--round-levels", default="",
+                   help="the rounds' levels (default: the study's peak of each config, else the top level)")
     p.add_argument("--skip-study", action="store_true", help="only the rounds (at --studies-from's peaks, else the top level)")
     p.add_argument("--studies-from", type=Path, default=None, metavar="JSONL",
                    help="an earlier call's scale_study.jsonl: its studies stand for this run's (a device call is 10 minutes)")
@@ -220,6 +222,56 @@ def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Names
     return m
 
 
+
+def server_urls(started: Any) -> list[Any]:
+    """Each server of a config (one, or a fleet's N)."""
+    from engine.server.fleet import ServerFleet
+
+    return list(started.servers) if isinstance(started, ServerFleet) else [started]
+
+
+def fleet_stats(started: Any, model: str) -> dict[str, int]:
+    """Triton's cumulative statistics summed over a config's servers."""
+    total: dict[str, int] = {}
+    for server in server_urls(started):
+        for k, v in model_stats(server.http_url, model).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def hold_level(args: argparse.Namespace, pa: tuple[Path, dict[str, str]], started: Any, config: str, t: str,
+               level: int, fig: dict[str, Any], mps: tuple[bool, str], emit: Any, time_left: Any) -> dict[str, Any]:
+    """Our engine and perf_analyzer alone at one level, in alternating rounds; with each round,
+    what the server saw: its mean batch, µs per request in each section, requests waiting."""
+    got: dict[str, list[Measure]] = {"ours": [], "pa": []}
+    for rnd in range(args.rounds):
+        if not time_left():
+            break
+        for tool in (("pa", "ours") if rnd % 2 == 0 else ("ours", "pa")):
+            before = fleet_stats(started, args.model)
+            with GpuBusy(machine_gpus(started)) as busy, \
+                    ServerQueue([s.metrics_url for s in server_urls(started)]) as waiting:
+                m = pa_fleet(pa, started, args, level, t) if tool == "pa" else ours(started, args, level, t)
+            m.extra["gpu_busy_each"] = busy.each()
+            m.extra["server"] = {**stats_delta(before, fleet_stats(started, args.model)), "waiting": waiting.mean()}
+            got[tool].append(m)
+            emit("round", {"config": config, "transport": t, "level": level, "round": rnd, "tool": tool,
+                           "mps": mps[0], **asdict(m)})
+            figures = (f"{m.throughput:9,.0f}/s p99 {m.p99_ms:7.1f} ms" if m.ok and m.throughput and m.p99_ms
+                       else "not measured")
+            srv = m.extra["server"]
+            print(f"   {config} {t} c={level} r{rnd} {tool:<4} {figures}  gpu {m.extra.get('gpu_busy_each')}"
+                  f"  batch {srv.get('avg_batch')} queue {srv.get('queue_us_per_req')} µs waiting {srv.get('waiting')}"
+                  f"  [{m.status[:80]}]", flush=True)
+    row = {"config": config, "transport": t, "level": level, "mps": mps[0], "mps_why": mps[1],
+           "study_peak": fig.get("peak"), "study_slo": fig.get("slo_throughput"),
+           "ours": _spread([m.throughput for m in got["ours"] if m.ok and m.throughput]),
+           "pa": _spread([m.throughput for m in got["pa"] if m.ok and m.throughput]),
+           "failed": [m.status for ms in got.values() for m in ms if not m.ok]}
+    emit("config", row)
+    return row
+
+
 def machine_gpus(started: Any) -> tuple[int, ...]:
     """The NVML indices the config's servers use (GpuBusy reads NVML, which sees every GPU): our
     GPU g is the g-th that CUDA_VISIBLE_DEVICES leaves (engine/libnvml.py's one rule for it)."""
@@ -341,8 +393,10 @@ def run(args: argparse.Namespace) -> int:
         emit("study", s)
         print(f"   exit {s['exit_code']} in {s['seconds']} s\n   {s.get('scale_line')}\n   {s.get('answer')}", flush=True)
     by_transport = {s["transport"]: s for s in studies}
-    configs = [c for c in args.configs.split(",") if c] or [*args.study_variants.split(","), f"{base}*{n}"]
+    configs = ([] if args.rounds == 0  # --rounds 0: the studies alone
+               else [c for c in args.configs.split(",") if c] or [*args.study_variants.split(","), f"{base}*{n}"])
     top = max(int(x) for x in args.levels.split(","))
+    round_levels = [int(x) for x in args.round_levels.split(",") if x]
     rows: list[dict[str, Any]] = []
     for config in configs:
         if not time_left():
@@ -359,34 +413,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"== {config} at {started.http_url}, MPS {'on' if mps[0] else 'off'} ({mps[1]})", flush=True)
             for t in transports:
                 fig: dict[str, Any] = by_transport.get(t, {}).get("configs", {}).get(config, {})
-                level = int(fig.get("peak_level") or top)
-                got: dict[str, list[Measure]] = {"ours": [], "pa": []}
-                for rnd in range(args.rounds):
-                    if not time_left():
-                        break
-                    for tool in (("pa", "ours") if rnd % 2 == 0 else ("ours", "pa")):
-                        with GpuBusy(machine_gpus(started)) as busy:
-                            m = pa_fleet(pa, started, args, level, t) if tool == "pa" else ours(started, args, level, t)
-                        m.extra["gpu_busy_each"] = busy.each()
-                        got[tool].append(m)
-                        emit("round", {"config": config, "transport": t, "level": level, "round": rnd, "tool": tool,
-                                       "mps": mps[0], **asdict(m)})
-                        figures = (f"{m.throughput:9,.0f}/s p99 {m.p99_ms:7.1f} ms" if m.ok and m.throughput and m.p99_ms
-                                   else "not measured")
-                        print(f"   {config} {t} c={level} r{rnd} {tool:<4} {figures}  gpu {m.extra.get('gpu_busy_each')}"
-                              f"  [{m.status[:80]}]", flush=True)
-                row = {"config": config, "transport": t, "level": level, "mps": mps[0], "mps_why": mps[1],
-                       "study_peak": fig.get("peak"), "study_slo": fig.get("slo_throughput"),
-                       "ours": _spread([m.throughput for m in got["ours"] if m.ok and m.throughput]),
-                       "pa": _spread([m.throughput for m in got["pa"] if m.ok and m.throughput]),
-                       "failed": [m.status for ms in got.values() for m in ms if not m.ok]}
-                rows.append(row)
-                emit("config", row)
+                for level in round_levels or [int(fig.get("peak_level") or top)]:
+                    rows.append(hold_level(args, pa, started, config, t, level, fig, mps, emit, time_left))
         finally:
             started.stop()
     verdicts = []
     for t in transports:
-        peaks = {r["config"]: (r["pa"] or {}).get("median") for r in rows if r["transport"] == t}
+        peaks: dict[str, float | None] = {}
+        for r in rows:  # with several round levels a config's best median stands for it
+            if r["transport"] == t:
+                peaks[r["config"]] = max([x for x in (peaks.get(r["config"]), (r["pa"] or {}).get("median")) if x is not None],
+                                         default=None)
         pa_rank = ranking(peaks, n, base)
         s = by_transport.get(t, {})
         choices = s.get("scale_choice") or [None]
