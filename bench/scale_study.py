@@ -66,7 +66,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--study-timeout-s", type=float, default=300.0)
     p.add_argument("--budget-s", type=float, default=0.0, help="start nothing after this many seconds (0: no limit)")
     p.add_argument("--round-levels", default="",
-                   help="the rounds' levels (default: the study's peak of each config, else the top level)")
+                   help="the rounds' levels; 'peak' is the study's peak of each config, else the top level (default: peak)")
+    p.add_argument("--pa-extra", default="", help="more perf_analyzer flags, space-separated (e.g. '--max-threads 16')")
     p.add_argument("--skip-study", action="store_true", help="only the rounds (at --studies-from's peaks, else the top level)")
     p.add_argument("--studies-from", type=Path, default=None, metavar="JSONL",
                    help="an earlier call's scale_study.jsonl: its studies stand for this run's (a device call is 10 minutes)")
@@ -206,7 +207,7 @@ def pa_fleet(pa: tuple[Path, dict[str, str]], started: Any, args: argparse.Names
         pin = getattr(servers[k], "pinned_gpu", None)
         own = {**env, "CUDA_VISIBLE_DEVICES": pin} if pin is not None else env
         return run_perf_analyzer((binary, own), servers[k].http_url, args.model, shares[k], args,
-                                 extra=PA_SHM[transport])
+                                 extra=[*PA_SHM[transport], *args.pa_extra.split()])
 
     with ThreadPoolExecutor(max_workers=len(servers)) as pool:
         each = list(pool.map(one, range(len(servers))))
@@ -396,7 +397,7 @@ def run(args: argparse.Namespace) -> int:
     configs = ([] if args.rounds == 0  # --rounds 0: the studies alone
                else [c for c in args.configs.split(",") if c] or [*args.study_variants.split(","), f"{base}*{n}"])
     top = max(int(x) for x in args.levels.split(","))
-    round_levels = [int(x) for x in args.round_levels.split(",") if x]
+    round_levels = [x for x in args.round_levels.split(",") if x] or ["peak"]
     rows: list[dict[str, Any]] = []
     for config in configs:
         if not time_left():
@@ -413,7 +414,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"== {config} at {started.http_url}, MPS {'on' if mps[0] else 'off'} ({mps[1]})", flush=True)
             for t in transports:
                 fig: dict[str, Any] = by_transport.get(t, {}).get("configs", {}).get(config, {})
-                for level in round_levels or [int(fig.get("peak_level") or top)]:
+                peak_level = int(fig.get("peak_level") or top)
+                for level in dict.fromkeys(peak_level if x == "peak" else int(x) for x in round_levels):
                     rows.append(hold_level(args, pa, started, config, t, level, fig, mps, emit, time_left))
         finally:
             started.stop()
