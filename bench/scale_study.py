@@ -293,6 +293,17 @@ def _spread(values: list[float]) -> dict[str, float] | None:
 # --------------------------------------------------------------------------- the verdicts
 
 
+def best_medians(rows: list[dict[str, Any]], transport: str) -> dict[str, float | None]:
+    """perf_analyzer's figure for each config over one transport: its best median over the
+    levels the rounds ran (None where no level gave one)."""
+    best: dict[str, float | None] = {}
+    for r in rows:
+        if r["transport"] == transport:
+            seen = [x for x in (best.get(r["config"]), (r["pa"] or {}).get("median")) if x is not None]
+            best[r["config"]] = max(seen, default=None)
+    return best
+
+
 def ranking(peaks: dict[str, float | None], n: int, base: str) -> dict[str, Any]:
     """perf_analyzer's answers from its medians: scale out or up (N one-GPU servers against one
     N-GPU server, the same price per GPU), and the stop-at rule the study uses."""
@@ -421,12 +432,7 @@ def run(args: argparse.Namespace) -> int:
             started.stop()
     verdicts = []
     for t in transports:
-        peaks: dict[str, float | None] = {}
-        for r in rows:  # with several round levels a config's best median stands for it
-            if r["transport"] == t:
-                peaks[r["config"]] = max([x for x in (peaks.get(r["config"]), (r["pa"] or {}).get("median")) if x is not None],
-                                         default=None)
-        pa_rank = ranking(peaks, n, base)
+        pa_rank = ranking(best_medians(rows, t), n, base)
         s = by_transport.get(t, {})
         choices = s.get("scale_choice") or [None]
         study_scale, study_stop = choices[-1], s.get("stop_variant")

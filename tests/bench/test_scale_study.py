@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.scale_study import ranking, write_md
+from bench.common import ServerQueue
+from bench.scale_study import best_medians, ranking, write_md
 
 
 def test_perf_analyzers_ranking_uses_the_studys_tie_and_stop_rule() -> None:
@@ -31,3 +32,19 @@ def test_a_round_not_measured_reads_not_measured(tmp_path: Path) -> None:
     text = write_md(tmp_path / "s.md", args, [], rows, [])
     row = next(line for line in text.splitlines() if line.startswith("| http | 1x*2"))
     assert "| not measured |" in row and "14,167 (13,973-14,712)" in row and " 0 " not in row
+
+
+def test_a_config_rounds_at_several_levels_stand_by_their_best_median() -> None:
+    # the 2x H200 call: 1x*2 at its peak level and at 128; 2x where no level gave perf_analyzer a figure
+    rows = [{"config": "1x*2", "transport": "cuda_shm", "pa": {"median": 26_364.0}},
+            {"config": "1x*2", "transport": "cuda_shm", "pa": {"median": 19_879.0}},
+            {"config": "2x", "transport": "cuda_shm", "pa": None},
+            {"config": "1x", "transport": "http", "pa": {"median": 8_193.0}}]
+    assert best_medians(rows, "cuda_shm") == {"1x*2": 26_364.0, "2x": None}
+
+
+def test_requests_waiting_read_from_the_busier_half_of_the_samples() -> None:
+    gauge = ServerQueue([])
+    assert gauge.mean() is None  # no sample: no figure, never 0
+    gauge.samples = [0.0, 0.0, 10.0, 14.0]  # start-up and drain read empty queues
+    assert gauge.mean() == 12.0
