@@ -564,10 +564,12 @@ class Worker:
     def lost(self, slot: Connection, exc: BaseException | None) -> None:
         if slot.generation != self.generation:
             return
-        broke = slot.busy
+        again = slot.resend and not self.open_loop  # closed loop: the next send on the fresh connection replaces it
+        slot.resend = False
+        broke = slot.busy and not again
         if slot.busy:
             slot.busy = False
-            if self.tick_buffer is not None:
+            if self.tick_buffer is not None and not again:
                 self.tick_buffer.error(CONNECTION_RESET, f"connection lost: {describe(exc)}", monotonic_ns())
         if not self.running:
             return

@@ -125,6 +125,9 @@ class Connection:
         self.own_ns = 0
         self.backoff = 0.0  # the scheduler's reconnect delay
         self.reconnecting = False  # the scheduler has a task reopening it (never two: each would open one)
+        # the server closed the socket before reading the request in flight (a keep-alive close
+        # that crossed it on the wire): the scheduler sends again on a fresh connection, no error
+        self.resend = False
 
     def send(self, intended_ns: int = 0) -> int:
         """Write one request (the next of the sweep's); returns the send time (monotonic ns). The hot path:

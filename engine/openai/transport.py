@@ -112,9 +112,11 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         # Closed by the server as the next request went out on a socket that had answered
         # (llama.cpp's server closes after each streamed answer, keep-alive header or not): the
         # dialer learns it, and from then each answer ends its connection, so the next request
-        # goes out on a fresh one and is not lost. This request is (the warm-up's, as a rule).
+        # goes out on a fresh one. The request that crossed the close is sent again, not lost: the
+        # server read nothing of it (no byte came back, the close was clean).
         if exc is None and self.busy and not self.got_bytes and self.answered_here:
             self.dialer.closes_after_answer = True
+            self.resend = True  # the server never read it: it goes again (every connection may cross one)
         self.tr = None
         self.connected = False
         self.w.lost(self, exc)

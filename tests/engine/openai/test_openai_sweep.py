@@ -155,3 +155,15 @@ async def test_a_server_that_closes_after_each_answer_loses_no_measured_request(
     for r in results:
         assert r.requests > 0 and r.errors == 0, (r.status, r.error_messages)
         assert r.stream is not None and r.stream.tokens_per_request == 8
+
+
+async def test_a_request_that_crosses_the_servers_close_goes_again_even_in_the_warm_up() -> None:
+    """Four connections' second requests cross the server's closes at once, before any was
+    learnt: each goes again on a fresh connection, so no window, warm-up included, counts a loss."""
+    from engine.events import WindowResult
+
+    results, events = await _sweep(FakeOpenAi(mode="close_after_answer"), "chat_stream", concurrency=[4])
+    windows = [e for e in events if isinstance(e, WindowResult)]
+    assert windows and any(w.warmup for w in windows)
+    assert sum(w.requests for w in windows) > 0 and [w.errors for w in windows] == [0] * len(windows)
+    assert results[0].errors == 0 and results[0].requests > 0
