@@ -74,8 +74,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def write(path: str | Path) -> Path:
-    """Write the tiny model to `path` (atomically: a partly written file is never seen)."""
+def write(path: str | Path, embd: int = N_EMBD, layers: int = N_LAYER, ff: int = N_FF) -> Path:
+    """Write the tiny model to `path` (atomically: a partly written file is never seen); a bench
+    asks for a larger one (``embd``, ``layers``, ``ff``) so that the server, not the client, sets the pace."""
     import numpy as np
     from gguf import GGUFWriter, LlamaFileType
 
@@ -93,12 +94,12 @@ def write(path: str | Path) -> Path:
     w.add_name(MODEL_NAME)
     w.add_file_type(LlamaFileType.ALL_F32)
     w.add_context_length(N_CTX)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
-    w.add_feed_forward_length(N_FF)
+    w.add_embedding_length(embd)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
     w.add_head_count(N_HEAD)
     w.add_head_count_kv(N_HEAD)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    w.add_rope_dimension_count(embd // N_HEAD)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(n_vocab)
     w.add_tokenizer_model("llama")
@@ -112,20 +113,20 @@ def write(path: str | Path) -> Path:
     w.add_add_eos_token(False)
     w.add_chat_template(CHAT_TEMPLATE)
 
-    ones = np.ones(N_EMBD, dtype=np.float32)
-    w.add_tensor("token_embd.weight", rand(n_vocab, N_EMBD))
-    for i in range(N_LAYER):
+    ones = np.ones(embd, dtype=np.float32)
+    w.add_tensor("token_embd.weight", rand(n_vocab, embd))
+    for i in range(layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.attn_q.weight", rand(N_EMBD, N_EMBD))
-        w.add_tensor(f"blk.{i}.attn_k.weight", rand(N_EMBD, N_EMBD))
-        w.add_tensor(f"blk.{i}.attn_v.weight", rand(N_EMBD, N_EMBD))
-        w.add_tensor(f"blk.{i}.attn_output.weight", rand(N_EMBD, N_EMBD))
+        w.add_tensor(f"blk.{i}.attn_q.weight", rand(embd, embd))
+        w.add_tensor(f"blk.{i}.attn_k.weight", rand(embd, embd))
+        w.add_tensor(f"blk.{i}.attn_v.weight", rand(embd, embd))
+        w.add_tensor(f"blk.{i}.attn_output.weight", rand(embd, embd))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", rand(N_FF, N_EMBD))
-        w.add_tensor(f"blk.{i}.ffn_up.weight", rand(N_FF, N_EMBD))
-        w.add_tensor(f"blk.{i}.ffn_down.weight", rand(N_EMBD, N_FF))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", rand(ff, embd))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", rand(ff, embd))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", rand(embd, ff))
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", rand(n_vocab, N_EMBD))
+    w.add_tensor("output.weight", rand(n_vocab, embd))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
