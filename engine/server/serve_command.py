@@ -154,8 +154,8 @@ class ServedServer:
         return f"exited with code {code}"
 
     def failure(self, what: str) -> str:
-        tail = last_line(self.log_path)
-        return f"{self.name} {what}; log {self.log_path}" + (f" ends: {tail}" if tail else "")
+        tail = last_line(self.log_path)  # first, so that a line cut to fit keeps it; the log's path last
+        return f"{self.name} {what}" + (f": {tail}" if tail else "") + f" (log {self.log_path})"
 
     def wait_ready(self, budget_s: float, stopping: threading.Event) -> None:
         deadline = time.monotonic() + budget_s
