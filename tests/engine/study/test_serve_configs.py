@@ -42,3 +42,24 @@ def test_configs_default_and_checked() -> None:
 def test_a_key_in_the_template_is_not_recorded() -> None:
     assert shown_template("vllm serve m --api-key sk-1 --port {port}") == "vllm serve m --api-key *** --port {port}"
     assert shown_template("x --hf-token=abc --port {port}") == "x --hf-token=*** --port {port}"
+
+
+def test_pareto_points_leave_out_what_decides_nothing() -> None:
+    from types import SimpleNamespace
+
+    from engine.study.pareto import left_out, pareto_points
+
+    def level(tok_s: float, per_user: float | None, note: str = "", status: str = "stable") -> SimpleNamespace:
+        stream = SimpleNamespace(output_tokens_per_s=tok_s, tokens_per_s_per_request=per_user, itl_note=note)
+        return SimpleNamespace(result=SimpleNamespace(stream=stream, status=status))
+
+    levels = [level(200.0, 50.0), level(100.0, 80.0, status="unstable"), level(300.0, 40.0, note="read at once")]
+    ok = SimpleNamespace(variant="tp1", failed=None, cost_per_hour=0.36, findings=SimpleNamespace(levels=levels))
+    points = pareto_points(ok)  # type: ignore[arg-type]
+    # $0.36/hr over 200 tokens/s is $0.5 per million; the level whose chunks came together is left out
+    assert [(round(p.cost_mtok, 3), p.per_user, p.stable) for p in points] == [(0.5, 50.0, True), (1.0, 80.0, False)]
+    failed = SimpleNamespace(variant="1*2", failed="1*2 failed (x)", cost_per_hour=1.0,
+                             findings=SimpleNamespace(levels=levels))
+    unpriced = SimpleNamespace(variant="tp2", failed=None, cost_per_hour=None, findings=SimpleNamespace(levels=levels))
+    assert pareto_points(failed) == []  # type: ignore[arg-type]
+    assert left_out([ok, failed, unpriced]) == ["1*2 (failed)", "tp2 (no price)"]  # type: ignore[list-item]
