@@ -333,8 +333,9 @@ class StudySource(EventSource):
         nothing (``_run_variant`` records the config failed, naming the server and its log)."""
         served = self._served
         while served is not None and not done.wait(WATCH_S):
-            if served.died() is not None:
-                session.stop()
+            died = served.died()
+            if died is not None:
+                session.fail("serve", died)  # its recording says why, not "interrupted"
                 return
 
     def _run_variant(self, variant: str, position: int, how: str, built: bool = False) -> int:

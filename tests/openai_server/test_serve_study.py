@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.record.reader import Recording
 from engine.study.figures import study_figures
 from engine.study.index import read_index
 
@@ -108,6 +109,10 @@ def test_a_replica_killed_mid_run_decides_nothing(llama_binary, tiny_gguf, tmp_p
     (index_path,) = (tmp_path / "rec").glob("*.study.json")
     (run,) = read_index(index_path).runs
     assert run.status == "failed" and run.exit_code == 1 and "serve_logs" in (run.error or "")
+    if run.recording:  # the config's own recording says failed and why, not "interrupted"
+        with Recording.open(index_path.parent / run.recording) as rec:
+            summary = rec.summary()
+        assert summary.status == "failed" and "replica killed mid-run" in (summary.error or "")
 
 
 def test_a_serve_template_without_port_is_one_line_exit_2(tmp_path):
