@@ -62,6 +62,24 @@ def check_template(template: str) -> list[str]:
     return words
 
 
+SECRET_FLAGS = ("--api-key", "--api_key", "--hf-token", "--token")
+
+
+def shown_template(template: str) -> str:
+    """The --serve template as recorded and shown: the value after a key-like flag masked."""
+    words = template.split()
+    out = []
+    for i, w in enumerate(words):
+        flag, eq, _ = w.partition("=")
+        if eq and flag in SECRET_FLAGS:
+            out.append(f"{flag}=***")
+        elif i > 0 and words[i - 1] in SECRET_FLAGS:
+            out.append("***")
+        else:
+            out.append(w)
+    return " ".join(out)
+
+
 def fill(words: list[str], port: int, tp: int, gpus: str) -> list[str]:
     values = {"port": str(port), "tp": str(tp), "gpus": gpus}
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in words]
@@ -130,7 +148,8 @@ class ServedServer:
         read_end, write_end = os.pipe()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            log.write(f"[serve] {shlex.join(self.argv)}\n[serve] CUDA_VISIBLE_DEVICES={self.gpus!r}\n".encode())
+            log.write(f"[serve] {shown_template(shlex.join(self.argv))}\n"
+                      f"[serve] CUDA_VISIBLE_DEVICES={self.gpus!r}\n".encode())
             log.flush()
             try:
                 self._proc = subprocess.Popen(

@@ -50,20 +50,3 @@ def where_it_runs(gpus: int) -> str:
         return f"{gpus} GPU(s): each server pinned to its GPUs (CUDA_VISIBLE_DEVICES={{gpus}})"
     return "no GPUs on this box: {gpus} is empty (CUDA_VISIBLE_DEVICES=\"\"), {tp} is the config's size"
 
-
-SECRET_FLAGS = ("--api-key", "--api_key", "--hf-token", "--token")
-
-
-def shown_template(template: str) -> str:
-    """The --serve template as recorded and shown: the value after a key-like flag masked."""
-    words = template.split()
-    out = []
-    for i, w in enumerate(words):
-        flag, eq, _ = w.partition("=")
-        if eq and flag in SECRET_FLAGS:
-            out.append(f"{flag}=***")
-        elif i > 0 and words[i - 1] in SECRET_FLAGS:
-            out.append("***")
-        else:
-            out.append(w)
-    return " ".join(out)

@@ -36,7 +36,7 @@ from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRU
 from engine.profiles import Model, Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
 from engine.server.fleet import visible_gpus
-from engine.server.serve_command import ServedConfig, ServeFailed
+from engine.server.serve_command import ServedConfig, ServeFailed, shown_template
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
 from engine.study.figures import end_lines
@@ -47,7 +47,7 @@ from engine.study.model_control import (
     load_variant,
     variant_sources,
 )
-from engine.study.serve_configs import Serve, serve_configs, shown_template, where_it_runs
+from engine.study.serve_configs import Serve, serve_configs, where_it_runs
 from engine.study.variants import (
     is_gpu_variant,
     plan_variants,

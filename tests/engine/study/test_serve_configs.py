@@ -7,8 +7,14 @@ import pytest
 
 from engine.errors import UserError
 from engine.profiles import scale_out_parts
-from engine.server.serve_command import ServerPlan, check_template, config_servers, fill
-from engine.study.serve_configs import serve_configs, shown_template
+from engine.server.serve_command import (
+    ServerPlan,
+    check_template,
+    config_servers,
+    fill,
+    shown_template,
+)
+from engine.study.serve_configs import serve_configs
 from engine.study.variants import is_gpu_variant, variant_units
 
 
