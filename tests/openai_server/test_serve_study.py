@@ -74,6 +74,8 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
     best = replicas.findings.levels[-1].result
     assert len(best.endpoints) == 2
     assert "answer:" in done.stdout and "per million" in done.stdout
+    (html,) = tmp_path.glob("study_*.html")  # the study report, with its Pareto chart
+    assert "Tokens/s per user vs $ per million output tokens" in html.read_text()
     replay = subprocess.run([sys.executable, "-c", NO_TEXTUAL, "replay", "--headless", str(index_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert replay.returncode == 0, replay.stderr[-2000:]
