@@ -59,8 +59,11 @@ class OpenAiSweep:
     async def api(self) -> OpenAiApi:
         """The server's model (GET /v1/models), checked before any load: opened once."""
         if self._api is None:
-            url = self.profile.server.endpoint_urls()[0]
-            self._api = OpenAiApi(await open_target(url, self.profile.model.name, self.key), self.key)
+            url, *more = self.profile.server.endpoint_urls()
+            target = await open_target(url, self.profile.model.name, self.key)
+            for other in more:  # replicas: each must serve the model measured
+                await open_target(other, target.model, self.key)
+            self._api = OpenAiApi(target, self.key, more)
         return self._api
 
     async def sweep(self, profile: Profile, publish: Publish, stop: asyncio.Event,

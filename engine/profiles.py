@@ -44,14 +44,19 @@ MAX_IN_FLIGHT = 4096  # per level; beyond this the client, not the server, is wh
 VARIANTS = ("auto", "cpu", "1x", "2x", "4x", "8x")
 CPU_INSTANCES_VARIANT = re.compile(r"^cpu[1-9]\d*$")  # "cpu2": config.cpu2.pbtxt, 2 CPU instances
 # scale-out: "1x*4" is 4 embedded servers of the 1x config, one per GPU; "cpu*2" 2 of the cpu config
-SCALE_OUT_VARIANT = re.compile(r"^(1x|cpu(?:[1-9]\d*)?)\*([1-9]\d*)$")
+SCALE_OUT_VARIANT = re.compile(r"^(1x|cpu(?:[1-9]\d*)?|1)\*([1-9]\d*)$")
+# the LLM serving study (study --serve): "tp2" is one server of tensor-parallel size 2, "1*2" two
+# one-GPU replicas of it (each server is "tp1")
+TP_VARIANT = re.compile(r"^tp[1-9]\d*$")
 
 
 def scale_out_parts(variant: str) -> tuple[str, int] | None:
     """"1x*4" -> ("1x", 4): the config each server runs and how many servers; None for a
     variant served by one server ("1x", "4x", "cpu2", "auto")."""
     match = SCALE_OUT_VARIANT.match(variant)
-    return (match.group(1), int(match.group(2))) if match else None
+    if match is None:
+        return None
+    return ("tp1" if match.group(1) == "1" else match.group(1)), int(match.group(2))
 
 
 class ProfileError(UserError):
@@ -149,10 +154,11 @@ def check_bind_address(address: str, what: str = "--bind") -> None:
 
 
 def _variant(v: object) -> str | None:
-    if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v))):
+    if v in VARIANTS or (isinstance(v, str) and (CPU_INSTANCES_VARIANT.match(v) or SCALE_OUT_VARIANT.match(v)
+                                                  or TP_VARIANT.match(v))):
         return None
     return ("one of " + ", ".join(repr(c) for c in VARIANTS) + ", 'cpuK' (K CPU instances) or '1x*N' / 'cpu*N' "
-            "(N embedded servers)")
+            "(N embedded servers), or a served LLM's 'tpN' / '1*N'")
 
 
 def _transport(v: object) -> str | None:

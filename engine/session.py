@@ -120,6 +120,12 @@ class Session(EventSource):
             except RuntimeError:  # loop already closed
                 pass
 
+    def fail(self, source: str, why: str) -> None:
+        """A part outside the session failed under it (the serving study's server died): published
+        as the run's fatal error, so that its end reads failed with why, then the session stops."""
+        self._publish(ev.Error(source=source, message=why, fatal=True))
+        self.stop()
+
     @property
     def busy(self) -> bool:
         """A sweep or the probe is running."""

@@ -319,13 +319,15 @@ def _brief(*forms: str) -> str:
 
 
 def gpus_in_variant(variant: str, gpu_count: int) -> int | None:
-    """"4x" -> 4, "1x*4" (4 servers of one GPU each) -> 4. Without an "Nx" variant: the box's
+    """"4x" -> 4, "1x*4" (4 servers of one GPU each) -> 4, "tp2" / "1*2" (study --serve) -> 2. Without an "Nx" variant: the box's
     GPU count, or None on a CPU-only run."""
     parts = scale_out_parts(variant)
     if parts is not None:
-        return parts[1] if parts[0] == "1x" else (gpu_count if gpu_count > 0 else None)
+        return parts[1] if parts[0] in ("1x", "tp1") else (gpu_count if gpu_count > 0 else None)
     if variant.endswith("x") and variant[:-1].isdigit() and int(variant[:-1]) > 0:
         return int(variant[:-1])
+    if variant.startswith("tp") and variant[2:].isdigit() and int(variant[2:]) > 0:  # a served LLM's TP size
+        return int(variant[2:])
     return gpu_count if gpu_count > 0 else None
 
 

@@ -276,7 +276,10 @@ class Forecast:
         return f"measured {fmt.rate(m.point.rate)}: {check}"
 
 
-def _name(arm: str, units: int) -> str:
+def _name(arm: str, units: int, served: bool = False) -> str:
+    """The config of ``units`` on an arm: Triton's 4x / 1x*4, a served LLM's tp4 / 1*4 (study --serve)."""
+    if served:
+        return f"1*{units}" if arm == SCALE_OUT else f"tp{units}"
     return f"1x*{units}" if arm == SCALE_OUT else f"{units}x"
 
 
@@ -285,16 +288,17 @@ def forecast_arm(arm: str, configs: Sequence[ArmConfig], items: str = "images",
     """Each target unit count (``targets`` and any larger config the arm ran) predicted from the
     arm's configs of fewer units."""
     wanted = sorted({*targets, *(c.units for c in configs if c.units > 2)})
+    served = any(c.config.startswith(("tp", "1*")) for c in configs)
     out = []
     for n in wanted:
         smaller = [c for c in configs if c.units < n]
         basis = tuple(c.point for c in smaller if c.point is not None)
         left = tuple(c.why_not for c in smaller if c.point is None)
         measured = next((c for c in configs if c.units == n), None)
-        config = measured.config if measured is not None else _name(arm, n)
+        config = measured.config if measured is not None else _name(arm, n, served)
         choice = choose(basis) if basis else "no smaller config measured"
         if isinstance(choice, str) and basis and not left and not any(c.units == 2 for c in configs):
-            choice += f" (add {_name(arm, 2)} to --variants)"
+            choice += f" (add {_name(arm, 2, served)} to --variants)"
         if isinstance(choice, str):
             why = "; ".join((*left, choice)) if left else choice
             out.append(Forecast(arm, config, n, items, basis, left, None, why, measured))

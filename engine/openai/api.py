@@ -55,16 +55,20 @@ class OpenAiApi:
     stats = None  # no statistics extension: the levels carry no server breakdown
     round_trip_method = "GET /v1/models probe"
 
-    def __init__(self, target: OpenAiTarget, key: str | None) -> None:
+    def __init__(self, target: OpenAiTarget, key: str | None, more_urls: Sequence[str] = ()) -> None:
         self.target, self.key = target, key
-        self.endpoint = http1.parse_endpoint(target.url)  # the key goes to this host:port only
+        # several servers of the same model (replicas, server.urls): the load spreads over them
+        # (engine/load/spread.py); the key goes to their own host:port only
+        self.urls = [target.url, *(u.rstrip("/") for u in more_urls)]
+        self.parsed = [http1.parse_endpoint(u) for u in self.urls]
+        self.endpoint = self.parsed[0]
 
     @property
     def model(self) -> str:
         return self.target.model
 
     def endpoints(self) -> list[OpenAiEndpoint]:
-        return [OpenAiEndpoint("ep1", self.target.url)]
+        return [OpenAiEndpoint(f"ep{i + 1}", u) for i, u in enumerate(self.urls)]
 
     def transport(self, load: Load) -> str:
         spec = TRANSPORTS.get(load.transport)
@@ -93,12 +97,14 @@ class OpenAiApi:
         spec = TRANSPORTS[load.transport]  # checked by transport(), before any load
         chat, stream = spec.name.startswith("chat"), spec.name.endswith("_stream")
         prompts = [r for r in requests if isinstance(r, Prompt)]
-        raws = tuple(http_request(self.endpoint, PATHS[chat], body(self.model, p, chat, stream, load.ignore_eos), stream,
-                                  self.key)
-                     for p in prompts)
-        payload = OpenAiPayload(self.endpoint.host, self.endpoint.port, self.endpoint.tls, self.endpoint.host, raws,
-                                chat, stream, tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts))
-        return [OpenAiPrepared(payload, sum(len(r) for r in raws) // max(1, len(raws)))]
+        out = []
+        for ep in self.parsed:  # one per endpoint: each request names its own host
+            raws = tuple(http_request(ep, PATHS[chat], body(self.model, p, chat, stream, load.ignore_eos), stream, self.key)
+                         for p in prompts)
+            payload = OpenAiPayload(ep.host, ep.port, ep.tls, ep.host, raws, chat, stream,
+                                    tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts))
+            out.append(OpenAiPrepared(payload, sum(len(r) for r in raws) // max(1, len(raws))))
+        return out
 
     async def round_trip(self) -> float | None:
         """The fastest of a few ``GET /v1/models`` on fresh connections, write to first byte."""
@@ -131,7 +137,7 @@ class OpenAiApi:
         while time.monotonic() - start < timeout_s and not stop.is_set():
             left = timeout_s - (time.monotonic() - start)
             try:
-                reply = await http1.request(self.target.url, "/models", headers=auth_headers(self.key),
+                reply = await http1.request(self.urls[endpoint], "/models", headers=auth_headers(self.key),
                                             timeout_s=max(0.05, min(5.0, left)))
                 if reply.status == 200:
                     return time.monotonic() - start

@@ -152,11 +152,11 @@ def scale_out_box_price(parts: tuple[str, int], costs: Mapping[int, float], one_
     else a one-GPU profile's price), or on a CPU run as the box it ran on; never the N-GPU box's
     price it may have been recorded with."""
     base, n = parts
-    if base == "1x" and 1 in costs:
+    if base in ("1x", "tp1") and 1 in costs:
         return n * costs[1], f"{n} one-GPU boxes at ${costs[1]:g}/hr each (given on the command line)"
     if one_box is not None:
         return n * one_box[0], f"{n} boxes at ${one_box[0]:g}/hr each ({one_box[1]})"
-    if base != "1x" and box:
+    if base not in ("1x", "tp1") and box:
         return n * box, f"{n} boxes like this one at ${box:g}/hr each"
     return None, ""
 

@@ -233,6 +233,8 @@ class RecordingSummary:
         n = self.gpus_in_config
         if (parts := scale_out_parts(self.config_variant)) is not None:  # N servers stand for N boxes
             gpus = f"{parts[1]} x {parts[0]}" + (f" {self.gpu_model}" if parts[0] == "1x" else "")
+        elif self.config_variant.startswith("tp"):  # a served LLM's config (study --serve)
+            gpus = self.config_variant + (f" {self.gpu_model}" if self.gpu_count else "")
         else:
             gpus = f"{n}x {self.gpu_model}" if n else (self.config_variant or "cpu")
         return f"{gpus} ({self.profile_name})"

@@ -124,7 +124,7 @@ class ConfigFigures:
         box): the GPUs they shared; None otherwise. Its per-GPU efficiency means nothing."""
         parts = self.scale_out
         box = self.summary.gpu_count
-        return box if parts and parts[0] == "1x" and 0 < box < parts[1] else None
+        return box if parts and parts[0] in ONE_GPU and 0 < box < parts[1] else None
 
     @property
     def scale_out(self) -> tuple[str, int] | None:
@@ -209,7 +209,7 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
         return {}, {}, None
     parts = scale_out_parts(summary.config_variant)
     # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each
-    wanted = (set(range(parts[1])) if parts and parts[0] == "1x" else
+    wanted = (set(range(parts[1])) if parts and parts[0] in ONE_GPU else
               config_gpus(summary.server.get("model_config") or summary.model_config or {}))
     devices = {k: v for k, v in series[source].items()
                if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}
@@ -229,6 +229,7 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
     return out, per_token, source
 
 
+ONE_GPU = ("1x", "tp1")  # the server a scale-out config repeats on each one-GPU box (Triton's, a served LLM's)
 SCALE_OUT_PRICE_HINT = "set --cost 1=DOLLARS (a one-GPU box's $/hr) or --scale-out-profile NAME (a one-GPU profile)"
 SCALE_UP_PRICE_HINT = "set hardware.cost_per_hour in the profile or --cost GPUS=DOLLARS"
 
@@ -240,11 +241,11 @@ def _scale_out_cost(summary: RecordingSummary, variant: str, costs: dict[int, fl
     parts = scale_out_parts(variant)
     assert parts is not None
     base, n = parts
-    if base == "1x" and 1 in costs:
+    if base in ONE_GPU and 1 in costs:
         return n * costs[1], f"{n} one-GPU boxes at ${costs[1]:g}/hr each (given on the command line)"
     if one_box is not None:
         return n * one_box[0], f"{n} boxes at ${one_box[0]:g}/hr each ({one_box[1]})"
-    if base != "1x" and summary.cost_per_hour is not None:
+    if base not in ONE_GPU and summary.cost_per_hour is not None:
         return n * summary.cost_per_hour, f"{n} boxes like this one at ${summary.cost_per_hour:g}/hr each"
     return None, f"not set: {SCALE_OUT_PRICE_HINT}"
 
@@ -254,7 +255,7 @@ def _cost(summary: RecordingSummary, variant: str, costs: dict[int, float],
     if scale_out_parts(variant):
         return _scale_out_cost(summary, variant, costs, one_box)
     units = variant_units(variant)
-    gpu = variant.endswith("x")
+    gpu = is_gpu_variant(variant)
     if gpu and units in costs:
         return costs[units], f"${costs[units]:g}/hr for a {units}-GPU box (given on the command line)"
     box = summary.cost_per_hour
@@ -462,7 +463,7 @@ def scale_comparisons(configs: list[ConfigFigures], slo_name: str | None,
         elif out_side.failed:
             answer = ScaleAnswer(None, f"{out_side.label}: not decided: {out_side.failed}")
         else:
-            size = f"{units}x" if gpu else f"cpu{units}"
+            size = (f"tp{units}" if base == "tp1" else f"{units}x") if gpu else f"cpu{units}"
             answer = ScaleAnswer(None, f"{out_side.label}: no scale-up config of the same size in this study "
                                        f"(add {size} to --variants)")
         out.append(ScaleComparison(variant, c, up, answer))

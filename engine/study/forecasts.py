@@ -95,9 +95,9 @@ def study_forecasts(index: StudyIndex, configs: Sequence[StudyConfig]) -> list[F
         parts = scale_out_parts(variant)
         if parts is None:
             up.append(arm)
-            if variant == "1x":  # one one-GPU server: the first point of both arms
+            if variant in ("1x", "tp1"):  # one one-GPU server: the first point of both arms
                 out.append(arm)
-        elif parts[0] == "1x":
+        elif parts[0] in ("1x", "tp1"):
             out.append(arm)
     if not up and not out:
         return []

@@ -23,7 +23,8 @@ from engine.events import SessionStatus
 INDEX_SUFFIX = ".study.json"
 INDEX_KIND = "gpuscale-tui study"
 INDEX_VERSION = 1
-VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*)$")  # as engine/study/variants.py accepts them
+# as engine/study/variants.py and engine/study/serve_configs.py accept them
+VARIANT_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*|tp[1-9]\d*|1\*[1-9]\d*)$")
 
 
 @dataclass
@@ -49,6 +50,7 @@ class StudyIndex:
     # a one-GPU box's $/hr for the scale-out configs (from --scale-out-profile), and where from
     scale_out_price: float | None = None
     scale_out_price_from: str = ""
+    serve: str = ""  # the LLM serving study's --serve command (key-like values masked); "": a Triton study
     started: float = 0.0
     ended: float | None = None
     status: SessionStatus | Literal["running"] = "running"
@@ -119,7 +121,7 @@ def _index_problem(index: StudyIndex) -> str | None:
         return f"variants: expected a list of names, found {index.variants!r:.80}"
     for run in index.runs:
         if not isinstance(run.variant, str) or not VARIANT_NAME.match(run.variant):
-            return f"unknown variant {run.variant!r:.40} (expected Nx, cpu, cpuK, 1x*N or cpu*N)"
+            return f"unknown variant {run.variant!r:.40} (expected Nx, cpu, cpuK, 1x*N, cpu*N, tpN or 1*N)"
         if run.recording is not None and (not isinstance(run.recording, str) or not run.recording
                                           or Path(run.recording).is_absolute() or ".." in Path(run.recording).parts):
             return f"variant {run.variant}: recording {run.recording!r:.80} is not a file name beside the index"
@@ -133,6 +135,8 @@ def _index_problem(index: StudyIndex) -> str | None:
         return f"scale_out_price: expected $/hr > 0, found {price!r:.40}"
     if not isinstance(index.scale_out_price_from, str):
         return f"scale_out_price_from: expected text, found {index.scale_out_price_from!r:.40}"
+    if not isinstance(index.serve, str):
+        return f"serve: expected text, found {index.serve!r:.40}"
     if index.slo is not None and not isinstance(index.slo, str):
         return f"slo: expected text, found {index.slo!r:.40}"
     if isinstance(index.search_steps, bool) or not isinstance(index.search_steps, int):

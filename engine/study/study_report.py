@@ -31,6 +31,7 @@ from engine.record.findings import RANDOM_WEIGHTS_NOTE
 from engine.record.naming import free_name, new_file, safe_output_path
 from engine.record.recording_report import knee_chart, stream_points
 from engine.study.figures import ConfigFigures, StudyFigures, answer_line, recommendation
+from engine.study.pareto import left_out, pareto_points
 
 
 def _j(value: float | None) -> str:
@@ -274,7 +275,31 @@ def _charts(f: StudyFigures) -> list:
                              log2_x=mode.log2_axis, log_y=True, rules=rules),
               "Log scale" + ("; dashed red: the latency target" if f.slo else "")),
         knee_chart("Latency vs throughput (the knee)", [(c.variant, c.findings.points) for c in f.configs], slo),
+        *_pareto(f),
     ]
+
+
+def _pareto(f: StudyFigures) -> list:
+    """A streaming study's Pareto chart: tokens/s per user against $ per million output tokens,
+    one curve per config (each level a point); the configs it leaves out are named under it."""
+    if not f.streaming:
+        return []
+    series = []
+    for c in f.configs:
+        pts = pareto_points(c)
+        if pts:
+            series.append(svg.Series(c.variant, [(p.cost_mtok, p.per_user) for p in pts],
+                                     hollow=[not p.stable for p in pts]))
+    missing = left_out(f.configs)
+    note = ("Each level a point: $ per million output tokens at that level's tokens/s and the config's $/hr, "
+            "against the median request's own decode rate; up and left is better; an open marker is an unstable level; a "
+            "level whose chunks were read together (per-user rate not measured) is left out")
+    if missing:
+        note += f"; not drawn: {', '.join(missing)}"
+    if not series:
+        return [Para(f"No Pareto chart (tokens/s per user against $/Mtok): {', '.join(missing)}.")]
+    return [Chart(svg.line_chart("Tokens/s per user vs $ per million output tokens", series,
+                                 "$ per million output tokens", "tokens/s per user", continuous_x=True), note)]
 
 
 def render_study(f: StudyFigures, fmt_name: str = "text") -> str:

@@ -16,6 +16,7 @@ and report still carry the check.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -32,8 +33,10 @@ from engine.bus import EventBus
 from engine.errors import RunFailed, UserError
 from engine.modes import mode_of
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATES, EXIT_INTERRUPTED, EXIT_OK
-from engine.profiles import Profile, headers_for, scale_out_parts
+from engine.profiles import Model, Profile, headers_for, scale_out_parts
 from engine.record.naming import name_slug, utc_stamp
+from engine.server.fleet import visible_gpus
+from engine.server.serve_command import ServedConfig, ServeFailed, shown_template
 from engine.session import Session, SessionOptions
 from engine.source import EventSource
 from engine.study.figures import end_lines
@@ -44,17 +47,21 @@ from engine.study.model_control import (
     load_variant,
     variant_sources,
 )
+from engine.study.serve_configs import Serve, serve_configs, where_it_runs
 from engine.study.variants import (
     is_gpu_variant,
     plan_variants,
     refuse_scale_out_remote,
     scale_out_variant,
     variant_order,
+    variant_units,
 )
 
 Ask = Callable[[str], bool]  # shows a request to a person, True when they are ready, False to stop
 
 EMBEDDED, REMOTE_CONTROL, REMOTE_MANUAL = "embedded", "remote (model control)", "remote (manual)"
+SERVE = "served (--serve)"  # the LLM serving study: the user's OpenAI-compatible server, started per config
+WATCH_S = 0.5  # how often a served config's servers are looked at while it is measured
 
 
 def search_for(slo: Slo, mode: str, max_steps: int) -> Callable[[list[ev.LevelResult]], float | None]:
@@ -96,8 +103,11 @@ class StudySource(EventSource):
                  record_dir: Path = Path("recordings"), gpu_count: int | None = None,
                  search_steps: int = DEFAULT_SEARCH_STEPS, costs: dict[int, float] | None = None,
                  ask: Ask | None = None, bus: EventBus | None = None, scale_out: bool = False,
-                 scale_out_price: tuple[float, str] | None = None) -> None:
+                 scale_out_price: tuple[float, str] | None = None, serve: Serve | None = None) -> None:
         super().__init__(bus)
+        self.serve = serve  # the LLM serving study: start the user's server per config
+        self._served: ServedConfig | None = None  # the config's servers while it is measured
+        self.serve_log_dir: Path | None = None
         self.scale_out = scale_out  # add the scale-out config (1x*N, or cpu*2) to the planned ones
         self.added: str | None = None  # the config --scale-out added
         self.scale_out_price = scale_out_price  # a one-GPU box's $/hr, and where it is from
@@ -126,8 +136,12 @@ class StudySource(EventSource):
     def prepare(self) -> None:
         """Every check that can fail on bad input, before any load: raises UserError."""
         model = self.profile.model.name
+        if self.serve is not None and model == Model().name:  # not named: the server's first model is measured
+            model = "llm"
         server = self.profile.server
-        if server.kind == "remote":
+        if self.serve is not None:
+            self._prepare_serve()
+        elif server.kind == "remote":
             refuse_scale_out_remote(self.requested)
             if self.scale_out:
                 raise UserError("--scale-out starts embedded servers; for several remote servers, list them in "
@@ -174,14 +188,29 @@ class StudySource(EventSource):
             path = self.record_dir / f"{stem}_{n}{INDEX_SUFFIX}"
             n += 1
         self.index_path = path
+        if self.serve is not None:  # each server's log, kept beside the recordings
+            self.serve_log_dir = self.record_dir / path.name.replace(INDEX_SUFFIX, "_serve_logs")
         self.index = StudyIndex(
             study_id=uuid.uuid4().hex[:12], profile=self.profile.name, model=model, variants=list(self.variants),
             server=self.server_kind, slo=str(self.slo) if self.slo else None, search_steps=self.search_steps,
             costs={str(k): v for k, v in self.costs.items()}, started=time.time(),
             scale_out_price=self.scale_out_price[0] if self.scale_out_price else None,
             scale_out_price_from=self.scale_out_price[1] if self.scale_out_price else "",
+            serve=shown_template(self.serve.template) if self.serve else "",
         )
         write_index(self.index, self.index_path)
+
+    def _prepare_serve(self) -> None:
+        assert self.serve is not None
+        if self.gpu_count is None:
+            from engine.server.gpus import visible_gpu_count
+
+            self.gpu_count = visible_gpu_count()
+        if self.scale_out:
+            raise UserError("--scale-out adds a Triton config; with --serve the replicas config 1*N is in the "
+                            "default plan (or name it in --variants)")
+        self.variants = serve_configs(self.requested, self.gpu_count, self.serve.units)
+        self.server_kind = SERVE
 
     # ----------------------------------------------------------------- control
 
@@ -201,6 +230,8 @@ class StudySource(EventSource):
             self.exit_code = EXIT_FAILED
             self.error = f"internal error: {exc!r}"
             self.bus.publish(ev.Error(source="study", message=self.error, fatal=True))
+        finally:
+            self._stop_served()  # no server of ours outlives the study
 
     def _study(self) -> None:
         if self.index is None:
@@ -247,6 +278,8 @@ class StudySource(EventSource):
 
     def _put_in_place(self, variant: str) -> str | None:
         """Make the server serve ``variant``; how it was done, or None when it could not be."""
+        if self.server_kind == SERVE:
+            return self._start_served(variant)
         if self.server_kind == EMBEDDED:
             if parts := scale_out_parts(variant):
                 each = "one per GPU" if parts[0] == "1x" else "on this box"
@@ -269,10 +302,51 @@ class StudySource(EventSource):
                          "then press Enter; Ctrl-C stops the study.")
         return f"loaded by hand ({source.name})" if ready and not self._stopping.is_set() else None
 
+    def _start_served(self, variant: str) -> str | None:
+        """The config's servers from the --serve command, each up (/health, /v1/models); how, or
+        None (recorded as failed, with the log named) when one did not come up."""
+        assert self.serve is not None and self.serve_log_dir is not None
+        gpus = visible_gpus(self.gpu_count or 0, os.environ.get("CUDA_VISIBLE_DEVICES")) if self.gpu_count else []
+        served = ServedConfig(variant, self.serve.words, gpus, self.serve_log_dir)
+        n = len(served.servers)
+        own = "GPU and port" if gpus else "port"
+        how = (f"{n} servers of --serve with tp=1, each on its own {own}, the load spread over them"
+               if n > 1 else f"one server of --serve with tp={variant_units(variant)}")
+        how += f"; {where_it_runs(self.gpu_count or 0)}"
+        self.bus.publish(ev.PhaseChanged(phase="starting server", detail=f"config {variant}: {how}"))
+        try:
+            served.start(self.serve.start_budget_s, self._stopping)
+        except ServeFailed as exc:
+            self._record_missing(variant, EXIT_FAILED, str(exc), how)
+            self.bus.publish(ev.Error(source="study", message=f"config {variant}: {exc}"))
+            if self.error is None:
+                self.error = f"config {variant}: {exc}"
+            return None
+        if self._stopping.is_set():
+            served.stop()
+            return None
+        self._served = served
+        return how
+
+    def _watch_served(self, session: Session, done: threading.Event) -> None:
+        """A served config's server that dies while measured ends its session: its figures decide
+        nothing (``_run_variant`` records the config failed, naming the server and its log)."""
+        served = self._served
+        while served is not None and not done.wait(WATCH_S):
+            died = served.died()
+            if died is not None:
+                session.fail("serve", died)  # its recording says why, not "interrupted"
+                return
+
     def _run_variant(self, variant: str, position: int, how: str, built: bool = False) -> int:
         """Run one variant's session; its exit code as the study counts it (``variant_exit_code``)."""
         profile = replace(self.profile, model=replace(self.profile.model, variant=variant),
                           probe=replace(self.profile.probe, enabled=False))
+        if self._served is not None:  # the config's own servers, the load spread over them
+            urls = self._served.urls
+            profile = replace(profile, server=replace(profile.server, kind="remote", url=urls[0],
+                                                      urls=urls if len(urls) > 1 else [],
+                                                      metrics_url=None, metrics_urls=[]))
         options = SessionOptions(sweep=True, probe=False, record_dir=self.record_dir, gpu_count=self.gpu_count,
                                  more_levels=search_for(self.slo, profile.load.mode, self.search_steps)
                                  if self.slo else None,
@@ -289,14 +363,25 @@ class StudySource(EventSource):
         with self._lock:
             self._session = session
         if self._stopping.is_set():
+            self._stop_served()
             return EXIT_INTERRUPTED
         session.start()
+        done = threading.Event()
+        threading.Thread(target=self._watch_served, args=(session, done), daemon=True, name="serve-watch").start()
         while not session.join(0.5):
             pass
+        done.set()
         with self._lock:
             self._session = None
         status = _status_of(session.exit_code)
         code = variant_exit_code(session.exit_code, built)
+        died = self._served.died() if self._served is not None else None
+        self._stop_served()
+        error = session.error
+        if died is not None and not self._stopping.is_set():  # a server lost mid-run: the config failed
+            status, code, error = "failed", EXIT_FAILED, died
+            if self.error is None:
+                self.error = f"config {variant}: {died}"
         if code == EXIT_BAD_INPUT and self.error is None:
             self.error = session.error
         elif code == EXIT_FAILED and self.error is None and session.error:
@@ -305,11 +390,16 @@ class StudySource(EventSource):
         rel = session.recording_path.name if session.recording_path and session.recording_path.exists() else None
         # an interrupted variant's recording is kept, but the variant counts as missing
         # the exit code as the study counts it: a refused config the tool built reads as failed (1)
-        self.index.runs.append(VariantRun(variant, rel, status, code, session.error, how))
+        self.index.runs.append(VariantRun(variant, rel, status, code, error, how))
         write_index(self.index, self.index_path)
         self.bus.publish(ev.StudyVariantFinished(variant=variant, position=position, status=status,
-                                                 exit_code=code, recording=rel, error=session.error))
+                                                 exit_code=code, recording=rel, error=error))
         return code
+
+    def _stop_served(self) -> None:
+        if self._served is not None:
+            self._served.stop()
+            self._served = None
 
     def _record_missing(self, variant: str, code: int, error: str, how: str) -> None:
         assert self.index is not None and self.index_path is not None

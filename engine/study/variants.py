@@ -9,7 +9,7 @@ from engine.errors import UserError
 from engine.profiles import scale_out_parts
 from engine.server.repository import EMBEDDED_ROOT, embedded_models, variant_files
 
-_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*)$")
+_NAME = re.compile(r"^(\d+x|cpu\d*|1x\*[1-9]\d*|cpu\d*\*[1-9]\d*|tp[1-9]\d*|1\*[1-9]\d*)$")  # tp, 1*N: --serve
 
 
 def variant_units(variant: str) -> int:
@@ -20,11 +20,13 @@ def variant_units(variant: str) -> int:
         return variant_units(parts[0]) * parts[1]
     if variant.endswith("x"):
         return int(variant[:-1])
+    if variant.startswith("tp"):  # a served LLM's tensor-parallel size: its GPUs
+        return int(variant[2:])
     return int(variant[3:] or 1)
 
 
 def is_gpu_variant(variant: str) -> bool:
-    """Its units are GPUs ("4x", "1x*4"), not CPU instances."""
+    """Its units are GPUs ("4x", "1x*4", a served LLM's "tp2" and "1*2"), not CPU instances."""
     return not variant.startswith("cpu")
 
 
@@ -54,7 +56,7 @@ def parse_variants(text: str | None) -> list[str] | None:
     for name in names:
         if not _NAME.match(name):
             raise UserError(f"--variants: unknown variant {name!r} (expected Nx for N GPUs, cpu or cpuK; "
-                            "1x*N or cpu*N for N servers)")
+                            "1x*N or cpu*N for N servers; with --serve tpN or 1*N)")
     if len(set(names)) != len(names):
         raise UserError(f"--variants: a variant is listed twice in {text!r}")
     return names

@@ -23,7 +23,8 @@ from tui.commands.flags import (
 from tui.commands.stop_signals import StopSignals
 from tui.metrics_flags import add_metrics_flags, metrics_endpoint
 
-STREAM_OBJECTIVE = re.compile(r"^\s*(ttft|itl|latency)_p")  # a streaming model's objectives, not a latency target
+STREAM_OBJECTIVE = re.compile(r"^\s*(ttft|itl|latency|e2e)_p")  # a streaming model's objectives, not a latency target
+E2E = re.compile(r"\be2e_p")  # e2e_p99 (the LLM tools' word) is load.slo's latency_p99
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +50,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--scale-out-profile", default=None, metavar="NAME|PATH",
                    help="a one-GPU profile whose hardware.cost_per_hour prices each box of the scale-out "
                         "config (e.g. 1x_rtx4080; --cost 1=DOLLARS wins)")
+    p.add_argument("--serve", default=None, metavar="COMMAND",
+                   help="the LLM serving study: start this OpenAI-compatible server per config and measure it, "
+                        "e.g. 'vllm serve MODEL --port {port} --tensor-parallel-size {tp}' ({port} required; {tp}: "
+                        "the config's tensor-parallel size; {gpus}: its GPUs, also CUDA_VISIBLE_DEVICES); configs "
+                        "tp1, tpN and 1*N (N replicas of tp1, the load spread over them) unless --variants names them")
+    p.add_argument("--gpus", dest="serve_units", type=int, default=None, metavar="N",
+                   help="with --serve: N for the default configs tp1, tpN, 1*N (default: the GPUs present, 2 without)")
+    p.add_argument("--serve-start-budget", type=float, default=None, metavar="SECONDS",
+                   help="with --serve: how long each server may take to answer /health and /v1/models "
+                        "(default: 900)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value, as for run")
     p.add_argument("--input-data", default=None, metavar="PATH",
@@ -59,6 +70,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="no TUI: progress lines with the time left for the whole study")
     add_endpoint_flags(p)
     add_metrics_flags(p)
+
+
+# the study's servers are ours, on loopback: each config's URLs replace this one (study_source.py)
+SERVE_OVERRIDES = ["load.api=openai", "server.kind=remote", 'server.url="http://127.0.0.1:1/v1"']
+
+
+def serve_flags(args: argparse.Namespace):  # noqa: ANN201 - a Serve, or None without --serve
+    """--serve and its flags, checked before anything starts (one line, exit 2)."""
+    from engine.server.serve_command import DEFAULT_START_BUDGET_S, check_template
+    from engine.study.serve_configs import Serve
+
+    if args.serve is None:
+        for flag, value in (("--gpus", args.serve_units), ("--serve-start-budget", args.serve_start_budget)):
+            if value is not None:
+                raise UserError(f"{flag}: only with --serve")
+        return None
+    if args.urls:
+        raise UserError("--serve starts its own servers: leave out --url")
+    budget = DEFAULT_START_BUDGET_S if args.serve_start_budget is None else args.serve_start_budget
+    if not 0 < budget <= 86400:
+        raise UserError(f"--serve-start-budget: expected seconds in (0, 86400], found {budget:g}")
+    if args.serve_units is not None and not 2 <= args.serve_units <= 64:
+        raise UserError(f"--gpus: expected 2-64, found {args.serve_units}")
+    return Serve(check_template(args.serve), args.serve, budget, args.serve_units)
 
 
 def ask_on_terminal(message: str) -> bool:
@@ -78,14 +113,18 @@ def run(args: argparse.Namespace) -> int:
     from tui.commands.remote import check_url_flags, name_after_server
 
     check_url_flags(args)
+    serve = serve_flags(args)
+    if args.slo is not None:
+        args.slo = E2E.sub("latency_p", args.slo)
     # a streaming model's objectives (ttft_p99=200ms,itl_p99=50ms) are load.slo: each config's
     # answer is at their goodput; a latency target (p99=50ms) is the study's bisection
     streaming_slo = args.slo is not None and STREAM_OBJECTIVE.match(args.slo) is not None
     profile = name_after_server(load_profile(args.profile, [*args.overrides, *endpoint_overrides(args),
                                                             *input_data_override(args),
-                                                            *(slo_override(args) if streaming_slo else [])]), args)
+                                                            *(slo_override(args) if streaming_slo else []),
+                                                            *(SERVE_OVERRIDES if serve else [])]), args)
     check_input_data(profile.load.input_data)
-    if profile.server.kind == "embedded":  # before the plan, its index and each config's session: one line
+    if profile.server.kind == "embedded" and serve is None:  # before the plan, its index and each config's session: one line
         require_extra("server", "the embedded server")
     slo = parse_slo(args.slo) if args.slo is not None and not streaming_slo else None
     if not 0 <= args.search_steps <= 20:
@@ -94,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     study = StudySource(profile, parse_variants(args.variants), slo=slo, record_dir=args.output,
                         search_steps=args.search_steps, costs=parse_costs(args.cost),
                         ask=ask_on_terminal if terminal else None, scale_out=args.scale_out,
-                        scale_out_price=one_box_price(args.scale_out_profile))
+                        scale_out_price=one_box_price(args.scale_out_profile), serve=serve)
     study.prepare()  # bad input (variants, GPUs, model control) ends here: one line, exit 2
     with metrics_endpoint(args, PROG) as metrics:
         metrics.watch(study.bus)
