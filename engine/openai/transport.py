@@ -113,8 +113,10 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         # (llama.cpp's server closes after each streamed answer, keep-alive header or not): the
         # dialer learns it, and from then each answer ends its connection, so the next request
         # goes out on a fresh one. The request that crossed the close is sent again, not lost: the
-        # server read nothing of it (no byte came back, the close was clean).
-        if exc is None and self.busy and not self.got_bytes and self.answered_here:
+        # server read nothing of it (no byte came back; a close with our request unread in its
+        # buffer reaches us as a reset). Bounded: once learnt, no request goes out on a connection
+        # that has answered, so none goes again.
+        if (exc is None or isinstance(exc, ConnectionResetError)) and self.busy and not self.got_bytes and self.answered_here:
             self.dialer.closes_after_answer = True
             self.resend = True  # the server never read it: it goes again (every connection may cross one)
         self.tr = None
