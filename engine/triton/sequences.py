@@ -1,0 +1,105 @@
+"""Sequence models (Triton's sequence batcher), on the session's side: recognised from the model
+config, checked against the load before any request, and their requests' sequence slots found
+(the load workers fill them: engine/triton/transports/sequence_steps.py).
+
+The control inputs the config names (CONTROL_SEQUENCE_START, END, READY, CORRID) are not sent as
+tensors: KServe v2's request parameters ``sequence_id``, ``sequence_start`` and ``sequence_end``
+carry them, and Triton sets each control input from them, as perf_analyzer's requests do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import UserError
+from engine.triton.transports.sequence_steps import FLAG_WIDTH, ID_WIDTH, RANK_SHIFT, SequencePlan
+
+if TYPE_CHECKING:
+    from engine.profiles import Load
+
+SEQUENCE_TRANSPORTS = ("http", "system_shm", "cuda_shm")  # those that set the sequence parameters
+ID_KEY = b'"sequence_id":'
+START_KEY = b'"sequence_start":'
+END_KEY = b'"sequence_end":'
+# the JSON header's first member: fixed-width slots the workers overwrite per step
+PARAMETERS = (b'{"parameters":{' + ID_KEY + b"0".ljust(ID_WIDTH) + b"," + START_KEY + b"false," + END_KEY
+              + b"false},")
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """What the model config says of its sequence batcher."""
+
+    strategy: str  # "direct" or "oldest"
+    controls: dict[str, str]  # control kind (CONTROL_SEQUENCE_START, ...) -> input name
+    idle_us: int  # max_sequence_idle_microseconds (0: not set, Triton's default)
+    max_candidates: int | None  # oldest: max_candidate_sequences
+
+
+def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | None:
+    """The model's sequence batcher, or None for a model without one."""
+    batching = (model_config or {}).get("sequence_batching")
+    if not isinstance(batching, dict):
+        return None
+    strategy = "oldest" if isinstance(batching.get("oldest"), dict) else "direct"
+    controls = {}
+    for item in batching.get("control_input") or []:
+        if not isinstance(item, dict):
+            continue
+        for control in item.get("control") or []:
+            if isinstance(control, dict) and control.get("kind"):
+                controls[str(control["kind"])] = str(item.get("name"))
+    oldest = batching.get("oldest") if strategy == "oldest" else None
+    candidates = oldest.get("max_candidate_sequences") if isinstance(oldest, dict) else None
+    return SequenceConfig(strategy, controls, int(batching.get("max_sequence_idle_microseconds") or 0),
+                          int(candidates) if candidates else None)
+
+
+def control_names(config: SequenceConfig) -> set[str]:
+    """The inputs Triton fills from the request's sequence parameters: never sent as tensors."""
+    return set(config.controls.values())
+
+
+def check_sequence_load(load: Load, model: str, config: SequenceConfig | None, streams: bool) -> None:
+    """The load against the model, before any request: one line for what cannot run."""
+    if config is None:
+        if streams:
+            raise UserError(f"input data {load.input_data}: sequence streams (lists of steps) are for sequence models; "
+                            f"model {model!r} has no sequence_batching")
+        return
+    if load.transport not in SEQUENCE_TRANSPORTS:
+        raise UserError(f"model {model!r} is a sequence model: load.transport {load.transport!r} does not set "
+                        f"sequence ids yet; use one of: {', '.join(SEQUENCE_TRANSPORTS)}")
+    if load.batch_size != 1:
+        raise UserError(f"model {model!r} is a sequence model: each request is one step of one sequence, so "
+                        f"load.batch_size must be 1, found {load.batch_size}")
+
+
+def slot_offsets(raw: bytes) -> tuple[int, int, int]:
+    """Where a request's id, start and end slots begin in its bytes (the first of each: the
+    JSON header comes before any tensor bytes)."""
+    return (raw.index(ID_KEY) + len(ID_KEY), raw.index(START_KEY) + len(START_KEY), raw.index(END_KEY) + len(END_KEY))
+
+
+@dataclass(frozen=True)
+class SequenceSetup:
+    """A sequence model's sweep, as the transport prepares it."""
+
+    config: SequenceConfig
+    streams: tuple[int, ...]  # the input data's steps per stream; empty: lengths drawn per sequence
+    length: int  # load.sequence_length
+    variation: float  # load.sequence_length_variation (percent)
+    rank: int = 0  # this host's rank among the load hosts (ids differ per host)
+
+    def plan(self, raws: tuple[bytes, ...]) -> SequencePlan:
+        """The plan every worker walks: each request's slots, the streams as (first request, steps)."""
+        slots = tuple(slot_offsets(r) for r in raws)
+        for (a, b, c), raw in zip(slots, raws, strict=True):  # the slots hold what PARAMETERS put there
+            assert raw[c : c + FLAG_WIDTH] == b"false" and raw[b : b + FLAG_WIDTH] == b"false" and a < b < c
+        firsts, at = [], 0
+        for steps in self.streams:
+            firsts.append((at, steps))
+            at += steps
+        return SequencePlan(slots, tuple(firsts), self.length, self.variation, self.rank << RANK_SHIFT,
+                            self.config.idle_us)

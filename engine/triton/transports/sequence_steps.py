@@ -1,0 +1,126 @@
+"""A sequence model's requests on the load worker's side (Triton's sequence batcher): each
+connection carries one sequence at a time, step after step, as perf_analyzer's contexts do, so a
+concurrency level is the number of sequences in flight.
+
+The requests are encoded once in the session with three fixed-width slots in their JSON header
+(``sequence_id``, ``sequence_start``, ``sequence_end``: KServe v2's request parameters, which
+Triton maps to the control inputs the model's config names); a send copies the request's head up
+to its last slot, writes the step's values into it, and writes the rest as it is. A sequence
+whose step failed is given up: the next send starts a new one (a new id, START set).
+
+Sequence ids: ``SequencePlan.id_base`` (the host's rank) + the worker's index << 32 + a counter of
+the worker's sequences, so no two workers or hosts share one. Standard library only: load
+workers import it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.net.connection import RequestCycle
+
+ID_WIDTH = 20  # digits of the largest uint64; the slot is padded with spaces (JSON whitespace)
+FLAG_WIDTH = 5  # "true " or "false"
+WORKER_SHIFT = 32  # the worker's index above its sequence counter
+RANK_SHIFT = 48  # the host's rank above the worker's index (ids stay below 2**63)
+DROPPED_TEXT = "must specify the START flag"  # Triton's words for a step of a sequence it no longer holds
+
+
+def id_slot(sequence_id: int) -> bytes:
+    return str(sequence_id).ljust(ID_WIDTH).encode()
+
+
+def flag_slot(value: bool) -> bytes:
+    return b"true " if value else b"false"
+
+
+@dataclass(frozen=True)
+class SequencePlan:
+    """What every worker needs to walk the sweep's requests as sequences."""
+
+    # per request: offsets in its bytes of the id, start and end slots
+    slots: tuple[tuple[int, int, int], ...]
+    # input data streams: (first request, steps) per stream, the requests of a stream consecutive;
+    # empty: every sequence takes the next requests in turn, its length drawn as below
+    streams: tuple[tuple[int, int], ...] = ()
+    length: int = 20  # load.sequence_length
+    variation: float = 20.0  # load.sequence_length_variation, percent either side
+    id_base: int = 0  # the host's rank << RANK_SHIFT
+    idle_us: int = 0  # the config's max_sequence_idle_microseconds (0: Triton's default), for error lines
+
+
+class Sequences:
+    """One worker's sequences: the ids it has given and where its streams stand (its connections
+    share it)."""
+
+    def __init__(self, plan: SequencePlan, worker: int, cycle: RequestCycle) -> None:
+        self.plan = plan
+        self.cycle = cycle  # the worker's place in the requests (no streams) or in the streams
+        self.counter = 0
+        self.base = plan.id_base + (worker << WORKER_SHIFT) + 1  # perf_analyzer starts at 1 too
+        self.rng = random.Random(worker)  # lengths differ between workers, the same every run
+        lo = max(1, round(plan.length * (1 - plan.variation / 100)))
+        hi = max(lo, round(plan.length * (1 + plan.variation / 100)))
+        self.bounds = (lo, hi)
+
+    def start(self) -> tuple[int, int, int]:
+        """A new sequence: (its id, its first request, its steps)."""
+        self.counter += 1
+        sequence_id = self.base + self.counter - 1
+        if self.plan.streams:
+            first, steps = self.plan.streams[self.cycle.take()]
+            return sequence_id, first, steps
+        return sequence_id, -1, self.rng.randint(*self.bounds)
+
+
+class SequenceCursor:
+    """Where one connection is in its sequence; ``next`` gives the request to send and patches
+    its head."""
+
+    __slots__ = ("answered", "first", "id", "last", "seen", "sequences", "step", "steps")
+
+    def __init__(self, sequences: Sequences) -> None:
+        self.sequences = sequences
+        self.id = 0
+        self.first = -1  # streams: the sequence's first request
+        self.steps = 0
+        self.step = -1  # the step in flight (0: the sequence's first)
+        self.last = False  # the step in flight ends its sequence
+        self.answered = 0  # answers counted good by the connection
+        self.seen = 0  # ``answered`` when the step in flight was sent
+
+    def advance(self) -> None:
+        """Move to the next step; a new sequence after the last, or after a step that failed."""
+        failed = self.step >= 0 and self.answered == self.seen
+        if self.step < 0 or failed or self.last:
+            self.id, self.first, self.steps = self.sequences.start()
+            self.step = 0
+        else:
+            self.step += 1
+        self.last = self.step + 1 >= self.steps
+        self.seen = self.answered
+
+    def request(self) -> int:
+        """The index of the request the step sends."""
+        if self.first >= 0:
+            return self.first + self.step
+        return self.sequences.cycle.take()
+
+    def head(self, raw: bytes, slots: tuple[int, int, int]) -> bytearray:
+        """The request's bytes up to its last slot, with this step's values written in."""
+        at_id, at_start, at_end = slots
+        head = bytearray(raw[: at_end + FLAG_WIDTH])
+        head[at_id : at_id + ID_WIDTH] = id_slot(self.id)
+        head[at_start : at_start + FLAG_WIDTH] = flag_slot(self.step == 0)
+        head[at_end : at_end + FLAG_WIDTH] = flag_slot(self.last)
+        return head
+
+
+def dropped_line(message: str, sequence_id: int, idle_us: int) -> str:
+    """Triton's refusal of a step whose sequence it dropped, said as what happened."""
+    idle = f"{idle_us} µs" if idle_us else "Triton's default"
+    return (f"Triton dropped sequence {sequence_id} before its end (idle past max_sequence_idle_microseconds = "
+            f"{idle}, or its slot was taken): {message}")
