@@ -71,7 +71,14 @@ from engine.load.server_api import ServerApi
 from engine.load.spread import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.trials import Trials, local_servers
-from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
+from engine.load.windows import (
+    Aggregate,
+    aggregate,
+    merge,
+    sequence_stats,
+    stream_stats,
+    window_end,
+)
 from engine.load.worker_messages import (
     PrepareLevel,
     Ready,
@@ -90,13 +97,15 @@ from engine.net.connection import (
     DROPPED,
     MALFORMED_ANSWER,
     RESPONSE_TOO_LARGE,
+    SEQUENCE_DROPPED,
     TIMEOUT,
     WRONG_ANSWER,
 )
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
-BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
+# any of these fails the level (a sequence Triton dropped: its later steps measured a restarted sequence)
+BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE, SEQUENCE_DROPPED)
 T0_LEAD_NS = 50_000_000  # time for StartAt to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
@@ -511,6 +520,7 @@ class _Level:
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
             stream=stream_stats(agg),
+            sequence=sequence_stats(agg, SEQUENCE_DROPPED),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
         )
@@ -571,6 +581,7 @@ class _Level:
             endpoints=endpoints,
             degraded=self.degraded(),
             stream=stream,
+            sequence=sequence_stats(agg, SEQUENCE_DROPPED),
         )
 
     def degraded(self) -> str:
