@@ -323,7 +323,8 @@ class _Level:
         return failed > sum(w.agg.ok for w in self.windows)
 
     def bad_answers(self) -> int:
-        """Answers of the measured windows that were malformed, wrong or too large."""
+        """Answers of the measured windows that were malformed, wrong or too large, or refused
+        because Triton had dropped their sequence."""
         return sum(w.agg.errors.get(kind, 0) for w in self.windows for kind in BAD_ANSWER_KINDS)
 
     async def collect(self) -> LevelStatus:
@@ -812,7 +813,12 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
                 f"{errors_line(ep.errors_by_kind, ep.error_messages)}); {others}")))
     line = errors_line(result.errors_by_kind, result.error_messages)
     bad = sum(result.errors_by_kind.get(kind, 0) for kind in BAD_ANSWER_KINDS)
-    if result.status == "failed" and bad and result.requests:
+    dropped = result.errors_by_kind.get(SEQUENCE_DROPPED, 0)
+    if result.status == "failed" and dropped and result.requests:
+        publish(Error(source="load", message=f"level {result.level:g} failed: Triton dropped sequences before their end "
+                      f"({dropped} steps refused; its idle timeout, max_sequence_idle_microseconds, or too few "
+                      f"sequence slots): {line}"))
+    elif result.status == "failed" and bad and result.requests:
         publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed, wrong or too "
                       f"large: {line}"))
     elif result.status == "failed":

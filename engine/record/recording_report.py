@@ -235,6 +235,8 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     shown = columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour)
     if any(lv.result.stream is not None for lv in f.levels):  # a streaming sweep: TTFT, ITL, tokens/s
         shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
+    if any(lv.result.sequence is not None for lv in f.levels):  # a sequence model: first and later steps
+        shown = columns.with_sequence(shown)
     blocks.append(Table.of(shown, figures))
     pts = f.points
     served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])
