@@ -14,7 +14,12 @@ from engine.triton.input_json import parse_document
 from engine.triton.input_tensors import DataModel
 from engine.triton.sequences import PARAMETERS, SequenceSetup, sequence_config, slot_offsets
 from engine.triton.target import TargetInfo
-from engine.triton.transports.sequence_steps import RANK_SHIFT, SequenceCursor, SequencePlan, Sequences
+from engine.triton.transports.sequence_steps import (
+    RANK_SHIFT,
+    SequenceCursor,
+    SequencePlan,
+    Sequences,
+)
 
 CONFIG = {
     "sequence_batching": {
