@@ -87,6 +87,10 @@ def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | No
 def _streams(data: list[Any], validation: list[Any] | None, model: DataModel, where: str,
              ignored: dict[str, set[str]], streams: list[int] | None) -> list[DataEntry]:
     """Sequence streams: every entry a non-empty list of steps, validation_data in the same shape."""
+    if not model.sequence:
+        first = next(i for i, e in enumerate(data) if isinstance(e, list))
+        raise UserError(f"{where}: entry {first} is a list: sequence streams (lists of steps) are for sequence models, "
+                        "and the model has no sequence_batching")
     entries = []
     for k, stream in enumerate(data):
         if not isinstance(stream, list):

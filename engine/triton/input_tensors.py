@@ -71,6 +71,7 @@ class DataModel:
         self.required = [name for name in self.inputs if name not in optional]
         # a sequence model's control inputs (name -> kind): Triton fills them, the data must not
         batching = (info.model_config or {}).get("sequence_batching")
+        self.sequence = isinstance(batching, dict)  # Triton's sequence batcher: the data may be streams
         self.controls = {str(item.get("name")): str(c.get("kind")) for item in (batching or {}).get("control_input") or []
                          if isinstance(item, dict) for c in item.get("control") or [] if isinstance(c, dict)}
 
