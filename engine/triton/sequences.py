@@ -13,12 +13,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
-from engine.triton.transports.sequence_steps import FLAG_WIDTH, ID_WIDTH, RANK_SHIFT, SequencePlan
+from engine.triton.transports.sequence_steps import (
+    FLAG_WIDTH,
+    ID_WIDTH,
+    PROTO_PARAMETERS,
+    PROTO_SLOTS,
+    RANK_SHIFT,
+    SequencePlan,
+)
 
 if TYPE_CHECKING:
     from engine.profiles import Load
 
-SEQUENCE_TRANSPORTS = ("http", "system_shm", "cuda_shm")  # those that set the sequence parameters
+SEQUENCE_TRANSPORTS = ("http", "grpc", "system_shm", "cuda_shm")  # those that set the sequence parameters
 ID_KEY = b'"sequence_id":'
 START_KEY = b'"sequence_start":'
 END_KEY = b'"sequence_end":'
@@ -92,14 +99,22 @@ class SequenceSetup:
     variation: float  # load.sequence_length_variation (percent)
     rank: int = 0  # this host's rank among the load hosts (ids differ per host)
 
-    def plan(self, raws: tuple[bytes, ...]) -> SequencePlan:
-        """The plan every worker walks: each request's slots, the streams as (first request, steps)."""
-        slots = tuple(slot_offsets(r) for r in raws)
+    def plan(self, raws: tuple[bytes, ...], proto_at: int = -1) -> SequencePlan:
+        """The plan every worker walks: each request's slots, the streams as (first request, steps).
+        ``proto_at``: gRPC messages led by PROTO_PARAMETERS, sent framed with that many bytes before
+        them (-1: HTTP's JSON)."""
+        if proto_at >= 0:
+            assert all(r.startswith(PROTO_PARAMETERS) for r in raws)
+            slots = tuple((proto_at + PROTO_SLOTS[0], proto_at + PROTO_SLOTS[1], proto_at + PROTO_SLOTS[2])
+                          for _ in raws)
+        else:
+            slots = tuple(slot_offsets(r) for r in raws)
         for (a, b, c), raw in zip(slots, raws, strict=True):  # the slots hold what PARAMETERS put there
-            assert raw[c : c + FLAG_WIDTH] == b"false" and raw[b : b + FLAG_WIDTH] == b"false" and a < b < c
+            assert proto_at >= 0 or (raw[c : c + FLAG_WIDTH] == b"false" and raw[b : b + FLAG_WIDTH] == b"false")
+            assert a < b < c
         firsts, at = [], 0
         for steps in self.streams:
             firsts.append((at, steps))
             at += steps
         return SequencePlan(slots, tuple(firsts), self.length, self.variation, self.rank << RANK_SHIFT,
-                            self.config.idle_us)
+                            self.config.idle_us, proto=proto_at >= 0)

@@ -8,6 +8,10 @@ Triton maps to the control inputs the model's config names); a send copies the r
 to its last slot, writes the step's values into it, and writes the rest as it is. A sequence
 whose step failed is given up: the next send starts a new one (a new id, START set).
 
+Over gRPC the same three go as ``ModelInferRequest.parameters`` entries placed first in the
+message, the id a 10-byte varint (protobuf parsers take a varint padded with continuation bytes)
+and each flag one byte, so a step's message is as long as every other's.
+
 Sequence ids: ``SequencePlan.id_base`` (the host's rank) + the worker's index << 32 + a counter of
 the worker's sequences, so no two workers or hosts share one. Standard library only: load
 workers import it.
@@ -29,12 +33,36 @@ RANK_SHIFT = 48  # the host's rank above the worker's index (ids stay below 2**6
 DROPPED_TEXT = "must specify the START flag"  # Triton's words for a step of a sequence it no longer holds
 
 
+VARINT_WIDTH = 10  # the longest varint: any id fits the same slot
+
+
 def id_slot(sequence_id: int) -> bytes:
     return str(sequence_id).ljust(ID_WIDTH).encode()
 
 
 def flag_slot(value: bool) -> bytes:
     return b"true " if value else b"false"
+
+
+def varint_slot(value: int) -> bytes:
+    """``value`` as a protobuf varint of exactly VARINT_WIDTH bytes (continuation bits padding it)."""
+    out = bytearray((value >> (7 * k)) & 0x7F | 0x80 for k in range(VARINT_WIDTH))
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
+def _proto_entry(key: bytes, value: bytes) -> bytes:
+    """One ``parameters`` map entry of ModelInferRequest (field 4): key (1), InferParameter (2)."""
+    entry = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(value)]) + value
+    return b"\x22" + bytes([len(entry)]) + entry
+
+
+# the gRPC message's first fields: the id as int64_param (field 2), the flags as bool_param (field 1)
+PROTO_ID = _proto_entry(b"sequence_id", b"\x10" + varint_slot(0))
+PROTO_START = _proto_entry(b"sequence_start", b"\x08\x00")
+PROTO_END = _proto_entry(b"sequence_end", b"\x08\x00")
+PROTO_PARAMETERS = PROTO_ID + PROTO_START + PROTO_END
+PROTO_SLOTS = (len(PROTO_ID) - VARINT_WIDTH, len(PROTO_ID) + len(PROTO_START) - 1, len(PROTO_PARAMETERS) - 1)
 
 
 @dataclass(frozen=True)
@@ -50,6 +78,7 @@ class SequencePlan:
     variation: float = 20.0  # load.sequence_length_variation, percent either side
     id_base: int = 0  # the host's rank << RANK_SHIFT
     idle_us: int = 0  # the config's max_sequence_idle_microseconds (0: Triton's default), for error lines
+    proto: bool = False  # the slots are a gRPC message's (varint, one-byte flags), not JSON text
 
 
 class Sequences:
@@ -112,6 +141,12 @@ class SequenceCursor:
     def head(self, raw: bytes, slots: tuple[int, int, int]) -> bytearray:
         """The request's bytes up to its last slot, with this step's values written in."""
         at_id, at_start, at_end = slots
+        if self.sequences.plan.proto:
+            head = bytearray(raw[: at_end + 1])
+            head[at_id : at_id + VARINT_WIDTH] = varint_slot(self.id)
+            head[at_start] = self.step == 0
+            head[at_end] = self.last
+            return head
         head = bytearray(raw[: at_end + FLAG_WIDTH])
         head[at_id : at_id + ID_WIDTH] = id_slot(self.id)
         head[at_start : at_start + FLAG_WIDTH] = flag_slot(self.step == 0)

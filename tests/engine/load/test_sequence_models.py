@@ -41,8 +41,9 @@ def _run(server, model: str = "accumulator", **load):
     return results
 
 
-def test_the_streams_file_runs_with_every_steps_output_checked(accumulator) -> None:
-    for result in _run(accumulator, input_data=str(STREAMS), concurrency=[1, 3]):
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_the_streams_file_runs_with_every_steps_output_checked(accumulator, transport) -> None:
+    for result in _run(accumulator, input_data=str(STREAMS), concurrency=[1, 3], transport=transport):
         assert result.status in ("stable", "unstable", "contended"), result.error_messages
         assert result.errors == 0 and result.requests > 0
         seq = result.sequence
@@ -55,12 +56,13 @@ def test_the_streams_file_runs_with_every_steps_output_checked(accumulator) -> N
         assert 2 * seq.first_step.count - edges <= result.requests <= 4 * seq.first_step.count + 4 * edges
 
 
-def test_a_wrong_expected_step_fails_the_level_naming_the_entry_and_step(accumulator, tmp_path) -> None:
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_a_wrong_expected_step_fails_the_level_naming_the_entry_and_step(accumulator, tmp_path, transport) -> None:
     doc = json.loads(STREAMS.read_text())
     doc["validation_data"][2][1]["OUTPUT"] = [4]  # the model answers 5 + (-2) = 3
     path = tmp_path / "wrong.json"
     path.write_text(json.dumps(doc))
-    (result,) = _run(accumulator, input_data=str(path), concurrency=[1])
+    (result,) = _run(accumulator, input_data=str(path), concurrency=[1], transport=transport)
     assert result.status == "failed"
     assert result.errors_by_kind.get("wrong_answer", 0) > 0
     assert any("entry 2, step 1" in m for m in result.error_messages), result.error_messages
@@ -87,8 +89,9 @@ def test_drawn_lengths_vary_within_the_variation(accumulator) -> None:
     assert 5 - 1 <= steps_per_first <= 15 + 1  # lengths drawn in 5..15
 
 
-def test_a_sequence_the_server_dropped_fails_the_level_and_says_so(accumulator) -> None:
-    (result,) = _run(accumulator, "accumulator_idle", sequence_length=4, concurrency=[2])
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_a_sequence_the_server_dropped_fails_the_level_and_says_so(accumulator, transport) -> None:
+    (result,) = _run(accumulator, "accumulator_idle", sequence_length=4, concurrency=[2], transport=transport)
     assert result.status == "failed"
     assert result.sequence is not None and result.sequence.dropped > 0
     assert result.errors_by_kind.get("sequence_dropped") == result.sequence.dropped
@@ -106,7 +109,7 @@ def test_a_control_input_in_the_data_is_refused_naming_the_entry_and_step(accumu
     assert "entry 1, step 1 gives 'START'" in line and "CONTROL_SEQUENCE_START" in line and "\n" not in line
 
 
-@pytest.mark.parametrize("transport", ["grpc", "grpc_aio"])
+@pytest.mark.parametrize("transport", ["grpc_aio"])
 def test_a_transport_that_cannot_set_sequence_ids_is_refused_before_any_load(accumulator, transport) -> None:
     target, info = _target(accumulator)
     with pytest.raises(UserError) as caught:

@@ -136,3 +136,23 @@ def test_streams_give_their_steps_in_order() -> None:
 def test_the_profile_keys_default_as_perf_analyzer() -> None:
     load = Load()
     assert load.sequence_length == 20 and load.sequence_length_variation == 20.0
+
+
+def test_a_grpc_steps_parameters_parse_as_protobuf_with_the_ids_value() -> None:
+    from engine.triton.transports.grpc_common import GRPC_PREFIX, messages
+    from engine.triton.transports.sequence_steps import PROTO_PARAMETERS
+
+    pb = messages()
+    body = PROTO_PARAMETERS + pb.ModelInferRequest(model_name="m").SerializeToString()
+    framed = b"\x00" + len(body).to_bytes(4, "big") + body
+    plan = SequenceSetup(sequence_config(CONFIG), (), 2, 0, rank=3).plan((body,), proto_at=GRPC_PREFIX)  # type: ignore[arg-type]
+    cursor = SequenceCursor(Sequences(plan, 7, RequestCycle(1, 7)))
+    for step in range(2):
+        cursor.advance()
+        head = cursor.head(framed, plan.slots[0])
+        sent = pb.ModelInferRequest.FromString((bytes(head) + framed[len(head):])[GRPC_PREFIX:])
+        assert sent.model_name == "m"
+        assert sent.parameters["sequence_id"].int64_param == (3 << RANK_SHIFT) + (7 << 32) + 1
+        assert sent.parameters["sequence_start"].bool_param is (step == 0)
+        assert sent.parameters["sequence_end"].bool_param is (step == 1)
+        cursor.answered += 1
