@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -140,7 +141,11 @@ def summary(rows: list[dict[str, Any]], levels: list[int]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from engine.server.embedded import EmbeddedServer
 
-    levels = [int(x) for x in args.levels.split(",") if x]
+    try:
+        levels = [int(x) for x in args.levels.split(",") if x]
+    except ValueError as exc:
+        print(f"sequences: --levels: {exc}", file=sys.stderr)
+        return 2
     pa = ensure_perf_analyzer()
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()

@@ -63,6 +63,18 @@ def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | Non
                           int(candidates) if candidates else None)
 
 
+def batcher_line(config: SequenceConfig) -> str:
+    """The sequence batcher's settings a report states beside a sequence model's figures."""
+    idle = f"{config.idle_us} µs" if config.idle_us else "not set (Triton's default, 1 s)"
+    candidates = (f", max_candidate_sequences {config.max_candidates}" if config.max_candidates else
+                  (", max_candidate_sequences not set" if config.strategy == "oldest" else ""))
+    controls = ", ".join(f"{name} ({kind.removeprefix('CONTROL_SEQUENCE_')})" for kind, name in config.controls.items())
+    return (f"A sequence model (Triton's sequence batcher, {config.strategy} strategy): max_sequence_idle_microseconds "
+            f"{idle}{candidates}; control inputs {controls or 'none'}, set from each request's sequence id, start and "
+            "end. A level is that many sequences in flight; the first step's latency is shown apart from the later "
+            "steps' (it sets up the state).")
+
+
 def control_names(config: SequenceConfig) -> set[str]:
     """The inputs Triton fills from the request's sequence parameters: never sent as tensors."""
     return set(config.controls.values())

@@ -61,6 +61,7 @@ monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
 UNCHECKED_MAX_BODY = 256 << 20  # the body cap of a connection made without an AnswerSpec (tests)
 CHUNK_SLACK = 64 * 1024  # a chunked body's framing, beyond twice its cap, before it is refused
+ONE_WRITE_TAIL = 64 * 1024  # a sequence step's request up to this much past its slots is copied whole
 
 
 @dataclass
@@ -279,8 +280,12 @@ class SequenceHttpConnection(HttpConnection):
         head = cursor.head(raw, self.plan.slots[i])
         tr = self.tr
         assert tr is not None  # only connected connections send
-        tr.write(head)
-        tr.write(memoryview(raw)[len(head) :])
+        if len(raw) - len(head) <= ONE_WRITE_TAIL:  # one write, one segment: the server reads it at once
+            head += raw[len(head) :]
+            tr.write(head)
+        else:  # a large request: its tensors are not copied
+            tr.write(head)
+            tr.write(memoryview(raw)[len(head) :])
         if not self.paused:
             self.written_ns = monotonic_ns()
         return now

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
+from engine.record.exporters import export
+from engine.record.reader import Recording
 from engine.triton.target import Target, describe_target
 from tests.engine.load.conftest import quick_load, sweep
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
@@ -143,3 +145,9 @@ def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(tmp_path) ->
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.stderr.splitlines()[0] == "gpuscale-tui: failed: 1 of 1 levels failed"
     assert "failed: Triton dropped sequences before their end" in proc.stdout
+    # the report states the batcher's settings beside the step columns
+    (recording,) = tmp_path.glob("*.sqlite")
+    with Recording.open(recording) as rec:
+        report = export(rec, "md", tmp_path / "report").read_text()
+    assert "1st step p99" in report and "seq/s" in report
+    assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs" in report

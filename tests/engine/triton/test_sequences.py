@@ -12,7 +12,13 @@ from engine.net.connection import RequestCycle
 from engine.profiles import Load
 from engine.triton.input_json import parse_document
 from engine.triton.input_tensors import DataModel
-from engine.triton.sequences import PARAMETERS, SequenceSetup, sequence_config, slot_offsets
+from engine.triton.sequences import (
+    PARAMETERS,
+    SequenceSetup,
+    batcher_line,
+    sequence_config,
+    slot_offsets,
+)
 from engine.triton.target import TargetInfo
 from engine.triton.transports.sequence_steps import (
     RANK_SHIFT,
@@ -156,3 +162,13 @@ def test_a_grpc_steps_parameters_parse_as_protobuf_with_the_ids_value() -> None:
         assert sent.parameters["sequence_start"].bool_param is (step == 0)
         assert sent.parameters["sequence_end"].bool_param is (step == 1)
         cursor.answered += 1
+
+
+def test_the_reports_line_states_the_batchers_settings() -> None:
+    config = sequence_config(CONFIG)
+    assert config is not None
+    line = batcher_line(config)
+    assert "oldest strategy" in line and "max_sequence_idle_microseconds 5000000 µs" in line
+    assert "max_candidate_sequences 4" in line and "S (START), E (END), ID (CORRID)" in line
+    unset = sequence_config({"sequence_batching": {"direct": {}}})
+    assert unset is not None and "not set (Triton's default, 1 s)" in batcher_line(unset)
