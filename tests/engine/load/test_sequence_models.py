@@ -151,3 +151,10 @@ def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(tmp_path) ->
         report = export(rec, "md", tmp_path / "report").read_text()
     assert "1st step p99" in report and "seq/s" in report
     assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs" in report
+
+
+def test_rate_mode_walks_sequences_too(accumulator) -> None:
+    (result,) = _run(accumulator, mode="rate", rates=[150.0], sequence_length=5, sequence_length_variation=0,
+                     input_data=str(STREAMS))
+    assert result.errors == 0 and result.requests > 0, result.error_messages
+    assert result.sequence is not None and result.sequence.sequences > 0
