@@ -657,6 +657,8 @@ class GrpcDialer(TcpDialer):
 
     def forget(self) -> None:
         super().forget()
+        if self.payload.sequence is not None:  # the level's unfinished sequences go to the next level's calls
+            self.sequences.reclaim()
         for link in list(self.links):
             if not link.calls:
                 link._close(None)

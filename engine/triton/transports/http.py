@@ -314,6 +314,11 @@ class HttpDialer(TcpDialer):
             streams = RequestCycle(len(plan.streams), scheduler.index) if plan.streams else self.cycle
             self.sequences = Sequences(plan, scheduler.index, streams)
 
+    def forget(self) -> None:
+        super().forget()
+        if self.payload.sequence is not None:
+            self.sequences.reclaim()
+
     def connection(self) -> HttpConnection:
         plan = self.payload.sequence
         if plan is not None:

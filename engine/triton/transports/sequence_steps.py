@@ -6,7 +6,10 @@ The requests are encoded once in the session with three fixed-width slots in the
 (``sequence_id``, ``sequence_start``, ``sequence_end``: KServe v2's request parameters, which
 Triton maps to the control inputs the model's config names); a send copies the request's head up
 to its last slot, writes the step's values into it, and writes the rest as it is. A sequence
-whose step failed is given up: the next send starts a new one (a new id, START set).
+whose step failed is started again under its id (START set), and so are those a level's end left
+unfinished, by the next level's connections: a START on a live id takes its slot in Triton at
+once, where a new id waits for a free slot until the idle timeout frees one
+(docs/results/sequence_models_cpu.md has the measurement).
 
 Over gRPC the same three go as ``ModelInferRequest.parameters`` entries placed first in the
 message, the id a 10-byte varint (protobuf parsers take a varint padded with continuation bytes)
@@ -94,15 +97,29 @@ class Sequences:
         lo = max(1, round(plan.length * (1 - plan.variation / 100)))
         hi = max(lo, round(plan.length * (1 + plan.variation / 100)))
         self.bounds = (lo, hi)
+        self.cursors: list[SequenceCursor] = []  # this level's connections'
+        self.unfinished: list[int] = []  # ids a level's end left mid-sequence: the next level restarts them
 
-    def start(self) -> tuple[int, int, int]:
-        """A new sequence: (its id, its first request, its steps)."""
-        self.counter += 1
-        sequence_id = self.base + self.counter - 1
+    def start(self, again: int = 0) -> tuple[int, int, int]:
+        """A new sequence: (its id, its first request, its steps); ``again``: an id to start
+        afresh (its step failed), else one a level left unfinished, else a new one."""
+        if again:
+            sequence_id = again
+        elif self.unfinished:
+            sequence_id = self.unfinished.pop()
+        else:
+            self.counter += 1
+            sequence_id = self.base + self.counter - 1
         if self.plan.streams:
             first, steps = self.plan.streams[self.cycle.take()]
             return sequence_id, first, steps
         return sequence_id, -1, self.rng.randint(*self.bounds)
+
+    def reclaim(self) -> None:
+        """The level ended, its connections closed: the ids of their unfinished sequences go to
+        the next level's connections."""
+        self.unfinished.extend(c.id for c in self.cursors if c.unfinished)
+        self.cursors.clear()
 
 
 class SequenceCursor:
@@ -120,12 +137,19 @@ class SequenceCursor:
         self.last = False  # the step in flight ends its sequence
         self.answered = 0  # answers counted good by the connection
         self.seen = 0  # ``answered`` when the step in flight was sent
+        sequences.cursors.append(self)
+
+    @property
+    def unfinished(self) -> bool:
+        """A sequence started whose last step was not answered."""
+        return self.step >= 0 and not (self.last and self.answered > self.seen)
 
     def advance(self) -> None:
-        """Move to the next step; a new sequence after the last, or after a step that failed."""
+        """Move to the next step; a new sequence after the last, the same id started again after
+        a step that failed."""
         failed = self.step >= 0 and self.answered == self.seen
         if self.step < 0 or failed or self.last:
-            self.id, self.first, self.steps = self.sequences.start()
+            self.id, self.first, self.steps = self.sequences.start(self.id if failed else 0)
             self.step = 0
         else:
             self.step += 1

@@ -119,12 +119,27 @@ def test_each_connection_walks_whole_sequences_with_ids_of_its_own() -> None:
     assert not ids & {i for i, _, _ in _walk(SequenceCursor(other_worker), 6)}
 
 
-def test_a_failed_step_gives_its_sequence_up() -> None:
+def test_a_failed_step_starts_its_sequence_again_under_its_id() -> None:
     plan = SequencePlan(slots=((0, 0, 0),), length=5, variation=0)
     cursor = SequenceCursor(Sequences(plan, 0, RequestCycle(1, 0)))
     seen = _walk(cursor, 4, fail_at=1)
-    assert [s for _, s, _ in seen] == [0, 1, 0, 1]  # step 1 failed: a new sequence starts
-    assert seen[2][0] != seen[0][0]
+    assert [s for _, s, _ in seen] == [0, 1, 0, 1]  # step 1 failed: its sequence starts again (START)
+    assert seen[2][0] == seen[0][0]  # under its id: Triton's slot for it is taken back at once
+
+
+def test_the_next_level_restarts_the_sequences_a_level_left_unfinished() -> None:
+    plan = SequencePlan(slots=((0, 0, 0),), length=3, variation=0)
+    sequences = Sequences(plan, 0, RequestCycle(1, 0))
+    mid, done = SequenceCursor(sequences), SequenceCursor(sequences)
+    left = _walk(mid, 2)[-1][0]  # two steps of three
+    _walk(done, 3)  # a whole sequence
+    sequences.reclaim()  # the level ended
+    again = SequenceCursor(sequences)
+    again.advance()
+    assert (again.id, again.step) == (left, 0)  # START on the unfinished id
+    fresh = SequenceCursor(sequences)
+    fresh.advance()
+    assert fresh.id not in (left, done.id)
 
 
 def test_streams_give_their_steps_in_order() -> None:
