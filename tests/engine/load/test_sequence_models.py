@@ -43,7 +43,7 @@ def _run(server, model: str = "accumulator", **load):
     return results
 
 
-@pytest.mark.parametrize("transport", ["http", "grpc"])
+@pytest.mark.parametrize("transport", ["http", "grpc", "system_shm"])
 def test_the_streams_file_runs_with_every_steps_output_checked(accumulator, transport) -> None:
     for result in _run(accumulator, input_data=str(STREAMS), concurrency=[1, 3], transport=transport):
         assert result.status in ("stable", "unstable", "contended"), result.error_messages
