@@ -42,6 +42,7 @@ class SequenceConfig:
     controls: dict[str, str]  # control kind (CONTROL_SEQUENCE_START, ...) -> input name
     idle_us: int  # max_sequence_idle_microseconds (0: not set, Triton's default)
     max_candidates: int | None  # oldest: max_candidate_sequences
+    corrid_type: str = ""  # CONTROL_SEQUENCE_CORRID's data_type ("TYPE_UINT64", ...); "" without one
 
 
 def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | None:
@@ -50,17 +51,19 @@ def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | Non
     if not isinstance(batching, dict):
         return None
     strategy = "oldest" if isinstance(batching.get("oldest"), dict) else "direct"
-    controls = {}
+    controls, corrid_type = {}, ""
     for item in batching.get("control_input") or []:
         if not isinstance(item, dict):
             continue
         for control in item.get("control") or []:
             if isinstance(control, dict) and control.get("kind"):
                 controls[str(control["kind"])] = str(item.get("name"))
+                if control["kind"] == "CONTROL_SEQUENCE_CORRID":
+                    corrid_type = str(control.get("data_type") or "")
     oldest = batching.get("oldest") if strategy == "oldest" else None
     candidates = oldest.get("max_candidate_sequences") if isinstance(oldest, dict) else None
     return SequenceConfig(strategy, controls, int(batching.get("max_sequence_idle_microseconds") or 0),
-                          int(candidates) if candidates else None)
+                          int(candidates) if candidates else None, corrid_type)
 
 
 def batcher_line(config: SequenceConfig) -> str:
@@ -90,6 +93,10 @@ def check_sequence_load(load: Load, model: str, config: SequenceConfig | None, s
     if load.transport not in SEQUENCE_TRANSPORTS:
         raise UserError(f"model {model!r} is a sequence model: load.transport {load.transport!r} does not set "
                         f"sequence ids yet; use one of: {', '.join(SEQUENCE_TRANSPORTS)}")
+    if config.corrid_type == "TYPE_STRING":
+        name = config.controls.get("CONTROL_SEQUENCE_CORRID", "")
+        raise UserError(f"model {model!r}: control input {name!r} (CONTROL_SEQUENCE_CORRID) takes string sequence "
+                        "ids; the tool sends integer ids only")
     if load.batch_size != 1:
         raise UserError(f"model {model!r} is a sequence model: each request is one step of one sequence, so "
                         f"load.batch_size must be 1, found {load.batch_size}")

@@ -187,3 +187,15 @@ def test_the_reports_line_states_the_batchers_settings() -> None:
     assert "max_candidate_sequences 4" in line and "S (START), E (END), ID (CORRID)" in line
     unset = sequence_config({"sequence_batching": {"direct": {}}})
     assert unset is not None and "not set (Triton's default, 1 s)" in batcher_line(unset)
+
+
+def test_a_string_correlation_id_is_refused_in_one_line() -> None:
+    from engine.triton.sequences import check_sequence_load
+
+    config = sequence_config({"sequence_batching": {"control_input": [
+        {"name": "CORRID", "control": [{"kind": "CONTROL_SEQUENCE_CORRID", "data_type": "TYPE_STRING"}]}]}})
+    assert config is not None and config.corrid_type == "TYPE_STRING"
+    with pytest.raises(UserError) as caught:
+        check_sequence_load(Load(), "m", config, False)
+    assert str(caught.value) == ("model 'm': control input 'CORRID' (CONTROL_SEQUENCE_CORRID) takes string sequence "
+                                 "ids; the tool sends integer ids only")
