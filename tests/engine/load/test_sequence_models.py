@@ -158,3 +158,44 @@ def test_rate_mode_walks_sequences_too(accumulator) -> None:
                      input_data=str(STREAMS))
     assert result.errors == 0 and result.requests > 0, result.error_messages
     assert result.sequence is not None and result.sequence.sequences > 0
+
+
+def test_two_load_hosts_drive_checked_sequences_and_the_head_merges_their_steps(accumulator, tmp_path) -> None:
+    """Two load hosts on loopback, every step's output checked, and the head's level holding both
+    hosts' step figures. (Ids that two hosts shared would mix sums in the model, but only where
+    both used an id at once: rare, so this run cannot show the rank's part in the ids;
+    tests/engine/triton/test_sequences.py holds it.)"""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.engine.load.test_sequence_models import QUICK as quick
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    root = Path(__file__).resolve().parents[3]
+
+    def host(rank: int, out: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", *quick, "-o", str(out),
+             "--url", accumulator.http_url, "--set", "model.name=accumulator", "--set", "load.concurrency=4",
+             "--input-data", str(STREAMS), "--hosts", "2", "--rank", str(rank), "--rendezvous", f"127.0.0.1:{port}",
+             "--rendezvous-timeout", "60"],
+            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "GPUSCALE_RENDEZVOUS_TOKEN": "the-hosts-token"})
+
+    member = host(1, tmp_path / "m")
+    head = host(0, tmp_path)
+    head_out, head_err = head.communicate(timeout=300)
+    member_out, member_err = member.communicate(timeout=120)
+    assert head.returncode == 0, (head_out[-3000:], head_err)
+    assert member.returncode == 0, (member_out[-3000:], member_err)
+    (path,) = tmp_path.glob("*.sqlite")
+    with Recording.open(path) as rec:
+        (level,) = [e for e in rec.events() if e.kind == "level_result"]
+    assert level.errors == 0 and [h.rank for h in level.hosts] == [0, 1], level.error_messages
+    assert all(h.requests > 0 for h in level.hosts)
+    assert level.sequence is not None and level.sequence.sequences > 0  # merged over both hosts
+    assert level.sequence.first_step.count + level.sequence.later_steps.count == level.requests
