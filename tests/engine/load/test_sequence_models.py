@@ -199,3 +199,20 @@ def test_two_load_hosts_drive_checked_sequences_and_the_head_merges_their_steps(
     assert all(h.requests > 0 for h in level.hosts)
     assert level.sequence is not None and level.sequence.sequences > 0  # merged over both hosts
     assert level.sequence.first_step.count + level.sequence.later_steps.count == level.requests
+
+
+def test_two_hosts_ranks_keep_their_sequence_ids_apart(accumulator) -> None:
+    """Two sweeps at once, as two load hosts' (ranks 0 and 1), every step checked. Both at rank 0,
+    their workers' ids would meet in the model now and then (wrong answers, dropped steps)."""
+    from engine.load.sweep import run_sweep
+    from engine.triton.api import TritonApi
+
+    target, info = _target(accumulator)
+    load = quick_load(concurrency=[2], input_data=str(STREAMS), workers=1)
+
+    async def both():
+        return await asyncio.gather(*(run_sweep(TritonApi(target, info, rank=rank), load, lambda e: None,
+                                                asyncio.Event()) for rank in (0, 1)))
+
+    for (result,) in asyncio.run(both()):
+        assert result.requests > 0 and result.errors == 0, result.error_messages
