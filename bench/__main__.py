@@ -63,6 +63,9 @@ STAGES = (
     Stage("scale_study", "scale_study", "the study's scale-out-or-up answer and each config's peak (1x, Nx, 1x*N) against perf_analyzer"
           " alone on each config, N at once against N one-GPU servers; 3 alternating rounds",
           "2x or 4x H100/H200, one 10-minute call per box size; CPU here (--cpu), a few minutes"),
+    Stage("sequences", "sequences", "a sequence model (accumulator, Triton's sequence batcher) against perf_analyzer "
+          "--sequence-length over HTTP: infer/s, sequences/s, p50, p99, alternating rounds",
+          "any box, CPU variant; about 2 minutes at the defaults"),
     Stage("carry", "carry", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
 )
 BY_NAME = {s.name: s for s in STAGES}

@@ -266,6 +266,8 @@ PA_FIGURES = {
     "overhead_pct": re.compile(r"Avg client overhead:\s*([\d.]+)\s*%"),
     "send_rate": re.compile(r"Avg send request rate:\s*([\d.]+)"),
     "delayed_pct": re.compile(r"([\d.]+)\s*% of the requests were delayed"),
+    # a sequence model's run: the sequences it completed per second, as it counts them
+    "seq_per_s": re.compile(r"Sequence count:\s*\d+\s*\(([\d.]+) seq/sec\)"),
 }
 
 

@@ -144,6 +144,7 @@ class LevelFigures:
     label: str = ""  # shown instead of the level: one endpoint's row under its level ("  ep1")
     stream: ev.StreamStats | None = None  # a streaming level's TTFT, ITL and tokens/s
     cost_per_million_tokens: float | None = None  # dollars per million output tokens (a streaming level)
+    sequence: ev.SequenceStats | None = None  # a sequence model's first-step and later-step latency, sequences/s
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -152,7 +153,7 @@ class LevelFigures:
             mode=result.mode, level=result.level, status=result.status, throughput_ips=result.throughput_ips,
             throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
             audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
-            stream=result.stream,
+            stream=result.stream, sequence=result.sequence,
         )
 
 
@@ -182,6 +183,14 @@ def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
 
 def _latency(key: str) -> Callable[[LevelFigures], str]:
     return lambda f: fmt.ms(getattr(f.latency, key) if f.latency else None)
+
+
+def _step_p99(f: LevelFigures, first: bool) -> float | None:
+    """A sequence step's p99 latency; None (shown as not measured) where there is no such step."""
+    if f.sequence is None:
+        return None
+    stats = f.sequence.first_step if first else f.sequence.later_steps
+    return stats.p99 if stats.count else None
 
 
 def _client(f: LevelFigures) -> str:
@@ -216,6 +225,10 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("itl_p99", "ITL p99 ms", lambda f: fmt.ms(f.stream.itl.p99 if f.stream else None), 10, short="ITL99"),
     Column("tokens", "tok/s", lambda f: _words(f, fmt.rate(f.stream.output_tokens_per_s if f.stream else None)), 8),
     Column("cost_mtok", "$/Mtok", lambda f: _words(f, fmt.money(f.cost_per_million_tokens)), 8, optional=True),
+    # a sequence model's: the sequence's first step (it sets up the state) apart from its later steps
+    Column("first_p99", "1st step p99", lambda f: fmt.ms(_step_p99(f, first=True)), 12, short="1st99"),
+    Column("later_p99", "later p99", lambda f: fmt.ms(_step_p99(f, first=False)), 9, short="later99"),
+    Column("seq_rate", "seq/s", lambda f: fmt.rate(f.sequence.sequences_per_s if f.sequence else None), 8),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows
@@ -237,6 +250,21 @@ def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -
     columns = [replace(c, optional=False) if c.key == "errors" else c for c in columns if c.key != "cost"]
     if not any(c.key == "errors" for c in columns):
         columns.append(replace(*select(SWEEP, ("errors",)), optional=False))
+    out: list[Column[LevelFigures]] = []
+    for c in columns:
+        out.append(c)
+        if c.key == "p99":
+            out.extend(extra)
+    return tuple(out) if len(out) > len(columns) else (*columns, *extra)
+
+
+SEQUENCE_KEYS = ("first_p99", "later_p99", "seq_rate")
+
+
+def with_sequence(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
+    """A sequence model's columns after the latency's p99: the first step's p99, the later
+    steps', and sequences per second."""
+    extra = select(SWEEP, SEQUENCE_KEYS)
     out: list[Column[LevelFigures]] = []
     for c in columns:
         out.append(c)

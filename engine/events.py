@@ -196,6 +196,19 @@ class StreamStats:
 
 
 @dataclass
+class SequenceStats:
+    """A sequence model's level (Triton's sequence batcher), over its merged windows: a step's
+    latency, the sequence's first step (it sets up the state) apart from its later ones, and the
+    sequences that ended. Times in seconds; a figure with no samples is not measured (count 0)."""
+
+    first_step: LatencyStats
+    later_steps: LatencyStats
+    sequences_per_s: float  # sequences whose last step was answered, over the windows' duration
+    sequences: int  # those sequences
+    dropped: int = 0  # steps Triton refused because it no longer held their sequence (idle timeout)
+
+
+@dataclass
 class ClientAudit:
     """The load generator judging itself: is the client, not the server, the limit?"""
 
@@ -399,6 +412,7 @@ class WindowResult(Event):
     stable_so_far: bool = False
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     stream: StreamStats | None = None  # a streaming transport's figures over the window; None: unary
+    sequence: SequenceStats | None = None  # a sequence model's figures over the window; None: not one
     # shares of the cores this process may use over the window (engine/cpu_share.py): taken by
     # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
     others_cpu: float | None = None
@@ -485,6 +499,7 @@ class LevelResult(Event):
     # measured window), one line; "" when it is. A degraded level is no basis for a decision.
     degraded: str = ""
     stream: StreamStats | None = None  # a streaming transport's figures; None: a unary sweep
+    sequence: SequenceStats | None = None  # a sequence model's figures; None: not a sequence model
     # over the measured windows (WindowResult's): the largest share others took, the mean steal
     others_cpu: float | None = None
     steal: float | None = None

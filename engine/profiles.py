@@ -312,6 +312,11 @@ class Load:
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""
+    # a sequence model (Triton's sequence batcher): steps per sequence, and how far a sequence's
+    # length may stray from it either side, in percent (perf_analyzer's --sequence-length and
+    # --sequence-length-variation); input data streams give their own lengths
+    sequence_length: Count = 20
+    sequence_length_variation: Annotated[float, Meta(ge=0, le=100, extra={"unit": " %"})] = 20.0
     # float outputs against the data's validation_data: |got - expected| <= tol * (1 + |expected|)
     validate_tolerance: NonNegativeNumber = 1e-5
     on_level_failure: Literal["continue", "stop"] = "continue"

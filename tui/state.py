@@ -68,6 +68,12 @@ class LevelRow:
         return latest.stream if latest is not None else None
 
     @property
+    def sequence(self) -> ev.SequenceStats | None:
+        """A sequence model's figures: the merged result's, else the latest window's."""
+        latest = self._latest
+        return latest.sequence if latest is not None else None
+
+    @property
     def throughput_ips(self) -> float | None:
         latest = self._latest
         return latest.throughput_ips if latest else None

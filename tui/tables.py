@@ -31,7 +31,7 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         mode=row.mode, level=row.level, status=row.status, throughput_ips=row.throughput_ips,
         throughput_rps=row.throughput_rps, latency=row.latency, server=row.server, audit=row.audit,
         errors=row.errors, cost_per_1000=state.cost_per_1000(row.throughput_ips) if row.result else None,
-        stream=row.stream,
+        stream=row.stream, sequence=row.sequence,
         cost_per_million_tokens=cost_per_million_tokens(state.cost_per_hour, row.result.stream.output_tokens_per_s)
         if row.result and row.result.stream else None,
     )
@@ -60,6 +60,8 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
     # p95 is the figure a narrow screen spares (after the optional ones, before any unit):
     # p50 and p99 bound it, and the level view shows every percentile
     shown = tuple(replace(c, optional=True) if c.key == "p95" else c for c in shown)
+    if any(row.sequence is not None for row in state.levels.values()):  # a sequence model's step split
+        shown = columns.with_sequence(shown)
     streaming = any(row.stream is not None for row in state.levels.values())
     if not streaming:
         return shown

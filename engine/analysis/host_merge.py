@@ -18,6 +18,7 @@ from engine.events import (
     ClientAudit,
     HostResult,
     LevelStatus,
+    SequenceStats,
     ServerBreakdown,
     StreamStats,
     WindowResult,
@@ -105,6 +106,26 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
     )
 
 
+def merged_sequence(parts: Sequence[SequenceStats | None], duration_s: float | None = None) -> SequenceStats | None:
+    """A sequence model's step figures over every host: the first steps' and the later steps'
+    latency from the summed histograms, sequences and dropped steps summed. Sequences per second:
+    the hosts' rates summed (windows of the same instants), or, given ``duration_s`` (a level's
+    merged windows), the sequences over it."""
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    sequences = sum(p.sequences for p in known)
+    if duration_s is None:
+        rate = sum(p.sequences_per_s for p in known)
+    else:
+        rate = sequences / duration_s if duration_s > 0 else 0.0
+    return SequenceStats(
+        first_step=merged_latency([p.first_step for p in known]),
+        later_steps=merged_latency([p.later_steps for p in known]),
+        sequences_per_s=rate, sequences=sequences, dropped=sum(p.dropped for p in known),
+    )
+
+
 def merged_server(parts: Sequence[ServerBreakdown | None]) -> ServerBreakdown | None:
     """Several intervals' server breakdowns as one: counts summed, per-request times weighted by
     each interval's requests; None when any interval has none (its edges were not read)."""
@@ -155,6 +176,7 @@ def merged_window(level: float, parts: Sequence[tuple[str, WindowResult]], serve
         stable_so_far=stable_so_far,
         errors_by_kind=summed_counts([w.errors_by_kind for w in windows]),
         stream=merged_stream([w.stream for w in windows]),
+        sequence=merged_sequence([w.sequence for w in windows]),
         others_cpu=largest_known([w.others_cpu for w in windows]),
         steal=largest_known([w.steal for w in windows]),
     )

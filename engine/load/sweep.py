@@ -71,7 +71,14 @@ from engine.load.server_api import ServerApi
 from engine.load.spread import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.trials import Trials, local_servers
-from engine.load.windows import Aggregate, aggregate, merge, stream_stats, window_end
+from engine.load.windows import (
+    Aggregate,
+    aggregate,
+    merge,
+    sequence_stats,
+    stream_stats,
+    window_end,
+)
 from engine.load.worker_messages import (
     PrepareLevel,
     Ready,
@@ -90,13 +97,15 @@ from engine.net.connection import (
     DROPPED,
     MALFORMED_ANSWER,
     RESPONSE_TOO_LARGE,
+    SEQUENCE_DROPPED,
     TIMEOUT,
     WRONG_ANSWER,
 )
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
 Publish = Callable[[Event], None]
-BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE)  # any of these fails the level
+# any of these fails the level (a sequence Triton dropped: its later steps measured a restarted sequence)
+BAD_ANSWER_KINDS = (MALFORMED_ANSWER, WRONG_ANSWER, RESPONSE_TOO_LARGE, SEQUENCE_DROPPED)
 T0_LEAD_NS = 50_000_000  # time for StartAt to reach every worker before T0
 TICK_SLACK_S = 10.0  # a worker whose tick is this late is considered stuck
 STATS_TIMEOUT_S = 2.0
@@ -314,7 +323,8 @@ class _Level:
         return failed > sum(w.agg.ok for w in self.windows)
 
     def bad_answers(self) -> int:
-        """Answers of the measured windows that were malformed, wrong or too large."""
+        """Answers of the measured windows that were malformed, wrong or too large, or refused
+        because Triton had dropped their sequence."""
         return sum(w.agg.errors.get(kind, 0) for w in self.windows for kind in BAD_ANSWER_KINDS)
 
     async def collect(self) -> LevelStatus:
@@ -511,6 +521,7 @@ class _Level:
             stable_so_far=stable,
             errors_by_kind=dict(agg.errors),
             stream=stream_stats(agg),
+            sequence=sequence_stats(agg, SEQUENCE_DROPPED),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
         )
@@ -571,6 +582,7 @@ class _Level:
             endpoints=endpoints,
             degraded=self.degraded(),
             stream=stream,
+            sequence=sequence_stats(agg, SEQUENCE_DROPPED),
         )
 
     def degraded(self) -> str:
@@ -801,7 +813,12 @@ def _report_errors(result: LevelResult, publish: Publish) -> None:
                 f"{errors_line(ep.errors_by_kind, ep.error_messages)}); {others}")))
     line = errors_line(result.errors_by_kind, result.error_messages)
     bad = sum(result.errors_by_kind.get(kind, 0) for kind in BAD_ANSWER_KINDS)
-    if result.status == "failed" and bad and result.requests:
+    dropped = result.errors_by_kind.get(SEQUENCE_DROPPED, 0)
+    if result.status == "failed" and dropped and result.requests:
+        publish(Error(source="load", message=f"level {result.level:g} failed: Triton dropped sequences before their end "
+                      f"({dropped} steps refused; its idle timeout, max_sequence_idle_microseconds, or too few "
+                      f"sequence slots): {line}"))
+    elif result.status == "failed" and bad and result.requests:
         publish(Error(source="load", message=f"level {result.level:g} failed: {bad} answers were malformed, wrong or too "
                       f"large: {line}"))
     elif result.status == "failed":

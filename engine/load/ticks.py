@@ -70,6 +70,10 @@ class Tick:
     reads: array | None = None  # distinct arrival stamps per request (None: every gap measured)
     input_tokens: array | None = None  # the prompt's tokens per request as the server counted them (-1: unknown)
     worded: int = 0  # requests whose token counts are words: the server reported no usage
+    # a sequence model's requests (None: not one), per successful request: 1 for a sequence's
+    # first step, 0 for a later one; and the sequences whose last step was answered
+    first_step: array | None = None
+    sequences: int = 0
 
     @property
     def completed(self) -> int:

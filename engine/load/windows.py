@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.analysis.percentiles import concat_samples, latency_stats
-from engine.events import StreamStats
+from engine.events import SequenceStats, StreamStats
 from engine.load.ticks import MESSAGES_PER_KIND, Tick
 
 
@@ -89,6 +89,10 @@ class Aggregate:
     server_wait_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     client_ns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     stream: StreamSamples | None = None  # a streaming transport's samples; None: unary
+    # a sequence model's: per successful request, 1 for a sequence's first step (aligned with
+    # latency_ns), and the sequences ended; None: not a sequence model
+    first_step: np.ndarray | None = None
+    sequences: int = 0
 
     @property
     def error_count(self) -> int:
@@ -135,6 +139,10 @@ def aggregate(ticks: Iterable[Tick], start_tick: int, end_tick: int, tick_ns: in
     agg.lag_ns = {w: concat_samples(parts) for w, parts in lags.items()}
     agg.write_ns, agg.server_wait_ns, agg.client_ns = concat_samples(write), concat_samples(wait), concat_samples(client)
     agg.stream = stream_samples(chosen)
+    if any(t.first_step is not None for t in chosen):
+        agg.first_step = concat_samples(t.first_step if t.first_step is not None else array("q", bytes(8 * t.ok))
+                                        for t in chosen)
+        agg.sequences = sum(t.sequences for t in chosen)
     return agg
 
 
@@ -162,7 +170,30 @@ def merge(parts: Sequence[Aggregate], rate_mode: bool) -> Aggregate:
     out.server_wait_ns = concat_samples(p.server_wait_ns for p in parts)
     out.client_ns = concat_samples(p.client_ns for p in parts)
     out.stream = stream_samples([p.stream for p in parts])
+    if any(p.first_step is not None for p in parts):
+        out.first_step = concat_samples(p.first_step if p.first_step is not None else np.zeros(p.ok, np.int64)
+                                        for p in parts)
+        out.sequences = sum(p.sequences for p in parts)
     return out
+
+
+def sequence_stats(agg: Aggregate, dropped_kind: str) -> SequenceStats | None:
+    """A sequence model's figures from windows (None for another model): the first steps'
+    latency apart from the later steps', sequences ended per second, steps Triton refused
+    because it had dropped their sequence (errors of ``dropped_kind``)."""
+    first = agg.first_step
+    if first is None:
+        return None
+    firsts = first.astype(bool)
+    if firsts.size != agg.latency_ns.size:  # never expected: say not measured rather than misalign
+        return None
+    return SequenceStats(
+        first_step=latency_stats(agg.latency_ns[firsts], histogram=True),
+        later_steps=latency_stats(agg.latency_ns[~firsts], histogram=True),
+        sequences_per_s=agg.sequences / agg.duration_s if agg.duration_s > 0 else 0.0,
+        sequences=agg.sequences,
+        dropped=agg.errors.get(dropped_kind, 0),
+    )
 
 
 def itl_unmeasurable(per_read: float) -> str:

@@ -120,6 +120,8 @@ class TickBuffer:
         self.reads: list[int] = []
         self.input_tokens: list[int] = []
         self.worded = 0
+        self.first: list[int] = []
+        self.sequences = 0
 
     def _close(self) -> None:
         self.closed[self.index] = Tick(
@@ -144,6 +146,9 @@ class TickBuffer:
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
             tick.tokens, tick.reads = array("q", self.tokens), array("q", self.reads)
             tick.input_tokens, tick.worded = array("q", self.input_tokens), self.worded
+        if self.first:
+            tick = self.closed[self.index]
+            tick.first_step, tick.sequences = array("q", self.first), self.sequences
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -173,6 +178,11 @@ class TickBuffer:
         self.responses.append(responses)
         self.tokens.append(tokens)
         self.decode.append(decode)
+
+    def stepped(self, first: bool, ended: bool) -> None:
+        """The sequence step of the request ``ok`` just counted (same tick)."""
+        self.first.append(first)
+        self.sequences += ended
 
     def error(self, kind: str, message: str, now: int) -> None:
         if now >= self.end:
@@ -525,6 +535,8 @@ class Worker:
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
                                  now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded)
+        if slot.step >= 0:
+            tick_buffer.stepped(slot.step == 0, slot.ends_sequence)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

@@ -18,6 +18,7 @@ from engine.analysis.host_merge import (
     host_result,
     largest_known,
     merged_audit,
+    merged_sequence,
     merged_server,
     merged_status,
     merged_window,
@@ -295,6 +296,7 @@ class _LevelMerge:
             others_cpu=largest_known([e.others_cpu for e in theirs.values()]),
             steal=largest_known([e.steal for e in theirs.values()]),
             hosts=hosts,
+            sequence=merged_sequence([w.sequence for w in windows], duration),
         )
 
     def host(self, member: Member, result: LevelResult | None, picked: set[int]) -> HostResult:

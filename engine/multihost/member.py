@@ -113,7 +113,7 @@ class MemberSweep:
                 pick = auto_transport(REMOTE, hosts=self.group.hosts)
                 load = dataclasses.replace(load, transport=pick.name)
                 self.say(f"host {self.group.rank}: {pick.line}")
-            results = await run_sweep(TritonApi(target, info), load, self.publish, stop,
+            results = await run_sweep(TritonApi(target, info, rank=self.group.rank), load, self.publish, stop,
                                       share=HostShare(start_at=self.start_at, server_stats=False))
         finally:
             self.sender.close()

@@ -33,6 +33,7 @@ CONNECTION_RESET = "connection_reset"
 CONNECTION_REFUSED = "connection_refused"
 CONNECT_ERROR = "connect_error"
 DROPPED = "dropped"  # rate mode: the worker's in-flight cap was reached, the request was never sent
+SEQUENCE_DROPPED = "sequence_dropped"  # a sequence model's step refused: the server no longer held its sequence
 
 
 class Scheduler(Protocol):
@@ -111,6 +112,10 @@ class Connection:
     """
 
     stream: StreamTimes | None = None
+    # a sequence model's request in flight: its step in the sequence (0: the first; -1: not a
+    # sequence model's) and whether it ends the sequence
+    step: int = -1
+    ends_sequence: bool = False
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.w = scheduler

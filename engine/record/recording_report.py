@@ -27,6 +27,7 @@ from engine.record.gpu_fields import REPORT_COLUMNS
 from engine.record.summary import RecordingSummary
 from engine.record.timelines import Timelines
 from engine.transport_table import transport_spec
+from engine.triton.sequences import batcher_line, sequence_config
 
 VERSION_KEYS = ("gpuscale_tui", "triton", "driver", "cuda", "torch", "python")
 
@@ -235,6 +236,10 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     shown = columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour)
     if any(lv.result.stream is not None for lv in f.levels):  # a streaming sweep: TTFT, ITL, tokens/s
         shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
+    if any(lv.result.sequence is not None for lv in f.levels):  # a sequence model: first and later steps
+        shown = columns.with_sequence(shown)
+        if (batcher := sequence_config(s.model_config)) is not None:
+            blocks.append(Para(batcher_line(batcher)))
     blocks.append(Table.of(shown, figures))
     pts = f.points
     served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])

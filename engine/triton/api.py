@@ -3,7 +3,8 @@ the target and its metadata, the transports of the TRANSPORTS table, the request
 load.data, load.input_data or synthetic prompts, the statistics extension, the health probe.
 
 ``TritonApi(target, info)`` is what ``run_sweep`` takes for a Triton model (``info``: what
-describe_target read of it).
+describe_target read of it; ``rank``: this host's among several load hosts, which a sequence
+model's ids fold in).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from engine.events import Event, InputDataUsed, ServerBreakdown, Warning
 from engine.transport_table import is_decoupled, transport_spec
 from engine.triton.path_probe import METHOD, health_rtt
 from engine.triton.recovery import wait_until_ready
+from engine.triton.sequences import SequenceSetup, check_sequence_load, sequence_config
 from engine.triton.server_stats import (
     StatsSnapshot,
     breakdown,
@@ -71,7 +73,7 @@ class TritonApi:
 
     round_trip_method = METHOD
 
-    def __init__(self, target: Target, info: TargetInfo) -> None:
+    def __init__(self, target: Target, info: TargetInfo, rank: int = 0) -> None:
         # an ensemble's statistics are read with its steps'; a decoupled model's server time is not split
         self.target = dataclasses.replace(target, composing=ensemble_steps(info.model_config),
                                           decoupled=not split_applies(info.model_config))
@@ -81,6 +83,9 @@ class TritonApi:
         self.stats = TritonStats(each)
         self._transport: Transport | None = None
         self._counted: tuple[str, str] | None = None
+        self.rank = rank
+        self.sequence = sequence_config(info.model_config)  # None: not a sequence model
+        self._streams: tuple[int, ...] = ()  # the input data's steps per stream (sequence models)
 
     @property
     def model(self) -> str:
@@ -96,11 +101,13 @@ class TritonApi:
     def transport(self, load: Load) -> str:
         module, self._transport = transport_named(load.transport)
         check_streaming(load.transport, self.target.model, self.info.model_config)
+        check_sequence_load(load, self.target.model, self.sequence, False)
         self._counted = tokens_output(load, self.info)
         return module
 
     async def requests(self, load: Load, publish: Publish, stop: asyncio.Event) -> list[RequestInputs]:
-        requests, warnings = await _requests(self.target, self.info, load, publish, stop)  # the tensors, made once
+        requests, warnings, self._streams = await _requests(self.target, self.info, load, publish, stop)  # made once
+        check_sequence_load(load, self.target.model, self.sequence, bool(self._streams))
         for text in warnings:
             publish(Warning(source="load", message=text, key="input-shape"))
         return requests
@@ -111,8 +118,10 @@ class TritonApi:
         assert self._transport is not None
         made = [r for r in requests if isinstance(r, RequestInputs)]
         first = made[0]
+        sequence = (SequenceSetup(self.sequence, self._streams, load.sequence_length, load.sequence_length_variation,
+                                  self.rank) if self.sequence is not None else None)
         sweep = SweepInputs(self.target, self.info, load.batch_size, load.data, (first.shapes, first.tensors, []),
-                            gpus, made, load.validate_tolerance, self._counted)
+                            gpus, made, load.validate_tolerance, self._counted, sequence=sequence)
         return await prepare_each(self._transport, sweep, self._endpoints)
 
     async def round_trip(self) -> float | None:
@@ -144,10 +153,11 @@ async def prepare_each(transport: Transport, sweep: SweepInputs, endpoints: list
 
 
 async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publish,
-                    stop: asyncio.Event) -> tuple[list[RequestInputs], list[str]]:
+                    stop: asyncio.Event) -> tuple[list[RequestInputs], list[str], tuple[int, ...]]:
     """The sweep's requests: load.data's one, synthetic prompts (load.input_tokens, or a text
     model's default), or those of load.input_data (read in a thread: it may be large), which are
-    then announced (InputDataUsed: the recording keeps it)."""
+    then announced (InputDataUsed: the recording keeps it); and the data's steps per sequence
+    stream (empty unless it gives streams)."""
     from engine.triton.input_synthetic import synthetic_data, text_input
     from engine.triton.input_tensors import DataModel
     from engine.triton.request_set import data_requests, random_requests
@@ -159,7 +169,7 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
         # a streaming text model gets text, not numbers (a unary model's other inputs keep load.data)
         data = synthetic_data(model, "", "")
     elif not load.input_data:
-        return random_requests(target, info, load.batch_size, load.data)
+        return (*random_requests(target, info, load.batch_size, load.data), ())
     else:
         from engine.triton.input_data import read_input_data
         from engine.triton.input_decode import Stopped
@@ -167,13 +177,13 @@ async def _requests(target: Target, info: TargetInfo, load: Load, publish: Publi
         try:  # a stop asked for while a large file is decoded ends the decode within a megabyte
             data = await asyncio.to_thread(read_input_data, load.input_data, info, target.input_shapes, stop.is_set)
         except Stopped:
-            return [], []
+            return [], [], ()
     requests = await asyncio.to_thread(data_requests, target, info, load.batch_size, data)
     publish(InputDataUsed(path=data.path, sha256=data.sha256, entries=len(data.entries), requests=len(requests),
                           source=data.kind, validated=data.validated))
     for k, note in enumerate(data.notes):  # names the model does not have, left out as perf_analyzer leaves them
         publish(Warning(source="load", message=note, key=f"input-data-{k}"))
-    return requests, []
+    return requests, [], data.streams
 
 
 def tokens_output(load: Load, info: TargetInfo) -> tuple[str, str] | None:

@@ -80,5 +80,6 @@ def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[in
     doc = decode_document(raw, f"input data {path}", stopped)
     del raw  # the text is not kept past its arrays
     notes: list[str] = []
-    entries = parse_document(doc, model, f"input data {path}", notes)
-    return InputData(str(where.resolve()), "json", digest, entries, tuple(notes))
+    streams: list[int] = []
+    entries = parse_document(doc, model, f"input data {path}", notes, streams)
+    return InputData(str(where.resolve()), "json", digest, entries, tuple(notes), tuple(streams))

@@ -2,7 +2,11 @@
 entries naming each input as a flat list of values, ``{"content": [...], "shape": [...]}``,
 ``{"b64": "..."}`` or ``{"content": {"b64": "..."}, "shape": [...]}``; BYTES values as strings
 (or base64 of length-prefixed elements); ``validation_data`` aligned with it, naming outputs.
-Values the datatype cannot hold are the user's error, named with the entry and the input."""
+Values the datatype cannot hold are the user's error, named with the entry and the input.
+
+For sequence models, perf_analyzer's "streams": each entry of ``data`` a list of steps (one
+sequence), each step an object of inputs, ``validation_data`` in the same shape; the steps become
+entries in order and ``streams`` gets each stream's length. A problem names the entry and step."""
 
 from __future__ import annotations
 
@@ -40,11 +44,13 @@ PA_REFUSES = {
 }
 
 
-def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | None = None) -> list[DataEntry]:
+def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | None = None,
+                   streams: list[int] | None = None) -> list[DataEntry]:
     """perf_analyzer's input-data JSON, already parsed, into entries; tensors named that the model
     lacks are left out, as perf_analyzer leaves them, and ``notes`` says so. What we accept and
     perf_analyzer 2.41 refuses (PA_REFUSES) is sent under the rule docs/input_data.md states, and
-    ``notes`` says that too, once per kind, naming the first entry and input."""
+    ``notes`` says that too, once per kind, naming the first entry and input. Streams (entries
+    that are lists of steps) are flattened, their lengths appended to ``streams``."""
     if not isinstance(doc, dict) or "data" not in doc:
         raise UserError(f"{where}: expected a JSON object with a 'data' list")
     data, validation = doc["data"], doc.get("validation_data")
@@ -55,16 +61,18 @@ def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | No
     if validation is not None and (not isinstance(validation, list) or len(validation) != len(data)):
         found = f"{len(validation)} entries" if isinstance(validation, list) else "not a list"
         raise UserError(f"{where}: 'validation_data' must align with 'data' ({len(data)} entries), found {found}")
-    entries = []
     ignored: dict[str, set[str]] = {"data": set(), "validation_data": set()}
-    for k, step in enumerate(data):
-        if isinstance(step, list):
-            raise UserError(f"{where}: entry {k} is a list: sequence streams (for sequence models) are not supported")
-        inputs = _tensors(step, model, k, where, False, ignored["data"])
-        expected = (_tensors(validation[k], model, k, where, True, ignored["validation_data"])
-                    if validation is not None else {})
-        entries.append(DataEntry(inputs, expected))
-    if notes is not None:
+    streamed = any(isinstance(entry, list) for entry in data)
+    if streamed:
+        entries = _streams(data, validation, model, where, ignored, streams)
+    else:
+        entries = []
+        for k, step in enumerate(data):
+            inputs = _tensors(step, model, k, where, False, ignored["data"])
+            expected = (_tensors(validation[k], model, k, where, True, ignored["validation_data"])
+                        if validation is not None else {})
+            entries.append(DataEntry(inputs, expected))
+    if notes is not None and not streamed:
         notes.extend(f"{where}: {first}: {PA_REFUSES[kind]}"
                      for kind, first in _differences(data, validation, model, entries).items())
     for what, names in ignored.items():
@@ -76,12 +84,50 @@ def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | No
     return entries
 
 
-def _tensors(step: Any, model: DataModel, k: int, where: str, outputs: bool, ignored: set[str]) -> dict[str, DataTensor]:
-    """One entry's tensors. A name the model lacks goes to ``ignored``: perf_analyzer looks up
-    only the model's tensors, so one file serves an ensemble and the models it wraps."""
+def _streams(data: list[Any], validation: list[Any] | None, model: DataModel, where: str,
+             ignored: dict[str, set[str]], streams: list[int] | None) -> list[DataEntry]:
+    """Sequence streams: every entry a non-empty list of steps, validation_data in the same shape."""
+    if not model.sequence:
+        first = next(i for i, e in enumerate(data) if isinstance(e, list))
+        raise UserError(f"{where}: entry {first} is a list: sequence streams (lists of steps) are for sequence models, "
+                        "and the model has no sequence_batching")
+    entries = []
+    for k, stream in enumerate(data):
+        if not isinstance(stream, list):
+            raise UserError(f"{where}: entry {k} is not a list of steps, though entry "
+                            f"{next(i for i, e in enumerate(data) if isinstance(e, list))} is: give every entry as a stream")
+        if not stream:
+            raise UserError(f"{where}: entry {k} is an empty stream: a sequence needs at least one step")
+        expected_steps = validation[k] if validation is not None else None
+        if expected_steps is not None and (not isinstance(expected_steps, list) or len(expected_steps) != len(stream)):
+            found = f"{len(expected_steps)} steps" if isinstance(expected_steps, list) else "not a list"
+            raise UserError(f"{where}: validation_data entry {k} must align with its stream ({len(stream)} steps), "
+                            f"found {found}")
+        for j, step in enumerate(stream):
+            label = f"{k}, step {j}"
+            inputs = _tensors(step, model, label, where, False, ignored["data"])
+            expected = (_tensors(expected_steps[j], model, label, where, True, ignored["validation_data"])
+                        if expected_steps is not None else {})
+            entries.append(DataEntry(inputs, expected))
+        if streams is not None:
+            streams.append(len(stream))
+    return entries
+
+
+def _tensors(step: Any, model: DataModel, k: int | str, where: str, outputs: bool,
+             ignored: set[str]) -> dict[str, DataTensor]:
+    """One entry's tensors (``k``: the entry, or "entry, step j" of a stream). A name the model
+    lacks goes to ``ignored``: perf_analyzer looks up only the model's tensors, so one file serves
+    an ensemble and the models it wraps; a control input of a sequence model is refused (Triton
+    sets it from the sequence's parameters)."""
     what = "validation_data" if outputs else "data"
     if not isinstance(step, dict):
         raise UserError(f"{where}: {what} entry {k} is not an object of tensor names")
+    controls = [name for name in step if name in model.controls]
+    if controls and not outputs:
+        name = controls[0]
+        raise UserError(f"{where}: entry {k} gives {name!r}, the sequence batcher's {model.controls[name]} control "
+                        "input: the tool sets it on every step from the sequence's id, start and end; leave it out")
     known = model.outputs if outputs else model.inputs
     ignored.update(name for name in step if name not in known and name not in IGNORED_KEYS)
     if not outputs:

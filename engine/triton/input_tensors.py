@@ -45,6 +45,7 @@ class InputData:
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: list[DataEntry]
     notes: tuple[str, ...] = ()  # names the data gives that the model lacks, left out: shown as warnings
+    streams: tuple[int, ...] = ()  # sequence streams: steps per stream, the entries in their order; () none
 
     @property
     def validated(self) -> bool:
@@ -68,6 +69,11 @@ class DataModel:
         optional = {str(t.get("name")) for t in (info.model_config or {}).get("input", [])
                     if isinstance(t, dict) and t.get("optional")}
         self.required = [name for name in self.inputs if name not in optional]
+        # a sequence model's control inputs (name -> kind): Triton fills them, the data must not
+        batching = (info.model_config or {}).get("sequence_batching")
+        self.sequence = isinstance(batching, dict)  # Triton's sequence batcher: the data may be streams
+        self.controls = {str(item.get("name")): str(c.get("kind")) for item in (batching or {}).get("control_input") or []
+                         if isinstance(item, dict) for c in item.get("control") or [] if isinstance(c, dict)}
 
     def names(self, outputs: bool) -> str:
         return ", ".join(sorted(self.outputs if outputs else self.inputs)) or "none"

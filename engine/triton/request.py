@@ -165,11 +165,14 @@ def prepare_request(
     shm: ShmPlan | None = None,
     inputs: tuple[dict[str, list[int]], list[tuple[dict, bytes]], list[str]] | None = None,
     request: int = 0,
+    sequence: bool = False,
 ) -> PreparedRequest:
     """The whole HTTP request. With ``shm`` (a shared-memory transport) the inputs, and the
     outputs it places, are named by region instead of carried in the body: a JSON-only body.
     ``inputs``: request_inputs' answer when the caller already has it (made once per sweep);
-    ``request``: which of the sweep's requests it is (where ``shm`` placed its inputs)."""
+    ``request``: which of the sweep's requests it is (where ``shm`` placed its inputs);
+    ``sequence``: a sequence model's, its header led by the sequence parameters' slots
+    (engine/triton/sequences.py)."""
     shapes, tensors, warnings = inputs or request_inputs(target, info, batch_size, data, seed)
     header_inputs = []
     blobs = []
@@ -186,6 +189,10 @@ def prepare_request(
         placed = shm.outputs.get(t["name"]) if shm is not None else None
         outputs.append({"name": t["name"], "parameters": placed.parameters() if placed else {"binary_data": True}})
     header_bytes = json.dumps({"inputs": header_inputs, "outputs": outputs}, separators=(",", ":")).encode()
+    if sequence:
+        from engine.triton.sequences import PARAMETERS
+
+        header_bytes = PARAMETERS + header_bytes[1:]
     body = header_bytes + b"".join(blobs)
     path = f"{target.model_path}/infer"
     headers = {**target.headers}

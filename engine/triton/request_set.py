@@ -56,10 +56,13 @@ def data_requests(target: Target, info: TargetInfo, batch_size: int, data: Input
     check_prepared_size(prepared_bytes(sizes, batch_size),
                         f"input data {data.path}: {request_count(n, batch_size)} requests of batch {batch_size}")
     batched = info.max_batch_size > 0
+    stream_steps = [(stream, step) for stream, steps in enumerate(data.streams) for step in range(steps)]
     requests = []
     for k in range(request_count(n, batch_size)):
         members = [(k * batch_size + j) % n for j in range(batch_size)]
         label = f"entry {members[0]}" if batch_size == 1 else "entries " + ", ".join(str(m) for m in members)
+        if data.streams and batch_size == 1:  # a step of a sequence stream, named as the file has it
+            label = f"entry {stream_steps[k][0]}, step {stream_steps[k][1]}"
         shapes: dict[str, list[int]] = {}
         tensors = []
         for tensor in info.inputs:

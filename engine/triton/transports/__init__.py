@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from engine.net.connection import Dialer, Scheduler
     from engine.triton.answer_values import Expected
+    from engine.triton.sequences import SequenceSetup
     from engine.triton.target import Target, TargetInfo
 
 
@@ -95,6 +96,7 @@ class SweepInputs:
     # None: a response is one token
     tokens_from: tuple[str, str] | None = None
     server_gpu: int | None = None  # the server's number for gpus[0] where not ours (engine/triton/shm.cuda_place)
+    sequence: SequenceSetup | None = None  # a sequence model's sweep (engine/triton/sequences.py); None: not one
 
     def __post_init__(self) -> None:
         if not self.requests:

@@ -32,6 +32,7 @@ from engine.net.connection import (
     MALFORMED_ANSWER,
     REJECTED,
     RESPONSE_TOO_LARGE,
+    SEQUENCE_DROPPED,
     SERVER_ERROR,
     WRONG_ANSWER,
     Connection,
@@ -54,6 +55,13 @@ from engine.triton.transports.grpc_common import (
     not_grpc,
     status_line,
     status_of,
+)
+from engine.triton.transports.sequence_steps import (
+    DROPPED_TEXT,
+    SequenceCursor,
+    SequencePlan,
+    Sequences,
+    dropped_line,
 )
 
 __all__ = ["TRANSPORT", "GrpcPayload", "GrpcTransport", "check_answer", "error_kind", "grpc_address", "messages",
@@ -85,6 +93,9 @@ def request_headers(authority: str, tls: bool, metadata: tuple[tuple[str, str], 
 
 class GrpcCall(Connection):
     """One of the scheduler's connections: a call at a time, each on a new stream of its link."""
+
+    message: bytes | None = None  # the framed request in flight when it is its own (a sequence's step)
+    cursor: SequenceCursor | None = None  # a sequence model's: where its sequence stands
 
     def __init__(self, scheduler: Scheduler, dialer: GrpcDialer) -> None:
         super().__init__(scheduler)
@@ -122,6 +133,36 @@ class GrpcCall(Connection):
             link.detach(self)
         if was_open:  # as a socket's connection_lost: later, from the loop
             self.w.loop.call_soon(self.w.lost, self, None)
+
+
+class SequenceGrpcCall(GrpcCall):
+    """A sequence model's call: one sequence at a time, its steps in order
+    (engine/triton/transports/sequence_steps.py); each step's message is its own copy."""
+
+    def __init__(self, scheduler: Scheduler, dialer: GrpcDialer, plan: SequencePlan, sequences: Sequences) -> None:
+        super().__init__(scheduler, dialer)
+        self.plan = plan
+        self.cursor = SequenceCursor(sequences)
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = self.written_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        cursor = self.cursor
+        assert cursor is not None
+        cursor.advance()
+        self.step, self.ends_sequence = cursor.step, cursor.last
+        self.sent_index = i = cursor.request()
+        raw = self.dialer.messages[i]
+        head = cursor.head(raw, self.plan.slots[i])
+        self.message = bytes(head) + raw[len(head) :]
+        link = self.link
+        if link is None:  # lost meanwhile: the scheduler hears of it, the request counted lost
+            self.w.loop.call_soon(self._orphaned)
+        else:
+            link.start(self)
+        return now
 
 
 class GrpcLink(asyncio.Protocol):
@@ -202,7 +243,7 @@ class GrpcLink(asyncio.Protocol):
         call.body = bytearray()
         call.headers_seen = False
         call.unacked = 0
-        message = self.dialer.messages[call.sent_index]
+        message = call.message if call.message is not None else self.dialer.messages[call.sent_index]
         head = self.dialer.head_block
         out = len(head).to_bytes(3, "big") + b"\x01\x04" + sid.to_bytes(4, "big") + head  # HEADERS, END_HEADERS
         size = len(message)
@@ -448,12 +489,16 @@ class GrpcLink(asyncio.Protocol):
                 self._refuse(call, WRONG_ANSWER, problem)
                 return
         self._end_stream(call)
+        if call.cursor is not None:
+            call.cursor.answered += 1
         self.w.answered(call, self.draining)
 
     def _refuse(self, call: GrpcCall, kind: str, problem: str, reset: bool = False) -> None:
         """``call`` ends with an error answer; ``reset``: its stream is still open, we end it."""
         if not call.first_ns or call.first_ns < call.sent_ns:
             call.first_ns = monotonic_ns()
+        if call.cursor is not None and DROPPED_TEXT in problem:  # Triton no longer held the call's sequence
+            kind, problem = SEQUENCE_DROPPED, dropped_line(problem, call.cursor.id, call.cursor.sequences.plan.idle_us)
         self._end_stream(call, reset=reset)
         self.w.rejected(call, kind, problem, self.draining)
 
@@ -550,6 +595,10 @@ class GrpcDialer(TcpDialer):
         self.payload = payload
         self.parse = messages().ModelInferResponse.FromString
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # shared by the worker's calls
+        plan = payload.sequence
+        if plan is not None:  # the worker's place in the streams, and its sequence ids
+            streams = RequestCycle(len(plan.streams), scheduler.index) if plan.streams else self.cycle
+            self.sequences = Sequences(plan, scheduler.index, streams)
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
         self.head_block = http2.encode_headers(request_headers(payload.address, payload.tls, payload.metadata))
         # each request as its gRPC message (uncompressed, length-prefixed), framed once
@@ -557,6 +606,9 @@ class GrpcDialer(TcpDialer):
         self.links: list[GrpcLink] = []
 
     def connection(self) -> GrpcCall:
+        plan = self.payload.sequence
+        if plan is not None:
+            return SequenceGrpcCall(self.w, self, plan, self.sequences)
         return GrpcCall(self.w, self)
 
     def gone(self, link: GrpcLink) -> None:
@@ -605,6 +657,8 @@ class GrpcDialer(TcpDialer):
 
     def forget(self) -> None:
         super().forget()
+        if self.payload.sequence is not None:  # the level's unfinished sequences go to the next level's calls
+            self.sequences.reclaim()
         for link in list(self.links):
             if not link.calls:
                 link._close(None)

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 from engine.net.connection import REJECTED, RESPONSE_TOO_LARGE, SERVER_ERROR
 from engine.triton.answer_check import AnswerSpec, response_cap, shape_problem, size_problem
 from engine.triton.transports import Prepared, SweepInputs
+from engine.triton.transports.sequence_steps import PROTO_PARAMETERS, SequencePlan
 
 if TYPE_CHECKING:
     from engine.triton.target import Target
@@ -31,6 +32,7 @@ STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCE
 # codes that say the connection broke rather than the server answering (grpcio reports a lost
 # connection with them): counted as a lost connection, not an answer
 BROKEN = {"UNAVAILABLE", "CANCELLED"}
+GRPC_PREFIX = 5  # a framed message's compressed flag and length, before the message
 
 
 @dataclass
@@ -45,6 +47,7 @@ class GrpcPayload:
     max_answer: int  # bytes: a larger answer is refused (response_too_large)
     values: AnswerSpec | None = None  # validation data, per request (None: values not compared)
     tokens_from: tuple[str, str] | None = None  # a streaming model's token-count output (load.tokens_from)
+    sequence: SequencePlan | None = None  # a sequence model's (slots in the framed messages); None: not one
 
 
 def grpc_address(target: Target) -> tuple[str, bool]:
@@ -187,12 +190,15 @@ class GrpcRequests:
                 request.raw_input_contents.append(blob)
             for out in sweep.info.outputs:
                 request.outputs.add().name = out["name"]
-            raws.append(request.SerializeToString())
+            # a sequence model's parameters lead the message (fields may come in any order)
+            raws.append((PROTO_PARAMETERS if sweep.sequence is not None else b"") + request.SerializeToString())
         metadata = tuple((k.lower(), v) for k, v in sweep.target.headers.items())
         outputs = tuple((o["name"], o.get("datatype", "")) for o in sweep.info.outputs)
         cap = response_cap(sweep.info.outputs, sweep.info.max_batch_size, sweep.batch_size)
         values = AnswerSpec({}, expected=tuple(r.expected for r in sweep.requests),
                             labels=tuple(r.label for r in sweep.requests),
                             tolerance=sweep.tolerance) if sweep.validating else None
-        payload = GrpcPayload(address, tls, tuple(raws), metadata, outputs, cap, values, sweep.tokens_from)
+        # slots in the framed message the workers send: after its 5-byte gRPC prefix
+        plan = sweep.sequence.plan(tuple(raws), proto_at=GRPC_PREFIX) if sweep.sequence is not None else None
+        payload = GrpcPayload(address, tls, tuple(raws), metadata, outputs, cap, values, sweep.tokens_from, plan)
         return Prepared(payload, sum(len(r) for r in raws) // len(raws))

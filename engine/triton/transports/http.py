@@ -24,6 +24,7 @@ from engine.net.connection import (
     MALFORMED_ANSWER,
     REJECTED,
     RESPONSE_TOO_LARGE,
+    SEQUENCE_DROPPED,
     SERVER_ERROR,
     WRONG_ANSWER,
     Connection,
@@ -43,6 +44,13 @@ from engine.net.http1 import (
 from engine.net.tcp import TcpDialer
 from engine.triton.answer_check import AnswerCheck, AnswerSpec, ShmOutput, response_cap
 from engine.triton.transports import Prepared, SweepInputs
+from engine.triton.transports.sequence_steps import (
+    DROPPED_TEXT,
+    SequenceCursor,
+    SequencePlan,
+    Sequences,
+    dropped_line,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -53,6 +61,7 @@ monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC: shared with the session's T
 INITIAL_BUFFER = 8192  # per connection; grows to the largest response seen on it
 UNCHECKED_MAX_BODY = 256 << 20  # the body cap of a connection made without an AnswerSpec (tests)
 CHUNK_SLACK = 64 * 1024  # a chunked body's framing, beyond twice its cap, before it is refused
+ONE_WRITE_TAIL = 64 * 1024  # a sequence step's request up to this much past its slots is copied whole
 
 
 @dataclass
@@ -65,6 +74,7 @@ class HttpPayload:
     server_hostname: str
     requests: tuple[bytes, ...]  # each whole HTTP request, sent in turn
     answers: AnswerSpec  # what every answer must hold, and its size cap
+    sequence: SequencePlan | None = None  # a sequence model's: each connection walks its sequences
 
 
 class HttpConnection(Connection, asyncio.BufferedProtocol):
@@ -92,6 +102,7 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         self.head: Head | None = None
         self.end = 0  # the last whole response's length in buf (valid during the callback)
         self.paused = False  # the transport holds unsent bytes of the request
+        self.cursor: SequenceCursor | None = None  # a sequence model's: counts the good answers
 
     # -- asyncio callbacks
 
@@ -193,9 +204,12 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
                     if problem is not None:
                         self.w.rejected(self, WRONG_ANSWER, problem, head.close)
                         return
+            if self.cursor is not None:
+                self.cursor.answered += 1
             self.w.answered(self, head.close)
         else:
-            self.w.rejected(self, _error_kind(head.status), self._error_text(head, end), head.close)
+            kind, text = self._rejection(head, end)
+            self.w.rejected(self, kind, text, head.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.tr = None
@@ -237,6 +251,51 @@ class HttpConnection(Connection, asyncio.BufferedProtocol):
         body = bytes(self.view[head.head_len : end]) if head.content_length is not None else b""
         return f"HTTP {head.status}: {error_message(body)}"
 
+    def _rejection(self, head: Head, end: int) -> tuple[str, str]:
+        return _error_kind(head.status), self._error_text(head, end)
+
+
+class SequenceHttpConnection(HttpConnection):
+    """A sequence model's connection: one sequence at a time, its steps in order
+    (engine/triton/transports/sequence_steps.py)."""
+
+    def __init__(self, scheduler: Scheduler, requests: tuple[bytes, ...], answers: AnswerCheck,
+                 plan: SequencePlan, sequences: Sequences) -> None:
+        super().__init__(scheduler, requests, answers, sequences.cycle)
+        self.plan = plan
+        self.cursor = SequenceCursor(sequences)
+
+    def send(self, intended_ns: int = 0) -> int:
+        now = monotonic_ns()
+        self.sent_ns = now
+        self.intended_ns = intended_ns or now
+        self.busy = True
+        self.written_ns = 0
+        cursor = self.cursor
+        assert cursor is not None
+        cursor.advance()
+        self.step, self.ends_sequence = cursor.step, cursor.last
+        self.sent = i = cursor.request()
+        raw = self.requests[i]
+        head = cursor.head(raw, self.plan.slots[i])
+        tr = self.tr
+        assert tr is not None  # only connected connections send
+        if len(raw) - len(head) <= ONE_WRITE_TAIL:  # one write, one segment: the server reads it at once
+            head += raw[len(head) :]
+            tr.write(head)
+        else:  # a large request: its tensors are not copied
+            tr.write(head)
+            tr.write(memoryview(raw)[len(head) :])
+        if not self.paused:
+            self.written_ns = monotonic_ns()
+        return now
+
+    def _rejection(self, head: Head, end: int) -> tuple[str, str]:
+        kind, text = super()._rejection(head, end)
+        if DROPPED_TEXT in text and self.cursor is not None:
+            return SEQUENCE_DROPPED, dropped_line(text, self.cursor.id, self.plan.idle_us)
+        return kind, text
+
 
 def _error_kind(status: int) -> str:
     if 400 <= status < 500:
@@ -250,8 +309,20 @@ class HttpDialer(TcpDialer):
         self.payload = payload
         self.answers = AnswerCheck(payload.answers)  # shared by this worker's connections
         self.cycle = RequestCycle(len(payload.requests), scheduler.index)  # so is its place in the requests
+        plan = payload.sequence
+        if plan is not None:  # the worker's place in the streams, and its sequence ids
+            streams = RequestCycle(len(plan.streams), scheduler.index) if plan.streams else self.cycle
+            self.sequences = Sequences(plan, scheduler.index, streams)
+
+    def forget(self) -> None:
+        super().forget()
+        if self.payload.sequence is not None:
+            self.sequences.reclaim()
 
     def connection(self) -> HttpConnection:
+        plan = self.payload.sequence
+        if plan is not None:
+            return SequenceHttpConnection(self.w, self.payload.requests, self.answers, plan, self.sequences)
         return HttpConnection(self.w, self.payload.requests, self.answers, self.cycle)
 
 
@@ -279,7 +350,7 @@ class HttpTransport:
         endpoint = server_endpoint(sweep)
         raws = tuple(
             prepare_request(sweep.target, sweep.info, endpoint, sweep.batch_size, sweep.data, shm=shm,
-                            inputs=(r.shapes, r.tensors, []), request=k).raw
+                            inputs=(r.shapes, r.tensors, []), request=k, sequence=sweep.sequence is not None).raw
             for k, r in enumerate(sweep.requests)
         )
         info = sweep.info
@@ -291,7 +362,8 @@ class HttpTransport:
             labels=tuple(r.label for r in sweep.requests),
             tolerance=sweep.tolerance,
         )
-        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, raws, answers)
+        plan = sweep.sequence.plan(raws) if sweep.sequence is not None else None
+        payload = HttpPayload(endpoint.host, endpoint.port, endpoint.tls, endpoint.host, raws, answers, plan)
         return Prepared(payload, sum(len(r) for r in raws) // len(raws), cleanup)
 
     def dialer(self, scheduler: Scheduler, payload: Any) -> Dialer:

@@ -10,6 +10,7 @@ from engine.analysis.clock_offset import Exchange, clock_offset
 from engine.analysis.host_merge import (
     host_result,
     merged_audit,
+    merged_sequence,
     merged_status,
     merged_window,
     stable_tail,
@@ -17,7 +18,7 @@ from engine.analysis.host_merge import (
 from engine.analysis.latency_histogram import RELATIVE_ERROR
 from engine.analysis.latency_merge import merged_latency
 from engine.analysis.percentiles import latency_stats
-from engine.events import ClientAudit, LatencyStats, WindowResult
+from engine.events import ClientAudit, LatencyStats, SequenceStats, WindowResult
 from engine.multihost.shares import host_share, too_small
 
 
@@ -166,3 +167,18 @@ def test_the_live_merge_and_merge_command_read_a_window_by_one_rule() -> None:
     assert live.audit.reasons == ["host 1 (edge-a): load worker 0 busy 97 % of a core"]
     assert (live.requests, live.throughput_rps, live.latency, live.t_start, live.t_end) == \
         (offline.requests, offline.throughput_rps, offline.latency, offline.t_start, offline.t_end)
+
+
+def test_a_sequence_models_step_figures_merge_over_the_hosts() -> None:
+    first, later = _hosts_samples()[:2]
+    a = SequenceStats(latency_stats(first[:100], histogram=True), latency_stats(later[:900], histogram=True),
+                      sequences_per_s=50.0, sequences=100, dropped=1)
+    b = SequenceStats(latency_stats(first[100:300], histogram=True), latency_stats(later[900:2700], histogram=True),
+                      sequences_per_s=100.0, sequences=200, dropped=0)
+    window = merged_sequence([a, None, b])
+    assert window is not None
+    assert window.first_step.count == 300 and window.later_steps.count == 2700
+    assert window.sequences == 300 and window.dropped == 1 and window.sequences_per_s == 150.0
+    level = merged_sequence([a, b], duration_s=4.0)
+    assert level is not None and level.sequences_per_s == 75.0
+    assert merged_sequence([None, None]) is None

@@ -1,0 +1,218 @@
+"""Sequence models (Triton's sequence batcher) against the real embedded Triton serving
+`accumulator` (a running sum per sequence, its state checked by the model on every step) and
+`accumulator_idle` (the same with a 1 µs idle timeout): perf_analyzer's streams file with every
+step's output checked, first-step and later-step latency, a dropped sequence failing its level,
+and bad input refused in one line before any load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.record.exporters import export
+from engine.record.reader import Recording
+from engine.triton.target import Target, describe_target
+from tests.engine.load.conftest import quick_load, sweep
+from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+STREAMS = Path(__file__).resolve().parents[2] / "data" / "accumulator_streams.json"
+
+
+@pytest.fixture(scope="module")
+def accumulator(tmp_path_factory):
+    from engine.server.embedded import EmbeddedServer
+
+    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle",),
+                        log_dir=tmp_path_factory.mktemp("triton-accumulator")) as srv:
+        yield srv
+
+
+def _target(server, model: str = "accumulator"):
+    target = Target(server.http_url, model)
+    return target, asyncio.run(describe_target(target))
+
+
+def _run(server, model: str = "accumulator", **load):
+    target, info = _target(server, model)
+    results, _events = asyncio.run(sweep(target, info, quick_load(**load)))
+    return results
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc", "system_shm"])
+def test_the_streams_file_runs_with_every_steps_output_checked(accumulator, transport) -> None:
+    for result in _run(accumulator, input_data=str(STREAMS), concurrency=[1, 3], transport=transport):
+        assert result.status in ("stable", "unstable", "contended"), result.error_messages
+        assert result.errors == 0 and result.requests > 0
+        seq = result.sequence
+        assert seq is not None
+        assert seq.first_step.count > 0 and seq.later_steps.count > 0 and seq.sequences > 0
+        # the file's streams have 4, 3 and 2 steps: a first step for every 2 to 4 answers, give or
+        # take the sequences the windows' edges cut (at most one per connection at each edge)
+        edges = 2 * result.level * result.merged_windows
+        assert seq.first_step.count + seq.later_steps.count == result.requests
+        assert 2 * seq.first_step.count - edges <= result.requests <= 4 * seq.first_step.count + 4 * edges
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_a_wrong_expected_step_fails_the_level_naming_the_entry_and_step(accumulator, tmp_path, transport) -> None:
+    doc = json.loads(STREAMS.read_text())
+    doc["validation_data"][2][1]["OUTPUT"] = [4]  # the model answers 5 + (-2) = 3
+    path = tmp_path / "wrong.json"
+    path.write_text(json.dumps(doc))
+    (result,) = _run(accumulator, input_data=str(path), concurrency=[1], transport=transport)
+    assert result.status == "failed"
+    assert result.errors_by_kind.get("wrong_answer", 0) > 0
+    assert any("entry 2, step 1" in m for m in result.error_messages), result.error_messages
+
+
+def test_a_sweep_of_sequence_lengths_records_first_and_later_steps(accumulator) -> None:
+    (one,) = _run(accumulator, sequence_length=1, sequence_length_variation=0, concurrency=[2])
+    assert one.errors == 0 and one.sequence is not None
+    # every step is its sequence's first and last: no later step, so none is measured
+    assert one.sequence.first_step.count == one.requests == one.sequence.sequences
+    assert one.sequence.later_steps.count == 0 and one.sequence.later_steps.p99 is None
+    (eight,) = _run(accumulator, sequence_length=8, sequence_length_variation=0, concurrency=[2])
+    assert eight.errors == 0 and eight.sequence is not None
+    first, later = eight.sequence.first_step.count, eight.sequence.later_steps.count
+    edges = 8 * 2 * eight.merged_windows  # steps of sequences cut by the windows' edges
+    assert abs(later - 7 * first) <= edges, (first, later)
+    assert eight.sequence.first_step.p99 is not None and eight.sequence.later_steps.p99 is not None
+
+
+def test_drawn_lengths_vary_within_the_variation(accumulator) -> None:
+    (result,) = _run(accumulator, sequence_length=10, sequence_length_variation=50, concurrency=[2])
+    assert result.errors == 0 and result.sequence is not None
+    steps_per_first = result.requests / result.sequence.first_step.count
+    assert 5 - 1 <= steps_per_first <= 15 + 1  # lengths drawn in 5..15
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_a_sequence_the_server_dropped_fails_the_level_and_says_so(accumulator, transport) -> None:
+    (result,) = _run(accumulator, "accumulator_idle", sequence_length=4, concurrency=[2], transport=transport)
+    assert result.status == "failed"
+    assert result.sequence is not None and result.sequence.dropped > 0
+    assert result.errors_by_kind.get("sequence_dropped") == result.sequence.dropped
+    assert any(m.startswith("Triton dropped sequence") and "max_sequence_idle_microseconds = 1 µs" in m
+               for m in result.error_messages), result.error_messages
+
+
+def test_a_control_input_in_the_data_is_refused_naming_the_entry_and_step(accumulator, tmp_path) -> None:
+    path = tmp_path / "control.json"
+    path.write_text(json.dumps({"data": [[{"INPUT": [1]}], [{"INPUT": [1]}, {"INPUT": [2], "START": [1]}]]}))
+    target, info = _target(accumulator)
+    with pytest.raises(UserError) as caught:
+        asyncio.run(sweep(target, info, quick_load(input_data=str(path))))
+    line = str(caught.value)
+    assert "entry 1, step 1 gives 'START'" in line and "CONTROL_SEQUENCE_START" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("transport", ["grpc_aio"])
+def test_a_transport_that_cannot_set_sequence_ids_is_refused_before_any_load(accumulator, transport) -> None:
+    target, info = _target(accumulator)
+    with pytest.raises(UserError) as caught:
+        asyncio.run(sweep(target, info, quick_load(transport=transport)))
+    assert "sequence model" in str(caught.value) and "http" in str(caught.value)
+
+
+def test_a_batch_size_above_one_is_refused(accumulator) -> None:
+    target, info = _target(accumulator)
+    with pytest.raises(UserError, match="load.batch_size must be 1"):
+        asyncio.run(sweep(target, info, quick_load(batch_size=2)))
+
+
+QUICK = ["--set", "load.window_ms=400", "--set", "load.warmup_s=0.3", "--set", "load.max_windows=4",
+         "--set", "load.workers=1", "--set", "load.max_trials=1", "--set", "load.contended_percent=100"]
+
+
+def test_a_malformed_streams_file_is_one_line_and_exit_2(tmp_path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"data": [[{"INPUT": [1]}, {"INPUT": [2]}], [{"INPUT": [1]}, {"INPUT": ["x"]}]]}))
+    proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path / "rec"), "--input-data", str(path),
+                   "--set", "model.name=accumulator", *QUICK)
+    assert_one_line_exit_2(proc, f"input data {path}: data entry 1, step 1, input 'INPUT'")
+    assert "level 1/" not in proc.stdout  # no level started
+
+
+def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(tmp_path) -> None:
+    proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path), "--set", "model.name=accumulator_idle",
+                   "--set", "load.concurrency=2", "--set", "load.sequence_length=4", *QUICK)
+    assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == "gpuscale-tui: failed: 1 of 1 levels failed"
+    assert "failed: Triton dropped sequences before their end" in proc.stdout
+    # the report states the batcher's settings beside the step columns
+    (recording,) = tmp_path.glob("*.sqlite")
+    with Recording.open(recording) as rec:
+        report = export(rec, "md", tmp_path / "report").read_text()
+    assert "1st step p99" in report and "seq/s" in report
+    assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs" in report
+
+
+def test_rate_mode_walks_sequences_too(accumulator) -> None:
+    (result,) = _run(accumulator, mode="rate", rates=[150.0], sequence_length=5, sequence_length_variation=0,
+                     input_data=str(STREAMS))
+    assert result.errors == 0 and result.requests > 0, result.error_messages
+    assert result.sequence is not None and result.sequence.sequences > 0
+
+
+def test_two_load_hosts_drive_checked_sequences_and_the_head_merges_their_steps(accumulator, tmp_path) -> None:
+    """Two load hosts on loopback, every step's output checked, and the head's level holding both
+    hosts' step figures. (Ids that two hosts shared would mix sums in the model, but only where
+    both used an id at once: rare, so this run cannot show the rank's part in the ids;
+    tests/engine/triton/test_sequences.py holds it.)"""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.engine.load.test_sequence_models import QUICK as quick
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    root = Path(__file__).resolve().parents[3]
+
+    def host(rank: int, out: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "run", "--record", "--no-check", *quick, "-o", str(out),
+             "--url", accumulator.http_url, "--set", "model.name=accumulator", "--set", "load.concurrency=4",
+             "--input-data", str(STREAMS), "--hosts", "2", "--rank", str(rank), "--rendezvous", f"127.0.0.1:{port}",
+             "--rendezvous-timeout", "60"],
+            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "GPUSCALE_RENDEZVOUS_TOKEN": "the-hosts-token"})
+
+    member = host(1, tmp_path / "m")
+    head = host(0, tmp_path)
+    head_out, head_err = head.communicate(timeout=300)
+    member_out, member_err = member.communicate(timeout=120)
+    assert head.returncode == 0, (head_out[-3000:], head_err)
+    assert member.returncode == 0, (member_out[-3000:], member_err)
+    (path,) = tmp_path.glob("*.sqlite")
+    with Recording.open(path) as rec:
+        (level,) = [e for e in rec.events() if e.kind == "level_result"]
+    assert level.errors == 0 and [h.rank for h in level.hosts] == [0, 1], level.error_messages
+    assert all(h.requests > 0 for h in level.hosts)
+    assert level.sequence is not None and level.sequence.sequences > 0  # merged over both hosts
+    assert level.sequence.first_step.count + level.sequence.later_steps.count == level.requests
+
+
+def test_two_hosts_ranks_keep_their_sequence_ids_apart(accumulator) -> None:
+    """Two sweeps at once, as two load hosts' (ranks 0 and 1), every step checked. Both at rank 0,
+    their workers' ids would meet in the model now and then (wrong answers, dropped steps)."""
+    from engine.load.sweep import run_sweep
+    from engine.triton.api import TritonApi
+
+    target, info = _target(accumulator)
+    load = quick_load(concurrency=[2], input_data=str(STREAMS), workers=1)
+
+    async def both():
+        return await asyncio.gather(*(run_sweep(TritonApi(target, info, rank=rank), load, lambda e: None,
+                                                asyncio.Event()) for rank in (0, 1)))
+
+    for (result,) in asyncio.run(both()):
+        assert result.requests > 0 and result.errors == 0, result.error_messages
