@@ -309,6 +309,22 @@ def test_the_same_session_twice_is_refused(tmp_path: Path, capsys: pytest.Captur
     assert cli(capsys, "merge", str(a), str(b), "-o", str(tmp_path / "m4.sqlite"))[0] == 0
 
 
+def test_a_copy_under_the_same_name_in_another_folder_is_named_by_its_paths(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A glob over two folders that caught a byte copy: the line names both files, not 'given twice'
+    (what one path given twice reads; the user gave it once)."""
+    import shutil
+
+    a, b = recorded(tmp_path, Host("a", 1)), recorded(tmp_path, Host("b", 2))
+    copy = tmp_path / "elsewhere" / "a.sqlite"
+    copy.parent.mkdir()
+    shutil.copyfile(a, copy)
+    _same_session_refused(capsys, [a, b, copy], tmp_path / "m.sqlite",
+                          f"session s-a is in the recordings twice ({a.resolve()} and {copy.resolve()})")
+    _same_session_refused(capsys, [a, b, tmp_path / "." / "a.sqlite"], tmp_path / "m.sqlite",
+                          "session s-a is in the recordings twice (given twice)")
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = [recorded(tmp_path, Host("a", 1)), recorded(tmp_path, Host("b", 2))]
     text_file = tmp_path / "notes.sqlite"
