@@ -16,6 +16,7 @@ REC=$OUT/rec
 QUICK=(--no-check --set load.window_ms=400 --set load.warmup_s=0.3 --set load.max_windows=4 --set load.workers=1
        --set load.max_trials=1 --set load.contended_percent=100 --set load.request_timeout_s=3 --set load.concurrency=1,2)
 G=("$PY" -m tui.cli)
+HOSTS=(--set load.concurrency=2,4 --hosts 2)  # a level needs a connection per host
 peer_pids=()
 trap 'for p in "${peer_pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 printf 'case\tcommand\tline printed\texit\ttraceback\trecordings intact\n' >"$OUT/cases.tsv"
@@ -115,14 +116,14 @@ for c in $CASES; do
         "$OUT"/together/a/*.sqlite "$OUT"/together/b/*.sqlite -o "$OUT/merged/together.sqlite" ;;
     rendezvous-no-token)
       run_case "$c" 2 "run --hosts 2 --rank 1 (no token)" env -u GPUSCALE_RENDEZVOUS_TOKEN "${G[@]}" run --record \
-        -o "$REC" --url http://127.0.0.1:9 --set model.name=m "${QUICK[@]}" --hosts 2 --rank 1 \
+        -o "$REC" --url http://127.0.0.1:9 --set model.name=m "${QUICK[@]}" "${HOSTS[@]}" --rank 1 \
         --rendezvous 127.0.0.1:"$(( 20000 + RANDOM % 20000 ))" --rendezvous-timeout 5 ;;
     rendezvous-wrong-token|rendezvous-intruder|rendezvous-token)
       peer ok
       port=$(( 20000 + RANDOM % 20000 ))
       snapshot
       env -u GPUSCALE_RENDEZVOUS_TOKEN "${G[@]}" run --record -o "$REC" --url "$URL" --set model.name=m \
-        "${QUICK[@]}" --hosts 2 --rank 0 --rendezvous 127.0.0.1:"$port" --rendezvous-timeout 60 \
+        "${QUICK[@]}" "${HOSTS[@]}" --rank 0 --rendezvous 127.0.0.1:"$port" --rendezvous-timeout 60 \
         >"$OUT/$c.head.out" 2>"$OUT/$c.head.err" &
       head_pid=$!
       for _ in $(seq 600); do grep -q "rendezvous token: " "$OUT/$c.head.err" "$OUT/$c.head.out" 2>/dev/null && break; sleep 0.1; done
@@ -131,16 +132,16 @@ for c in $CASES; do
       ss -ltn | grep ":$port " | awk '{print "listening on " $4}' >"$OUT/$c.listen.txt"
       case $c in
         rendezvous-wrong-token) member=(env -u GPUSCALE_RENDEZVOUS_TOKEN "${G[@]}" run --record -o "$REC" --url "$URL"
-                                        --set model.name=m "${QUICK[@]}" --hosts 2 --rank 1
+                                        --set model.name=m "${QUICK[@]}" "${HOSTS[@]}" --rank 1
                                         --rendezvous 127.0.0.1:"$port" --rendezvous-token not-the-heads); want=2 ;;
         rendezvous-token) member=(env GPUSCALE_RENDEZVOUS_TOKEN="$token" "${G[@]}" run --record -o "$OUT/member"
-                                  --url "$URL" --set model.name=m "${QUICK[@]}" --hosts 2 --rank 1
+                                  --url "$URL" --set model.name=m "${QUICK[@]}" "${HOSTS[@]}" --rank 1
                                   --rendezvous 127.0.0.1:"$port"); want=0 ;;
-        rendezvous-intruder) member=("$PY" -c "import sys; from torch.distributed import TCPStore
-s = TCPStore('127.0.0.1', int(sys.argv[1]), is_master=False, wait_for_workers=False)
+        rendezvous-intruder) member=("$PY" -c "import sys, datetime; from torch.distributed import TCPStore
+s = TCPStore('127.0.0.1', int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=20))
 s.set('hello/1', 'anyone can write here'); print('wrote hello/1 into the head\'s store')" "$port"); want=0 ;;
       esac
-      timeout -k 10 300 "${member[@]}" >"$OUT/$c.member.out" 2>"$OUT/$c.member.err"
+      timeout -k 10 120 "${member[@]}" >"$OUT/$c.member.out" 2>"$OUT/$c.member.err"
       echo $? >"$OUT/$c.member.rc"
       wait "$head_pid"; echo $? >"$OUT/$c.head.rc"
       for side in head member; do cp "$OUT/$c.$side.out" "$OUT/$c-$side.out"; cp "$OUT/$c.$side.err" "$OUT/$c-$side.err"
