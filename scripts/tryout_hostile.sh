@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/tryout_hostile}
 PY=${PY:-.venv/bin/python}
-CASES=${CASES:-"baseline bad-setting ping-flood settings-flood counts-grpc counts-sse sse-size-line sse-nested mostly-failed merge-twice merge-copy merge-remeasured merge-together rendezvous-no-token rendezvous-wrong-token rendezvous-intruder rendezvous-token"}
+CASES=${CASES:-"baseline bad-setting ping-flood settings-flood huffman counts-grpc counts-sse sse-size-line sse-nested mostly-failed merge-twice merge-copy merge-remeasured merge-together rendezvous-no-token rendezvous-wrong-token rendezvous-intruder rendezvous-token"}
 rm -rf "$OUT" && mkdir -p "$OUT/rec" "$OUT/export" "$OUT/peers" "$OUT/merged"
 REC=$OUT/rec
 QUICK=(--no-check --set load.window_ms=400 --set load.warmup_s=0.3 --set load.max_windows=4 --set load.workers=1
@@ -87,7 +87,7 @@ for c in $CASES; do
           "${G[@]}" run --record -o "$REC" --url "$URL" --set model.name=m "${QUICK[@]}"
       done
       mapfile -t BASE < <(ls "$REC"/*.sqlite) ;;
-    bad-setting|ping-flood|settings-flood|counts-grpc) sweep_case "$c" "$c" grpc_stream ;;
+    bad-setting|ping-flood|settings-flood|huffman|counts-grpc) sweep_case "$c" "$c" grpc_stream ;;
     counts-sse|sse-size-line|sse-nested|mostly-failed) sweep_case "$c" "$c" generate_stream ;;
     merge-twice)
       run_case "$c" 2 "merge A A" "${G[@]}" merge "${BASE[0]}" "${BASE[0]}" -o "$OUT/merged/twice.sqlite" ;;
