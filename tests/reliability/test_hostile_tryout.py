@@ -30,7 +30,7 @@ SAID = {  # what the level's error names: the server's answer, never a timeout o
     "bad-setting": "SETTINGS_MAX_FRAME_SIZE of 0, outside 16384..16777215",
     "ping-flood": "a flood of control frames: more than 1000 PING/SETTINGS in a second",
     "settings-flood": "a flood of control frames: more than 1000 PING/SETTINGS in a second",
-    "huffman": "gRPC INTERNAL: grpc-message",
+    "huffman": "connection lost: gRPC INTERNAL: ",  # the server's message, cut short
     "counts-grpc": "the server answered a token count of 4611686018427387904 in COUNT",
     "counts-sse": "the server answered a token count of 4611686018427387904 in COUNT",
     "sse-size-line": "a chunk size line longer than 1024 bytes",
