@@ -32,6 +32,7 @@ from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from tests.engine.record.synthetic_recordings import record_events
 from tui.cli import main
+from tui.describe import describe
 
 T0 = 1_771_169_400.0
 WINDOW_S = 1.0
@@ -252,6 +253,11 @@ def test_a_level_one_host_measured_again_merges_each_hosts_kept_trial(tmp_path: 
     assert "each host's kept trial (its last, the one its own answer stands on)" in rule
     assert "level 8 (a trial 1, b trial 2)" in rule
     assert summary.status == "failed"
+    # replayed, the sweep's line counts the level degraded without blaming an endpoint (none was missing)
+    with Recording.open(out) as r:
+        (finished,) = list(r.events(("sweep_finished",)))
+    line = describe(finished)
+    assert line is not None and "1 degraded (no decision rests on it)" in line and "endpoint" not in line, line
 
 
 def test_kept_trials_measured_together_merge_sound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
