@@ -84,7 +84,8 @@ def describe(event: ev.Event) -> str | None:
         )
     if isinstance(event, ev.SweepFinished):
         sat = f", saturates at {event.saturation_level:g}" if event.saturation_level is not None else ""
-        degraded = f", {event.degraded} degraded (an endpoint missing)" if event.degraded else ""
+        # degraded: an endpoint missing, or (merged hosts) measured at different times; each level's line says which
+        degraded = f", {event.degraded} degraded (no decision rests on it)" if event.degraded else ""
         return (f"sweep finished: {fmt.plural(event.levels, 'level')}, {event.stable} stable, {event.failed} failed"
                 f"{degraded}{sat}")
     if isinstance(event, ev.ProbeResult):

@@ -199,8 +199,9 @@ class HostGroup:
                 try:  # read before saying it was heard: the head then closes the store
                     why = f"the head refused this host: {self.get('refused', sender=0)}"
                 except Refused:
+                    # no "token:" before words: the screen's credential mask would take the next word for one
                     why = (f"--rendezvous {self.address[0]}:{self.address[1]}: the head's word is not signed with "
-                           "this host's token: give the token that head printed")
+                           "this host's token; give the token that head printed")
                 self.set(f"refused-heard/{self.rank}", 1)
                 raise UserError(why)
             if time.monotonic() > deadline:

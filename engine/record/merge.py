@@ -146,6 +146,15 @@ def refuse_same_session(ids: Sequence[str], digests: Sequence[str], files: Seque
                                    f"{ids[j]}): one host's run would count as two; give each host's recording once")
 
 
+def shown_names(paths: Sequence[Path]) -> list[str]:
+    """Each recording's file name, or its whole path where another file has that name (a copy in
+    another folder, caught by a glob): one file given twice reads the same, two files never do."""
+    names = [p.name for p in paths]
+    resolved = [p.resolve() for p in paths]
+    return [str(resolved[i]) if any(names[j] == names[i] and resolved[j] != resolved[i] for j in range(len(paths)))
+            else names[i] for i in range(len(paths))]
+
+
 def events_digest(rows: Iterable[tuple[int, float, str, str]]) -> str:
     """A recording's events, less its session start (where a copy's id could be changed), as one hash."""
     h = hashlib.sha256()
@@ -418,7 +427,7 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
     recordings = [Recording.open(p) for p in paths]
     try:
         refuse_same_session([str(r.metadata.get("session_id") or "") for r in recordings],
-                            [events_digest(r.raw_rows()) for r in recordings], [r.path.name for r in recordings])
+                            [events_digest(r.raw_rows()) for r in recordings], shown_names([r.path for r in recordings]))
         summaries = [r.summary() for r in recordings]
         hosts = unique_names([str(s.host.get("hostname") or Path(s.path).stem) for s in summaries])
         _refuse_differences(summaries, [f"{h}, {Path(s.path).name}" for h, s in zip(hosts, summaries, strict=True)])
@@ -444,4 +453,4 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
 
 
 __all__ = ["HostRun", "LevelBlock", "MergeRefused", "check_runs", "events_digest", "host_run", "kept_trials",
-           "merge_events", "merge_recordings", "refuse_same_session", "unique_names"]
+           "merge_events", "merge_recordings", "refuse_same_session", "shown_names", "unique_names"]

@@ -129,6 +129,7 @@ class HostileTriton:
     load: Answer = field(default_factory=lambda: Reply(200, {}))
     seen: list[Seen] = field(default_factory=list)
     answered: int = 0  # inferences answered 200
+    port: int = 0  # where it listens on loopback (0: a free port)
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -151,7 +152,7 @@ class HostileTriton:
             def log_message(self, *_args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -205,6 +206,19 @@ class HostileTriton:
         if path.startswith(("/v2/systemsharedmemory/", "/v2/cudasharedmemory/")) and seen.method == "POST":
             return Reply(200, {})
         return Reply(404, {"error": f"unknown model or path {path}"})
+
+    def whole_answer(self, head: bytes, body: bytes) -> bytes:
+        """The whole HTTP answer (Content-Length framed) to a request read by another server:
+        this fake's Triton API beside a hostile peer on the same port (tests/reliability/hostile_peers.py)."""
+        method, path = head.split(b"\r\n")[0].decode("latin-1").split(" ")[:2]
+        headers = dict(line.decode("latin-1").split(":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+        seen = Seen(method, path, {k.strip(): v.strip() for k, v in headers.items()}, body)
+        with self._lock:
+            self.seen.append(seen)
+        reply = self._answer(seen)
+        data = reply.encoded()
+        return (f"HTTP/1.1 {reply.status} X\r\nContent-Type: {reply.content_type}\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n").encode() + data
 
     @staticmethod
     def _pick(answer: Answer | None, seen: Seen) -> Reply | None:

@@ -53,7 +53,7 @@ def test_a_dead_endpoint_degrades_its_level_and_the_run_is_not_ok(tmp_path: Path
     assert "Traceback" not in text
     assert "level 2 degraded: ep2 answered nothing in" in text, text[-3000:]
     assert "1 level(s) degraded, missing an endpoint" in proc.stderr, proc.stderr
-    assert "0 failed, 1 degraded (an endpoint missing)" in proc.stdout  # the sweep line says so too
+    assert "0 failed, 1 degraded (no decision rests on it)" in proc.stdout  # the sweep line says so too
     assert "best:" not in proc.stdout  # no best throughput (nor $/1000) from a half-measured level
     (recording,) = tmp_path.glob("*.sqlite")
     with Recording.open(recording) as rec:

@@ -97,18 +97,21 @@ def test_settings_out_of_bounds_fail_the_request_naming_the_setting(key: int, va
     assert not any(kind == http2.SETTINGS and flags == http2.ACK for kind, flags, _, _ in frames)  # never acknowledged
 
 
+async def bad_setting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An HTTP/2 server (asyncio's, any number of connections) whose SETTINGS carry
+    SETTINGS_MAX_FRAME_SIZE = 0, and that reads what it is sent until the client goes."""
+    writer.write(http2.settings_frame({http2.MAX_FRAME_SIZE: 0}))
+    try:
+        while await reader.read(65536):
+            pass
+    except OSError:
+        pass
+    writer.close()
+
+
 async def test_a_level_against_a_server_with_a_bad_setting_fails_with_its_words_not_timeouts() -> None:
     """Real load workers: every request fails at once, naming the setting, as the level's errors."""
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http2.settings_frame({http2.MAX_FRAME_SIZE: 0}))
-        try:
-            while await reader.read(65536):
-                pass
-        except OSError:
-            pass
-        writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(bad_setting, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     info = TargetInfo(model_config={}, inputs=[{"name": "PROMPT", "datatype": "BYTES", "shape": [1]}],
                       outputs=[{"name": "TOKEN", "datatype": "BYTES", "shape": [1]}], max_batch_size=0)
@@ -124,7 +127,7 @@ async def test_a_level_against_a_server_with_a_bad_setting_fails_with_its_words_
     assert "SETTINGS_MAX_FRAME_SIZE of 0" in error.message
 
 
-def _flood(frame: bytes) -> Callable[[socket.socket], None]:
+def flood(frame: bytes) -> Callable[[socket.socket], None]:
     """A server that sends ``frame`` as fast as it can for up to 10 s and never reads."""
     def server(peer: socket.socket) -> None:
         peer.sendall(http2.settings_frame({}))
@@ -147,7 +150,7 @@ def _flooded(frame: bytes) -> tuple[Scheduler, int]:
     def watch() -> None:
         peak[0] = max(peak[0], process.memory_info().rss)
 
-    port, thread = _serve(_flood(frame))
+    port, thread = _serve(flood(frame))
     scheduler = asyncio.run(_request(port, watch=watch))
     watch()
     thread.join(15)

@@ -50,16 +50,22 @@ def _events(*events: bytes) -> Answer:
     return answer
 
 
-async def _sse_server(answer: Answer) -> asyncio.Server:
-    """generate_stream's requests get ``answer``; any other (statistics, probes) a 404."""
+async def sse_server(answer: Answer, otherwise: Callable[[bytes, bytes], bytes] | None = None,
+                     port: int = 0) -> asyncio.Server:
+    """generate_stream's requests get ``answer``; any other (statistics, probes) a 404, or
+    ``otherwise(head, body)``'s whole HTTP answer (a fake Triton's metadata for the real CLI)."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = next((int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
                                if line.startswith(b"content-length:")), 0)
-                await reader.readexactly(length)
+                body = await reader.readexactly(length)
                 if b"/generate_stream " not in head.split(b"\r\n")[0]:
+                    if otherwise is not None:
+                        writer.write(otherwise(head, body))
+                        await writer.drain()
+                        continue
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     break
                 await answer(writer)
@@ -68,7 +74,7 @@ async def _sse_server(answer: Answer) -> asyncio.Server:
             pass
         writer.close()
 
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
+    return await asyncio.start_server(handle, "127.0.0.1", port)
 
 
 async def _level(transport: str, target: Target) -> tuple[Any, Any]:
@@ -87,7 +93,7 @@ def _failed_at_once(level: Any, events: Any, said: str) -> None:
 
 
 async def _generate_level(answer: Answer) -> tuple[Any, Any]:
-    server = await _sse_server(answer)
+    server = await sse_server(answer)
     port = server.sockets[0].getsockname()[1]
     try:
         return await _level("generate_stream", Target(f"http://127.0.0.1:{port}", "toy"))
@@ -109,9 +115,8 @@ async def test_sse_token_counts_past_2_63_are_malformed_answers_not_silent_worke
     _failed_at_once(level, events, f"the server answered a token count of {HUGE} in COUNT")
 
 
-async def test_a_chunk_size_line_that_never_ends_is_refused_at_its_bound() -> None:
-    sent = [0]
-
+def endless_size_line(sent: list[int]) -> Answer:
+    """An answer whose chunk size line never ends (64 MiB of 'f' at most), counted in ``sent``."""
     async def endless(writer: asyncio.StreamWriter) -> None:
         writer.write(SSE_HEAD)
         while sent[0] < 64 << 20:  # the connection closes long before
@@ -119,8 +124,22 @@ async def test_a_chunk_size_line_that_never_ends_is_refused_at_its_bound() -> No
             sent[0] += 512
             await writer.drain()
             await asyncio.sleep(0)
+    return endless
 
-    level, events = await _generate_level(endless)
+
+def raw(answer: bytes) -> Answer:
+    """An answer of SSE_HEAD and then these bytes as they are."""
+    async def reply(writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD + answer)
+    return reply
+
+
+NESTED_JSON = _chunk(b"data: " + b"[" * 200_000 + b"\n\n") + b"0\r\n\r\n"  # an event of deeply nested JSON
+
+
+async def test_a_chunk_size_line_that_never_ends_is_refused_at_its_bound() -> None:
+    sent = [0]
+    level, events = await _generate_level(endless_size_line(sent))
     _failed_at_once(level, events, f"a chunk size line longer than {MAX_SIZE_LINE} bytes")
     assert sent[0] < 64 << 20
 
@@ -128,13 +147,10 @@ async def test_a_chunk_size_line_that_never_ends_is_refused_at_its_bound() -> No
 @pytest.mark.parametrize(("answer", "said"), [
     (b"%x\r\n" % (1 << 40), f"the server announced a chunk of {1 << 40} bytes"),
     (b"zz\r\n", "a broken chunk size b'zz'"),
-    (_chunk(b"data: " + b"[" * 200_000 + b"\n\n") + b"0\r\n\r\n", "an event whose data is not JSON (RecursionError"),
+    (NESTED_JSON, "an event whose data is not JSON (RecursionError"),
 ], ids=["huge-chunk", "broken-size", "nested-json"])
 async def test_sse_framing_that_does_not_parse_is_a_malformed_answer(answer: bytes, said: str) -> None:
-    async def reply(writer: asyncio.StreamWriter) -> None:
-        writer.write(SSE_HEAD + answer)
-
-    level, events = await _generate_level(reply)
+    level, events = await _generate_level(raw(answer))
     _failed_at_once(level, events, said)
 
 
@@ -184,29 +200,32 @@ def _grpc_response(request_id: str, final: bool, count: int) -> bytes:
     return http2.frame(http2.DATA, 0, STREAM, b"\0" + len(body).to_bytes(4, "big") + body)
 
 
-async def test_grpc_stream_token_counts_past_2_63_are_malformed_answers_not_silent_workers() -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(http2.settings_frame({}))
-        frames, messages_in = http2.FrameReader(1 << 20), bytearray()
-        try:
-            await reader.readexactly(len(http2.PREFACE))
-            while data := await reader.read(65536):
-                for kind, _flags, stream, payload in frames.feed(data):
-                    if kind != http2.DATA or stream != STREAM:
-                        continue
-                    messages_in += payload
-                    if payload:  # the client's windows back, so that it may keep sending
-                        writer.write(http2.window_update(0, len(payload)) + http2.window_update(STREAM, len(payload)))
-                    while len(messages_in) >= 5 and len(messages_in) >= 5 + int.from_bytes(messages_in[1:5], "big"):
-                        size = int.from_bytes(messages_in[1:5], "big")
-                        request = messages().ModelInferRequest.FromString(bytes(messages_in[5 : 5 + size]))
-                        del messages_in[: 5 + size]
-                        writer.write(_grpc_response(request.id, False, HUGE) + _grpc_response(request.id, True, HUGE))
-        except (asyncio.IncompleteReadError, OSError):
-            pass
-        writer.close()
+async def huge_counts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A gRPC-stream server (asyncio's) that answers every request with two responses whose
+    COUNT is HUGE (their sum past 2^63)."""
+    writer.write(http2.settings_frame({}))
+    frames, messages_in = http2.FrameReader(1 << 20), bytearray()
+    try:
+        await reader.readexactly(len(http2.PREFACE))
+        while data := await reader.read(65536):
+            for kind, _flags, stream, payload in frames.feed(data):
+                if kind != http2.DATA or stream != STREAM:
+                    continue
+                messages_in += payload
+                if payload:  # the client's windows back, so that it may keep sending
+                    writer.write(http2.window_update(0, len(payload)) + http2.window_update(STREAM, len(payload)))
+                while len(messages_in) >= 5 and len(messages_in) >= 5 + int.from_bytes(messages_in[1:5], "big"):
+                    size = int.from_bytes(messages_in[1:5], "big")
+                    request = messages().ModelInferRequest.FromString(bytes(messages_in[5 : 5 + size]))
+                    del messages_in[: 5 + size]
+                    writer.write(_grpc_response(request.id, False, HUGE) + _grpc_response(request.id, True, HUGE))
+    except (asyncio.IncompleteReadError, OSError):
+        pass
+    writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+
+async def test_grpc_stream_token_counts_past_2_63_are_malformed_answers_not_silent_workers() -> None:
+    server = await asyncio.start_server(huge_counts, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         level, events = await _level("grpc_stream", Target("http://127.0.0.1:1", "toy", grpc_url=f"127.0.0.1:{port}"))
@@ -239,15 +258,18 @@ async def test_a_workers_own_error_is_reported_as_itself_with_its_first_line() -
 # --------------------------------------------------------------------------- levels that mostly failed
 
 
-async def test_a_level_where_most_requests_failed_is_failed_and_so_is_the_run() -> None:
-    answered = [0]
+def mostly_bad(answered: list[int]) -> Answer:
+    """Two answers in three the server's refusal, the third a good one (counted in ``answered``)."""
     good, bad = _events(b'{"TOKEN": "a", "COUNT": 1}'), _events(b'{"error": "the model is out of memory"}')
 
-    async def mostly_bad(writer: asyncio.StreamWriter) -> None:
+    async def answer(writer: asyncio.StreamWriter) -> None:
         answered[0] += 1
         await (good if answered[0] % 3 == 0 else bad)(writer)
+    return answer
 
-    level, events = await _generate_level(mostly_bad)
+
+async def test_a_level_where_most_requests_failed_is_failed_and_so_is_the_run() -> None:
+    level, events = await _generate_level(mostly_bad([0]))
     assert level.status == "failed" and level.requests > 0  # some passed: still not a measurement
     assert set(level.errors_by_kind) == {"rejected"} and level.errors > level.requests
     (error,) = [e for e in events.of("error") if not e.fatal]

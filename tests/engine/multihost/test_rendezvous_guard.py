@@ -14,6 +14,7 @@ import pytest
 
 from engine.errors import UserError
 from engine.multihost.group import HostGroup, Refused, opened, sealed
+from tui.commands.exits import shown
 
 pytest.importorskip("torch.distributed")
 
@@ -114,6 +115,10 @@ def test_a_member_with_another_token_is_refused_on_both_sides() -> None:
     assert isinstance(member.get("error"), UserError), member
     assert "the head's word is not signed with this host's token" in str(member["error"])
     assert "\n" not in str(head["error"]) + str(member["error"])
+    # as the screen shows them, credentials masked: no word of the advice taken for a token
+    for error in (head["error"], member["error"]):
+        assert shown(error) == str(error), shown(error)
+    assert shown(member["error"]).endswith("give the token that head printed")
 
 
 def test_a_member_without_a_token_is_one_line() -> None:

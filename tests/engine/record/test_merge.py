@@ -32,6 +32,7 @@ from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from tests.engine.record.synthetic_recordings import record_events
 from tui.cli import main
+from tui.describe import describe
 
 T0 = 1_771_169_400.0
 WINDOW_S = 1.0
@@ -252,6 +253,11 @@ def test_a_level_one_host_measured_again_merges_each_hosts_kept_trial(tmp_path: 
     assert "each host's kept trial (its last, the one its own answer stands on)" in rule
     assert "level 8 (a trial 1, b trial 2)" in rule
     assert summary.status == "failed"
+    # replayed, the sweep's line counts the level degraded without blaming an endpoint (none was missing)
+    with Recording.open(out) as r:
+        (finished,) = list(r.events(("sweep_finished",)))
+    line = describe(finished)
+    assert line is not None and "1 degraded (no decision rests on it)" in line and "endpoint" not in line, line
 
 
 def test_kept_trials_measured_together_merge_sound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -307,6 +313,22 @@ def test_the_same_session_twice_is_refused(tmp_path: Path, capsys: pytest.Captur
     _same_session_refused(capsys, [a, other], tmp_path / "m3.sqlite",
                           "a.sqlite and other.sqlite recorded the same events (sessions s-a and s-other)")
     assert cli(capsys, "merge", str(a), str(b), "-o", str(tmp_path / "m4.sqlite"))[0] == 0
+
+
+def test_a_copy_under_the_same_name_in_another_folder_is_named_by_its_paths(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A glob over two folders that caught a byte copy: the line names both files, not 'given twice'
+    (what one path given twice reads; the user gave it once)."""
+    import shutil
+
+    a, b = recorded(tmp_path, Host("a", 1)), recorded(tmp_path, Host("b", 2))
+    copy = tmp_path / "elsewhere" / "a.sqlite"
+    copy.parent.mkdir()
+    shutil.copyfile(a, copy)
+    _same_session_refused(capsys, [a, b, copy], tmp_path / "m.sqlite",
+                          f"session s-a is in the recordings twice ({a.resolve()} and {copy.resolve()})")
+    _same_session_refused(capsys, [a, b, tmp_path / "." / "a.sqlite"], tmp_path / "m.sqlite",
+                          "session s-a is in the recordings twice (given twice)")
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
