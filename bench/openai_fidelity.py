@@ -94,7 +94,8 @@ def aiperf_run(aiperf: Path, base_url: str, model: str, prompts: Path, tokenizer
            "--extra-inputs", f"max_tokens:{tokens}", "--extra-inputs", "ignore_eos:true",
            "--tokenizer", str(tokenizer), "--use-server-token-count", "--concurrency", str(level),
            "--warmup-request-count", str(max(8, 2 * level)), "--benchmark-duration", f"{args.aiperf_seconds:g}",
-           "--export-level", "raw", "--artifact-dir", str(out), "--ui-type", "none"]
+           "--export-level", "raw", "--artifact-dir", str(out), "--ui-type", "none",
+           "--no-server-metrics"]  # its scrapes of /metrics would cost the server beside the load
     t0, cpu0 = time.monotonic(), _children_cpu_s()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     cpu_s = _children_cpu_s() - cpu0  # AIPerf's processes, start-up included: an upper bound
