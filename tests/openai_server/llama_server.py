@@ -62,10 +62,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _models(base_url: str) -> list[str] | None:
+def _models(base_url: str, api_key: str | None = None) -> list[str] | None:
     """The model ids /v1/models lists, or None while the server does not answer yet."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as r:
+        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/models", headers=headers), timeout=5) as r:
             if r.status != 200:
                 return None
             return [m["id"] for m in json.load(r).get("data", [])]
@@ -96,10 +97,11 @@ def _log_tail(path: Path, n: int = 4000) -> str:
 
 @contextlib.contextmanager
 def run_llama_server(binary: str, model_path: Path, log_dir: Path, *, alias: str = tiny_model.MODEL_NAME,
-                     parallel: int = 4, extra_args: tuple[str, ...] = ()) -> Iterator[OpenAIServer]:
+                     parallel: int = 4, extra_args: tuple[str, ...] = (),
+                     api_key: str | None = None) -> Iterator[OpenAIServer]:
     """Start llama-server on a free loopback port, wait until /v1/models lists the model, yield
     it, and stop it by its PID. `parallel` slots serve that many requests at once (the context
-    is split between them)."""
+    is split between them). ``api_key``: the server asks for it (and the wait sends it)."""
     last_error = ""
     for _ in range(3):  # a free port can be taken between the probe and the server's bind
         port = _free_port()
@@ -107,13 +109,14 @@ def run_llama_server(binary: str, model_path: Path, log_dir: Path, *, alias: str
         log_path = log_dir / f"llama-server-{port}.log"
         cmd = [binary, "--model", str(model_path), "--alias", alias, "--host", "127.0.0.1",
                "--port", str(port), "--ctx-size", str(tiny_model.N_CTX * parallel),
-               "--parallel", str(parallel), "--threads", "1", "--threads-batch", "1", *extra_args]
+               "--parallel", str(parallel), "--threads", "1", "--threads-batch", "1", *extra_args,
+               *(("--api-key", api_key) if api_key else ())]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + START_BUDGET_S
             while time.monotonic() < deadline and proc.poll() is None:
-                if alias in (_models(base_url) or []):
+                if alias in (_models(base_url, api_key) or []):
                     yield OpenAIServer(base_url=base_url, model=alias, pid=proc.pid, log_path=log_path)
                     return
                 time.sleep(0.05)
