@@ -9,7 +9,7 @@ knows (a stop was asked for, the plan ended early); ``outcome`` decides. First m
 2. the recording could not be written: failed (1)
 3. a part died (load worker, server): failed (1), even when a stop came after
 4. stopped (quit, signal) in the middle of a job, or before a headless plan's end: interrupted (130)
-5. a level failed: failed (1), "F of P levels failed (U not run)"
+5. a level failed: failed (1), "F of P levels failed (U not run; level L: its first error)"
 6. the plan ended early and nobody asked it to stop: failed (1)
 7. a level missed one of its servers (degraded): failed (1)
 8. a gate failed: failed (3)
@@ -31,6 +31,7 @@ from engine.errors import RunFailed, UserError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_GATES, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 RECORD_SOURCE = "record"  # the source of the recorder's own fatal error
+WHY_CHARS = 90  # a failed level's error on the run's last line: its start (the level's own line has it all)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class RunFacts:
     stopped_mid_job: bool = False  # the stop came while a sweep or probe ran
     incomplete: str | None = None  # the plan did not run to its end, and nobody asked it to stop
     degraded: tuple[tuple[float, str], ...] = ()  # (level, why) of each level that missed a server
+    first_failure: tuple[float, str] | None = None  # (level, its first error) of the first failed level
     servers_lost: tuple[str, ...] = ()  # each server of several that died under the run: "server 2 of 2 ... exited (...)"
     gate_failures: tuple[str, ...] = ()
     raised: BaseException | None = None  # the exception that ended the run, if one did
@@ -78,7 +80,11 @@ def outcome(facts: RunFacts) -> Outcome:
     if failed:
         planned = max(facts.planned_levels, len(facts.level_statuses))
         unrun = planned - len(facts.level_statuses)
-        return Outcome("failed", f"{lost}{failed} of {planned} levels failed" + (f" ({unrun} not run)" if unrun else ""),
+        why = [f"{unrun} not run"] if unrun else []
+        if facts.first_failure:  # the user reads why on the last line, not only on the level's own
+            level, message = facts.first_failure
+            why.append(f"level {level:g}: {message[:WHY_CHARS]}")
+        return Outcome("failed", f"{lost}{failed} of {planned} levels failed" + (f" ({'; '.join(why)})" if why else ""),
                        EXIT_FAILED)
     if facts.incomplete:
         return Outcome("failed", f"{lost}{facts.incomplete}", EXIT_FAILED)
@@ -120,6 +126,14 @@ class RunLedger:
     def statuses(self) -> tuple[ev.LevelStatus, ...]:
         with self._lock:
             return tuple(r.status for r in self.levels)
+
+    def first_failure(self) -> tuple[float, str] | None:
+        with self._lock:
+            failed = next((r for r in self.levels if r.status == "failed"), None)
+        if failed is None:
+            return None
+        return failed.level, (failed.error_messages[0] if failed.error_messages else
+                              ", ".join(f"{k} x{n}" for k, n in failed.errors_by_kind.items()) or "no request answered")
 
     def degraded(self) -> tuple[tuple[float, str], ...]:
         with self._lock:

@@ -48,6 +48,11 @@ TABLE = [
      Outcome("failed", "1 of 2 levels failed", EXIT_FAILED)),
     ("a level failed, others not run", RunFacts(level_statuses=("stable", "failed"), planned_levels=4),
      Outcome("failed", "1 of 4 levels failed (2 not run)", EXIT_FAILED)),
+    ("a level failed, its first error on the last line",
+     RunFacts(level_statuses=("stable", "failed"), planned_levels=4,
+              first_failure=(16.0, "sequence_dropped: sequence 7 was dropped by the server (idle timeout) " * 3)),
+     Outcome("failed", "1 of 4 levels failed (2 not run; level 16: "
+             + ("sequence_dropped: sequence 7 was dropped by the server (idle timeout) " * 3)[:90] + ")", EXIT_FAILED)),
     ("ended early on its own", RunFacts(level_statuses=("stable",), planned_levels=3, incomplete="the sweep ended "
                                         "after 1 of 3 levels", gate_failures=("p99",)),
      Outcome("failed", "the sweep ended after 1 of 3 levels", EXIT_FAILED)),

@@ -28,4 +28,4 @@ def test_failed_levels_are_counted_against_the_planned_ones(tmp_path):
         Path(profile).write_text(text)
         proc = run_cli("--record", "--output", str(tmp_path), "--profile", profile)
     assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
-    assert "1 of 3 levels failed (2 not run)" in proc.stderr, proc.stderr
+    assert "1 of 3 levels failed (2 not run; level 1: HTTP 500: no)" in proc.stderr, proc.stderr

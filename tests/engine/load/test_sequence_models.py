@@ -143,7 +143,7 @@ def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(tmp_path) ->
                    "--set", "load.concurrency=2", "--set", "load.sequence_length=4", *QUICK)
     assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.stderr.splitlines()[0] == "gpuscale-tui: failed: 1 of 1 levels failed"
+    assert proc.stderr.splitlines()[0].startswith("gpuscale-tui: failed: 1 of 1 levels failed (level ")
     assert "failed: Triton dropped sequences before their end" in proc.stdout
     # the report states the batcher's settings beside the step columns
     (recording,) = tmp_path.glob("*.sqlite")

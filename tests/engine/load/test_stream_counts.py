@@ -278,8 +278,9 @@ async def test_a_level_where_most_requests_failed_is_failed_and_so_is_the_run() 
     ledger = RunLedger()
     for event in events:
         ledger.apply(event)
-    end = outcome(RunFacts(level_statuses=ledger.statuses(), planned_levels=1))
-    assert (end.status, end.error, end.exit_code) == ("failed", "1 of 1 levels failed", 1)
+    end = outcome(RunFacts(level_statuses=ledger.statuses(), planned_levels=1, first_failure=ledger.first_failure()))
+    assert (end.status, end.exit_code) == ("failed", 1) and end.error is not None
+    assert end.error.startswith(f"1 of 1 levels failed (level {level.level:g}: ") and "out of memory" in end.error
 
 
 async def test_an_error_answered_whole_is_the_servers_refusal_not_a_malformed_stream() -> None:
