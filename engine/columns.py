@@ -144,6 +144,7 @@ class LevelFigures:
     label: str = ""  # shown instead of the level: one endpoint's row under its level ("  ep1")
     stream: ev.StreamStats | None = None  # a streaming level's TTFT, ITL and tokens/s
     cost_per_million_tokens: float | None = None  # dollars per million output tokens (a streaming level)
+    cache: ev.ServerCache | None = None  # an LLM server's cache over the level (its /metrics)
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -152,7 +153,7 @@ class LevelFigures:
             mode=result.mode, level=result.level, status=result.status, throughput_ips=result.throughput_ips,
             throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
             audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
-            stream=result.stream,
+            stream=result.stream, cache=result.cache,
         )
 
 
@@ -182,6 +183,16 @@ def compute_seconds(server: ev.ServerBreakdown | None) -> float | None:
 
 def _latency(key: str) -> Callable[[LevelFigures], str]:
     return lambda f: fmt.ms(getattr(f.latency, key) if f.latency else None)
+
+
+# how warm the server's cache was when the level began (engine/load/cache_reads.py), in a cell
+CACHE_STATE_CELL = {"cold": "cold", "warm from earlier levels": "warm", "warm from before this sweep": "prior"}
+CACHE_STATE_NOTE = ("cache: cold = the server had taken no prompt before the level; warm = it held what earlier "
+                    "levels sent; prior = what it took before this sweep")
+
+
+def _cache_state(f: LevelFigures) -> str:
+    return CACHE_STATE_CELL.get(f.cache.state, fmt.NA) if f.cache is not None else fmt.NA
 
 
 def _client(f: LevelFigures) -> str:
@@ -216,6 +227,12 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("itl_p99", "ITL p99 ms", lambda f: fmt.ms(f.stream.itl.p99 if f.stream else None), 10, short="ITL99"),
     Column("tokens", "tok/s", lambda f: _words(f, fmt.rate(f.stream.output_tokens_per_s if f.stream else None)), 8),
     Column("cost_mtok", "$/Mtok", lambda f: _words(f, fmt.money(f.cost_per_million_tokens)), 8, optional=True),
+    # an LLM server's own cache (its /metrics): "-" where it publishes no such figure
+    Column("prefix_hit", "prefix hit", lambda f: fmt.percent(f.cache.hit_rate if f.cache else None), 10, short="hit"),
+    Column("kv_usage", "KV use", lambda f: fmt.percent(f.cache.kv_usage if f.cache else None), 6, optional=True,
+           short="KV"),
+    Column("preempt", "preempt", lambda f: fmt.count(f.cache.preemptions if f.cache else None), 7, optional=True),
+    Column("cache_state", "cache", _cache_state, 5, "left", optional=True),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows
@@ -241,6 +258,21 @@ def with_stream(columns: Sequence[Column[LevelFigures]], priced: bool = False) -
     for c in columns:
         out.append(c)
         if c.key == "p99":
+            out.extend(extra)
+    return tuple(out) if len(out) > len(columns) else (*columns, *extra)
+
+
+CACHE_KEYS = ("prefix_hit", "kv_usage", "preempt", "cache_state")
+
+
+def with_cache(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
+    """An LLM server's cache figures (prefix hit rate, KV usage, preemptions, its state at the
+    level's start) after tok/s and $/Mtok, for a sweep whose levels read the server's cache."""
+    extra = select(SWEEP, CACHE_KEYS)
+    out: list[Column[LevelFigures]] = []
+    for c in columns:
+        out.append(c)
+        if c.key == ("cost_mtok" if any(k.key == "cost_mtok" for k in columns) else "tokens"):
             out.extend(extra)
     return tuple(out) if len(out) > len(columns) else (*columns, *extra)
 

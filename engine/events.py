@@ -196,6 +196,25 @@ class StreamStats:
 
 
 @dataclass
+class ServerCache:
+    """An LLM server's own cache over an interval, from its Prometheus /metrics (OpenAI-compatible
+    servers: llama.cpp, vLLM, SGLang; engine/openai/server_metrics.py): counters as deltas over the
+    interval, gauges as read at its end (a level: the mean over its merged windows). Each figure
+    None where this server does not publish it (not measured, never 0)."""
+
+    server: str  # whose names were read: "llama.cpp", "vLLM" or "SGLang"
+    prompt_tokens: float | None = None  # prompt tokens the server took in (computed and from its cache)
+    cached_tokens: float | None = None  # of those, served from its prefix cache
+    hit_rate: float | None = None  # cached_tokens / prompt_tokens (None: no prompt over the interval)
+    kv_usage: float | None = None  # share of the KV cache in use (0..1)
+    preemptions: float | None = None  # requests preempted (their KV cache evicted) over the interval
+    waiting: float | None = None  # requests waiting for a slot
+    # how warm the cache was when the level began: "cold" (the server had taken no prompt before
+    # it), "warm from earlier levels", or "warm from before this sweep"; "" for a window
+    state: str = ""
+
+
+@dataclass
 class ClientAudit:
     """The load generator judging itself: is the client, not the server, the limit?"""
 
@@ -403,6 +422,7 @@ class WindowResult(Event):
     # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
     others_cpu: float | None = None
     steal: float | None = None
+    cache: ServerCache | None = None  # the LLM server's cache over the window; None: not measured
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -491,6 +511,7 @@ class LevelResult(Event):
     trial: int = 1  # which measurement of this level this is; the last one published stands
     remeasure: str = ""  # why the level is measured again ("" when it is not)
     hosts: list[HostResult] = field(default_factory=list)  # a level driven from several hosts: one each
+    cache: ServerCache | None = None  # the LLM server's cache over the merged windows; None: not measured
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)

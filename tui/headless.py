@@ -199,6 +199,8 @@ class HeadlessPrinter:
             if any(c.key == "split" for c in cols):  # once per table: why the column reads "not measured"
                 self._plain(f"       {DECOUPLED_SPLIT}: Triton's queue and compute statistics do not cover a "
                             "stream's responses", "dim")
+            if any(c.key == "cache_state" for c in cols):  # once per table: what the cache column's words mean
+                self._plain(f"       {columns.CACHE_STATE_NOTE}", "dim")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:

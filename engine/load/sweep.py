@@ -58,12 +58,14 @@ from engine.events import (
     NetworkPath,
     PhaseChanged,
     ServerBreakdown,
+    ServerCache,
     SweepFinished,
     Warning,
     WindowResult,
 )
 from engine.hostinfo import process_cores
 from engine.load.audit import client_audit, delay_limit
+from engine.load.cache_reads import BEFORE, CacheReads
 from engine.load.dev import LoadDev
 from engine.load.error_text import errors_line
 from engine.load.pool import WorkerGone, WorkerPool
@@ -111,6 +113,7 @@ class _Window:
     throughput_rps: float
     parts: list[Aggregate] | None = None  # several endpoints: each one's share of the window
     cpu: CpuShare | None = None  # who took the CPU over the window (engine/cpu_share.py)
+    cache: ServerCache | None = None  # an LLM server's cache over the window (engine/load/cache_reads.py)
 
 
 Snapshots = tuple[object | None, ...]  # one per endpoint (the server API's statistics)
@@ -181,8 +184,12 @@ class _Level:
         trial: int = 1,
         cpu_roots: list[int] | None = None,
         share: HostShare | None = None,
+        earlier_levels: int = 0,
     ) -> None:
         self.share = share
+        # the LLM server's cache: read by the host that reads the server's statistics
+        reads_server = share is None or share.server_stats
+        self.cache = CacheReads(api.cache if reads_server else None, earlier_levels)
         self.slo_search = slo_search
         self.trial = trial
         self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
@@ -258,6 +265,7 @@ class _Level:
     async def run(self) -> LevelResult:
         pool = self.pool
         self.rtt = await self.api.round_trip()  # before any load: the path, not a queue
+        self.cache.mark(BEFORE)  # the cache's counters before this level's first request
         for w, plan in enumerate(self.plans()):
             pool.send(w, PrepareLevel(plan))
         connect_problem = None
@@ -269,6 +277,7 @@ class _Level:
             self.kernel_rtt_us += ready.kernel_rtt_us
         if connect_problem:
             self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
+        await self.cache.at(BEFORE)
         self.t0 = await self.share.start_at(self.index) if self.share else time.monotonic_ns() + T0_LEAD_NS
         for w in range(self.active):
             pool.send(w, StartAt(self.t0))
@@ -305,6 +314,7 @@ class _Level:
         result = await self.result(status)
         for task in self.snapshots.values():
             task.cancel()
+        self.cache.cancel()
         return result
 
     def mostly_failed(self) -> bool:
@@ -450,6 +460,7 @@ class _Level:
                 await asyncio.sleep(delay)
             if boundary == self.warmup_ticks or boundary >= self.cur_start + self.min_ticks:
                 self.ensure_snapshot(boundary)
+                self.cache.mark(boundary)
             boundary += 1
 
     async def close_window(self, end: int) -> LevelStatus | None:
@@ -457,10 +468,11 @@ class _Level:
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
+        cache = await self.cache.window(start, end)
         reading = read_cpu(self.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
         self.cpu_mark = reading
-        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu)
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu, cache)
         self.windows.append(window)
         self.cur_start = end
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
@@ -470,7 +482,8 @@ class _Level:
             self.load.stable_windows,
             self.load.stability_percent,
         )
-        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu))
+        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu,
+                                       cache))
         if agg.ok == 0 and agg.error_count > 0:
             return "failed"
         if stable:
@@ -489,7 +502,7 @@ class _Level:
 
     def window_event(
         self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool,
-        cpu: CpuShare | None = None,
+        cpu: CpuShare | None = None, cache: ServerCache | None = None,
     ) -> WindowResult:
         audit = client_audit(
             agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
@@ -513,6 +526,7 @@ class _Level:
             stream=stream_stats(agg),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
+            cache=cache,
         )
 
     # -- result
@@ -540,6 +554,7 @@ class _Level:
         LoadDev.from_load(load).save_samples(self.index, self.trial, agg.latency_ns)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
+        cache = await self.cache.level(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, [w.cache for w in chosen])
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
                              self.delay_limit)
         # Errors are counted over every measured window, not only the merged ones: an outage in
@@ -571,6 +586,7 @@ class _Level:
             endpoints=endpoints,
             degraded=self.degraded(),
             stream=stream,
+            cache=cache,
         )
 
     def degraded(self) -> str:
@@ -670,6 +686,7 @@ async def run_sweep(
     pool: WorkerPool | None = None
     roots = await asyncio.to_thread(local_servers, endpoints)
     trials = Trials(load, publish, stop)
+    ran = [0]  # levels run so far, trials included: a level after one finds the cache it left
     try:
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
@@ -691,7 +708,8 @@ async def run_sweep(
             async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
                 run = _Level(pool, api, load, level, index, total, publish, stop, tick_ns, search,
-                             request_bytes, trial, roots, share)
+                             request_bytes, trial, roots, share, earlier_levels=ran[0])
+                ran[0] += 1
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
             result = await trials.measure(level_run, level, index, results)

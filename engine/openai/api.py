@@ -1,7 +1,8 @@
 """The OpenAI API behind the load engine's seam (engine/load/server_api.py's ServerApi): one model
 of an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM's trtllm-serve, llama.cpp's server,
 Triton's OpenAI frontend), its four transports (chat and completions, streamed or whole), the
-prompts, no server statistics (the server split reads "not measured"), the /v1/models probe.
+prompts, no server statistics (the server split reads "not measured"), the server's cache from
+its /metrics (engine/openai/server_metrics.py), the /v1/models probe.
 
 ``OpenAiApi(target, key)`` is what ``run_sweep`` takes (``target``: engine/openai/target.py's
 open_target; ``key``: the API key or None).
@@ -19,6 +20,7 @@ from engine.errors import UserError
 from engine.events import Event, InputDataUsed
 from engine.net import http1
 from engine.openai.requests import Prompt, body, http_request, read_jsonl, synthetic
+from engine.openai.server_metrics import OpenAiCache
 from engine.openai.target import OpenAiTarget, auth_headers
 from engine.openai.transport import OpenAiPayload
 from engine.transport_table import OPENAI, TRANSPORTS
@@ -58,6 +60,7 @@ class OpenAiApi:
     def __init__(self, target: OpenAiTarget, key: str | None) -> None:
         self.target, self.key = target, key
         self.endpoint = http1.parse_endpoint(target.url)  # the key goes to this host:port only
+        self.cache = OpenAiCache(target.url, auth_headers(key))
 
     @property
     def model(self) -> str:

@@ -235,7 +235,13 @@ def _levels(f: RunFindings, tag: str = "") -> list:
     shown = columns.without_cost(columns.SWEEP_REPORT, s.cost_per_hour)
     if any(lv.result.stream is not None for lv in f.levels):  # a streaming sweep: TTFT, ITL, tokens/s
         shown = columns.with_stream(shown, priced=(s.cost_per_hour or 0) > 0)
+    cached = [lv.result.cache for lv in f.levels if lv.result.cache is not None]
+    if cached:  # the LLM server's own cache (its /metrics), and how warm it was at each level's start
+        shown = columns.with_cache(shown)
     blocks.append(Table.of(shown, figures))
+    if cached:
+        blocks.append(Para(f"Prefix hit: the server's cached prompt tokens over its prompt tokens ({cached[0].server}'s "
+                           f"/metrics, deltas over each level's merged windows); {columns.CACHE_STATE_NOTE}."))
     pts = f.points
     served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])
     if f.streaming:  # a streaming model's throughput is its output tokens

@@ -70,6 +70,7 @@ class TritonApi:
     """One Triton model behind one or more servers (``target.endpoints``)."""
 
     round_trip_method = METHOD
+    cache = None  # Triton's /metrics has no LLM cache counters for our models: not measured
 
     def __init__(self, target: Target, info: TargetInfo) -> None:
         # an ensemble's statistics are read with its steps'; a decoupled model's server time is not split
