@@ -28,6 +28,8 @@ from msgspec import Meta
 from engine import table_schema
 from engine.errors import UserError
 from engine.format import price_problem
+from engine.length_spec import SYNTAX as LENGTH_SYNTAX
+from engine.length_spec import LengthSpec, parse_length
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
@@ -107,29 +109,17 @@ def _slo_text(v: object) -> str | None:
     return None if len(names) == len(set(names)) else expected
 
 
-# load.input_tokens / load.output_tokens: a mean and an optional spread, "128" or "128+-32" (or "128±32")
-TOKEN_COUNT = re.compile(r"^\s*([0-9]+)\s*(?:(?:\+-|±)\s*([0-9]+))?\s*$")
-MOST_TOKENS = 1 << 20
-
-
-def token_count(v: object) -> tuple[int, int] | None:
-    """load.input_tokens / load.output_tokens as (mean, spread): lengths drawn uniformly from
-    mean - spread to mean + spread; None for a value that is not one."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        v = str(v)
-    match = TOKEN_COUNT.match(v) if isinstance(v, str) else None
-    if match is None:
-        return None
-    mean, spread = int(match.group(1)), int(match.group(2) or 0)
-    return (mean, spread) if 1 <= mean <= MOST_TOKENS and spread < mean else None
+# load.input_tokens / load.output_tokens: a length distribution, "128", "128+-32", "normal:128:32",
+# "lognormal:128:0.5" (engine/length_spec.py)
+def token_count(v: object) -> LengthSpec | None:
+    """load.input_tokens / load.output_tokens as a length distribution; None for a value that is not one."""
+    return parse_length(v)
 
 
 def _token_count(v: object) -> str | None:
-    if v == "" or token_count(v) is not None:
+    if v == "" or parse_length(v) is not None:
         return None
-    return (f"a token count from 1 to {MOST_TOKENS}, with an optional spread below it, e.g. 128 or '128+-32'")
+    return LENGTH_SYNTAX
 
 
 def _bind_address(v: object) -> str | None:
@@ -303,6 +293,13 @@ class Load:
     # request, each a mean with an optional spread, 128 or "128+-32": engine/triton/input_synthetic.py
     input_tokens: Annotated[str | int, Check(_token_count)] = ""
     output_tokens: Annotated[str | int, Check(_token_count)] = ""
+    # OpenAI's synthetic prompts (engine/openai/workload.py): prefix_groups groups, each prompt opening
+    # with its group's prefix of prefix_tokens words, then load.input_tokens words of its own; 0: none
+    prefix_groups: Annotated[int, Meta(ge=0, le=4096)] = 0
+    prefix_tokens: Annotated[int, Meta(ge=0, le=1 << 20)] = 0
+    # distinct synthetic prompts an OpenAI sweep sends before it sends one again: each has its own
+    # words, so a server's prefix cache finds nothing by accident until then
+    distinct_prompts: Annotated[int, Meta(ge=1, le=65536)] = 2048
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""
@@ -588,6 +585,15 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     elif spec is not None and spec.api != TRITON:
         raise fail("load.transport", f"expected load.api = 'openai' for {p.load.transport!r} (an OpenAI transport), "
                    "found load.api = 'triton'")
+    if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
+        raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
+                   f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")
+    if p.load.prefix_groups and p.load.api != OPENAI:
+        raise fail("load.prefix_groups", "expected load.api = 'openai' for shared prefixes (Triton's synthetic prompts "
+                   f"have none), found {p.load.prefix_groups}")
+    if p.load.prefix_groups and p.load.input_data:
+        raise fail("load.prefix_groups", "expected no shared prefixes beside load.input_data (the file's prompts are "
+                   f"sent), found {p.load.prefix_groups}")
 
 
 def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:

@@ -85,7 +85,8 @@ class OpenAiApi:
         if load.input_data:
             made = await asyncio.to_thread(read_jsonl, load.input_data, load.output_tokens)
         else:
-            made = synthetic(load.input_tokens, load.output_tokens)
+            made = synthetic(load.input_tokens, load.output_tokens, load.distinct_prompts, load.prefix_groups,
+                             load.prefix_tokens)
         if stop.is_set():
             return []
         publish(InputDataUsed(path=made.label, sha256=made.sha256, entries=len(made.prompts),

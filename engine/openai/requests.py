@@ -1,7 +1,7 @@
 """The prompts an OpenAI sweep sends, and their HTTP requests, made once per sweep in the session.
 
-Prompts: synthetic ones by default (engine/prompts.py: load.input_tokens words, load.output_tokens
-as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON string (the
+Prompts: synthetic ones by default (engine/openai/workload.py: load.distinct_prompts of them,
+load.input_tokens words, shared prefixes where asked, load.output_tokens as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON string (the
 prompt) or an object with the prompt under ``text`` (or ``prompt``) and, optionally, its own
 ``max_tokens``. A bad line is one line naming the file and the line, before any load.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.net.http1 import Endpoint, encode_request
-from engine.prompts import synthetic_label, synthetic_prompts
+from engine.openai.workload import digest, synthetic_workload
 
 MAX_PROMPTS_BYTES = 256 << 20  # a prompts file past this is refused
 PROMPT_KEYS = ("text", "prompt")
@@ -48,10 +48,12 @@ class Prompts:
     source: str  # "synthetic" or "jsonl"
 
 
-def synthetic(input_tokens: object, output_tokens: object) -> Prompts:
-    label, spec = synthetic_label(input_tokens, output_tokens)
-    made = [Prompt(text, out) for text, out in synthetic_prompts(input_tokens, output_tokens)]
-    return Prompts(made, label, hashlib.sha256(spec.encode()).hexdigest(), "synthetic")
+def synthetic(input_tokens: object, output_tokens: object, count: int = 1, groups: int = 0,
+              prefix_words: int = 0) -> Prompts:
+    """``count`` distinct prompts, shared prefixes where asked (engine/openai/workload.py)."""
+    made = synthetic_workload(input_tokens, output_tokens, count, groups, prefix_words)
+    prompts = [Prompt(text, out) for text, out in zip(made.texts, made.max_tokens, strict=True)]
+    return Prompts(prompts, made.label, digest(made), "synthetic")
 
 
 def read_jsonl(path: str, output_tokens: object) -> Prompts:
@@ -87,7 +89,7 @@ def _mean(output_tokens: object) -> int | None:
     from engine.profiles import token_count
 
     parsed = token_count(output_tokens) if output_tokens != "" else None
-    return parsed[0] if parsed is not None else None
+    return round(parsed.mean) if parsed is not None else None
 
 
 def _prompt_of(line: str, number: int, path: str, default: int | None) -> Prompt:

@@ -2,50 +2,39 @@
 llama-server with --metrics, on the tiny model): prompts that share a long prefix raise the hit
 rate its /metrics report over prompts of the same lengths that share nothing, the headless table
 shows that hit rate, the recording keeps it per level and per window, and the first level is
-marked cold, the next warm from earlier levels."""
+marked cold, the next warm from earlier levels. And the generated prompts' lengths follow their
+distribution counted in the server's own tokens."""
 
 from __future__ import annotations
 
 import json
-import random
+import math
+import statistics
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from engine import format as fmt
 from engine.events import LevelResult, WindowResult
+from engine.openai.requests import synthetic
 from engine.record.reader import Recording
 from tests.openai_server.test_real_server_sweep import QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = ("the of and to in is was for on that with as by at from it an be this are or have not but his they which "
-         "one you had all were her can there their would been has more when if will no out so up said what").split()
-PROMPTS = 1500  # unique prompts: more than a level sends, so no prompt is sent twice
-PREFIX, SUFFIX, GROUPS = 96, 16, 2
+PREFIX, SUFFIX, GROUPS = 96, 16, 2  # words: 2 groups of a 96-word prefix, then 16 words of each prompt's own
+SHARED = ("--set", f"load.prefix_groups={GROUPS}", "--set", f"load.prefix_tokens={PREFIX}",
+          "--set", f"load.input_tokens={SUFFIX}")
+UNSHARED = ("--set", f"load.input_tokens={PREFIX + SUFFIX}")  # the same lengths, nothing shared
 
 
-def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
-def _write(path: Path, shared: bool) -> Path:
-    """PROMPTS prompts of PREFIX + SUFFIX words: GROUPS shared prefixes, or every word its own."""
-    rng = random.Random(57)
-    prefixes = [_words(rng, PREFIX) for _ in range(GROUPS)]
-    with path.open("w") as f:
-        for k in range(PROMPTS):
-            head = prefixes[k % GROUPS] if shared else _words(rng, PREFIX)
-            f.write(json.dumps({"text": f"{head} {_words(rng, SUFFIX)}"}) + "\n")
-    return path
-
-
-def _sweep(server, prompts: Path, out: Path) -> tuple[list[LevelResult], list[WindowResult], str]:
+def _sweep(server, workload: tuple[str, ...], out: Path) -> tuple[list[LevelResult], list[WindowResult], str]:
     proc = subprocess.run(
         [sys.executable, "-m", "tui.cli", "--record", "-o", str(out), "--url", server.base_url, *QUICK,
          "--set", "load.transport=chat_stream", "--set", "load.concurrency=1,2",
-         "--set", "load.output_tokens=8", "--input-data", str(prompts)],
+         "--set", "load.output_tokens=8", *workload],
         cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     (path,) = out.glob("*.sqlite")
@@ -57,8 +46,8 @@ def _sweep(server, prompts: Path, out: Path) -> tuple[list[LevelResult], list[Wi
 
 @pytest.mark.slow
 def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(openai_server, tmp_path: Path) -> None:
-    shared, shared_windows, shared_out = _sweep(openai_server, _write(tmp_path / "shared.jsonl", True), tmp_path / "a")
-    unique, _, _ = _sweep(openai_server, _write(tmp_path / "unique.jsonl", False), tmp_path / "b")
+    shared, shared_windows, shared_out = _sweep(openai_server, SHARED, tmp_path / "a")
+    unique, _, _ = _sweep(openai_server, UNSHARED, tmp_path / "b")
     for levels in (shared, unique):
         assert [r.level for r in levels] == [1.0, 2.0]
         assert all(r.cache is not None and r.cache.server == "llama.cpp" for r in levels)
@@ -68,7 +57,7 @@ def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(opena
     hits = {name: [r.cache.hit_rate for r in levels if r.cache] for name, levels in
             (("shared", shared), ("unique", unique))}
     # 96 of 112 words shared with many prompts before: most of each prompt comes from the cache;
-    # prompts that share nothing find at most their first tokens (the chat template's, a word or two)
+    # distinct prompts (the default) find at most their first tokens (the chat template's, a word or two)
     assert all(h is not None and h > 0.6 for h in hits["shared"]), hits
     assert all(h is not None and h < 0.3 for h in hits["unique"]), hits
     # the second level found what the first one left; the first, after the other run's, found the server used
@@ -81,3 +70,28 @@ def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(opena
     rows = [line for line in shared_out.splitlines() if line.startswith("level ")]
     assert len(rows) == 2 and all(fmt.percent(r.cache.hit_rate) in row for r, row in zip(shared, rows, strict=True)
                                   if r.cache), rows
+
+
+def _tokens(server, text: str) -> int:
+    """The prompt's tokens as the server's own tokenizer counts them (llama-server's /tokenize)."""
+    request = urllib.request.Request(server.base_url[:-3] + "/tokenize", json.dumps({"content": text}).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return len(json.load(reply)["tokens"])
+
+
+PROMPTS = 300  # per distribution: the sample mean's standard error is then about 6 % of the sd
+
+
+@pytest.mark.slow
+def test_generated_lengths_follow_their_distribution_in_the_servers_tokens(openai_server) -> None:
+    # the server's tokens per word of our vocabulary, from fixed-length prompts
+    per_word = statistics.fmean(_tokens(openai_server, p.text) / 128 for p in synthetic("128", "", 50).prompts)
+    for text, mean, median in (("normal:200:40", 200, 200), ("lognormal:128:0.5", 128 * math.exp(0.125), 128)):
+        counted = [_tokens(openai_server, p.text) for p in synthetic(text, "", PROMPTS).prompts]
+        # tolerance: within 7 % of the distribution's mean and median times the tokens per word
+        # (the sampling error at 300 prompts, plus each word's own token count varying)
+        assert statistics.fmean(counted) == pytest.approx(mean * per_word, rel=0.07), (text, per_word)
+        assert statistics.median(counted) == pytest.approx(median * per_word, rel=0.07), (text, per_word)
+    normal = [_tokens(openai_server, p.text) for p in synthetic("normal:200:40", "", PROMPTS).prompts]
+    assert statistics.pstdev(normal) == pytest.approx(40 * per_word, rel=0.2)  # the spread, within 20 %
