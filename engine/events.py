@@ -391,7 +391,7 @@ class LevelStarted(Event):
     index: int  # 0-based position in the sweep
     total: int  # levels in the sweep
     batch_size: int = 1
-    arrival: str | None = None  # rate mode: "constant" or "poisson"
+    arrival: str | None = None  # rate mode: "constant", "poisson" or "gamma"
     workers: int = 1
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     trial: int = 1  # 2, 3, ...: the level measured again (unstable, contended or out of line)

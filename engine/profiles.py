@@ -269,7 +269,9 @@ class Load:
     )] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     rates: Annotated[list[PositiveNumber], Meta(description="a list of request rates > 0")] = field(
         default_factory=list)  # requests/s, rate mode
-    arrival: Literal["constant", "poisson"] = "constant"  # rate mode
+    arrival: Literal["constant", "poisson", "gamma"] = "constant"  # rate mode: engine/load/arrivals.py
+    # arrival "gamma": the gaps' shape; below 1 bursty (1: Poisson), as vLLM's --burstiness
+    burstiness: Annotated[float, Meta(gt=0, le=1000)] = 1.0
     batch_size: Count = 1
     window_ms: Annotated[int, Meta(ge=1, le=3_600_000, extra={"unit": " ms"})] = 5000  # perf_analyzer's default
     min_window_requests: Count = 50  # a window is extended until it holds this many
@@ -585,6 +587,9 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     elif spec is not None and spec.api != TRITON:
         raise fail("load.transport", f"expected load.api = 'openai' for {p.load.transport!r} (an OpenAI transport), "
                    "found load.api = 'triton'")
+    if p.load.burstiness != 1.0 and p.load.arrival != "gamma":
+        raise fail("load.burstiness", f"expected load.arrival = 'gamma' for a burstiness, found load.arrival = "
+                   f"{p.load.arrival!r}")
     if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
         raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
                    f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")

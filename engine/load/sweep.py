@@ -236,6 +236,7 @@ class _Level:
             tick_ns=self.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
+            burstiness=load.burstiness,
             # the workers open their connections from one instant, each its stagger later
             # (Worker.open_grouped)
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,

@@ -29,7 +29,8 @@ class LevelPlan:
     timeout_ns: int
     slots: int = 0  # concurrency mode: requests this worker keeps in flight
     rate: float = 0.0  # rate mode: this worker's share, requests/s
-    arrival: str = "constant"
+    arrival: str = "constant"  # engine/load/arrivals.py
+    burstiness: float = 1.0  # arrival "gamma": the gaps' gamma shape
     phase_ns: int = 0  # rate mode: offset of this worker's schedule (interleaves workers)
     seed: int = 0
     max_in_flight: int = 0  # rate mode: cap of this worker's open requests

@@ -29,6 +29,7 @@ from importlib import import_module
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
+from engine.load.arrivals import gap_factor
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.load.worker_messages import (
@@ -622,9 +623,9 @@ class Worker:
     # -- rate mode
 
     def next_gap(self) -> float:
-        if self.plan.arrival == "poisson":  # type: ignore[union-attr]  # rate mode runs with a plan
-            return self.rng.expovariate(1.0) * self.gap_ns
-        return self.gap_ns
+        plan = self.plan
+        assert plan is not None  # rate mode runs with a plan
+        return gap_factor(self.rng, plan.arrival, plan.burstiness) * self.gap_ns
 
     def send_due(self) -> None:
         """Rate mode: send every request whose time has come, then wake at the next one's."""

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ("load.output_tokens=normal:10:50", "found 'normal:10:50'"),
     ("load.prefix_groups=4", "load.prefix_groups and load.prefix_tokens both set"),
     ("load.distinct_prompts=0", "load.distinct_prompts"),
+    ("load.burstiness=0.5", "expected load.arrival = 'gamma' for a burstiness"),
 ])
 def test_a_bad_workload_spec_is_one_line_and_exit_2(setting: str, words: str) -> None:
     # port 9 (discard) on loopback: nothing answers there, and a valid spec would say so instead
