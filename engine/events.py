@@ -193,6 +193,9 @@ class StreamStats:
     input_tokens_per_s: float | None = None
     # the token figures are words, not tokens: the server reported no usage for some requests
     tokens_are_words: bool = False
+    # of the prompt's tokens, those the server's usage said came from its prefix cache
+    # (usage.prompt_tokens_details.cached_tokens), where every answer said; None: not measured
+    cached_tokens_per_request: float | None = None
 
 
 @dataclass

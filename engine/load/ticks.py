@@ -70,6 +70,7 @@ class Tick:
     tokens: array | None = None  # output tokens per request (load.tokens_from; else its responses)
     reads: array | None = None  # distinct arrival stamps per request (None: every gap measured)
     input_tokens: array | None = None  # the prompt's tokens per request as the server counted them (-1: unknown)
+    cached_tokens: array | None = None  # of those, from the server's prefix cache (its usage; -1: unknown)
     worded: int = 0  # requests whose token counts are words: the server reported no usage
 
     @property

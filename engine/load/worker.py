@@ -120,6 +120,7 @@ class TickBuffer:
         self.itl: list[int] = []
         self.reads: list[int] = []
         self.input_tokens: list[int] = []
+        self.cached_tokens: list[int] = []
         self.worded = 0
 
     def _close(self) -> None:
@@ -145,6 +146,7 @@ class TickBuffer:
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
             tick.tokens, tick.reads = array("q", self.tokens), array("q", self.reads)
             tick.input_tokens, tick.worded = array("q", self.input_tokens), self.worded
+            tick.cached_tokens = array("q", self.cached_tokens)
 
     def roll(self, now: int) -> None:
         """Close the current tick and move to the one that holds ``now``."""
@@ -164,9 +166,10 @@ class TickBuffer:
         self.client.append(client)
 
     def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int, reads: int,
-                 input_tokens: int = -1, worded: bool = False) -> None:
+                 input_tokens: int = -1, worded: bool = False, cached_tokens: int = -1) -> None:
         """The stream of the request ``ok`` just counted (same tick)."""
         self.input_tokens.append(input_tokens)
+        self.cached_tokens.append(cached_tokens)
         self.worded += worded
         self.ttft.append(ttft)
         self.reads.append(reads)
@@ -525,7 +528,8 @@ class Worker:
         stream = slot.stream
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
-                                 now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded)
+                                 now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded,
+                                 stream.cached_tokens)
         self.after(slot, close)
 
     def rejected(self, slot: Connection, kind: str, message: str, close: bool) -> None:

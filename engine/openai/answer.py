@@ -22,8 +22,8 @@ class Answer:
     """What one answer has carried so far. ``chat``: chat completions (text under
     ``message``/``delta``), else completions (text under ``text``)."""
 
-    __slots__ = ("chat", "chunks", "error", "finish", "input_tokens", "output_tokens", "problem", "words",
-                 "word_open")
+    __slots__ = ("cached_tokens", "chat", "chunks", "error", "finish", "input_tokens", "output_tokens", "problem",
+                 "words", "word_open")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -33,6 +33,7 @@ class Answer:
         self.finish: str | None = None  # the last finish_reason seen
         self.input_tokens: int | None = None  # usage.prompt_tokens
         self.output_tokens: int | None = None  # usage.completion_tokens
+        self.cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: not given)
         self.error: str | None = None  # the server's words in an error object
         self.problem: str | None = None  # the first malformed thing found
 
@@ -110,6 +111,11 @@ class Answer:
                 self.problem = self.problem or f"usage.{key} = {str(n)[:40]}, not a count within 0..{MAX_TOKENS}"
                 return
         self.input_tokens, self.output_tokens = usage["prompt_tokens"], usage["completion_tokens"]
+        # optional: the server's prompt tokens from its prefix cache; a value out of range is left out, not a fault
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= self.input_tokens:
+            self.cached_tokens = cached
 
     def verdict(self, max_tokens: int | None) -> str | None:
         """What is wrong with the whole answer (one line), or None."""

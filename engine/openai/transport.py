@@ -229,6 +229,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         times = self.times
         if answer.output_tokens is not None and answer.input_tokens is not None:
             times.tokens, times.input_tokens = answer.output_tokens, answer.input_tokens
+            times.cached_tokens = answer.cached_tokens if answer.cached_tokens is not None else -1
         else:  # no usage: the words, and the level says so
             times.tokens, times.input_tokens = answer.words, self.payload.prompt_words[self.sent_index]
             times.worded = True

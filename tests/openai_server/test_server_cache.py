@@ -60,6 +60,13 @@ def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(opena
     # distinct prompts (the default) find at most their first tokens (the chat template's, a word or two)
     assert all(h is not None and h > 0.6 for h in hits["shared"]), hits
     assert all(h is not None and h < 0.3 for h in hits["unique"]), hits
+    # each answer's usage says the same (prompt_tokens_details.cached_tokens), request by request
+    answered = {name: [r.stream.cached_tokens_per_request / r.stream.input_tokens_per_request for r in levels
+                       if r.stream and r.stream.cached_tokens_per_request is not None
+                       and r.stream.input_tokens_per_request]
+                for name, levels in (("shared", shared), ("unique", unique))}
+    assert len(answered["shared"]) == 2 and all(h > 0.6 for h in answered["shared"]), answered
+    assert len(answered["unique"]) == 2 and all(h < 0.3 for h in answered["unique"]), answered
     # the second level found what the first one left; the first, after the other run's, found the server used
     assert [r.cache.state for r in shared if r.cache] in (["cold", "warm from earlier levels"],
                                                            ["warm from before this sweep", "warm from earlier levels"])
