@@ -302,6 +302,8 @@ class Load:
     # distinct synthetic prompts an OpenAI sweep sends before it sends one again: each has its own
     # words, so a server's prefix cache finds nothing by accident until then
     distinct_prompts: Annotated[int, Meta(ge=1, le=65536)] = 2048
+    # OpenAI's chat: turns per multi-turn session (engine/openai/sessions.py); 1: every request alone
+    turns: Annotated[int, Meta(ge=1, le=1000)] = 1
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""
@@ -593,6 +595,8 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
         raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
                    f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")
+    if p.load.turns > 1 and p.load.api != OPENAI:
+        raise fail("load.turns", f"expected load.api = 'openai' for multi-turn sessions, found {p.load.turns}")
     if p.load.prefix_groups and p.load.api != OPENAI:
         raise fail("load.prefix_groups", "expected load.api = 'openai' for shared prefixes (Triton's synthetic prompts "
                    f"have none), found {p.load.prefix_groups}")

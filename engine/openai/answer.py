@@ -23,10 +23,11 @@ class Answer:
     ``message``/``delta``), else completions (text under ``text``)."""
 
     __slots__ = ("cached_tokens", "chat", "chunks", "error", "finish", "input_tokens", "output_tokens", "problem",
-                 "words", "word_open")
+                 "texts", "words", "word_open")
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, keep_text: bool = False) -> None:
         self.chat = chat
+        self.texts: list[str] | None = [] if keep_text else None  # the text itself (a multi-turn session's answer)
         self.chunks = 0  # chunks (or choices) that carried text
         self.words = 0  # words of the text, counted across chunk edges
         self.word_open = False  # the text so far ends inside a word
@@ -60,6 +61,8 @@ class Answer:
             if text:
                 texted = True
                 self._count_words(text)
+                if self.texts is not None:
+                    self.texts.append(text)
             reason = choice.get("finish_reason")
             if reason is not None:
                 if not isinstance(reason, str):

@@ -19,8 +19,16 @@ from typing import TYPE_CHECKING
 from engine.errors import UserError
 from engine.events import Event, InputDataUsed
 from engine.net import http1
-from engine.openai.requests import Prompt, body, http_request, read_jsonl, synthetic
+from engine.openai.requests import (
+    Prompt,
+    body,
+    http_request,
+    read_jsonl,
+    request_headers,
+    synthetic,
+)
 from engine.openai.server_metrics import OpenAiCache
+from engine.openai.sessions import Session
 from engine.openai.target import OpenAiTarget, auth_headers
 from engine.openai.transport import OpenAiPayload
 from engine.transport_table import OPENAI, TRANSPORTS
@@ -79,6 +87,9 @@ class OpenAiApi:
                             f"found {load.batch_size}")
         if load.tokens_from:
             raise UserError("load.tokens_from: the OpenAI API counts tokens from the server's usage; leave it unset")
+        if load.turns > 1 and not spec.name.startswith("chat"):
+            raise UserError(f"load.turns: a multi-turn session is a chat: expected load.transport 'chat_stream' or "
+                            f"'chat', found {spec.name!r}")
         return spec.module
 
     async def requests(self, load: Load, publish: Publish, stop: asyncio.Event) -> list[Prompt]:
@@ -100,8 +111,13 @@ class OpenAiApi:
         raws = tuple(http_request(self.endpoint, PATHS[chat], body(self.model, p, chat, stream, load.ignore_eos), stream,
                                   self.key)
                      for p in prompts)
+        session = None
+        if load.turns > 1:  # each request built at send time from its prompt's body (engine/openai/sessions.py)
+            session = Session(load.turns, self.endpoint, PATHS[chat], request_headers(stream, self.key),
+                              tuple(body(self.model, p, chat, stream, load.ignore_eos) for p in prompts))
         payload = OpenAiPayload(self.endpoint.host, self.endpoint.port, self.endpoint.tls, self.endpoint.host, raws,
-                                chat, stream, tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts))
+                                chat, stream, tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts),
+                                session)
         return [OpenAiPrepared(payload, sum(len(r) for r in raws) // max(1, len(raws)))]
 
     async def round_trip(self) -> float | None:

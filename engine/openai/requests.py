@@ -128,9 +128,14 @@ def body(model: str, prompt: Prompt, chat: bool, stream: bool, exact: bool = Tru
     return json.dumps(doc).encode()
 
 
-def http_request(endpoint: Endpoint, path: str, payload: bytes, stream: bool, key: str | None) -> bytes:
-    """One whole HTTP/1.1 request; the key (if any) as a bearer token, to this endpoint only."""
+def request_headers(stream: bool, key: str | None) -> dict[str, str]:
+    """A completion request's headers; the key (if any) as a bearer token."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    return encode_request("POST", endpoint, path, headers, payload)
+    return headers
+
+
+def http_request(endpoint: Endpoint, path: str, payload: bytes, stream: bool, key: str | None) -> bytes:
+    """One whole HTTP/1.1 request; the key (if any) as a bearer token, to this endpoint only."""
+    return encode_request("POST", endpoint, path, request_headers(stream, key), payload)
