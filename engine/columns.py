@@ -186,9 +186,11 @@ def _latency(key: str) -> Callable[[LevelFigures], str]:
 
 
 # how warm the server's cache was when the level began (engine/load/cache_reads.py), in a cell
-CACHE_STATE_CELL = {"cold": "cold", "warm from earlier levels": "warm", "warm from before this sweep": "prior"}
+CACHE_STATE_CELL = {"cold": "cold", "warm from earlier levels": "warm", "warm from before this sweep": "prior",
+                    "cold: reset before the level": "reset"}
 CACHE_STATE_NOTE = ("cache: cold = the server had taken no prompt before the level; warm = it held what earlier "
-                    "levels sent; prior = what it took before this sweep")
+                    "levels sent; prior = what it took before this sweep; reset = emptied before the level "
+                    "(load.cache_reset)")
 
 
 def _cache_state(f: LevelFigures) -> str:

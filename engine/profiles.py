@@ -304,6 +304,9 @@ class Load:
     distinct_prompts: Annotated[int, Meta(ge=1, le=65536)] = 2048
     # OpenAI's chat: turns per multi-turn session (engine/openai/sessions.py); 1: every request alone
     turns: Annotated[int, Meta(ge=1, le=1000)] = 1
+    # OpenAI's API: empty the server's prefix cache before each level, where it offers a way
+    # (engine/openai/server_metrics.py's reset); "none": each level finds what the earlier left
+    cache_reset: Literal["none", "each_level"] = "none"
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""
@@ -595,6 +598,9 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
         raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
                    f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")
+    if p.load.cache_reset != "none" and p.load.api != OPENAI:
+        raise fail("load.cache_reset", f"expected load.api = 'openai' (an LLM server's cache), found "
+                   f"{p.load.cache_reset!r}")
     if p.load.turns > 1 and p.load.api != OPENAI:
         raise fail("load.turns", f"expected load.api = 'openai' for multi-turn sessions, found {p.load.turns}")
     if p.load.prefix_groups and p.load.api != OPENAI:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 READ_TIMEOUT_S = 2.0
 BEFORE = -1  # the reading before the level's first request
 COLD, WARM_EARLIER, WARM_BEFORE = "cold", "warm from earlier levels", "warm from before this sweep"
+RESET = "cold: reset before the level"  # load.cache_reset = "each_level", and the server took it
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -39,6 +40,15 @@ class CacheReads:
         self.cache = cache
         self.earlier_levels = earlier_levels  # levels this sweep ran before this one (trials included)
         self.reads: dict[int, asyncio.Task[object | None]] = {}
+        self.was_reset = False
+
+    async def reset(self) -> str | None:
+        """Empty the server's cache before the level; None when done, else why not."""
+        if self.cache is None:
+            return "the server's cache is not read"
+        why = await self.cache.reset(READ_TIMEOUT_S * 5)
+        self.was_reset = why is None
+        return why
 
     def mark(self, boundary: int) -> None:
         """Start reading the counters for the tick boundary ``boundary`` (BEFORE: the level's start)."""
@@ -62,6 +72,8 @@ class CacheReads:
         return self.cache.between(await self.at(start), await self.at(end))
 
     async def state(self) -> str:
+        if self.was_reset:
+            return RESET
         if self.earlier_levels:
             return WARM_EARLIER
         from_before = await self.at(BEFORE)

@@ -97,6 +97,10 @@ class CacheStats(Protocol):
         """Whether the server had taken any prompt before ``snapshot`` (None: not known)."""
         ...
 
+    async def reset(self, timeout_s: float) -> str | None:
+        """Empty the server's prefix cache (load.cache_reset); None when done, else why not."""
+        ...
+
 
 class ServerApi(Protocol):
     """What ``run_sweep`` measures: one model behind one or more servers of one inference API."""

@@ -266,6 +266,11 @@ class _Level:
     async def run(self) -> LevelResult:
         pool = self.pool
         self.rtt = await self.api.round_trip()  # before any load: the path, not a queue
+        if self.load.cache_reset == "each_level" and self.cache.cache is not None:
+            why = await self.cache.reset()
+            if why is not None:  # the level runs on what the cache holds, and its state says so
+                self.publish(Warning(source="load", key=f"cache-reset-{self.index}",
+                                     message=f"level {self.level:g}: the server's cache was not reset: {why}"))
         self.cache.mark(BEFORE)  # the cache's counters before this level's first request
         for w, plan in enumerate(self.plans()):
             pool.send(w, PrepareLevel(plan))

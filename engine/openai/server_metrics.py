@@ -134,6 +134,7 @@ class OpenAiCache:
         self.root = self.root.rstrip("/")
         self.headers = headers
         self.absent = False  # the server has no /metrics we read: stop asking
+        self.server = ""  # whose names the last page had ("" before one was read)
 
     async def snapshot(self, timeout_s: float) -> CacheSnapshot | None:
         if self.absent:
@@ -150,7 +151,34 @@ class OpenAiCache:
             return None
         found = parse(reply.body.decode("utf-8", "replace"))
         self.absent = found is None
+        self.server = found.names.server if found is not None else self.server
         return found
+
+    async def reset(self, timeout_s: float) -> str | None:
+        """Empty the server's prefix cache where it offers a way (llama.cpp started with
+        --slot-save-path: each slot's erase; vLLM in dev mode: /reset_prefix_cache; SGLang:
+        /flush_cache); None when done, else why not, in one line."""
+        if not self.server:
+            await self.snapshot(timeout_s)
+        paths = {"vLLM": ["/reset_prefix_cache"], "SGLang": ["/flush_cache"]}.get(self.server)
+        try:
+            if self.server == "llama.cpp":
+                slots = await http1.request(self.root, "/slots", headers=self.headers, timeout_s=timeout_s)
+                ids = [s.get("id") for s in slots.json()] if slots.status == 200 else []
+                if not ids:
+                    return f"llama.cpp's /slots answered HTTP {slots.status} with no slots to erase"
+                paths = [f"/slots/{i}?action=erase" for i in ids if isinstance(i, int)]
+            if not paths:
+                return "the server's cache names none we know how to reset (llama.cpp, vLLM, SGLang)"
+            for path in paths:
+                reply = await http1.request(self.root, path, method="POST", body=b"{}", headers=self.headers,
+                                            timeout_s=timeout_s)
+                if reply.status != 200:
+                    said = " ".join(reply.body[:300].decode("utf-8", "replace").split())
+                    return f"POST {path}: HTTP {reply.status}: {said}"
+        except (OSError, TimeoutError, ValueError, AttributeError, http1.BadResponse) as exc:
+            return f"the reset failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return None
 
     def between(self, before: object | None, after: object | None) -> ServerCache | None:
         return between(before, after)

@@ -102,3 +102,13 @@ def test_generated_lengths_follow_their_distribution_in_the_servers_tokens(opena
         assert statistics.median(counted) == pytest.approx(median * per_word, rel=0.07), (text, per_word)
     normal = [_tokens(openai_server, p.text) for p in synthetic("normal:200:40", "", PROMPTS).prompts]
     assert statistics.pstdev(normal) == pytest.approx(40 * per_word, rel=0.2)  # the spread, within 20 %
+
+
+@pytest.mark.slow
+def test_a_cache_reset_before_each_level_is_done_and_said(openai_server, tmp_path: Path) -> None:
+    levels, _, out = _sweep(openai_server, (*SHARED, "--set", "load.cache_reset=each_level"), tmp_path / "reset")
+    # llama-server started with --slot-save-path erases its slots: each level began cold, and says so
+    assert [r.cache.state for r in levels if r.cache] == ["cold: reset before the level"] * 2
+    assert "was not reset" not in out
+    assert all(line.rstrip().split()[-1] in ("ok", "BOUND") and " reset " in line
+               for line in out.splitlines() if line.startswith("level ")), out

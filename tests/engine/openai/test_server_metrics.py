@@ -60,3 +60,16 @@ def test_the_table_shows_the_hit_rate_and_not_measured_as_a_dash() -> None:
     cols = columns.with_cache(columns.SWEEP_SCREEN)
     cells = columns.cells(cols, figures)
     assert (cells["prefix_hit"], cells["kv_usage"], cells["preempt"], cells["cache_state"]) == ("62%", "-", "-", "cold")
+
+
+async def test_a_reset_where_the_server_offers_none_says_why() -> None:
+    from engine.openai.server_metrics import OpenAiCache
+    from tests.engine.openai.fake_openai import FakeOpenAi
+
+    fake = FakeOpenAi()
+    port = await fake.start()
+    try:  # the fake has no /metrics: the cache is not read, and nothing is reset
+        why = await OpenAiCache(f"http://127.0.0.1:{port}/v1", {}).reset(5.0)
+    finally:
+        await fake.close()
+    assert why == "the server's cache names none we know how to reset (llama.cpp, vLLM, SGLang)"
