@@ -307,6 +307,8 @@ class Load:
     # OpenAI's API: empty the server's prefix cache before each level, where it offers a way
     # (engine/openai/server_metrics.py's reset); "none": each level finds what the earlier left
     cache_reset: Literal["none", "each_level"] = "none"
+    # a Mooncake trace as load.input_data (engine/openai/mooncake.py): words per hash id's block
+    block_tokens: Annotated[int, Meta(ge=1, le=65536)] = 512
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""

@@ -94,7 +94,7 @@ class OpenAiApi:
 
     async def requests(self, load: Load, publish: Publish, stop: asyncio.Event) -> list[Prompt]:
         if load.input_data:
-            made = await asyncio.to_thread(read_jsonl, load.input_data, load.output_tokens)
+            made = await asyncio.to_thread(read_jsonl, load.input_data, load.output_tokens, load.block_tokens)
         else:
             made = synthetic(load.input_tokens, load.output_tokens, load.distinct_prompts, load.prefix_groups,
                              load.prefix_tokens)

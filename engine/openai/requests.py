@@ -24,6 +24,7 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.net.http1 import Endpoint, encode_request
+from engine.openai.mooncake import is_mooncake, read_mooncake
 from engine.openai.workload import digest, synthetic_workload
 
 MAX_PROMPTS_BYTES = 256 << 20  # a prompts file past this is refused
@@ -56,14 +57,21 @@ def synthetic(input_tokens: object, output_tokens: object, count: int = 1, group
     return Prompts(prompts, made.label, digest(made), "synthetic")
 
 
-def read_jsonl(path: str, output_tokens: object) -> Prompts:
+def read_jsonl(path: str, output_tokens: object, block_words: int = 512) -> Prompts:
     """load.input_data's prompts, one per line; ``output_tokens`` (a mean, "" for none) sets
-    max_tokens where a line does not."""
+    max_tokens where a line does not. A Mooncake trace (engine/openai/mooncake.py) is told by its
+    first line, its hash ids made blocks of ``block_words`` words."""
     where = Path(path).expanduser()
     raw = _read_bounded(where, path)
     default = _mean(output_tokens)
+    lines = raw.decode("utf-8", "replace").splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    if is_mooncake(first):
+        trace = read_mooncake(lines, path, block_words)
+        return Prompts([Prompt(r.text, r.max_tokens) for r in trace], path, hashlib.sha256(raw).hexdigest(),
+                       "mooncake")
     prompts = []
-    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if line.strip():
             prompts.append(_prompt_of(line, number, path, default))
     if not prompts:

@@ -48,7 +48,7 @@ MEASUREMENT_KEYS = ("window_ms", "min_window_requests", "stability_percent", "st
                     "warmup_s", "data", "arrival", "burstiness",
                     # the workload: configs compare only on the same traffic
                     "input_tokens", "output_tokens", "prefix_groups", "prefix_tokens", "distinct_prompts", "turns",
-                    "cache_reset")
+                    "cache_reset", "block_tokens")
 VERSION_KEYS = ("triton", "driver", "cuda", "torch", "gpuscale_tui")
 # read on the measuring machine: the server's own only when we started it (embedded)
 CLIENT_SIDE_VERSIONS = ("torch", "driver", "cuda")
