@@ -269,7 +269,8 @@ class Load:
     )] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     rates: Annotated[list[PositiveNumber], Meta(description="a list of request rates > 0")] = field(
         default_factory=list)  # requests/s, rate mode
-    arrival: Literal["constant", "poisson", "gamma"] = "constant"  # rate mode: engine/load/arrivals.py
+    # rate mode: engine/load/arrivals.py ("trace": a Mooncake load.input_data's own gaps)
+    arrival: Literal["constant", "poisson", "gamma", "trace"] = "constant"
     # arrival "gamma": the gaps' shape; below 1 bursty (1: Poisson), as vLLM's --burstiness
     burstiness: Annotated[float, Meta(gt=0, le=1000)] = 1.0
     batch_size: Count = 1
@@ -600,6 +601,9 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
         raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
                    f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")
+    if p.load.arrival == "trace" and (p.load.api != OPENAI or not p.load.input_data):
+        raise fail("load.arrival", "expected a trace as load.input_data (a Mooncake JSONL, load.api = 'openai') "
+                   "for load.arrival = 'trace'")
     if p.load.cache_reset != "none" and p.load.api != OPENAI:
         raise fail("load.cache_reset", f"expected load.api = 'openai' (an LLM server's cache), found "
                    f"{p.load.cache_reset!r}")

@@ -146,6 +146,12 @@ class ServerApi(Protocol):
     @property
     def cache(self) -> CacheStats | None: ...
 
+    @property
+    def trace_times(self) -> Sequence[float] | None:
+        """The requests' timestamps (seconds) where ``requests`` read a trace (load.arrival =
+        "trace" replays its gaps); None where they did not."""
+        ...
+
     # -- the path and the server's health
 
     @property

@@ -64,6 +64,7 @@ from engine.events import (
     WindowResult,
 )
 from engine.hostinfo import process_cores
+from engine.load.arrivals import trace_gaps, trace_rate
 from engine.load.audit import client_audit, delay_limit
 from engine.load.cache_reads import BEFORE, CacheReads
 from engine.load.dev import LoadDev
@@ -94,6 +95,7 @@ from engine.net.connection import (
     RESPONSE_TOO_LARGE,
     TIMEOUT,
     WRONG_ANSWER,
+    first_request,
 )
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
@@ -185,8 +187,10 @@ class _Level:
         cpu_roots: list[int] | None = None,
         share: HostShare | None = None,
         earlier_levels: int = 0,
+        trace: tuple[float, ...] = (),
     ) -> None:
         self.share = share
+        self.trace = trace  # load.arrival = "trace": the trace's gaps over their mean
         # the LLM server's cache: read by the host that reads the server's statistics
         reads_server = share is None or share.server_stats
         self.cache = CacheReads(api.cache if reads_server else None, earlier_levels)
@@ -253,6 +257,8 @@ class _Level:
                 phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
                 seed=self.index * 1000 + w,
                 max_in_flight=caps[w],
+                # each worker walks the trace's gaps from the request its connections start at
+                trace=self.trace, trace_start=first_request(w, len(self.trace)) if self.trace else 0,
                 # 20 ms of this worker's sends, so that few connections are opened mid-level
                 # (Worker.open_more says why); at most 128 before T0, which at a remote server's
                 # round trip per group of 8 is already 16 round trips
@@ -684,6 +690,7 @@ async def run_sweep(
     requests = await api.requests(load, publish, stop)  # the tensors, made once
     if stop.is_set() or not requests:  # stopped while the requests were made: nothing more to prepare
         return []
+    trace = _trace(api, load, publish)
     endpoints = list(api.endpoints())
     prepared = await api.prepare(load, requests, gpus)
     tick_ns = tick_ns or tick_for(load.window_ms)
@@ -714,7 +721,7 @@ async def run_sweep(
             async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
                 run = _Level(pool, api, load, level, index, total, publish, stop, tick_ns, search,
-                             request_bytes, trial, roots, share, earlier_levels=ran[0])
+                             request_bytes, trial, roots, share, earlier_levels=ran[0], trace=trace)
                 ran[0] += 1
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
@@ -755,6 +762,21 @@ async def run_sweep(
         )
     )
     return results
+
+
+def _trace(api: ServerApi, load: Load, publish: Publish) -> tuple[float, ...]:
+    """load.arrival = "trace": the trace's gaps (engine/load/arrivals.py), its own rate said once."""
+    if load.arrival != "trace" or not mode_of(load.mode).open_loop:
+        return ()
+    times = list(api.trace_times or ())
+    gaps, rate = trace_gaps(times), trace_rate(times)
+    if gaps is None or rate is None:
+        raise UserError("load.arrival = 'trace': expected a trace whose timestamps advance as load.input_data "
+                        "(a Mooncake JSONL)")
+    publish(Warning(source="load", key="trace-rate", message=(
+        f"the trace's own rate is {rate:.3g} requests/s: load.rates = {rate:.3g} replays it as recorded, "
+        f"{rate / 2:.3g} at half its speed, {rate * 2:.3g} at twice")))
+    return gaps
 
 
 async def _start_at(instant: float, publish: Publish, stop: asyncio.Event) -> None:

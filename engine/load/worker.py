@@ -29,7 +29,7 @@ from importlib import import_module
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
-from engine.load.arrivals import gap_factor
+from engine.load.arrivals import TraceGaps, gap_factor
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.load.worker_messages import (
@@ -251,6 +251,7 @@ class Worker:
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
         self.rng = random.Random()
+        self.trace_walk = TraceGaps((), 0)  # arrival "trace": this worker's walk along the trace's gaps
         self.next_ns = 0.0  # rate mode: when the next request is due (fractional ns add up)
         self.gap_ns = 0.0
 
@@ -328,6 +329,7 @@ class Worker:
         self.generation += 1
         self.checked = False
         self.rng = random.Random(plan.seed)
+        self.trace_walk = TraceGaps(plan.trace, plan.trace_start)
         count = plan.preopen if self.open_loop else plan.slots
         self.slots = self.new_connections(count)
         self.open_count = len(self.slots)
@@ -629,6 +631,8 @@ class Worker:
     def next_gap(self) -> float:
         plan = self.plan
         assert plan is not None  # rate mode runs with a plan
+        if plan.arrival == "trace":
+            return self.trace_walk.take() * self.gap_ns
         return gap_factor(self.rng, plan.arrival, plan.burstiness) * self.gap_ns
 
     def send_due(self) -> None:

@@ -69,6 +69,7 @@ class OpenAiApi:
         self.target, self.key = target, key
         self.endpoint = http1.parse_endpoint(target.url)  # the key goes to this host:port only
         self.cache = OpenAiCache(target.url, auth_headers(key))
+        self.trace_times: tuple[float, ...] | None = None  # a Mooncake trace's timestamps (load.arrival = "trace")
 
     @property
     def model(self) -> str:
@@ -100,6 +101,7 @@ class OpenAiApi:
                              load.prefix_tokens)
         if stop.is_set():
             return []
+        self.trace_times = made.times or None
         publish(InputDataUsed(path=made.label, sha256=made.sha256, entries=len(made.prompts),
                               requests=len(made.prompts), source=made.source))
         return made.prompts

@@ -5,8 +5,9 @@ recurs, so requests with equal leading ids share their prompt's prefix as the tr
 prompt is its blocks' words cut (or, past its blocks, filled with words of its own) to
 input_length words; output_length is its max_tokens.
 
-The timestamps are read and checked (non-decreasing) and kept; the sweep sends the prompts at its
-levels' load (the trace's own timing is not replayed yet). A malformed line is one line naming it.
+The timestamps are read and checked (non-decreasing) and kept: rate mode's load.arrival = "trace"
+replays their gaps at each level's rate (engine/load/arrivals.py). A malformed line is one line
+naming it.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ class Prompts:
     prompts: list[Prompt]
     label: str  # the recording's name for them: the file's path, or "synthetic (...)"
     sha256: str
-    source: str  # "synthetic" or "jsonl"
+    source: str  # "synthetic", "jsonl" or "mooncake"
+    times: tuple[float, ...] = ()  # a trace's: each request's timestamp, seconds
 
 
 def synthetic(input_tokens: object, output_tokens: object, count: int = 1, groups: int = 0,
@@ -69,7 +70,7 @@ def read_jsonl(path: str, output_tokens: object, block_words: int = 512) -> Prom
     if is_mooncake(first):
         trace = read_mooncake(lines, path, block_words)
         return Prompts([Prompt(r.text, r.max_tokens) for r in trace], path, hashlib.sha256(raw).hexdigest(),
-                       "mooncake")
+                       "mooncake", tuple(r.timestamp_ms / 1000 for r in trace))
     prompts = []
     for number, line in enumerate(lines, start=1):
         if line.strip():

@@ -71,6 +71,7 @@ class TritonApi:
 
     round_trip_method = METHOD
     cache = None  # Triton's /metrics has no LLM cache counters for our models: not measured
+    trace_times = None  # its inputs are no timed trace
 
     def __init__(self, target: Target, info: TargetInfo) -> None:
         # an ensemble's statistics are read with its steps'; a decoupled model's server time is not split
