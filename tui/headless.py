@@ -245,6 +245,9 @@ class HeadlessPrinter:
                 per_mtok = cost_per_million_tokens(self.state.cost_per_hour, stream.output_tokens_per_s)
                 if per_mtok is not None:
                     text += f", {fmt.money(per_mtok)} per million output {word} at ${self.state.cost_per_hour:g}/h"
+                cache = best.result.cache
+                if cache is not None and cache.hit_rate is not None:  # the traffic the figure holds for
+                    text += f", at {fmt.percent(cache.hit_rate)} prefix cache hits ({cache.state or 'state not known'})"
             elif (cost := self.state.cost_per_1000(best.result.throughput_ips)) is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
             self._plain(text)

@@ -74,6 +74,9 @@ def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(opena
     assert any(w.cache is not None and w.cache.hit_rate is not None for w in shared_windows)  # per window too
     header = next(line for line in shared_out.splitlines() if "prefix hit" in line or " hit " in line)
     assert "tok/s" in header
+    # the best level's line says what traffic its figures hold for
+    best = next(line for line in shared_out.splitlines() if line.startswith("  best:"))
+    assert "prefix cache hits (" in best, best
     rows = [line for line in shared_out.splitlines() if line.startswith("level ")]
     assert len(rows) == 2 and all(fmt.percent(r.cache.hit_rate) in row for r, row in zip(shared, rows, strict=True)
                                   if r.cache), rows
