@@ -213,7 +213,8 @@ class ServerCache:
     preemptions: float | None = None  # requests preempted (their KV cache evicted) over the interval
     waiting: float | None = None  # requests waiting for a slot
     # how warm the cache was when the level began: "cold" (the server had taken no prompt before
-    # it), "warm from earlier levels", or "warm from before this sweep"; "" for a window
+    # it), "warm from earlier levels", "warm from before this sweep", or "cold: reset before the
+    # level" (load.cache_reset); "" for a window, or where the server's counters could not tell
     state: str = ""
 
 
