@@ -28,8 +28,7 @@ from msgspec import Meta
 from engine import table_schema
 from engine.errors import UserError
 from engine.format import price_problem
-from engine.length_spec import SYNTAX as LENGTH_SYNTAX
-from engine.length_spec import LengthSpec, parse_length
+from engine.length_spec import LengthSpec, length_problem, parse_length
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
@@ -117,9 +116,7 @@ def token_count(v: object) -> LengthSpec | None:
 
 
 def _token_count(v: object) -> str | None:
-    if v == "" or parse_length(v) is not None:
-        return None
-    return LENGTH_SYNTAX
+    return None if v == "" else length_problem(v)
 
 
 def _bind_address(v: object) -> str | None:

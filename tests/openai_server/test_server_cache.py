@@ -94,7 +94,7 @@ PROMPTS = 300  # per distribution: the sample mean's standard error is then abou
 
 
 @pytest.mark.slow
-def test_generated_lengths_follow_their_distribution_in_the_servers_tokens(openai_server) -> None:
+def test_generated_lengths_follow_their_distribution_in_the_servers_tokens(openai_server, tmp_path: Path) -> None:
     # the server's tokens per word of our vocabulary, from fixed-length prompts
     per_word = statistics.fmean(_tokens(openai_server, p.text) / 128 for p in synthetic("128", "", 50).prompts)
     for text, mean, median in (("normal:200:40", 200, 200), ("lognormal:128:0.5", 128 * math.exp(0.125), 128)):
@@ -105,6 +105,12 @@ def test_generated_lengths_follow_their_distribution_in_the_servers_tokens(opena
         assert statistics.median(counted) == pytest.approx(median * per_word, rel=0.07), (text, per_word)
     normal = [_tokens(openai_server, p.text) for p in synthetic("normal:200:40", "", PROMPTS).prompts]
     assert statistics.pstdev(normal) == pytest.approx(40 * per_word, rel=0.2)  # the spread, within 20 %
+    # an empirical histogram: 40 words three times in four, 160 once; each prompt told by its tokens
+    hist = tmp_path / "lengths.csv"
+    hist.write_text("40,3\n160,1\n")
+    counted = [_tokens(openai_server, p.text) for p in synthetic(f"empirical:{hist}", "", PROMPTS).prompts]
+    short = sum(n < 100 * per_word for n in counted) / len(counted)
+    assert short == pytest.approx(0.75, abs=0.08)  # tolerance: over 3 standard errors at 300 prompts
 
 
 @pytest.mark.slow

@@ -57,3 +57,26 @@ def test_prefix_groups_share_their_prefix_and_nothing_else() -> None:
     assert len({" ".join(w[:100]) for w in words}) == 4  # four prefixes
     assert len({" ".join(w[100:]) for w in words}) == 40  # each suffix its own
     assert "prefix=4x100" in made.label
+
+
+def test_an_empirical_histogram_draws_each_length_with_its_share(tmp_path) -> None:
+    hist = tmp_path / "lengths.csv"
+    hist.write_text("# length,count\n100,50\n400 30\n2000,20\n")
+    spec = parse_length(f"empirical:{hist}")
+    assert spec is not None and spec.mean == pytest.approx(100 * 0.5 + 400 * 0.3 + 2000 * 0.2)
+    drawn = spec.draw(random.Random(2), N)
+    shares = {n: drawn.count(n) / N for n in (100, 400, 2000)}
+    # tolerance: each share within 0.03 (over 3 standard errors at N = 4000)
+    assert shares == pytest.approx({100: 0.5, 400: 0.3, 2000: 0.2}, abs=0.03)
+    assert set(drawn) == {100, 400, 2000}
+
+
+def test_a_bad_histogram_names_its_line(tmp_path) -> None:
+    from engine.length_spec import length_problem
+
+    hist = tmp_path / "bad.csv"
+    hist.write_text("100,5\n0,3\n")
+    assert parse_length(f"empirical:{hist}") is None
+    problem = length_problem(f"empirical:{hist}")
+    assert problem is not None and "line 2 is '0,3'" in problem and "\n" not in problem
+    assert "cannot read" in (length_problem(f"empirical:{tmp_path / 'missing.csv'}") or "")
