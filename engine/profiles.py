@@ -302,6 +302,9 @@ class Load:
     distinct_prompts: Annotated[int, Meta(ge=1, le=65536)] = 2048
     # OpenAI's chat: turns per multi-turn session (engine/openai/sessions.py); 1: every request alone
     turns: Annotated[int, Meta(ge=1, le=1000)] = 1
+    # concurrency mode: each user's think time between an answer and its next request (a session's
+    # turns included); 0: at once
+    think_time_s: Annotated[float, Meta(ge=0, le=3600, extra={"unit": " s"})] = 0.0
     # OpenAI's API: empty the server's prefix cache before each level, where it offers a way
     # (engine/openai/server_metrics.py's reset); "none": each level finds what the earlier left
     cache_reset: Literal["none", "each_level"] = "none"
@@ -592,6 +595,9 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     elif spec is not None and spec.api != TRITON:
         raise fail("load.transport", f"expected load.api = 'openai' for {p.load.transport!r} (an OpenAI transport), "
                    "found load.api = 'triton'")
+    if p.load.think_time_s and p.load.mode != LoadMode.CONCURRENCY:
+        raise fail("load.think_time_s", f"expected load.mode = 'concurrency' (users who think between requests), "
+                   f"found load.mode = {str(p.load.mode)!r}")
     if p.load.burstiness != 1.0 and p.load.arrival != "gamma":
         raise fail("load.burstiness", f"expected load.arrival = 'gamma' for a burstiness, found load.arrival = "
                    f"{p.load.arrival!r}")

@@ -241,6 +241,7 @@ class _Level:
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
             burstiness=load.burstiness,
+            think_ns=int(load.think_time_s * 1e9),
             # the workers open their connections from one instant, each its stagger later
             # (Worker.open_grouped)
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,

@@ -33,6 +33,7 @@ class LevelPlan:
     burstiness: float = 1.0  # arrival "gamma": the gaps' gamma shape
     trace: tuple[float, ...] = ()  # arrival "trace": each request's gap over the mean (engine/load/arrivals.py)
     trace_start: int = 0  # arrival "trace": the request this worker starts at
+    think_ns: int = 0  # concurrency mode: each user's pause between an answer and its next request
     phase_ns: int = 0  # rate mode: offset of this worker's schedule (interleaves workers)
     seed: int = 0
     max_in_flight: int = 0  # rate mode: cap of this worker's open requests

@@ -552,9 +552,18 @@ class Worker:
             slot.abort()  # the server closes it after this answer; lost() reconnects it
             return
         if not self.open_loop:
-            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
+            think = self.plan.think_ns if self.plan is not None else 0
+            if think:  # the user reads the answer before the next request (load.think_time_s)
+                self.schedule(monotonic_ns() + think, self._thought, slot, self.generation)
+            else:
+                self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
         else:
             self.idle.append(slot)
+
+    def _thought(self, slot: Connection, generation: int) -> None:
+        """A user's think time is over: the next request, if its connection is still there to send on."""
+        if self.running and generation == self.generation and slot.connected and not slot.busy:
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
 
     def failed(self, slot: Connection, kind: str, message: str) -> None:
         """An answer the transport cannot read: count it and start over on a new connection."""
@@ -580,8 +589,9 @@ class Worker:
             return
         if not self.open_loop:
             # a connection closed cleanly (the server's close, idle timeout, our timeout abort)
-            # comes back at once; one that broke under a request backs off
-            self.reconnect(slot, immediately=not broke)
+            # comes back at once (after the user's think time); one that broke under a request backs off
+            think_s = (self.plan.think_ns if self.plan is not None else 0) / 1e9
+            self.reconnect(slot, immediately=not broke, delay=think_s if not broke else None)
         else:
             if slot in self.idle:
                 self.idle.remove(slot)
@@ -589,14 +599,16 @@ class Worker:
                 self.slots.remove(slot)
             self.open_count -= 1
 
-    def reconnect(self, slot: Connection, immediately: bool = False) -> None:
+    def reconnect(self, slot: Connection, immediately: bool = False, delay: float | None = None) -> None:
         # one task per connection: a connection lost again while its task opens it (the server
         # closed it at once) is that task's to retry, and a second task would open a second
         # socket onto the same connection
         if slot.reconnecting:
             return
         slot.reconnecting = True
-        self.spawn(self._reconnect(slot, 0.0 if immediately else max(BACKOFF_MIN_S, slot.backoff)))
+        if delay is None:
+            delay = 0.0 if immediately else max(BACKOFF_MIN_S, slot.backoff)
+        self.spawn(self._reconnect(slot, delay))
 
     async def _reconnect(self, slot: Connection, delay: float) -> None:
         try:

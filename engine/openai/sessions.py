@@ -4,8 +4,8 @@ each next turn sends the conversation so far, the server's own answer to the las
 as the assistant's message, and a new user message (the next prompt); after load.turns turns the
 user starts a new conversation. A turn that fails ends its conversation (the next starts anew).
 
-No think time between turns: the user sends the next turn as soon as the answer is whole. Each
-request is built at send time (the conversation is only known then), from the body the sweep
+The user's think time between turns is load.think_time_s (the load worker's, for every request
+of concurrency mode: engine/load/worker.py's ``after``). Each request is built at send time (the conversation is only known then), from the body the sweep
 made for its prompt. Standard library only: load workers import it.
 """
 

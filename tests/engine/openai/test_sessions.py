@@ -52,3 +52,23 @@ def test_a_session_is_a_chat() -> None:
     api = OpenAiApi(fake_target, None)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="load.turns: a multi-turn session is a chat"):
         api.transport(quick_load(transport="completions_stream", api="openai", turns=2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["ok", "close_after_answer"])  # a kept connection, and one closed after each answer
+async def test_a_user_thinks_between_answer_and_next_request(mode: str) -> None:
+    fake = FakeOpenAi(mode=mode)
+    port = await fake.start()
+    try:
+        target = await open_target(f"http://127.0.0.1:{port}/v1", "vit_tiny", None)
+        load = quick_load(concurrency=[1], transport="chat_stream", api="openai", output_tokens=4, turns=2,
+                          think_time_s=0.25, stability_percent=200, min_window_requests=2)
+        results = await run_sweep(OpenAiApi(target, None), load, Events().append, asyncio.Event())
+    finally:
+        await fake.close()
+    (r,) = results
+    assert r.errors == 0 and r.requests > 0, r.error_messages
+    # one user who thinks 0.25 s after each answer cannot ask more than 4 times a second, however
+    # fast the server (a bound, not a timing: a busy box only lowers the rate)
+    assert r.throughput_rps < 4.0, r.throughput_rps
+    assert {len(m) for m in fake.seen_messages} == {1, 3}  # the sessions go on across the pauses
