@@ -532,7 +532,7 @@ class InputDataUsed(Event):
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: int
     requests: int  # the distinct requests the entries make at the sweep's batch size
-    source: str = "json"  # "json", "jsonl" (prompts, one per line), "mooncake" (a trace) or "folder"
+    source: str = "json"  # "json", "jsonl" (prompts, one per line), "mooncake" or "azure" (traces) or "folder"
     validated: bool = False  # whether it has validation data (answers compared with it)
 
 

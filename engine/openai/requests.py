@@ -24,6 +24,7 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.net.http1 import Endpoint, encode_request
+from engine.openai.azure_trace import is_azure, read_azure
 from engine.openai.mooncake import is_mooncake, read_mooncake
 from engine.openai.workload import digest, synthetic_workload
 
@@ -60,17 +61,18 @@ def synthetic(input_tokens: object, output_tokens: object, count: int = 1, group
 
 def read_jsonl(path: str, output_tokens: object, block_words: int = 512) -> Prompts:
     """load.input_data's prompts, one per line; ``output_tokens`` (a mean, "" for none) sets
-    max_tokens where a line does not. A Mooncake trace (engine/openai/mooncake.py) is told by its
-    first line, its hash ids made blocks of ``block_words`` words."""
+    max_tokens where a line does not. A Mooncake trace (engine/openai/mooncake.py) or an Azure
+    trace's CSV (engine/openai/azure_trace.py) is told by its first line; Mooncake's hash ids
+    become blocks of ``block_words`` words."""
     where = Path(path).expanduser()
     raw = _read_bounded(where, path)
     default = _mean(output_tokens)
     lines = raw.decode("utf-8", "replace").splitlines()
     first = next((line for line in lines if line.strip()), "")
-    if is_mooncake(first):
-        trace = read_mooncake(lines, path, block_words)
+    if is_mooncake(first) or is_azure(first):
+        trace = read_mooncake(lines, path, block_words) if is_mooncake(first) else read_azure(lines, path)
         return Prompts([Prompt(r.text, r.max_tokens) for r in trace], path, hashlib.sha256(raw).hexdigest(),
-                       "mooncake", tuple(r.timestamp_ms / 1000 for r in trace))
+                       "mooncake" if is_mooncake(first) else "azure", tuple(r.timestamp_ms / 1000 for r in trace))
     prompts = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
