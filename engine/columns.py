@@ -145,6 +145,7 @@ class LevelFigures:
     stream: ev.StreamStats | None = None  # a streaming level's TTFT, ITL and tokens/s
     cost_per_million_tokens: float | None = None  # dollars per million output tokens (a streaming level)
     sequence: ev.SequenceStats | None = None  # a sequence model's first-step and later-step latency, sequences/s
+    cache: ev.ServerCache | None = None  # an LLM server's cache over the level (its /metrics)
 
     @classmethod
     def of(cls, result: ev.LevelResult, cost_per_1000: float | None = None,
@@ -153,7 +154,7 @@ class LevelFigures:
             mode=result.mode, level=result.level, status=result.status, throughput_ips=result.throughput_ips,
             throughput_rps=result.throughput_rps, latency=result.latency, server=result.server,
             audit=result.audit, errors=result.errors, cost_per_1000=cost_per_1000, gpu_util=gpu_util,
-            stream=result.stream, sequence=result.sequence,
+            stream=result.stream, sequence=result.sequence, cache=result.cache,
         )
 
 
@@ -193,6 +194,18 @@ def _step_p99(f: LevelFigures, first: bool) -> float | None:
     return stats.p99 if stats.count else None
 
 
+# how warm the server's cache was when the level began (engine/load/cache_reads.py), in a cell
+CACHE_STATE_CELL = {"cold": "cold", "warm from earlier levels": "warm", "warm from before this sweep": "prior",
+                    "cold: reset before the level": "reset"}
+CACHE_STATE_NOTE = ("cache: cold = the server had taken no prompt before the level; warm = it held what earlier "
+                    "levels sent; prior = what it took before this sweep; reset = emptied before the level "
+                    "(load.cache_reset)")
+
+
+def _cache_state(f: LevelFigures) -> str:
+    return CACHE_STATE_CELL.get(f.cache.state, fmt.NA) if f.cache is not None else fmt.NA
+
+
 def _client(f: LevelFigures) -> str:
     return fmt.NA if f.audit is None else ("BOUND" if f.audit.client_bound else "ok")
 
@@ -229,6 +242,12 @@ SWEEP: tuple[Column[LevelFigures], ...] = (
     Column("first_p99", "1st step p99", lambda f: fmt.ms(_step_p99(f, first=True)), 12, short="1st99"),
     Column("later_p99", "later p99", lambda f: fmt.ms(_step_p99(f, first=False)), 9, short="later99"),
     Column("seq_rate", "seq/s", lambda f: fmt.rate(f.sequence.sequences_per_s if f.sequence else None), 8),
+    # an LLM server's own cache (its /metrics): "-" where it publishes no such figure
+    Column("prefix_hit", "prefix hit", lambda f: fmt.percent(f.cache.hit_rate if f.cache else None), 10, short="hit"),
+    Column("kv_usage", "KV use", lambda f: fmt.percent(f.cache.kv_usage if f.cache else None), 6, optional=True,
+           short="KV"),
+    Column("preempt", "preempt", lambda f: fmt.count(f.cache.preemptions if f.cache else None), 7, optional=True),
+    Column("cache_state", "cache", _cache_state, 5, "left", optional=True),
 )
 
 # what a terminal shows (the TUI, the headless log) and what a report shows
@@ -269,6 +288,21 @@ def with_sequence(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[Level
     for c in columns:
         out.append(c)
         if c.key == "p99":
+            out.extend(extra)
+    return tuple(out) if len(out) > len(columns) else (*columns, *extra)
+
+
+CACHE_KEYS = ("prefix_hit", "kv_usage", "preempt", "cache_state")
+
+
+def with_cache(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
+    """An LLM server's cache figures (prefix hit rate, KV usage, preemptions, its state at the
+    level's start) after tok/s and $/Mtok, for a sweep whose levels read the server's cache."""
+    extra = select(SWEEP, CACHE_KEYS)
+    out: list[Column[LevelFigures]] = []
+    for c in columns:
+        out.append(c)
+        if c.key == ("cost_mtok" if any(k.key == "cost_mtok" for k in columns) else "tokens"):
             out.extend(extra)
     return tuple(out) if len(out) > len(columns) else (*columns, *extra)
 

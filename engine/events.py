@@ -193,6 +193,29 @@ class StreamStats:
     input_tokens_per_s: float | None = None
     # the token figures are words, not tokens: the server reported no usage for some requests
     tokens_are_words: bool = False
+    # of the prompt's tokens, those the server's usage said came from its prefix cache
+    # (usage.prompt_tokens_details.cached_tokens), where every answer said; None: not measured
+    cached_tokens_per_request: float | None = None
+
+
+@dataclass
+class ServerCache:
+    """An LLM server's own cache over an interval, from its Prometheus /metrics (OpenAI-compatible
+    servers: llama.cpp, vLLM, SGLang; engine/openai/server_metrics.py): counters as deltas over the
+    interval, gauges as read at its end (a level: the mean over its merged windows). Each figure
+    None where this server does not publish it (not measured, never 0)."""
+
+    server: str  # whose names were read: "llama.cpp", "vLLM" or "SGLang"
+    prompt_tokens: float | None = None  # prompt tokens the server took in (computed and from its cache)
+    cached_tokens: float | None = None  # of those, served from its prefix cache
+    hit_rate: float | None = None  # cached_tokens / prompt_tokens (None: no prompt over the interval)
+    kv_usage: float | None = None  # share of the KV cache in use (0..1)
+    preemptions: float | None = None  # requests preempted (their KV cache evicted) over the interval
+    waiting: float | None = None  # requests waiting for a slot
+    # how warm the cache was when the level began: "cold" (the server had taken no prompt before
+    # it), "warm from earlier levels", "warm from before this sweep", or "cold: reset before the
+    # level" (load.cache_reset); "" for a window, or where the server's counters could not tell
+    state: str = ""
 
 
 @dataclass
@@ -385,7 +408,7 @@ class LevelStarted(Event):
     index: int  # 0-based position in the sweep
     total: int  # levels in the sweep
     batch_size: int = 1
-    arrival: str | None = None  # rate mode: "constant" or "poisson"
+    arrival: str | None = None  # rate mode: "constant", "poisson" or "gamma"
     workers: int = 1
     slo_search: bool = False  # a level the latency-target search added after the planned ones
     trial: int = 1  # 2, 3, ...: the level measured again (unstable, contended or out of line)
@@ -417,6 +440,7 @@ class WindowResult(Event):
     # processes neither ours nor the server's, and stolen by the hypervisor; None: not measured
     others_cpu: float | None = None
     steal: float | None = None
+    cache: ServerCache | None = None  # the LLM server's cache over the window; None: not measured
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -506,6 +530,7 @@ class LevelResult(Event):
     trial: int = 1  # which measurement of this level this is; the last one published stands
     remeasure: str = ""  # why the level is measured again ("" when it is not)
     hosts: list[HostResult] = field(default_factory=list)  # a level driven from several hosts: one each
+    cache: ServerCache | None = None  # the LLM server's cache over the merged windows; None: not measured
 
     def __post_init__(self) -> None:
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
@@ -522,7 +547,7 @@ class InputDataUsed(Event):
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: int
     requests: int  # the distinct requests the entries make at the sweep's batch size
-    source: str = "json"  # "json", "jsonl" (prompts, one per line) or "folder"
+    source: str = "json"  # "json", "jsonl" (prompts, one per line), "mooncake" or "azure" (traces) or "folder"
     validated: bool = False  # whether it has validation data (answers compared with it)
 
 

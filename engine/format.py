@@ -67,6 +67,11 @@ def rate(per_s: float | None) -> str:
     return _fixed(value, 1 if abs(value) < 1000 else 0)
 
 
+def count(value: float | None) -> str:
+    """A count of things (preemptions, tokens): a whole number with separators."""
+    return NA if not is_number(value) else _fixed(round(value), 0)
+
+
 def percent(fraction: float | None) -> str:
     """A fraction as percent: 0.93 -> "93%", 0.045 -> "4.5%"."""
     return NA if not is_number(fraction) else percent_points(fraction * 100)

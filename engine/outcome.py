@@ -80,11 +80,11 @@ def outcome(facts: RunFacts) -> Outcome:
     if failed:
         planned = max(facts.planned_levels, len(facts.level_statuses))
         unrun = planned - len(facts.level_statuses)
-        why = [f"{unrun} not run"] if unrun else []
+        notes = [f"{unrun} not run"] if unrun else []
         if facts.first_failure:  # the user reads why on the last line, not only on the level's own
-            level, message = facts.first_failure
-            why.append(f"level {level:g}: {message[:WHY_CHARS]}")
-        return Outcome("failed", f"{lost}{failed} of {planned} levels failed" + (f" ({'; '.join(why)})" if why else ""),
+            first, message = facts.first_failure
+            notes.append(f"level {first:g}: {message[:WHY_CHARS]}")
+        return Outcome("failed", f"{lost}{failed} of {planned} levels failed" + (f" ({'; '.join(notes)})" if notes else ""),
                        EXIT_FAILED)
     if facts.incomplete:
         return Outcome("failed", f"{lost}{facts.incomplete}", EXIT_FAILED)

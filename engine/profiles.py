@@ -28,6 +28,7 @@ from msgspec import Meta
 from engine import table_schema
 from engine.errors import UserError
 from engine.format import price_problem
+from engine.length_spec import LengthSpec, length_problem, parse_length
 from engine.modes import LoadMode
 from engine.suggest import closest, did_you_mean
 from engine.table_schema import NOT_A_KEY, Check
@@ -112,29 +113,15 @@ def _slo_text(v: object) -> str | None:
     return None if len(names) == len(set(names)) else expected
 
 
-# load.input_tokens / load.output_tokens: a mean and an optional spread, "128" or "128+-32" (or "128±32")
-TOKEN_COUNT = re.compile(r"^\s*([0-9]+)\s*(?:(?:\+-|±)\s*([0-9]+))?\s*$")
-MOST_TOKENS = 1 << 20
-
-
-def token_count(v: object) -> tuple[int, int] | None:
-    """load.input_tokens / load.output_tokens as (mean, spread): lengths drawn uniformly from
-    mean - spread to mean + spread; None for a value that is not one."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        v = str(v)
-    match = TOKEN_COUNT.match(v) if isinstance(v, str) else None
-    if match is None:
-        return None
-    mean, spread = int(match.group(1)), int(match.group(2) or 0)
-    return (mean, spread) if 1 <= mean <= MOST_TOKENS and spread < mean else None
+# load.input_tokens / load.output_tokens: a length distribution, "128", "128+-32", "normal:128:32",
+# "lognormal:128:0.5" (engine/length_spec.py)
+def token_count(v: object) -> LengthSpec | None:
+    """load.input_tokens / load.output_tokens as a length distribution; None for a value that is not one."""
+    return parse_length(v)
 
 
 def _token_count(v: object) -> str | None:
-    if v == "" or token_count(v) is not None:
-        return None
-    return (f"a token count from 1 to {MOST_TOKENS}, with an optional spread below it, e.g. 128 or '128+-32'")
+    return None if v == "" else length_problem(v)
 
 
 def _bind_address(v: object) -> str | None:
@@ -285,7 +272,10 @@ class Load:
     )] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
     rates: Annotated[list[PositiveNumber], Meta(description="a list of request rates > 0")] = field(
         default_factory=list)  # requests/s, rate mode
-    arrival: Literal["constant", "poisson"] = "constant"  # rate mode
+    # rate mode: engine/load/arrivals.py ("trace": a Mooncake load.input_data's own gaps)
+    arrival: Literal["constant", "poisson", "gamma", "trace"] = "constant"
+    # arrival "gamma": the gaps' shape; below 1 bursty (1: Poisson), as vLLM's --burstiness
+    burstiness: Annotated[float, Meta(gt=0, le=1000)] = 1.0
     batch_size: Count = 1
     window_ms: Annotated[int, Meta(ge=1, le=3_600_000, extra={"unit": " ms"})] = 5000  # perf_analyzer's default
     min_window_requests: Count = 50  # a window is extended until it holds this many
@@ -309,6 +299,23 @@ class Load:
     # request, each a mean with an optional spread, 128 or "128+-32": engine/triton/input_synthetic.py
     input_tokens: Annotated[str | int, Check(_token_count)] = ""
     output_tokens: Annotated[str | int, Check(_token_count)] = ""
+    # OpenAI's synthetic prompts (engine/openai/workload.py): prefix_groups groups, each prompt opening
+    # with its group's prefix of prefix_tokens words, then load.input_tokens words of its own; 0: none
+    prefix_groups: Annotated[int, Meta(ge=0, le=4096)] = 0
+    prefix_tokens: Annotated[int, Meta(ge=0, le=1 << 20)] = 0
+    # distinct synthetic prompts an OpenAI sweep sends before it sends one again: each has its own
+    # words, so a server's prefix cache finds nothing by accident until then
+    distinct_prompts: Annotated[int, Meta(ge=1, le=65536)] = 2048
+    # OpenAI's chat: turns per multi-turn session (engine/openai/sessions.py); 1: every request alone
+    turns: Annotated[int, Meta(ge=1, le=1000)] = 1
+    # concurrency mode: each user's think time between an answer and its next request (a session's
+    # turns included); 0: at once
+    think_time_s: Annotated[float, Meta(ge=0, le=3600, extra={"unit": " s"})] = 0.0
+    # OpenAI's API: empty the server's prefix cache before each level, where it offers a way
+    # (engine/openai/server_metrics.py's reset); "none": each level finds what the earlier left
+    cache_reset: Literal["none", "each_level"] = "none"
+    # a Mooncake trace as load.input_data (engine/openai/mooncake.py): words per hash id's block
+    block_tokens: Annotated[int, Meta(ge=1, le=65536)] = 512
     # an integer output of a streaming model that carries each response's token count; "": a
     # response is one token
     tokens_from: str = ""
@@ -599,6 +606,29 @@ def _check_api(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:
     elif spec is not None and spec.api != TRITON:
         raise fail("load.transport", f"expected load.api = 'openai' for {p.load.transport!r} (an OpenAI transport), "
                    "found load.api = 'triton'")
+    if p.load.think_time_s and p.load.mode != LoadMode.CONCURRENCY:
+        raise fail("load.think_time_s", f"expected load.mode = 'concurrency' (users who think between requests), "
+                   f"found load.mode = {str(p.load.mode)!r}")
+    if p.load.burstiness != 1.0 and p.load.arrival != "gamma":
+        raise fail("load.burstiness", f"expected load.arrival = 'gamma' for a burstiness, found load.arrival = "
+                   f"{p.load.arrival!r}")
+    if (p.load.prefix_groups > 0) != (p.load.prefix_tokens > 0):
+        raise fail("load.prefix_groups", "expected load.prefix_groups and load.prefix_tokens both set (shared "
+                   f"prefixes) or both 0, found {p.load.prefix_groups} and {p.load.prefix_tokens}")
+    if p.load.arrival == "trace" and (p.load.api != OPENAI or not p.load.input_data):
+        raise fail("load.arrival", "expected a trace as load.input_data (a Mooncake JSONL, load.api = 'openai') "
+                   "for load.arrival = 'trace'")
+    if p.load.cache_reset != "none" and p.load.api != OPENAI:
+        raise fail("load.cache_reset", f"expected load.api = 'openai' (an LLM server's cache), found "
+                   f"{p.load.cache_reset!r}")
+    if p.load.turns > 1 and p.load.api != OPENAI:
+        raise fail("load.turns", f"expected load.api = 'openai' for multi-turn sessions, found {p.load.turns}")
+    if p.load.prefix_groups and p.load.api != OPENAI:
+        raise fail("load.prefix_groups", "expected load.api = 'openai' for shared prefixes (Triton's synthetic prompts "
+                   f"have none), found {p.load.prefix_groups}")
+    if p.load.prefix_groups and p.load.input_data:
+        raise fail("load.prefix_groups", "expected no shared prefixes beside load.input_data (the file's prompts are "
+                   f"sent), found {p.load.prefix_groups}")
 
 
 def _check_consistency(p: Profile, fail: Callable[[str, str], ProfileError]) -> None:

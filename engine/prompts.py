@@ -3,9 +3,9 @@ OpenAI's completions): load.input_tokens and load.output_tokens as a list of (pr
 length) made the same way every run.
 
 A prompt of n tokens is n words of a fixed vocabulary (a word a token, as a word-level tokenizer
-counts them; a model's own tokenizer may count a few more). Each length is drawn uniformly from
-mean - spread to mean + spread with a fixed seed, so that two runs send the same prompts;
-without a spread every prompt has the mean. Standard library only.
+counts them; a model's own tokenizer may count a few more). Each length is drawn from the
+profile's distribution (engine/length_spec.py: fixed, uniform, normal, lognormal) with a fixed
+seed, so that two runs send the same prompts. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 from engine.errors import UserError
+from engine.length_spec import SYNTAX as LENGTH_SYNTAX
 from engine.profiles import token_count
 
 DEFAULT_WORDS = 8  # a prompt's words when load.input_tokens is not set
@@ -24,18 +25,17 @@ WORDS = ("the", "river", "stone", "light", "morning", "garden", "window", "quiet
 
 
 def lengths(text: object, key: str, count: int, rng: random.Random) -> list[int]:
-    """``count`` lengths for the profile's ``key`` ("128" or "128+-32")."""
+    """``count`` lengths for the profile's ``key`` ("128", "128+-32", "lognormal:128:0.5", ...)."""
     parsed = token_count(text)
     if parsed is None:  # the profile's check refuses it first; a caller passing its own text gets the line too
-        raise UserError(f"load.{key}: expected a token count, e.g. 128 or '128+-32', found {text!r}")
-    mean, spread = parsed
-    return [rng.randint(mean - spread, mean + spread) for _ in range(count)]
+        raise UserError(f"load.{key}: expected {LENGTH_SYNTAX}, found {text!r}")
+    return parsed.draw(rng, count)
 
 
 def entry_count(input_tokens: object, output_tokens: object) -> int:
-    """How many distinct prompts: ENTRIES when either length has a spread, else one."""
+    """How many distinct prompts: ENTRIES when either length varies, else one."""
     parsed = [token_count(t) for t in (input_tokens, output_tokens) if t != ""]
-    return ENTRIES if any(p is not None and p[1] > 0 for p in parsed) else 1
+    return ENTRIES if any(p is not None and p.varies for p in parsed) else 1
 
 
 def prompt_text(rng: random.Random, words: int) -> str:

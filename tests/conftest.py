@@ -70,7 +70,11 @@ def openai_server(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     binary = find_llama_server()
     if binary is None:
         pytest.skip(f"no llama-server binary ($LLAMA_SERVER, ~/.cache/gpuscale-tui/llama-server/, PATH): {BUILD_HINT}")
-    with run_llama_server(binary, tiny_gguf, tmp_path_factory.mktemp("llama-server")) as srv:
+    # --metrics: its /metrics page (the prefix cache's counters, engine/openai/server_metrics.py);
+    # --slot-save-path: its slots' erase action (load.cache_reset)
+    slots = tmp_path_factory.mktemp("llama-slots")
+    with run_llama_server(binary, tiny_gguf, tmp_path_factory.mktemp("llama-server"),
+                          extra_args=("--metrics", "--slot-save-path", str(slots))) as srv:
         yield srv
 
 

@@ -199,6 +199,8 @@ class HeadlessPrinter:
             if any(c.key == "split" for c in cols):  # once per table: why the column reads "not measured"
                 self._plain(f"       {DECOUPLED_SPLIT}: Triton's queue and compute statistics do not cover a "
                             "stream's responses", "dim")
+            if any(c.key == "cache_state" for c in cols):  # once per table: what the cache column's words mean
+                self._plain(f"       {columns.CACHE_STATE_NOTE}", "dim")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:
@@ -243,6 +245,9 @@ class HeadlessPrinter:
                 per_mtok = cost_per_million_tokens(self.state.cost_per_hour, stream.output_tokens_per_s)
                 if per_mtok is not None:
                     text += f", {fmt.money(per_mtok)} per million output {word} at ${self.state.cost_per_hour:g}/h"
+                cache = best.result.cache
+                if cache is not None and cache.hit_rate is not None:  # the traffic the figure holds for
+                    text += f", at {fmt.percent(cache.hit_rate)} prefix cache hits ({cache.state or 'state not known'})"
             elif (cost := self.state.cost_per_1000(best.result.throughput_ips)) is not None:
                 text += f", {fmt.money(cost)} per 1000 images at ${self.state.cost_per_hour:g}/h"
             self._plain(text)

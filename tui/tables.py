@@ -34,6 +34,7 @@ def level_figures(row: LevelRow, state: SessionState) -> columns.LevelFigures:
         stream=row.stream, sequence=row.sequence,
         cost_per_million_tokens=cost_per_million_tokens(state.cost_per_hour, row.result.stream.output_tokens_per_s)
         if row.result and row.result.stream else None,
+        cache=row.result.cache if row.result else None,
     )
 
 
@@ -67,7 +68,9 @@ def sweep_columns(state: SessionState) -> tuple[Column[columns.LevelFigures], ..
         return shown
     # a stream's rate is of requests (each many responses), not of inferences: req/s, as it is
     shown = tuple(REQUESTS if c.key == "ips" else c for c in shown)
-    return columns.with_stream(shown, priced=state.cost_per_hour > 0)
+    shown = columns.with_stream(shown, priced=state.cost_per_hour > 0)
+    # the server's cache where a level read it (an LLM server's /metrics)
+    return columns.with_cache(shown) if any(r.cache is not None for r in done) else shown
 
 
 # A streaming sweep's many columns do not all fit 80 even with short headers: these give way last

@@ -197,6 +197,8 @@ class Answer:
         assert d is not None
         where = f"at {self.target_words}" if self.targeted else "peak"
         box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
+        if d.cache is not None and d.cache.hit_rate is not None:  # the traffic the figure holds for
+            box += f", {fmt.percent(d.cache.hit_rate)} prefix cache hits"
         if d.stream is not None:
             unit = "words/s (not tokens)" if d.stream.tokens_are_words else "tokens/s"
             figure = f"{fmt.rate(d.stream.output_tokens_per_s)} {unit} at {level_words(d.mode, d.level)}"

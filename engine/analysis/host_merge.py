@@ -89,6 +89,7 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
         note = None  # the hosts that measured it outweigh the ones that could not
     inputs = [p.input_tokens_per_request for p in known if p.input_tokens_per_request is not None]
     input_rates = [p.input_tokens_per_s for p in known if p.input_tokens_per_s is not None]
+    cached = [p.cached_tokens_per_request for p in known if p.cached_tokens_per_request is not None]
     return StreamStats(
         ttft=merged_latency([p.ttft for p in known]),
         itl=merged_latency(measured if note is None else []),
@@ -103,6 +104,8 @@ def merged_stream(parts: Sequence[StreamStats | None]) -> StreamStats | None:
                                   if total and len(inputs) == len(known) else None),
         input_tokens_per_s=sum(input_rates) if len(input_rates) == len(known) else None,
         tokens_are_words=any(p.tokens_are_words for p in known),
+        cached_tokens_per_request=(sum(v * n for v, n in zip(cached, requests, strict=True)) / total
+                                   if total and len(cached) == len(known) else None),
     )
 
 

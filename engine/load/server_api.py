@@ -16,6 +16,8 @@ names its protocol. Triton's KServe v2 is the first implementation (engine/trito
   endpoint;
 - server statistics: ``stats``, read at window edges to split a window's latency into the
   server's parts; None where the API has no such thing (the levels then carry no breakdown);
+- the server's cache: ``cache``, an LLM server's prefix- and KV-cache counters read at the same
+  edges (deltas per window and level); None where the API has none (not measured);
 - checking an answer: each transport checks the answers it reads against what was asked, on the
   workers' hot path, and reports a bad one by its kind (MALFORMED_ANSWER, WRONG_ANSWER,
   RESPONSE_TOO_LARGE in engine/net/connection.py), which fails the level;
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import asyncio
 
-    from engine.events import Event, ServerBreakdown
+    from engine.events import Event, ServerBreakdown, ServerCache
     from engine.profiles import Load
 
 Publish = Callable[["Event"], None]
@@ -80,6 +82,26 @@ class ServerStats(Protocol):
         ...
 
 
+class CacheStats(Protocol):
+    """An LLM server's cache counters (its /metrics), read at the edges of each window."""
+
+    async def snapshot(self, timeout_s: float) -> object | None:
+        """The counters now; None when the server did not give them in time, or has none."""
+        ...
+
+    def between(self, before: object | None, after: object | None) -> ServerCache | None:
+        """The cache over the interval between two snapshots; None when either is missing."""
+        ...
+
+    def served_before(self, snapshot: object | None) -> bool | None:
+        """Whether the server had taken any prompt before ``snapshot`` (None: not known)."""
+        ...
+
+    async def reset(self, timeout_s: float) -> str | None:
+        """Empty the server's prefix cache (load.cache_reset); None when done, else why not."""
+        ...
+
+
 class ServerApi(Protocol):
     """What ``run_sweep`` measures: one model behind one or more servers of one inference API."""
 
@@ -120,6 +142,15 @@ class ServerApi(Protocol):
 
     @property
     def stats(self) -> ServerStats | None: ...
+
+    @property
+    def cache(self) -> CacheStats | None: ...
+
+    @property
+    def trace_times(self) -> Sequence[float] | None:
+        """The requests' timestamps (seconds) where ``requests`` read a trace (load.arrival =
+        "trace" replays its gaps); None where they did not."""
+        ...
 
     # -- the path and the server's health
 

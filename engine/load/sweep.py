@@ -58,12 +58,15 @@ from engine.events import (
     NetworkPath,
     PhaseChanged,
     ServerBreakdown,
+    ServerCache,
     SweepFinished,
     Warning,
     WindowResult,
 )
 from engine.hostinfo import process_cores
+from engine.load.arrivals import trace_gaps, trace_rate
 from engine.load.audit import client_audit, delay_limit
+from engine.load.cache_reads import BEFORE, CacheReads
 from engine.load.dev import LoadDev
 from engine.load.error_text import errors_line
 from engine.load.pool import WorkerGone, WorkerPool
@@ -100,6 +103,7 @@ from engine.net.connection import (
     SEQUENCE_DROPPED,
     TIMEOUT,
     WRONG_ANSWER,
+    first_request,
 )
 from engine.profiles import MAX_IN_FLIGHT, Load, redact_url
 
@@ -120,6 +124,7 @@ class _Window:
     throughput_rps: float
     parts: list[Aggregate] | None = None  # several endpoints: each one's share of the window
     cpu: CpuShare | None = None  # who took the CPU over the window (engine/cpu_share.py)
+    cache: ServerCache | None = None  # an LLM server's cache over the window (engine/load/cache_reads.py)
 
 
 Snapshots = tuple[object | None, ...]  # one per endpoint (the server API's statistics)
@@ -190,8 +195,14 @@ class _Level:
         trial: int = 1,
         cpu_roots: list[int] | None = None,
         share: HostShare | None = None,
+        earlier_levels: int = 0,
+        trace: tuple[float, ...] = (),
     ) -> None:
         self.share = share
+        self.trace = trace  # load.arrival = "trace": the trace's gaps over their mean
+        # the LLM server's cache: read by the host that reads the server's statistics
+        reads_server = share is None or share.server_stats
+        self.cache = CacheReads(api.cache if reads_server else None, earlier_levels)
         self.slo_search = slo_search
         self.trial = trial
         self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
@@ -238,6 +249,8 @@ class _Level:
             tick_ns=self.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
+            burstiness=load.burstiness,
+            think_ns=int(load.think_time_s * 1e9),
             # the workers open their connections from one instant, each its stagger later
             # (Worker.open_grouped)
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,
@@ -254,6 +267,8 @@ class _Level:
                 phase_ns=int(w * 1e9 / self.level),  # interleave the workers' schedules
                 seed=self.index * 1000 + w,
                 max_in_flight=caps[w],
+                # each worker walks the trace's gaps from the request its connections start at
+                trace=self.trace, trace_start=first_request(w, len(self.trace)) if self.trace else 0,
                 # 20 ms of this worker's sends, so that few connections are opened mid-level
                 # (Worker.open_more says why); at most 128 before T0, which at a remote server's
                 # round trip per group of 8 is already 16 round trips
@@ -267,6 +282,12 @@ class _Level:
     async def run(self) -> LevelResult:
         pool = self.pool
         self.rtt = await self.api.round_trip()  # before any load: the path, not a queue
+        if self.load.cache_reset == "each_level" and self.cache.cache is not None:
+            why = await self.cache.reset()
+            if why is not None:  # the level runs on what the cache holds, and its state says so
+                self.publish(Warning(source="load", key=f"cache-reset-{self.index}",
+                                     message=f"level {self.level:g}: the server's cache was not reset: {why}"))
+        self.cache.mark(BEFORE)  # the cache's counters before this level's first request
         for w, plan in enumerate(self.plans()):
             pool.send(w, PrepareLevel(plan))
         connect_problem = None
@@ -278,6 +299,7 @@ class _Level:
             self.kernel_rtt_us += ready.kernel_rtt_us
         if connect_problem:
             self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
+        await self.cache.at(BEFORE)
         self.t0 = await self.share.start_at(self.index) if self.share else time.monotonic_ns() + T0_LEAD_NS
         for w in range(self.active):
             pool.send(w, StartAt(self.t0))
@@ -314,6 +336,7 @@ class _Level:
         result = await self.result(status)
         for task in self.snapshots.values():
             task.cancel()
+        self.cache.cancel()
         return result
 
     def mostly_failed(self) -> bool:
@@ -460,6 +483,7 @@ class _Level:
                 await asyncio.sleep(delay)
             if boundary == self.warmup_ticks or boundary >= self.cur_start + self.min_ticks:
                 self.ensure_snapshot(boundary)
+                self.cache.mark(boundary)
             boundary += 1
 
     async def close_window(self, end: int) -> LevelStatus | None:
@@ -467,10 +491,11 @@ class _Level:
         agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
+        cache = await self.cache.window(start, end)
         reading = read_cpu(self.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
         self.cpu_mark = reading
-        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu)
+        window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu, cache)
         self.windows.append(window)
         self.cur_start = end
         self.ticks = [t for t in self.ticks if t.tick >= end or t.tick < self.warmup_ticks]
@@ -480,7 +505,8 @@ class _Level:
             self.load.stable_windows,
             self.load.stability_percent,
         )
-        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu))
+        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu,
+                                       cache))
         if agg.ok == 0 and agg.error_count > 0:
             return "failed"
         if stable:
@@ -499,7 +525,7 @@ class _Level:
 
     def window_event(
         self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool,
-        cpu: CpuShare | None = None,
+        cpu: CpuShare | None = None, cache: ServerCache | None = None,
     ) -> WindowResult:
         audit = client_audit(
             agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
@@ -524,6 +550,7 @@ class _Level:
             sequence=sequence_stats(agg, SEQUENCE_DROPPED),
             others_cpu=cpu.others if cpu else None,
             steal=cpu.steal if cpu else None,
+            cache=cache,
         )
 
     # -- result
@@ -551,6 +578,7 @@ class _Level:
         LoadDev.from_load(load).save_samples(self.index, self.trial, agg.latency_ns)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
+        cache = await self.cache.level(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, [w.cache for w in chosen])
         audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
                              self.delay_limit)
         # Errors are counted over every measured window, not only the merged ones: an outage in
@@ -583,6 +611,7 @@ class _Level:
             degraded=self.degraded(),
             stream=stream,
             sequence=sequence_stats(agg, SEQUENCE_DROPPED),
+            cache=cache,
         )
 
     def degraded(self) -> str:
@@ -674,6 +703,7 @@ async def run_sweep(
     requests = await api.requests(load, publish, stop)  # the tensors, made once
     if stop.is_set() or not requests:  # stopped while the requests were made: nothing more to prepare
         return []
+    trace = _trace(api, load, publish)
     endpoints = list(api.endpoints())
     prepared = await api.prepare(load, requests, gpus)
     tick_ns = tick_ns or tick_for(load.window_ms)
@@ -682,6 +712,7 @@ async def run_sweep(
     pool: WorkerPool | None = None
     roots = await asyncio.to_thread(local_servers, endpoints)
     trials = Trials(load, publish, stop)
+    ran = [0]  # levels run so far, trials included: a level after one finds the cache it left
     try:
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
@@ -703,7 +734,8 @@ async def run_sweep(
             async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
                 run = _Level(pool, api, load, level, index, total, publish, stop, tick_ns, search,
-                             request_bytes, trial, roots, share)
+                             request_bytes, trial, roots, share, earlier_levels=ran[0], trace=trace)
+                ran[0] += 1
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]
             result = await trials.measure(level_run, level, index, results)
@@ -743,6 +775,21 @@ async def run_sweep(
         )
     )
     return results
+
+
+def _trace(api: ServerApi, load: Load, publish: Publish) -> tuple[float, ...]:
+    """load.arrival = "trace": the trace's gaps (engine/load/arrivals.py), its own rate said once."""
+    if load.arrival != "trace" or not mode_of(load.mode).open_loop:
+        return ()
+    times = list(api.trace_times or ())
+    gaps, rate = trace_gaps(times), trace_rate(times)
+    if gaps is None or rate is None:
+        raise UserError("load.arrival = 'trace': expected a trace whose timestamps advance as load.input_data "
+                        "(a Mooncake JSONL)")
+    publish(Warning(source="load", key="trace-rate", message=(
+        f"the trace's own rate is {rate:.3g} requests/s: load.rates = {rate:.3g} replays it as recorded, "
+        f"{rate / 2:.3g} at half its speed, {rate * 2:.3g} at twice")))
+    return gaps
 
 
 async def _start_at(instant: float, publish: Publish, stop: asyncio.Event) -> None:

@@ -29,7 +29,11 @@ class LevelPlan:
     timeout_ns: int
     slots: int = 0  # concurrency mode: requests this worker keeps in flight
     rate: float = 0.0  # rate mode: this worker's share, requests/s
-    arrival: str = "constant"
+    arrival: str = "constant"  # engine/load/arrivals.py
+    burstiness: float = 1.0  # arrival "gamma": the gaps' gamma shape
+    trace: tuple[float, ...] = ()  # arrival "trace": each request's gap over the mean (engine/load/arrivals.py)
+    trace_start: int = 0  # arrival "trace": the request this worker starts at
+    think_ns: int = 0  # concurrency mode: each user's pause between an answer and its next request
     phase_ns: int = 0  # rate mode: offset of this worker's schedule (interleaves workers)
     seed: int = 0
     max_in_flight: int = 0  # rate mode: cap of this worker's open requests
@@ -69,6 +73,7 @@ class Tick:
     tokens: array | None = None  # output tokens per request (load.tokens_from; else its responses)
     reads: array | None = None  # distinct arrival stamps per request (None: every gap measured)
     input_tokens: array | None = None  # the prompt's tokens per request as the server counted them (-1: unknown)
+    cached_tokens: array | None = None  # of those, from the server's prefix cache (its usage; -1: unknown)
     worded: int = 0  # requests whose token counts are words: the server reported no usage
     # a sequence model's requests (None: not one), per successful request: 1 for a sequence's
     # first step, 0 for a later one; and the sequences whose last step was answered

@@ -48,6 +48,7 @@ class StreamSamples:
     reads: np.ndarray | None = None  # distinct arrival stamps per request (None: every gap measured)
     input_tokens: np.ndarray | None = None  # the prompt's tokens per request (-1: not known)
     worded: int = 0  # requests whose token counts are words, not the server's tokens
+    cached_tokens: np.ndarray | None = None  # of the prompt's tokens, from the server's cache (-1: not known)
 
 
 def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSamples | None:
@@ -65,6 +66,8 @@ def stream_samples(parts: Sequence[StreamSamples | Tick | None]) -> StreamSample
         input_tokens=concat_samples(p.input_tokens if p.input_tokens is not None
                                     else np.full(len(p.responses), -1, dtype=np.int64) for p in chosen),  # type: ignore[arg-type]
         worded=sum(p.worded for p in chosen),
+        cached_tokens=concat_samples(p.cached_tokens if p.cached_tokens is not None
+                                     else np.full(len(p.responses), -1, dtype=np.int64) for p in chosen),  # type: ignore[arg-type]
     )
 
 
@@ -237,4 +240,13 @@ def stream_stats(agg: Aggregate) -> StreamStats | None:
         input_tokens_per_s=(float(known.sum()) / agg.duration_s if input_known and known is not None
                             and agg.duration_s > 0 else None),
         tokens_are_words=samples.worded > 0,
+        cached_tokens_per_request=_cached_mean(samples.cached_tokens, responses.size),
     )
+
+
+def _cached_mean(cached: np.ndarray | None, requests: int) -> float | None:
+    """The prompt tokens per request the server's usage said came from its cache, where it said so
+    for every request; None where it did not (not measured)."""
+    if cached is None or cached.size != requests or requests == 0 or bool((cached < 0).any()):
+        return None
+    return float(cached.astype(np.float64).mean())

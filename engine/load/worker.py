@@ -29,6 +29,7 @@ from importlib import import_module
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
+from engine.load.arrivals import TraceGaps, gap_factor
 from engine.load.dev import STALL_EVERY_NS, LoadDev
 from engine.load.ticks import LATE_SEND_NS, MESSAGES_PER_KIND, LevelPlan, Tick
 from engine.load.worker_messages import (
@@ -119,6 +120,7 @@ class TickBuffer:
         self.itl: list[int] = []
         self.reads: list[int] = []
         self.input_tokens: list[int] = []
+        self.cached_tokens: list[int] = []
         self.worded = 0
         self.first: list[int] = []
         self.sequences = 0
@@ -146,6 +148,7 @@ class TickBuffer:
             tick.decode_ns, tick.itl_ns = array("q", self.decode), array("q", self.itl)
             tick.tokens, tick.reads = array("q", self.tokens), array("q", self.reads)
             tick.input_tokens, tick.worded = array("q", self.input_tokens), self.worded
+            tick.cached_tokens = array("q", self.cached_tokens)
         if self.first:
             tick = self.closed[self.index]
             tick.first_step, tick.sequences = array("q", self.first), self.sequences
@@ -168,9 +171,10 @@ class TickBuffer:
         self.client.append(client)
 
     def streamed(self, ttft: int, gaps: list[int], responses: int, decode: int, tokens: int, reads: int,
-                 input_tokens: int = -1, worded: bool = False) -> None:
+                 input_tokens: int = -1, worded: bool = False, cached_tokens: int = -1) -> None:
         """The stream of the request ``ok`` just counted (same tick)."""
         self.input_tokens.append(input_tokens)
+        self.cached_tokens.append(cached_tokens)
         self.worded += worded
         self.ttft.append(ttft)
         self.reads.append(reads)
@@ -257,6 +261,7 @@ class Worker:
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
         self.rng = random.Random()
+        self.trace_walk = TraceGaps((), 0)  # arrival "trace": this worker's walk along the trace's gaps
         self.next_ns = 0.0  # rate mode: when the next request is due (fractional ns add up)
         self.gap_ns = 0.0
 
@@ -334,6 +339,7 @@ class Worker:
         self.generation += 1
         self.checked = False
         self.rng = random.Random(plan.seed)
+        self.trace_walk = TraceGaps(plan.trace, plan.trace_start)
         count = plan.preopen if self.open_loop else plan.slots
         self.slots = self.new_connections(count)
         self.open_count = len(self.slots)
@@ -534,7 +540,8 @@ class Worker:
         stream = slot.stream
         if stream is not None:
             tick_buffer.streamed(stream.first_ns - slot.intended_ns, stream.gaps_ns, stream.responses,
-                                 now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded)
+                                 now - stream.first_ns, stream.tokens, stream.reads, stream.input_tokens, stream.worded,
+                                 stream.cached_tokens)
         if slot.step >= 0:
             tick_buffer.stepped(slot.step == 0, slot.ends_sequence)
         self.after(slot, close)
@@ -557,9 +564,18 @@ class Worker:
             slot.abort()  # the server closes it after this answer; lost() reconnects it
             return
         if not self.open_loop:
-            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
+            think = self.plan.think_ns if self.plan is not None else 0
+            if think:  # the user reads the answer before the next request (load.think_time_s)
+                self.schedule(monotonic_ns() + think, self._thought, slot, self.generation)
+            else:
+                self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
         else:
             self.idle.append(slot)
+
+    def _thought(self, slot: Connection, generation: int) -> None:
+        """A user's think time is over: the next request, if its connection is still there to send on."""
+        if self.running and generation == self.generation and slot.connected and not slot.busy:
+            self.tick_buffer.sent_one(slot.send(), False)  # type: ignore[union-attr]  # set while running
 
     def failed(self, slot: Connection, kind: str, message: str) -> None:
         """An answer the transport cannot read: count it and start over on a new connection."""
@@ -587,8 +603,9 @@ class Worker:
             return
         if not self.open_loop:
             # a connection closed cleanly (the server's close, idle timeout, our timeout abort)
-            # comes back at once; one that broke under a request backs off
-            self.reconnect(slot, immediately=not broke)
+            # comes back at once (after the user's think time); one that broke under a request backs off
+            think_s = (self.plan.think_ns if self.plan is not None else 0) / 1e9
+            self.reconnect(slot, immediately=not broke, delay=think_s if not broke else None)
         else:
             if slot in self.idle:
                 self.idle.remove(slot)
@@ -596,14 +613,16 @@ class Worker:
                 self.slots.remove(slot)
             self.open_count -= 1
 
-    def reconnect(self, slot: Connection, immediately: bool = False) -> None:
+    def reconnect(self, slot: Connection, immediately: bool = False, delay: float | None = None) -> None:
         # one task per connection: a connection lost again while its task opens it (the server
         # closed it at once) is that task's to retry, and a second task would open a second
         # socket onto the same connection
         if slot.reconnecting:
             return
         slot.reconnecting = True
-        self.spawn(self._reconnect(slot, 0.0 if immediately else max(BACKOFF_MIN_S, slot.backoff)))
+        if delay is None:
+            delay = 0.0 if immediately else max(BACKOFF_MIN_S, slot.backoff)
+        self.spawn(self._reconnect(slot, delay))
 
     async def _reconnect(self, slot: Connection, delay: float) -> None:
         try:
@@ -636,9 +655,11 @@ class Worker:
     # -- rate mode
 
     def next_gap(self) -> float:
-        if self.plan.arrival == "poisson":  # type: ignore[union-attr]  # rate mode runs with a plan
-            return self.rng.expovariate(1.0) * self.gap_ns
-        return self.gap_ns
+        plan = self.plan
+        assert plan is not None  # rate mode runs with a plan
+        if plan.arrival == "trace":
+            return self.trace_walk.take() * self.gap_ns
+        return gap_factor(self.rng, plan.arrival, plan.burstiness) * self.gap_ns
 
     def send_due(self) -> None:
         """Rate mode: send every request whose time has come, then wake at the next one's."""

@@ -65,7 +65,8 @@ class StreamTimes:
     Responses that share one arrival stamp (one read of several) have no gap of their own: it is
     not measured, left out of ``gaps_ns`` (``reads`` counts the distinct stamps)."""
 
-    __slots__ = ("first_ns", "gaps_ns", "input_tokens", "last_ns", "reads", "responses", "tokens", "worded")
+    __slots__ = ("cached_tokens", "first_ns", "gaps_ns", "input_tokens", "last_ns", "reads", "responses", "tokens",
+                 "worded")
 
     def __init__(self) -> None:
         self.first_ns = 0
@@ -75,6 +76,7 @@ class StreamTimes:
         self.reads = 0  # distinct arrival stamps: responses - reads gaps were not measured
         self.tokens = 0  # output tokens: load.tokens_from's counts, the server's usage, else one per response
         self.input_tokens = -1  # the prompt's tokens as the server counted them (-1: not known)
+        self.cached_tokens = -1  # of those, the ones the server took from its prefix cache (-1: not known)
         self.worded = False  # tokens and input_tokens are words: the server reported no usage
 
     def add(self, now_ns: int, tokens: int = 1) -> None:

@@ -22,17 +22,19 @@ class Answer:
     """What one answer has carried so far. ``chat``: chat completions (text under
     ``message``/``delta``), else completions (text under ``text``)."""
 
-    __slots__ = ("chat", "chunks", "error", "finish", "input_tokens", "output_tokens", "problem", "words",
-                 "word_open")
+    __slots__ = ("cached_tokens", "chat", "chunks", "error", "finish", "input_tokens", "output_tokens", "problem",
+                 "texts", "words", "word_open")
 
-    def __init__(self, chat: bool) -> None:
+    def __init__(self, chat: bool, keep_text: bool = False) -> None:
         self.chat = chat
+        self.texts: list[str] | None = [] if keep_text else None  # the text itself (a multi-turn session's answer)
         self.chunks = 0  # chunks (or choices) that carried text
         self.words = 0  # words of the text, counted across chunk edges
         self.word_open = False  # the text so far ends inside a word
         self.finish: str | None = None  # the last finish_reason seen
         self.input_tokens: int | None = None  # usage.prompt_tokens
         self.output_tokens: int | None = None  # usage.completion_tokens
+        self.cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (None: not given)
         self.error: str | None = None  # the server's words in an error object
         self.problem: str | None = None  # the first malformed thing found
 
@@ -59,6 +61,8 @@ class Answer:
             if text:
                 texted = True
                 self._count_words(text)
+                if self.texts is not None:
+                    self.texts.append(text)
             reason = choice.get("finish_reason")
             if reason is not None:
                 if not isinstance(reason, str):
@@ -110,6 +114,11 @@ class Answer:
                 self.problem = self.problem or f"usage.{key} = {str(n)[:40]}, not a count within 0..{MAX_TOKENS}"
                 return
         self.input_tokens, self.output_tokens = usage["prompt_tokens"], usage["completion_tokens"]
+        # optional: the server's prompt tokens from its prefix cache; a value out of range is left out, not a fault
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= self.input_tokens:
+            self.cached_tokens = cached
 
     def verdict(self, max_tokens: int | None) -> str | None:
         """What is wrong with the whole answer (one line), or None."""

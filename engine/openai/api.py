@@ -1,7 +1,8 @@
 """The OpenAI API behind the load engine's seam (engine/load/server_api.py's ServerApi): one model
 of an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM's trtllm-serve, llama.cpp's server,
 Triton's OpenAI frontend), its four transports (chat and completions, streamed or whole), the
-prompts, no server statistics (the server split reads "not measured"), the /v1/models probe.
+prompts, no server statistics (the server split reads "not measured"), the server's cache from
+its /metrics (engine/openai/server_metrics.py), the /v1/models probe.
 
 ``OpenAiApi(target, key)`` is what ``run_sweep`` takes (``target``: engine/openai/target.py's
 open_target; ``key``: the API key or None).
@@ -18,7 +19,16 @@ from typing import TYPE_CHECKING
 from engine.errors import UserError
 from engine.events import Event, InputDataUsed
 from engine.net import http1
-from engine.openai.requests import Prompt, body, http_request, read_jsonl, synthetic
+from engine.openai.requests import (
+    Prompt,
+    body,
+    http_request,
+    read_jsonl,
+    request_headers,
+    synthetic,
+)
+from engine.openai.server_metrics import OpenAiCache
+from engine.openai.sessions import Session
 from engine.openai.target import OpenAiTarget, auth_headers
 from engine.openai.transport import OpenAiPayload
 from engine.transport_table import OPENAI, TRANSPORTS
@@ -62,6 +72,9 @@ class OpenAiApi:
         self.urls = [target.url, *(u.rstrip("/") for u in more_urls)]
         self.parsed = [http1.parse_endpoint(u) for u in self.urls]
         self.endpoint = self.parsed[0]
+        # the first server's /metrics only: replicas' caches are not summed yet
+        self.cache = OpenAiCache(target.url, auth_headers(key))
+        self.trace_times: tuple[float, ...] | None = None  # a Mooncake trace's timestamps (load.arrival = "trace")
 
     @property
     def model(self) -> str:
@@ -80,15 +93,20 @@ class OpenAiApi:
                             f"found {load.batch_size}")
         if load.tokens_from:
             raise UserError("load.tokens_from: the OpenAI API counts tokens from the server's usage; leave it unset")
+        if load.turns > 1 and not spec.name.startswith("chat"):
+            raise UserError(f"load.turns: a multi-turn session is a chat: expected load.transport 'chat_stream' or "
+                            f"'chat', found {spec.name!r}")
         return spec.module
 
     async def requests(self, load: Load, publish: Publish, stop: asyncio.Event) -> list[Prompt]:
         if load.input_data:
-            made = await asyncio.to_thread(read_jsonl, load.input_data, load.output_tokens)
+            made = await asyncio.to_thread(read_jsonl, load.input_data, load.output_tokens, load.block_tokens)
         else:
-            made = synthetic(load.input_tokens, load.output_tokens)
+            made = synthetic(load.input_tokens, load.output_tokens, load.distinct_prompts, load.prefix_groups,
+                             load.prefix_tokens)
         if stop.is_set():
             return []
+        self.trace_times = made.times or None
         publish(InputDataUsed(path=made.label, sha256=made.sha256, entries=len(made.prompts),
                               requests=len(made.prompts), source=made.source))
         return made.prompts
@@ -101,8 +119,12 @@ class OpenAiApi:
         for ep in self.parsed:  # one per endpoint: each request names its own host
             raws = tuple(http_request(ep, PATHS[chat], body(self.model, p, chat, stream, load.ignore_eos), stream, self.key)
                          for p in prompts)
+            session = None
+            if load.turns > 1:  # each request built at send time from its prompt's body (engine/openai/sessions.py)
+                session = Session(load.turns, ep, PATHS[chat], request_headers(stream, self.key),
+                                  tuple(body(self.model, p, chat, stream, load.ignore_eos) for p in prompts))
             payload = OpenAiPayload(ep.host, ep.port, ep.tls, ep.host, raws, chat, stream,
-                                    tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts))
+                                    tuple(p.max_tokens for p in prompts), tuple(p.words for p in prompts), session)
             out.append(OpenAiPrepared(payload, sum(len(r) for r in raws) // max(1, len(raws))))
         return out
 

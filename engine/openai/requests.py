@@ -1,7 +1,7 @@
 """The prompts an OpenAI sweep sends, and their HTTP requests, made once per sweep in the session.
 
-Prompts: synthetic ones by default (engine/prompts.py: load.input_tokens words, load.output_tokens
-as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON string (the
+Prompts: synthetic ones by default (engine/openai/workload.py: load.distinct_prompts of them,
+load.input_tokens words, shared prefixes where asked, load.output_tokens as max_tokens), or load.input_data's ``.jsonl`` file: each non-empty line a JSON string (the
 prompt) or an object with the prompt under ``text`` (or ``prompt``) and, optionally, its own
 ``max_tokens``. A bad line is one line naming the file and the line, before any load.
 
@@ -24,7 +24,9 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.net.http1 import Endpoint, encode_request
-from engine.prompts import synthetic_label, synthetic_prompts
+from engine.openai.azure_trace import is_azure, read_azure
+from engine.openai.mooncake import is_mooncake, read_mooncake
+from engine.openai.workload import digest, synthetic_workload
 
 MAX_PROMPTS_BYTES = 256 << 20  # a prompts file past this is refused
 PROMPT_KEYS = ("text", "prompt")
@@ -45,23 +47,34 @@ class Prompts:
     prompts: list[Prompt]
     label: str  # the recording's name for them: the file's path, or "synthetic (...)"
     sha256: str
-    source: str  # "synthetic" or "jsonl"
+    source: str  # "synthetic", "jsonl" or "mooncake"
+    times: tuple[float, ...] = ()  # a trace's: each request's timestamp, seconds
 
 
-def synthetic(input_tokens: object, output_tokens: object) -> Prompts:
-    label, spec = synthetic_label(input_tokens, output_tokens)
-    made = [Prompt(text, out) for text, out in synthetic_prompts(input_tokens, output_tokens)]
-    return Prompts(made, label, hashlib.sha256(spec.encode()).hexdigest(), "synthetic")
+def synthetic(input_tokens: object, output_tokens: object, count: int = 1, groups: int = 0,
+              prefix_words: int = 0) -> Prompts:
+    """``count`` distinct prompts, shared prefixes where asked (engine/openai/workload.py)."""
+    made = synthetic_workload(input_tokens, output_tokens, count, groups, prefix_words)
+    prompts = [Prompt(text, out) for text, out in zip(made.texts, made.max_tokens, strict=True)]
+    return Prompts(prompts, made.label, digest(made), "synthetic")
 
 
-def read_jsonl(path: str, output_tokens: object) -> Prompts:
+def read_jsonl(path: str, output_tokens: object, block_words: int = 512) -> Prompts:
     """load.input_data's prompts, one per line; ``output_tokens`` (a mean, "" for none) sets
-    max_tokens where a line does not."""
+    max_tokens where a line does not. A Mooncake trace (engine/openai/mooncake.py) or an Azure
+    trace's CSV (engine/openai/azure_trace.py) is told by its first line; Mooncake's hash ids
+    become blocks of ``block_words`` words."""
     where = Path(path).expanduser()
     raw = _read_bounded(where, path)
     default = _mean(output_tokens)
+    lines = raw.decode("utf-8", "replace").splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    if is_mooncake(first) or is_azure(first):
+        trace = read_mooncake(lines, path, block_words) if is_mooncake(first) else read_azure(lines, path)
+        return Prompts([Prompt(r.text, r.max_tokens) for r in trace], path, hashlib.sha256(raw).hexdigest(),
+                       "mooncake" if is_mooncake(first) else "azure", tuple(r.timestamp_ms / 1000 for r in trace))
     prompts = []
-    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if line.strip():
             prompts.append(_prompt_of(line, number, path, default))
     if not prompts:
@@ -87,7 +100,7 @@ def _mean(output_tokens: object) -> int | None:
     from engine.profiles import token_count
 
     parsed = token_count(output_tokens) if output_tokens != "" else None
-    return parsed[0] if parsed is not None else None
+    return round(parsed.mean) if parsed is not None else None
 
 
 def _prompt_of(line: str, number: int, path: str, default: int | None) -> Prompt:
@@ -126,9 +139,14 @@ def body(model: str, prompt: Prompt, chat: bool, stream: bool, exact: bool = Tru
     return json.dumps(doc).encode()
 
 
-def http_request(endpoint: Endpoint, path: str, payload: bytes, stream: bool, key: str | None) -> bytes:
-    """One whole HTTP/1.1 request; the key (if any) as a bearer token, to this endpoint only."""
+def request_headers(stream: bool, key: str | None) -> dict[str, str]:
+    """A completion request's headers; the key (if any) as a bearer token."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    return encode_request("POST", endpoint, path, headers, payload)
+    return headers
+
+
+def http_request(endpoint: Endpoint, path: str, payload: bytes, stream: bool, key: str | None) -> bytes:
+    """One whole HTTP/1.1 request; the key (if any) as a bearer token, to this endpoint only."""
+    return encode_request("POST", endpoint, path, request_headers(stream, key), payload)

@@ -39,6 +39,7 @@ from engine.net.sse import MAX_EVENT, ChunkedEvents
 from engine.net.stamped_socket import arrival
 from engine.net.tcp import TcpDialer
 from engine.openai.answer import Answer, error_words
+from engine.openai.sessions import Conversation, Session
 
 monotonic_ns = time.monotonic_ns
 MAX_BODY = 16 << 20  # a whole (not streamed) answer, or an error body, past this is refused
@@ -58,6 +59,9 @@ class OpenAiPayload:
     stream: bool  # "stream": true
     max_tokens: tuple[int | None, ...]  # each request's max_tokens (None: not asked)
     prompt_words: tuple[int, ...]  # each request's prompt words (input tokens where usage is missing)
+    # multi-turn sessions (load.turns > 1, chat only): each request's body, its user message the
+    # next turn's; the request is built at send time (engine/openai/sessions.py)
+    session: Session | None = None
 
 
 def status_words(status: int, body: bytes) -> tuple[str, str]:
@@ -85,6 +89,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.sent_index = 0
         self.answered_here = 0  # answers completed on this socket: a reused one can be closed under us
         self.got_bytes = False  # bytes of the answer to the request in flight
+        # this user's conversation (a multi-turn session): kept across reconnects, as the user is
+        self.conversation = Conversation(self.payload.session) if self.payload.session is not None else None
         self._reset()
 
     def _reset(self) -> None:
@@ -96,7 +102,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.now = 0
         self.done = False  # data: [DONE] seen
         self.after_done = False  # an event after [DONE]
-        self.answer = Answer(self.payload.chat)
+        self.answer = Answer(self.payload.chat, keep_text=self.conversation is not None)
         self.times = StreamTimes()
         self.stream = self.times
 
@@ -119,6 +125,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         if (exc is None or isinstance(exc, ConnectionResetError)) and self.busy and not self.got_bytes and self.answered_here:
             self.dialer.closes_after_answer = True
             self.resend = True  # the server never read it: it goes again (every connection may cross one)
+        if self.busy and self.conversation is not None:  # the turn in flight is lost (or goes again): its conversation ends
+            self.conversation.answered(None)
         self.tr = None
         self.connected = False
         self.w.lost(self, exc)
@@ -233,6 +241,7 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         times = self.times
         if answer.output_tokens is not None and answer.input_tokens is not None:
             times.tokens, times.input_tokens = answer.output_tokens, answer.input_tokens
+            times.cached_tokens = answer.cached_tokens if answer.cached_tokens is not None else -1
         else:  # no usage: the words, and the level says so
             times.tokens, times.input_tokens = answer.words, self.payload.prompt_words[self.sent_index]
             times.worded = True
@@ -244,6 +253,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.first_ns = monotonic_ns()
         self.answered_here += 1
         close = self.head.close or self.cut or self.dialer.closes_after_answer
+        if self.conversation is not None:  # the answer joins the conversation; a failed turn ends it
+            self.conversation.answered("".join(self.answer.texts or ()) if problem is None else None)
         if problem is not None:
             self._reset()
             self.w.rejected(self, problem[0], problem[1], close)
@@ -261,7 +272,10 @@ class OpenAiConnection(Connection, asyncio.Protocol):
         self.got_bytes = False
         self._reset()
         self.sent_index = self.dialer.cycle.take()
-        self.tr.write(self.payload.requests[self.sent_index])  # type: ignore[union-attr]
+        if self.conversation is not None:  # the conversation so far and this turn's user message
+            self.tr.write(self.conversation.request(self.sent_index))  # type: ignore[union-attr]
+        else:
+            self.tr.write(self.payload.requests[self.sent_index])  # type: ignore[union-attr]
         return now
 
     def abort(self) -> None:
@@ -270,6 +284,8 @@ class OpenAiConnection(Connection, asyncio.Protocol):
 
     def _fail(self, message: str) -> None:
         kind = RESPONSE_TOO_LARGE if message.startswith(RESPONSE_TOO_LARGE) else MALFORMED_ANSWER
+        if self.conversation is not None:
+            self.conversation.answered(None)
         self._reset()
         self.w.failed(self, kind, message)
 

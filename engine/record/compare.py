@@ -45,7 +45,10 @@ SUPERLINEAR = 1.10  # more than N x the 1x run: usually not the same work
 # Model-config keys that legitimately differ between the 1x/2x/4x variants of one model.
 VARIANT_KEYS = frozenset({"instance_group", "name"})
 MEASUREMENT_KEYS = ("window_ms", "min_window_requests", "stability_percent", "stable_windows", "max_windows",
-                    "warmup_s", "data", "arrival")
+                    "warmup_s", "data", "arrival", "burstiness",
+                    # the workload: configs compare only on the same traffic
+                    "input_tokens", "output_tokens", "prefix_groups", "prefix_tokens", "distinct_prompts", "turns", "think_time_s",
+                    "cache_reset", "block_tokens")
 VERSION_KEYS = ("triton", "driver", "cuda", "torch", "gpuscale_tui")
 # read on the measuring machine: the server's own only when we started it (embedded)
 CLIENT_SIDE_VERSIONS = ("torch", "driver", "cuda")

@@ -240,7 +240,13 @@ def _levels(f: RunFindings, tag: str = "") -> list:
         shown = columns.with_sequence(shown)
         if (batcher := sequence_config(s.model_config)) is not None:
             blocks.append(Para(batcher_line(batcher)))
+    cached = [lv.result.cache for lv in f.levels if lv.result.cache is not None]
+    if cached:  # the LLM server's own cache (its /metrics), and how warm it was at each level's start
+        shown = columns.with_cache(shown)
     blocks.append(Table.of(shown, figures))
+    if cached:
+        blocks.append(Para(f"Prefix hit: the server's cached prompt tokens over its prompt tokens ({cached[0].server}'s "
+                           f"/metrics, deltas over each level's merged windows); {columns.CACHE_STATE_NOTE}."))
     pts = f.points
     served = svg.Series("images/s", [(p.level, p.throughput) for p in pts])
     if f.streaming:  # a streaming model's throughput is its output tokens

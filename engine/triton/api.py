@@ -72,6 +72,8 @@ class TritonApi:
     """One Triton model behind one or more servers (``target.endpoints``)."""
 
     round_trip_method = METHOD
+    cache = None  # Triton's /metrics has no LLM cache counters for our models: not measured
+    trace_times = None  # its inputs are no timed trace
 
     def __init__(self, target: Target, info: TargetInfo, rank: int = 0) -> None:
         # an ensemble's statistics are read with its steps'; a decoupled model's server time is not split

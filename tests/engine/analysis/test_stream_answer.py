@@ -14,6 +14,7 @@ from engine.analysis.answer import AnswerFold, decide
 from engine.analysis.scale_out import SCALE_OUT, SCALE_UP, Figure, Side, scale_answer
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.stream_slo import goodput, parse_slos
+from engine.length_spec import LengthSpec
 from engine.net.connection import StreamTimes
 from engine.profiles import token_count
 from engine.triton.input_synthetic import lengths
@@ -109,10 +110,11 @@ def test_token_counts_are_read_from_an_integer_output() -> None:
     assert (times.responses, times.tokens, times.gaps_ns, times.first_ns) == (3, 6, [5, 10], 10)
 
 
-@pytest.mark.parametrize(("text", "parsed"), [("128", (128, 0)), (128, (128, 0)), ("128+-32", (128, 32)),
-                                              (" 64 ± 8 ", (64, 8)), ("0", None), ("8+-8", None), ("x", None),
-                                              (True, None), ("1.5", None), ("", None)])
-def test_a_length_is_a_mean_and_a_spread_below_it(text: object, parsed: tuple[int, int] | None) -> None:
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("128", LengthSpec("fixed", 128)), (128, LengthSpec("fixed", 128)), ("128+-32", LengthSpec("uniform", 96, 160)),
+    (" 64 ± 8 ", LengthSpec("uniform", 56, 72)), ("0", None), ("8+-8", None), ("x", None), (True, None), ("1.5", None),
+    ("", None)])
+def test_a_length_is_a_mean_and_a_spread_below_it(text: object, parsed: LengthSpec | None) -> None:
     assert token_count(text) == parsed
 
 

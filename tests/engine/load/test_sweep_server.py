@@ -149,8 +149,9 @@ async def test_wrong_input_shape_gives_counted_errors(identity_server, identity_
 
 async def test_rate_mode_measures_from_intended_send_time(identity_server, identity_info):
     target = Target(identity_server.http_url, "identity")
-    for arrival in ("constant", "poisson"):
-        load = quick_load(mode="rate", rates=[200.0], arrival=arrival, min_window_requests=30, stability_percent=25)
+    for arrival, burstiness in (("constant", 1.0), ("poisson", 1.0), ("gamma", 0.5)):  # gamma 0.5: bursty
+        load = quick_load(mode="rate", rates=[200.0], arrival=arrival, burstiness=burstiness, min_window_requests=30,
+                          stability_percent=25)
         results, events = await sweep(target, identity_info, load)
         (r,) = results
         assert r.status in ("stable", "unstable")

@@ -147,6 +147,8 @@ class ShoutApi:
 
     decoupled = False
     stats = None  # the shout protocol keeps no statistics: the levels carry no server breakdown
+    cache = None  # nor a cache
+    trace_times = None  # nor a trace
     round_trip_method = "shout health line"
 
     def __init__(self, url: str, model: str, texts: Sequence[str]) -> None:

@@ -30,6 +30,7 @@ class FakeOpenAi:
                  gap_s: float = 0.002) -> None:
         self.models, self.mode, self.key, self.gap_s = models, mode, key, gap_s
         self.seen_auth: list[str] = []
+        self.seen_messages: list[list[dict]] = []  # each chat request's messages, in arrival order
         self.completions = 0
         self.server: asyncio.Server | None = None
 
@@ -89,6 +90,8 @@ class FakeOpenAi:
             return self.whole(writer, 404, {"error": {"message": f"The model `{req.get('model')}` does not exist.",
                                                       "type": "NotFoundError", "code": 404}})
         self.completions += 1
+        if chat:
+            self.seen_messages.append(req["messages"])
         prompt = req["messages"][-1]["content"] if chat else req["prompt"]
         n = int(req.get("max_tokens") or DEFAULT_MAX_TOKENS)
         usage = {"prompt_tokens": len(prompt.split()) + TEMPLATE_TOKENS, "completion_tokens": n,

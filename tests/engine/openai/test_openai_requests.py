@@ -34,6 +34,6 @@ def test_synthetic_prompts_by_default() -> None:
     made = synthetic("", 32)
     assert made.source == "synthetic" and len(made.prompts) == 1
     assert made.prompts[0].words == DEFAULT_WORDS and made.prompts[0].max_tokens == 32
-    spread = synthetic("100+-20", "")
+    spread = synthetic("100+-20", "", 64)
     assert len(spread.prompts) == 64 and all(80 <= p.words <= 120 for p in spread.prompts)
-    assert synthetic("100+-20", "").prompts == spread.prompts  # the same every run
+    assert synthetic("100+-20", "", 64).prompts == spread.prompts  # the same every run

@@ -41,6 +41,8 @@ async def test_each_transport_measures_tokens_from_usage(transport: str) -> None
         assert r.status in ("stable", "unstable") and r.errors == 0, (r.status, r.error_messages)
         s = r.stream
         assert s is not None and r.server is None  # no statistics: not measured, not 0
+        assert r.cache is None  # no /metrics page (404): the server's cache is not measured, not 0
+        assert s.cached_tokens_per_request is None  # nor in its usage (no prompt_tokens_details)
         assert s.tokens_per_request == 8  # usage.completion_tokens: max_tokens, as ignore_eos asks
         assert s.input_tokens_per_request == DEFAULT_WORDS + TEMPLATE_TOKENS  # usage.prompt_tokens, not our words
         assert s.input_tokens_per_s is not None and s.input_tokens_per_s > 0

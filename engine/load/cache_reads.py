@@ -1,0 +1,101 @@
+"""An LLM server's cache at a level's window edges (the server API's ``cache``,
+engine/load/server_api.py): its figures per window and over the level's merged windows, and how
+warm the cache was when the level began.
+
+Read beside the server's statistics, at the same tick boundaries (``mark`` from the level's
+poller; ``at`` takes a late one a few ms late rather than never). A level's counters are the
+delta from its first merged window's start to its last one's end; its gauges (KV usage, waiting)
+the mean of those windows' end readings. Warmth: a level after others in this sweep found the
+cache they left ("warm from earlier levels"); the first one is "cold" when the server's counters
+said it had taken no prompt before it, else "warm from before this sweep".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from engine.events import ServerCache
+
+if TYPE_CHECKING:
+    from engine.load.server_api import CacheStats
+
+READ_TIMEOUT_S = 2.0
+BEFORE = -1  # the reading before the level's first request
+COLD, WARM_EARLIER, WARM_BEFORE = "cold", "warm from earlier levels", "warm from before this sweep"
+RESET = "cold: reset before the level"  # load.cache_reset = "each_level", and the server took it
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+class CacheReads:
+    """One level's readings of the server's cache (nothing at all where ``cache`` is None)."""
+
+    def __init__(self, cache: CacheStats | None, earlier_levels: int) -> None:
+        self.cache = cache
+        self.earlier_levels = earlier_levels  # levels this sweep ran before this one (trials included)
+        self.reads: dict[int, asyncio.Task[object | None]] = {}
+        self.was_reset = False
+
+    async def reset(self) -> str | None:
+        """Empty the server's cache before the level; None when done, else why not."""
+        if self.cache is None:
+            return "the server's cache is not read"
+        why = await self.cache.reset(READ_TIMEOUT_S * 5)
+        self.was_reset = why is None
+        return why
+
+    def mark(self, boundary: int) -> None:
+        """Start reading the counters for the tick boundary ``boundary`` (BEFORE: the level's start)."""
+        if self.cache is None or boundary in self.reads:
+            return
+        self.reads[boundary] = asyncio.get_running_loop().create_task(self.cache.snapshot(READ_TIMEOUT_S))
+
+    async def at(self, boundary: int) -> object | None:
+        self.mark(boundary)
+        task = self.reads.get(boundary)
+        if task is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), READ_TIMEOUT_S + 1)
+        except (TimeoutError, asyncio.CancelledError):
+            return None
+
+    async def window(self, start: int, end: int) -> ServerCache | None:
+        if self.cache is None:
+            return None
+        return self.cache.between(await self.at(start), await self.at(end))
+
+    async def state(self) -> str:
+        if self.was_reset:
+            return RESET
+        if self.earlier_levels:
+            return WARM_EARLIER
+        from_before = await self.at(BEFORE)
+        if self.cache is None or from_before is None:
+            return ""
+        # the counters before the level: any prompt taken means the cache may hold it
+        served = self.cache.served_before(from_before)
+        if served is None:
+            return ""
+        return WARM_BEFORE if served else COLD
+
+    async def level(self, start: int, end: int, windows: Sequence[ServerCache | None]) -> ServerCache | None:
+        """The cache over the merged windows (ticks ``start`` to ``end``), with their gauges' mean."""
+        over = await self.window(start, end)
+        if over is None:
+            return None
+        return dataclasses.replace(
+            over, kv_usage=_mean([w.kv_usage for w in windows if w is not None]) if windows else over.kv_usage,
+            waiting=_mean([w.waiting for w in windows if w is not None]) if windows else over.waiting,
+            state=await self.state())
+
+    def cancel(self) -> None:
+        for task in self.reads.values():
+            task.cancel()
+
