@@ -520,7 +520,7 @@ class Worker:
         # measurement starts at T0: an answer before it (a warming request, also between the
         # StartAt message and T0) is not a result, and its replacement is not a counted send
         if tick_buffer is None or slot.generation != self.generation or now < tick_buffer.t0:
-            if self.warming and slot.generation == self.generation and not close:
+            if self.warming and slot.generation == self.generation and not close and slot.connected:
                 slot.send()  # before T0: keep this connection's server thread busy (open_grouped)
             return
         if not self.checked:
@@ -562,6 +562,10 @@ class Worker:
             return
         if close:
             slot.abort()  # the server closes it after this answer; lost() reconnects it
+            return
+        if not slot.connected:  # lost under the answer (a close it crossed): reopened, then it sends
+            if not self.open_loop:
+                self.reconnect(slot, immediately=True)
             return
         if not self.open_loop:
             think = self.plan.think_ns if self.plan is not None else 0
@@ -674,6 +678,8 @@ class Worker:
     def dispatch(self, intended: int, now: int) -> None:
         tick_buffer, plan = self.tick_buffer, self.plan
         assert tick_buffer is not None and plan is not None
+        while self.idle and not self.idle[0].connected:  # lost while parked: lost() keeps the count
+            self.idle.popleft()
         if self.idle:
             slot = self.idle.popleft()  # the longest idle: load turns over every connection
             sent = slot.send(intended)
