@@ -224,7 +224,10 @@ def table(rows: list[dict[str, Any]], levels: list[int]) -> str:
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
+        epilog="Fits: this CPU box (llama-server from scripts/build_llama_server.sh), about 1.5 minutes per level and round:\n"
+               "  python -m bench openai_fidelity --aiperf .aiperf-venv/bin/aiperf --server-cpus 0 --client-cpus 1")
     p.add_argument("--aiperf", type=Path, required=True, metavar="PATH",
                    help="AIPerf's executable, in a venv of its own (pip install 'aiperf==0.13.*')")
     p.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])

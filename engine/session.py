@@ -232,8 +232,7 @@ class Session(EventSource):
             stop_asked=self._stopping.is_set(), interactive=self.options.interactive,
             stopped_mid_job=self._stopped_mid_job, incomplete=self._incomplete,
             degraded=self.ledger.degraded(), servers_lost=tuple(self.servers.fleet_lost),
-            first_failure=self.ledger.first_failure(),
-        )
+            first_failure=self.ledger.first_failure())
 
     def _end(self, end: Outcome) -> None:
         self.exit_code = end.exit_code
