@@ -384,6 +384,7 @@ class WindowResult(Event):
     """One measurement window of one level (requests attributed by completion time)."""
 
     kind: ClassVar[str] = "window"
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips")  # engine/analysis/summed.py
     level: float
     index: int  # window number within the level, warmup windows included
     warmup: bool
@@ -414,6 +415,7 @@ class HostResult:
     figures over the level's merged windows (its throughputs add up to the level's), its clock
     offset to the head, and why it is missing (\"\" when it is not)."""
 
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips")  # engine/analysis/summed.py
     rank: int
     name: str  # the host's name as it gave it
     connections: int = 0  # concurrency mode: its share of the level (rate mode: 0)
@@ -435,6 +437,7 @@ class EndpointResult:
     over the level's merged windows (they add up to the level's), its errors over every measured
     window. ``failed``: a measured window in which it answered nothing and failed requests."""
 
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips", "connections", "target_rate")  # engine/analysis/summed.py
     name: str  # "ep1", "ep2", ...
     url: str  # its HTTP URL, credentials removed
     connections: int = 0  # concurrency mode: its connections (rate mode: 0)
@@ -456,6 +459,7 @@ class LevelResult(Event):
     """A level's merged result: the stable windows, exact percentiles."""
 
     kind: ClassVar[str] = "level_result"
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips", "target_rate")  # engine/analysis/summed.py
     mode: str
     level: float
     index: int

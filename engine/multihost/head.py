@@ -16,16 +16,14 @@ from typing import Any, Protocol
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
     host_result,
-    largest_known,
-    merged_audit,
     merged_server,
     merged_status,
     merged_window,
     stable_tail,
-    summed_counts,
 )
 from engine.analysis.latency_merge import merged_latency
 from engine.analysis.saturation import saturation_point
+from engine.analysis.summed import largest_known, merged_audit, summed_counts
 from engine.events import (
     Error,
     Event,

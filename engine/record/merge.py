@@ -53,6 +53,7 @@ from engine.events import (
 from engine.modes import mode_of
 from engine.profiles import recorded_profile
 from engine.record.merge_fold import LevelBlock, merged_result, merged_window
+from engine.record.tell_apart import config_leaves, unique_names
 
 _SESSION_RANK: dict[str, int] = {"ok": 0, "interrupted": 1, "failed": 2}
 # per host, only these reach the merged recording from hosts after the first (named by host)
@@ -365,19 +366,12 @@ def _refuse_differences(summaries: Sequence[Any], labels: Sequence[str]) -> None
         if len({repr(v) for v in values}) > 1:
             shown = "; ".join(f"{_shown(v)} ({label})" for v, label in zip(values, labels, strict=True))
             raise MergeRefused(f"{what} differs: {shown}: not one plan, not merged")
-    configs = [dict(_leaves(s.model_config)) for s in summaries]
+    configs = [config_leaves(s.model_config) for s in summaries]
     for key in sorted({k for c in configs for k in c}):
         values = [c.get(key, "not set") for c in configs]
         if len(set(values)) > 1:
             shown = "; ".join(f"{v} ({label})" for v, label in zip(values, labels, strict=True))
             raise MergeRefused(f"model config differs in {key}: {shown}: not one plan, not merged")
-
-
-def _leaves(config: Any) -> list[tuple[str, str]]:
-    """The model config as sorted (key path, value) pairs: the same config however it was ordered."""
-    if isinstance(config, dict):
-        return sorted((f"{k}.{path}" if path else str(k), v) for k, sub in config.items() for path, v in _leaves(sub))
-    return [("", repr(config))]
 
 
 def _load(summary: Any) -> dict[str, Any]:
@@ -388,16 +382,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, tuple):
         return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) or "none"
     return str(value)
-
-
-def unique_names(names: Sequence[str]) -> list[str]:
-    """Hosts' names, a repeated one numbered (two pods of one name, or runs on one box)."""
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
-    return out
 
 
 def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[str]]:
@@ -444,4 +428,4 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
 
 
 __all__ = ["HostRun", "LevelBlock", "MergeRefused", "check_runs", "events_digest", "host_run", "kept_trials",
-           "merge_events", "merge_recordings", "refuse_same_session", "unique_names"]
+           "merge_events", "merge_recordings", "refuse_same_session"]

@@ -38,8 +38,8 @@ from engine.events import (
 from engine.profiles import redact_server
 from engine.record import gpu_fields
 from engine.record.naming import recording_path
-from engine.record.redact import Redactor
 from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORDING_SCHEMA
+from engine.redact import Redactor
 
 COMMIT_INTERVAL_S = 0.5  # the brief: at least every second; half leaves room for a slow disk
 MAX_QUEUED = 200_000  # beyond this the disk has stalled for minutes: drop rather than eat RAM

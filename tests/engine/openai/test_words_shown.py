@@ -29,7 +29,7 @@ def test_words_are_marked_in_the_token_columns() -> None:
 
 
 def test_hosts_merged_keep_the_servers_counts_and_the_words_flag() -> None:
-    from engine.analysis.host_merge import merged_stream
+    from engine.analysis.summed import merged_stream
 
     merged = merged_stream([TOKENS, dataclasses.replace(TOKENS, input_tokens_per_request=13.0)])
     assert merged is not None and merged.input_tokens_per_request == 12.0 and merged.input_tokens_per_s == 1100.0
