@@ -39,6 +39,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
@@ -147,7 +149,7 @@ def failed_by(stop: asyncio.Event, result: LevelResult) -> LevelResult:
     failure = stop.failure if isinstance(stop, SweepStop) else None
     if failure is None or result.status not in ("interrupted", "failed"):
         return result
-    return dataclasses.replace(result, status="failed", error_messages=[failure, *result.error_messages])
+    return msgspec.structs.replace(result, status="failed", error_messages=[failure, *result.error_messages])
 
 
 def _interleave(total: int, parts: int) -> list[int]:

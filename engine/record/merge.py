@@ -27,9 +27,11 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from engine.analysis.answer import is_sound
 from engine.analysis.latency_merge import NoHistogram
@@ -212,7 +214,7 @@ def _session_start(runs: Sequence[HostRun], scale: int) -> SessionStarted:
                             offset_s=round((starts[run.name] or earliest) - earliest, 6)) for run in runs]
     host = dict(first.host)
     host["hostname"] = " + ".join(run.name for run in runs)
-    return replace(first, session_id=uuid.uuid4().hex, profile=_scaled_profile(first.profile, scale), host=host,
+    return msgspec.structs.replace(first, session_id=uuid.uuid4().hex, profile=_scaled_profile(first.profile, scale), host=host,
                    merged_from=sources)
 
 
@@ -265,7 +267,7 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
             continue
         elif isinstance(e, LevelStarted):
             i = block_of[id(e)]
-            out.append(replace(e, level=e.level * scale, workers=sum(run.kept[i].start.workers for run in runs),
+            out.append(msgspec.structs.replace(e, level=e.level * scale, workers=sum(run.kept[i].start.workers for run in runs),
                                trial=max(run.kept[i].start.trial for run in runs)))
         elif isinstance(e, WindowResult) and id(e) in window_at:
             i, k = window_at[id(e)]
@@ -313,7 +315,7 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
 def _sweep_finished(e: SweepFinished, results: Sequence[LevelResult]) -> SweepFinished:
     found = saturation_point([(r.level, r.throughput_rps) for r in results
                               if is_sound(r) and not r.audit.client_bound and not r.degraded])
-    return replace(e, levels=len(results), stable=sum(1 for r in results if r.status == "stable"),
+    return msgspec.structs.replace(e, levels=len(results), stable=sum(1 for r in results if r.status == "stable"),
                    failed=sum(1 for r in results if r.status == "failed"),
                    saturation_level=found.level if found else None,
                    degraded=sum(1 for r in results if r.degraded))
@@ -322,8 +324,8 @@ def _sweep_finished(e: SweepFinished, results: Sequence[LevelResult]) -> SweepFi
 def _named(e: Warning | Error, host: str) -> Warning | Error:
     """A host's warning or error, saying whose (each host's shown once, not one for all)."""
     if isinstance(e, Warning):
-        return replace(e, message=f"{host}: {e.message}", key=f"{host}: {e.key}" if e.key else "")
-    return replace(e, message=f"{host}: {e.message}")
+        return msgspec.structs.replace(e, message=f"{host}: {e.message}", key=f"{host}: {e.key}" if e.key else "")
+    return msgspec.structs.replace(e, message=f"{host}: {e.message}")
 
 
 def _with_notices(out: list[Event], others: Sequence[HostRun]) -> list[Event]:

@@ -11,7 +11,9 @@ is degraded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+import msgspec
 
 from engine.analysis.host_merge import merged_window as host_merged_window
 from engine.analysis.latency_merge import merged_latency
@@ -57,7 +59,7 @@ def _server(server: ServerBreakdown | None, latency: LatencyStats) -> ServerBrea
     if server is None:
         return None
     outside = latency.mean - server.server_total if latency.mean is not None and server.server_total is not None else None
-    return replace(server, client_minus_server=outside)
+    return msgspec.structs.replace(server, client_minus_server=outside)
 
 
 def _latency_or_none(parts: Sequence[LatencyStats | None]) -> LatencyStats | None:
@@ -71,7 +73,7 @@ def merged_window(windows: Sequence[WindowResult], names: Sequence[str], scale: 
     first = windows[0]
     merged = host_merged_window(first.level * scale, list(zip(names, windows, strict=True)), None,
                                 all(w.stable_so_far for w in windows))
-    return replace(merged, server=_server(first.server, merged.latency))
+    return msgspec.structs.replace(merged, server=_server(first.server, merged.latency))
 
 
 def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> list[EndpointResult]:
@@ -83,7 +85,7 @@ def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> l
     for name, first in by_host[0].items():
         each = [h[name] for h in by_host]
         figures = summed(each, names)
-        out.append(replace(
+        out.append(msgspec.structs.replace(
             first, **figures, server=_server(first.server, figures["latency"]),
             error_messages=[f"{host}: {m}" for e, host in zip(each, names, strict=True) for m in e.error_messages][:MESSAGES_KEPT],
             failed=any(e.failed for e in each)))

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from engine.errors import UserError
 from engine.events import (
     SCHEMA_VERSION,
@@ -79,10 +81,15 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 def to_json(data: Any) -> str:
+    """A row's JSON text, by msgspec as the events encode (NaN and inf written null: "not
+    available"); an int past 64 bits, which msgspec does not write, by Python's json."""
     try:
-        return json.dumps(data, allow_nan=False, separators=(",", ":"))
-    except ValueError:
+        return _ENCODER.encode(data).decode()
+    except OverflowError:
         return json.dumps(_finite(data), allow_nan=False, separators=(",", ":"))
 
 
