@@ -14,7 +14,7 @@ versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stable:
   or renamed field bumps it. Readers reject events of a newer version than they know.
 
 A new kind: a ``Struct`` subclass of ``Event`` with ``tag="its_kind"``, decorated with
-``@register`` (docs/architecture.md, "Adding an event kind").
+``@register`` (docs/architecture.md's recipe "An event kind").
 """
 
 from __future__ import annotations
@@ -738,7 +738,7 @@ class ReplayReset(Event, tag="replay_reset"):
 
 # --------------------------------------------------------------------------- decoding
 # One decoder for every reader (recordings, replay, probe lines, JSON exports): msgspec rebuilds
-# the event's dataclass from JSON values, checking each field against the type declared above.
+# the event's Struct straight from its JSON, checking each field against the type declared above.
 
 MAX_MAGNITUDE = 1e100  # no measurement is this large; beyond it, arithmetic in the reports overflows to inf
 # a float written past MAX_MAGNITUDE, as msgspec writes it ("1e308," at the end of a number): a
@@ -902,6 +902,7 @@ def event_from_json(raw: bytes | str) -> Event:
             pass
         else:
             if event.v <= SCHEMA_VERSION:
+                event.v = SCHEMA_VERSION  # read as this version's event: written again as one
                 return event
     try:
         data = json.loads(raw)
