@@ -6,7 +6,7 @@ throughputs, which add because the parts cover the same instants); an optional o
 mode's target rate) sums the parts that have it and is None where none has. Beside them, the
 figures that combine by their own rule, where the type has them: the latency from the summed
 histograms (engine/analysis/latency_merge.py), the client audits as one naming each part
-(host_merge.merged_audit), the errors by kind summed, the stream figures merged."""
+(``merged_audit``), the errors by kind summed, the stream figures merged."""
 
 from __future__ import annotations
 
