@@ -24,7 +24,7 @@ from engine.analysis.percentiles import latency_stats
 from engine.events import ClientAudit, ServerBreakdown, WindowResult, event_from_dict
 from engine.record.merge_fold import merged_window
 from engine.record.recorder import to_json
-from engine.record.redact import Redactor
+from engine.redact import Redactor
 
 MEDIAN_NS = 5e6
 

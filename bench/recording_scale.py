@@ -5,7 +5,7 @@ real Recorder, then opened, summarised, exported, replayed and compared.
 Each figure is printed beside its anchor, measured in the same run, with the ratio:
   write       Recorder (queue + writer thread + redaction)  vs  bare executemany of the same JSON rows
   open+sum    Recording.open + summary()                      vs  the 1 s target, and vs reading + parsing every row
-  replay      ReplaySource at max speed                       vs  engine.events.event_from_dict on every row (decoding alone)
+  replay      ReplaySource at max speed                       vs  Recording.events(), every row decoded (decoding alone)
 The synthetic figures inside the recording are invented by tests/engine/record/synthetic_recordings.py; only
 the timings and sizes printed here are measurements.
 
@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.events import event_from_dict
 from engine.record.compare import compare, render_compare
 from engine.record.exporters import export
 from engine.record.reader import Recording
@@ -105,8 +104,8 @@ def replay_max(path: Path) -> int:
 
 
 def contract_decode_all(path: Path) -> int:
-    with Recording.open(path) as r:
-        return sum(1 for _s, _t, _k, data in r.rows() if event_from_dict(data))
+    with Recording.open(path) as r:  # each row decoded straight from its JSON (event_from_json)
+        return sum(1 for _event in r.events())
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
@@ -168,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         stock_s = time.perf_counter() - t
         assert published == decoded == len(events), (published, decoded, len(events))
         print(f"{'replay, max speed (s)':28}{replay_s:10.3f}{stock_s:10.3f}{replay_s / stock_s:8.2f}  "
-              "engine.events.event_from_dict on every row (decoding alone)")
+              "Recording.events(): every row decoded, nothing published (decoding alone)")
 
         base = work / "one_hour_1x.sqlite"
         write_with_recorder(base, synthetic_session(one_hour_run(args.minutes, args.gpus, "1x")))

@@ -1,8 +1,10 @@
 """The one contract between the engines, the recorder and the screens.
 
 Every piece of data that reaches a screen or a file travels as one of these events.
-Events are plain dataclasses: typed, JSON-serialisable through ``to_dict``/``event_from_dict``,
-and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stable:
+Events are msgspec ``Struct``s, one tag per kind (the ``kind`` key of their JSON): typed, encoded
+once by msgspec (``to_json``; ``to_dict`` for the few that need a table) and decoded straight
+from JSON bytes (``event_from_json``; ``event_from_dict`` for a table already parsed), and
+versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stable:
 
 * every event carries ``ts`` (UNIX wall-clock seconds, set by the producer) so that replay and
   snapshot tests never read the clock;
@@ -10,20 +12,24 @@ and versioned by ``SCHEMA_VERSION``. Rules that keep the contract small and stab
 * durations inside events are in seconds (floats), sizes in bytes, rates per second;
 * a new optional field with a default is a minor change (same ``SCHEMA_VERSION``); a removed
   or renamed field bumps it. Readers reject events of a newer version than they know.
+
+A new kind: a ``Struct`` subclass of ``Event`` with ``tag="its_kind"``, decorated with
+``@register`` (docs/architecture.md's recipe "An event kind").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import json
+import operator
 import re
 import time
 import types
 import typing
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import msgspec
+from msgspec import Struct, field
 
 SCHEMA_VERSION = 1
 
@@ -56,27 +62,44 @@ Verdict = Literal["go", "warn", "no-go"]  # warn: go, with warnings
 # --------------------------------------------------------------------------- base
 
 
-@dataclass
-class Event:
+class Event(Struct, kw_only=True, tag_field="kind"):
+    """The base of every kind. ``kind`` is the subclass's tag (set by ``register``); ``v`` the
+    contract's version the event was written at (a field, so that it is encoded and decoded with
+    the rest)."""
+
     kind: ClassVar[str] = "event"
-    ts: float = field(default_factory=time.time, kw_only=True)
+    ts: float = field(default_factory=time.time)
+    v: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        # asdict, not msgspec.to_builtins: a decoded event holds its class-level defaults on the
-        # class (msgspec sets only what the JSON has), and to_builtins would leave them out
-        data = dataclasses.asdict(self)
-        data["kind"] = self.kind
-        data["v"] = SCHEMA_VERSION
+        """The event as JSON's values (a table: "kind", then the fields)."""
+        data: dict[str, Any] = msgspec.to_builtins(self)
         return data
+
+    def to_json(self) -> bytes:
+        """The event as JSON; a number that is not finite is written null ("not available")."""
+        return _encoder.encode(self)
 
 
 _REGISTRY: dict[str, type[Event]] = {}
 
 
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[Any]:
+    """One decoder for every registered kind, dispatching on the tag (rebuilt when one is added)."""
+    return msgspec.json.Decoder(functools.reduce(operator.or_, _REGISTRY.values()))
+
+
 def register(cls: type[Event]) -> type[Event]:
-    if cls.kind in _REGISTRY:
-        raise ValueError(f"duplicate event kind {cls.kind!r}")
-    _REGISTRY[cls.kind] = cls
+    """Make ``cls`` a kind readers decode; its ``kind`` is its tag."""
+    tag = cls.__struct_config__.tag
+    if not isinstance(tag, str) or cls.__struct_config__.tag_field != "kind":
+        raise ValueError(f"{cls.__name__}: an event kind is declared as class {cls.__name__}(Event, tag=\"its_kind\")")
+    if tag in _REGISTRY:
+        raise ValueError(f"duplicate event kind {tag!r}")
+    cls.kind = tag
+    _REGISTRY[tag] = cls
+    _decoder.cache_clear()
     return cls
 
 
@@ -102,8 +125,7 @@ def _current_kinds(errors_by_kind: dict[str, int]) -> dict[str, int]:
 # --------------------------------------------------------------------------- nested records
 
 
-@dataclass
-class LatencyBuckets:
+class LatencyBuckets(Struct):
     """A latency distribution that adds across windows and hosts: the counts of HdrHistogram's
     buckets of the samples in ns (engine/analysis/latency_histogram.py, ``digits`` significant
     digits), sparse: ``buckets`` non-zero ones, encoded in ``data`` as
@@ -114,8 +136,7 @@ class LatencyBuckets:
     digits: int = 3
 
 
-@dataclass
-class LatencyStats:
+class LatencyStats(Struct):
     """Latency of completed requests, seconds. ``exact`` is False for estimates (live, or
     percentiles read from merged histograms); ``histogram``: the samples' distribution, None
     where not kept (a recording made before it was, or a figure that does not keep one)."""
@@ -132,8 +153,7 @@ class LatencyStats:
     histogram: LatencyBuckets | None = None
 
 
-@dataclass
-class ServerBreakdown:
+class ServerBreakdown(Struct):
     """Deltas of Triton's statistics extension over an interval, averaged per request.
 
     ``request_count`` is the delta of success.count; ``execution_count`` and
@@ -156,8 +176,7 @@ class ServerBreakdown:
     no_split: str = ""
 
 
-@dataclass
-class NetworkPath:
+class NetworkPath(Struct):
     """The path between the load generator and the server, measured at one level.
 
     ``rtt`` is the round trip the network rule uses: the fastest time to the first byte of the
@@ -174,8 +193,7 @@ class NetworkPath:
     request_bytes: int = 0  # one request on the wire, as the transport built it (0: not known)
 
 
-@dataclass
-class StreamStats:
+class StreamStats(Struct):
     """A streaming level's figures (a decoupled model: a stream of responses per request), over
     its merged windows. Times in seconds, measured as the request's latency is (from its
     intended send in rate mode); a response counts as one output token."""
@@ -198,8 +216,7 @@ class StreamStats:
     cached_tokens_per_request: float | None = None
 
 
-@dataclass
-class ServerCache:
+class ServerCache(Struct):
     """An LLM server's own cache over an interval, from its Prometheus /metrics (OpenAI-compatible
     servers: llama.cpp, vLLM, SGLang; engine/openai/server_metrics.py): counters as deltas over the
     interval, gauges as read at its end (a level: the mean over its merged windows). Each figure
@@ -218,8 +235,7 @@ class ServerCache:
     state: str = ""
 
 
-@dataclass
-class SequenceStats:
+class SequenceStats(Struct):
     """A sequence model's level (Triton's sequence batcher), over its merged windows: a step's
     latency, the sequence's first step (it sets up the state) apart from its later ones, and the
     sequences that ended. Times in seconds; a figure with no samples is not measured (count 0)."""
@@ -231,8 +247,7 @@ class SequenceStats:
     dropped: int = 0  # steps Triton refused because it no longer held their sequence (idle timeout)
 
 
-@dataclass
-class ClientAudit:
+class ClientAudit(Struct):
     """The load generator judging itself: is the client, not the server, the limit?"""
 
     cpu_percent: float | None = None  # sum over load workers, 100 = one full core
@@ -257,8 +272,7 @@ class ClientAudit:
     cpu_wait_fraction: float | None = None
 
 
-@dataclass
-class GpuReading:
+class GpuReading(Struct):
     """One GPU at one instant. ``source`` is "nvml" or "triton" (its /metrics)."""
 
     uuid: str
@@ -287,8 +301,7 @@ class GpuReading:
     label: str | None = None
 
 
-@dataclass
-class GpuLink:
+class GpuLink(Struct):
     """How two GPUs reach each other (NVML topology)."""
 
     a: str  # uuid
@@ -300,16 +313,14 @@ class GpuLink:
     common_ancestor: str | None = None  # "PIX", "PXB", "PHB", "NODE", "SYS", "NV#", ...
 
 
-@dataclass
-class AllReduceRow:
+class AllReduceRow(Struct):
     size_bytes: int
     time_s: float  # mean time of one all-reduce
     algbw_gbps: float  # GB/s, GB = 1e9 bytes
     busbw_gbps: float
 
 
-@dataclass
-class StatSummary:
+class StatSummary(Struct):
     """Mean of repeated runs after outlier removal, with a 95 % t-distribution CI."""
 
     mean: float
@@ -320,8 +331,7 @@ class StatSummary:
     std: float | None = None
 
 
-@dataclass
-class MergedSource:
+class MergedSource(Struct):
     """One recording that `gpuscale-tui merge` combined into this one: a load host's run."""
 
     hostname: str
@@ -334,9 +344,7 @@ class MergedSource:
 
 
 @register
-@dataclass
-class SessionStarted(Event):
-    kind: ClassVar[str] = "session_started"
+class SessionStarted(Event, tag="session_started"):
     session_id: str
     profile_name: str
     profile: dict[str, Any]  # the validated profile, as a dict (credentials redacted)
@@ -348,28 +356,22 @@ class SessionStarted(Event):
 
 
 @register
-@dataclass
-class SessionEnded(Event):
-    kind: ClassVar[str] = "session_ended"
+class SessionEnded(Event, tag="session_ended"):
     status: SessionStatus
     error: str | None = None
     exit_code: int = 0
 
 
 @register
-@dataclass
-class PhaseChanged(Event):
+class PhaseChanged(Event, tag="phase"):
     """Coarse progress for humans: "starting server", "warmup", "sweep", "probe", ..."""
 
-    kind: ClassVar[str] = "phase"
     phase: str
     detail: str = ""
 
 
 @register
-@dataclass
-class ServerReady(Event):
-    kind: ClassVar[str] = "server_ready"
+class ServerReady(Event, tag="server_ready"):
     http_url: str
     metrics_url: str | None
     embedded: bool
@@ -389,9 +391,7 @@ class ServerReady(Event):
 
 
 @register
-@dataclass
-class ServerStopped(Event):
-    kind: ClassVar[str] = "server_stopped"
+class ServerStopped(Event, tag="server_stopped"):
     reason: str = ""
     exit_code: int | None = None
 
@@ -400,9 +400,7 @@ class ServerStopped(Event):
 
 
 @register
-@dataclass
-class LevelStarted(Event):
-    kind: ClassVar[str] = "level_started"
+class LevelStarted(Event, tag="level_started"):
     mode: str  # "concurrency" or "rate"
     level: float  # in-flight requests, or requests/s
     index: int  # 0-based position in the sweep
@@ -415,11 +413,10 @@ class LevelStarted(Event):
 
 
 @register
-@dataclass
-class WindowResult(Event):
+class WindowResult(Event, tag="window"):
     """One measurement window of one level (requests attributed by completion time)."""
 
-    kind: ClassVar[str] = "window"
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips")  # engine/analysis/summed.py
     level: float
     index: int  # window number within the level, warmup windows included
     warmup: bool
@@ -446,12 +443,12 @@ class WindowResult(Event):
         self.errors_by_kind = _current_kinds(self.errors_by_kind)
 
 
-@dataclass
-class HostResult:
+class HostResult(Struct):
     """One client host's share of a level driven from several hosts (engine/multihost/): its
     figures over the level's merged windows (its throughputs add up to the level's), its clock
     offset to the head, and why it is missing (\"\" when it is not)."""
 
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips")  # engine/analysis/summed.py
     rank: int
     name: str  # the host's name as it gave it
     connections: int = 0  # concurrency mode: its share of the level (rate mode: 0)
@@ -467,12 +464,12 @@ class HostResult:
     missing: str = ""
 
 
-@dataclass
-class EndpointResult:
+class EndpointResult(Struct):
     """One server's share of a level spread over several (engine/triton/endpoints.py): its figures
     over the level's merged windows (they add up to the level's), its errors over every measured
     window. ``failed``: a measured window in which it answered nothing and failed requests."""
 
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips", "connections", "target_rate")  # engine/analysis/summed.py
     name: str  # "ep1", "ep2", ...
     url: str  # its HTTP URL, credentials removed
     connections: int = 0  # concurrency mode: its connections (rate mode: 0)
@@ -489,11 +486,10 @@ class EndpointResult:
 
 
 @register
-@dataclass
-class LevelResult(Event):
+class LevelResult(Event, tag="level_result"):
     """A level's merged result: the stable windows, exact percentiles."""
 
-    kind: ClassVar[str] = "level_result"
+    ADDITIVE: ClassVar[tuple[str, ...]] = ("requests", "errors", "throughput_rps", "throughput_ips", "target_rate")  # engine/analysis/summed.py
     mode: str
     level: float
     index: int
@@ -537,12 +533,10 @@ class LevelResult(Event):
 
 
 @register
-@dataclass
-class InputDataUsed(Event):
+class InputDataUsed(Event, tag="input_data"):
     """The input data a sweep sends (load.input_data), read before its first level: which file
     or folder, its digest, and the requests its entries make."""
 
-    kind: ClassVar[str] = "input_data"
     path: str
     sha256: str  # of the file; of a folder, its files' relative paths and bytes in sorted order
     entries: int
@@ -552,9 +546,7 @@ class InputDataUsed(Event):
 
 
 @register
-@dataclass
-class SweepFinished(Event):
-    kind: ClassVar[str] = "sweep_finished"
+class SweepFinished(Event, tag="sweep_finished"):
     levels: int
     stable: int
     failed: int
@@ -562,8 +554,7 @@ class SweepFinished(Event):
     degraded: int = 0  # levels that measured part of the servers (LevelResult.degraded)
 
 
-@dataclass
-class WireLevel:
+class WireLevel(Struct):
     """One level of the wire check: the request path alone (see WireCeiling)."""
 
     level: float
@@ -577,14 +568,12 @@ class WireLevel:
 
 
 @register
-@dataclass
-class WireCeiling(Event):
+class WireCeiling(Event, tag="wire_ceiling"):
     """The wire's ceiling: after a sweep, the same levels sent to the no-compute ``wire`` model
     with the model-under-test's bytes per item, the same transport and batch size: what the
     request path alone carries (client, HTTP body or shared memory, Triton's front end and
     batcher, the backend's hand-over)."""
 
-    kind: ClassVar[str] = "wire_ceiling"
     model: str  # the model under test, whose input the wire carried
     transport: str  # load.transport: "http", "system_shm", "cuda_shm"
     batch_size: int
@@ -606,18 +595,14 @@ class WireCeiling(Event):
 
 
 @register
-@dataclass
-class GpuSample(Event):
-    kind: ClassVar[str] = "gpu_sample"
+class GpuSample(Event, tag="gpu_sample"):
     gpus: list[GpuReading]
     source: str  # "nvml" or "triton"
     interval_s: float  # the source's own resolution
 
 
 @register
-@dataclass
-class HostSample(Event):
-    kind: ClassVar[str] = "host_sample"
+class HostSample(Event, tag="host_sample"):
     cpu_percent: float | None
     per_core: list[float | None] = field(default_factory=list)  # None: a core the sampler could not read (not available)
     mem_used: int | None = None
@@ -630,9 +615,7 @@ class HostSample(Event):
 
 
 @register
-@dataclass
-class Topology(Event):
-    kind: ClassVar[str] = "topology"
+class Topology(Event, tag="topology"):
     gpus: list[dict[str, Any]]  # uuid, index, name, bus_id, pcie gen/width, nvlink links up
     links: list[GpuLink] = field(default_factory=list)
     summary: str = ""  # e.g. "4x NVIDIA H200, NVLink (NV18) between all pairs"
@@ -641,8 +624,7 @@ class Topology(Event):
 # --------------------------------------------------------------------------- box check
 
 
-@dataclass
-class CheckItem:
+class CheckItem(Struct):
     """One verdict of `gpuscale-tui check`: what was measured against what was expected."""
 
     name: str  # "pcie link", "power limit", "p2p", "h2d bandwidth", "ram per gpu", ...
@@ -654,11 +636,9 @@ class CheckItem:
 
 
 @register
-@dataclass
-class BoxCheck(Event):
+class BoxCheck(Event, tag="box_check"):
     """Is this box fit for the run: per-item verdicts and one go/no-go line."""
 
-    kind: ClassVar[str] = "box_check"
     verdict: Verdict
     summary: str  # the one line: "NO-GO: 1 fail, 2 warn: GPU 2 PCIe link x4 (expected x16)"
     items: list[CheckItem] = field(default_factory=list)
@@ -674,11 +654,9 @@ class BoxCheck(Event):
 
 
 @register
-@dataclass
-class ProbeResult(Event):
+class ProbeResult(Event, tag="probe_result"):
     """One training configuration (model x strategy x world size x batch), repeated runs."""
 
-    kind: ClassVar[str] = "probe_result"
     model: str
     params: int
     strategy: str  # "ddp", "fsdp", "single"
@@ -708,9 +686,7 @@ class ProbeResult(Event):
 
 
 @register
-@dataclass
-class AllReduceResult(Event):
-    kind: ClassVar[str] = "allreduce_result"
+class AllReduceResult(Event, tag="allreduce_result"):
     world_size: int
     backend: str
     device: str
@@ -725,9 +701,7 @@ class AllReduceResult(Event):
 
 
 @register
-@dataclass
-class StudyStarted(Event):
-    kind: ClassVar[str] = "study_started"
+class StudyStarted(Event, tag="study_started"):
     study_id: str
     model: str
     variants: list[str]  # in the order they run
@@ -740,18 +714,14 @@ class StudyStarted(Event):
 
 
 @register
-@dataclass
-class StudyVariantStarted(Event):
-    kind: ClassVar[str] = "study_variant_started"
+class StudyVariantStarted(Event, tag="study_variant_started"):
     variant: str
     position: int  # 0-based, in StudyStarted.variants
     how: str = ""  # "embedded server restarted", "loaded through the repository API", ...
 
 
 @register
-@dataclass
-class StudyVariantFinished(Event):
-    kind: ClassVar[str] = "study_variant_finished"
+class StudyVariantFinished(Event, tag="study_variant_finished"):
     variant: str
     position: int
     status: SessionStatus  # the variant session's
@@ -761,9 +731,7 @@ class StudyVariantFinished(Event):
 
 
 @register
-@dataclass
-class StudyFinished(Event):
-    kind: ClassVar[str] = "study_finished"
+class StudyFinished(Event, tag="study_finished"):
     status: SessionStatus
     finished: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -780,18 +748,14 @@ class StudyFinished(Event):
 
 
 @register
-@dataclass
-class Warning(Event):  # noqa: A001 - the name is the contract's
-    kind: ClassVar[str] = "warning"
+class Warning(Event, tag="warning"):  # noqa: A001 - the name is the contract's
     source: str  # "telemetry", "load", "server", "probe", "record", ...
     message: str
     key: str = ""  # stable id so that consumers can show a warning once
 
 
 @register
-@dataclass
-class Error(Event):
-    kind: ClassVar[str] = "error"
+class Error(Event, tag="error"):
     source: str
     message: str  # one line, for people
     fatal: bool = False
@@ -802,31 +766,37 @@ class Error(Event):
 
 
 @register
-@dataclass
-class ReplayReset(Event):
+class ReplayReset(Event, tag="replay_reset"):
     """Replay seeks backwards: consumers clear their state; the events up to ``position_s``
     (seconds from the recording's start) follow at once. Published by the replay source only,
     never recorded."""
 
-    kind: ClassVar[str] = "replay_reset"
     position_s: float = 0.0
 
 
 # --------------------------------------------------------------------------- decoding
 # One decoder for every reader (recordings, replay, probe lines, JSON exports): msgspec rebuilds
-# the event's dataclass from JSON values, checking each field against the type declared above.
+# the event's Struct straight from its JSON, checking each field against the type declared above.
 
 MAX_MAGNITUDE = 1e100  # no measurement is this large; beyond it, arithmetic in the reports overflows to inf
 # a float written past MAX_MAGNITUDE, as msgspec writes it ("1e308," at the end of a number): a
 # literal first, so the search is quick (a pattern without one costs more than the decoding), and
 # the end of the number after it, so that a hex id ("GPU-e3e70682") rarely sends a GPU sample down
 # the slow path; ints are not screened
-_HUGE_FLOAT = re.compile(rb"e[0-9]{3}[,\]}]")
+# (json.dumps, which wrote the rows of recordings made before msgspec did, writes "1e+308")
+_HUGE_FLOAT = re.compile(rb"e\+?[0-9]{3}[,\]}]")
+_HUGE_FLOAT_TEXT = re.compile(_HUGE_FLOAT.pattern.decode())
 _PATH = re.compile(r" - at `\$(.*)`$")
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
 _TYPE_WORDS = {"float": "a number", "int": "a number", "str": "a str", "bool": "a bool", "object": "a table",
                "array": "a list"}
 _json = msgspec.json.Encoder()
+_encoder = _json  # the events' own: nan and inf are written null
+
+
+def _is_table(tp: Any) -> bool:
+    """A nested record or an event (a Struct), as opposed to a value."""
+    return isinstance(tp, type) and issubclass(tp, Struct)
 
 
 @functools.cache
@@ -848,7 +818,7 @@ def _huge(value: Any, tp: Any, path: str) -> str | None:
         items: Any = ((str(i), v, typing.get_args(tp)[0]) for i, v in enumerate(value))
     elif origin is dict and isinstance(value, dict):
         items = ((str(k), v, typing.get_args(tp)[1]) for k, v in value.items())
-    elif isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    elif _is_table(tp) and isinstance(value, dict):
         hints = _type_hints(tp)
         items = ((k, v, hints[k]) for k, v in value.items() if k in hints)
     else:
@@ -880,7 +850,7 @@ def _declared_at(cls: type, parts: list[str]) -> Any:
             tp = args[0]
         if typing.get_origin(tp) is list and part.isdigit():
             tp = typing.get_args(tp)[0]
-        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        elif _is_table(tp):
             tp = _type_hints(tp).get(part)
         else:
             return None
@@ -897,7 +867,7 @@ def _reason(error: msgspec.ValidationError, cls: type, body: dict[str, Any]) -> 
     parts = [a or b for a, b in _PATH_PART.findall(match.group(1))]
     found = _at(body, parts)
     table = _declared_at(cls, parts)
-    if parts and parts[-1].isdigit() and dataclasses.is_dataclass(table):  # a hole in a list of tables
+    if parts and parts[-1].isdigit() and _is_table(table):  # a hole in a list of tables
         return f"{'.'.join(parts[:-1])}: expected a list of {getattr(table, '__name__', 'event')} tables, found {found!r:.40} in it"
     expected = text[: match.start()]
     word = re.match(r"Expected `(\w+)", expected)
@@ -920,7 +890,8 @@ def _integral_as_int(value: Any) -> Any:
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Inverse of ``Event.to_dict``. Unknown fields are ignored (an older reader of a newer
+    """Inverse of ``Event.to_dict`` (probe lines, the load hosts' messages, a JSON export's
+    tables; a recording's rows go through ``event_from_json``). Unknown fields are ignored (an older reader of a newer
     minor version); a number that is not finite reads as None ("not available", as the recorder
     writes it). A newer schema version or a malformed field raises EventSchemaError, an unknown
     kind its subclass UnknownEventKind (readers skip those: a newer minor version)."""
@@ -949,3 +920,32 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         return msgspec.convert(_integral_as_int(msgspec.json.decode(text)), cls, strict=True)
     except msgspec.ValidationError as exc:
         raise EventSchemaError(f"malformed {kind} event: {_reason(exc, cls, body)}") from None
+
+
+class NotJson(EventSchemaError):
+    """Bytes that are not JSON at all (a corrupt row), as opposed to a malformed event."""
+
+
+def event_from_json(raw: bytes | str) -> Event:
+    """The event a JSON text holds (a recording's row, as written), decoded straight from it; the
+    same rules and errors as ``event_from_dict``. The common case is one msgspec decode; a row
+    that does not decode (an unknown kind, a newer version, a malformed field, a number past
+    MAX_MAGNITUDE, JSON that only Python reads, like NaN) is parsed and read by
+    ``event_from_dict``, which says exactly what is wrong. NotJson: not JSON at all."""
+    huge = _HUGE_FLOAT.search(raw) if isinstance(raw, bytes) else _HUGE_FLOAT_TEXT.search(raw)
+    if huge is None:
+        try:
+            event: Event = _decoder().decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        else:
+            if event.v <= SCHEMA_VERSION:
+                event.v = SCHEMA_VERSION  # read as this version's event: written again as one
+                return event
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise NotJson("not JSON") from None
+    if not isinstance(data, dict):
+        raise EventSchemaError(f"not an event: a JSON {type(data).__name__}, not a table")
+    return event_from_dict(data)

@@ -493,7 +493,7 @@ def headers_for(server: Server, *urls: str | None) -> dict[str, str]:
 
 def _describe(v: object, key: str = "") -> str:
     """The found value for an error line, with credentials masked: errors go to the screen."""
-    from engine.record.redact import MASK, Redactor
+    from engine.redact import MASK, Redactor
 
     leaf = key.rpartition(".")[2]
     if leaf == "headers" or ".headers." in f".{key}.":  # a header's value is a secret, whatever its name

@@ -33,7 +33,7 @@ from engine.multihost.head import HostGroup
 from engine.outcome import EXIT_BAD_INPUT, EXIT_FAILED, Outcome, RunFacts, RunLedger, outcome
 from engine.profiles import Profile, headers_for, profile_secrets
 from engine.record.recorder import Recorder
-from engine.record.redact import Redactor
+from engine.redact import Redactor
 from engine.server.supervisor import ServerSupervisor
 from engine.source import EventSource
 from engine.telemetry.sampler import TelemetrySampler

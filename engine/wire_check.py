@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 
+import msgspec
+
 from engine import events as ev
 from engine.analysis.wire import assess, level_text, wire_ceiling, wire_elements
 from engine.errors import UserError
@@ -67,10 +69,10 @@ async def wire_check(target: Target, info: TargetInfo, load: Load, results: list
             publish(ev.PhaseChanged(phase="wire check", detail=(
                 f"level {event.index + 1}/{event.total}: {level_text(event.mode, event.level)}")))
         elif isinstance(event, ev.Warning):
-            publish(replace(event, source="wire", message=f"wire check: {event.message}",
+            publish(msgspec.structs.replace(event, source="wire", message=f"wire check: {event.message}",
                             key=f"wire-{event.key}" if event.key else ""))
         elif isinstance(event, ev.Error):
-            publish(replace(event, source="wire", message=f"wire check: {event.message}"))
+            publish(msgspec.structs.replace(event, source="wire", message=f"wire check: {event.message}"))
 
     try:
         wire_load = replace(load, input_shapes=wire_target.input_shapes, input_data="")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -151,7 +152,7 @@ class HeadlessPrinter:
     def _print_session_ended(self, event: ev.SessionEnded) -> None:
         """Its error once: not again when a fatal error line already said it."""
         if event.error and event.error in self._fatal_shown:
-            event = dataclasses.replace(event, error=None)
+            event = msgspec.structs.replace(event, error=None)
         self._print_line(event)
 
     def _print_level_started(self, event: ev.LevelStarted) -> None:

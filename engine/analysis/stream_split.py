@@ -12,7 +12,7 @@ requests all the same). Pure.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
 from engine.events import LevelResult, ServerBreakdown, WindowResult
 from engine.transport_table import is_decoupled
@@ -24,18 +24,18 @@ def unsplit(server: ServerBreakdown | None) -> ServerBreakdown | None:
     """``server`` without its times, saying why (DECOUPLED_SPLIT); None stays None."""
     if server is None:
         return None
-    return replace(server, queue=None, compute_input=None, compute_infer=None, compute_output=None,
+    return msgspec.structs.replace(server, queue=None, compute_input=None, compute_infer=None, compute_output=None,
                    server_total=None, client_minus_server=None, no_split=DECOUPLED_SPLIT)
 
 
 def unsplit_level(result: LevelResult) -> LevelResult:
     """A level of a decoupled model: its server breakdown and each endpoint's, unsplit."""
-    endpoints = [replace(ep, server=unsplit(ep.server)) for ep in result.endpoints]
-    return replace(result, server=unsplit(result.server), endpoints=endpoints)
+    endpoints = [msgspec.structs.replace(ep, server=unsplit(ep.server)) for ep in result.endpoints]
+    return msgspec.structs.replace(result, server=unsplit(result.server), endpoints=endpoints)
 
 
 def unsplit_window(window: WindowResult) -> WindowResult:
-    return replace(window, server=unsplit(window.server))
+    return msgspec.structs.replace(window, server=unsplit(window.server))
 
 
 def split_applies(model_config: dict) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import msgspec
 
 from engine import format as fmt
 from engine.analysis.study import ConfigPoint, StopAt, stop_at
@@ -97,7 +99,7 @@ def _baseline_row(r: ProbeResult) -> ProbeResult | None:
     if r.baseline_samples_per_s is None:
         return None
     step = StatSummary(mean=r.baseline_step_time_s or 0.0, ci_low=None, ci_high=None, n=r.baseline_samples_per_s.n)
-    return replace(r, strategy="single", world_size=1, per_device_batch=_profile_batch(r), global_batch=_profile_batch(r),
+    return msgspec.structs.replace(r, strategy="single", world_size=1, per_device_batch=_profile_batch(r), global_batch=_profile_batch(r),
                    samples_per_s=r.baseline_samples_per_s, step_time_s=step, speedup=1.0, efficiency=1.0,
                    comm_overhead=None, peak_mem_bytes=[], gpu_util=list(r.baseline_gpu_util), p_value=None,
                    significant=None, baseline_samples_per_s=None, baseline_step_time_s=None, baseline_gpu_util=[])

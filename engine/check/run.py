@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from engine.check.facts import BoxFacts, ExpectedHardware, GpuFacts, LoadSample
 from engine.check.host_facts import read_host_facts
 from engine.check.nvml_facts import read_idle_facts
@@ -187,7 +189,7 @@ async def check_before_run(expected: ExpectedHardware, record_dir: Path, publish
     loudly; it never stops the session (the user chose to run; the recording says what the box
     was). ``taken``: a check already taken (a study's): the box has not changed since."""
     if taken is not None:
-        result = dataclasses.replace(taken, ts=time.time())
+        result = msgspec.structs.replace(taken, ts=time.time())
     else:
         publish(PhaseChanged(phase="box check", detail="is this box fit for the run"))
         try:

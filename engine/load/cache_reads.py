@@ -13,9 +13,10 @@ said it had taken no prompt before it, else "warm from before this sweep".
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from engine.events import ServerCache
 
@@ -90,7 +91,7 @@ class CacheReads:
         over = await self.window(start, end)
         if over is None:
             return None
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             over, kv_usage=_mean([w.kv_usage for w in windows if w is not None]) if windows else over.kv_usage,
             waiting=_mean([w.waiting for w in windows if w is not None]) if windows else over.waiting,
             state=await self.state())

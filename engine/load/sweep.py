@@ -37,7 +37,9 @@ import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import msgspec
 
 from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
@@ -70,7 +72,7 @@ from engine.load.cache_reads import BEFORE, CacheReads
 from engine.load.dev import LoadDev
 from engine.load.error_text import errors_line
 from engine.load.pool import WorkerGone, WorkerPool
-from engine.load.server_api import ServerApi
+from engine.load.server_api import Endpoint, ServerApi
 from engine.load.spread import connections_per_worker, endpoint_of_worker, workers_multiple
 from engine.load.ticks import TICK_NS, LevelPlan, Tick
 from engine.load.trials import Trials, local_servers
@@ -161,7 +163,7 @@ def failed_by(stop: asyncio.Event, result: LevelResult) -> LevelResult:
     failure = stop.failure if isinstance(stop, SweepStop) else None
     if failure is None or result.status not in ("interrupted", "failed"):
         return result
-    return dataclasses.replace(result, status="failed", error_messages=[failure, *result.error_messages])
+    return msgspec.structs.replace(result, status="failed", error_messages=[failure, *result.error_messages])
 
 
 def _interleave(total: int, parts: int) -> list[int]:
@@ -176,48 +178,54 @@ def tick_for(window_ms: int) -> int:
     return min(TICK_NS, quarter_ms * 1_000_000)
 
 
+@dataclass(frozen=True)
+class SweepContext:
+    """What every level of one sweep shares, made once per sweep (``of``): the workers, the server
+    API and its endpoints, the profile's load section, where events go, and the figures that do
+    not change between levels."""
+
+    pool: WorkerPool
+    api: ServerApi
+    load: Load
+    publish: Publish
+    stop: asyncio.Event
+    tick_ns: int = TICK_NS
+    request_bytes: int = 0
+    cpu_roots: list[int] = field(default_factory=list)  # a local server's processes, beside our own tree
+    share: HostShare | None = None
+    endpoints: list[Endpoint] = field(default_factory=list)
+    rate_mode: bool = False
+    delay_limit: float = 0.0  # how much of the latency our side may add (engine/load/audit.py)
+    cpu_cores: int = 1
+    trace: tuple[float, ...] = ()  # load.arrival = "trace": the trace's gaps over their mean
+
+    @classmethod
+    def of(cls, pool: WorkerPool, api: ServerApi, load: Load, publish: Publish, stop: asyncio.Event,
+           tick_ns: int = TICK_NS, request_bytes: int = 0, cpu_roots: list[int] | None = None,
+           share: HostShare | None = None, trace: tuple[float, ...] = ()) -> SweepContext:
+        return cls(pool, api, load, publish, stop, tick_ns, request_bytes, cpu_roots or [], share,
+                   endpoints=list(api.endpoints()), rate_mode=mode_of(load.mode).open_loop,
+                   delay_limit=delay_limit(load.transport), cpu_cores=process_cores(), trace=trace)
+
+
 class _Level:
     """One level of a sweep, from plans to its LevelResult."""
 
-    def __init__(
-        self,
-        pool: WorkerPool,
-        api: ServerApi,
-        load: Load,
-        level: float,
-        index: int,
-        total: int,
-        publish: Publish,
-        stop: asyncio.Event,
-        tick_ns: int = TICK_NS,
-        slo_search: bool = False,
-        request_bytes: int = 0,
-        trial: int = 1,
-        cpu_roots: list[int] | None = None,
-        share: HostShare | None = None,
-        earlier_levels: int = 0,
-        trace: tuple[float, ...] = (),
-    ) -> None:
-        self.share = share
-        self.trace = trace  # load.arrival = "trace": the trace's gaps over their mean
+    def __init__(self, ctx: SweepContext, level: float, index: int, total: int, slo_search: bool = False,
+                 trial: int = 1, earlier_levels: int = 0) -> None:
+        self.ctx = ctx
+        self.trace = ctx.trace  # load.arrival = "trace": the trace's gaps over their mean
         # the LLM server's cache: read by the host that reads the server's statistics
-        reads_server = share is None or share.server_stats
-        self.cache = CacheReads(api.cache if reads_server else None, earlier_levels)
+        reads_server = ctx.share is None or ctx.share.server_stats
+        self.cache = CacheReads(ctx.api.cache if reads_server else None, earlier_levels)
         self.slo_search = slo_search
         self.trial = trial
-        self.cpu_roots = cpu_roots or []  # a local server's process, beside our own tree
         self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
-        # how much of the latency our side may add (engine/load/audit.py)
-        self.delay_limit = delay_limit(load.transport)
-        self.pool, self.api, self.load = pool, api, load
         self.level, self.index, self.total = level, index, total
-        self.publish, self.stop = publish, stop
-        self.tick_ns = tick_ns
-        self.rate_mode = mode_of(load.mode).open_loop
-        self.endpoints = list(api.endpoints())
+        load, tick_ns = ctx.load, ctx.tick_ns
         # every endpoint gets as many workers (pool.count is a multiple of the endpoints)
-        self.active = workers_multiple(workers_for_level(load, level, pool.count, request_bytes),
-                                       len(self.endpoints), pool.count)
+        self.active = workers_multiple(workers_for_level(load, level, ctx.pool.count, ctx.request_bytes),
+                                       len(ctx.endpoints), ctx.pool.count)
         self.slots: list[int] = []  # concurrency mode: each worker's connections
         self.min_ticks = max(1, math.ceil(load.window_ms * 1e6 / tick_ns))
         # a window waits for min_window_requests at most until every request that was in
@@ -233,8 +241,6 @@ class _Level:
         self.snapshots: dict[int, asyncio.Task[Snapshots]] = {}
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
-        self.cpu_cores = process_cores()
-        self.request_bytes = request_bytes
         self.rtt: float | None = None  # the round trip before the level (path_probe)
         self.connect_ns: list[int] = []  # the workers' connections: connect times
         self.kernel_rtt_us: list[int] = []  # and the kernel's RTT estimates
@@ -242,11 +248,11 @@ class _Level:
     # -- plans
 
     def plans(self) -> list[LevelPlan]:
-        load = self.load
+        load = self.ctx.load
         common = LevelPlan(
             level_index=self.index,
             mode=load.mode,
-            tick_ns=self.tick_ns,
+            tick_ns=self.ctx.tick_ns,
             timeout_ns=int(load.request_timeout_s * 1e9),
             arrival=load.arrival,
             burstiness=load.burstiness,
@@ -255,8 +261,8 @@ class _Level:
             # (Worker.open_grouped)
             open_at_ns=time.monotonic_ns() + OPEN_LEAD_NS,
         )
-        if not self.rate_mode:
-            self.slots = connections_per_worker(int(self.level), len(self.endpoints), self.active)
+        if not self.ctx.rate_mode:
+            self.slots = connections_per_worker(int(self.level), len(self.ctx.endpoints), self.active)
             return [dataclasses.replace(common, slots=n, seed=self.index * 1000 + w) for w, n in enumerate(self.slots)]
         share = self.level / self.active
         caps = _interleave(MAX_IN_FLIGHT, self.active)
@@ -280,43 +286,43 @@ class _Level:
     # -- run
 
     async def run(self) -> LevelResult:
-        pool = self.pool
-        self.rtt = await self.api.round_trip()  # before any load: the path, not a queue
-        if self.load.cache_reset == "each_level" and self.cache.cache is not None:
+        pool = self.ctx.pool
+        self.rtt = await self.ctx.api.round_trip()  # before any load: the path, not a queue
+        if self.ctx.load.cache_reset == "each_level" and self.cache.cache is not None:
             why = await self.cache.reset()
             if why is not None:  # the level runs on what the cache holds, and its state says so
-                self.publish(Warning(source="load", key=f"cache-reset-{self.index}",
-                                     message=f"level {self.level:g}: the server's cache was not reset: {why}"))
+                self.ctx.publish(Warning(source="load", key=f"cache-reset-{self.index}",
+                                         message=f"level {self.level:g}: the server's cache was not reset: {why}"))
         self.cache.mark(BEFORE)  # the cache's counters before this level's first request
         for w, plan in enumerate(self.plans()):
             pool.send(w, PrepareLevel(plan))
         connect_problem = None
         for _ in range(self.active):
-            _, ready = await pool.expect(Ready, self.load.request_timeout_s + 10)
+            _, ready = await pool.expect(Ready, self.ctx.load.request_timeout_s + 10)
             if ready.first_error and connect_problem is None:
                 connect_problem = ready.first_error
             self.connect_ns += ready.connect_ns
             self.kernel_rtt_us += ready.kernel_rtt_us
         if connect_problem:
-            self.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
+            self.ctx.publish(Warning(source="load", message=f"level {self.level:g}: connecting: {connect_problem}", key=f"connect-{self.index}"))
         await self.cache.at(BEFORE)
-        self.t0 = await self.share.start_at(self.index) if self.share else time.monotonic_ns() + T0_LEAD_NS
+        self.t0 = await self.ctx.share.start_at(self.index) if self.ctx.share else time.monotonic_ns() + T0_LEAD_NS
         for w in range(self.active):
             pool.send(w, StartAt(self.t0))
-        self.publish(
+        self.ctx.publish(
             LevelStarted(
-                mode=self.load.mode,
+                mode=self.ctx.load.mode,
                 level=self.level,
                 index=self.index,
                 total=self.total,
-                batch_size=self.load.batch_size,
-                arrival=self.load.arrival if self.rate_mode else None,
+                batch_size=self.ctx.load.batch_size,
+                arrival=self.ctx.load.arrival if self.ctx.rate_mode else None,
                 workers=self.active,
                 slo_search=self.slo_search,
                 trial=self.trial,
             )
         )
-        self.cpu_mark = read_cpu(self.cpu_roots)
+        self.cpu_mark = read_cpu(self.ctx.cpu_roots)
         poller = asyncio.get_running_loop().create_task(self.poll_stats())
         try:
             status = await self.collect()
@@ -354,14 +360,14 @@ class _Level:
         """Take ticks until the level is decided; returns its status."""
         stopping = False
         while True:
-            if self.stop.is_set() and not stopping:
+            if self.ctx.stop.is_set() and not stopping:
                 stopping = True
                 if self.available() <= self.warmup_ticks:
                     return "interrupted"  # still warming up: nothing to finish
                 self.max_ticks = self.min_ticks  # finish the current window, no extension
-            expected_end = self.t0 + (self.available() + 1) * self.tick_ns
+            expected_end = self.t0 + (self.available() + 1) * self.ctx.tick_ns
             wait_s = max(0.0, (expected_end - time.monotonic_ns()) / 1e9) + TICK_SLACK_S
-            _, msg = await self.pool.receive(wait_s)
+            _, msg = await self.ctx.pool.receive(wait_s)
             if not isinstance(msg, TickReport) or msg.tick.level_index != self.index:
                 continue
             self.add(msg.tick)
@@ -385,7 +391,7 @@ class _Level:
         return min(self.progress) + 1
 
     def wall(self, tick: int) -> float:
-        return (self.t0 + tick * self.tick_ns + self.wall_offset_ns) / 1e9
+        return (self.t0 + tick * self.ctx.tick_ns + self.wall_offset_ns) / 1e9
 
     # -- warmup
 
@@ -396,11 +402,11 @@ class _Level:
             end = min(start + self.min_ticks, self.warmup_ticks)
             if available < end:
                 return
-            agg = aggregate(self.ticks, start, end, self.tick_ns, self.rate_mode)
+            agg = aggregate(self.ticks, start, end, self.ctx.tick_ns, self.ctx.rate_mode)
             lat = latency_stats(agg.latency_ns, histogram=True)
-            self.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
+            self.ctx.publish(self.window_event(agg, lat, None, len(self.windows) + self.warmup_count(), True, False))
             self.warmup_published = end
-            self.cpu_mark = read_cpu(self.cpu_roots)  # the first measured window starts here
+            self.cpu_mark = read_cpu(self.ctx.cpu_roots)  # the first measured window starts here
 
     def warmup_count(self) -> int:
         return math.ceil(self.warmup_published / self.min_ticks) if self.warmup_published else 0
@@ -410,25 +416,25 @@ class _Level:
     def next_window_end(self) -> int | None:
         return window_end(
             self.completed, self.cur_start, self.available(), self.min_ticks, self.max_ticks,
-            self.load.min_window_requests,
+            self.ctx.load.min_window_requests,
         )
 
     def ensure_snapshot(self, boundary: int) -> asyncio.Task[Snapshots]:
         task = self.snapshots.get(boundary)
-        stats = self.api.stats
-        if task is None and (stats is None or (self.share is not None and not self.share.server_stats)):
+        stats = self.ctx.api.stats
+        if task is None and (stats is None or (self.ctx.share is not None and not self.ctx.share.server_stats)):
             async def nothing() -> Snapshots:  # another host reads them, or the API has none
-                return (None,) * len(self.endpoints)
+                return (None,) * len(self.ctx.endpoints)
             task = asyncio.get_running_loop().create_task(nothing())
             self.snapshots[boundary] = task
         if task is None:
             # each endpoint's statistics, read together; one that does not answer gives up before
             # the wait for them all does, so the others' still count
-            each_s = STATS_TIMEOUT_S if len(self.endpoints) == 1 else 0.8 * STATS_TIMEOUT_S
+            each_s = STATS_TIMEOUT_S if len(self.ctx.endpoints) == 1 else 0.8 * STATS_TIMEOUT_S
             assert stats is not None
 
             async def every() -> Snapshots:
-                return tuple(await asyncio.gather(*(stats.snapshot(e, each_s) for e in range(len(self.endpoints)))))
+                return tuple(await asyncio.gather(*(stats.snapshot(e, each_s) for e in range(len(self.ctx.endpoints)))))
             task = asyncio.get_running_loop().create_task(every())
             self.snapshots[boundary] = task
         return task
@@ -440,7 +446,7 @@ class _Level:
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
         except (TimeoutError, asyncio.CancelledError):
-            return (None,) * len(self.endpoints)
+            return (None,) * len(self.ctx.endpoints)
 
     async def server_over(self, start: int, end: int, client_mean_s: float | None,
                           endpoint: int | None = None) -> ServerBreakdown | None:
@@ -448,22 +454,22 @@ class _Level:
         over the endpoints that answered both times); None, with a warning, when a snapshot was
         read too far from its boundary to stand for it (server_stats); None, silently, where the
         server API has no statistics."""
-        stats = self.api.stats
+        stats = self.ctx.api.stats
         if stats is None:
             return None
         before, after = await self.snapshot(start), await self.snapshot(end)
         chosen = range(len(before)) if endpoint is None else [endpoint]
-        interval = (end - start) * self.tick_ns
+        interval = (end - start) * self.ctx.tick_ns
         # a server that gave its counters at one edge and not at the other was too slow to answer
         one_edge = [e for e in chosen if (before[e] is None) != (after[e] is None)]
         if one_edge and (len(before) == 1 or endpoint is not None):
-            self.publish(Warning(source="load", key=f"late-stats-{self.index}",
+            self.ctx.publish(Warning(source="load", key=f"late-stats-{self.index}",
                                  message=f"level {self.level:g}: the server's statistics did not come within "
                                          f"{STATS_TIMEOUT_S:g} s (a busy machine?): its server breakdown is not shown"))
             return None
-        if not all(stats.in_time(before[e], self.t0 + start * self.tick_ns, interval)
-                   and stats.in_time(after[e], self.t0 + end * self.tick_ns, interval) for e in chosen):
-            self.publish(Warning(source="load", key=f"late-stats-{self.index}",
+        if not all(stats.in_time(before[e], self.t0 + start * self.ctx.tick_ns, interval)
+                   and stats.in_time(after[e], self.t0 + end * self.ctx.tick_ns, interval) for e in chosen):
+            self.ctx.publish(Warning(source="load", key=f"late-stats-{self.index}",
                                  message=f"level {self.level:g}: the server's statistics came too late to stand for "
                                          "a window's edges (a busy machine?): its server breakdown is not shown"))
             return None
@@ -472,13 +478,13 @@ class _Level:
         else:
             answered = [e for e in chosen if before[e] is not None and after[e] is not None]
             found = stats.breakdown([before[e] for e in answered], [after[e] for e in answered], client_mean_s)
-        return unsplit(found) if self.api.decoupled else found
+        return unsplit(found) if self.ctx.api.decoupled else found
 
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
         boundary = self.warmup_ticks
         while True:
-            delay = (self.t0 + boundary * self.tick_ns - time.monotonic_ns()) / 1e9
+            delay = (self.t0 + boundary * self.ctx.tick_ns - time.monotonic_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             if boundary == self.warmup_ticks or boundary >= self.cur_start + self.min_ticks:
@@ -488,11 +494,11 @@ class _Level:
 
     async def close_window(self, end: int) -> LevelStatus | None:
         start = self.cur_start
-        agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.tick_ns, self.rate_mode)
+        agg = aggregate((t for t in self.ticks if start <= t.tick < end), start, end, self.ctx.tick_ns, self.ctx.rate_mode)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
         cache = await self.cache.window(start, end)
-        reading = read_cpu(self.cpu_roots)
+        reading = read_cpu(self.ctx.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
         self.cpu_mark = reading
         window = _Window(agg, lat, server, agg.ok / agg.duration_s, self.endpoint_parts(start, end), cpu, cache)
@@ -502,34 +508,34 @@ class _Level:
         stable = is_stable(
             [w.throughput_rps for w in self.windows],
             [w.latency.mean for w in self.windows],
-            self.load.stable_windows,
-            self.load.stability_percent,
+            self.ctx.load.stable_windows,
+            self.ctx.load.stability_percent,
         )
-        self.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu,
-                                       cache))
+        self.ctx.publish(self.window_event(agg, lat, server, len(self.windows) - 1 + self.warmup_count(), False, stable, cpu,
+                                           cache))
         if agg.ok == 0 and agg.error_count > 0:
             return "failed"
         if stable:
             return "stable"
-        if len(self.windows) >= self.load.max_windows:
+        if len(self.windows) >= self.ctx.load.max_windows:
             return "unstable"
         return None
 
     def endpoint_parts(self, start: int, end: int) -> list[Aggregate] | None:
         """Several endpoints: the window's ticks per endpoint (its workers' ticks)."""
-        n = len(self.endpoints)
+        n = len(self.ctx.endpoints)
         if n == 1:
             return None
         return [aggregate((t for t in self.ticks if start <= t.tick < end and endpoint_of_worker(t.worker, n) == e),
-                          start, end, self.tick_ns, self.rate_mode) for e in range(n)]
+                          start, end, self.ctx.tick_ns, self.ctx.rate_mode) for e in range(n)]
 
     def window_event(
         self, agg: Aggregate, lat: LatencyStats, server: ServerBreakdown | None, number: int, warmup: bool, stable: bool,
         cpu: CpuShare | None = None, cache: ServerCache | None = None,
     ) -> WindowResult:
         audit = client_audit(
-            agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
-            self.delay_limit,
+            agg, self.ctx.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.ctx.rate_mode,
+            self.ctx.delay_limit,
         )
         return WindowResult(
             level=self.level,
@@ -540,7 +546,7 @@ class _Level:
             requests=agg.ok,
             errors=agg.error_count,
             throughput_rps=agg.ok / agg.duration_s,
-            throughput_ips=agg.ok * self.load.batch_size / agg.duration_s,
+            throughput_ips=agg.ok * self.ctx.load.batch_size / agg.duration_s,
             latency=lat,
             server=server,
             audit=audit,
@@ -556,7 +562,7 @@ class _Level:
     # -- result
 
     async def result(self, status: LevelStatus) -> LevelResult:
-        load = self.load
+        load = self.ctx.load
         if status == "failed":
             chosen = self.windows
         else:
@@ -572,25 +578,25 @@ class _Level:
             return base(
                 windows=0, merged_windows=0, requests=0, errors=0, throughput_rps=0.0,
                 throughput_ips=0.0, latency=LatencyStats(count=0),
-                target_rate=self.level if self.rate_mode else None,
+                target_rate=self.level if self.ctx.rate_mode else None,
             )
-        agg = merge([w.agg for w in chosen], self.rate_mode)
+        agg = merge([w.agg for w in chosen], self.ctx.rate_mode)
         LoadDev.from_load(load).save_samples(self.index, self.trial, agg.latency_ns)
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         cache = await self.cache.level(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, [w.cache for w in chosen])
-        audit = client_audit(agg, self.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.rate_mode,
-                             self.delay_limit)
+        audit = client_audit(agg, self.ctx.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.ctx.rate_mode,
+                             self.ctx.delay_limit)
         # Errors are counted over every measured window, not only the merged ones: an outage in
         # the level's early windows must not vanish because the last windows were clean.
-        every = merge([w.agg for w in self.windows], self.rate_mode) if len(chosen) < len(self.windows) else agg
+        every = merge([w.agg for w in self.windows], self.ctx.rate_mode) if len(chosen) < len(self.windows) else agg
         messages = [m for texts in every.messages.values() for m in texts]
         endpoints = await self.endpoint_results(chosen)
         if endpoints:  # each message says which endpoint it came from
             messages = [f"{e.name} ({e.url}): {m}" for e in endpoints for m in e.error_messages]
         stream = stream_stats(agg)
         if stream is not None and stream.itl_note:  # ITL shown as not measured: say why
-            self.publish(Warning(source="load", message=f"level {self.level:g}: {stream.itl_note}", key=f"itl-{self.index}"))
+            self.ctx.publish(Warning(source="load", message=f"level {self.level:g}: {stream.itl_note}", key=f"itl-{self.index}"))
         return base(
             windows=len(self.windows),
             merged_windows=len(chosen),
@@ -604,7 +610,7 @@ class _Level:
             errors_by_kind=dict(every.errors),
             error_messages=messages,
             latency_uncorrected=latency_stats(agg.uncorrected_ns, histogram=True) if agg.uncorrected_ns is not None else None,
-            target_rate=self.level if self.rate_mode else None,
+            target_rate=self.level if self.ctx.rate_mode else None,
             duration_s=agg.duration_s,
             network=self.network_path(),
             endpoints=endpoints,
@@ -618,10 +624,10 @@ class _Level:
         """One line naming each endpoint that answered nothing (and failed) in some measured
         window; "" when every endpoint answered in every window. Such a level measured part of
         the servers: its figures are not the whole's."""
-        if len(self.endpoints) == 1 or not self.windows:
+        if len(self.ctx.endpoints) == 1 or not self.windows:
             return ""
         dead = []
-        for e, ep in enumerate(self.endpoints):
+        for e, ep in enumerate(self.ctx.endpoints):
             lost = sum(1 for w in self.windows if w.parts and w.parts[e].ok == 0 and w.parts[e].error_count > 0)
             if lost:
                 dead.append(f"{ep.name} answered nothing in {lost} of {len(self.windows)} measured windows")
@@ -629,25 +635,25 @@ class _Level:
 
     async def endpoint_results(self, chosen: list[_Window]) -> list[EndpointResult]:
         """Each endpoint's share of the merged windows (its errors over every measured window)."""
-        if len(self.endpoints) == 1 or not chosen:
+        if len(self.ctx.endpoints) == 1 or not chosen:
             return []
         out = []
-        n = len(self.endpoints)
-        for e, ep in enumerate(self.endpoints):
+        n = len(self.ctx.endpoints)
+        for e, ep in enumerate(self.ctx.endpoints):
             parts = [w.parts[e] for w in chosen if w.parts is not None]
-            agg = merge(parts, self.rate_mode)
-            every = merge([w.parts[e] for w in self.windows if w.parts is not None], self.rate_mode)
+            agg = merge(parts, self.ctx.rate_mode)
+            every = merge([w.parts[e] for w in self.windows if w.parts is not None], self.ctx.rate_mode)
             lat = latency_stats(agg.latency_ns, histogram=True)
             server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean, e)
             out.append(EndpointResult(
                 name=ep.name,
                 url=redact_url(ep.http_url) or "",
                 connections=sum(c for w, c in enumerate(self.slots) if endpoint_of_worker(w, n) == e),
-                target_rate=self.level / n if self.rate_mode else None,
+                target_rate=self.level / n if self.ctx.rate_mode else None,
                 requests=agg.ok,
                 errors=every.error_count,
                 throughput_rps=agg.ok / agg.duration_s,
-                throughput_ips=agg.ok * self.load.batch_size / agg.duration_s,
+                throughput_ips=agg.ok * self.ctx.load.batch_size / agg.duration_s,
                 latency=lat,
                 server=server,
                 errors_by_kind=dict(every.errors),
@@ -663,12 +669,12 @@ class _Level:
         kernel = sorted(self.kernel_rtt_us)
         connect_p50 = connects[len(connects) // 2] / 1e9 if connects else None
         tcp_rtt = kernel[len(kernel) // 2] / 1e6 if kernel else None
-        rtt, method = self.rtt, self.api.round_trip_method
+        rtt, method = self.rtt, self.ctx.api.round_trip_method
         if rtt is None:
             rtt, method = (tcp_rtt, "tcp_info") if tcp_rtt is not None else (connect_p50, "connect time")
         return NetworkPath(rtt=rtt, rtt_method=method if rtt is not None else "", connections=len(connects),
                            connect_p50=connect_p50, connect_max=connects[-1] / 1e9 if connects else None,
-                           tcp_rtt_p50=tcp_rtt, request_bytes=self.request_bytes)
+                           tcp_rtt_p50=tcp_rtt, request_bytes=self.ctx.request_bytes)
 
 
 async def run_sweep(
@@ -717,6 +723,7 @@ async def run_sweep(
         wanted = min(pool_size(load, process_cores()), _most_workers(load, levels, request_bytes))
         pool = WorkerPool(workers_multiple(wanted, len(endpoints)))
         await pool.start()
+        ctx = SweepContext.of(pool, api, load, publish, stop, tick_ns, request_bytes, roots, share, trace)
         for w in range(pool.count):  # each worker sends to one endpoint for the whole sweep
             pool.send(w, UseTransport(module, prepared[endpoint_of_worker(w, len(endpoints))].payload, dev))
         await _start_at(load.start_at, publish, stop)
@@ -731,10 +738,9 @@ async def run_sweep(
             level, search = queue[index], index >= len(levels)
             total = len(queue) if search else len(levels)
 
-            async def level_run(level: float, index: int, trial: int, pool: WorkerPool = pool, total: int = total,
+            async def level_run(level: float, index: int, trial: int, total: int = total,
                                 search: bool = search) -> tuple[LevelResult, list[float]]:
-                run = _Level(pool, api, load, level, index, total, publish, stop, tick_ns, search,
-                             request_bytes, trial, roots, share, earlier_levels=ran[0], trace=trace)
+                run = _Level(ctx, level, index, total, search, trial, earlier_levels=ran[0])
                 ran[0] += 1
                 result = failed_by(stop, await run.run())
                 return result, [w.throughput_rps for w in run.windows[-load.stable_windows:]]

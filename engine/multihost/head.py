@@ -7,26 +7,25 @@ out from then on, and every level it missed is degraded."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+import msgspec
+
 from engine.analysis.answer import is_sound
 from engine.analysis.host_merge import (
     host_result,
-    largest_known,
-    merged_audit,
     merged_sequence,
     merged_server,
     merged_status,
     merged_window,
     stable_tail,
-    summed_counts,
 )
 from engine.analysis.latency_merge import merged_latency
 from engine.analysis.saturation import saturation_point
+from engine.analysis.summed import largest_known, merged_audit, summed_counts
 from engine.events import (
     Error,
     Event,
@@ -171,7 +170,7 @@ class HeadSweep:
             while (event := await queue.get()) is not None:
                 if isinstance(event, LevelStarted):
                     level = _LevelMerge(self, event.index)
-                    self.publish(dataclasses.replace(event, level=self.levels[event.index]))
+                    self.publish(msgspec.structs.replace(event, level=self.levels[event.index]))
                 elif isinstance(event, WindowResult):
                     self.publish(await level.window(event))
                 elif isinstance(event, LevelResult):
@@ -181,7 +180,7 @@ class HeadSweep:
                 elif isinstance(event, SweepFinished):
                     self.publish(self.finished())
                 elif isinstance(event, (Warning, Error)) and level.index >= 0:
-                    self.publish(dataclasses.replace(event, message=self.own_words(event.message, level.index, mine)))
+                    self.publish(msgspec.structs.replace(event, message=self.own_words(event.message, level.index, mine)))
                 else:
                     self.publish(event)
             await task

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from engine.errors import RunFailed
 from engine.events import Error, Event, LevelResult, LevelStarted, Warning, WindowResult
 from engine.load.sweep import HostShare, run_sweep
@@ -69,7 +71,7 @@ class MemberSweep:
         if isinstance(event, LevelStarted):
             self.index = event.index
         elif isinstance(event, WindowResult):
-            window = dataclasses.replace(event, t_start=self.on_head_clock(event.t_start),
+            window = msgspec.structs.replace(event, t_start=self.on_head_clock(event.t_start),
                                          t_end=self.on_head_clock(event.t_end))
             self.sender.send(f"win/{self.index}/{rank}/{event.index}", window.to_dict())
             if not event.warmup:

@@ -38,6 +38,7 @@ from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, un
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
+from engine.record.tell_apart import config_leaves, unique_names
 
 SCALES_WELL = 0.75  # below this, seed 001's "single GPU + horizontal scale" branch
 NEAR_LINEAR = 0.90
@@ -225,12 +226,7 @@ def _unique_labels(labels: list[str], summaries: list[RecordingSummary]) -> list
             if len(same) > 1 and len(set(told)) > 1:
                 for i, word in zip(same, told, strict=True):
                     out[i] = f"{label} {word}"
-    seen: dict[str, int] = {}
-    numbered = []
-    for label in out:
-        seen[label] = seen.get(label, 0) + 1
-        numbered.append(label if out.count(label) == 1 else f"{label} #{seen[label]}")
-    return numbered
+    return unique_names(out, mark=" #")
 
 
 def _start_time(summary: RecordingSummary) -> str:
@@ -280,22 +276,6 @@ def _getter(read: Callable[[RunComparison, str], Any], key: str) -> Callable[[Ru
 STUDY_VARIABLES = {"instance_group": "model instances", "parameters.cpu_threads": "threads per CPU instance"}
 
 
-def _leaves(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A model config flattened to dotted keys, so that a difference names its field
-    ("parameters.cpu_threads: 2 vs 1"), not the whole section. Triton's parameter values
-    ({"string_value": "2"}) read as their value."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and set(value) == {"string_value"}:
-            out[name] = value["string_value"]
-        elif isinstance(value, Mapping) and value:
-            out.update(_leaves(value, name + "."))
-        else:
-            out[name] = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (list, dict)) else value
-    return out
-
-
 def _instances(config: Mapping[str, Any]) -> str:
     groups = config.get("instance_group")
     if not isinstance(groups, list):
@@ -341,7 +321,7 @@ def _compare_model_configs(c: Comparison, study: bool) -> None:
     """Each key of the model configs (the variant's own keys aside); in a study, what differs is
     the study's variable, not a mismatch."""
     runs = c.runs
-    configs = {r.label: _leaves({k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS})
+    configs = {r.label: config_leaves({k: v for k, v in r.summary.model_config.items() if k not in VARIANT_KEYS})
                for r in runs}
     keys = sorted({k for cfg in configs.values() for k in cfg})
     if study and (diff := _differs(runs, lambda r: _instances(r.summary.model_config))) is not None:

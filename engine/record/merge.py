@@ -27,9 +27,11 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from engine.analysis.answer import is_sound
 from engine.analysis.latency_merge import NoHistogram
@@ -53,6 +55,7 @@ from engine.events import (
 from engine.modes import mode_of
 from engine.profiles import recorded_profile
 from engine.record.merge_fold import LevelBlock, merged_result, merged_window
+from engine.record.tell_apart import config_leaves, unique_names
 
 _SESSION_RANK: dict[str, int] = {"ok": 0, "interrupted": 1, "failed": 2}
 # per host, only these reach the merged recording from hosts after the first (named by host)
@@ -220,7 +223,7 @@ def _session_start(runs: Sequence[HostRun], scale: int) -> SessionStarted:
                             offset_s=round((starts[run.name] or earliest) - earliest, 6)) for run in runs]
     host = dict(first.host)
     host["hostname"] = " + ".join(run.name for run in runs)
-    return replace(first, session_id=uuid.uuid4().hex, profile=_scaled_profile(first.profile, scale), host=host,
+    return msgspec.structs.replace(first, session_id=uuid.uuid4().hex, profile=_scaled_profile(first.profile, scale), host=host,
                    merged_from=sources)
 
 
@@ -273,7 +276,7 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
             continue
         elif isinstance(e, LevelStarted):
             i = block_of[id(e)]
-            out.append(replace(e, level=e.level * scale, workers=sum(run.kept[i].start.workers for run in runs),
+            out.append(msgspec.structs.replace(e, level=e.level * scale, workers=sum(run.kept[i].start.workers for run in runs),
                                trial=max(run.kept[i].start.trial for run in runs)))
         elif isinstance(e, WindowResult) and id(e) in window_at:
             i, k = window_at[id(e)]
@@ -321,7 +324,7 @@ def merge_events(runs: Sequence[HostRun], window_s: float) -> list[Event]:
 def _sweep_finished(e: SweepFinished, results: Sequence[LevelResult]) -> SweepFinished:
     found = saturation_point([(r.level, r.throughput_rps) for r in results
                               if is_sound(r) and not r.audit.client_bound and not r.degraded])
-    return replace(e, levels=len(results), stable=sum(1 for r in results if r.status == "stable"),
+    return msgspec.structs.replace(e, levels=len(results), stable=sum(1 for r in results if r.status == "stable"),
                    failed=sum(1 for r in results if r.status == "failed"),
                    saturation_level=found.level if found else None,
                    degraded=sum(1 for r in results if r.degraded))
@@ -330,8 +333,8 @@ def _sweep_finished(e: SweepFinished, results: Sequence[LevelResult]) -> SweepFi
 def _named(e: Warning | Error, host: str) -> Warning | Error:
     """A host's warning or error, saying whose (each host's shown once, not one for all)."""
     if isinstance(e, Warning):
-        return replace(e, message=f"{host}: {e.message}", key=f"{host}: {e.key}" if e.key else "")
-    return replace(e, message=f"{host}: {e.message}")
+        return msgspec.structs.replace(e, message=f"{host}: {e.message}", key=f"{host}: {e.key}" if e.key else "")
+    return msgspec.structs.replace(e, message=f"{host}: {e.message}")
 
 
 def _with_notices(out: list[Event], others: Sequence[HostRun]) -> list[Event]:
@@ -374,19 +377,12 @@ def _refuse_differences(summaries: Sequence[Any], labels: Sequence[str]) -> None
         if len({repr(v) for v in values}) > 1:
             shown = "; ".join(f"{_shown(v)} ({label})" for v, label in zip(values, labels, strict=True))
             raise MergeRefused(f"{what} differs: {shown}: not one plan, not merged")
-    configs = [dict(_leaves(s.model_config)) for s in summaries]
+    configs = [config_leaves(s.model_config) for s in summaries]
     for key in sorted({k for c in configs for k in c}):
         values = [c.get(key, "not set") for c in configs]
         if len(set(values)) > 1:
             shown = "; ".join(f"{v} ({label})" for v, label in zip(values, labels, strict=True))
             raise MergeRefused(f"model config differs in {key}: {shown}: not one plan, not merged")
-
-
-def _leaves(config: Any) -> list[tuple[str, str]]:
-    """The model config as sorted (key path, value) pairs: the same config however it was ordered."""
-    if isinstance(config, dict):
-        return sorted((f"{k}.{path}" if path else str(k), v) for k, sub in config.items() for path, v in _leaves(sub))
-    return [("", repr(config))]
 
 
 def _load(summary: Any) -> dict[str, Any]:
@@ -397,16 +393,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, tuple):
         return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) or "none"
     return str(value)
-
-
-def unique_names(names: Sequence[str]) -> list[str]:
-    """Hosts' names, a repeated one numbered (two pods of one name, or runs on one box)."""
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if names.count(name) == 1 else f"{name}#{seen[name]}")
-    return out
 
 
 def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[str]]:
@@ -453,4 +439,4 @@ def merge_recordings(paths: Sequence[Path], out: Path) -> tuple[Path, int, list[
 
 
 __all__ = ["HostRun", "LevelBlock", "MergeRefused", "check_runs", "events_digest", "host_run", "kept_trials",
-           "merge_events", "merge_recordings", "refuse_same_session", "shown_names", "unique_names"]
+           "merge_events", "merge_recordings", "refuse_same_session", "shown_names"]

@@ -11,11 +11,13 @@ is degraded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from engine.analysis.host_merge import largest_known, merged_audit, merged_stream, summed_counts
+import msgspec
+
 from engine.analysis.host_merge import merged_window as host_merged_window
 from engine.analysis.latency_merge import merged_latency
+from engine.analysis.summed import largest_known, summed
 from engine.events import (
     EndpointResult,
     LatencyStats,
@@ -57,7 +59,7 @@ def _server(server: ServerBreakdown | None, latency: LatencyStats) -> ServerBrea
     if server is None:
         return None
     outside = latency.mean - server.server_total if latency.mean is not None and server.server_total is not None else None
-    return replace(server, client_minus_server=outside)
+    return msgspec.structs.replace(server, client_minus_server=outside)
 
 
 def _latency_or_none(parts: Sequence[LatencyStats | None]) -> LatencyStats | None:
@@ -71,7 +73,7 @@ def merged_window(windows: Sequence[WindowResult], names: Sequence[str], scale: 
     first = windows[0]
     merged = host_merged_window(first.level * scale, list(zip(names, windows, strict=True)), None,
                                 all(w.stable_so_far for w in windows))
-    return replace(merged, server=_server(first.server, merged.latency))
+    return msgspec.structs.replace(merged, server=_server(first.server, merged.latency))
 
 
 def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> list[EndpointResult]:
@@ -82,13 +84,9 @@ def _merged_endpoints(results: Sequence[LevelResult], names: Sequence[str]) -> l
     out = []
     for name, first in by_host[0].items():
         each = [h[name] for h in by_host]
-        latency = merged_latency([e.latency for e in each])
-        rates = [e.target_rate for e in each if e.target_rate is not None]
-        out.append(replace(
-            first, connections=sum(e.connections for e in each), target_rate=sum(rates) if rates else None,
-            requests=sum(e.requests for e in each), errors=sum(e.errors for e in each),
-            throughput_rps=sum(e.throughput_rps for e in each), throughput_ips=sum(e.throughput_ips for e in each),
-            latency=latency, server=_server(first.server, latency), errors_by_kind=summed_counts([e.errors_by_kind for e in each]),
+        figures = summed(each, names)
+        out.append(msgspec.structs.replace(
+            first, **figures, server=_server(first.server, figures["latency"]),
             error_messages=[f"{host}: {m}" for e, host in zip(each, names, strict=True) for m in e.error_messages][:MESSAGES_KEPT],
             failed=any(e.failed for e in each)))
     return out
@@ -112,14 +110,13 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
     assert all(r is not None for r in results)  # callers merge only levels every host finished
     done: list[LevelResult] = [r for r in results if r is not None]
     first = done[0]
-    latency = merged_latency([r.latency for r in done])
+    figures = summed(done, names)
     degraded = [f"{name}: {r.degraded}" for r, name in zip(done, names, strict=True) if r.degraded]
     if step := out_of_step(blocks, names, window_s):
         trials = [b.start.trial for b in blocks]
         if len(set(trials)) > 1:  # say which trials were set side by side
             step += " (kept trials: " + ", ".join(f"{n} {t}" for n, t in zip(names, trials, strict=True)) + ")"
         degraded.insert(0, step)
-    rates = [r.target_rate for r in done if r.target_rate is not None]
     return LevelResult(
         ts=first.ts,
         mode=first.mode,
@@ -129,25 +126,17 @@ def merged_result(blocks: Sequence[LevelBlock], names: Sequence[str], scale: int
         batch_size=first.batch_size,
         windows=max(r.windows for r in done),
         merged_windows=min(r.merged_windows for r in done),
-        requests=sum(r.requests for r in done),
-        errors=sum(r.errors for r in done),
-        throughput_rps=sum(r.throughput_rps for r in done),
-        throughput_ips=sum(r.throughput_ips for r in done),
-        latency=latency,
-        server=_server(first.server, latency),
-        audit=merged_audit(list(zip(names, [r.audit for r in done], strict=True))),
-        errors_by_kind=summed_counts([r.errors_by_kind for r in done]),
+        server=_server(first.server, figures["latency"]),
         error_messages=[f"{name}: {m}" for r, name in zip(done, names, strict=True) for m in r.error_messages][:MESSAGES_KEPT],
         latency_uncorrected=_latency_or_none([r.latency_uncorrected for r in done]),
-        target_rate=sum(rates) if rates else None,
         duration_s=max(r.duration_s for r in done),
         slo_search=first.slo_search,
         network=first.network,
         endpoints=_merged_endpoints(done, names),
         degraded="; ".join(degraded),
-        stream=merged_stream([r.stream for r in done]),
         others_cpu=largest_known([r.others_cpu for r in done]),
         steal=largest_known([r.steal for r in done]),
         trial=max(r.trial for r in done),  # the merged level was measured again if any host's was
         remeasure="",  # each host's kept trial: none is superseded
+        **figures,
     )

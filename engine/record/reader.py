@@ -12,10 +12,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
+
 from engine.errors import (
     RecordingError as RecordingError,  # re-exported: readers catch it from here
 )
-from engine.events import Event, EventSchemaError, UnknownEventKind, event_from_dict
+from engine.events import (
+    Event,
+    EventSchemaError,
+    NotJson,
+    UnknownEventKind,
+    event_from_dict,
+    event_from_json,
+)
 from engine.profiles import SECTIONS
 from engine.record.schema import APPLICATION_ID, RECORDING_SCHEMA, REQUIRED_TABLES, SQLITE_MAGIC
 from engine.record.summary import RecordingSummary, summarize
@@ -173,19 +182,35 @@ class Recording:
             sql += f" AND kind NOT IN ({','.join('?' * len(exclude))})"
             params += tuple(exclude)
         for seq, ts, kind, data in self.query(sql + " ORDER BY seq", params):
-            try:
-                yield seq, ts, kind, json.loads(data)
-            except ValueError:
-                raise RecordingError(f"{self.path}: corrupt event #{seq} ({kind}): not JSON") from None
+            yield seq, ts, kind, self.parse(seq, kind, data)
 
-    def raw_rows(self, after_seq: int = 0) -> Iterator[tuple[int, float, str, str]]:
-        """(seq, ts, kind, JSON text) after ``after_seq``: for readers that parse lazily."""
-        yield from self.query("SELECT seq, ts, kind, data FROM events WHERE seq > ? ORDER BY seq", (after_seq,))
-
-    def decode(self, seq: int, data: dict[str, Any]) -> Event | None:
-        """The event, or None for a kind this version does not know (counted, skipped)."""
+    def parse(self, seq: int, kind: str, data: str | bytes) -> Any:
+        """A row's JSON as Python's values; msgspec first (quicker), Python's json for what only it
+        reads (NaN)."""
         try:
-            return event_from_dict(data)
+            return msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            pass
+        try:
+            return json.loads(data)
+        except (ValueError, TypeError):
+            raise RecordingError(f"{self.path}: corrupt event #{seq} ({kind}): not JSON") from None
+
+    def raw_rows(self, after_seq: int = 0, exclude: tuple[str, ...] = ()) -> Iterator[tuple[int, float, str, str]]:
+        """(seq, ts, kind, JSON text) after ``after_seq``, but those of the ``exclude``d kinds: for
+        readers that decode straight from the text, or parse lazily."""
+        sql = "SELECT seq, ts, kind, data FROM events WHERE seq > ?"
+        if exclude:
+            sql += f" AND kind NOT IN ({','.join('?' * len(exclude))})"
+        yield from self.query(sql + " ORDER BY seq", (after_seq, *exclude))
+
+    def decode(self, seq: int, data: dict[str, Any] | str | bytes, kind: str = "") -> Event | None:
+        """The event of a row (its JSON text, decoded straight from it, or a table already parsed),
+        or None for a kind this version does not know (counted, skipped)."""
+        try:
+            return event_from_dict(data) if isinstance(data, dict) else event_from_json(data)
+        except NotJson:
+            raise RecordingError(f"{self.path}: corrupt event #{seq} ({kind}): not JSON") from None
         except UnknownEventKind:
             self.unknown_events += 1
             return None
@@ -193,8 +218,11 @@ class Recording:
             raise RecordingError(f"{self.path}: event #{seq}: {exc}") from None
 
     def events(self, kinds: tuple[str, ...] | None = None) -> Iterator[Event]:
-        for seq, _ts, _kind, data in self.rows(kinds):
-            event = self.decode(seq, data)
+        sql = "SELECT seq, kind, data FROM events"
+        if kinds:
+            sql += f" WHERE kind IN ({','.join('?' * len(kinds))})"
+        for seq, kind, data in self.query(sql + " ORDER BY seq", tuple(kinds or ())):
+            event = self.decode(seq, data, kind)
             if event is not None:
                 yield event
 

@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from engine.errors import UserError
 from engine.events import (
     SCHEMA_VERSION,
@@ -38,8 +40,8 @@ from engine.events import (
 from engine.profiles import redact_server
 from engine.record import gpu_fields
 from engine.record.naming import recording_path
-from engine.record.redact import Redactor
 from engine.record.schema import APPLICATION_ID, DDL, NOT_RECORDED_KINDS, RECORDING_SCHEMA
+from engine.redact import Redactor
 
 COMMIT_INTERVAL_S = 0.5  # the brief: at least every second; half leaves room for a slow disk
 MAX_QUEUED = 200_000  # beyond this the disk has stalled for minutes: drop rather than eat RAM
@@ -79,10 +81,15 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 def to_json(data: Any) -> str:
+    """A row's JSON text, by msgspec as the events encode (NaN and inf written null: "not
+    available"); an int past 64 bits, which msgspec does not write, by Python's json."""
     try:
-        return json.dumps(data, allow_nan=False, separators=(",", ":"))
-    except ValueError:
+        return _ENCODER.encode(data).decode()
+    except OverflowError:
         return json.dumps(_finite(data), allow_nan=False, separators=(",", ":"))
 
 

@@ -10,7 +10,6 @@ SessionEnded arrives or it is stopped.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -22,10 +21,11 @@ from engine.errors import UserError
 from engine.events import (
     Error,
     EventSchemaError,
+    NotJson,
     ReplayReset,
     UnknownEventKind,
     Warning,
-    event_from_dict,
+    event_from_json,
 )
 from engine.record.reader import Recording, RecordingError
 from engine.record.summary import MAX_TS
@@ -234,7 +234,10 @@ class ReplaySource(EventSource):
     def _publish_row(self, index: int) -> bool:
         _offset, kind, text = self._rows[index]
         try:
-            event = event_from_dict(json.loads(text))
+            event = event_from_json(text)  # straight from the row's JSON
+        except NotJson:
+            self._fail(f"{self.path.name}: corrupt {kind} event")
+            return False
         except UnknownEventKind:
             return True  # a kind from a newer minor version: skip it
         except EventSchemaError as exc:
@@ -273,8 +276,10 @@ class ReplaySource(EventSource):
         try:
             first = next(self._recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
             for note in self._recording.notes:  # e.g. a copy without its -wal file: say what is missing
-                self.bus.publish(Warning(source="replay", message=note, key="replay.note",
-                                         **({"ts": first} if isinstance(first, (int, float)) else {})))
+                warning = Warning(source="replay", message=note, key="replay.note")
+                if isinstance(first, (int, float)):
+                    warning.ts = first
+                self.bus.publish(warning)
             self._loop()
         except UserError as exc:  # the file went bad under us (truncated while replaying)
             self._fail(str(exc), exc.exit_code)

@@ -53,7 +53,11 @@ class RecordedEvents(Protocol):
     def rows(self, kinds: tuple[str, ...] | None = None, after_seq: int = 0,
              exclude: tuple[str, ...] = ()) -> Iterator[tuple[int, float, str, dict[str, Any]]]: ...
 
-    def decode(self, seq: int, data: dict[str, Any]) -> Event | None: ...
+    def raw_rows(self, after_seq: int = 0, exclude: tuple[str, ...] = ()) -> Iterator[tuple[int, float, str, str]]: ...
+
+    def parse(self, seq: int, kind: str, data: str | bytes) -> Any: ...
+
+    def decode(self, seq: int, data: dict[str, Any] | str | bytes, kind: str = "") -> Event | None: ...
 
     def event_counts(self) -> dict[str, int]: ...
 
@@ -289,19 +293,20 @@ def summarize(recording: RecordedEvents) -> RecordingSummary:
     first_ts = next(recording.query("SELECT ts FROM events ORDER BY seq LIMIT 1"), (None,))[0]
     last_ts = next(recording.query("SELECT ts FROM events ORDER BY seq DESC LIMIT 1"), (None,))[0]
     fold = _RecordingTotals(recording)
-    for seq, ts, kind, data in recording.rows(exclude=_TELEMETRY_KINDS):
-        if not isinstance(data, dict):
-            raise _bad(recording, seq, kind, "not a table")
+    for seq, ts, kind, text in recording.raw_rows(exclude=_TELEMETRY_KINDS):
         row_handler = _ROW_HANDLERS.get(kind)
         if row_handler is not None:
+            data = recording.parse(seq, kind, text)
+            if not isinstance(data, dict):
+                raise _bad(recording, seq, kind, "not a table")
             row_handler(fold, seq, ts, kind, data)
         elif kind in _DECODED_KINDS:
-            event = recording.decode(seq, data)
+            event = recording.decode(seq, text, kind)  # straight from the row's JSON
             event_handler = _EVENT_HANDLERS.get(type(event))
             if event_handler is not None:
                 event_handler(fold, event)
         elif kind not in _IGNORED_KINDS:
-            recording.decode(seq, data)  # counts kinds this version does not know
+            recording.decode(seq, text, kind)  # counts kinds this version does not know
     results, windows, level_open = fold.results, fold.windows, fold.level_open
     if not split_applies(_table(meta.get("model_config"))):  # recorded before a stream's split was left out
         results = {index: unsplit_level(result) for index, result in results.items()}

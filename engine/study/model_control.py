@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.errors import RunFailed, UserError
 from engine.net import http1
-from engine.record.redact import Redactor
+from engine.redact import Redactor
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT, variant_files
 from engine.study.pbtxt import pbtxt_to_json
 

@@ -25,6 +25,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
+
 from engine import events as ev
 from engine.analysis.answer import slo_measured
 from engine.analysis.scale_out import one_line
@@ -356,7 +358,7 @@ class StudySource(EventSource):
 
         def keep_check(event: ev.Event) -> None:
             if isinstance(event, ev.BoxCheck) and not event.reused and self.box_check is None:
-                self.box_check = replace(event, reused=f"the study's check, taken before config {variant}")
+                self.box_check = msgspec.structs.replace(event, reused=f"the study's check, taken before config {variant}")
 
         session.bus.subscribe(keep_check)
         session.bus.subscribe(self.bus.publish)

@@ -113,8 +113,10 @@ def read_topology(nv: Any, devices: list[NvmlDevice], ts: float | None = None) -
                 **status,
             )
         )
-    kwargs = {"ts": ts} if ts is not None else {}
-    return Topology(gpus=gpus, links=links, summary=summarize_topology(gpus, links), **kwargs)
+    event = Topology(gpus=gpus, links=links, summary=summarize_topology(gpus, links))
+    if ts is not None:
+        event.ts = ts
+    return event
 
 
 # --------------------------------------------------------------------------- the one line

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from engine.record.redact import Redactor
+from engine.redact import Redactor
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen
 from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 

@@ -3,7 +3,6 @@ with each level left out and its reason above it."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from engine.events import LevelResult
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.test_bad_input import run_cli
+from tests.structs import replace
 
 
 @pytest.mark.slow  # writes a synthetic recording and replays it through the CLI
@@ -19,7 +19,7 @@ def test_a_contended_run_ends_with_one_short_answer_line(tmp_path: Path) -> None
                                             probe=False))
     levels = sorted({e.level for e in events if isinstance(e, LevelResult)})
     share = {level: 0.77 + 0.08 * i / (len(levels) - 1) for i, level in enumerate(levels)}
-    events = [dataclasses.replace(e, status="contended", others_cpu=share[e.level]) if isinstance(e, LevelResult)
+    events = [replace(e, status="contended", others_cpu=share[e.level]) if isinstance(e, LevelResult)
               else e for e in events]
     recording = record_events(tmp_path / "run.sqlite", events)
     proc = run_cli("replay", "--headless", str(recording), timeout=60)

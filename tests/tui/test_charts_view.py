@@ -4,11 +4,10 @@ and 120x40, live and in replay; update after a deliberate change with --snapshot
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.synthetic import T0, gpu_sample, session_events
 from tests.tui.test_snapshots import fed
 from tui.widgets.charts import GpuHistoryPanel

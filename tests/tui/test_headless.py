@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import subprocess
@@ -14,6 +13,7 @@ from rich.console import Console
 
 from engine import events as ev
 from engine.bus import EventBus
+from tests.structs import replace
 from tests.tui.synthetic import T0, gpu_sample, session_events
 from tui.headless import HeadlessPrinter
 
@@ -178,7 +178,7 @@ def test_a_long_level_says_the_time_left_again() -> None:
     last = [e for e in events if isinstance(e, ev.WindowResult)][-1]
     t = last.t_end
     for w in range(4):  # 20 s windows: the 2nd and 4th end TIME_LEFT_EVERY_S past the last saying
-        events.append(dataclasses.replace(last, index=last.index + 1 + w, t_start=t, t_end=t + 20.0, ts=t + 20.0,
+        events.append(replace(last, index=last.index + 1 + w, t_start=t, t_end=t + 20.0, ts=t + 20.0,
                                           stable_so_far=False))
         t += 20.0
     assert 24.0 < TIME_LEFT_EVERY_S <= 40.0
@@ -241,7 +241,7 @@ def test_a_blocked_stdout_never_stalls_the_session_thread() -> None:
 
 
 def test_no_best_line_from_unstable_levels_and_the_answer_says_not_decided() -> None:
-    from dataclasses import replace
+    from tests.structs import replace
 
     events = [replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in session_events()]
     text = printed(events).splitlines()
@@ -259,7 +259,7 @@ def test_no_best_line_from_unstable_levels_and_the_answer_says_not_decided() -> 
 
 def test_a_contended_box_ends_with_one_short_answer_line_at_80_columns() -> None:
     """Every level contended: each level's reason stands above, the answer is one short line, once."""
-    from dataclasses import replace
+    from tests.structs import replace
 
     levels = [e for e in session_events() if isinstance(e, ev.LevelResult)]
     share = iter(0.77 + 0.08 * i / max(len(levels) - 1, 1) for i in range(len(levels)))

@@ -5,7 +5,6 @@ without one keeps the ladder of percentiles. Synthetic events (test inputs, not 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from rich.console import Console
 
 from engine import events as ev
 from engine.analysis.percentiles import latency_stats
+from tests.structs import replace
 from tests.tui.synthetic import session_events
 from tui.level_detail import HISTOGRAM_BINS, level_rows, render_level
 from tui.state import SessionState

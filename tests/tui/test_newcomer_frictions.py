@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 
 import pytest
 
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.fakes import ListSource
 from tests.tui.synthetic import session_events
 from tests.tui.test_app_pilot import live_app, panel_text, publish, screen_lines

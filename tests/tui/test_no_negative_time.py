@@ -4,9 +4,8 @@ n/a, not "-3.91 ms". And its figures stay whole at 80 columns: the bar gives way
 
 from __future__ import annotations
 
-import dataclasses
-
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.synthetic import session_events
 from tui.state import SessionState
 from tui.widgets.timeline import breakdown_line
@@ -17,10 +16,10 @@ def _with_last_gap(gap: float, queue: float | None = None) -> SessionState:
     last = max(i for i, e in enumerate(events) if isinstance(e, ev.WindowResult) and e.server is not None)
     window = events[last]
     assert isinstance(window, ev.WindowResult) and window.server is not None
-    server = dataclasses.replace(window.server, client_minus_server=gap)
+    server = replace(window.server, client_minus_server=gap)
     if queue is not None:
-        server = dataclasses.replace(server, queue=queue)
-    events[last] = dataclasses.replace(window, server=server)
+        server = replace(server, queue=queue)
+    events[last] = replace(window, server=server)
     state = SessionState()
     state.apply_all(events)
     return state

@@ -5,7 +5,6 @@ all name the same best level, throughput, cost and answer line."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from engine.record.findings import analyze
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 from tui.headless import HeadlessPrinter
 from tui.state import SessionState
 from tui.widgets.status import summary_line
@@ -31,18 +31,18 @@ def noisy_session() -> list[ev.Event]:
     out: list[ev.Event] = []
     for e in events:
         if isinstance(e, ev.LevelResult) and e.level == 4:
-            out.append(dataclasses.replace(e, status="unstable"))
+            out.append(replace(e, status="unstable"))
         elif isinstance(e, ev.LevelResult) and e.level == 16:  # the most throughput, under others' load
-            out.append(dataclasses.replace(e, status="contended", throughput_ips=999.0, others_cpu=0.6))
+            out.append(replace(e, status="contended", throughput_ips=999.0, others_cpu=0.6))
         elif isinstance(e, ev.LevelResult) and e.level == 8:  # measured again: the first trial said 5000
-            out.append(dataclasses.replace(e, status="unstable", throughput_ips=5000.0,
+            out.append(replace(e, status="unstable", throughput_ips=5000.0,
                                            remeasure="its windows did not agree"))
             out.append(ev.LevelStarted(mode=e.mode, level=e.level, index=e.index, total=7, trial=2, ts=e.ts + 0.001))
-            out.append(dataclasses.replace(e, trial=2, ts=e.ts + 0.002))
+            out.append(replace(e, trial=2, ts=e.ts + 0.002))
         elif isinstance(e, ev.LevelResult) and e.level == 128:  # Ctrl-C mid-level
-            out.append(dataclasses.replace(e, status="interrupted", throughput_ips=7000.0))
+            out.append(replace(e, status="interrupted", throughput_ips=7000.0))
         elif isinstance(e, ev.SessionEnded):
-            out.append(dataclasses.replace(e, status="interrupted", exit_code=130))
+            out.append(replace(e, status="interrupted", exit_code=130))
         else:
             out.append(e)
     return out

@@ -10,6 +10,7 @@ from rich.console import Console
 from engine import events as ev
 from engine.check.facts import HostFacts
 from engine.check.verdicts import judge_contention, overall
+from tests.structs import replace
 from tests.tui.synthetic import T0, session_events
 from tui.headless import HeadlessPrinter, ending
 from tui.level_detail import windows_title
@@ -28,7 +29,7 @@ def test_the_slo_search_counts_its_levels_in_words() -> None:
                           server="embedded", slo="p99=50ms", search_steps=1)
     assert "(search: up to 1 level)" in printer._study_started(one)
     assert "up to 1 levels" not in printer._study_started(one)
-    assert "(search: up to 4 levels)" in printer._study_started(ev.StudyStarted(**{**vars(one), "search_steps": 4}))
+    assert "(search: up to 4 levels)" in printer._study_started(replace(one, search_steps=4))
 
 
 def test_the_windows_title_says_the_last_n_only_when_some_are_not_shown() -> None:
@@ -54,7 +55,7 @@ def test_an_interrupted_run_is_not_called_failed() -> None:
 
 
 def test_a_study_prints_each_configs_answer_under_its_table_and_its_own_answer_once_last() -> None:
-    from dataclasses import replace
+    from tests.structs import replace
 
     out = io.StringIO()
     printer = StudyPrinter(Console(file=out, width=160))

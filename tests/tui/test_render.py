@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.synthetic import T0, gpu_sample, session_events
 from tui.state import SessionState
 from tui.widgets.gpus import render_gpus, short_name
@@ -69,7 +70,7 @@ def test_queue_versus_compute_breakdown_of_the_current_level() -> None:
 
 def test_the_summary_line_says_when_the_embedded_server_runs_under_mps() -> None:
     def with_mps(mps: bool | None) -> str:
-        events = [ev.ServerReady(**{**e.__dict__, "mps": mps}) if isinstance(e, ev.ServerReady) else e
+        events = [replace(e, mps=mps) if isinstance(e, ev.ServerReady) else e
                   for e in session_events(finish_levels=1, end=False)]
         return summary_line(state_of(events), 200).plain
 

@@ -3,11 +3,10 @@ scale-out config ends, then its answer line."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.fakes import ListSource
 from tests.tui.test_study_tui import study_events
 from tui.study_app import StudyApp
@@ -20,7 +19,7 @@ LINE = ("at p99 <= 50 ms: 2 boxes of 1x H200: 1,900 images/s at $0.00117/1000; "
 @pytest.mark.asyncio
 async def test_the_study_view_shows_the_answer_once_the_study_ends():
     events = study_events(finish=True)
-    events[-1] = dataclasses.replace(events[-1], scale_answers=[LINE])
+    events[-1] = replace(events[-1], scale_answers=[LINE])
     assert isinstance(events[-1], ev.StudyFinished)
     app = StudyApp()
     source = ListSource(events, linger=False)

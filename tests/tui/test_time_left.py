@@ -4,9 +4,8 @@ the ceiling it claims never rises within the level (what was shown still holds).
 
 from __future__ import annotations
 
-import dataclasses
-
 from engine import events as ev
+from tests.structs import replace
 from tests.tui.synthetic import session_events
 from tui.state import SessionState
 
@@ -21,7 +20,7 @@ def test_time_left_moves_within_a_level_and_its_ceiling_holds():
     t = last.t_end
     for w in range(4):  # each window longer than the last: the plan's window length is passed
         length = 4.0 * (w + 1)
-        window = dataclasses.replace(last, index=last.index + 1 + w, t_start=t, t_end=t + length, ts=t + length,
+        window = replace(last, index=last.index + 1 + w, t_start=t, t_end=t + length, ts=t + length,
                                      stable_so_far=False)
         t += length
         state.apply(window)

@@ -23,8 +23,8 @@ exit codes:
 
 def shown(exc: BaseException | str) -> str:
     """An error for the screen: credentials in URLs or header-like text masked."""
-    from engine.record.redact import Redactor
     from engine.record.safe_text import terminal_text
+    from engine.redact import Redactor
 
     return terminal_text(Redactor().text(str(exc)), keep_newlines=False)
 

@@ -6,7 +6,6 @@ a shorter form leaves out stands above it (the levels left out, the stop line, t
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ from engine.analysis.slo import parse_slo
 from engine.analysis.stream_slo import parse_slos
 from engine.analysis.study import StopAt
 from engine.study.figures import answer_line
+from tests.structs import replace
 
 
 def _level(level: float, ips: float, p99_ms: float, status: str = "stable", trial: int = 3, **kw: object) -> ev.LevelResult:
@@ -39,20 +39,20 @@ def _level(level: float, ips: float, p99_ms: float, status: str = "stable", tria
 def _stream(r: ev.LevelResult) -> ev.LevelResult:
     stream = ev.StreamStats(ttft=ev.LatencyStats(count=10, p99=0.25), itl=ev.LatencyStats(count=70, p99=0.01),
                             responses_per_request=8, output_tokens_per_s=r.throughput_ips * 37)
-    return dataclasses.replace(r, stream=stream)
+    return replace(r, stream=stream)
 
 
 STABLE = [_level(2 ** i, 100_000 + 23_456.7 * i, 10 + 40 * i) for i in range(12)]  # concurrency 1 to 2048
 MIXED = [  # every kind of level that decides nothing, below stable ones
     _level(1, 40, 9, "contended", others_cpu=0.61, steal=0.12), _level(2, 80, 9, "unstable"),
-    dataclasses.replace(_level(4, 160, 9), remeasure="throughput fell 31 % below concurrency 2"),
-    dataclasses.replace(_level(8, 320, 9), degraded="1 of 4 endpoints stopped answering"),
-    dataclasses.replace(_level(16, 640, 9), requests=0), *STABLE[5:],
+    replace(_level(4, 160, 9), remeasure="throughput fell 31 % below concurrency 2"),
+    replace(_level(8, 320, 9), degraded="1 of 4 endpoints stopped answering"),
+    replace(_level(16, 640, 9), requests=0), *STABLE[5:],
 ]
-NOISY = [dataclasses.replace(r, status="contended" if i % 2 else "unstable", others_cpu=0.83, steal=0.31)
+NOISY = [replace(r, status="contended" if i % 2 else "unstable", others_cpu=0.83, steal=0.31)
          for i, r in enumerate(STABLE)]
 SWEEPS = {"stable": STABLE, "mixed": MIXED, "noisy": NOISY,
-          "failed top": [*STABLE[:-1], dataclasses.replace(STABLE[-1], status="failed")]}
+          "failed top": [*STABLE[:-1], replace(STABLE[-1], status="failed")]}
 TARGETS = [None, "p99=50ms", "p99=99999ms", "p99=1ms"]  # decided, met by all, met by none
 
 

@@ -9,7 +9,6 @@ import pytest
 from engine.analysis.clock_offset import Exchange, clock_offset
 from engine.analysis.host_merge import (
     host_result,
-    merged_audit,
     merged_sequence,
     merged_status,
     merged_window,
@@ -18,6 +17,7 @@ from engine.analysis.host_merge import (
 from engine.analysis.latency_histogram import RELATIVE_ERROR
 from engine.analysis.latency_merge import merged_latency
 from engine.analysis.percentiles import latency_stats
+from engine.analysis.summed import merged_audit
 from engine.events import ClientAudit, LatencyStats, SequenceStats, WindowResult
 from engine.multihost.shares import host_share, too_small
 

@@ -3,8 +3,6 @@ line names the bound, the transport and the request size; when the GPUs may be t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from engine.analysis.request_path_cap import (
@@ -16,6 +14,7 @@ from engine.analysis.request_path_cap import (
     advice,
     request_path_cap,
 )
+from tests.structs import replace
 
 VIT_BYTES = 602_112  # one 3x224x224 FP32 image, as the ViT's requests carry it
 

@@ -1,6 +1,5 @@
 """Scale out or scale up: the one line, from figures (pure)."""
 
-import dataclasses
 
 import pytest
 
@@ -18,6 +17,7 @@ from engine.analysis.scale_out import (
     scale_answer,
 )
 from engine.analysis.scaling import cost_per_1000
+from tests.structs import replace
 
 
 def side(label, price, peak, slo=None, unstable=False, slo_unstable=False, hint="set a price"):
@@ -103,16 +103,16 @@ DIED = "1x*2 failed (server 2 of 2 (GPU 1) (ep2, http://127.0.0.1:8010) exited (
 
 def test_a_side_that_failed_decides_nothing_whatever_the_other_did():
     # the issue's case: the scale-out side lost a server and met no level; the other side never wins by it
-    out = dataclasses.replace(side(OUT, 1.2, 2310.0, slo=None), failed=DIED)
+    out = replace(side(OUT, 1.2, 2310.0, slo=None), failed=DIED)
     up = side(UP, 1.4, 1980.0, slo=1800.0)
     answer = scale_answer(out, up, "p99 <= 50 ms")
     assert answer.choice is None
     assert answer.line == (f"at p99 <= 50 ms: {OUT}: failed; {UP}: 1,800 images/s at $0.000216/1000 "
                            f"→ not decided: {DIED}")
     # whichever side failed, and with figures that would have won
-    answer = scale_answer(side(OUT, 1.2, 2310.0), dataclasses.replace(side(UP, 1.4, 1980.0), failed="2x failed (x)"))
+    answer = scale_answer(side(OUT, 1.2, 2310.0), replace(side(UP, 1.4, 1980.0), failed="2x failed (x)"))
     assert answer.choice is None and answer.line.endswith("→ not decided: 2x failed (x)")
-    both = scale_answer(dataclasses.replace(out), dataclasses.replace(up, failed="4x failed (y)"))
+    both = scale_answer(replace(out), replace(up, failed="4x failed (y)"))
     assert both.line.endswith(f"→ not decided: {DIED}; 4x failed (y)")
 
 

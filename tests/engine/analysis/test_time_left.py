@@ -3,8 +3,6 @@ worked by hand from the rule in the module's docstring."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from engine import events as ev
@@ -18,6 +16,7 @@ from engine.analysis.time_left import (
     time_left_parts,
     time_left_words,
 )
+from tests.structs import replace
 
 # 1 s warm-up, 2 s windows, stable after 3, at most 6; 3 trials, 120 s of re-measuring; a window's
 # ceiling is 2 + 10 + 2 x 0.25 = 12.5 s
@@ -203,16 +202,16 @@ def test_a_study_counts_the_search_levels_at_most():
 def test_after_the_last_result_the_ceiling_keeps_the_sweeps_close():
     """Every level measured, no re-trial possible: what is left is the sweep's close (stopping
     the load workers), counted like a trial's setup, twice the most measured."""
-    plan = dataclasses.replace(PLAN, max_trials=1)
-    events = [dataclasses.replace(e, total=1) if isinstance(e, ev.LevelStarted) else e for e in FIRST]
+    plan = replace(PLAN, max_trials=1)
+    events = [replace(e, total=1) if isinstance(e, ev.LevelStarted) else e for e in FIRST]
     got = time_left(plan, events, T1)
     assert got == TimeLeft(0.0, 0.0, 2 * 0.5)
 
 
 def test_an_absurd_plan_is_not_known_rather_than_infinite():
     """A recorded warm-up of 1e308 s makes the sum infinite: no figure, never 'inf' or a crash."""
-    absurd = dataclasses.replace(PLAN, warmup_s=1e308, window_s=1e308)
+    absurd = replace(PLAN, warmup_s=1e308, window_s=1e308)
     assert time_left(absurd, [started(0, 0.0)], now=0.5) is None
-    huge_timeout = dataclasses.replace(PLAN, request_timeout_s=float("inf"))
+    huge_timeout = replace(PLAN, request_timeout_s=float("inf"))
     left = time_left(huge_timeout, FIRST + [started(1, T1)], now=T1 + 0.5)
     assert left is not None and left.high_s is None  # a ceiling past any time is no ceiling

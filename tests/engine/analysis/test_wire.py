@@ -3,7 +3,6 @@ Triton's compute times, the request-path verdict and its line in the report (eng
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,6 +36,7 @@ from engine.record.recording_report import build_report
 from engine.record.summary import summarize
 from tests.engine.analysis.test_bottleneck import ev, sweep
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 
 VIT_ITEM = 3 * 224 * 224 * 4  # 602,112 bytes
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from engine import events as ev
 from engine.analysis.answer import decide
-from engine.analysis.host_merge import merged_stream
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.stream_slo import goodput, goodput_line, misses, parse_slos
+from engine.analysis.summed import merged_stream
 from engine.load.windows import Aggregate, StreamSamples, stream_stats
 from engine.net.connection import StreamTimes
 from engine.net.stamped_socket import StampedSocket, arrival

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from engine.load.pool import WorkerPool
-from engine.load.sweep import _Level
+from engine.load.sweep import SweepContext, _Level
 from engine.profiles import Load
 from engine.triton.api import TritonApi
 from engine.triton.target import Target, TargetInfo
@@ -17,8 +17,8 @@ from engine.triton.target import Target, TargetInfo
 
 def _plans(rate: float, workers: int):
     load = Load(mode="rate", rates=[rate], arrival="constant", workers=workers)
-    level = _Level(WorkerPool(workers), TritonApi(Target("http://127.0.0.1:8000", "m"), TargetInfo({}, [], [], 0)), load, rate, 0, 1,
-                   lambda event: None, asyncio.Event())
+    api = TritonApi(Target("http://127.0.0.1:8000", "m"), TargetInfo({}, [], [], 0))
+    level = _Level(SweepContext.of(WorkerPool(workers), api, load, lambda event: None, asyncio.Event()), rate, 0, 1)
     return level.plans()
 
 

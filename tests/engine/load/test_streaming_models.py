@@ -7,7 +7,6 @@ error, never a shorter success."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from tests.engine.load.conftest import (
     quick_load,
     sweep,
 )
+from tests.structs import replace
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 PROMPTS = Path(__file__).resolve().parents[2] / "data" / "toy_llm_prompts.json"
@@ -162,7 +162,7 @@ def test_a_stream_cut_by_the_server_dying_is_an_error_never_a_shorter_success(tm
 def test_a_grpc_stream_sent_to_the_http_port_is_refused_before_any_load(toy_llm) -> None:
     target, info = toy_llm
     port = int(target.http_url.rsplit(":", 1)[1])
-    wrong = dataclasses.replace(target, grpc_url=f"127.0.0.1:{port}")  # Triton's HTTP/1.1 port
+    wrong = replace(target, grpc_url=f"127.0.0.1:{port}")  # Triton's HTTP/1.1 port
     with pytest.raises(UserError, match="is not a gRPC server"):
         asyncio.run(sweep(wrong, info, _stream_load(concurrency=[1], max_windows=2)))
 
@@ -236,7 +236,7 @@ def test_responses_that_are_not_the_answer_asked_for_are_counted(toy_llm, transp
     """Every response is checked: told TOKEN is INT32, each response (BYTES) is malformed, the
     level fails, and no request counts as answered."""
     target, info = toy_llm
-    wrong = dataclasses.replace(info, outputs=[{**o, "datatype": "INT32"} if o["name"] == "TOKEN" else o
+    wrong = replace(info, outputs=[{**o, "datatype": "INT32"} if o["name"] == "TOKEN" else o
                                                for o in info.outputs])
     results, _ = asyncio.run(sweep(target, wrong, _stream_load(concurrency=[2], transport=transport)))
     (result,) = results

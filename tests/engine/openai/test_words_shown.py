@@ -3,17 +3,16 @@ wherever tokens are shown (the table's tok/s and $/Mtok, the answer's details an
 
 from __future__ import annotations
 
-import dataclasses
-
 from engine import events as ev
 from engine.analysis.percentiles import latency_stats
 from engine.columns import SWEEP, LevelFigures, select, token_word
+from tests.structs import replace
 
 TOKENS = ev.StreamStats(ttft=latency_stats([4_000_000] * 10, histogram=True),
                         itl=latency_stats([2_000_000] * 90, histogram=True),
                         responses_per_request=8.0, output_tokens_per_s=400.0, tokens_per_request=8.0,
                         input_tokens_per_request=11.0, input_tokens_per_s=550.0)
-WORDS = dataclasses.replace(TOKENS, tokens_are_words=True)
+WORDS = replace(TOKENS, tokens_are_words=True)
 
 
 def _cells(stream: ev.StreamStats) -> list[str]:
@@ -29,11 +28,11 @@ def test_words_are_marked_in_the_token_columns() -> None:
 
 
 def test_hosts_merged_keep_the_servers_counts_and_the_words_flag() -> None:
-    from engine.analysis.host_merge import merged_stream
+    from engine.analysis.summed import merged_stream
 
-    merged = merged_stream([TOKENS, dataclasses.replace(TOKENS, input_tokens_per_request=13.0)])
+    merged = merged_stream([TOKENS, replace(TOKENS, input_tokens_per_request=13.0)])
     assert merged is not None and merged.input_tokens_per_request == 12.0 and merged.input_tokens_per_s == 1100.0
     assert not merged.tokens_are_words
-    unknown = merged_stream([TOKENS, dataclasses.replace(WORDS, input_tokens_per_request=None, input_tokens_per_s=None)])
+    unknown = merged_stream([TOKENS, replace(WORDS, input_tokens_per_request=None, input_tokens_per_s=None)])
     assert unknown is not None and unknown.input_tokens_per_request is None and unknown.input_tokens_per_s is None
     assert unknown.tokens_are_words  # one host's words make the merged figure words

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid as uuidlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.events import (
@@ -38,6 +38,7 @@ from engine.events import (
     WindowResult,
 )
 from engine.profiles import Hardware, Load, Model, Probe, Profile
+from tests.structs import replace
 
 
 @dataclass

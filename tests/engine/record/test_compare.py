@@ -1,4 +1,3 @@
-import dataclasses
 import re
 from pathlib import Path
 
@@ -8,6 +7,7 @@ from engine.errors import UserError
 from engine.record.compare import compare, render_compare
 from engine.record.reader import Recording
 from tests.engine.record.synthetic_recordings import SyntheticRun, make_recording
+from tests.structs import replace
 
 # Synthetic servers: throughput = min(c / 20 ms, GPUs x capacity per GPU), levels 1..128
 RUNS = {
@@ -284,13 +284,13 @@ def _compare_cli(*paths: Path) -> str:
 def test_the_cli_labels_runs_of_one_server_by_their_transport_then_their_start_time(tmp_path: Path) -> None:
     run = SyntheticRun(variant="1x", gpu_count=1, profile_name="1x_rtx4080", levels=[1, 4, 8], probe=False)
     http = make_recording(tmp_path, "http.sqlite", run)
-    grpc = make_recording(tmp_path, "grpc.sqlite", dataclasses.replace(run, transport="grpc"))
+    grpc = make_recording(tmp_path, "grpc.sqlite", replace(run, transport="grpc"))
     text = _compare_cli(http, grpc)
     title = text.splitlines()[0]
     assert title == "gpuscale-tui comparison: 1x RTX 4080 (1x_rtx4080) grpc vs 1x RTX 4080 (1x_rtx4080) http"
     assert "#1" not in text and "#2" not in text
     # the same transport: the start time (UTC, t0 is 15:30:00) tells them apart
-    later = make_recording(tmp_path, "later.sqlite", dataclasses.replace(run, transport="grpc", t0=run.t0 + 3725))
+    later = make_recording(tmp_path, "later.sqlite", replace(run, transport="grpc", t0=run.t0 + 3725))
     title = _compare_cli(http, grpc, later).splitlines()[0]
     assert title == ("gpuscale-tui comparison: 1x RTX 4080 (1x_rtx4080) grpc 15:30:00 vs "
                      "1x RTX 4080 (1x_rtx4080) grpc 16:32:05 vs 1x RTX 4080 (1x_rtx4080) http")

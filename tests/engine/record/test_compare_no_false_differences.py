@@ -4,13 +4,13 @@ input data differs."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from engine import events as ev
 from engine.record.compare import compare, render_compare
 from engine.record.reader import Recording
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 
 
 def _recording(folder: Path, name: str, *, stability: float, torch: str, embedded: bool) -> Recording:
@@ -18,9 +18,9 @@ def _recording(folder: Path, name: str, *, stability: float, torch: str, embedde
     for event in synthetic_session(SyntheticRun(probe=False, levels=[1, 4])):
         if isinstance(event, ev.SessionStarted):
             profile = {**event.profile, "load": {**event.profile["load"], "stability_percent": stability}}
-            event = dataclasses.replace(event, profile=profile, versions={**event.versions, "torch": torch})
+            event = replace(event, profile=profile, versions={**event.versions, "torch": torch})
         elif isinstance(event, ev.ServerReady):
-            event = dataclasses.replace(event, embedded=embedded)
+            event = replace(event, embedded=embedded)
         events.append(event)
     return Recording.open(record_events(folder / name, events))
 

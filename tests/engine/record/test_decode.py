@@ -10,11 +10,13 @@ from engine.events import (
     EventSchemaError,
     GpuReading,
     GpuSample,
+    NotJson,
     ReplayReset,
     ServerStopped,
     UnknownEventKind,
     Warning,
     event_from_dict,
+    event_from_json,
     event_kinds,
 )
 from tests.engine.record.synthetic_recordings import SyntheticRun, synthetic_session
@@ -91,3 +93,41 @@ def test_an_int_field_holding_a_whole_float_reads_as_the_int() -> None:
     assert event.exit_code == 3 and isinstance(event.exit_code, int)
     with pytest.raises(EventSchemaError, match="exit_code: expected a number, found 3.5"):
         event_from_dict({"kind": "server_stopped", "v": SCHEMA_VERSION, "exit_code": 3.5})
+
+
+AGREEING_CASES = [
+    {"kind": "warning", "v": SCHEMA_VERSION, "source": "s", "message": "m", "ts": 1.5},
+    {"kind": "no_such_kind", "v": SCHEMA_VERSION},
+    {"kind": "warning", "v": SCHEMA_VERSION + 1, "source": "s", "message": "m"},
+    {"kind": "warning", "v": SCHEMA_VERSION},
+    {"kind": "warning", "v": SCHEMA_VERSION, "source": 3, "message": "m"},
+    {"kind": "session_ended", "v": SCHEMA_VERSION, "status": "done"},
+    {"kind": "host_sample", "v": SCHEMA_VERSION, "cpu_percent": 1.0, "per_core": [1.0, 1e200]},
+    {"kind": "host_sample", "v": SCHEMA_VERSION, "cpu_percent": float("inf"), "per_core": [1.0, float("nan")], "ts": 2.0},
+    {"kind": "server_stopped", "v": SCHEMA_VERSION, "exit_code": 3.0, "ts": 3.0},
+    {"kind": "server_stopped", "v": SCHEMA_VERSION, "exit_code": 3.5},
+    {"v": SCHEMA_VERSION, "reason": "no kind"},
+]
+
+
+def _outcome(read, data):  # noqa: ANN001, ANN202
+    try:
+        return read(data)
+    except EventSchemaError as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize("data", AGREEING_CASES, ids=lambda d: str(d.get("kind")))
+def test_a_row_decoded_straight_from_its_json_reads_as_its_table_does(data: dict) -> None:
+    """event_from_json (a recording's row, Python's json.dumps as recordings before msgspec were
+    written, NaN included) gives the event or the one-line error event_from_dict gives."""
+    from_json = _outcome(event_from_json, json.dumps(data))
+    assert from_json == _outcome(event_from_dict, data)
+    assert _outcome(event_from_json, json.dumps(data).encode()) == from_json  # bytes as text
+
+
+def test_a_row_that_is_not_json_or_not_a_table_is_one_line() -> None:
+    with pytest.raises(NotJson):
+        event_from_json('{"kind": "warning", ')
+    with pytest.raises(EventSchemaError, match="not an event: a JSON list, not a table"):
+        event_from_json("[1, 2]")

@@ -3,7 +3,6 @@ headless lines and the TUI: tests/tui/test_endpoint_rows.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from engine.events import (
@@ -20,6 +19,7 @@ from engine.events import (
 from engine.profiles import Hardware, Load, Profile
 from engine.record.reader import Recording
 from tests.engine.record.synthetic_recordings import record_events
+from tests.structs import replace
 
 
 def _server(total: float) -> ServerBreakdown:

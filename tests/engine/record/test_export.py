@@ -3,7 +3,6 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from engine.record.export_csv import COLUMNS
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from tests.engine.record.synthetic_recordings import record_events
+from tests.structs import replace
 
 PERF_ANALYZER_HEADER = (
     "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from engine.profiles import Load, Model, Profile
 from engine.record.reader import Recording
 from engine.record.replay_source import ReplaySource
 from tests.engine.record.synthetic_recordings import record_events
+from tests.structs import replace
 from tui.cli import main
 from tui.describe import describe
 

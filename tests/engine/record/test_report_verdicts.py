@@ -4,7 +4,6 @@ with each share (the server's, ours, others')."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,11 @@ from engine.record.findings import analyze
 from engine.record.reader import Recording
 from engine.record.recording_report import build_report
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 
 
 def _unstable(events: list[Event], keep_stable: set[int] = frozenset()) -> list[Event]:  # type: ignore[assignment]
-    return [dataclasses.replace(e, status="unstable") if isinstance(e, LevelResult) and e.level not in keep_stable
+    return [replace(e, status="unstable") if isinstance(e, LevelResult) and e.level not in keep_stable
             else e for e in events]
 
 
@@ -83,7 +83,7 @@ def test_a_recording_of_a_full_shared_host_reads_host_cpu_with_each_share(tmp_pa
 
     run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0, client_bound_from=8)
     # the embedded server's processes on 19.2 of the 32 cores (60 %), ours on 8 (25 %), 5 % others
-    events = [dataclasses.replace(e, cpu_percent=90.0, own_cpu_percent=800.0, server_cpu_percent=1920.0)
+    events = [replace(e, cpu_percent=90.0, own_cpu_percent=800.0, server_cpu_percent=1920.0)
               if isinstance(e, HostSample) else e
               for e in synthetic_session(run) if not isinstance(e, GpuSample)]
     with Recording.open(record_events(tmp_path / "run.sqlite", events)) as rec:
@@ -100,7 +100,7 @@ def test_a_recording_of_a_host_full_of_other_work_names_it_and_offers_a_quieter_
     run = SyntheticRun(variant="1x", gpu_count=1, probe=False, capacity_per_gpu_ips=80.0, client_bound_from=8)
     # the newcomer's box: 95 % busy, the server's processes on 2.56 of the 32 cores (8 %), ours on
     # 0.96 (3 %), others 84 %
-    events = [dataclasses.replace(e, cpu_percent=95.0, own_cpu_percent=96.0, server_cpu_percent=256.0)
+    events = [replace(e, cpu_percent=95.0, own_cpu_percent=96.0, server_cpu_percent=256.0)
               if isinstance(e, HostSample) else e
               for e in synthetic_session(run) if not isinstance(e, GpuSample)]
     with Recording.open(record_events(tmp_path / "run.sqlite", events)) as rec:

@@ -4,7 +4,6 @@ all the same (issue 54, item 3)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,14 @@ from engine.record.reader import Recording
 from engine.record.summary import summarize
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.test_bad_input import run_cli
+from tests.structs import replace
 
 
 def _decoupled_recording(tmp_path: Path) -> Path:
     events = synthetic_session(SyntheticRun(levels=[1, 4], windows_per_level=1, gpu_count=1, variant="1x",
                                             probe=False, transport="grpc_stream"))
     decoupled = {"model_transaction_policy": {"decoupled": True}}
-    events = [dataclasses.replace(e, model_config={**e.model_config, **decoupled}) if isinstance(e, ServerReady)
+    events = [replace(e, model_config={**e.model_config, **decoupled}) if isinstance(e, ServerReady)
               else e for e in events]
     return record_events(tmp_path / "stream.sqlite", events)
 

@@ -3,7 +3,6 @@ its "stop at", its costs, its answer line, its report, its replay and compare al
 and name it, from synthetic recordings (written through the real Recorder): 1x, 2x and 1x*2 on a
 2-GPU box, at p99 <= 50 ms."""
 
-from dataclasses import replace
 
 import pytest
 
@@ -16,6 +15,7 @@ from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.engine.study.replayed_end import replayed_end
+from tests.structs import replace
 
 DIED = ("1 level(s) degraded, missing an endpoint (level 8: ep2 answered nothing in 3 of 3 measured windows); "
         "server 2 of 2 (GPU 1) (ep2, http://127.0.0.1:8010) exited (tritonserver killed by SIGSEGV (signal 11))")

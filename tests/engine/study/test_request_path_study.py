@@ -5,7 +5,6 @@ through the real Recorder: 1x, 2x and 1x*2 on a two-GPU box over HTTP with 602 K
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from engine.study.figures import scale_answer_lines, study_answer_line, study_fi
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 from tui.study_headless import StudyPrinter
 from tui.study_state import StudyState
 from tui.study_view import answer_text
@@ -35,7 +35,7 @@ def _study(tmp_path: Path, path_cap: float | None, client_bound_from: int | None
                            telemetry_hz=1.0, t0=1_771_169_400.0 + 10_000 * k, path_cap_ips=path_cap,
                            client_bound_from=None if variant == "1x" else client_bound_from,
                            loop_lag_s=0.0142, request_bytes=VIT_BYTES)
-        events = [dataclasses.replace(e, **host) if host and isinstance(e, ev.HostSample) else e
+        events = [replace(e, **host) if host and isinstance(e, ev.HostSample) else e
                   for e in synthetic_session(run)]
         path = record_events(tmp_path / f"{variant.replace('*', '_')}.sqlite", events)
         runs.append(VariantRun(variant, path.name, "ok", 0))
@@ -133,10 +133,10 @@ def test_a_real_studys_recordings_carry_the_evidence_the_rule_reads(tmp_path: Pa
     checked on the recorded evidence with the peaks set level and read as a GPU config's."""
     import subprocess
     import sys
-    from dataclasses import replace
 
     from engine.analysis.request_path_cap import request_path_cap
     from engine.study.figures import peak_evidence
+    from tests.structs import replace
 
     sets = ["load.max_trials=1", "load.contended_percent=100", "load.stability_percent=1000", "model.name=identity",
             "load.window_ms=300", "load.warmup_s=0.2", "load.min_window_requests=20", "load.max_windows=3",

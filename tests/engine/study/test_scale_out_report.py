@@ -1,8 +1,8 @@
 """The scale-out answer in a study's figures and report, in compare, and on the study's screens,
 from synthetic recordings (written through the real Recorder): 1x, 2x and 1x*2 on a 2-GPU box."""
 
-import dataclasses
 
+import msgspec
 import pytest
 
 from engine import events as ev
@@ -126,7 +126,7 @@ def test_the_study_screens_show_the_line_once_the_study_ends():
     assert printer._study_finished(done).endswith(f"finished 1x, 2x, 1x*2\n{line}")
     # the event round-trips (the recording and replay read it back)
     assert ev.event_from_dict(done.to_dict()).scale_answers == [line]
-    assert ev.event_from_dict({**dataclasses.asdict(ev.StudyFinished(status="ok")), "kind": "study_finished",
+    assert ev.event_from_dict({**msgspec.structs.asdict(ev.StudyFinished(status="ok")), "kind": "study_finished",
                                "v": 1}).scale_answers == []
 
 

@@ -2,7 +2,6 @@
 Recorder: the figures are the model's, so only the arithmetic is under test)."""
 
 import re
-from dataclasses import replace
 
 import pytest
 
@@ -11,6 +10,7 @@ from engine.study.figures import study_figures
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 
 
 def _with_energy(events):

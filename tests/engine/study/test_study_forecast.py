@@ -1,9 +1,9 @@
 """Predict, then check, in a study: 4x predicted from 1x and 2x and printed beside the measured
 4x, from synthetic recordings (written through the real Recorder) on a 4-GPU box."""
 
-import dataclasses
 import statistics
 
+import msgspec
 import pytest
 
 from engine import events as ev
@@ -12,6 +12,7 @@ from engine.study.figures import forecast_lines, study_figures
 from engine.study.index import StudyIndex, VariantRun, write_index
 from engine.study.study_report import render_study
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
+from tests.structs import replace
 from tui.study_headless import StudyPrinter
 from tui.study_state import StudyState
 from tui.study_view import forecasts
@@ -29,7 +30,7 @@ def _study(tmp_path, unsound=(), failed=()):
                            probe=False, telemetry_hz=0.5, t0=1_771_169_400.0 + 10_000 * k)
         events = synthetic_session(run)
         if variant in unsound:  # every level's windows disagreed
-            events = [dataclasses.replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in events]
+            events = [replace(e, status="unstable") if isinstance(e, ev.LevelResult) else e for e in events]
         path = record_events(tmp_path / f"{variant}.sqlite", events)
         runs.append(VariantRun(variant, path.name, "failed" if variant in failed else "ok", 1 if variant in failed else 0))
     index = StudyIndex(study_id="s", profile="4x_h100", model="openclip_vit_b32", variants=list(CAPACITY),
@@ -74,7 +75,7 @@ def test_the_4x_prediction_is_printed_beside_the_measured_4x(tmp_path):
     assert forecasts(state).plain == "\n".join(lines)
     # the event round-trips; an older recording's StudyFinished has none
     assert ev.event_from_dict(done.to_dict()).forecast_lines == lines
-    assert ev.event_from_dict({**dataclasses.asdict(ev.StudyFinished(status="ok")), "kind": "study_finished",
+    assert ev.event_from_dict({**msgspec.structs.asdict(ev.StudyFinished(status="ok")), "kind": "study_finished",
                                "v": 1}).forecast_lines == []
 
     md = render_study(f, "md")

@@ -1,6 +1,5 @@
 """The study's pure parts: config text -> JSON, variant planning, the index file, the progress state."""
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from engine.study.index import StudyIndex, VariantRun, read_index, recording_pat
 from engine.study.model_control import override_for
 from engine.study.pbtxt import pbtxt_to_json
 from engine.study.variants import parse_variants, plan_variants, variant_units
+from tests.structs import replace
 from tui.study_state import StudyState, time_left
 
 
@@ -150,14 +150,14 @@ def test_time_left_counts_level_time_and_one_server_start_per_config_still_waiti
     state.apply(ev.StudyVariantStarted(variant="1x", position=0, ts=0.0))
     state.apply(ev.LevelStarted(mode="concurrency", level=16, index=0, total=5, ts=35.0))  # after the check and the start
     result = _result(16, 2000.0, 0.005)
-    state.apply(dataclasses.replace(result, ts=40.0))
+    state.apply(replace(result, ts=40.0))
     # 5 s per level x 23 levels left (7 of 1x, 8 each of 2x and 4x) + 35 s per config waiting
     assert state.levels_left() == 23 and state.time_left_s() == pytest.approx(5 * 23 + 35 * 2)
     assert time_left(state.elapsed_s, 1, 23) == pytest.approx(40 * 23)  # elapsed time as the pace: 15 minutes
     state.apply(ev.StudyVariantFinished(variant="1x", position=0, status="ok", exit_code=0, ts=41.0))
     state.apply(ev.StudyVariantStarted(variant="2x", position=1, ts=41.0))
     state.apply(ev.LevelStarted(mode="concurrency", level=16, index=0, total=5, ts=49.0))  # no check: 8 s
-    state.apply(dataclasses.replace(result, ts=53.0))
+    state.apply(replace(result, ts=53.0))
     # levels: 9 s over 2 levels; left: 7 of 2x + 8 of 4x; the shortest start (8 s) for 4x
     assert state.levels_left() == 15 and state.time_left_s() == pytest.approx(9 / 2 * 15 + 8)
 
@@ -198,7 +198,7 @@ def test_study_time_left_is_a_range_that_moves_within_a_level():
                 got = state.time_left()
                 assert got is not None and (got.high_s is None) == (position == 0)
                 lows.append(got.low_s)
-            state.apply(dataclasses.replace(_result(level, 5.0, 0.01), index=index, ts=t))
+            state.apply(replace(_result(level, 5.0, 0.01), index=index, ts=t))
         assert lows == sorted(lows, reverse=True) and len(set(lows)) > 4  # it moves within each level
         state.apply(ev.SweepFinished(levels=2, stable=2, failed=0, ts=t))
         state.apply(ev.StudyVariantFinished(variant=name, position=position, status="ok", exit_code=0, ts=t + 1.0))

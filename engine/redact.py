@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import json
 import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import msgspec
+
 MASK = "***"
-D = TypeVar("D")
+S = TypeVar("S", bound=msgspec.Struct)
 # scheme://userinfo@ : userinfo is everything up to '@' that is not '/', whitespace or '@'.
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]+@")
 # user:password whose password holds '/' or spaces: everything from the scheme to the first '@'
@@ -51,12 +52,12 @@ class Redactor:
         # longest first so that a secret containing another is masked whole
         self._secrets = sorted(found, key=len, reverse=True)
 
-    def fields(self, obj: D) -> D:
-        """A dataclass (an event) with its text fields and lists of text redacted; ``obj`` itself
+    def fields(self, obj: S) -> S:
+        """A Struct (an event) with its text fields and lists of text redacted; ``obj`` itself
         when nothing needed masking."""
         changes: dict[str, str | list[str]] = {}
-        for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # D is bound to dataclass instances by use
-            value = getattr(obj, f.name)
+        for name in obj.__struct_fields__:
+            value = getattr(obj, name)
             clean: str | list[str]
             if isinstance(value, str) and value:
                 clean = self.text(value)
@@ -65,8 +66,8 @@ class Redactor:
             else:
                 continue
             if clean != value:
-                changes[f.name] = clean
-        return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
+                changes[name] = clean
+        return msgspec.structs.replace(obj, **changes) if changes else obj
 
     def text(self, value: str) -> str:
         for secret in self._secrets:
