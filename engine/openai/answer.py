@@ -124,7 +124,9 @@ class Answer:
         """What is wrong with the whole answer (one line), or None."""
         if self.problem is not None:
             return self.problem
-        if self.chunks == 0:
+        # tokens that render as nothing (an end-of-text token generated under ignore_eos) make an
+        # answer the server counted and finished; with neither, there was no answer
+        if self.chunks == 0 and not (self.output_tokens and self.finish is not None):
             return "an answer with no text"
         if self.finish is None:
             return "no finish_reason on the last choice: the answer was cut short"

@@ -100,9 +100,9 @@ def _cli(*args: str, cwd: Path, drop: tuple[str, ...] = ()) -> subprocess.Comple
 
 
 @pytest.mark.parametrize(("setting", "words"), [
-    ("load.input_tokens=12+-40", "load.input_tokens: expected a token count"),
-    ("load.output_tokens=lots", "load.output_tokens: expected a token count"),
-    ("load.output_tokens=0", "load.output_tokens: expected a token count"),
+    ("load.input_tokens=12+-40", "load.input_tokens: expected a length from 1"),
+    ("load.output_tokens=lots", "load.output_tokens: expected a length from 1"),
+    ("load.output_tokens=0", "load.output_tokens: expected a length from 1"),
 ])
 def test_the_cli_refuses_a_bad_length_in_one_line_with_exit_2(tmp_path, setting: str, words: str) -> None:
     proc = _cli("--set", setting, cwd=tmp_path)

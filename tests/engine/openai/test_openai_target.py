@@ -87,6 +87,15 @@ def test_answer_checks_hold_usage_to_its_bounds() -> None:
     c.take({"choices": [{"delta": {"content": "lo there"}, "finish_reason": None}]}, True)  # a word across chunks
     assert c.words == 2 and c.verdict(None) == "no finish_reason on the last choice: the answer was cut short"
     assert Answer(chat=True).verdict(None) == "an answer with no text"
+    blank = Answer(chat=True)  # six tokens that render as nothing, counted and finished by the server
+    blank.take({"choices": [{"delta": {"content": ""}, "finish_reason": None}]}, True)
+    blank.take({"choices": [{"delta": {}, "finish_reason": "length"}], "usage": {"prompt_tokens": 9, "completion_tokens": 6}},
+               True)
+    assert blank.verdict(6) is None and blank.output_tokens == 6
+    unfinished = Answer(chat=True)
+    unfinished.take({"choices": [{"delta": {"content": ""}, "finish_reason": None}],
+                     "usage": {"prompt_tokens": 9, "completion_tokens": 6}}, True)
+    assert unfinished.verdict(6) == "an answer with no text"
 
 
 def test_an_error_answer_is_one_line_in_the_servers_words() -> None:
