@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Self
 
 ROOT = Path(__file__).resolve().parent.parent
 CARRY = ROOT / ".carry"
@@ -168,23 +169,32 @@ def device_environment() -> None:
 # --------------------------------------------------------------------------- readings
 
 
-class GpuBusy(threading.Thread):
-    """NVML utilisation of some GPUs (all by default) every 0.25 s while a run lasts; no figure
-    without NVML. ``skip_s``: the first seconds are a tool's start-up, not load."""
+class Sampler(threading.Thread):
+    """A reading taken in the background while a run lasts: ``with Sampler(...) as s:``.
+    ``skip_s``: the first seconds are a tool's start-up, not load."""
 
-    def __init__(self, gpus: tuple[int, ...] | None = None, skip_s: float = 0.0) -> None:
+    def __init__(self, skip_s: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.gpus, self.skip_s = gpus, skip_s
+        self.skip_s = skip_s
         self.stop = threading.Event()
-        self.per_gpu: dict[int, list[int]] = {}
 
-    def __enter__(self) -> GpuBusy:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(2)
+
+
+class GpuBusy(Sampler):
+    """NVML utilisation of some GPUs (all by default) every 0.25 s while a run lasts; no figure
+    without NVML."""
+
+    def __init__(self, gpus: tuple[int, ...] | None = None, skip_s: float = 0.0) -> None:
+        super().__init__(skip_s)
+        self.gpus = gpus
+        self.per_gpu: dict[int, list[int]] = {}
 
     def run(self) -> None:
         try:
@@ -261,23 +271,14 @@ def stats_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, float | None]
     }
 
 
-class ServerQueue(threading.Thread):
+class ServerQueue(Sampler):
     """Triton's pending-request gauge (requests waiting to execute) summed over some servers,
     every 0.1 s while a run lasts: which tool keeps more requests waiting at the same level."""
 
     def __init__(self, metrics_urls: list[str], skip_s: float = 0.0) -> None:
-        super().__init__(daemon=True)
-        self.urls, self.skip_s = metrics_urls, skip_s
-        self.stop = threading.Event()
+        super().__init__(skip_s)
+        self.urls = metrics_urls
         self.samples: list[float] = []
-
-    def __enter__(self) -> ServerQueue:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.join(2)
 
     def run(self) -> None:
         if self.stop.wait(self.skip_s):
