@@ -1,7 +1,7 @@
 """Sequence models: our load engine against perf_analyzer `--sequence-length` on a sequence model.
 
 Both tools drive the embedded `accumulator` (Triton's sequence batcher, direct; a running sum per
-sequence whose state the model checks on every step) over HTTP at each concurrency level (the
+sequence whose state the model checks on every step) over HTTP (or gRPC: --transports) at each concurrency level (the
 sequences in flight), with sequences of --sequence-length steps and no variation, in alternating
 rounds (the order reverses every round). Each run is --max-windows windows of --window-ms with
 both tools' stability rule off (--stability 1000) and our contended mark off. Per level and tool:
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -33,7 +34,8 @@ from bench.common import out_dir
 from bench.tools import Measure, RunAccount, ensure_perf_analyzer, ours_measure, run_perf_analyzer
 
 TOOLS = ("ours", "pa")
-NAMES = {"ours": "ours (http)", "pa": "perf_analyzer (http)"}
+NAMES = {"ours": "ours", "pa": "perf_analyzer"}
+TRANSPORTS = ("http", "grpc")  # ours load.transport; perf_analyzer -i
 PA_IDS = "1000000000:2000000000"  # perf_analyzer's sequence ids (it reads int32): far above our worker 0's
 
 
@@ -49,10 +51,11 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--stability", type=float, default=1000.0, help="percent (1000: off, exactly --max-windows windows)")
     p.add_argument("--max-windows", type=int, default=3)
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--transports", default="http", help="of http, grpc (perf_analyzer -i the same)")
     return p
 
 
-async def _ours(url: str, model: str, level: int, args: argparse.Namespace) -> Measure:
+async def _ours(url: str, model: str, level: int, args: argparse.Namespace, transport: str) -> Measure:
     from engine.load.sweep import run_sweep
     from engine.profiles import Load
     from engine.triton.api import TritonApi
@@ -62,7 +65,7 @@ async def _ours(url: str, model: str, level: int, args: argparse.Namespace) -> M
     info = await describe_target(target)
     load = Load(mode="concurrency", concurrency=[level], batch_size=1, window_ms=args.window_ms,
                 stability_percent=args.stability, max_windows=args.max_windows, warmup_s=0.0,
-                request_timeout_s=30.0, transport="http", contended_percent=100.0,
+                request_timeout_s=30.0, transport=transport, contended_percent=100.0,
                 sequence_length=args.sequence_length, sequence_length_variation=0.0)
     with RunAccount(url, model, "engine.load.worker", include_self=True, level=level) as acct:
         (r,) = await run_sweep(TritonApi(target, info), load, lambda e: None, asyncio.Event())
@@ -81,15 +84,15 @@ def _row(m: Measure, length: int, tool: str) -> dict[str, Any]:
             "errors": m.extra.get("errors"), "cpu_us_per_req": m.client_cpu_us_per_request}
 
 
-def _one(tool: str, url: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:
+def _one(tool: str, url: str, level: int, args: argparse.Namespace, pa: Any, transport: str) -> dict[str, Any]:
     if tool == "pa":
         extra = ("--sequence-length", str(args.sequence_length), "--sequence-length-variation", "0",
                  "--sequence-id-range", PA_IDS)
-        m = run_perf_analyzer(pa, url, args.model, level, args, extra=extra)
+        m = run_perf_analyzer(pa, url, args.model, level, args, extra=extra, protocol=transport)
         row = _row(m, args.sequence_length, tool)
         return row if m.ok else {**row, "output_tail": m.extra.get("output_tail")}
     try:
-        return _row(asyncio.run(_ours(url, args.model, level, args)), args.sequence_length, tool)
+        return _row(asyncio.run(_ours(url, args.model, level, args, transport)), args.sequence_length, tool)
     except Exception as exc:  # noqa: BLE001 - reported in the row, the bench goes on
         return {"ok": False, "status": f"failed: {type(exc).__name__}: {exc}"[:160]}
 
@@ -106,8 +109,10 @@ def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
     return fmt.format(x) if x is not None else "not measured"
 
 
-def summary(rows: list[dict[str, Any]], levels: list[int]) -> list[str]:
-    """Per level and tool: infer/s per round, mean, spread, ratio to perf_analyzer; seq/s; latency."""
+def summary(rows: list[dict[str, Any]], levels: list[int], transport: str = "http") -> list[str]:
+    """Per level and tool over one transport: infer/s per round, mean, spread, ratio to
+    perf_analyzer; seq/s; latency."""
+    rows = [r for r in rows if r.get("transport", "http") == transport]
     lines = ["| c | tool | infer/s per round | mean | spread | / perf_analyzer, mean [min-max] | seq/s | "
              "p50 ms | p99 ms | 1st step p99 ms | later p99 ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -131,7 +136,7 @@ def summary(rows: list[dict[str, Any]], levels: list[int]) -> list[str]:
                 return _mean([x for rnd in rounds if (x := got(tool, rnd, key)) is not None])
 
             lines.append(
-                f"| {level} | {NAMES[tool]} | {', '.join(_num(x) for x in per)} | {_num(_mean(vals))} | {spread} | "
+                f"| {level} | {NAMES[tool]} ({transport}) | {', '.join(_num(x) for x in per)} | {_num(_mean(vals))} | {spread} | "
                 f"{'1 (the anchor)' if tool == 'pa' else _band(ratios)} | {_num(mean_of('seq_s'), '{:,.1f}')} | "
                 f"{_num(mean_of('p50_ms'), '{:.2f}')} | {_num(mean_of('p99_ms'), '{:.2f}')} | "
                 f"{_num(mean_of('first_p99_ms'), '{:.2f}')} | {_num(mean_of('later_p99_ms'), '{:.2f}')} |")
@@ -146,6 +151,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sequences: --levels: {exc}", file=sys.stderr)
         return 2
+    transports = [t for t in args.transports.split(",") if t]
+    if not transports or any(t not in TRANSPORTS for t in transports):
+        print(f"sequences: --transports: each of {', '.join(TRANSPORTS)}", file=sys.stderr)
+        return 2
     pa = ensure_perf_analyzer()
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
@@ -155,20 +164,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {args.model} on embedded Triton at {srv.http_url}; sequence length {args.sequence_length}; "
               f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs",
               flush=True)
-        for level in levels:
-            for rnd in range(args.rounds):
-                for tool in TOOLS if rnd % 2 == 0 else tuple(reversed(TOOLS)):
-                    started = time.monotonic()
-                    row = {"level": level, "round": rnd, "tool": tool, **_one(tool, srv.http_url, level, args, pa),
-                           "wall_s": round(time.monotonic() - started, 1), "load1": round(os.getloadavg()[0], 2)}
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                    out.write_text(json.dumps({"args": vars(args), "load_before": load_before, "rows": rows}, indent=1))
+        for transport, level, rnd in itertools.product(transports, levels, range(args.rounds)):
+            for tool in TOOLS if rnd % 2 == 0 else tuple(reversed(TOOLS)):
+                started = time.monotonic()
+                row = {"transport": transport, "level": level, "round": rnd, "tool": tool,
+                       **_one(tool, srv.http_url, level, args, pa, transport),
+                       "wall_s": round(time.monotonic() - started, 1), "load1": round(os.getloadavg()[0], 2)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                out.write_text(json.dumps({"args": vars(args), "load_before": load_before, "rows": rows}, indent=1))
     load_after = os.getloadavg()
     out.write_text(json.dumps({"args": vars(args), "load_before": load_before, "load_after": load_after, "rows": rows},
                               indent=1))
     print()
-    print("\n".join(summary(rows, levels)))
+    for transport in transports:
+        print("\n".join(summary(rows, levels, transport)))
     print(f"\nload average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after "
           f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (1, 5, 15 min); {os.cpu_count()} CPUs")
     return 0

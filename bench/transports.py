@@ -12,6 +12,7 @@ runs the server without or with its MPS daemon, for an A/B of the two.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.common import ROOT, GpuBusy, out_dir, stamp
+from bench.server_trace import TraceWindow, summarize, trace_line
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 EMBEDDED = str(ROOT / "model_repository" / "embedded")
@@ -78,10 +80,13 @@ def _fmt(x: float | None, spec: str) -> str:
 
 
 def one_run(tool: str, pa: tuple[Path, dict[str, str]], url: str, level: int, transport: str, gpus: tuple[int, ...],
-            timing_dir: Path | None, args: argparse.Namespace) -> Measure:
-    """One tool at one level over one transport, with the GPUs' busy % and instance timings."""
+            timing_dir: Path | None, args: argparse.Namespace, trace_file: Path | None = None) -> Measure:
+    """One tool at one level over one transport, with the GPUs' busy %, instance timings and,
+    with a trace file, what Triton's trace saw of the run (bench/server_trace.py)."""
     snapshots = instance_snapshots(timing_dir)
-    with GpuBusy(gpus) as busy:
+    traced = (TraceWindow(url, trace_file, args.trace_delay_s, args.trace_count) if trace_file
+              else contextlib.nullcontext())
+    with GpuBusy(gpus) as busy, traced:
         if tool == "pa":
             m = run_perf_analyzer(pa, url, args.model, level, args, extra=PA_SHM[transport],
                                   protocol=PA_PROTOCOL.get(transport, "http"))
@@ -89,6 +94,8 @@ def one_run(tool: str, pa: tuple[Path, dict[str, str]], url: str, level: int, tr
             m = run_ours(url, args.model, level, args, transport=transport, gpus=gpus)
     m.extra["gpu_busy"] = busy.mean()
     m.extra["gpu_busy_each"] = busy.each()
+    if isinstance(traced, TraceWindow):
+        m.extra["trace"] = {**summarize(traced.events), **({"error": traced.error} if traced.error else {})}
     if timing_dir:
         m.extra["instance_timing"] = instance_timing(snapshots, instance_snapshots(timing_dir))
     return m
@@ -127,6 +134,11 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--instance-timing", type=Path, default=None,
                    help="directory: the ViT's instances time their executes (GPUSCALE_VIT_TIMING) and each run"
                         " prints where a batch's time went, per GPU")
+    p.add_argument("--trace", type=Path, default=None,
+                   help="directory: the server keeps Triton's request trace there, and each run prints what it saw"
+                        " (sections, batches, arrivals; bench/server_trace.py)")
+    p.add_argument("--trace-delay-s", type=float, default=2.0, help="tracing starts this long into each run")
+    p.add_argument("--trace-count", type=int, default=20000, help="at most this many requests traced per run")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"), help="the embedded server's server.mps")
     return p
 
@@ -152,11 +164,15 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for variant in args.variants.split(","):
         timing_dir = args.instance_timing / variant if args.instance_timing else None
+        trace_file = args.trace / variant / "trace.json" if args.trace else None
+        if trace_file:
+            trace_file.parent.mkdir(parents=True, exist_ok=True)
         if timing_dir:  # the server's environment, and so its stubs', is copied from ours at start
             os.environ["GPUSCALE_VIT_TIMING"] = str(timing_dir)
         try:
-            with tempfile.TemporaryDirectory() as logs, EmbeddedServer(
-                    model=args.model, variant=variant, log_dir=Path(logs), mps=args.mps) as srv:
+            with tempfile.TemporaryDirectory() as logs_tmp, EmbeddedServer(
+                    model=args.model, variant=variant, log_dir=trace_file.parent if trace_file else Path(logs_tmp), mps=args.mps,
+                    trace_file=trace_file) as srv:
                 gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
                 print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}, {args.batch} image(s) per request,"
                       f" MPS {'on' if srv.mps_used else 'off'} ({srv.mps_why})", flush=True)
@@ -164,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
                     for transport in transports:
                         for rnd in range(args.rounds):
                             order = ["pa", "ours"] if rnd % 2 == 0 else ["ours", "pa"]
-                            got = {tool: one_run(tool, pa, srv.http_url, level, transport, gpus, timing_dir, args) for tool in order}
+                            got = {tool: one_run(tool, pa, srv.http_url, level, transport, gpus, timing_dir, args, trace_file)
+                                   for tool in order}
                             ours, theirs = got["ours"], got["pa"]
                             ratio = ours.throughput / theirs.throughput if ours.throughput and theirs.throughput else None
                             rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd, "batch": args.batch,
@@ -177,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
                                   f"  [{ours.status}; pa {theirs.status}]"
                                   f"  busy per GPU ours {ours.extra.get('gpu_busy_each')} pa {theirs.extra.get('gpu_busy_each')}", flush=True)
                             for name, m in (("ours", ours), ("pa", theirs)):
+                                if m.extra.get("trace"):
+                                    print(f"    {name}: {trace_line(m.extra['trace'])}", flush=True)
                                 if m.extra.get("instance_timing"):
                                     print(f"    {name}: {timing_line(m.extra['instance_timing'])}", flush=True)
         except Exception as exc:  # noqa: BLE001 - e.g. a variant needing more GPUs than here: the next one runs

@@ -141,6 +141,7 @@ class EmbeddedServer:
         compute_threads: int | None = None,
         host_cores: int | None = None,
         ports: tuple[int, int, int] | None = None,
+        trace_file: Path | None = None,
     ) -> None:
         self.model = model
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
@@ -155,6 +156,9 @@ class EmbeddedServer:
         # the host cores its GPU instances may count on (a fleet server's share, as one of N
         # boxes); None: the host's
         self.host_cores = host_cores
+        # Triton's request trace goes here, off until switched on (POST v2/trace/setting): a bench
+        # reads where each request's time went in the server, tool by tool
+        self.trace_file = trace_file
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -366,6 +370,8 @@ class EmbeddedServer:
             "--backend-config=python,shm-growth-byte-size=16777216",
             # its regions carry this server's own prefix: its guard removes them once it is gone
             f"--backend-config=python,shm-region-prefix-name={self.shm_region_prefix}",
+            *([f"--trace-config=triton,file={self.trace_file}", "--trace-config=level=OFF",
+               "--trace-config=rate=1"] if self.trace_file else []),
         ]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log_file.write(f"\n# gpuscale-tui: {' '.join(args)}\n".encode())
