@@ -304,6 +304,38 @@ def best_medians(rows: list[dict[str, Any]], transport: str) -> dict[str, float 
     return best
 
 
+def peaks_held(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each config's peak as each tool found it over the rounds' levels (its best median, and the
+    level), beside the study's peak: the issue's "each config's peak within 5 % of perf_analyzer's
+    (or inside both tools' spread)". The same-level ratios are in the rows; a tool past its
+    knee at a level the other is not reads apart there, which says nothing about the peaks."""
+    out: list[dict[str, Any]] = []
+    for key in dict.fromkeys((r["transport"], r["config"]) for r in rows):
+        at = [r for r in rows if (r["transport"], r["config"]) == key]
+
+        def best(tool: str, at: list[dict[str, Any]] = at) -> dict[str, Any] | None:
+            got = [r for r in at if r[tool]]
+            return max(({"level": r["level"], **r[tool]} for r in got), key=lambda x: x["median"]) if got else None
+
+        ours_, pa_ = best("ours"), best("pa")
+        study = next((r["study_peak"] for r in at if r["study_peak"]), None)
+
+        def held(x: float | None, lo: float | None = None, hi: float | None = None,
+                 pa_: dict[str, Any] | None = pa_) -> str:
+            if x is None or pa_ is None:
+                return "not measured"
+            ratio = x / pa_["median"]
+            if abs(ratio - 1) <= 0.05:
+                return f"{ratio:.3f}: within 5 %"
+            inside = lo is not None and hi is not None and lo <= pa_["max"] and pa_["min"] <= hi
+            return f"{ratio:.3f}: " + ("outside 5 %, inside both spreads" if inside else "OUTSIDE 5 %")
+
+        out.append({"transport": key[0], "config": key[1], "study_peak": study, "ours": ours_, "pa": pa_,
+                    "study_vs_pa": held(study),
+                    "ours_vs_pa": held(ours_ and ours_["median"], ours_ and ours_["min"], ours_ and ours_["max"])})
+    return out
+
+
 def ranking(peaks: dict[str, float | None], n: int, base: str) -> dict[str, Any]:
     """perf_analyzer's answers from its medians: scale out or up (N one-GPU servers against one
     N-GPU server, the same price per GPU), and the stop-at rule the study uses."""
@@ -345,6 +377,15 @@ def write_md(path: Path, args: argparse.Namespace, studies: list[dict[str, Any]]
         sratio = f"{r['study_peak'] / p['median']:.3f}" if r["study_peak"] and p else "n/a"
         lines.append(f"| {r['transport']} | {r['config']} | {r['level']} | {num(r['study_peak'])} | {num(r['study_slo'])} "
                      f"| {rng(o)} | {rng(p)} | {ratio} | {sratio} |")
+    lines += ["", "## each config's peak, as each tool found it over the rounds' levels (best median, its level)", "",
+              "| transport | config | study peak | ours best (level) | perf_analyzer best (level) | study / pa | ours / pa |",
+              "|---|---|---:|---|---|---|---|"]
+    for h in peaks_held(rows):
+        def best(x: dict[str, Any] | None) -> str:
+            return f"{rng(x)} at {x['level']}" if x else "not measured"
+
+        lines.append(f"| {h['transport']} | {h['config']} | {num(h['study_peak'])} | {best(h['ours'])} | {best(h['pa'])} "
+                     f"| {h['study_vs_pa']} | {h['ours_vs_pa']} |")
     lines += ["", "## the answers against perf_analyzer's ranking", ""]
     for v in verdicts:
         lines.append(f"- {v['transport']}: study `{v['study_scale']}` / stop at {v['study_stop']}; perf_analyzer "

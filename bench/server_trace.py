@@ -1,113 +1,70 @@
-"""Where each request's time went inside Triton, from its own request trace, one tool at a time.
+"""Where each request's time went inside Triton, from its own request trace, one tool run at a time.
 
-The embedded server runs with a trace file and tracing off (EmbeddedServer(trace_file=...)). A
-``TraceWindow`` switches TIMESTAMPS tracing on a moment into a tool's run, for at most ``count``
-requests, and off when the run ends (which flushes what was traced). ``summarize`` reads the new
-part of the trace: per request the front end's time in and out, queue, compute input, infer and
-output; the batches (requests that share one COMPUTE_START); how the requests arrived (gaps between
-arrivals, and how far apart a batch's requests arrived); and how many sat in the server at once.
-Why: two clients at the same concurrency can make the server batch differently, and Triton's
-cumulative statistics show only that the sections differ, not how the arrivals did.
+The embedded server traces every request from its start (EmbeddedServer(trace_file=...)), in files
+of 20,000 requests: switched at run time (v2/trace/setting), Triton 2.51 crashed or hung now and
+then, here and on an H200. A ``TraceWindow`` notes when a tool's run began and ended; once the
+server has stopped (and written its last file), ``collect`` reads the files one at a time and keeps
+the requests that arrived in each run, from ``skip_s`` after its start (the tool's start-up) for
+``span_s``. ``summarize`` gives per request the front end's time in and out, queue, compute input,
+infer and output; the batches (requests that share one COMPUTE_START); how the requests arrived
+(gaps between arrivals, and how far apart a batch's requests arrived); and how many sat in the
+server at once. Why: two clients at the same concurrency can make the server batch differently,
+and Triton's cumulative statistics show only that the sections differ, not how the arrivals did.
+Triton's timestamps are CLOCK_MONOTONIC, as time.monotonic_ns() on Linux.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-
-def _setting(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    req = urllib.request.Request(f"{url}/v2/trace/setting", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as answer:
-        return dict(json.loads(answer.read()))
+WHOLE = ("HTTP_RECV_START", "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+         "COMPUTE_OUTPUT_START", "COMPUTE_END", "HTTP_SEND_END")
 
 
 class TraceWindow:
-    """Tracing on from ``delay_s`` after entry until exit (or ``count`` requests), the new trace
-    bytes kept in ``events`` after exit."""
+    """The part of a tool's run whose requests are read: ``skip_s`` after entry, for at most
+    ``span_s``, and not past exit."""
 
-    def __init__(self, url: str, trace_file: Path, delay_s: float, count: int) -> None:
-        self.url, self.trace_file, self.delay_s, self.count = url, trace_file, delay_s, count
-        self.events: list[dict[str, Any]] = []
-        self.error: str | None = None
-        self._sizes: dict[Path, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._start_later, daemon=True)
-
-    def _files(self) -> list[Path]:
-        return sorted(self.trace_file.parent.glob(self.trace_file.name + "*"))
-
-    def _start_later(self) -> None:
-        if self._stop.wait(self.delay_s):
-            return
-        try:
-            _setting(self.url, {"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": str(self.count),
-                                "log_frequency": "0"})
-        except (OSError, urllib.error.URLError) as exc:
-            self.error = f"could not switch tracing on: {exc}"
+    def __init__(self, skip_s: float, span_s: float) -> None:
+        self.skip_ns, self.span_ns = int(skip_s * 1e9), int(span_s * 1e9)
+        self.start_ns = self.end_ns = 0
 
     def __enter__(self) -> TraceWindow:
-        self._sizes = {p: p.stat().st_size for p in self._files()}
-        self._thread.start()
+        self.start_ns = time.monotonic_ns() + self.skip_ns
         return self
 
-    def _written(self) -> int:
-        return sum(p.stat().st_size - self._sizes.get(p, 0) for p in self._files())
-
-    def _wait_for_flush(self, limit_s: float = 15.0) -> None:
-        """Triton writes a setting's traces once the last request it traced is done, which can
-        be after the switch: wait until the file grew and then held still for a moment."""
-        deadline = time.monotonic() + limit_s
-        last, still_since = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            size = self._written()
-            if size != last:
-                last, still_since = size, time.monotonic()
-            elif size > 0 and time.monotonic() - still_since >= 0.3:
-                return
-            time.sleep(0.05)
-        if last <= 0:
-            self.error = f"traced requests, but nothing reached {self.trace_file.name} within {limit_s:.0f} s"
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        traced = False
+        self.end_ns = min(time.monotonic_ns(), self.start_ns + self.span_ns)
+
+
+def collect(trace_file: Path, windows: list[TraceWindow]) -> list[list[dict[str, int]]]:
+    """Each window's traced requests (timestamps by name, ns), from every trace file of the
+    server, read one file at a time."""
+    out: list[list[dict[str, int]]] = [[] for _ in windows]
+    partial: dict[int, dict[str, int]] = defaultdict(dict)
+    for path in sorted(trace_file.parent.glob(trace_file.name + "*")):
+        text = path.read_text(errors="replace").strip()
+        if not text:
+            continue
         try:
-            left = _setting(self.url, {"trace_level": ["OFF"]}).get("trace_count", self.count)
-            traced = self._thread.ident is not None and int(left) < self.count
-        except (OSError, urllib.error.URLError, ValueError) as err:
-            self.error = self.error or f"could not switch tracing off: {err}"
-        if traced:
-            self._wait_for_flush()
-        for path in self._files():
-            with path.open("rb") as f:
-                f.seek(self._sizes.get(path, 0))
-                chunk = f.read().decode(errors="replace").strip().lstrip("[,").rstrip("]")
-            if chunk:
-                try:
-                    self.events.extend(json.loads(f"[{chunk}]"))
-                except ValueError as err:
-                    self.error = f"unreadable trace in {path.name}: {err}"
-
-
-def requests_of(events: list[dict[str, Any]]) -> list[dict[str, int]]:
-    """Each traced request's timestamps by name (ns), only requests traced from arrival to reply."""
-    by_id: dict[int, dict[str, int]] = defaultdict(dict)
-    for e in events:
-        for t in e.get("timestamps", ()):
-            by_id[e["id"]][t["name"]] = t["ns"]
-    whole = ("HTTP_RECV_START", "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
-             "COMPUTE_OUTPUT_START", "COMPUTE_END", "HTTP_SEND_END")
-    return [r for r in by_id.values() if all(k in r for k in whole)]
+            events = json.loads(text if text.endswith("]") else text + "]")
+        except ValueError:
+            continue
+        for e in events:
+            for t in e.get("timestamps", ()):
+                partial[e["id"]][t["name"]] = t["ns"]
+        for key in [k for k, r in partial.items() if all(n in r for n in WHOLE)]:
+            r = partial.pop(key)
+            for i, w in enumerate(windows):
+                if w.start_ns <= r["HTTP_RECV_START"] <= w.end_ns:
+                    out[i].append(r)
+                    break
+    return out
 
 
 def _mean_us(xs: list[int]) -> float | None:
@@ -121,9 +78,8 @@ def _pct(xs: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(reqs: list[dict[str, int]]) -> dict[str, Any]:
     """The traced requests' sections (mean µs), batches, arrivals and requests in the server."""
-    reqs = requests_of(events)
     if len(reqs) < 2:
         return {"requests": len(reqs)}
     sections = {
@@ -139,7 +95,7 @@ def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
     for name, (a, b) in sections.items():
         out[name] = _mean_us([r[b] - r[a] for r in reqs])
     arrivals = sorted(r["HTTP_RECV_START"] for r in reqs)
-    span_ns = max(r["HTTP_SEND_END"] for r in reqs) - arrivals[0]
+    span_ns = arrivals[-1] - arrivals[0]
     out["traced_s"] = span_ns / 1e9
     out["requests_per_s"] = len(reqs) / (span_ns / 1e9)
     # Little's law over the traced span: requests inside the server at once, on average

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from bench.common import ServerQueue
-from bench.scale_study import best_medians, ranking, write_md
+from bench.scale_study import best_medians, peaks_held, ranking, write_md
 
 
 def test_perf_analyzers_ranking_uses_the_studys_tie_and_stop_rule() -> None:
@@ -48,3 +48,29 @@ def test_requests_waiting_read_from_the_busier_half_of_the_samples() -> None:
     assert gauge.mean() is None  # no sample: no figure, never 0
     gauge.samples = [0.0, 0.0, 10.0, 14.0]  # start-up and drain read empty queues
     assert gauge.mean() == 12.0
+
+
+def test_each_tools_peak_is_its_best_median_over_the_levels_held() -> None:
+    # call 4 of the 2x H200 box: 2x read 17,752 (ours) / 17,044 (pa) at 192, 17,721 / 18,058 at 128
+    rows = [{"config": "2x", "transport": "cuda_shm", "level": 192, "study_peak": 18_018.0,
+             "ours": {"median": 17_752.0, "min": 17_355.0, "max": 18_592.0},
+             "pa": {"median": 17_044.0, "min": 16_672.0, "max": 17_220.0}},
+            {"config": "2x", "transport": "cuda_shm", "level": 128, "study_peak": 18_018.0,
+             "ours": {"median": 17_721.0, "min": 17_620.0, "max": 18_730.0},
+             "pa": {"median": 18_058.0, "min": 16_830.0, "max": 18_120.0}},
+            {"config": "1x*2", "transport": "cuda_shm", "level": 256, "study_peak": 27_702.0,
+             "ours": {"median": 28_296.0, "min": 28_115.0, "max": 28_377.0},
+             "pa": {"median": 26_364.0, "min": 26_084.0, "max": 26_695.0}},
+            {"config": "1x", "transport": "cuda_shm", "level": 128, "study_peak": 14_141.0, "ours": None, "pa": None}]
+    up, out_, one = peaks_held(rows)
+    assert up["pa"]["level"] == 128 and up["ours"]["level"] == 192
+    assert up["study_vs_pa"] == "0.998: within 5 %" and up["ours_vs_pa"] == "0.983: within 5 %"
+    assert out_["study_vs_pa"] == "1.051: OUTSIDE 5 %" and out_["ours_vs_pa"] == "1.073: OUTSIDE 5 %"
+    assert one["study_vs_pa"] == "not measured" and one["pa"] is None  # no figure: never 0
+
+
+def test_outside_5_percent_but_inside_both_spreads_says_so() -> None:
+    rows = [{"config": "1x", "transport": "cuda_shm", "level": 128, "study_peak": None,
+             "ours": {"median": 110.0, "min": 95.0, "max": 112.0}, "pa": {"median": 100.0, "min": 90.0, "max": 104.0}}]
+    (h,) = peaks_held(rows)
+    assert h["ours_vs_pa"] == "1.100: outside 5 %, inside both spreads" and h["study_vs_pa"] == "not measured"
