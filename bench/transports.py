@@ -20,7 +20,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.common import ROOT, GpuBusy, out_dir, stamp
-from bench.server_trace import TraceWindow, collect, summarize, trace_line
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 EMBEDDED = str(ROOT / "model_repository" / "embedded")
@@ -79,13 +78,10 @@ def _fmt(x: float | None, spec: str) -> str:
 
 
 def one_run(tool: str, pa: tuple[Path, dict[str, str]], url: str, level: int, transport: str, gpus: tuple[int, ...],
-            timing_dir: Path | None, args: argparse.Namespace, traced: list[tuple[Measure, TraceWindow]] | None = None
-            ) -> Measure:
-    """One tool at one level over one transport, with the GPUs' busy % and instance timings;
-    with ``traced``, the run's window of Triton's trace is noted there (bench/server_trace.py)."""
+            timing_dir: Path | None, args: argparse.Namespace) -> Measure:
+    """One tool at one level over one transport, with the GPUs' busy % and instance timings."""
     snapshots = instance_snapshots(timing_dir)
-    window = TraceWindow(args.trace_skip_s, args.trace_span_s)
-    with GpuBusy(gpus) as busy, window:
+    with GpuBusy(gpus) as busy:
         if tool == "pa":
             m = run_perf_analyzer(pa, url, args.model, level, args, extra=PA_SHM[transport],
                                   protocol=PA_PROTOCOL.get(transport, "http"))
@@ -93,8 +89,6 @@ def one_run(tool: str, pa: tuple[Path, dict[str, str]], url: str, level: int, tr
             m = run_ours(url, args.model, level, args, transport=transport, gpus=gpus)
     m.extra["gpu_busy"] = busy.mean()
     m.extra["gpu_busy_each"] = busy.each()
-    if traced is not None:
-        traced.append((m, window))
     if timing_dir:
         m.extra["instance_timing"] = instance_timing(snapshots, instance_snapshots(timing_dir))
     return m
@@ -133,11 +127,6 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--instance-timing", type=Path, default=None,
                    help="directory: the ViT's instances time their executes (GPUSCALE_VIT_TIMING) and each run"
                         " prints where a batch's time went, per GPU")
-    p.add_argument("--trace", type=Path, default=None,
-                   help="directory: the server keeps Triton's request trace there, and each run prints what it saw"
-                        " (sections, batches, arrivals; bench/server_trace.py)")
-    p.add_argument("--trace-skip-s", type=float, default=2.0, help="each run's first seconds left out of its trace (start-up)")
-    p.add_argument("--trace-span-s", type=float, default=1.5, help="seconds of each run's trace read, after --trace-skip-s")
     p.add_argument("--mps", default="auto", choices=("auto", "on", "off"), help="the embedded server's server.mps")
     return p
 
@@ -163,17 +152,11 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for variant in args.variants.split(","):
         timing_dir = args.instance_timing / variant if args.instance_timing else None
-        trace_file = args.trace / variant / "trace.json" if args.trace else None
-        traced: list[tuple[Measure, TraceWindow]] = []
-        traced_in: list[dict] = []  # each traced run's row side ({"level", "tool"...}), in run order
-        if trace_file:
-            trace_file.parent.mkdir(parents=True, exist_ok=True)
         if timing_dir:  # the server's environment, and so its stubs', is copied from ours at start
             os.environ["GPUSCALE_VIT_TIMING"] = str(timing_dir)
         try:
-            with tempfile.TemporaryDirectory() as logs_tmp, EmbeddedServer(
-                    model=args.model, variant=variant, log_dir=trace_file.parent if trace_file else Path(logs_tmp), mps=args.mps,
-                    trace_file=trace_file) as srv:
+            with tempfile.TemporaryDirectory() as logs, EmbeddedServer(
+                    model=args.model, variant=variant, log_dir=Path(logs), mps=args.mps) as srv:
                 gpus = tuple(srv.prepared.gpus) if srv.prepared else ()
                 print(f"== {args.model} {variant} at {srv.http_url}, GPUs {gpus}, {args.batch} image(s) per request,"
                       f" MPS {'on' if srv.mps_used else 'off'} ({srv.mps_why})", flush=True)
@@ -181,16 +164,12 @@ def run(args: argparse.Namespace) -> int:
                     for transport in transports:
                         for rnd in range(args.rounds):
                             order = ["pa", "ours"] if rnd % 2 == 0 else ["ours", "pa"]
-                            got = {tool: one_run(tool, pa, srv.http_url, level, transport, gpus, timing_dir, args,
-                                                 traced if trace_file else None)
-                                   for tool in order}
+                            got = {tool: one_run(tool, pa, srv.http_url, level, transport, gpus, timing_dir, args) for tool in order}
                             ours, theirs = got["ours"], got["pa"]
                             ratio = ours.throughput / theirs.throughput if ours.throughput and theirs.throughput else None
                             rows.append({"variant": variant, "level": level, "transport": transport, "round": rnd, "batch": args.batch,
                                          "mps": srv.mps_used, "ours": asdict(ours), "perf_analyzer": asdict(theirs),
                                          "throughput_ratio": ratio})
-                            traced_in += [{"row": rows[-1], "tool": "ours" if t == "ours" else "perf_analyzer", "level": level,
-                                           "transport": transport, "round": rnd} for t in order]
                             print(f"  {variant} c={level:<4} {transport:<10} r{rnd}  ours {_fmt(ours.throughput, '7.0f')}"
                                   f" ({_fmt(ours.p50_ms, '.1f')}/{_fmt(ours.p99_ms, '.1f')} ms, gpu {_fmt(ours.extra.get('gpu_busy'), '.0f')} %)"
                                   f"  pa {_fmt(theirs.throughput, '7.0f')} ({_fmt(theirs.p50_ms, '.1f')}/{_fmt(theirs.p99_ms, '.1f')} ms,"
@@ -202,13 +181,6 @@ def run(args: argparse.Namespace) -> int:
                                     print(f"    {name}: {timing_line(m.extra['instance_timing'])}", flush=True)
         except Exception as exc:  # noqa: BLE001 - e.g. a variant needing more GPUs than here: the next one runs
             print(f"== {variant}: {type(exc).__name__}: {exc}", flush=True)
-        if trace_file and traced:  # the server has stopped: its last trace file is written
-            print(f"  {variant}: Triton's trace of each run ({args.trace_span_s:g} s from {args.trace_skip_s:g} s in)")
-            for where, reqs in zip(traced_in, collect(trace_file, [w for _, w in traced]), strict=False):
-                summary = summarize(reqs)
-                where["row"][where["tool"]].setdefault("extra", {})["trace"] = summary
-                print(f"    {where['tool']:<13} c={where['level']} {where['transport']} r{where['round']}: {trace_line(summary)}",
-                      flush=True)
     print_summary(rows, transports)
     path = out_dir() / f"transports-{stamp()}.json"
     path.write_text(json.dumps(rows, indent=1, default=str))

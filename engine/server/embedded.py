@@ -141,7 +141,6 @@ class EmbeddedServer:
         compute_threads: int | None = None,
         host_cores: int | None = None,
         ports: tuple[int, int, int] | None = None,
-        trace_file: Path | None = None,
     ) -> None:
         self.model = model
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
@@ -156,10 +155,6 @@ class EmbeddedServer:
         # the host cores its GPU instances may count on (a fleet server's share, as one of N
         # boxes); None: the host's
         self.host_cores = host_cores
-        # Triton's request trace of every request goes here, in files of 20,000 (trace.json.N): a
-        # bench reads where each request's time went in the server, tool by tool. Switched at run
-        # time (v2/trace/setting), Triton 2.51 crashed or hung now and then, so it is on from start.
-        self.trace_file = trace_file
         # served beside the model, e.g. the no-compute `wire` model of the wire check; none by
         # default, so that a plain run starts no more Python stubs than it needs
         self.extra_models = tuple(m for m in extra_models if m != model)
@@ -371,9 +366,6 @@ class EmbeddedServer:
             "--backend-config=python,shm-growth-byte-size=16777216",
             # its regions carry this server's own prefix: its guard removes them once it is gone
             f"--backend-config=python,shm-region-prefix-name={self.shm_region_prefix}",
-            *([f"--trace-config=triton,file={self.trace_file}", "--trace-config=level=TIMESTAMPS",
-               "--trace-config=rate=1", "--trace-config=count=-1", "--trace-config=log_frequency=20000"]
-              if self.trace_file else []),
         ]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log_file.write(f"\n# gpuscale-tui: {' '.join(args)}\n".encode())
