@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.common import out_dir
@@ -110,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     out = out_dir() / "grpc_h2.json"
-    with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=args.variant,
-                                                               log_dir=Path(logs)) as srv:
+    logs = out_dir() / "grpc_h2_server"  # kept: a server that dies mid-run says why there
+    logs.mkdir(parents=True, exist_ok=True)
+    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs) as srv:
         print(f"== {args.model} on embedded Triton at {srv.http_url} (gRPC {srv.grpc_url}); load average "
               f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs", flush=True)
         for level in levels:

@@ -68,6 +68,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--round-levels", default="",
                    help="the rounds' levels; 'peak' is the study's peak of each config, else the top level (default: peak)")
     p.add_argument("--pa-extra", default="", help="more perf_analyzer flags, space-separated (e.g. '--max-threads 16')")
+    p.add_argument("--client-cores", type=int, default=0,
+                   help="the rounds' clients (ours and perf_analyzer) on this many cores of their own, the servers on"
+                        " the rest (0: all share every core): a client's CPU then cannot come out of the server's")
     p.add_argument("--skip-study", action="store_true", help="only the rounds (at --studies-from's peaks, else the top level)")
     p.add_argument("--studies-from", type=Path, default=None, metavar="JSONL",
                    help="an earlier call's scale_study.jsonl: its studies stand for this run's (a device call is 10 minutes)")
@@ -146,9 +149,18 @@ def start_servers(args: argparse.Namespace, variant: str) -> Any:
     from engine.server.fleet import ServerFleet
 
     logs = Path(tempfile.mkdtemp(prefix="scale-study-logs-"))
+    cpus = args.cores[1] if getattr(args, "cores", None) else ()
     if scale_out_parts(variant):
-        return ServerFleet(variant, log_dir=logs, model=args.model).start()
-    return EmbeddedServer(model=args.model, variant=variant, log_dir=logs).start()
+        return ServerFleet(variant, log_dir=logs, model=args.model, cpus=cpus).start()
+    return EmbeddedServer(model=args.model, variant=variant, log_dir=logs, cpus=cpus).start()
+
+
+def core_split(client_cores: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the clients' cores, the servers' cores) out of this process's; both () when not split."""
+    cores = sorted(os.sched_getaffinity(0))
+    if client_cores <= 0 or client_cores >= len(cores):
+        return (), ()
+    return tuple(cores[:client_cores]), tuple(cores[client_cores:])
 
 
 def endpoints_of(started: Any) -> list[Any]:
@@ -182,9 +194,19 @@ async def _ours(started: Any, args: argparse.Namespace, level: int, transport: s
 
 
 def ours(started: Any, args: argparse.Namespace, level: int, transport: str) -> Measure:
+    """Our engine alone; against one server, with its client CPU per request (a fleet's requests
+    are counted on each server, so there it is left out rather than undercounted)."""
+    from bench.tools import RunAccount
+    from engine.server.fleet import ServerFleet
+
     t0 = time.monotonic()
     try:
-        m = asyncio.run(_ours(started, args, level, transport))
+        if isinstance(started, ServerFleet):
+            m = asyncio.run(_ours(started, args, level, transport))
+        else:
+            with RunAccount(started.http_url, args.model, "engine.load.worker", include_self=True, level=level) as acct:
+                m = asyncio.run(_ours(started, args, level, transport))
+            m = acct.fill(m)
     except Exception as exc:  # noqa: BLE001 - reported in the row
         m = Measure("ours", False, f"failed: {type(exc).__name__}: {exc}"[:200])
     m.wall_s = time.monotonic() - t0
@@ -261,7 +283,9 @@ def hold_level(args: argparse.Namespace, pa: tuple[Path, dict[str, str]], starte
             figures = (f"{m.throughput:9,.0f}/s p99 {m.p99_ms:7.1f} ms" if m.ok and m.throughput and m.p99_ms
                        else "not measured")
             srv = m.extra["server"]
+            cpu = m.client_cpu_us_per_request
             print(f"   {config} {t} c={level} r{rnd} {tool:<4} {figures}  gpu {m.extra.get('gpu_busy_each')}"
+                  f"  client {f'{cpu:,.0f} µs/req' if cpu else 'n/a'}"
                   f"  batch {srv.get('avg_batch')} queue {srv.get('queue_us_per_req')} µs waiting {srv.get('waiting')}"
                   f"  [{m.status[:80]}]", flush=True)
     row = {"config": config, "transport": t, "level": level, "mps": mps[0], "mps_why": mps[1],
@@ -407,6 +431,10 @@ def run(args: argparse.Namespace) -> int:
     args.levels = args.levels or ("1,4,8" if args.cpu else "32,128,256,512")
     if args.cpu and args.slo == "p99=50ms":
         args.slo = "p99=200ms"
+    args.cores = core_split(args.client_cores)  # before any pinning narrows this process's cores
+    if args.cores[0]:
+        print(f"clients on cores {args.cores[0][0]}-{args.cores[0][-1]}, servers on {args.cores[1][0]}-{args.cores[1][-1]}"
+              " (the study itself runs unpinned)", flush=True)
     transports = [t for t in args.transports.split(",") if t]
     bad = [t for t in transports if t not in PA_SHM]
     if bad:
@@ -461,6 +489,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"== {config}: did not start: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             emit("start_failed", {"config": config, "error": str(exc)[:2000]})
             continue
+        clients = args.cores[0]
+        if clients:  # this thread's children (our load workers, perf_analyzer) inherit it
+            os.sched_setaffinity(0, clients)
         try:
             mps = (started.mps_used, started.mps_why)
             print(f"== {config} at {started.http_url}, MPS {'on' if mps[0] else 'off'} ({mps[1]})", flush=True)
