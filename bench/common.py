@@ -299,3 +299,14 @@ class ServerQueue(Sampler):
         """Mean pending requests over the run's busiest half (start-up and drain left out)."""
         busy = sorted(self.samples)[len(self.samples) // 2:]
         return round(sum(busy) / len(busy), 1) if busy else None
+
+
+def core_split(client_cores: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the clients' cores, the servers' cores) out of this process's; both () when not split. A
+    bench gives the servers the second (EmbeddedServer(cpus=...)) and pins the thread that starts
+    the clients to the first (children inherit it): a client's CPU then cannot come out of the
+    server's, whichever client costs more per request."""
+    cores = sorted(os.sched_getaffinity(0))
+    if client_cores <= 0 or client_cores >= len(cores):
+        return (), ()
+    return tuple(cores[:client_cores]), tuple(cores[client_cores:])

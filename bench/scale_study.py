@@ -32,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, GpuBusy, ServerQueue, model_stats, out_dir, stats_delta
+from bench.common import ROOT, GpuBusy, ServerQueue, core_split, model_stats, out_dir, stats_delta
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_perf_analyzer
 from bench.transports import PA_SHM as PA_MODES
 from engine.analysis.scale_out import TIE  # the study's own tie between scale out and up
@@ -154,13 +154,6 @@ def start_servers(args: argparse.Namespace, variant: str) -> Any:
         return ServerFleet(variant, log_dir=logs, model=args.model, cpus=cpus).start()
     return EmbeddedServer(model=args.model, variant=variant, log_dir=logs, cpus=cpus).start()
 
-
-def core_split(client_cores: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(the clients' cores, the servers' cores) out of this process's; both () when not split."""
-    cores = sorted(os.sched_getaffinity(0))
-    if client_cores <= 0 or client_cores >= len(cores):
-        return (), ()
-    return tuple(cores[:client_cores]), tuple(cores[client_cores:])
 
 
 def endpoints_of(started: Any) -> list[Any]:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import out_dir
+from bench.common import core_split, out_dir
 from bench.tools import Measure, RunAccount, ensure_perf_analyzer, ours_measure, run_perf_analyzer
 
 TOOLS = ("ours", "pa")
@@ -52,6 +52,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=3)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--transports", default="http", help="of http, grpc (perf_analyzer -i the same)")
+    p.add_argument("--client-cores", type=int, default=0,
+                   help="both clients on this many cores of their own, the server on the rest (0: all share every core)")
     return p
 
 
@@ -81,7 +83,9 @@ def _row(m: Measure, length: int, tool: str) -> dict[str, Any]:
     seq_s = m.extra.get("seq_s") if tool == "ours" else m.extra.get("seq_per_s")
     return {"ok": m.ok, "status": m.status, "infer_s": m.throughput, "seq_s": seq_s, "p50_ms": m.p50_ms,
             "p99_ms": m.p99_ms, "first_p99_ms": m.extra.get("first_p99_ms"), "later_p99_ms": m.extra.get("later_p99_ms"),
-            "errors": m.extra.get("errors"), "cpu_us_per_req": m.client_cpu_us_per_request}
+            "errors": m.extra.get("errors"), "cpu_us_per_req": m.client_cpu_us_per_request,
+            # perf_analyzer's own split of its latency (µs): its client's send and receive
+            "client_send_us": m.extra.get("client_send_us"), "client_recv_us": m.extra.get("client_recv_us")}
 
 
 def _one(tool: str, url: str, level: int, args: argparse.Namespace, pa: Any, transport: str) -> dict[str, Any]:
@@ -159,8 +163,12 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     out = out_dir() / "sequences.json"
+    clients, server_cores = core_split(args.client_cores)
     with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=args.variant,
-                                                               log_dir=Path(logs)) as srv:
+                                                               log_dir=Path(logs), cpus=server_cores) as srv:
+        if clients:  # our load workers and perf_analyzer start from this thread and inherit it
+            os.sched_setaffinity(0, clients)
+            print(f"clients on cores {clients}, the server on {server_cores}", flush=True)
         print(f"== {args.model} on embedded Triton at {srv.http_url}; sequence length {args.sequence_length}; "
               f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs",
               flush=True)
