@@ -84,6 +84,7 @@ def _row(m: Measure, length: int, tool: str) -> dict[str, Any]:
     return {"ok": m.ok, "status": m.status, "infer_s": m.throughput, "seq_s": seq_s, "p50_ms": m.p50_ms,
             "p99_ms": m.p99_ms, "first_p99_ms": m.extra.get("first_p99_ms"), "later_p99_ms": m.extra.get("later_p99_ms"),
             "errors": m.extra.get("errors"), "cpu_us_per_req": m.client_cpu_us_per_request,
+            "server_us_per_req": m.server_us_per_request,  # Triton's own request time (its statistics)
             # perf_analyzer's own split of its latency (µs): its client's send and receive
             "client_send_us": m.extra.get("client_send_us"), "client_recv_us": m.extra.get("client_recv_us")}
 
