@@ -130,6 +130,7 @@ class Answer:
     stream_slos: tuple[StreamSlo, ...] = ()
     brief: str = ""  # not_decided in a few words, for the answer line
     cause: str = ""  # not_decided's kind: "no sound level", "no level meets p99 <= 50 ms"
+    traffic: str = ""  # the synthetic traffic's shape the cache figure holds for: "4 groups x 1,024-word prefix"
 
     @property
     def targeted(self) -> bool:
@@ -197,8 +198,10 @@ class Answer:
         assert d is not None
         where = f"at {self.target_words}" if self.targeted else "peak"
         box = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}" if self.gpus else "CPU"
+        shape = ""
         if d.cache is not None and d.cache.hit_rate is not None:  # the traffic the figure holds for
             box += f", {fmt.percent(d.cache.hit_rate)} prefix cache hits"
+            shape = f" ({self.traffic})" if self.traffic else ""
         if d.stream is not None:
             unit = "words/s (not tokens)" if d.stream.tokens_are_words else "tokens/s"
             figure = f"{fmt.rate(d.stream.output_tokens_per_s)} {unit} at {level_words(d.mode, d.level)}"
@@ -219,15 +222,18 @@ class Answer:
         unsound = [r for r in self.levels if not is_sound(r) and r.status != "failed"]
         so_far = "; so far" if self.running else ""
 
-        def line(qualifier: str, short: bool, count: bool = True, left_out: bool = True) -> str:
+        def line(qualifier: str, short: bool, count: bool = True, left_out: bool = True, traffic: str = "") -> str:
             left = (f"{unsound_summary(unsound, len(self.levels), load=False, short=short)}, left out"
                     if unsound and left_out else "")
             inside = "; ".join(x for x in (again if count else "", left) if x)
             tail = f"stable ({inside})" if inside else "stable"
-            return f"answer: {where}, {box}: {', '.join([figure + qualifier, *costs])}, {tail}{so_far}"
+            return f"answer: {where}, {box}{traffic}: {', '.join([figure + qualifier, *costs])}, {tail}{so_far}"
 
-        # the fullest line that fits: each level left out stands above it, with its reason
-        return first_fitting(line(qualifiers[0], False), line(qualifiers[0], True), line(qualifiers[1], True),
+        # the fullest line that fits: each level left out stands above it, with its reason; the
+        # traffic's shape goes before the re-measure count, after the latency
+        return first_fitting(line(qualifiers[0], False, traffic=shape), line(qualifiers[0], True, traffic=shape),
+                             line(qualifiers[1], True, traffic=shape), line(qualifiers[1], True, count=False, traffic=shape),
+                             line(qualifiers[0], False), line(qualifiers[0], True), line(qualifiers[1], True),
                              line(qualifiers[1], True, count=False), line(qualifiers[1], True, False, False),
                              line("", True, False, False))
 
@@ -241,7 +247,7 @@ def slo_measured(results: Iterable[LevelResult], slo: Slo) -> list[Measured]:
 
 
 def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour: float | None = None,
-           gpus: int = 0, running: bool = False, stream_slos: Sequence[StreamSlo] = ()) -> Answer:
+           gpus: int = 0, running: bool = False, stream_slos: Sequence[StreamSlo] = (), traffic: str = "") -> Answer:
     """The answer over one sweep's level results (every trial may be passed: the last of each
     level stands). ``stream_slos``: a streaming sweep's objectives (load.slo), which decide the
     SLO point where there is no latency target ``slo``."""
@@ -267,7 +273,7 @@ def decide(results: Iterable[LevelResult], slo: Slo | None = None, cost_per_hour
     return Answer(levels=tuple(levels), sound=tuple(sound), best=best, slo=slo, slo_level=slo_level,
                   slo_bounded=bounded, cost_per_hour=cost_per_hour, gpus=gpus,
                   remeasured=sum(1 for n in trials.values() if n > 1), not_decided=full,
-                  running=running, stream_slos=tuple(stream_slos), brief=brief, cause=cause)
+                  running=running, stream_slos=tuple(stream_slos), brief=brief, cause=cause, traffic=traffic)
 
 
 def _not_decided(levels: Sequence[LevelResult], sound: Sequence[LevelResult], best: LevelResult | None,
@@ -345,6 +351,20 @@ def profile_stream_slos(profile: dict[str, Any]) -> tuple[StreamSlo, ...]:
         return ()
 
 
+def traffic_words(profile: dict[str, Any]) -> str:
+    """The synthetic traffic's shape a cache figure holds for, from the profile's load section:
+    "4 groups x 1,024-word prefix" (and "4-turn sessions"); "" where the prompts share nothing
+    by construction (a file's prompts, or distinct synthetic ones)."""
+    load = profile.get("load") if isinstance(profile.get("load"), dict) else {}
+    groups, words, turns = (_profile_number(profile, "load", k) or 0 for k in ("prefix_groups", "prefix_tokens", "turns"))
+    parts = []
+    if groups and words and not (load or {}).get("input_data"):
+        parts.append(f"{int(groups):,} group{'s' if groups != 1 else ''} x {int(words):,}-word prefix")
+    if turns > 1:
+        parts.append(f"{int(turns)}-turn sessions")
+    return ", ".join(parts)
+
+
 def _profile_number(profile: dict[str, Any], section: str, key: str) -> float | None:
     value = (profile.get(section) or {}).get(key) if isinstance(profile.get(section), dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -366,9 +386,11 @@ class AnswerFold:
     _profile_cost: float | None = None
     _profile_gpus: int = 0
     _variant_gpus: int = 0
+    _traffic: str = ""
 
     def apply(self, event: Event) -> None:
         if isinstance(event, SessionStarted):
+            self._traffic = traffic_words(event.profile)
             self._profile_cost = _profile_number(event.profile, "hardware", "cost_per_hour")
             self._profile_gpus = int(_profile_number(event.profile, "hardware", "gpu_count") or 0)
             self._profile_stream_slos = profile_stream_slos(event.profile)
@@ -395,7 +417,8 @@ class AnswerFold:
         cost = self.cost_per_hour if self.cost_per_hour is not None else self._profile_cost
         gpus = self.gpus if self.gpus is not None else self._variant_gpus
         slos = self.stream_slos if self.stream_slos is not None else self._profile_stream_slos
-        return decide(self.results, self.slo, cost, gpus, running=not self.finished, stream_slos=slos)
+        return decide(self.results, self.slo, cost, gpus, running=not self.finished, stream_slos=slos,
+                      traffic=self._traffic)
 
 
 def answer_of(events: Iterable[Event], slo: Slo | None = None, cost_per_hour: float | None = None,

@@ -78,7 +78,7 @@ def test_shared_prefixes_raise_the_servers_hit_rate_and_the_table_shows_it(opena
     best = next(line for line in shared_out.splitlines() if line.startswith("  best:"))
     assert "prefix cache hits (" in best, best
     answer = shared_out.strip().splitlines()[-1]  # the run's answer names the traffic it holds for
-    assert answer.startswith("answer: ") and "prefix cache hits:" in answer, answer
+    assert answer.startswith("answer: ") and f"prefix cache hits ({GROUPS} groups x {PREFIX}-word prefix):" in answer, answer
     rows = [line for line in shared_out.splitlines() if line.startswith("level ")]
     assert len(rows) == 2 and all(fmt.percent(r.cache.hit_rate) in row for r, row in zip(shared, rows, strict=True)
                                   if r.cache), rows

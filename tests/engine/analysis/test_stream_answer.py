@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 
 from engine import events as ev
@@ -180,3 +181,22 @@ def test_the_charts_plot_each_standing_level_s_tokens() -> None:
     unary = _level(16, 0.0, 50.0)
     unary.stream = None
     assert stream_points([_level(1, 300.0, 10.0), first, again, failed, unary]) == [(1.0, 300.0), (4.0, 900.0)]
+
+
+def test_the_answer_names_the_traffic_its_cache_figure_holds_for() -> None:
+    from engine.analysis.answer import traffic_words
+
+    cached = msgspec.structs.replace(_level(4, tokens_per_s=900.0, rps=50.0),
+                                     cache=ev.ServerCache(server="vLLM", hit_rate=0.6, state="warm from earlier levels"))
+    profile = {"load": {"prefix_groups": 4, "prefix_tokens": 1024, "turns": 3}}
+    assert traffic_words(profile) == "4 groups x 1,024-word prefix, 3-turn sessions"
+    assert traffic_words({"load": {"prefix_groups": 4, "prefix_tokens": 1024, "input_data": "p.json"}}) == ""
+    assert traffic_words({"load": {"prefix_groups": 0, "prefix_tokens": 0}}) == "" and traffic_words({}) == ""
+    fold = AnswerFold()
+    fold.apply(ev.SessionStarted(session_id="s", profile_name="p", profile=profile, mode="sweep"))
+    fold.apply(cached)
+    fold.apply(ev.SweepFinished(levels=1, stable=1, failed=0))
+    line = fold.answer().line
+    assert "60% prefix cache hits (4 groups x 1,024-word prefix, 3-turn sessions):" in line, line
+    # no cache figure, no shape: the traffic is named beside the figure it explains
+    assert "groups" not in decide([_level(4, tokens_per_s=900.0, rps=50.0)], traffic="4 groups x 8-word prefix").line
