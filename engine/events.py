@@ -219,20 +219,24 @@ class StreamStats(Struct):
 class ServerCache(Struct):
     """An LLM server's own cache over an interval, from its Prometheus /metrics (OpenAI-compatible
     servers: llama.cpp, vLLM, SGLang; engine/openai/server_metrics.py): counters as deltas over the
-    interval, gauges as read at its end (a level: the mean over its merged windows). Each figure
-    None where this server does not publish it (not measured, never 0)."""
+    interval, gauges as read at its end (a level: the mean over its merged windows). Several
+    replicas: every one's figures combined (counters and waiting summed, KV usage their mean and
+    max). Each figure None where a server does not publish it or a replica was not read (not
+    measured, never 0)."""
 
     server: str  # whose names were read: "llama.cpp", "vLLM" or "SGLang"
     prompt_tokens: float | None = None  # prompt tokens the server took in (computed and from its cache)
     cached_tokens: float | None = None  # of those, served from its prefix cache
     hit_rate: float | None = None  # cached_tokens / prompt_tokens (None: no prompt over the interval)
-    kv_usage: float | None = None  # share of the KV cache in use (0..1)
+    kv_usage: float | None = None  # share of the KV cache in use (0..1); several replicas: their mean
     preemptions: float | None = None  # requests preempted (their KV cache evicted) over the interval
     waiting: float | None = None  # requests waiting for a slot
     # how warm the cache was when the level began: "cold" (the server had taken no prompt before
     # it), "warm from earlier levels", "warm from before this sweep", or "cold: reset before the
     # level" (load.cache_reset); "" for a window, or where the server's counters could not tell
     state: str = ""
+    # the fullest replica's KV usage (one server: its own); a level: the highest of its windows'
+    kv_usage_max: float | None = None
 
 
 class SequenceStats(Struct):

@@ -5,9 +5,12 @@ warm the cache was when the level began.
 Read beside the server's statistics, at the same tick boundaries (``mark`` from the level's
 poller; ``at`` takes a late one a few ms late rather than never). A level's counters are the
 delta from its first merged window's start to its last one's end; its gauges (KV usage, waiting)
-the mean of those windows' end readings. Warmth: a level after others in this sweep found the
-cache they left ("warm from earlier levels"); the first one is "cold" when the server's counters
-said it had taken no prompt before it, else "warm from before this sweep".
+the mean of those windows' end readings, the fullest replica's KV usage the highest of them.
+Several replicas (an OpenAI API over server.urls): ``cache`` reads every one's /metrics at each
+edge and its figures cover them all (engine/openai/server_metrics.py's ReplicaCaches). Warmth: a
+level after others in this sweep found the cache they left ("warm from earlier levels"); the first
+one is "cold" when the servers' counters said none had taken a prompt before it, else "warm from
+before this sweep".
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ RESET = "cold: reset before the level"  # load.cache_reset = "each_level", and t
 def _mean(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
+
+
+def _max(values: Sequence[float | None]) -> float | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 class CacheReads:
@@ -94,6 +101,7 @@ class CacheReads:
         return msgspec.structs.replace(
             over, kv_usage=_mean([w.kv_usage for w in windows if w is not None]) if windows else over.kv_usage,
             waiting=_mean([w.waiting for w in windows if w is not None]) if windows else over.waiting,
+            kv_usage_max=_max([w.kv_usage_max for w in windows if w is not None]) if windows else over.kv_usage_max,
             state=await self.state())
 
     def cancel(self) -> None:

@@ -2,7 +2,7 @@
 of an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM's trtllm-serve, llama.cpp's server,
 Triton's OpenAI frontend), its four transports (chat and completions, streamed or whole), the
 prompts, no server statistics (the server split reads "not measured"), the server's cache from
-its /metrics (engine/openai/server_metrics.py), the /v1/models probe.
+its /metrics (every replica's, engine/openai/server_metrics.py), the /v1/models probe.
 
 ``OpenAiApi(target, key)`` is what ``run_sweep`` takes (``target``: engine/openai/target.py's
 open_target; ``key``: the API key or None).
@@ -27,7 +27,7 @@ from engine.openai.requests import (
     request_headers,
     synthetic,
 )
-from engine.openai.server_metrics import OpenAiCache
+from engine.openai.server_metrics import ReplicaCaches
 from engine.openai.sessions import Session
 from engine.openai.target import OpenAiTarget, auth_headers
 from engine.openai.transport import OpenAiPayload
@@ -72,8 +72,8 @@ class OpenAiApi:
         self.urls = [target.url, *(u.rstrip("/") for u in more_urls)]
         self.parsed = [http1.parse_endpoint(u) for u in self.urls]
         self.endpoint = self.parsed[0]
-        # the first server's /metrics only: replicas' caches are not summed yet
-        self.cache = OpenAiCache(target.url, auth_headers(key))
+        # every server's /metrics, the cache figures over them all (engine/openai/server_metrics.py)
+        self.cache = ReplicaCaches(self.urls, auth_headers(key))
         self.trace_times: tuple[float, ...] | None = None  # a Mooncake trace's timestamps (load.arrival = "trace")
 
     @property

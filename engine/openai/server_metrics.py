@@ -15,12 +15,22 @@ waiting, by the names each server publishes:
 Counters are summed over their label sets (vLLM labels by engine) and taken as deltas; a counter
 that went back (a restarted server) gives no figure. A server without ``/metrics``, or with none
 of these names, is not measured: every figure None, never 0.
+
+Several replicas of the model (server.urls; ``study --serve``'s ``1*N``): every replica's
+``/metrics`` is read at the same edges (``ReplicaCaches``) and the figures cover them all
+(``combine``): counters' deltas summed over the replicas (the hit rate is then cached over prompt
+tokens of them all), requests waiting summed, KV usage the mean over the replicas with the fullest
+one's beside it (``kv_usage_max``). A figure that one replica cannot give (its page not read at
+either edge, its counter gone back, a name it does not publish) is None for the whole: a sum or a
+mean over the replicas that answered would read as the whole fleet's and be wrong.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.events import ServerCache
@@ -110,7 +120,7 @@ def between(before: object | None, after: object | None) -> ServerCache | None:
     return ServerCache(
         server=n.server, prompt_tokens=prompt, cached_tokens=cached,
         hit_rate=cached / prompt if prompt and cached is not None else None,
-        kv_usage=min(1.0, kv) if kv is not None else None,
+        kv_usage=min(1.0, kv) if kv is not None else None, kv_usage_max=min(1.0, kv) if kv is not None else None,
         preemptions=_delta(before, after, n.preemptions), waiting=_first(after.values, n.waiting))
 
 
@@ -185,3 +195,83 @@ class OpenAiCache:
 
     def served_before(self, snapshot: object | None) -> bool | None:
         return served_before(snapshot)
+
+
+# -- several replicas of the model: every one's /metrics, the figures over them all
+
+
+@dataclass(frozen=True)
+class ReplicaSnapshot:
+    """Every replica's snapshot at one edge, in the replicas' order (None: that one not read)."""
+
+    each: tuple[CacheSnapshot | None, ...]
+
+
+def _over_all(values: Sequence[float | None]) -> list[float] | None:
+    # one replica without the figure (not read, gone back, not published): None for the whole, as
+    # a sum or mean over those that gave it would read as every replica's and be wrong
+    return None if any(v is None for v in values) else [v for v in values if v is not None]
+
+
+def combine(before: object | None, after: object | None) -> ServerCache | None:
+    """The cache over an interval across every replica, from two edges' ReplicaSnapshots:
+    counters' deltas and requests waiting summed, KV usage the replicas' mean (and their max);
+    None where no replica was read at both edges."""
+    if not isinstance(before, ReplicaSnapshot) or not isinstance(after, ReplicaSnapshot) \
+            or len(before.each) != len(after.each):
+        return None
+    if len(before.each) == 1:
+        return between(before.each[0], after.each[0])
+    each = [between(b, a) for b, a in zip(before.each, after.each, strict=True)]
+    known = [c for c in each if c is not None]
+    if not known:
+        return None
+    server = ", ".join(dict.fromkeys(c.server for c in known))  # "llama.cpp"; mixed servers: each named once
+    if len(known) < len(each):  # a replica not read at an edge: no figure covers every replica
+        return ServerCache(server=server)
+    prompt, cached, preempted, waiting, kv = (
+        _over_all([getattr(c, name) for c in known])
+        for name in ("prompt_tokens", "cached_tokens", "preemptions", "waiting", "kv_usage"))
+    prompts, hits = (sum(prompt) if prompt is not None else None), (sum(cached) if cached is not None else None)
+    return ServerCache(
+        server=server, prompt_tokens=prompts, cached_tokens=hits,
+        hit_rate=hits / prompts if prompts and hits is not None else None,
+        kv_usage=sum(kv) / len(kv) if kv else None, kv_usage_max=max(kv) if kv else None,
+        preemptions=sum(preempted) if preempted is not None else None,
+        waiting=sum(waiting) if waiting is not None else None)
+
+
+def served_any_before(snapshot: object | None) -> bool | None:
+    """Whether any replica had taken a prompt before ``snapshot`` (None: not known)."""
+    if not isinstance(snapshot, ReplicaSnapshot):
+        return None
+    each = [served_before(s) for s in snapshot.each]
+    if any(each):
+        return True
+    return None if any(v is None for v in each) else False
+
+
+class ReplicaCaches:
+    """Every replica's /metrics (one OpenAiCache each, the same headers), read together at each
+    edge: engine/load/server_api.py's CacheStats over all of them. One URL: that server alone."""
+
+    def __init__(self, urls: Sequence[str], headers: dict[str, str]) -> None:
+        self.replicas = tuple(OpenAiCache(u, headers) for u in urls)
+
+    async def snapshot(self, timeout_s: float) -> ReplicaSnapshot | None:
+        got = await asyncio.gather(*(r.snapshot(timeout_s) for r in self.replicas))
+        return ReplicaSnapshot(tuple(got)) if any(g is not None for g in got) else None
+
+    async def reset(self, timeout_s: float) -> str | None:
+        """Each replica's cache emptied; None when every one was, else why not (each named)."""
+        whys = await asyncio.gather(*(r.reset(timeout_s) for r in self.replicas))
+        if len(whys) == 1:
+            return whys[0]
+        said = [f"ep{i + 1}: {why}" for i, why in enumerate(whys) if why is not None]
+        return "; ".join(said) or None
+
+    def between(self, before: object | None, after: object | None) -> ServerCache | None:
+        return combine(before, after)
+
+    def served_before(self, snapshot: object | None) -> bool | None:
+        return served_any_before(snapshot)

@@ -2,7 +2,8 @@
 model: tp1, tp2 and 1*2 (two replicas, the load spread over them), each started from the
 template, recorded as a study (one index, replayed); a server that does not start and a replica
 killed mid-run each leave "not decided ... failed" and exit 1. Levels c=1,2, short windows; what
-these tests wait for is a condition (a server's answer, a log line), never a time."""
+these tests wait for is a condition (a server's answer, a log line), never a time. The replicas'
+cache figures are read from both servers' /metrics."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import mai
 
 
 def _server_words(binary: str, gguf: Path) -> str:
-    # on a CPU box {tp} is llama-server's threads; two slots so that c=2 is served at once
+    # on a CPU box {tp} is llama-server's threads; two slots so that c=2 is served at once; --metrics:
+    # each server's /metrics, the cache figures read from every replica
     return (f"{shlex.quote(binary)} -m {shlex.quote(str(gguf))} --host 127.0.0.1 --port {{port}} -t {{tp}} "
-            "-tb {tp} --parallel 2 --ctx-size 4096")
+            "-tb {tp} --parallel 2 --ctx-size 4096 --metrics")
 
 
 def _study(out: Path, serve: str, variants: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -72,7 +74,14 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
     assert scale.answer.choice is not None or "no answer" in scale.answer.line
     # the replicas' levels carry each endpoint's share: the load was spread over both servers
     best = replicas.findings.levels[-1].result
-    assert len(best.endpoints) == 2
+    assert len(best.endpoints) == 2 and all(e.requests > 0 for e in best.endpoints)
+    # the cache figures are both replicas': their prompt tokens over the level are about those the
+    # level's answers carried (the first server alone: about half), give or take the windows' edges
+    cache, stream = best.cache, best.stream
+    assert cache is not None and cache.server == "llama.cpp" and stream is not None
+    assert cache.prompt_tokens is not None and stream.input_tokens_per_request is not None
+    carried = stream.input_tokens_per_request * best.requests
+    assert 0.8 * carried <= cache.prompt_tokens <= 1.25 * carried, (cache, carried)
     assert "answer:" in done.stdout and "per million" in done.stdout
     (html,) = tmp_path.glob("study_*.html")  # the study report, with its Pareto chart
     assert "Tokens/s per user vs $ per million output tokens" in html.read_text()

@@ -11,7 +11,9 @@ TEMPLATE_TOKENS (a chat template's), so a test tells the server's usage from our
 after a few chunks), "truncated" (the stream ends without finish_reason or [DONE]), "bad_usage"
 (completion_tokens far below the chunks sent), "not_openai" (answers /v1/models as Triton would:
 HTTP 404), "huge_event" (one event of 2 MiB, in 64 KiB chunks, that never ends). ``key``: the API key it asks for (401 without it). ``seen_auth`` keeps every
-Authorization header it was sent.
+Authorization header it was sent. ``metrics``: a Prometheus page at ``GET /metrics`` (beside /v1),
+one ``name value`` line each, that a test may change between reads; ``llamacpp:prompt_tokens_total``
+there counts the prompt tokens of each completion it answers (None, the default: HTTP 404).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ DEFAULT_MAX_TOKENS = 16
 
 class FakeOpenAi:
     def __init__(self, models: tuple[str, ...] = ("tiny-llm",), mode: str = "ok", key: str | None = None,
-                 gap_s: float = 0.002) -> None:
+                 gap_s: float = 0.002, metrics: dict[str, float] | None = None) -> None:
         self.models, self.mode, self.key, self.gap_s = models, mode, key, gap_s
+        self.metrics = metrics
         self.seen_auth: list[str] = []
         self.seen_messages: list[list[dict]] = []  # each chat request's messages, in arrival order
         self.completions = 0
@@ -74,6 +77,10 @@ class FakeOpenAi:
                 return self.whole(writer, 404, {"error": "Not Found"})
             return self.whole(writer, 200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"}
                                                                        for m in self.models]})
+        if method == "GET" and path == "/metrics" and self.metrics is not None:
+            page = "".join(f"{k} {v}\n" for k, v in self.metrics.items()).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
+            return None
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return await self.complete(path.endswith("chat/completions"), json.loads(body), writer)
         return self.whole(writer, 404, {"error": {"message": f"no route {path}", "type": "NotFoundError", "code": 404}})
@@ -98,6 +105,8 @@ class FakeOpenAi:
                  "total_tokens": len(prompt.split()) + TEMPLATE_TOKENS + n}
         if self.mode == "bad_usage":
             usage["completion_tokens"] = 1
+        if self.metrics is not None and "llamacpp:prompt_tokens_total" in self.metrics:
+            self.metrics["llamacpp:prompt_tokens_total"] += usage["prompt_tokens"]
         words = [f" word{k}" for k in range(n)]
         if not req.get("stream"):
             choice = ({"index": 0, "message": {"role": "assistant", "content": "".join(words)}, "finish_reason": "length"}

@@ -169,3 +169,40 @@ async def test_a_request_that_crosses_the_servers_close_goes_again_even_in_the_w
     assert windows and any(w.warmup for w in windows)
     assert sum(w.requests for w in windows) > 0 and [w.errors for w in windows] == [0] * len(windows)
     assert results[0].errors == 0 and results[0].requests > 0
+
+
+@pytest.mark.slow
+async def test_two_replicas_caches_are_read_from_both_and_one_without_metrics_is_not_measured() -> None:
+    def page(kv: float) -> dict[str, float]:  # llama.cpp's names; the fake counts each answer's prompt tokens
+        return {"llamacpp:prompt_tokens_total": 0, "llamacpp:prompt_tokens_cached_total": 0,
+                "llamacpp:requests_deferred": 1, "llamacpp:kv_cache_usage_ratio": kv}
+
+    async def sweep(fakes: list[FakeOpenAi]) -> list:
+        ports = [await f.start() for f in fakes]
+        try:
+            urls = [f"http://127.0.0.1:{p}/v1" for p in ports]
+            api = OpenAiApi(await open_target(urls[0], "vit_tiny", None), None, urls[1:])
+            load = quick_load(concurrency=[2], transport="completions", api="openai", output_tokens=4,
+                              stability_percent=50)
+            return await run_sweep(api, load, Events().append, asyncio.Event())
+        finally:
+            for f in fakes:
+                await f.close()
+
+    both = [FakeOpenAi(metrics=page(0.1), gap_s=0.0005), FakeOpenAi(metrics=page(0.5), gap_s=0.0005)]
+    (r,) = await sweep(both)
+    assert r.errors == 0 and [e.requests > 0 for e in r.endpoints] == [True, True]
+    c = r.cache
+    # the gauges each replica publishes, combined: waiting summed, KV usage their mean and max
+    assert c is not None and c.server == "llama.cpp" and c.waiting == 2.0
+    assert c.kv_usage == pytest.approx(0.3) and c.kv_usage_max == 0.5
+    # the prompt tokens of both replicas' answers over the level, each request's the same
+    per_request = DEFAULT_WORDS + TEMPLATE_TOKENS
+    taken = sum(f.metrics["llamacpp:prompt_tokens_total"] for f in both if f.metrics is not None)
+    assert c.prompt_tokens is not None and 0 < c.prompt_tokens <= taken and c.prompt_tokens % per_request == 0
+    assert c.cached_tokens == 0 and c.hit_rate == 0.0 and c.state == "cold"
+    # the second replica has no /metrics (404): nothing over both is measured, never 0, and the level runs
+    (r,) = await sweep([FakeOpenAi(metrics=page(0.1), gap_s=0.0005), FakeOpenAi(gap_s=0.0005)])
+    assert r.errors == 0 and r.cache is not None
+    assert (r.cache.prompt_tokens, r.cache.hit_rate, r.cache.kv_usage, r.cache.kv_usage_max, r.cache.waiting) == \
+        (None, None, None, None, None)
