@@ -52,8 +52,8 @@ STAGES = (
     Stage("soak", "soak", "the app's memory, descriptors and recording over a long headless run", "CPU, 30 minutes by default"),
     Stage("grpc_styles", "grpc_styles", "gRPC client styles (grpc.aio, sync future(), threads) against perf_analyzer -i grpc",
           "any box, CPU variant; a few minutes"),
-    Stage("grpc_h2", "grpc_h2", "unary gRPC on our own HTTP/2 (load.transport=grpc) and on grpc.aio (grpc_aio) against "
-          "perf_analyzer -i grpc, alternating rounds", "any box, CPU variant; about 2 minutes at the defaults (18 runs of about 7 s)"),
+    Stage("grpc_h2", "grpc_h2", "unary gRPC on our own HTTP/2 (load.transport=grpc) against "
+          "perf_analyzer -i grpc, alternating rounds", "any box, CPU variant; about 1.5 minutes at the defaults (12 runs of about 7 s)"),
     Stage("noise", "noise", "the same run quiet and under CPU hogs: the answer lines agree or say not decided",
           "1x H200/H100, one 10-minute call with short windows; a CPU box, a few minutes"),
     Stage("multihost_engine", "multihost_engine", "the engine for several load hosts: TCPStore against Ray, group forming, "

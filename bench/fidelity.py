@@ -42,7 +42,7 @@ from bench.tools import (
 )
 
 PA = tuple[Path, dict[str, str]]
-PA_PROTOCOL = {"http": "http", "grpc": "grpc", "grpc_aio": "grpc"}  # our load.transport -> perf_analyzer's -i, its anchor
+PA_PROTOCOL = {"http": "http", "grpc": "grpc"}  # our load.transport -> perf_analyzer's -i, its anchor
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -127,7 +127,6 @@ def run_pair(
     ours, theirs = got["ours"], got["pa"]
     row = {
         "model": model, "mode": mode, "level": level, "round": rnd, "order": order, "transport": args.transport,
-        "grpc_sync": bool(getattr(args, "grpc_sync", False)),
         "ours": asdict(ours), "perf_analyzer": asdict(theirs),
         "throughput_ratio": _ratio(ours.throughput, theirs.throughput),
         "p50_ratio": _ratio(ours.p50_ms, theirs.p50_ms),
@@ -454,9 +453,6 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--contended-percent", type=float, default=None,
                    help="our levels' contended mark (load.contended_percent; default the profile's): 100 on a box"
                         " others keep busy, to compare the tools there at all")
-    p.add_argument("--grpc-sync", action="store_true",
-                   help="with --transport grpc_aio: our gRPC calls through grpcio's synchronous future() API "
-                        "(load.dev_grpc_sync), for A/B runs")
     p.add_argument("--input-data", default="", metavar="[MODEL=]PATH,...",
                    help="a perf_analyzer input-data file (JSON or folder) both tools send (theirs: --input-data, "
                         "ours: load.input_data); MODEL=PATH per model, comma-separated, or one PATH for every model")

@@ -1,8 +1,7 @@
-"""Unary gRPC on our own HTTP/2 against perf_analyzer `-i grpc`, with grpc.aio beside them.
+"""Unary gRPC on our own HTTP/2 against perf_analyzer `-i grpc`.
 
-Our load engine with load.transport = grpc (our own HTTP/2, engine/triton/transports/grpc.py) and,
-as a third column, grpc_aio (grpcio's asyncio API, the way grpc went before) run against
-perf_analyzer 2.41 `-i grpc` on one embedded Triton and one small model, at each concurrency
+Our load engine with load.transport = grpc (our own HTTP/2, engine/triton/transports/grpc.py) runs
+against perf_analyzer 2.41 `-i grpc` on one embedded Triton and one small model, at each concurrency
 level, in alternating rounds (the order reverses every round). Each run is 3 windows of
 --window-ms with both tools' stability rule off (--stability 1000), as docs/results/grpc_cpu.md
 ran, and our contended mark off (--contended-percent 100): perf_analyzer has none. Per level: each tool's throughput per round, its mean and round-to-round spread
@@ -25,13 +24,15 @@ from typing import Any
 from bench.common import out_dir
 from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
-TOOLS = ("grpc", "grpc_aio", "pa")  # ours on our own HTTP/2, ours on grpc.aio, perf_analyzer -i grpc
-NAMES = {"grpc": "ours grpc (own HTTP/2)", "grpc_aio": "ours grpc_aio (grpc.aio)", "pa": "perf_analyzer -i grpc"}
+# ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
+# transport: docs/results/grpc_own_http2.md keeps its figures)
+TOOLS = ("grpc", "pa")
+NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc"}
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                epilog="Fits: any box, CPU variant; about 2 minutes at the defaults (3 tools x 2 levels x 3 rounds, about 7 s a run).")
+                                epilog="Fits: any box, CPU variant; about 1.5 minutes at the defaults (2 tools x 2 levels x 3 rounds, about 7 s a run).")
     p.add_argument("--model", default="identity", help="an embedded model (the repo's identity: 16 FP32 in, 16 out)")
     p.add_argument("--variant", default="cpu")
     p.add_argument("--levels", default="1,4", help="concurrency levels")

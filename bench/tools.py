@@ -400,8 +400,7 @@ async def _run_ours(url: str, model: str, level: float, args: argparse.Namespace
     info = await describe_target(target)
     common = {"batch_size": args.batch, "window_ms": args.window_ms, "stability_percent": args.stability,
               "max_windows": args.max_windows, "warmup_s": 0.0, "workers": getattr(args, "workers", 0),
-              "request_timeout_s": 30.0, "transport": transport, "input_data": input_data,
-              "dev_grpc_sync": getattr(args, "grpc_sync", False)}
+              "request_timeout_s": 30.0, "transport": transport, "input_data": input_data}
     if getattr(args, "contended_percent", None) is not None:
         common["contended_percent"] = args.contended_percent
     if mode == "concurrency":

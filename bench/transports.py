@@ -23,9 +23,8 @@ from bench.common import ROOT, GpuBusy, out_dir, stamp
 from bench.tools import Measure, SetupError, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 EMBEDDED = str(ROOT / "model_repository" / "embedded")
-PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"], "grpc": [],
-          "grpc_aio": []}
-PA_PROTOCOL = {"grpc": "grpc", "grpc_aio": "grpc"}  # perf_analyzer's -i for our transport (else http)
+PA_SHM = {"http": [], "system_shm": ["--shared-memory", "system"], "cuda_shm": ["--shared-memory", "cuda"], "grpc": []}
+PA_PROTOCOL = {"grpc": "grpc"}  # perf_analyzer's -i for our transport (else http)
 
 
 def instance_snapshots(directory: Path | None) -> dict[str, dict]:

@@ -359,7 +359,6 @@ class Load:
     # developer settings (tests, A/B runs; never a measurement to report): engine/load/dev.py
     dev_open_burst: bool = False
     dev_stall_ms: Annotated[int, Meta(ge=0, le=19, extra={"unit": " ms"})] = 0
-    dev_grpc_sync: bool = False
     dev_samples_dir: str = ""  # a folder: each level's latency samples (merged windows) written there
 
 

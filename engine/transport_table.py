@@ -42,9 +42,6 @@ TRANSPORTS: dict[str, TransportSpec] = {
         TransportSpec("cuda_shm", "engine.triton.transports.cuda_shm", "CUDA shared memory",
                       "the CUDA shared-memory path", "requests", local_only=True),
         TransportSpec("grpc", "engine.triton.transports.grpc", "gRPC message", "the gRPC path", "requests"),
-        # grpc over grpcio's asyncio API, as grpc went before our own HTTP/2: an A/B anchor for a release
-        TransportSpec("grpc_aio", "engine.triton.transports.grpc_aio", "gRPC message (grpc.aio)", "the gRPC path",
-                      "requests", delay_limit=0.05),
         TransportSpec("grpc_stream", "engine.triton.transports.grpc_stream", "gRPC stream message",
                       "the gRPC streaming path", "requests", streams=True),
         TransportSpec("generate_stream", "engine.triton.transports.generate_stream", "generate-extension JSON",

@@ -12,14 +12,11 @@ Rules, each with its reason (the thresholds are ours unless named):
 * rate mode: more than 1 % of requests sent late (perf_analyzer's warning threshold).
 * our side adds more than ``delay_limit`` of the mean latency, measured per request (worker.py):
   the response unread in our socket (an upper bound from the loop's select() timestamps),
-  reading it, in rate mode the send's delay, and over grpc.aio (grpc_aio) what grpcio's Python
-  layer takes in our loop (the loop's delay and grpcio building each call; the answer's wait in
-  the loop once grpc handed it over: transports/grpc_aio.py). The other rules see the causes
-  (CPU, lag, late sends); this one sees the effect on the figure itself, whatever its cause. The
-  limit is the transport's (engine/transport_table.py): 10 % where the measure is an upper bound (the
-  socket's unread time; grpc on our own HTTP/2 too), and 5 % over grpc.aio, where it is a lower
-  bound (grpc's C core and its hand-over to the loop are not timed): perf_analyzer's own client
-  adds a few µs per call, so a level past it is outside 5 % of perf_analyzer's.
+  reading it, and in rate mode the send's delay. The other rules see the causes (CPU, lag, late
+  sends); this one sees the effect on the figure itself, whatever its cause. The limit is the
+  transport's (engine/transport_table.py): 10 % for every transport today, whose measure is an
+  upper bound (the socket's unread time; grpc on our own HTTP/2 too); a transport whose measure
+  were only a lower bound (a protocol library's untimed part) would take 5 %, the fidelity bar.
 """
 
 from __future__ import annotations
@@ -42,9 +39,7 @@ CLIENT_DELAY_FRACTION = 0.10  # the limit of a transport the table does not know
 
 def delay_limit(transport: str) -> float:
     """The share of the mean latency our side may add before a level is client-bound: the
-    transport's (engine/transport_table.py). Over grpc.aio (grpc_aio) our side's time is a lower bound
-    of what grpcio adds (transports/grpc_aio.py): there a level past 5 % (the fidelity bar) is
-    outside 5 % of perf_analyzer -i grpc."""
+    transport's (engine/transport_table.py); a name the table does not know gets the default."""
     return transport_spec(transport).delay_limit
 
 

@@ -6,9 +6,6 @@ profile, and the sweep announces each as a warning. Each switches one path a tes
   of Triton's HTTP threads; the session's spread warning is tested with it);
 - ``stall_ms``: each load worker's loop is kept busy this long every 20 ms (a deliberately slowed
   client, which the client audit must call client-bound);
-- ``grpc_sync``: the grpc_aio transport's calls go through grpcio's synchronous ``future()`` API,
-  its answers handed from grpc's thread to the worker's loop, to compare with grpc.aio on one box
-  (the grpc transport, on our own HTTP/2, has no grpcio to switch).
 - ``samples_dir``: each level's latency samples (its merged windows', int64 ns) are written to a
   file in this folder, so that a test can check figures merged from histograms against them.
 Standard library only: load workers import it.
@@ -30,13 +27,12 @@ STALL_EVERY_NS = 20_000_000
 class LoadDev:
     open_burst: bool = False
     stall_ms: int = 0
-    grpc_sync: bool = False
     samples_dir: str = ""
 
     @classmethod
     def from_load(cls, load: Load) -> LoadDev:
         """The settings of a profile's Load (its ``dev_<name>`` keys)."""
-        return cls(open_burst=load.dev_open_burst, stall_ms=load.dev_stall_ms, grpc_sync=load.dev_grpc_sync,
+        return cls(open_burst=load.dev_open_burst, stall_ms=load.dev_stall_ms,
                    samples_dir=load.dev_samples_dir)
 
     def in_effect(self) -> list[str]:

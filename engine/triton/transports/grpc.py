@@ -12,7 +12,7 @@ a gRPC client multiplexes its calls on a channel. Each request is one stream: HE
 message in DATA ending the stream; the answer is the server's headers, one message and trailers,
 matched to its call by stream id. Each answer is checked as grpc_stream's are (outputs, datatypes,
 raw sizes; with validation data, values); the status in the trailers becomes the error kinds
-and words grpc.aio's transport gave (grpc_common.error_kind): UNAVAILABLE or CANCELLED, a reset
+and words grpc.aio's transport gave before it (grpc_common.error_kind): UNAVAILABLE or CANCELLED, a reset
 stream, a GOAWAY or a broken connection lose the call (``connection_reset``). A timed-out call's
 stream is reset (RST_STREAM CANCEL) and its connection kept for the others. Timings: written_ns when
 the request is in the kernel's hands, first_ns the kernel's receive time of the answer's first

@@ -1,9 +1,10 @@
-"""What the gRPC transports share (grpc, grpc_aio, grpc_stream): the KServe v2 messages, the
+"""What the gRPC transports share (grpc, grpc_stream): the KServe v2 messages, the
 requests built once per sweep, where the server's gRPC port is, the answer check, and a gRPC
 status in the error kinds and words every gRPC transport reports.
 
-No grpcio here: the messages need only protobuf (``messages``), and the transports on our own
-HTTP/2 (engine/net/http2.py) read a call's status from its trailers.
+No grpcio anywhere in the product (engine/ and tui/ never import grpc: an import contract in
+pyproject.toml): the messages need only protobuf (``messages``), and the transports, on our own
+HTTP/2 (engine/net/http2.py), read a call's status from its trailers.
 """
 
 from __future__ import annotations

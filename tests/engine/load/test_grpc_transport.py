@@ -13,15 +13,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tritonclient.grpc import service_pb2
 
 from engine.load.audit import delay_limit
 from engine.server.embedded import EmbeddedServer
 from engine.triton.answer_check import AnswerSpec, check_header
 from engine.triton.target import Target, TargetInfo, describe_target
 from engine.triton.transports.grpc import check_answer, error_kind, grpc_address
+from engine.triton.transports.grpc_common import messages
 from tests.engine.load.conftest import in_flight, in_flight_most, quick_load, sweep
 
 REPO = Path(__file__).resolve().parents[3]
@@ -61,8 +62,8 @@ def test_a_failed_call_is_named_by_what_happened():
     assert error_kind("RESOURCE_EXHAUSTED", "Exceeds maximum queue size") == "server_error"
 
 
-def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: str = "OUTPUT0") -> service_pb2.ModelInferResponse:
-    reply = service_pb2.ModelInferResponse(model_name="m")
+def _answer(shape: list[int], raw: list[bytes], datatype: str = "FP32", name: str = "OUTPUT0") -> Any:
+    reply = messages().ModelInferResponse(model_name="m")
     out = reply.outputs.add()
     out.name, out.datatype = name, datatype
     out.shape.extend(shape)
@@ -232,14 +233,13 @@ def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_p
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("transport", ["grpc", "grpc_aio"])
-async def test_our_part_of_each_call_is_measured_and_judged(identity_server, identity_info, transport):
+async def test_our_part_of_each_call_is_measured_and_judged(identity_server, identity_info):
     """Over gRPC our side's time per request is measured (on our own HTTP/2: the answer unread
-    since the kernel's receive time, and reading it; over grpc.aio: the loop's delay and grpcio
-    building each call, and the answer's wait in the loop), and the level's verdict follows it:
-    flagged where it passes the transport's limit of the mean latency (10 %; 5 % over grpc.aio,
-    where it is a lower bound). A worker whose loop is held busy (19 ms of every 20) leaves
-    answers waiting: that is measured, and the level is flagged for it."""
+    since the kernel's receive time, and reading it), and the level's verdict follows it:
+    flagged where it passes the transport's limit of the mean latency (10 %). A worker whose
+    loop is held busy (19 ms of every 20) leaves answers waiting: that is measured, and the level
+    is flagged for it."""
+    transport = "grpc"
     limit = delay_limit(transport)
     target = Target(identity_server.http_url, "identity")
     (quiet,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport=transport,
@@ -255,27 +255,9 @@ async def test_our_part_of_each_call_is_measured_and_judged(identity_server, ide
     # the loop is held 19 ms of every 20: four calls in flight answer at any moment, so most
     # answers wait for it (about 9 ms on average). What share of the latency that is depends on
     # how slow a busy box makes the server, so the verdict is checked against the measured share,
-    # and the wait against the quiet run's
+    # and the wait against the quiet run's; the kernel's receive stamp: the wait is measured whole
     share = stalled.audit.client_delay_fraction
     assert share is not None and quiet.latency.mean is not None and stalled.latency.mean is not None
-    if transport == "grpc":  # the kernel's receive stamp: the wait is measured whole
-        assert share * stalled.latency.mean > measured * quiet.latency.mean, (stalled.audit, quiet.audit)
-    else:  # grpc.aio's is a lower bound that a busy box's quiet run can pass: the loop's lag shows the stall
-        assert share > 0 and stalled.audit.loop_lag_p99 is not None and stalled.audit.loop_lag_p99 > 0.010, stalled.audit
+    assert share * stalled.latency.mean > measured * quiet.latency.mean, (stalled.audit, quiet.audit)
     flagged = any(r.startswith("our side adds") for r in stalled.audit.reasons)
     assert flagged == (share > limit) and (not flagged or stalled.audit.client_bound), stalled.audit
-
-
-@pytest.mark.server
-@pytest.mark.parametrize("stall", [0, 15])
-async def test_the_grpc_sync_way_runs_for_ab_runs_and_times_its_hand_over(identity_server, identity_info, stall):
-    """grpcio's synchronous API, on the grpc.aio transport kept for A/B runs (grpc_aio)."""
-    load = quick_load(concurrency=[2], transport="grpc_aio", stability_percent=50, dev_grpc_sync=True, dev_stall_ms=stall)
-    (r,), events = await sweep(Target(identity_server.http_url, "identity"), identity_info, load)
-    assert r.errors == 0 and r.requests > 0, r.error_messages
-    assert any("load.dev_grpc_sync = true" in w.message for w in events.of("warning"))
-    measured = r.audit.client_delay_fraction
-    assert measured is not None and measured > 0
-    assert any(x.startswith("our side adds") for x in r.audit.reasons) == (measured > 0.05), r.audit
-    if stall:
-        assert measured > 0.05  # answers handed to a loop held busy wait for it

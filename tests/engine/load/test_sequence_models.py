@@ -111,7 +111,7 @@ def test_a_control_input_in_the_data_is_refused_naming_the_entry_and_step(accumu
     assert "entry 1, step 1 gives 'START'" in line and "CONTROL_SEQUENCE_START" in line and "\n" not in line
 
 
-@pytest.mark.parametrize("transport", ["grpc_aio"])
+@pytest.mark.parametrize("transport", ["grpc_stream"])
 def test_a_transport_that_cannot_set_sequence_ids_is_refused_before_any_load(accumulator, transport) -> None:
     target, info = _target(accumulator)
     with pytest.raises(UserError) as caught:
