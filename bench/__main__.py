@@ -66,6 +66,9 @@ STAGES = (
     Stage("sequences", "sequences", "a sequence model (accumulator, Triton's sequence batcher) against perf_analyzer "
           "--sequence-length over HTTP: infer/s, sequences/s, p50, p99, alternating rounds",
           "any box, CPU variant; about 2 minutes at the defaults"),
+    Stage("step_costs", "step_costs", "what a sequence step costs by how it is sent (two writes, a thread hand-off, perf_analyzer's"
+          " id, ids and inputs), each arm against our request form in alternating rounds",
+          "any box, CPU; about 2 minutes at the defaults"),
     Stage("carry", "carry", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
 )
 BY_NAME = {s.name: s for s in STAGES}
