@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from bench.common import out_dir
+from bench.common import core_split, out_dir
 from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
@@ -43,6 +43,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=3)
     p.add_argument("--workers", type=int, default=0, help="our load workers (0 = automatic)")
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--client-cores", type=int, default=0,
+                   help="both clients on this many cores of their own, the server on the rest (0: all share every core)")
     p.add_argument("--contended-percent", type=float, default=100.0,
                    help="our levels' contended mark (load.contended_percent): 100, never, as perf_analyzer has no such"
                         " rule and the box is shared; the load average is printed beside the figures instead")
@@ -111,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
     out = out_dir() / "grpc_h2.json"
     logs = out_dir() / "grpc_h2_server"  # kept: a server that dies mid-run says why there
     logs.mkdir(parents=True, exist_ok=True)
-    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs) as srv:
+    clients, server_cores = core_split(args.client_cores)
+    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs, cpus=server_cores) as srv:
+        if clients:  # our load workers and perf_analyzer start from this thread and inherit it
+            os.sched_setaffinity(0, clients)
+            print(f"clients on cores {clients}, the server on {server_cores}", flush=True)
         print(f"== {args.model} on embedded Triton at {srv.http_url} (gRPC {srv.grpc_url}); load average "
               f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs", flush=True)
         for level in levels:
