@@ -310,3 +310,11 @@ def core_split(client_cores: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if client_cores <= 0 or client_cores >= len(cores):
         return (), ()
     return tuple(cores[:client_cores]), tuple(cores[client_cores:])
+
+
+def pin_clients(clients: tuple[int, ...], server_cores: tuple[int, ...]) -> None:
+    """This thread on ``clients`` (core_split's first part), and so every client it starts after:
+    our load workers and perf_analyzer inherit it. Nothing where the cores are not split."""
+    if clients:
+        os.sched_setaffinity(0, clients)
+        print(f"clients on cores {clients}, the server on {server_cores}", flush=True)

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from bench.common import core_split, out_dir
+from bench.common import core_split, out_dir, pin_clients
 from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
@@ -115,9 +115,7 @@ def run(args: argparse.Namespace) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     clients, server_cores = core_split(args.client_cores)
     with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs, cpus=server_cores) as srv:
-        if clients:  # our load workers and perf_analyzer start from this thread and inherit it
-            os.sched_setaffinity(0, clients)
-            print(f"clients on cores {clients}, the server on {server_cores}", flush=True)
+        pin_clients(clients, server_cores)
         print(f"== {args.model} on embedded Triton at {srv.http_url} (gRPC {srv.grpc_url}); load average "
               f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs", flush=True)
         for level in levels:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import core_split, out_dir
+from bench.common import core_split, out_dir, pin_clients
 from bench.tools import Measure, RunAccount, ensure_perf_analyzer, ours_measure, run_perf_analyzer
 
 TOOLS = ("ours", "pa")
@@ -167,9 +167,7 @@ def run(args: argparse.Namespace) -> int:
     clients, server_cores = core_split(args.client_cores)
     with tempfile.TemporaryDirectory() as logs, EmbeddedServer(model=args.model, variant=args.variant,
                                                                log_dir=Path(logs), cpus=server_cores) as srv:
-        if clients:  # our load workers and perf_analyzer start from this thread and inherit it
-            os.sched_setaffinity(0, clients)
-            print(f"clients on cores {clients}, the server on {server_cores}", flush=True)
+        pin_clients(clients, server_cores)
         print(f"== {args.model} on embedded Triton at {srv.http_url}; sequence length {args.sequence_length}; "
               f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs",
               flush=True)

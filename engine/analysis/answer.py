@@ -355,10 +355,10 @@ def traffic_words(profile: dict[str, Any]) -> str:
     """The synthetic traffic's shape a cache figure holds for, from the profile's load section:
     "4 groups x 1,024-word prefix" (and "4-turn sessions"); "" where the prompts share nothing
     by construction (a file's prompts, or distinct synthetic ones)."""
-    load = profile.get("load") if isinstance(profile.get("load"), dict) else {}
+    load: dict[str, Any] = profile["load"] if isinstance(profile.get("load"), dict) else {}
     groups, words, turns = (_profile_number(profile, "load", k) or 0 for k in ("prefix_groups", "prefix_tokens", "turns"))
     parts = []
-    if groups and words and not (load or {}).get("input_data"):
+    if groups and words and not load.get("input_data"):
         parts.append(f"{int(groups):,} group{'s' if groups != 1 else ''} x {int(words):,}-word prefix")
     if turns > 1:
         parts.append(f"{int(turns)}-turn sessions")

@@ -8,6 +8,7 @@ tests/tui/test_hosts_cli.py (two processes and torch each: tens of seconds)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -20,6 +21,7 @@ import pytest
 
 from tests.engine.record.test_merge import Host, recorded
 from tests.reliability.helpers import ROOT
+from tests.reliability.test_bad_input import run_cli
 
 pytestmark = pytest.mark.slow  # a peer and the CLI in subprocesses: seconds each
 ONE_LEVEL = ["--no-check", "--set", "load.window_ms=300", "--set", "load.warmup_s=0.2", "--set", "load.max_windows=3",
@@ -39,9 +41,7 @@ SAID = {  # what the level's error names: the server's answer, never a timeout o
 }
 
 
-def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+_cli = functools.partial(run_cli, timeout=180)  # the shared CLI runner, with room for a hostile server's stalls
 
 
 def _sha(path: Path) -> str:
