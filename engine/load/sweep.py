@@ -239,6 +239,7 @@ class _Level:
         self.cur_start = self.warmup_ticks
         self.warmup_published = 0
         self.snapshots: dict[int, asyncio.Task[Snapshots]] = {}
+        self.unanswered: set[tuple[int, int]] = set()  # (boundary, endpoint) whose read timed out
         self.t0 = 0
         self.wall_offset_ns = time.time_ns() - time.monotonic_ns()
         self.rtt: float | None = None  # the round trip before the level (path_probe)
@@ -433,8 +434,15 @@ class _Level:
             each_s = STATS_TIMEOUT_S if len(self.ctx.endpoints) == 1 else 0.8 * STATS_TIMEOUT_S
             assert stats is not None
 
+            async def read(e: int) -> object | None:
+                asked = time.monotonic()
+                found = await stats.snapshot(e, each_s)
+                if found is None and time.monotonic() - asked >= 0.9 * each_s:
+                    self.unanswered.add((boundary, e))
+                return found
+
             async def every() -> Snapshots:
-                return tuple(await asyncio.gather(*(stats.snapshot(e, each_s) for e in range(len(self.ctx.endpoints)))))
+                return tuple(await asyncio.gather(*(read(e) for e in range(len(self.ctx.endpoints)))))
             task = asyncio.get_running_loop().create_task(every())
             self.snapshots[boundary] = task
         return task
@@ -446,13 +454,14 @@ class _Level:
         try:
             return await asyncio.wait_for(asyncio.shield(task), STATS_TIMEOUT_S)
         except (TimeoutError, asyncio.CancelledError):
+            self.unanswered.update((boundary, e) for e in range(len(self.ctx.endpoints)))
             return (None,) * len(self.ctx.endpoints)
 
     async def server_over(self, start: int, end: int, client_mean_s: float | None,
                           endpoint: int | None = None) -> ServerBreakdown | None:
         """The server's per-request times between two tick boundaries (one endpoint's, or summed
-        over the endpoints that answered both times); None, with a warning, when a snapshot was
-        read too far from its boundary to stand for it (server_stats); None, silently, where the
+        over the endpoints that answered both times); None, with a warning, when a snapshot did not
+        come in time or was read too far from its boundary to stand for it (server_stats); None, silently, where the
         server API has no statistics."""
         stats = self.ctx.api.stats
         if stats is None:
@@ -460,9 +469,11 @@ class _Level:
         before, after = await self.snapshot(start), await self.snapshot(end)
         chosen = range(len(before)) if endpoint is None else [endpoint]
         interval = (end - start) * self.ctx.tick_ns
-        # a server that gave its counters at one edge and not at the other was too slow to answer
-        one_edge = [e for e in chosen if (before[e] is None) != (after[e] is None)]
-        if one_edge and (len(before) == 1 or endpoint is not None):
+        # a server that gave its counters at one edge and not at the other, or whose read timed out,
+        # was too slow to answer (a server without the extension answers None at once, silently)
+        late = [e for e in chosen if (before[e] is None) != (after[e] is None)
+                or (start, e) in self.unanswered or (end, e) in self.unanswered]
+        if late and (len(before) == 1 or endpoint is not None or len(late) == len(chosen)):
             self.ctx.publish(Warning(source="load", key=f"late-stats-{self.index}",
                                  message=f"level {self.level:g}: the server's statistics did not come within "
                                          f"{STATS_TIMEOUT_S:g} s (a busy machine?): its server breakdown is not shown"))

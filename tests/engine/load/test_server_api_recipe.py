@@ -66,3 +66,44 @@ async def test_a_transport_it_does_not_offer_is_one_line_before_any_load() -> No
     api = ShoutApi("shout://127.0.0.1:9", "shout", TEXTS)
     with pytest.raises(UserError, match="the shout API offers 'shout', found 'http'"):
         await run_sweep(api, quick_load(transport="http"), Events().append, asyncio.Event())
+
+
+class _Counters:
+    """Server statistics for the toy API that never come: either each read stalls past its
+    timeout (a busy server), or each says at once that there are none (no such extension)."""
+
+    def __init__(self, stall: bool) -> None:
+        self.stall, self.reads = stall, 0
+
+    async def snapshot(self, endpoint: int, timeout_s: float) -> object | None:
+        self.reads += 1
+        if self.stall:
+            await asyncio.sleep(timeout_s)
+        return None
+
+    def in_time(self, snapshot: object | None, boundary_ns: int, interval_ns: int) -> bool:
+        return True
+
+    def breakdown(self, before, after, client_mean_s):  # type: ignore[no-untyped-def]
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stall", [True, False])
+async def test_statistics_that_time_out_are_said_and_statistics_that_do_not_exist_are_not(stall: bool) -> None:
+    server = ShoutServer()
+    port = await server.start()
+    events = Events()
+    counters = _Counters(stall)
+    try:
+        api = ShoutApi(f"shout://127.0.0.1:{port}", "shout", TEXTS)
+        api.stats = counters  # type: ignore[assignment]
+        load = quick_load(concurrency=[2], transport=NAME, stability_percent=50)
+        (r,) = await run_sweep(api, load, events.append, asyncio.Event())
+    finally:
+        await server.close()
+    assert r.requests > 0 and r.server is None and counters.reads >= 2
+    late = [w.message for w in events.of("warning") if w.key.startswith("late-stats")]
+    assert bool(late) == stall, late
+    if stall:
+        assert "did not come within" in late[0] and "server breakdown is not shown" in late[0]
