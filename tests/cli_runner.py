@@ -40,12 +40,15 @@ HEAVY = ("torch", "textual")  # seconds to import, and there for the rest of the
 
 @contextlib.contextmanager
 def _threads_started() -> Iterator[list[str]]:
-    """The names of the threads started inside the block."""
+    """The names of the threads this thread starts inside the block (a command's first thread is
+    started by the thread that runs it; a thread another test left running is not counted)."""
     started: list[str] = []
     start = threading.Thread.start
+    caller = threading.current_thread()
 
     def counted(self: threading.Thread) -> None:
-        started.append(self.name)
+        if threading.current_thread() is caller:
+            started.append(self.name)
         start(self)
 
     threading.Thread.start = counted  # type: ignore[method-assign]

@@ -2,9 +2,10 @@
 row or GPU reading, or an index naming a variant that cannot be, is one line and exit 2 in
 replay (headless too), export and compare; a replay that failed never prints "done" nor exits 0.
 
-Export and compare refuse a doctored file as they read it, before any work: `tui.cli.main` in this
-process (tests/cli_runner.py), one case of each command through the real `python -m tui.cli`.
-A headless replay plays the file on a thread: always a subprocess."""
+Export and compare refuse a doctored file as they read it, and replay a doctored study index,
+before any work: `tui.cli.main` in this process (tests/cli_runner.py), one case of each test and
+command through the real `python -m tui.cli`. A headless replay of a recording plays it on a
+thread: always a subprocess."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def test_a_doctored_study_index_is_one_line_and_exit_2(case, command, recording,
     index = _index(tmp_path, recording, runs)
     args = {"export-md": ["export", str(index), "-f", "md"], "export-csv": ["export", str(index), "-f", "csv"],
             "compare": ["compare", str(index)], "replay": ["replay", "--headless", str(index)]}[command]
-    cli = run_cli if command == "replay" or case == "exit-code-text" else run_cli_inproc
+    cli = run_cli if case == "exit-code-text" else run_cli_inproc
     assert_one_line_exit_2(cli(*args), needle)
 
 
