@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
-from tests.reliability.test_bad_input import run_cli
 
 
 @pytest.mark.slow

@@ -1,20 +1,24 @@
 """The bad-input corpus: every case is one line on stderr, exit code 2, no traceback, and nothing
-already recorded is touched."""
+already recorded is touched.
+
+A case refused while its input is parsed runs `tui.cli.main` in this process (tests/cli_runner.py:
+an exception escaping it fails the test, as a traceback would); one case of each test, and every
+case that gets as far as a session (an embedded server, a connection), runs the real
+`python -m tui.cli` in a subprocess."""
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.events import PhaseChanged, SessionStarted
 from engine.record.recorder import Recorder
+from tests.cli_runner import run_cli, run_cli_inproc
 
-ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).parent / "corpus"
 
 PROFILE_CASES = {
@@ -39,9 +43,9 @@ PROFILE_CASES = {
 }
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+# Refused only once a session has started the embedded server and read the model's inputs; and
+# one refused by the profile's own checks, the real entry point end to end.
+PROFILES_IN_A_SUBPROCESS = {"unknown_input.toml", "unknown_model.toml", "wrong_input_shape.toml", "malformed.toml"}
 
 
 def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], needle: str) -> None:
@@ -72,7 +76,8 @@ def _unchanged(recording: tuple[Path, str]) -> None:
 @pytest.mark.server
 @pytest.mark.parametrize("name", sorted(PROFILE_CASES))
 def test_bad_profiles(name, tmp_path, existing_recording):
-    proc = run_cli("--record", "--profile", str(CORPUS / name), "--output", str(tmp_path))
+    cli = run_cli if name in PROFILES_IN_A_SUBPROCESS else run_cli_inproc
+    proc = cli("--record", "--profile", str(CORPUS / name), "--output", str(tmp_path))
     assert_one_line_exit_2(proc, PROFILE_CASES[name])
     _unchanged(existing_recording)
 
@@ -99,13 +104,15 @@ def test_every_corpus_file_has_a_case():
 )
 @pytest.mark.slow
 def test_absurd_flags(flags, needle, tmp_path, existing_recording):
-    proc = run_cli("--record", "--output", str(tmp_path), *flags)
+    cli = run_cli if flags == ["--set", "nonsense"] else run_cli_inproc  # one through the real entry point
+    proc = cli("--record", "--output", str(tmp_path), *flags)
     assert_one_line_exit_2(proc, needle)
     _unchanged(existing_recording)
 
 
 @pytest.mark.slow
 def test_unreachable_url_is_bad_input(tmp_path):
+    """Refused once the session tries the server: a subprocess."""
     proc = run_cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
                    "--set", "server.url=http://127.0.0.1:9")
     assert proc.returncode == 2, proc.stderr
@@ -154,7 +161,8 @@ def test_bad_recording_files(case, command, tmp_path, existing_recording):
         args += ["--out", str(tmp_path / "out")]
     if command[0] == "compare":
         args.append(str(existing_recording[0]))
-    proc = run_cli(*args)
+    cli = run_cli if case == "truncated" else run_cli_inproc  # each command once through the real entry point
+    proc = cli(*args)
     assert_one_line_exit_2(proc, needle)
     _unchanged(existing_recording)
 
@@ -162,5 +170,6 @@ def test_bad_recording_files(case, command, tmp_path, existing_recording):
 @pytest.mark.slow
 def test_export_format_and_speed_flags(tmp_path, existing_recording):
     assert_one_line_exit_2(run_cli("export", str(existing_recording[0]), "-f", "pdf"), "invalid choice: 'pdf'")
-    assert_one_line_exit_2(run_cli("replay", str(existing_recording[0]), "--speed", "-2"), "expected a number > 0")
-    assert_one_line_exit_2(run_cli("compare", "x.sqlite", "--max-p99", "32=fast"), "expected LEVEL=MILLISECONDS")
+    assert_one_line_exit_2(run_cli_inproc("replay", str(existing_recording[0]), "--speed", "-2"),
+                           "expected a number > 0")
+    assert_one_line_exit_2(run_cli_inproc("compare", "x.sqlite", "--max-p99", "32=fast"), "expected LEVEL=MILLISECONDS")

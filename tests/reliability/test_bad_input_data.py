@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.cli_runner import run_cli, run_cli_inproc
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 
 @pytest.mark.slow
@@ -16,8 +17,13 @@ from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
 def test_a_missing_data_file_is_one_line_before_anything_starts(tmp_path: Path, command: str):
     missing = tmp_path / "nope.json"
     extra = ["--record", "--no-check"] if command == "run" else ["--headless"]
-    proc = run_cli(command, *extra, "--output", str(tmp_path / "rec"), "--input-data", str(missing),
-                   "--set", "model.name=identity", timeout=60)
+    # run: refused while parsing, in this process (tests/cli_runner.py); study: the real entry point
+    if command == "run":
+        proc = run_cli_inproc(command, *extra, "--output", str(tmp_path / "rec"), "--input-data", str(missing),
+                              "--set", "model.name=identity")
+    else:
+        proc = run_cli(command, *extra, "--output", str(tmp_path / "rec"), "--input-data", str(missing),
+                       "--set", "model.name=identity", timeout=60)
     assert_one_line_exit_2(proc, f"input data {missing}: no such file or folder")
     assert not (tmp_path / "rec").exists() or not list((tmp_path / "rec").glob("*.sqlite"))
 

@@ -1,7 +1,11 @@
 """Paths that are not what a command needs: a name too long, a FIFO given as a recording, a copy
 without its -wal file, a full disk, --out onto an existing file or a folder, a folder given as a
 profile. Each is one line on stderr and exit code 2, never a traceback nor a hang, and nothing is
-left half-written."""
+left half-written.
+
+A path refused as it is read runs `tui.cli.main` in this process (tests/cli_runner.py); one case of
+each test, and the FIFOs (a hang is bounded by the subprocess's timeout), run the real
+`python -m tui.cli`."""
 
 from __future__ import annotations
 
@@ -14,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from engine.record.reader import Recording, RecordingError
+from tests.cli_runner import run_cli, run_cli_inproc
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,8 @@ def test_a_file_name_too_long_is_one_line(command, tmp_path, recording):
         "export-out": ["export", str(recording), "-f", "json", "--out", str(tmp_path / LONG_NAME / "out")],
         "compare-out": ["compare", str(recording), str(recording), "--out", str(tmp_path / f"{LONG_NAME}.md")],
     }[command]
-    assert_one_line_exit_2(run_cli(*args), LONG_NAME[:20])
+    cli = run_cli if command == "profile" else run_cli_inproc  # one through the real entry point
+    assert_one_line_exit_2(cli(*args), LONG_NAME[:20])
 
 
 @pytest.mark.slow
@@ -87,7 +93,7 @@ def test_export_and_compare_onto_a_full_disk_are_one_line(tiny_disk, tmp_path):
     assert_one_line_exit_2(proc, "No space left on device")
     stat = os.statvfs(tiny_disk)  # leave room for the file's name, not for the report
     (tiny_disk / "filler").write_bytes(b"\0" * max(0, stat.f_bavail * stat.f_frsize - 2048))
-    proc = run_cli("compare", str(big), str(big), "-f", "html", "--out", str(tiny_disk / "cmp.html"))
+    proc = run_cli_inproc("compare", str(big), str(big), "-f", "html", "--out", str(tiny_disk / "cmp.html"))
     assert_one_line_exit_2(proc, "No space left on device")
     assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"], "half-written files left"
 
@@ -102,7 +108,7 @@ def test_compare_out_onto_an_existing_file_is_refused(tmp_path):
     assert existing.read_text() == "root:x:0:0\n" and not (tmp_path / "passwd.txt").exists()
     folder = tmp_path / "reports"
     folder.mkdir()
-    assert_one_line_exit_2(run_cli("compare", str(rec), str(rec), "--out", str(folder)), "a folder")
+    assert_one_line_exit_2(run_cli_inproc("compare", str(rec), str(rec), "--out", str(folder)), "a folder")
 
 
 def test_a_folder_given_as_a_profile_is_called_a_folder(tmp_path):

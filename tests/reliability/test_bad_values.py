@@ -1,6 +1,9 @@
 """Values that cannot be measured with, in flags and profiles: infinite, NaN, huge or malformed
 numbers, NaN gates, a bind that is not an address, a rate too slow for one request per window, a
-gate level that is not a number, a key named like a secret. Each is one line and exit code 2."""
+gate level that is not a number, a key named like a secret. Each is one line and exit code 2.
+
+Refused while parsing: `tui.cli.main` in this process (tests/cli_runner.py), one case of each kind
+of command line through the real `python -m tui.cli`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli, run_cli_inproc
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +35,8 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 )
 @pytest.mark.slow
 def test_inf_nan_huge_and_malformed_values_are_refused(flags, needle, tmp_path):
-    proc = run_cli("--record", "--output", str(tmp_path), *flags)
+    cli = run_cli if flags == ["--set", "load.warmup_s=inf"] else run_cli_inproc  # one through the real entry point
+    proc = cli("--record", "--output", str(tmp_path), *flags)
     assert_one_line_exit_2(proc, needle)
     assert not list(tmp_path.glob("*.sqlite"))
 
@@ -47,7 +52,8 @@ def test_inf_nan_huge_and_malformed_values_are_refused(flags, needle, tmp_path):
 )
 @pytest.mark.slow
 def test_nan_gates_are_refused(flags, needle, recording):
-    assert_one_line_exit_2(run_cli("compare", str(recording), *flags), needle)
+    cli = run_cli if flags == ["--min-throughput", "nan"] else run_cli_inproc  # one through the real entry point
+    assert_one_line_exit_2(cli("compare", str(recording), *flags), needle)
 
 
 @pytest.mark.slow
@@ -56,7 +62,7 @@ def test_server_bind_that_is_not_an_address_is_one_line():
 
 
 def test_a_rate_too_slow_for_one_request_per_window_is_refused(tmp_path):
-    proc = run_cli("--record", "--output", str(tmp_path), "--set", "load.mode=rate", "--set", "load.rates=0.0001")
+    proc = run_cli_inproc("--record", "--output", str(tmp_path), "--set", "load.mode=rate", "--set", "load.rates=0.0001")
     assert_one_line_exit_2(proc, "load.rates: expected rates of at least")
     assert "found 0.0001/s" in proc.stderr
 
@@ -70,6 +76,6 @@ def test_a_p99_gate_whose_level_is_not_a_number_fails_the_profile_check(tmp_path
 def test_a_key_named_like_a_secret_keeps_its_unknown_key_message(tmp_path):
     profile = tmp_path / "p.toml"
     profile.write_text('[server]\npassword = "hunter2hunter2"\n')
-    proc = run_cli("profiles", "--check", str(profile))
+    proc = run_cli_inproc("profiles", "--check", str(profile))  # the gate case above: the real entry point
     assert_one_line_exit_2(proc, "server.password: unknown key")
     assert "hunter2hunter2" not in proc.stderr

@@ -1,6 +1,11 @@
 """Doctored recordings and study indexes at the command line: a wrong-typed timestamp, telemetry
 row or GPU reading, or an index naming a variant that cannot be, is one line and exit 2 in
-replay (headless too), export and compare; a replay that failed never prints "done" nor exits 0."""
+replay (headless too), export and compare; a replay that failed never prints "done" nor exits 0.
+
+Export and compare refuse a doctored file as they read it, and replay a doctored study index,
+before any work: `tui.cli.main` in this process (tests/cli_runner.py), one case of each test and
+command through the real `python -m tui.cli`. A headless replay of a recording plays it on a
+thread: always a subprocess."""
 
 from __future__ import annotations
 
@@ -12,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from engine.study.index import StudyIndex, VariantRun, write_index
+from tests.cli_runner import run_cli, run_cli_inproc
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,8 @@ def test_doctored_tables_are_one_line_and_exit_2(case, command, recording, tmp_p
     args = {"replay": ["replay", "--headless", str(path)],
             "export": ["export", str(path), "-f", "md", "--out", str(tmp_path / "out")],
             "compare": ["compare", str(path), str(recording)]}[command]
-    proc = run_cli(*args)
+    cli = run_cli if command == "replay" or case == "gpu-power-infinite" else run_cli_inproc
+    proc = cli(*args)
     assert_one_line_exit_2(proc, needle)
     assert "done" not in proc.stdout.splitlines()
 
@@ -124,7 +131,8 @@ def test_a_doctored_study_index_is_one_line_and_exit_2(case, command, recording,
     index = _index(tmp_path, recording, runs)
     args = {"export-md": ["export", str(index), "-f", "md"], "export-csv": ["export", str(index), "-f", "csv"],
             "compare": ["compare", str(index)], "replay": ["replay", "--headless", str(index)]}[command]
-    assert_one_line_exit_2(run_cli(*args), needle)
+    cli = run_cli if case == "exit-code-text" else run_cli_inproc
+    assert_one_line_exit_2(cli(*args), needle)
 
 
 def test_study_replay_of_a_variant_whose_recording_is_doctored_exits_2(recording, tmp_path):
@@ -152,7 +160,8 @@ def test_a_level_count_that_is_not_a_count_is_one_line(command, recording, tmp_p
     path = _event_doctored(recording, tmp_path, "level_started", lambda d: d.update(total="interrupted"))
     args = ["export", str(path), "-f", "csv", "--out", str(tmp_path)] if command == "export" else [
         "compare", str(path), str(recording)]
-    assert_one_line_exit_2(run_cli(*args), "total must be a count of levels")
+    cli = run_cli if command == "compare" else run_cli_inproc  # compare through the real entry point
+    assert_one_line_exit_2(cli(*args), "total must be a count of levels")
 
 
 @pytest.mark.slow
@@ -161,7 +170,7 @@ def test_nan_in_a_recorded_number_is_not_available_or_one_line(recording, tmp_pa
     proc = run_cli("export", str(optional), "-f", "csv", "--out", str(tmp_path / "a"))
     assert proc.returncode == 0, proc.stderr  # an optional figure: not available, as the recorder writes it
     required = _event_doctored(recording, tmp_path, "level_result", lambda d: d.update(throughput_ips=float("nan")))
-    assert_one_line_exit_2(run_cli("export", str(required), "-f", "csv", "--out", str(tmp_path / "b")),
+    assert_one_line_exit_2(run_cli_inproc("export", str(required), "-f", "csv", "--out", str(tmp_path / "b")),
                            "throughput_ips: expected a number, found nan")
 
 

@@ -4,7 +4,11 @@ each): the real CLI, headless and recording, against each hostile peer of the te
 one line on stderr naming why, exit 1 (2 for merge's refusal), no traceback; the recording on disk
 before it is byte for byte the same and still exports; the case's own recording keeps the level it
 measured and exports and replays. The rendezvous cases stay in the script and in
-tests/tui/test_hosts_cli.py (two processes and torch each: tens of seconds)."""
+tests/tui/test_hosts_cli.py (two processes and torch each: tens of seconds).
+
+The runs, the case's own export and replay, and merge's first refusal are the real
+`python -m tui.cli`; the check that the earlier recording still exports, and merge's second
+refusal, call `tui.cli.main` in this process (tests/cli_runner.py: no thread, no server)."""
 
 from __future__ import annotations
 
@@ -19,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import ROOT, run_cli, run_cli_inproc
 from tests.engine.record.test_merge import Host, recorded
-from tests.reliability.helpers import ROOT
-from tests.reliability.test_bad_input import run_cli
 
 pytestmark = pytest.mark.slow  # a peer and the CLI in subprocesses: seconds each
 ONE_LEVEL = ["--no-check", "--set", "load.window_ms=300", "--set", "load.warmup_s=0.2", "--set", "load.max_windows=3",
@@ -73,7 +76,8 @@ def peer(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def _still_there(before: Path, digest: str, export_to: Path) -> None:
     assert before.exists() and _sha(before) == digest  # not a byte of it changed
-    assert _cli("export", str(before), "--format", "json", "--out", str(export_to)).returncode == 0
+    exported = run_cli_inproc("export", str(before), "--format", "json", "--out", str(export_to))
+    assert exported.returncode == 0, exported.stderr
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -114,7 +118,8 @@ def test_merge_given_one_session_twice_or_a_copy_refuses_in_one_line_and_touches
     for given, words in (([before, before], "(given twice)"),
                          ([before, other, copy], f"({before.resolve()} and {copy.resolve()})")):
         out = folder.parent / "merged.sqlite"
-        proc = _cli("merge", *map(str, given), "-o", str(out))
+        cli = _cli if len(given) == 2 else run_cli_inproc  # the first refusal through the real entry point
+        proc = cli("merge", *map(str, given), "-o", str(out))
         assert proc.returncode == 2 and not out.exists()
         line = _one_line(proc)
         assert "session s-before is in the recordings twice" in line and words in line, line

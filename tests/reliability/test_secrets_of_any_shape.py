@@ -1,6 +1,9 @@
 """Secrets on every surface: user info whatever it holds ('/' or spaces), header values given with
 --set, every query value, and a server that echoes the credentials we sent (as sent, decoded from
-Basic auth, percent- or JSON-escaped) never reach stderr, stdout or the recording."""
+Basic auth, percent- or JSON-escaped) never reach stderr, stdout or the recording.
+
+The flags refused while parsing run `tui.cli.main` in this process (tests/cli_runner.py), one case
+of each test through the real `python -m tui.cli`."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from urllib.parse import quote
 import pytest
 
 from engine.redact import Redactor
+from tests.cli_runner import run_cli, run_cli_inproc
 from tests.reliability.hostile_server import HostileTriton, Reply, Seen
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 PASSWORD = "pa/ss w0rd42"  # a '/' and a space: user info that a simple pattern does not see
 KEY = "hdrvalue42x"
@@ -28,14 +32,15 @@ def assert_clean(text: str, *secrets: str) -> None:
 @pytest.mark.parametrize("key", ["server.url", "server.metrics_url"])
 def test_user_info_with_a_slash_or_space_is_masked_in_the_validation_error(key, tmp_path):
     args = ["--set", "server.kind=remote"] + (["--set", "server.url=http://127.0.0.1:9"] if key != "server.url" else [])
-    proc = run_cli("--record", "--output", str(tmp_path), *args, "--set", f"{key}=ftp://bob:{PASSWORD}@box/")
+    cli = run_cli if key == "server.url" else run_cli_inproc  # one through the real entry point
+    proc = cli("--record", "--output", str(tmp_path), *args, "--set", f"{key}=ftp://bob:{PASSWORD}@box/")
     assert_one_line_exit_2(proc, f"{key}: expected")
     assert_clean(proc.stdout + proc.stderr)
 
 
 def test_user_info_without_a_scheme_is_masked(tmp_path):
-    proc = run_cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
-                   "--set", f"server.url=bob:{PASSWORD}@box")
+    proc = run_cli_inproc("--record", "--output", str(tmp_path), "--set", "server.kind=remote",
+                          "--set", f"server.url=bob:{PASSWORD}@box")
     assert_one_line_exit_2(proc, "server.url: expected")
     assert_clean(proc.stdout + proc.stderr)
 
@@ -43,14 +48,16 @@ def test_user_info_without_a_scheme_is_masked(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("value", [f'{{X-Custom="{KEY}"', f"{KEY}", f'{{X-Custom = ["{KEY}"]}}'])
 def test_header_values_given_with_set_are_not_echoed(value, tmp_path):
-    proc = run_cli("--record", "--output", str(tmp_path), "--set", f"server.headers={value}")
+    cli = run_cli if value == KEY else run_cli_inproc  # one through the real entry point
+    proc = cli("--record", "--output", str(tmp_path), "--set", f"server.headers={value}")
     assert_one_line_exit_2(proc, "server.headers: expected")
     assert_clean(proc.stdout + proc.stderr)
 
 
 @pytest.mark.parametrize("item", [f"server.headers.X-Custom:{KEY}", f"server.url.x={KEY}"])
 def test_an_override_that_cannot_apply_is_not_echoed(item, tmp_path):
-    proc = run_cli("--record", "--output", str(tmp_path), "--set", item)
+    cli = run_cli if item.startswith("server.url") else run_cli_inproc  # one through the real entry point
+    proc = cli("--record", "--output", str(tmp_path), "--set", item)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert_clean(proc.stdout + proc.stderr)
 

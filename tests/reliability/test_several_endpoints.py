@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.events import LevelResult
 from engine.record.reader import Recording
+from tests.cli_runner import run_cli
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
-ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "m3tricsOnly42"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180)
+    return run_cli(*args, timeout=180)
 
 
 @pytest.mark.slow

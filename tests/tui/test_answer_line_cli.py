@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.events import LevelResult
+from tests.cli_runner import run_cli
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import run_cli
 from tests.structs import replace
 
 

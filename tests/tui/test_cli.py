@@ -1,4 +1,8 @@
-"""The command line: instant help without heavy imports, one-line errors with exit code 2."""
+"""The command line: instant help without heavy imports, one-line errors with exit code 2.
+
+Help, --version, `profiles` and the bad inputs refused while parsing run `tui.cli.main` in this
+process (tests/cli_runner.py); one case of each test, the ones that import torch or run a session,
+and the older Python run the real `python -m tui.cli` in a subprocess."""
 
 import re
 import subprocess
@@ -7,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli_runner import ROOT, run_cli, run_cli_inproc
 
 
 def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_cli(*args, timeout=timeout)
 
 
 def test_help_imports_neither_torch_nor_textual():
@@ -25,12 +28,12 @@ def test_help_imports_neither_torch_nor_textual():
 @pytest.mark.parametrize("args", [["--help"], ["replay", "--help"], ["export", "--help"], ["compare", "--help"],
                                   ["model", "export", "--help"], ["server", "--help"]])
 def test_help_for_every_command(args):
-    proc = _run(*args)
+    proc = _run(*args) if args == ["--help"] else run_cli_inproc(*args)  # the top one through the real entry point
     assert proc.returncode == 0 and "usage: gpuscale-tui" in proc.stdout
 
 
 def test_profiles_lists_one_line_each():
-    lines = _run("profiles").stdout.splitlines()
+    lines = run_cli_inproc("profiles").stdout.splitlines()
     assert len(lines) == len(list((ROOT / "profiles").glob("*.toml")))
     assert any(line.startswith("4x_rtx4080") and "$1.20/h" in line for line in lines)
 
@@ -51,7 +54,9 @@ def test_profiles_lists_one_line_each():
 )
 @pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
-    proc = _run(*args, "--output", str(tmp_path)) if args[0].startswith("--") else _run(*args)
+    # model export imports torch before it reads --weights; --bogus: the real entry point once
+    cli = _run if args[0] in ("model", "--bogus") else run_cli_inproc
+    proc = cli(*args, "--output", str(tmp_path)) if args[0].startswith("--") else cli(*args)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -142,13 +147,13 @@ def test_probe_only_needs_no_triton(tmp_path, server):
 @pytest.mark.slow
 def test_version_and_help_say_what_a_new_user_needs():
     """--version, and --help with the exit codes and help for the positionals and server --model."""
-    version = _run("--version")
+    version = _run("--version")  # the installed package's metadata, read by the real entry point
     assert version.returncode == 0 and re.fullmatch(r"gpuscale-tui \S+.*\n", version.stdout)
-    top = _run("--help").stdout
+    top = run_cli_inproc("--help").stdout
     for code in ("0    ok", "1    the run failed", "2    bad input", "3    a gate failed", "130  interrupted"):
         assert code in top
-    assert "exit codes:" in _run("compare", "--help").stdout
+    assert "exit codes:" in run_cli_inproc("compare", "--help").stdout
     for args, needle in ((("replay", "--help"), r"\n  file\s+a recording"), (("export", "--help"), r"\n  file\s+a recording"),
                          (("compare", "--help"), r"\n  FILE\s+two or more recordings"),
                          (("server", "--help"), r"--model NAME\s+a model of model_repository/")):
-        assert re.search(needle, _run(*args).stdout), (args, needle)
+        assert re.search(needle, run_cli_inproc(*args).stdout), (args, needle)

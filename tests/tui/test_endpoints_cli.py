@@ -4,23 +4,21 @@ and exit 2, naming the endpoint; two real servers give a recording with each one
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.events import LevelResult
 from engine.record.reader import Recording
+from tests.cli_runner import run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--set", "load.max_trials=1", "--set", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
          "--set", "model.name=identity", "--set", "load.window_ms=400", "--set", "load.warmup_s=0.3",
          "--set", "load.max_windows=4", "--no-check"]
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_cli(*args, timeout=timeout)
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import run_cli
 
 
 @pytest.mark.slow  # writes a synthetic recording and replays it through the CLI

@@ -16,8 +16,9 @@ from engine.errors import UserError
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.triton.target import Target, describe_target
+from tests.cli_runner import run_cli
 from tests.engine.load.conftest import quick_load, sweep
-from tests.reliability.test_bad_input import assert_one_line_exit_2, run_cli
+from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 STREAMS = Path(__file__).resolve().parents[2] / "data" / "accumulator_streams.json"

@@ -13,9 +13,9 @@ import pytest
 
 from engine.events import Error, SessionEnded, Warning
 from engine.record.safe_text import csv_cell, md_text, terminal_text
+from tests.cli_runner import run_cli
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
-from tests.reliability.test_bad_input import run_cli
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x9b1m"
 HTML = "<script>alert(1)</script>\n# Owned\n| a | b |"

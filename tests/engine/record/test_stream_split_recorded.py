@@ -13,8 +13,8 @@ from engine.events import ServerReady
 from engine.record.exporters import export
 from engine.record.reader import Recording
 from engine.record.summary import summarize
+from tests.cli_runner import run_cli
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
-from tests.reliability.test_bad_input import run_cli
 from tests.structs import replace
 
 
