@@ -120,8 +120,10 @@ class GrpcCall(Connection):
         link = self.link
         if link is None:  # lost meanwhile: the scheduler hears of it, the request counted lost
             self.w.loop.call_soon(self._orphaned)
+        elif link.tr is None or len(link.streams) >= link.max_streams or link.queued:
+            link.queued.append(self)  # a stream when one is free (``start``)
         else:
-            link.start(self)
+            link._open_stream(self)
         return now
 
     def _orphaned(self) -> None:
@@ -361,10 +363,16 @@ class GrpcLink(asyncio.Protocol):
                     return
                 if kind == http2.DATA:
                     self._data(flags, stream, payload)
+                elif kind == http2.HEADERS and flags & WHOLE_BLOCK == http2.END_HEADERS and not self.block:
+                    # a whole header block in one frame, neither padded nor with a priority: as it is
+                    self.block_ends = bool(flags & http2.END_STREAM)
+                    self._block(stream, self.hpack.decode_dict(payload))
                 elif kind in (http2.HEADERS, http2.CONTINUATION):
                     self._headers(kind, flags, stream, payload)
                 elif self.block:
                     raise http2.ProtocolError("a frame inside a header block")
+                elif kind == http2.WINDOW_UPDATE:  # the server's, after each request it reads
+                    self._window(stream, payload)
                 elif kind == http2.SETTINGS:
                     self._settings(flags, payload)
                 elif kind == http2.PING:
@@ -372,8 +380,6 @@ class GrpcLink(asyncio.Protocol):
                         raise http2.ProtocolError(f"a PING of {len(payload)} bytes", http2.FRAME_SIZE_ERROR)
                     if not flags & http2.ACK:
                         self._control(http2.frame(http2.PING, http2.ACK, 0, payload))
-                elif kind == http2.WINDOW_UPDATE:
-                    self._window(stream, payload)
                 elif kind == http2.RST_STREAM:
                     self._reset(stream, payload)
                 elif kind == http2.GOAWAY:
@@ -426,11 +432,7 @@ class GrpcLink(asyncio.Protocol):
             self._refuse(call, BAD_RESPONSE, "the server ended the gRPC call without a status")
 
     def _headers(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
-        if kind == http2.HEADERS and flags & WHOLE_BLOCK == http2.END_HEADERS and not self.block:
-            # a whole header block in one frame, neither padded nor with a priority: as it is
-            self.block_ends = bool(flags & http2.END_STREAM)
-            self._block(stream, self.hpack.decode_dict(payload))
-            return
+        """A header block in parts (CONTINUATION frames), or padded, or with a priority."""
         if kind == http2.HEADERS:
             if self.block:
                 raise http2.ProtocolError("a HEADERS frame inside a header block")
@@ -601,7 +603,8 @@ class GrpcLink(asyncio.Protocol):
                 call.window += increment
                 if call.window > http2.MAX_WINDOW:  # a stream error in the RFC: that call is refused
                     self._refuse(call, BAD_RESPONSE, "a WINDOW_UPDATE past 2^31-1 on the call's stream", reset=True)
-        self._flush()
+        if self.blocked:
+            self._flush()
 
 
 class GrpcDialer(TcpDialer):
