@@ -310,7 +310,7 @@ def encode_headers(headers: list[tuple[str, str]]) -> bytes:
     return b"".join(b"\x00" + _string(name) + _string(value) for name, value in headers)
 
 
-MAX_KNOWN_BLOCKS = 64  # header blocks a decoder keeps decoded (known_block): a call's headers and trailers
+MAX_KNOWN_BLOCKS = 64  # header blocks a decoder keeps decoded (decode_dict): a call's headers and trailers
 
 
 class HpackDecoder:
