@@ -54,6 +54,9 @@ STAGES = (
           "any box, CPU variant; a few minutes"),
     Stage("grpc_h2", "grpc_h2", "unary gRPC on our own HTTP/2 (load.transport=grpc) against "
           "perf_analyzer -i grpc, alternating rounds", "any box, CPU variant; about 1.5 minutes at the defaults (12 runs of about 7 s)"),
+    Stage("grpc_call_cpu", "grpc_call_cpu", "our unary gRPC client's CPU per call in parts: the worker over real sockets, "
+          "the same with no socket (replayed answers), an asyncio floor; --base-root: another checkout's beside it",
+          "any box, CPU variant; about a minute at the defaults"),
     Stage("noise", "noise", "the same run quiet and under CPU hogs: the answer lines agree or say not decided",
           "1x H200/H100, one 10-minute call with short windows; a CPU box, a few minutes"),
     Stage("multihost_engine", "multihost_engine", "the engine for several load hosts: TCPStore against Ray, group forming, "

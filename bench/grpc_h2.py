@@ -26,8 +26,10 @@ from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyz
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
 # transport: docs/results/grpc_own_http2.md keeps its figures)
-TOOLS = ("grpc", "pa")
-NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc"}
+# base: ours again, its load workers run from another checkout (--base-root: e.g. `git archive
+# <commit> engine | tar -x -C DIR`), for a before/after in one run
+TOOLS = ("grpc", "pa", "base")
+NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc", "base": "ours grpc, --base-root's workers"}
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
@@ -37,7 +39,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--variant", default="cpu")
     p.add_argument("--levels", default="1,4", help="concurrency levels")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--tools", default=",".join(TOOLS), help=f"of {', '.join(TOOLS)}")
+    p.add_argument("--tools", default="grpc,pa", help=f"of {', '.join(TOOLS)}")
+    p.add_argument("--base-root", default="", help="the base tool's source tree: a folder holding engine/ (the"
+                                                   " load workers' code there; the session's is this checkout's)")
     p.add_argument("--window-ms", type=int, default=2000)
     p.add_argument("--stability", type=float, default=1000.0, help="percent (1000: off, exactly --max-windows windows)")
     p.add_argument("--max-windows", type=int, default=3)
@@ -60,6 +64,18 @@ def _row(m: Measure) -> dict[str, Any]:
 def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:
     if tool == "pa":
         return _row(run_perf_analyzer(pa, url, model, level, args, protocol="grpc"))
+    if tool == "base":
+        from engine.load import pool
+
+        # the workers' PYTHONPATH leads with it, and their cwd (``-m`` puts it first on sys.path) is it
+        ours, pool._PACKAGE_ROOT = pool._PACKAGE_ROOT, os.path.abspath(args.base_root)
+        here = os.getcwd()
+        os.chdir(pool._PACKAGE_ROOT)
+        try:
+            return _row(run_ours(url, model, level, args, transport="grpc"))
+        finally:
+            os.chdir(here)
+            pool._PACKAGE_ROOT = ours
     return _row(run_ours(url, model, level, args, transport=tool))
 
 
@@ -106,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     tools = [t for t in args.tools.split(",") if t]
     if any(t not in TOOLS for t in tools):
         print(f"grpc_h2: --tools: each one of {', '.join(TOOLS)}")
+        return 2
+    if "base" in tools and not os.path.isdir(os.path.join(args.base_root, "engine")):
+        print("grpc_h2: the base tool needs --base-root, a folder holding engine/")
         return 2
     pa = ensure_perf_analyzer() if "pa" in tools else None
     rows: list[dict[str, Any]] = []

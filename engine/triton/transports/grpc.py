@@ -48,6 +48,7 @@ from engine.triton.transports.grpc_common import (
     BROKEN,
     GrpcPayload,
     GrpcRequests,
+    ReplyLayouts,
     check_answer,
     error_kind,
     grpc_address,
@@ -78,6 +79,7 @@ MAX_STREAM_ID = (1 << 31) - 1
 # them; the connection's given back once half is used
 WINDOW = 1 << 30
 CANCEL = 0x8  # RST_STREAM's error code for a call we gave up on
+WHOLE_BLOCK = http2.END_HEADERS | http2.PADDED | http2.PRIORITY_FLAG  # of a HEADERS frame's flags
 # a peer's PING/SETTINGS we answer: at most this many a second, and at most this many bytes of
 # answers queued while it does not read (RFC 9113 section 10.5), as grpc_stream allows
 MAX_CONTROL_FRAMES = 1000
@@ -118,8 +120,10 @@ class GrpcCall(Connection):
         link = self.link
         if link is None:  # lost meanwhile: the scheduler hears of it, the request counted lost
             self.w.loop.call_soon(self._orphaned)
+        elif link.tr is None or len(link.streams) >= link.max_streams or link.queued:
+            link.queued.append(self)  # a stream when one is free (``start``)
         else:
-            link.start(self)
+            link._open_stream(self)
         return now
 
     def _orphaned(self) -> None:
@@ -243,16 +247,19 @@ class GrpcLink(asyncio.Protocol):
         call.body = bytearray()
         call.headers_seen = False
         call.unacked = 0
-        message = call.message if call.message is not None else self.dialer.messages[call.sent_index]
-        head = self.dialer.head_block
-        out = len(head).to_bytes(3, "big") + b"\x01\x04" + sid.to_bytes(4, "big") + head  # HEADERS, END_HEADERS
+        dialer = self.dialer
+        own = call.message
+        message = own if own is not None else dialer.messages[call.sent_index]
         size = len(message)
+        stream = sid.to_bytes(4, "big")
         if size <= self.send_conn and size <= call.window and size <= self.max_frame:
             self.send_conn -= size
             call.window -= size
-            self.tr.write(out + size.to_bytes(3, "big") + b"\x00\x01" + sid.to_bytes(4, "big") + message)
+            # HEADERS (END_HEADERS) and DATA (END_STREAM) in one write, their fixed parts made once
+            data_head = dialer.data_heads[call.sent_index] if own is None else size.to_bytes(3, "big") + b"\x00\x01"
+            self.tr.write(b"".join((dialer.headers_head, stream, dialer.head_block, data_head, stream, message)))
             return
-        self.tr.write(out)
+        self.tr.write(dialer.headers_head + stream + dialer.head_block)
         call.pending = message
         self.blocked.append(call)
         self._flush()
@@ -282,11 +289,12 @@ class GrpcLink(asyncio.Protocol):
         sid, call.sid = call.sid, 0
         self.streams.pop(sid, None)
         call.pending = b""
-        if call in self.blocked:
+        if self.blocked and call in self.blocked:
             self.blocked.remove(call)
         if reset and self.tr is not None:
             self.tr.write(http2.frame(http2.RST_STREAM, 0, sid, CANCEL.to_bytes(4, "big")))
-        self._next_queued()
+        if self.queued:
+            self._next_queued()
         if self.draining and not self.streams:
             self._close(ConnectionResetError("the server closed the HTTP/2 connection (GOAWAY)"))
 
@@ -355,10 +363,16 @@ class GrpcLink(asyncio.Protocol):
                     return
                 if kind == http2.DATA:
                     self._data(flags, stream, payload)
+                elif kind == http2.HEADERS and flags & WHOLE_BLOCK == http2.END_HEADERS and not self.block:
+                    # a whole header block in one frame, neither padded nor with a priority: as it is
+                    self.block_ends = bool(flags & http2.END_STREAM)
+                    self._block(stream, self.hpack.decode_dict(payload))
                 elif kind in (http2.HEADERS, http2.CONTINUATION):
                     self._headers(kind, flags, stream, payload)
                 elif self.block:
                     raise http2.ProtocolError("a frame inside a header block")
+                elif kind == http2.WINDOW_UPDATE:  # the server's, after each request it reads
+                    self._window(stream, payload)
                 elif kind == http2.SETTINGS:
                     self._settings(flags, payload)
                 elif kind == http2.PING:
@@ -366,8 +380,6 @@ class GrpcLink(asyncio.Protocol):
                         raise http2.ProtocolError(f"a PING of {len(payload)} bytes", http2.FRAME_SIZE_ERROR)
                     if not flags & http2.ACK:
                         self._control(http2.frame(http2.PING, http2.ACK, 0, payload))
-                elif kind == http2.WINDOW_UPDATE:
-                    self._window(stream, payload)
                 elif kind == http2.RST_STREAM:
                     self._reset(stream, payload)
                 elif kind == http2.GOAWAY:
@@ -406,7 +418,7 @@ class GrpcLink(asyncio.Protocol):
             self.tr.write(http2.window_update(stream, call.unacked))
             call.unacked = 0
         body = call.body
-        body += http2.unpadded(flags, payload)
+        body += http2.unpadded(flags, payload) if flags & http2.PADDED else payload
         if len(body) >= 5:
             if body[0]:
                 self._refuse(call, MALFORMED_ANSWER, "a compressed gRPC message, which we did not ask for", reset=True)
@@ -420,6 +432,7 @@ class GrpcLink(asyncio.Protocol):
             self._refuse(call, BAD_RESPONSE, "the server ended the gRPC call without a status")
 
     def _headers(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
+        """A header block in parts (CONTINUATION frames), or padded, or with a priority."""
         if kind == http2.HEADERS:
             if self.block:
                 raise http2.ProtocolError("a HEADERS frame inside a header block")
@@ -435,8 +448,12 @@ class GrpcLink(asyncio.Protocol):
             raise http2.ProtocolError("a header block past 1 MiB")
         if not flags & http2.END_HEADERS:
             return
-        headers = dict(self.hpack.decode(bytes(self.block)))  # every block: the table is the connection's
+        headers = self.hpack.decode_dict(bytes(self.block))  # every block: the table is the connection's
         self.block = bytearray()
+        self._block(stream, headers)
+
+    def _block(self, stream: int, headers: dict[str, str]) -> None:
+        """A header block of ``stream``, decoded: the answer's headers, or its trailers."""
         call = self._call(stream)
         if call is None:
             return
@@ -472,19 +489,25 @@ class GrpcLink(asyncio.Protocol):
             said = "no message" if not body else f"{len(body)} bytes that are not one gRPC message"
             self._refuse(call, MALFORMED_ANSWER, f"an OK answer with {said}")
             return
-        try:
-            reply = self.dialer.parse(bytes(body[5:]))
-        except Exception as exc:  # whatever the message makes the parser raise: the server's answer
-            self._refuse(call, MALFORMED_ANSWER, f"a gRPC message that does not parse: {first_line(exc)}")
-            return
-        problem = check_answer(reply, self.dialer.payload.outputs)
-        if problem is not None:
-            self._refuse(call, MALFORMED_ANSWER, problem)
-            return
-        values = self.dialer.values
+        dialer = self.dialer
+        layout = dialer.layouts.known(body)  # the bytes of an answer that passed, but for its outputs' values
+        reply: Any = None
+        if layout is None:
+            try:
+                reply = dialer.parse(bytes(body[5:]))
+            except Exception as exc:  # whatever the message makes the parser raise: the server's answer
+                self._refuse(call, MALFORMED_ANSWER, f"a gRPC message that does not parse: {first_line(exc)}")
+                return
+            problem = check_answer(reply, dialer.payload.outputs)
+            if problem is not None:
+                self._refuse(call, MALFORMED_ANSWER, problem)
+                return
+            dialer.layouts.learn(body, 5, reply)
+        values = dialer.values
         if values is not None:
-            problem = values.check_raw(dict(zip((o.name for o in reply.outputs), reply.raw_output_contents,
-                                                strict=True)), call.sent_index)
+            raws = (layout.outputs(body) if layout is not None else
+                    dict(zip((o.name for o in reply.outputs), reply.raw_output_contents, strict=True)))
+            problem = values.check_raw(raws, call.sent_index)
             if problem is not None:
                 self._refuse(call, WRONG_ANSWER, problem)
                 return
@@ -580,7 +603,8 @@ class GrpcLink(asyncio.Protocol):
                 call.window += increment
                 if call.window > http2.MAX_WINDOW:  # a stream error in the RFC: that call is refused
                     self._refuse(call, BAD_RESPONSE, "a WINDOW_UPDATE past 2^31-1 on the call's stream", reset=True)
-        self._flush()
+        if self.blocked:
+            self._flush()
 
 
 class GrpcDialer(TcpDialer):
@@ -601,8 +625,12 @@ class GrpcDialer(TcpDialer):
             self.sequences = Sequences(plan, scheduler.index, streams)
         self.values = AnswerCheck(payload.values) if payload.values is not None else None
         self.head_block = http2.encode_headers(request_headers(payload.address, payload.tls, payload.metadata))
-        # each request as its gRPC message (uncompressed, length-prefixed), framed once
+        self.headers_head = len(self.head_block).to_bytes(3, "big") + bytes((http2.HEADERS, http2.END_HEADERS))
+        # each request as its gRPC message (uncompressed, length-prefixed), framed once, and the
+        # head of the DATA frame (length, type, END_STREAM) that carries it whole
         self.messages = tuple(b"\x00" + len(r).to_bytes(4, "big") + r for r in payload.requests)
+        self.data_heads = tuple(len(m).to_bytes(3, "big") + bytes((http2.DATA, http2.END_STREAM)) for m in self.messages)
+        self.layouts = ReplyLayouts()  # answers that passed their check, shared by the worker's links
         self.links: list[GrpcLink] = []
 
     def connection(self) -> GrpcCall:

@@ -114,6 +114,116 @@ def check_answer(reply: Any, outputs: tuple[tuple[str, str], ...]) -> str | None
     return None
 
 
+RAW_OUTPUT_FIELD = 6  # ModelInferResponse.raw_output_contents (service.proto)
+MAX_LAYOUTS = 64  # reply layouts kept per worker, one per message size
+
+
+def _varint(data: bytes | bytearray, at: int, end: int) -> tuple[int, int]:
+    """A protobuf varint at ``at``: its value and where it ends; ValueError past ``end``."""
+    value = shift = 0
+    while True:
+        if at >= end or shift > 63:
+            raise ValueError("a broken varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+class ReplyLayout:
+    """The bytes of a framed ModelInferResponse that passed ``check_answer``, but for its raw
+    outputs' contents: the fields before them (``prefix``: outputs, names, datatypes, shapes)
+    and each raw output's tag and length, at its place. A message of the same size whose bytes
+    agree everywhere but in those contents has the same outputs and raw sizes, so the same
+    verdict: its check is a few byte compares, not a parse."""
+
+    __slots__ = ("heads", "names", "prefix", "spans", "start")
+
+    def __init__(self, start: int, prefix: bytes, heads: tuple[tuple[int, bytes], ...],
+                 spans: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> None:
+        self.start = start  # where the message starts in the framed bytes
+        self.prefix = prefix
+        self.heads = heads  # (offset, tag and length bytes) of each raw output
+        self.spans = spans  # (start, end) of each raw output's contents
+        self.names = names  # the output each raw output is, in order
+
+    def matches(self, framed: bytes | bytearray) -> bool:
+        """Whether ``framed`` (as long as the message this was learnt from) has its layout."""
+        if not framed.startswith(self.prefix, self.start):
+            return False
+        for at, head in self.heads:
+            if not framed.startswith(head, at):
+                return False
+        return True
+
+    def outputs(self, framed: bytes | bytearray) -> dict[str, bytes]:
+        """Each output's raw contents in ``framed`` (one that ``matches``), by name."""
+        return {name: bytes(framed[a:b]) for name, (a, b) in zip(self.names, self.spans, strict=True)}
+
+
+def reply_layout(framed: bytes | bytearray, start: int, names: tuple[str, ...]) -> ReplyLayout | None:
+    """The layout of the message in ``framed[start:]`` whose outputs are ``names`` (a reply that
+    parsed and passed its check); None where its raw outputs are not the message's last fields,
+    one per name (the check would then need the parse)."""
+    at, end = start, len(framed)
+    raw_from = -1
+    heads: list[tuple[int, bytes]] = []
+    spans: list[tuple[int, int]] = []
+    try:
+        while at < end:
+            field_at = at
+            tag, at = _varint(framed, at, end)
+            wire = tag & 7
+            if wire == 2:
+                length, at = _varint(framed, at, end)
+                if tag >> 3 == RAW_OUTPUT_FIELD:
+                    if raw_from < 0:
+                        raw_from = field_at
+                    heads.append((field_at, bytes(framed[field_at:at])))
+                    spans.append((at, at + length))
+                    at += length
+                    continue
+                at += length
+            elif wire == 0:
+                _, at = _varint(framed, at, end)
+            elif wire == 1:
+                at += 8
+            elif wire == 5:
+                at += 4
+            else:
+                return None
+            if raw_from >= 0:  # a field after the raw outputs
+                return None
+    except ValueError:
+        return None
+    if at != end or len(heads) != len(names):
+        return None
+    prefix_end = raw_from if raw_from >= 0 else end
+    return ReplyLayout(start, bytes(framed[start:prefix_end]), tuple(heads), tuple(spans), names)
+
+
+class ReplyLayouts:
+    """A worker's learnt layouts (ReplyLayout), by the framed message's size."""
+
+    def __init__(self) -> None:
+        self.by_size: dict[int, ReplyLayout] = {}
+
+    def known(self, framed: bytes | bytearray) -> ReplyLayout | None:
+        """The layout ``framed`` has, if learnt: its answer passes ``check_answer``."""
+        layout = self.by_size.get(len(framed))
+        return layout if layout is not None and layout.matches(framed) else None
+
+    def learn(self, framed: bytes | bytearray, start: int, reply: Any) -> None:
+        """``reply``, parsed from ``framed[start:]``, passed ``check_answer``: keep its layout."""
+        if len(self.by_size) >= MAX_LAYOUTS and len(framed) not in self.by_size:
+            return
+        layout = reply_layout(framed, start, tuple(o.name for o in reply.outputs))
+        if layout is not None:
+            self.by_size[len(framed)] = layout
+
+
 def messages() -> Any:
     """tritonclient's generated KServe v2 messages (tritonclient.grpc.service_pb2). In a load worker
     they load without tritonclient.grpc's __init__, which imports its whole client and numpy (about

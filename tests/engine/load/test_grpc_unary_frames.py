@@ -114,13 +114,14 @@ def headers(stream: int, fields: list[tuple[str, str]], end: bool) -> bytes:
 OK_HEAD = [(":status", "200"), ("content-type", "application/grpc")]
 
 
-def answer(stream: int, n: int, status: str = "0") -> bytes:
-    """The whole answer to request ``n`` on ``stream``: headers, one message holding ``value(n)``, trailers."""
+def answer(stream: int, n: int, status: str = "0", said: int | None = None, datatype: str = "FP32") -> bytes:
+    """The whole answer to request ``n`` on ``stream``: headers, one message holding ``value(said)``
+    (``value(n)`` unless told), trailers."""
     reply = messages().ModelInferResponse(model_name="identity", id=f"r{n}")
     out = reply.outputs.add()
-    out.name, out.datatype = "OUTPUT0", "FP32"
+    out.name, out.datatype = "OUTPUT0", datatype
     out.shape.append(1)
-    reply.raw_output_contents.append(value(n))
+    reply.raw_output_contents.append(value(n if said is None else said))
     body = reply.SerializeToString()
     return (headers(stream, OK_HEAD, False)
             + http2.frame(http2.DATA, 0, stream, b"\0" + len(body).to_bytes(4, "big") + body)
@@ -150,6 +151,20 @@ async def test_an_answer_given_to_the_wrong_request_is_a_wrong_answer() -> None:
         conn.send()
     link.data_received(answer(1, 1))
     assert scheduler.calls[0][2] == "wrong_answer" and "entry 0" in scheduler.calls[0][3]
+
+
+async def test_an_answer_as_long_as_a_good_one_is_still_checked_whole() -> None:
+    """After a good answer the link knows its layout (grpc_common.ReplyLayout) and checks the next
+    of the same bytes by compare: an answer of the same size with another datatype is parsed and
+    refused, one with another value is a wrong answer, and a good one still passes."""
+    link, (conn,), scheduler, _ = link_of(1, requests=1)
+    for stream, said, datatype in ((1, None, "FP32"), (3, None, "INT8"), (5, 7, "FP32"), (7, None, "FP32")):
+        conn.send()
+        link.data_received(answer(stream, 0, said=said, datatype=datatype))
+    assert [c[0] for c in scheduler.calls] == ["answered", "rejected", "rejected", "answered"]
+    assert scheduler.calls[1][2:4] == ("malformed_answer", "output OUTPUT0 is INT8, expected FP32")
+    assert scheduler.calls[2][2] == "wrong_answer" and "entry 0" in scheduler.calls[2][3]
+    assert len(link.dialer.layouts.by_size) == 1
 
 
 async def test_a_status_in_the_trailers_is_named_as_grpc_aio_named_it_before() -> None:

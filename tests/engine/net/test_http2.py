@@ -146,3 +146,34 @@ def test_a_connections_decoder_builds_the_huffman_table_before_any_response():
     built = http2._TABLES[0]
     assert decoder.decode(b"\x82") == [(":method", "GET")]
     assert http2._TABLES[0] is built  # built once a process, reused
+
+
+def test_a_block_decoded_again_is_the_same_until_the_table_changes() -> None:
+    """decode_dict keeps blocks that only read the table: the same bytes give the same headers
+    while the table stays, and are read afresh once it changes (an index then names another entry)."""
+    decoder = http2.HpackDecoder(256)
+    first = decoder.decode_dict(bytes.fromhex(
+        "488264025885aec3771a4b6196d07abe941054d444a8200595040b8166e082a62d1bff6e919d29ad171863c78f0b97c8e9ae82ae43d3"))
+    assert first[":status"] == "302" and not decoder.known  # it added to the table: not kept
+    indexed = bytes((0x80 | 62, 0x80 | 65))  # the newest entry (location) and the oldest (:status 302)
+    assert decoder.decode_dict(indexed) == {"location": "https://www.example.com", ":status": "302"}
+    assert decoder.decode_dict(indexed) is decoder.known[indexed]  # kept: decoded once
+    decoder.decode(bytes.fromhex("4883640effc1c0bf"))  # C.6.2: 307 in, 302 evicted
+    assert not decoder.known
+    assert decoder.decode_dict(indexed) == {":status": "307", "cache-control": "private"}  # the same bytes, read anew
+
+
+def test_a_table_size_update_is_never_kept_as_a_known_block() -> None:
+    decoder = http2.HpackDecoder(4096)
+    block = http2.encode_int(0, 5, 0x20) + bytes((0x88,))  # size update to 0, then :status 200
+    assert decoder.decode_dict(block) == {":status": "200"}
+    assert decoder.limit == 0 and block not in decoder.known
+
+
+def test_frames_read_from_a_bytearray_are_bytes_and_a_partial_one_waits() -> None:
+    reader = http2.FrameReader()
+    reader.first = False
+    two = http2.frame(http2.DATA, 0, 1, b"abc") + http2.frame(http2.HEADERS, 5, 3, b"\x88")
+    got = reader.feed(bytearray(two[:-3]))
+    assert got == [(http2.DATA, 0, 1, b"abc")] and type(got[0][3]) is bytes
+    assert reader.feed(two[-3:] + b"\x00") == [(http2.HEADERS, 5, 3, b"\x88")] and reader.buf == b"\x00"
