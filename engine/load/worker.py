@@ -466,6 +466,8 @@ class Worker:
         self.handles.clear()
         for task in list(self.tasks):
             task.cancel()
+        if self.dialer is not None:
+            self.dialer.level_ends()
         for slot in self.slots:
             slot.busy = False
             slot.abort()
@@ -737,6 +739,8 @@ class Worker:
         self.send_msg(Hello(self.index))
         await self.done.wait()
         self.stop_level()
+        if self.dialer is not None:
+            await self.dialer.settle()
         self.loop.remove_reader(self.conn.fileno())
 
 

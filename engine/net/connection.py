@@ -164,8 +164,14 @@ class Dialer:
         failure, or None. Never raises for a failure to connect."""
         raise NotImplementedError
 
+    def level_ends(self) -> None:
+        """The level ends: its connections are aborted next (then ``forget``)."""
+
     def forget(self) -> None:
         """The level ended: drop what was learnt for it (resolved addresses)."""
+
+    async def settle(self) -> None:
+        """Before the worker exits: the answers its last level left to come are in (or given up)."""
 
     def path_figures(self) -> tuple[list[int], list[int]]:
         """Per connection opened this level: connect times (ns) and the kernel's RTT estimates

@@ -79,6 +79,11 @@ MAX_STREAM_ID = (1 << 31) - 1
 # them; the connection's given back once half is used
 WINDOW = 1 << 30
 CANCEL = 0x8  # RST_STREAM's error code for a call we gave up on
+# A level's end leaves its calls' answers to come and drops them, rather than cancel the calls:
+# Triton before 24.12 can die of SIGSEGV in its gRPC front end when a call is cancelled as it
+# completes (server issues 7368, 8034; seen here at a level's end, docs/results/grpc_own_http2.md).
+# A link waits this long for them, then closes (a worker exits within the pool's 3 s).
+LINGER_S = 2.0
 WHOLE_BLOCK = http2.END_HEADERS | http2.PADDED | http2.PRIORITY_FLAG  # of a HEADERS frame's flags
 # a peer's PING/SETTINGS we answer: at most this many a second, and at most this many bytes of
 # answers queued while it does not read (RFC 9113 section 10.5), as grpc_stream allows
@@ -198,6 +203,8 @@ class GrpcLink(asyncio.Protocol):
         self.controls = 0
         self.controls_ns = monotonic_ns()
         self.controls_queued = 0
+        self.abandoned: set[int] = set()  # streams of calls that left with their answer to come
+        self.linger: asyncio.TimerHandle | None = None
 
     @property
     def room(self) -> int:
@@ -213,13 +220,35 @@ class GrpcLink(asyncio.Protocol):
         self.calls.add(call)
 
     def detach(self, call: GrpcCall) -> None:
-        """``call`` leaves (aborted): its open stream is reset; the link closes with its last call."""
+        """``call`` leaves (aborted). At a level's end a stream whose request is all sent is left
+        to end, its answer dropped (LINGER_S says why); otherwise (a timeout, a request still
+        sending) it is reset. The link closes with its last call, once the answers left to come
+        are in."""
         self.calls.discard(call)
-        if call.sid and self.streams.get(call.sid) is call:
-            self._end_stream(call, reset=True)
+        sid = call.sid
+        if sid and self.streams.get(sid) is call:
+            sent = self.dialer.ending and not call.pending and self.tr is not None
+            self._end_stream(call, reset=not sent)
+            if sent:
+                self.abandoned.add(sid)
         if call in self.queued:
             self.queued.remove(call)
         if not self.calls:
+            self._idle()
+
+    def _idle(self) -> None:
+        """No call left: close now, or when the abandoned streams end (at most LINGER_S)."""
+        if not self.abandoned or self.tr is None:
+            self._close(None)
+            return
+        self.draining = True  # no new call attaches
+        if self.linger is None:
+            self.linger = self.w.loop.call_later(LINGER_S, self._close, None)
+
+    def _settle(self, stream: int) -> None:
+        """An abandoned stream ended."""
+        self.abandoned.discard(stream)
+        if not self.abandoned and not self.calls:
             self._close(None)
 
     def start(self, call: GrpcCall) -> None:
@@ -295,7 +324,7 @@ class GrpcLink(asyncio.Protocol):
             self.tr.write(http2.frame(http2.RST_STREAM, 0, sid, CANCEL.to_bytes(4, "big")))
         if self.queued:
             self._next_queued()
-        if self.draining and not self.streams:
+        if self.draining and not self.streams and self.calls:  # without calls: _idle
             self._close(ConnectionResetError("the server closed the HTTP/2 connection (GOAWAY)"))
 
     def _lose(self, call: GrpcCall, why: BaseException | None) -> None:
@@ -309,7 +338,7 @@ class GrpcLink(asyncio.Protocol):
         call.link, call.connected = None, False
         self.w.lost(call, why)
         if not self.calls:
-            self._close(None)
+            self._idle()
 
     def _drain(self) -> None:
         """No new calls here: the idle ones leave now (the scheduler opens them elsewhere), the
@@ -331,6 +360,10 @@ class GrpcLink(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.tr = None
         self.closed = True
+        self.abandoned.clear()
+        if self.linger is not None:
+            self.linger.cancel()
+            self.linger = None
         self.dialer.gone(self)
         why = exc or self.why or ConnectionResetError("the server closed the HTTP/2 connection")
         if not self.ready.done():
@@ -348,6 +381,10 @@ class GrpcLink(asyncio.Protocol):
 
     def _close(self, why: BaseException | None) -> None:
         """End the connection; connection_lost reports it to the calls still attached."""
+        if self.linger is not None:
+            self.linger.cancel()
+            self.linger = None
+        self.abandoned.clear()
         self.closed = True
         self.why = self.why or why
         tr, self.tr = self.tr, None
@@ -412,6 +449,8 @@ class GrpcLink(asyncio.Protocol):
             self.unacked = 0
         call = self._call(stream)
         if call is None:
+            if flags & http2.END_STREAM and stream in self.abandoned:
+                self._settle(stream)
             return
         call.unacked += len(payload)
         if call.unacked >= WINDOW // 2:  # an answer past half a GiB: the cap decides, not our window
@@ -456,6 +495,8 @@ class GrpcLink(asyncio.Protocol):
         """A header block of ``stream``, decoded: the answer's headers, or its trailers."""
         call = self._call(stream)
         if call is None:
+            if self.block_ends and stream in self.abandoned:
+                self._settle(stream)
             return
         if not call.headers_seen:
             call.headers_seen = True
@@ -527,7 +568,9 @@ class GrpcLink(asyncio.Protocol):
 
     def _reset(self, stream: int, payload: bytes) -> None:
         call = self._call(stream)
-        if call is not None:
+        if call is None and stream in self.abandoned:
+            self._settle(stream)
+        elif call is not None:
             code = int.from_bytes(payload[:4], "big")
             self._lose(call, ConnectionResetError(f"the server reset the gRPC stream (HTTP/2 error {code})"))
 
@@ -632,6 +675,7 @@ class GrpcDialer(TcpDialer):
         self.data_heads = tuple(len(m).to_bytes(3, "big") + bytes((http2.DATA, http2.END_STREAM)) for m in self.messages)
         self.layouts = ReplyLayouts()  # answers that passed their check, shared by the worker's links
         self.links: list[GrpcLink] = []
+        self.ending = False  # the level is ending: its calls leave (GrpcLink.detach)
 
     def connection(self) -> GrpcCall:
         plan = self.payload.sequence
@@ -683,13 +727,21 @@ class GrpcDialer(TcpDialer):
                 link.detach(call)
         return error
 
+    def level_ends(self) -> None:
+        self.ending = True
+
     def forget(self) -> None:
         super().forget()
+        self.ending = False
         if self.payload.sequence is not None:  # the level's unfinished sequences go to the next level's calls
             self.sequences.reclaim()
         for link in list(self.links):
             if not link.calls:
-                link._close(None)
+                link._idle()
+
+    async def settle(self) -> None:
+        while any(link.abandoned for link in self.links):  # each link closes within LINGER_S
+            await asyncio.sleep(0.005)
 
 
 class GrpcTransport(GrpcRequests):

@@ -313,3 +313,43 @@ def test_no_module_of_the_product_imports_grpcio() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             found += [f"{path.relative_to(root)}: {n}" for n in names if n == "grpc" or n.startswith(("grpc.", "grpc_"))]
     assert found == []
+
+
+async def test_at_a_levels_end_calls_in_flight_are_left_to_end_not_cancelled() -> None:
+    """A reset races Triton's (before 24.12) cancellation and can kill it: the level's calls
+    leave, their streams stay open, the answers are read and dropped, and the link closes once
+    the last is in."""
+    link, (a, b), scheduler, transport = link_of(2)
+    link.dialer.links.append(link)
+    a.send()
+    b.send()
+    link.dialer.level_ends()
+    for conn in (a, b):
+        conn.busy = False
+        conn.abort()
+    link.dialer.forget()
+    await asyncio.sleep(0)
+    assert not any(f[0] == http2.RST_STREAM for f in written(transport)) and not transport.aborted
+    assert link.room == 0 and link.abandoned == {1, 3}  # no new call joins it
+    settled = asyncio.ensure_future(link.dialer.settle())
+    link.data_received(answer(1, 0))
+    assert not transport.aborted and not settled.done()
+    link.data_received(answer(3, 1))
+    await asyncio.wait_for(settled, 5)
+    assert transport.aborted and not link.abandoned
+    assert [c[0] for c in scheduler.calls] == ["lost", "lost"]  # the answers went to nobody
+
+
+async def test_an_answer_that_never_comes_after_the_levels_end_is_given_up(monkeypatch) -> None:
+    from engine.triton.transports import grpc
+
+    monkeypatch.setattr(grpc, "LINGER_S", 0.01)
+    link, (a,), _, transport = link_of(1)
+    link.dialer.links.append(link)
+    a.send()
+    link.dialer.level_ends()
+    a.busy = False
+    a.abort()
+    await asyncio.wait_for(link.dialer.settle(), 5)  # the linger's timer closed the link
+    assert transport.aborted and not link.abandoned
+    assert not any(f[0] == http2.RST_STREAM for f in written(transport))
