@@ -21,9 +21,12 @@ from engine.study.pareto import pareto_points
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = Path(__file__).with_name("serve_wrapper.py")
+# Windows of 300 ms, each extended until it holds 15 answers (a busy box stretches a window, never
+# thins it; the default of 50 made each level take seconds): a level's 3 windows hold 45 or more,
+# so the replicas' cache check below is off by a few requests at the edges, not a tenth of them.
 QUICK = ["load.max_trials=1", "load.contended_percent=100", "load.window_ms=300", "load.warmup_s=0.3",
-         "load.max_windows=4", "load.stability_percent=1000", "load.concurrency=1,2", "load.output_tokens=12",
-         "load.input_tokens=6"]
+         "load.max_windows=4", "load.stability_percent=1000", "load.min_window_requests=15",
+         "load.concurrency=1,2", "load.output_tokens=12", "load.input_tokens=6"]
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -101,7 +104,7 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
 def test_a_server_that_does_not_start_decides_nothing(llama_binary, tiny_gguf, tmp_path):
     serve = f"{shlex.quote(sys.executable)} {shlex.quote(str(WRAPPER))} --tp {{tp}} --fail-tp 2 -- " + \
         _server_words(llama_binary, tiny_gguf)
-    done = _study(tmp_path, serve, "tp1,tp2")
+    done = _study(tmp_path, serve, "tp1,tp2", "--set", "load.concurrency=1")  # tp1's one level is enough
     assert done.returncode == 1, (done.stdout[-3000:], done.stderr[-3000:])
     assert ("Not decided: tp2 failed (tp2 server exited with code 3 before it was ready: serve_wrapper: refusing "
             "tp=2") in done.stdout  # its log's last line
