@@ -21,11 +21,12 @@ from engine.study.pareto import pareto_points
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = Path(__file__).with_name("serve_wrapper.py")
-# Windows of 300 ms, each extended until it holds 15 answers (a busy box stretches a window, never
-# thins it; the default of 50 made each level take seconds): a level's 3 windows hold 45 or more,
-# so the replicas' cache check below is off by a few requests at the edges, not a tenth of them.
+# Two windows a level of 300 ms, each extended until it holds 20 answers (a busy box stretches a
+# window, never thins it; the default of 50, three a level, made each level take seconds): a
+# level's 40 answers or more keep the replicas' cache check below a few requests off at the
+# windows' edges, not a tenth. stability_percent=1000: any two windows agree.
 QUICK = ["load.max_trials=1", "load.contended_percent=100", "load.window_ms=300", "load.warmup_s=0.3",
-         "load.max_windows=4", "load.stability_percent=1000", "load.min_window_requests=15",
+         "load.max_windows=4", "load.stability_percent=1000", "load.min_window_requests=20", "load.stable_windows=2",
          "load.concurrency=1,2", "load.output_tokens=12", "load.input_tokens=6"]
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
 
