@@ -186,7 +186,7 @@ async def test_two_replicas_caches_are_read_from_both_and_one_without_metrics_is
             urls = [f"http://127.0.0.1:{p}/v1" for p in ports]
             api = OpenAiApi(await open_target(urls[0], "vit_tiny", None), None, urls[1:])
             load = quick_load(concurrency=[2], transport="completions", api="openai", output_tokens=4,
-                              stability_percent=50, stable_windows=2)
+                              stability_percent=50)
             return await run_sweep(api, load, Events().append, asyncio.Event())
         finally:
             for f in fakes:
