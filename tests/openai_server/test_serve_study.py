@@ -24,6 +24,11 @@ WRAPPER = Path(__file__).with_name("serve_wrapper.py")
 QUICK = ["load.max_trials=1", "load.contended_percent=100", "load.window_ms=300", "load.warmup_s=0.3",
          "load.max_windows=4", "load.stability_percent=1000", "load.concurrency=1,2", "load.output_tokens=12",
          "load.input_tokens=6"]
+# The failure tests' levels only have to run: two windows of 10 answers or more (a busy box
+# stretches a window, never thins it), not three of 50. The first test keeps QUICK's: its check of
+# the replicas' /metrics against the answers is off by the time a late read at a level's edge
+# misses, and at 2 windows of 20 a loaded box (3 workers, load 5-9) once read 0.58 of the answers.
+SHORT = ("--set", "load.min_window_requests=10", "--set", "load.stable_windows=2")
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -101,7 +106,7 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
 def test_a_server_that_does_not_start_decides_nothing(llama_binary, tiny_gguf, tmp_path):
     serve = f"{shlex.quote(sys.executable)} {shlex.quote(str(WRAPPER))} --tp {{tp}} --fail-tp 2 -- " + \
         _server_words(llama_binary, tiny_gguf)
-    done = _study(tmp_path, serve, "tp1,tp2")
+    done = _study(tmp_path, serve, "tp1,tp2", *SHORT, "--set", "load.concurrency=1")  # tp1's one level is enough
     assert done.returncode == 1, (done.stdout[-3000:], done.stderr[-3000:])
     assert ("Not decided: tp2 failed (tp2 server exited with code 3 before it was ready: serve_wrapper: refusing "
             "tp=2") in done.stdout  # its log's last line
@@ -118,7 +123,7 @@ def test_a_replica_killed_mid_run_decides_nothing(llama_binary, tiny_gguf, tmp_p
     serve = (f"{shlex.quote(sys.executable)} {shlex.quote(str(WRAPPER))} --tp {{tp}} "
              f"--die-once {shlex.quote(str(tmp_path / 'died'))} -- " + _server_words(llama_binary, tiny_gguf))
     # the replicas alone: the first of the two to take the flag dies at its 5th request
-    done = _study(tmp_path / "rec", serve, "1*2")
+    done = _study(tmp_path / "rec", serve, "1*2", *SHORT)
     assert done.returncode == 1, (done.stdout[-3000:], done.stderr[-3000:])
     assert "answer: not decided: 1*2 failed" in done.stdout
     assert "Not decided: 1*2 failed (1*2 server " in done.stdout and "serve_wrapper: replica killed mid-run" in done.stdout

@@ -24,7 +24,10 @@ async def _sweep(fake: FakeOpenAi, transport: str, **load: object) -> tuple[list
     try:
         target = await open_target(f"http://127.0.0.1:{port}/v1", "vit_tiny", fake.key)
         api: ServerApi = OpenAiApi(target, fake.key)  # mypy holds it to the Protocol
-        settings = dict(concurrency=[1, 2], transport=transport, api="openai", output_tokens=8, stability_percent=50)
+        # two windows a level (each of 20 answers or more, quick_load's): what is checked is each
+        # level's figures, not how many windows it took to settle
+        settings = dict(concurrency=[1, 2], transport=transport, api="openai", output_tokens=8, stability_percent=50,
+                        stable_windows=2)
         settings.update(load)
         results = await run_sweep(api, quick_load(**settings), events.append, asyncio.Event())
     finally:
