@@ -57,3 +57,15 @@ def server_time(per_request_s: float | None, client_mean_s: float | None, slack:
     if client_mean_s is not None and per_request_s > client_mean_s * (1 + slack) + 1e-3:
         return None
     return per_request_s
+
+
+LATE_SHARE = 0.25  # a reading this far (share of the interval) from its edge spans another interval
+
+
+def read_at_edge(asked_ns: int, answered_ns: int, edge_ns: int, interval_ns: int) -> bool:
+    """Whether a server reading asked at ``asked_ns`` and answered at ``answered_ns`` stands for
+    the edge ``edge_ns`` of an interval ``interval_ns`` long: asked no earlier and answered no
+    later than LATE_SHARE of it from the edge. Why: on a loaded machine a reply that comes most
+    of a window late makes the window's counters cover a different interval."""
+    slack = LATE_SHARE * interval_ns
+    return edge_ns - asked_ns <= slack and answered_ns - edge_ns <= slack

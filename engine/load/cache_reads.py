@@ -3,7 +3,9 @@ engine/load/server_api.py): its figures per window and over the level's merged w
 warm the cache was when the level began.
 
 Read beside the server's statistics, at the same tick boundaries (``mark`` from the level's
-poller; ``at`` takes a late one a few ms late rather than never). A level's counters are the
+poller; ``at`` takes a late one a few ms late rather than never). A window whose edge reading
+came too far from its edge, or never came while the other did, has no cache figures (``late``
+says so, for the level's warning) rather than figures over another interval. A level's counters are the
 delta from its first merged window's start to its last one's end; its gauges (KV usage, waiting)
 the mean of those windows' end readings, the fullest replica's KV usage the highest of them.
 Several replicas (an OpenAI API over server.urls): ``cache`` reads every one's /metrics at each
@@ -16,11 +18,13 @@ before this sweep".
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from engine.analysis.sane_values import read_at_edge
 from engine.events import ServerCache
 
 if TYPE_CHECKING:
@@ -44,10 +48,15 @@ def _max(values: Sequence[float | None]) -> float | None:
 class CacheReads:
     """One level's readings of the server's cache (nothing at all where ``cache`` is None)."""
 
-    def __init__(self, cache: CacheStats | None, earlier_levels: int) -> None:
+    def __init__(self, cache: CacheStats | None, earlier_levels: int,
+                 edge_ns: Callable[[int], int] | None = None) -> None:
         self.cache = cache
         self.earlier_levels = earlier_levels  # levels this sweep ran before this one (trials included)
+        self.edge_ns = edge_ns  # a tick boundary's monotonic time (None: readings not timed)
         self.reads: dict[int, asyncio.Task[object | None]] = {}
+        self.times: dict[int, tuple[int, int]] = {}  # boundary -> (asked, answered) of a reading that came
+        self.timed_out: set[int] = set()
+        self.late = False  # a window's figures were left out for a late reading
         self.was_reset = False
 
     async def reset(self) -> str | None:
@@ -62,7 +71,18 @@ class CacheReads:
         """Start reading the counters for the tick boundary ``boundary`` (BEFORE: the level's start)."""
         if self.cache is None or boundary in self.reads:
             return
-        self.reads[boundary] = asyncio.get_running_loop().create_task(self.cache.snapshot(READ_TIMEOUT_S))
+        self.reads[boundary] = asyncio.get_running_loop().create_task(self._read(boundary))
+
+    async def _read(self, boundary: int) -> object | None:
+        assert self.cache is not None
+        asked = time.monotonic_ns()
+        found = await self.cache.snapshot(READ_TIMEOUT_S)
+        answered = time.monotonic_ns()
+        if found is not None:
+            self.times[boundary] = (asked, answered)
+        elif answered - asked >= 0.9 * READ_TIMEOUT_S * 1e9:
+            self.timed_out.add(boundary)
+        return found
 
     async def at(self, boundary: int) -> object | None:
         self.mark(boundary)
@@ -72,12 +92,28 @@ class CacheReads:
         try:
             return await asyncio.wait_for(asyncio.shield(task), READ_TIMEOUT_S + 1)
         except (TimeoutError, asyncio.CancelledError):
+            self.timed_out.add(boundary)
             return None
+
+    def _in_time(self, start: int, end: int) -> bool:
+        """Whether both edges' readings stand for their edges (a server with no counters at all,
+        answering None at once, is not late)."""
+        if start in self.timed_out or end in self.timed_out:
+            return False
+        if self.edge_ns is None:
+            return True
+        first, last = self.edge_ns(start), self.edge_ns(end)
+        return all(read_at_edge(*self.times[b], edge, last - first)
+                   for b, edge in ((start, first), (end, last)) if b in self.times)
 
     async def window(self, start: int, end: int) -> ServerCache | None:
         if self.cache is None:
             return None
-        return self.cache.between(await self.at(start), await self.at(end))
+        before, after = await self.at(start), await self.at(end)
+        if not self._in_time(start, end):
+            self.late = True
+            return None
+        return self.cache.between(before, after)
 
     async def state(self) -> str:
         if self.was_reset:

@@ -217,7 +217,9 @@ class _Level:
         self.trace = ctx.trace  # load.arrival = "trace": the trace's gaps over their mean
         # the LLM server's cache: read by the host that reads the server's statistics
         reads_server = ctx.share is None or ctx.share.server_stats
-        self.cache = CacheReads(ctx.api.cache if reads_server else None, earlier_levels)
+        self.cache = CacheReads(ctx.api.cache if reads_server else None, earlier_levels,
+                                lambda boundary: self.t0 + boundary * ctx.tick_ns)
+        self.late_cache_said = False
         self.slo_search = slo_search
         self.trial = trial
         self.cpu_mark: CpuReading | None = None  # the reading at the current window's start
@@ -491,6 +493,14 @@ class _Level:
             found = stats.breakdown([before[e] for e in answered], [after[e] for e in answered], client_mean_s)
         return unsplit(found) if self.ctx.api.decoupled else found
 
+    def say_late_cache(self) -> None:
+        """Once a level: its cache figures left out of a window for a reading that came late."""
+        if self.cache.late and not self.late_cache_said:
+            self.late_cache_said = True
+            self.ctx.publish(Warning(source="load", key=f"late-cache-{self.index}",
+                                     message=f"level {self.level:g}: the server's cache counters came too late to "
+                                             "stand for a window's edges (a busy machine?): those figures are not shown"))
+
     async def poll_stats(self) -> None:
         """Snapshot the server's statistics at the tick boundaries where a window may end."""
         boundary = self.warmup_ticks
@@ -509,6 +519,7 @@ class _Level:
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(start, end, lat.mean)
         cache = await self.cache.window(start, end)
+        self.say_late_cache()
         reading = read_cpu(self.ctx.cpu_roots)
         cpu = share_between(self.cpu_mark, reading)
         self.cpu_mark = reading
@@ -596,6 +607,7 @@ class _Level:
         lat = latency_stats(agg.latency_ns, histogram=True)
         server = await self.server_over(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, lat.mean)
         cache = await self.cache.level(chosen[0].agg.start_tick, chosen[-1].agg.end_tick, [w.cache for w in chosen])
+        self.say_late_cache()
         audit = client_audit(agg, self.ctx.cpu_cores, lat.p50, lat.mean, server.server_total if server else None, self.ctx.rate_mode,
                              self.ctx.delay_limit)
         # Errors are counted over every measured window, not only the merged ones: an outage in

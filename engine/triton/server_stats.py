@@ -42,18 +42,12 @@ class StatsSnapshot:
     dropped: tuple[str, ...] = ()
 
 
-LATE_SHARE = 0.25  # a snapshot this far (share of the interval) from its boundary spans another interval
-
-
 def taken_in_time(snapshot: StatsSnapshot | None, boundary_ns: int, interval_ns: int) -> bool:
-    """Whether ``snapshot`` was read close enough to ``boundary_ns`` to stand for it: asked no
-    earlier and answered no later than LATE_SHARE of the interval from it (pure). A snapshot
-    without timing (built elsewhere) is taken as on time. Why: on a loaded machine a reply that
-    comes most of a window late makes a window's server counts cover a different interval."""
+    """Whether ``snapshot`` was read close enough to ``boundary_ns`` to stand for it
+    (sane_values.read_at_edge; pure). A snapshot without timing (built elsewhere) is taken as on time."""
     if snapshot is None or not snapshot.answered_ns:
         return True
-    slack = LATE_SHARE * interval_ns
-    return boundary_ns - snapshot.asked_ns <= slack and snapshot.answered_ns - boundary_ns <= slack
+    return sane_values.read_at_edge(snapshot.asked_ns, snapshot.answered_ns, boundary_ns, interval_ns)
 
 
 def snapshot_from_json(doc: Any, model: str, version: str = "") -> StatsSnapshot | None:

@@ -107,3 +107,44 @@ async def test_statistics_that_time_out_are_said_and_statistics_that_do_not_exis
     assert bool(late) == stall, late
     if stall:
         assert "did not come within" in late[0] and "server breakdown is not shown" in late[0]
+
+
+class _StallingCache:
+    """An LLM server's cache counters (CacheStats) whose every reading after the first stalls
+    past the read timeout: each window's end edge never comes."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def snapshot(self, timeout_s: float) -> object | None:
+        self.reads += 1
+        if self.reads > 1:
+            await asyncio.sleep(timeout_s)
+            return None
+        return object()
+
+    def between(self, before, after):  # type: ignore[no-untyped-def]
+        raise AssertionError("a window whose edge did not come is not summed")
+
+    def served_before(self, snapshot: object | None) -> bool | None:
+        return None
+
+    async def reset(self, timeout_s: float) -> str | None:
+        return None
+
+
+@pytest.mark.slow
+async def test_cache_counters_that_time_out_leave_their_windows_out_and_are_said() -> None:
+    server = ShoutServer()
+    port = await server.start()
+    events = Events()
+    try:
+        api = ShoutApi(f"shout://127.0.0.1:{port}", "shout", TEXTS)
+        api.cache = _StallingCache()  # type: ignore[assignment]
+        load = quick_load(concurrency=[2], transport=NAME, stability_percent=50)
+        (r,) = await run_sweep(api, load, events.append, asyncio.Event())
+    finally:
+        await server.close()
+    assert r.requests > 0 and r.cache is None
+    said = [w.message for w in events.of("warning") if w.key.startswith("late-cache")]
+    assert len(said) == 1 and "cache counters came too late" in said[0], said

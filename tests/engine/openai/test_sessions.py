@@ -68,7 +68,8 @@ async def test_a_user_thinks_between_answer_and_next_request(mode: str) -> None:
         await fake.close()
     (r,) = results
     assert r.errors == 0 and r.requests > 0, r.error_messages
-    # one user who thinks 0.25 s after each answer cannot ask more than 4 times a second, however
-    # fast the server (a bound, not a timing: a busy box only lowers the rate)
-    assert r.throughput_rps < 4.0, r.throughput_rps
+    # one user who thinks 0.25 s after each answer completes at most one request per 0.25 s, plus
+    # the one at the span's very start, however fast the server (a bound, not a timing: a busy box
+    # only lowers the count). Without the pause the fake server answers hundreds a second.
+    assert r.duration_s is not None and r.requests <= r.duration_s / 0.25 + 1, (r.requests, r.duration_s)
     assert {len(m) for m in fake.seen_messages} == {1, 3}  # the sessions go on across the pauses
