@@ -81,7 +81,7 @@ WINDOW = 1 << 30
 CANCEL = 0x8  # RST_STREAM's error code for a call we gave up on
 # A level's end leaves its calls' answers to come and drops them, rather than cancel the calls:
 # Triton before 24.12 can die of SIGSEGV in its gRPC front end when a call is cancelled as it
-# completes (server issues 7368, 8034; seen here at a level's end, docs/results/grpc_own_http2.md).
+# completes (triton-inference-server/server#7368 and #8034; seen here at a level's end, docs/results/grpc_own_http2.md).
 # A link waits this long for them, then closes (a worker exits within the pool's 3 s).
 LINGER_S = 2.0
 WHOLE_BLOCK = http2.END_HEADERS | http2.PADDED | http2.PRIORITY_FLAG  # of a HEADERS frame's flags
