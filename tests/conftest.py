@@ -165,3 +165,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             print("\n".join(lines))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """No torch or scipy.stats at collection: every xdist worker collects every file, and these
+    take ~2.5 s of CPU each to import. Import them where they are used (tests/lazy_modules.py)."""
+    import sys
+
+    heavy = [name for name in ("torch", "scipy.stats") if name in sys.modules]
+    if heavy:
+        raise pytest.UsageError(f"collecting the tests imported {', '.join(heavy)}: import it in the tests that "
+                                "use it (tests/lazy_modules.py)")

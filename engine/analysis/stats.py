@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 from engine.events import StatSummary
 
@@ -70,6 +69,8 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     if x.size < 2:
         return mean, None, None
     sem = float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    from scipy import stats as _st  # here, not at import: scipy.stats takes ~1 s to load
+
     half = float(_st.t.ppf((1.0 + confidence) / 2.0, df=x.size - 1)) * sem
     return mean, mean - half, mean + half
 
@@ -114,6 +115,8 @@ def welch_from_stats(
         return None
     t = (mean_a - mean_b) / math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1))
+    from scipy import stats as _st
+
     p = float(_st.ttest_ind_from_stats(mean_a, std_a, n_a, mean_b, std_b, n_b, equal_var=False).pvalue)
     return WelchResult(t=t, df=df, p_value=p)
 

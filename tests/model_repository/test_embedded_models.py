@@ -10,13 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-import torch
 
 from engine.net.http1 import parse_endpoint
 from engine.server.embedded import EmbeddedServer
 from engine.server.onnx_export import _load_vit_module
 from engine.triton.request import prepare_request, request_shapes
 from engine.triton.target import Target, describe_target
+from tests.lazy_modules import torch
 
 pytestmark = pytest.mark.server
 VIT_ITEM = 3 * 224 * 224

@@ -1,25 +1,14 @@
 """The embedded ViT's batching machinery (model_repository/embedded/vit_batching.py) on CPU tensors:
 bucket choice and padding, staging without concatenation, the runner's eager path and fallback."""
 
-import importlib.util
-import sys
-
 import pytest
-import torch
 
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT
+from tests.lazy_modules import LazyFile, torch
 
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-vb = _load("vit_batching", EMBEDDED_ROOT / "vit_batching.py")
-vit = _load("vit", REPOSITORY_ROOT / "vit.py")
+# both import torch: loaded by the first test that runs, not at collection
+vb = LazyFile("vit_batching", EMBEDDED_ROOT / "vit_batching.py")
+vit = LazyFile("vit", REPOSITORY_ROOT / "vit.py")
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime
 import pytest
-import torch
 
 from engine.errors import UserError
 from engine.server.onnx_export import _load_vit_module, export_onnx
+from tests.lazy_modules import Lazy, torch
+
+onnx, onnxruntime = Lazy("onnx"), Lazy("onnxruntime")
 
 pytestmark = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
 

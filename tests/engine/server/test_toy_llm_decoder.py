@@ -12,8 +12,10 @@ import types
 import pytest
 
 from engine.server.repository import EMBEDDED_ROOT, variant_files
+from tests.lazy_modules import torch
 
-torch = pytest.importorskip("torch")
+if importlib.util.find_spec("torch") is None:
+    pytest.skip("needs torch", allow_module_level=True)
 PROMPTS = (b"Tell me a story about a lighthouse.", b"What is the capital of France?", b"Write a haiku.")
 
 
