@@ -55,22 +55,24 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
 
 class NoisyAtOneLevel:
     """Answers at once, except while the sweep measures concurrency 2: there each window is
-    answered twice as slowly as the one before (10, 20, 40 ... 160 ms a request, from each
-    trial's start: well above what a busy box adds to a request). Windows a busy box publishes
-    late hold a mix of two delays, but the mix still doubles, so no two windows agree."""
+    answered twice as slowly as the one before (20, 40, 80 ... ms a request, from each trial's
+    start), with no ceiling: a ceiling let two windows past it agree (a trial with more warm-up
+    windows read stable), and a gentler step drowned in what two CPU hogs add to a request.
+    Windows a busy box publishes late hold a mix of two delays, but the mix still doubles, so no
+    two agree. Few requests a window keep the slow ones short."""
 
     def __init__(self) -> None:
         self.noisy = False
-        self.delay_s = 0.010
+        self.delay_s = 0.020
         self.lock = threading.Lock()
 
     def publish(self, events: Events):  # noqa: ANN201 - the sweep's publish callback
         def publish(event: Event) -> None:
             with self.lock:
                 if isinstance(event, LevelStarted):
-                    self.noisy, self.delay_s = event.level == 2, 0.010
+                    self.noisy, self.delay_s = event.level == 2, 0.020
                 elif isinstance(event, WindowResult) and self.noisy:
-                    self.delay_s = min(self.delay_s * 2, 0.160)
+                    self.delay_s *= 2
             events.append(event)
         return publish
 
@@ -91,7 +93,7 @@ async def test_a_server_noisy_at_one_concurrency_decides_nothing_there() -> None
         info = await describe_target(target)
         # the CPU rule is off here (this box is always busy): the noise is the server's own
         load = quick_load(concurrency=[1, 2, 4], contended_percent=100.0, max_trials=2, trial_budget_s=60.0,
-                          window_ms=300, max_windows=4, stable_windows=2, workers=1)
+                          window_ms=300, max_windows=4, stable_windows=2, workers=1, min_window_requests=6)
         events = Events()
         results = await run_sweep(TritonApi(target, info), load, noisy.publish(events), asyncio.Event())
     published = [e for e in events.of("level_result") if isinstance(e, LevelResult)]
