@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from engine.errors import UserError
+from engine.events import LevelResult
 from engine.load.server_api import ServerApi
 from engine.load.sweep import run_sweep
 from tests.engine.load.conftest import Events, in_flight, in_flight_most, quick_load
@@ -68,6 +69,21 @@ async def test_a_transport_it_does_not_offer_is_one_line_before_any_load() -> No
         await run_sweep(api, quick_load(transport="http"), Events().append, asyncio.Event())
 
 
+async def _one_level(stats: object = None, cache: object = None) -> tuple[LevelResult, Events]:
+    """One level of the toy API at concurrency 2, its statistics or cache counters replaced."""
+    server = ShoutServer()
+    port = await server.start()
+    events = Events()
+    try:
+        api = ShoutApi(f"shout://127.0.0.1:{port}", "shout", TEXTS)
+        api.stats, api.cache = stats, cache  # type: ignore[assignment]
+        load = quick_load(concurrency=[2], transport=NAME, stability_percent=50)
+        (r,) = await run_sweep(api, load, events.append, asyncio.Event())
+    finally:
+        await server.close()
+    return r, events
+
+
 class _Counters:
     """Server statistics for the toy API that never come: either each read stalls past its
     timeout (a busy server), or each says at once that there are none (no such extension)."""
@@ -91,17 +107,8 @@ class _Counters:
 @pytest.mark.slow
 @pytest.mark.parametrize("stall", [True, False])
 async def test_statistics_that_time_out_are_said_and_statistics_that_do_not_exist_are_not(stall: bool) -> None:
-    server = ShoutServer()
-    port = await server.start()
-    events = Events()
     counters = _Counters(stall)
-    try:
-        api = ShoutApi(f"shout://127.0.0.1:{port}", "shout", TEXTS)
-        api.stats = counters  # type: ignore[assignment]
-        load = quick_load(concurrency=[2], transport=NAME, stability_percent=50)
-        (r,) = await run_sweep(api, load, events.append, asyncio.Event())
-    finally:
-        await server.close()
+    r, events = await _one_level(stats=counters)
     assert r.requests > 0 and r.server is None and counters.reads >= 2
     late = [w.message for w in events.of("warning") if w.key.startswith("late-stats")]
     assert bool(late) == stall, late
@@ -135,16 +142,7 @@ class _StallingCache:
 
 @pytest.mark.slow
 async def test_cache_counters_that_time_out_leave_their_windows_out_and_are_said() -> None:
-    server = ShoutServer()
-    port = await server.start()
-    events = Events()
-    try:
-        api = ShoutApi(f"shout://127.0.0.1:{port}", "shout", TEXTS)
-        api.cache = _StallingCache()  # type: ignore[assignment]
-        load = quick_load(concurrency=[2], transport=NAME, stability_percent=50)
-        (r,) = await run_sweep(api, load, events.append, asyncio.Event())
-    finally:
-        await server.close()
+    r, events = await _one_level(cache=_StallingCache())
     assert r.requests > 0 and r.cache is None
     said = [w.message for w in events.of("warning") if w.key.startswith("late-cache")]
     assert len(said) == 1 and "cache counters came too late" in said[0], said
