@@ -30,6 +30,18 @@ class Figure:
     # a streaming model's figure: throughput is output tokens/s and cost_per_1000 is $ per
     # million output tokens
     tokens: bool = False
+    # the rate of each window merged into the level (images/s; a streaming level's tokens/s);
+    # (): not known. Two figures whose windows overlap cannot be told apart.
+    windows: tuple[float, ...] = ()
+
+    def cost_range(self) -> tuple[float, float] | None:
+        """The cost per 1000 (per million tokens) each window alone gives, lowest and highest;
+        None without a cost or two windows."""
+        rates = [r for r in self.windows if r > 0]
+        if len(rates) < 2 or self.cost_per_1000 is None or not self.throughput:
+            return None
+        costs = [self.cost_per_1000 * self.throughput / r for r in rates]
+        return min(costs), max(costs)
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,13 @@ def scale_answer(out: Side, up: Side, slo_name: str | None = None, tie: float = 
         return ScaleAnswer(None, f"{head} → no cost answer: no price for {hints}")
     assert a.cost_per_1000 is not None and b.cost_per_1000 is not None
     cheaper, dearer = sorted((a.cost_per_1000, b.cost_per_1000))
+    item = "token" if a.tokens else "image"
     if dearer <= 0 or (dearer - cheaper) / dearer <= tie:
-        item = "token" if a.tokens else "image"
         return ScaleAnswer(EITHER, f"{head} → either: the same cost per {item} within {tie * 100:g} %")
+    ra, rb = a.cost_range(), b.cost_range()
+    if ra is not None and rb is not None and ra[0] <= rb[1] and rb[0] <= ra[1]:
+        gap = (dearer - cheaper) / dearer * 100
+        return ScaleAnswer(EITHER, f"{head} → either: {gap:.1f} % apart in cost per {item}, inside the spread of "
+                                   "their own windows (the two levels' windows overlap)")
     choice = SCALE_OUT if a.cost_per_1000 < b.cost_per_1000 else SCALE_UP
     return ScaleAnswer(choice, f"{head} → {choice}")

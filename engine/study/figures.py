@@ -75,6 +75,7 @@ class ConfigFigures:
     j_per_token_peak: float | None = None
     j_per_token_slo: float | None = None
     peak_windows: list[float] = field(default_factory=list)  # its peak level's merged windows' rates
+    slo_windows: list[float] = field(default_factory=list)  # its SLO point's merged windows' rates
     # "1x*2 failed (why)": its run failed, lost a server or was refused, so it decides nothing
     # (no efficiency, no cost, no deciding figure); None: it ran to its end
     failed: str | None = None
@@ -321,6 +322,7 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             j_per_token_peak=energy_tokens.get(float(best.level)) if best is not None else None,
             j_per_token_slo=energy_tokens.get(float(at_slo.level)) if at_slo is not None else None,
             peak_windows=peak_window_rates(recording, best),
+            slo_windows=peak_window_rates(recording, at_slo),
             failed=failed.get(variant),
         ))
     configs.sort(key=lambda c: variant_order(c.variant))
@@ -409,20 +411,27 @@ def _unstable_at(c: ConfigFigures, level: float | None) -> bool:
 
 def _side(c: ConfigFigures, label: str, hint: str) -> Side:
     peak = c.findings.peak
+    best = c.answer.best if c.answer is not None else None
     slo = None
+    slo_windows = tuple(c.slo_windows)
     if c.streaming:
         a = c.answer
-        best, at = (a.best, a.slo_level) if a is not None else (None, None)
+        at = a.slo_level if a is not None else None
         if a is not None and a.targeted:
-            slo = Figure(c.tokens_slo, c.cost_mtok_slo, at is not None and at.status != "stable", tokens=True)
+            slo = Figure(c.tokens_slo, c.cost_mtok_slo, at is not None and at.status != "stable", tokens=True,
+                         windows=slo_windows)
         return Side(label, c.cost_per_hour, hint,
-                    Figure(c.tokens_peak, c.cost_mtok_peak, best is not None and best.status != "stable", tokens=True),
+                    Figure(c.tokens_peak, c.cost_mtok_peak, best is not None and best.status != "stable", tokens=True,
+                           windows=tuple(c.peak_windows)),
                     slo, c.failed)
     if c.slo is not None:
         slo = Figure(c.slo.throughput if c.slo.level is not None else None, c.cost_slo,
-                     c.slo.level is not None and _unstable_at(c, c.slo.level))
+                     c.slo.level is not None and _unstable_at(c, c.slo.level), windows=slo_windows)
+    # the windows are the rule's best level's: the same level as the findings' peak, or none
+    same = peak is not None and best is not None and float(best.level) == float(peak.level)
     return Side(label, c.cost_per_hour, hint,
-                Figure(c.peak_throughput, c.cost_peak, peak is not None and peak.status != "stable"), slo, c.failed)
+                Figure(c.peak_throughput, c.cost_peak, peak is not None and peak.status != "stable",
+                       windows=tuple(c.peak_windows) if same else ()), slo, c.failed)
 
 
 def _unrecorded_side(label: str, hint: str, why: str) -> Side:

@@ -134,3 +134,23 @@ def test_run_failed_names_the_config_on_one_line():
     # a failed gate judged sound figures: they stand
     assert run_failed("2x", "failed", GATE_FAILURE_EXIT_CODE, "1 gate(s) failed: p99") is None
     assert one_line("  a\tb  \n c") == "a b"
+
+
+def windows_side(label, price, rate, windows):
+    return Side(label, price, "set a price", Figure(rate, cost_per_1000(price, rate), windows=tuple(windows)))
+
+
+def test_levels_whose_windows_overlap_decide_nothing_between_them():
+    # the 4x H200 HTTP study's SLO points: 1x*4 at 128 against 4x at 320, 3.7 % apart, same price
+    out = windows_side(OUT, 14.0, 13032.0, [12861.0, 13432.0, 12802.0])
+    up = windows_side(UP, 14.0, 12560.0, [12115.0, 12716.0, 12849.0])
+    answer = scale_answer(out, up)
+    assert answer.choice == EITHER
+    assert answer.line.endswith("→ either: 3.6 % apart in cost per image, inside the spread of their own windows "
+                                "(the two levels' windows overlap)")
+    # the same gap with windows apart is an answer
+    apart = windows_side(UP, 14.0, 12560.0, [12500.0, 12560.0, 12620.0])
+    assert scale_answer(out, apart).choice == SCALE_OUT
+    # one window, or none, says nothing about the spread
+    assert scale_answer(out, windows_side(UP, 14.0, 12560.0, [12560.0])).choice == SCALE_OUT
+    assert scale_answer(windows_side(OUT, 14.0, 13032.0, []), up).choice == SCALE_OUT
