@@ -1,8 +1,9 @@
 """Sequence models (Triton's sequence batcher) against the real embedded Triton serving
-`accumulator` (a running sum per sequence, its state checked by the model on every step) and
-`accumulator_idle` (the same with a 1 µs idle timeout): perf_analyzer's streams file with every
-step's output checked, first-step and later-step latency, a dropped sequence failing its level,
-and bad input refused in one line before any load."""
+`accumulator` (a running sum per sequence, its state checked by the model on every step),
+`accumulator_idle` (the same with a 1 µs idle timeout) and `accumulator_oldest` (the oldest
+strategy): perf_analyzer's streams file with every step's output checked, first-step and
+later-step latency, the wait for a slot, a dropped sequence failing its level, and bad input
+refused in one line before any load."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from engine.errors import UserError
 from engine.events import InputDataUsed
 from engine.record.exporters import export
 from engine.record.reader import Recording
+from engine.triton.sequences import batcher_line, sequence_config
 from engine.triton.target import Target, describe_target
 from tests.cli_runner import run_cli
 from tests.engine.load.conftest import quick_load, sweep
@@ -30,7 +32,7 @@ DOC_STREAMS = STREAMS.with_name("perf_analyzer_streams.json")
 def accumulator(tmp_path_factory):
     from engine.server.embedded import EmbeddedServer
 
-    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle",),
+    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle", "accumulator_oldest"),
                         log_dir=tmp_path_factory.mktemp("triton-accumulator")) as srv:
         yield srv
 
@@ -114,6 +116,19 @@ def test_more_sequences_than_slots_wait_in_triton_queue_and_on_their_first_step(
     assert first.p50 is not None and later.p50 is not None and first.p50 > 2 * later.p50, (first, later)
     # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50
     assert full.server.queue > 0.5 * first.p50 / 20, (full.server.queue, first.p50)
+
+
+def test_the_oldest_strategy_runs_the_streams_checked_past_its_candidates(accumulator) -> None:
+    """accumulator_oldest: 4 candidate sequences batched together, the rest in Triton's backlog;
+    at 6 in flight every step's sum is still checked, and the batcher line names the strategy."""
+    target, info = _target(accumulator, "accumulator_oldest")
+    config = sequence_config(info.model_config)
+    assert config is not None and config.strategy == "oldest" and config.max_candidates == 4
+    assert "oldest strategy): max_sequence_idle_microseconds 5000000 µs, max_candidate_sequences 4;" in \
+        batcher_line(config)
+    for result in _run(accumulator, "accumulator_oldest", input_data=str(STREAMS), concurrency=[2, 6]):
+        assert result.errors == 0 and result.requests > 0, result.error_messages
+        assert result.sequence is not None and result.sequence.sequences > 0
 
 
 def test_drawn_lengths_vary_within_the_variation(accumulator) -> None:
