@@ -282,8 +282,10 @@ SEQUENCE_KEYS = ("first_p99", "later_p99", "seq_rate")
 
 def with_sequence(columns: Sequence[Column[LevelFigures]]) -> tuple[Column[LevelFigures], ...]:
     """A sequence model's columns after the latency's p99: the first step's p99, the later
-    steps', and sequences per second."""
-    extra = select(SWEEP, SEQUENCE_KEYS)
+    steps', sequences per second, and Triton's queue time where the table has none (a report's:
+    the wait for a sequence slot when all are held is in it)."""
+    queue = () if any(c.key == "queue" for c in columns) else ("queue",)
+    extra = select(SWEEP, (*SEQUENCE_KEYS, *queue))
     out: list[Column[LevelFigures]] = []
     for c in columns:
         out.append(c)

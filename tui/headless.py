@@ -35,6 +35,7 @@ from engine.columns import token_word
 from engine.outcome import EXIT_INTERRUPTED
 from engine.probe.table import bill_text
 from engine.record.safe_text import terminal_text
+from engine.triton.sequences import batcher_line, sequence_config
 from tui import tables
 from tui.describe import describe, severity
 from tui.state import SessionState, notice_key
@@ -202,6 +203,9 @@ class HeadlessPrinter:
                             "stream's responses", "dim")
             if any(c.key == "cache_state" for c in cols):  # once per table: what the cache column's words mean
                 self._plain(f"       {columns.CACHE_STATE_NOTE}", "dim")
+            batcher = sequence_config(self.state.server.model_config) if self.state.server else None
+            if batcher is not None and any(c.key == "seq_rate" for c in cols):  # the batcher's limits, once
+                self._plain(f"       {batcher_line(batcher)}", "dim")
             self._sweep_header_printed = True
         row = self.state.levels.get(event.index)
         if row is None:

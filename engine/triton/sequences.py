@@ -43,6 +43,10 @@ class SequenceConfig:
     idle_us: int  # max_sequence_idle_microseconds (0: not set, Triton's default)
     max_candidates: int | None  # oldest: max_candidate_sequences
     corrid_type: str = ""  # CONTROL_SEQUENCE_CORRID's data_type ("TYPE_UINT64", ...); "" without one
+    # direct: the sequences Triton holds at once, max_batch_size slots per instance; None where
+    # the config does not say (oldest strategy, no instance_group)
+    slots: int | None = None
+    instances: int = 0
 
 
 def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | None:
@@ -62,8 +66,27 @@ def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | Non
                     corrid_type = str(control.get("data_type") or "")
     oldest = batching.get("oldest") if strategy == "oldest" else None
     candidates = oldest.get("max_candidate_sequences") if isinstance(oldest, dict) else None
+    instances = _instances(model_config or {})
+    per_instance = max(1, int((model_config or {}).get("max_batch_size") or 0))
+    slots = per_instance * instances if instances and strategy == "direct" else None
     return SequenceConfig(strategy, controls, int(batching.get("max_sequence_idle_microseconds") or 0),
-                          int(candidates) if candidates else None, corrid_type)
+                          int(candidates) if candidates else None, corrid_type, slots, instances)
+
+
+def _instances(model_config: dict[str, Any]) -> int:
+    """The model's instances, as the served config lists them (count per GPU where it names GPUs);
+    0 where it lists none."""
+    total = 0
+    for group in model_config.get("instance_group") or []:
+        if isinstance(group, dict):
+            total += int(group.get("count") or 1) * max(1, len(group.get("gpus") or []))
+    return total
+
+
+# Triton 2.51's statistics (v2 JSON: inference_stats, batch_stats, response_stats, memory_usage)
+# and /metrics (nv_inference_*) carry no count of the sequences the batcher holds
+HELD_NOT_REPORTED = ("Sequences Triton held: not reported by this server (its statistics and /metrics have no "
+                     "sequence batcher figure).")
 
 
 def batcher_line(config: SequenceConfig) -> str:
@@ -72,10 +95,17 @@ def batcher_line(config: SequenceConfig) -> str:
     candidates = (f", max_candidate_sequences {config.max_candidates}" if config.max_candidates else
                   (", max_candidate_sequences not set" if config.strategy == "oldest" else ""))
     controls = ", ".join(f"{name} ({kind.removeprefix('CONTROL_SEQUENCE_')})" for kind, name in config.controls.items())
+    slots = (f"; {config.slots} sequence slots (max_batch_size {config.slots // config.instances} x "
+             f"{config.instances} instance{'s' if config.instances > 1 else ''})" if config.slots else "")
+    # Triton starts a request's queue time as the sequence batcher takes it in (its Enqueue), so a
+    # step waiting for a slot, or (oldest) for a place among the candidates, waits in its queue time
+    wait = "a free sequence slot" if config.strategy == "direct" else "a place among the candidate sequences"
     return (f"A sequence model (Triton's sequence batcher, {config.strategy} strategy): max_sequence_idle_microseconds "
-            f"{idle}{candidates}; control inputs {controls or 'none'}, set from each request's sequence id, start and "
-            "end. A level is that many sequences in flight; the first step's latency is shown apart from the later "
-            "steps' (it sets up the state).")
+            f"{idle}{candidates}{slots}; control inputs {controls or 'none'}, set from each request's sequence id, "
+            "start and end. A level is that many sequences in flight; the first step's latency is shown apart from "
+            f"the later steps' (it sets up the state). Queue ms is Triton's mean queue time per request: it includes "
+            f"a new sequence's wait for {wait} while all are held, a wait its first step's latency holds too. "
+            f"{HELD_NOT_REPORTED}")
 
 
 def control_names(config: SequenceConfig) -> set[str]:

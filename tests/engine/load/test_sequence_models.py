@@ -1,8 +1,9 @@
 """Sequence models (Triton's sequence batcher) against the real embedded Triton serving
-`accumulator` (a running sum per sequence, its state checked by the model on every step) and
-`accumulator_idle` (the same with a 1 µs idle timeout): perf_analyzer's streams file with every
-step's output checked, first-step and later-step latency, a dropped sequence failing its level,
-and bad input refused in one line before any load."""
+`accumulator` (a running sum per sequence, its state checked by the model on every step),
+`accumulator_idle` (the same with a 1 µs idle timeout) and `accumulator_oldest` (the oldest
+strategy): perf_analyzer's streams file with every step's output checked, first-step and
+later-step latency, the wait for a slot, a dropped sequence failing its level, and bad input
+refused in one line before any load."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
+from engine.events import InputDataUsed
 from engine.record.exporters import export
 from engine.record.reader import Recording
+from engine.triton.sequences import batcher_line, sequence_config
 from engine.triton.target import Target, describe_target
 from tests.cli_runner import run_cli
 from tests.engine.load.conftest import quick_load, sweep
@@ -22,13 +25,14 @@ from tests.reliability.test_bad_input import assert_one_line_exit_2
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 STREAMS = Path(__file__).resolve().parents[2] / "data" / "accumulator_streams.json"
+DOC_STREAMS = STREAMS.with_name("perf_analyzer_streams.json")
 
 
 @pytest.fixture(scope="module")
 def accumulator(tmp_path_factory):
     from engine.server.embedded import EmbeddedServer
 
-    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle",),
+    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle", "accumulator_oldest"),
                         log_dir=tmp_path_factory.mktemp("triton-accumulator")) as srv:
         yield srv
 
@@ -60,6 +64,23 @@ def test_the_streams_file_runs_with_every_steps_output_checked(accumulator, tran
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_perf_analyzers_documented_streams_run_with_their_outputs_checked(accumulator, transport) -> None:
+    """The streams example of perf_analyzer's docs/input_data.md (three streams of 4, 3 and 2
+    steps: 1 2 3 4, 1 1 1, 1 1), its values INT32 as the accumulator takes them (the example's
+    model takes strings), and validation_data of the running sums; a wrong sum would fail the level."""
+    target, info = _target(accumulator)
+    results, events = asyncio.run(sweep(target, info, quick_load(input_data=str(DOC_STREAMS), concurrency=[1, 3],
+                                                                 transport=transport)))
+    (used,) = [e for e in events if isinstance(e, InputDataUsed)]
+    assert used.validated and used.requests == 9  # nine steps, every answer compared with its sum
+    for result in results:
+        assert result.errors == 0 and result.requests > 0, result.error_messages
+        assert result.status in ("stable", "unstable", "contended")
+        assert result.sequence is not None and result.sequence.sequences > 0
+        assert result.sequence.first_step.count and result.sequence.later_steps.count
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_a_wrong_expected_step_fails_the_level_naming_the_entry_and_step(accumulator, tmp_path, transport) -> None:
     doc = json.loads(STREAMS.read_text())
     doc["validation_data"][2][1]["OUTPUT"] = [4]  # the model answers 5 + (-2) = 3
@@ -83,6 +104,31 @@ def test_a_sweep_of_sequence_lengths_records_first_and_later_steps(accumulator) 
     edges = 8 * 2 * eight.merged_windows  # steps of sequences cut by the windows' edges
     assert abs(later - 7 * first) <= edges, (first, later)
     assert eight.sequence.first_step.p99 is not None and eight.sequence.later_steps.p99 is not None
+
+
+def test_more_sequences_than_slots_wait_in_triton_queue_and_on_their_first_step(accumulator) -> None:
+    """accumulator holds 16 sequences (max_batch_size 16, one instance): at 24 in flight a new
+    sequence waits for one to end, in Triton's queue time, and its first step's latency holds it."""
+    (full,) = _run(accumulator, sequence_length=20, sequence_length_variation=0, concurrency=[24])
+    assert full.errors == 0 and full.sequence is not None, full.error_messages
+    assert full.server is not None and full.server.queue is not None
+    first, later = full.sequence.first_step, full.sequence.later_steps
+    assert first.p50 is not None and later.p50 is not None and first.p50 > 2 * later.p50, (first, later)
+    # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50
+    assert full.server.queue > 0.5 * first.p50 / 20, (full.server.queue, first.p50)
+
+
+def test_the_oldest_strategy_runs_the_streams_checked_past_its_candidates(accumulator) -> None:
+    """accumulator_oldest: 4 candidate sequences batched together, the rest in Triton's backlog;
+    at 6 in flight every step's sum is still checked, and the batcher line names the strategy."""
+    target, info = _target(accumulator, "accumulator_oldest")
+    config = sequence_config(info.model_config)
+    assert config is not None and config.strategy == "oldest" and config.max_candidates == 4
+    assert "oldest strategy): max_sequence_idle_microseconds 5000000 µs, max_candidate_sequences 4;" in \
+        batcher_line(config)
+    for result in _run(accumulator, "accumulator_oldest", input_data=str(STREAMS), concurrency=[2, 6]):
+        assert result.errors == 0 and result.requests > 0, result.error_messages
+        assert result.sequence is not None and result.sequence.sequences > 0
 
 
 def test_drawn_lengths_vary_within_the_variation(accumulator) -> None:
@@ -139,19 +185,33 @@ def test_a_malformed_streams_file_is_one_line_and_exit_2(tmp_path) -> None:
     assert "level 1/" not in proc.stdout  # no level started
 
 
+def test_a_control_input_in_the_data_is_one_line_and_exit_2(accumulator, tmp_path) -> None:
+    path = tmp_path / "control.json"
+    path.write_text(json.dumps({"data": [[{"INPUT": [1], "END": [0]}, {"INPUT": [2]}]]}))
+    proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path / "rec"), "--url", accumulator.http_url,
+                   "--input-data", str(path), "--set", "model.name=accumulator", *QUICK)
+    assert_one_line_exit_2(proc, "entry 0, step 0 gives 'END'")
+    assert "CONTROL_SEQUENCE_END" in proc.stderr and "level 1/" not in proc.stdout  # refused before any load
+
+
 def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(tmp_path) -> None:
     proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path), "--set", "model.name=accumulator_idle",
                    "--set", "load.concurrency=2", "--set", "load.sequence_length=4", *QUICK)
     assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.stderr.splitlines()[0].startswith("gpuscale-tui: failed: 1 of 1 levels failed (level ")
+    (line,) = proc.stderr.splitlines()  # one line, naming the level and what Triton did
+    assert line.startswith("gpuscale-tui: failed: 1 of 1 levels failed (level ") and "Triton dropped sequence" in line
     assert "failed: Triton dropped sequences before their end" in proc.stdout
-    # the report states the batcher's settings beside the step columns
+    # the log states the batcher's limits under the table's header, and the count Triton does not give
+    assert "max_sequence_idle_microseconds 1 µs; 16 sequence slots (max_batch_size 16 x 1 instance)" in proc.stdout
+    assert "Sequences Triton held: not reported by this server" in proc.stdout
+    # the report states the batcher's settings beside the step columns and Triton's queue time
     (recording,) = tmp_path.glob("*.sqlite")
     with Recording.open(recording) as rec:
         report = export(rec, "md", tmp_path / "report").read_text()
-    assert "1st step p99" in report and "seq/s" in report
-    assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs" in report
+    assert "1st step p99" in report and "seq/s" in report and "queue ms" in report
+    assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs; 16 sequence slots" in report
+    assert "Sequences Triton held: not reported by this server" in report
 
 
 def test_rate_mode_walks_sequences_too(accumulator) -> None:

@@ -187,6 +187,24 @@ def test_the_reports_line_states_the_batchers_settings() -> None:
     assert "max_candidate_sequences 4" in line and "S (START), E (END), ID (CORRID)" in line
     unset = sequence_config({"sequence_batching": {"direct": {}}})
     assert unset is not None and "not set (Triton's default, 1 s)" in batcher_line(unset)
+    # Triton's statistics hold no count of the sequences it held: said so, never a 0
+    for shown in (line, batcher_line(unset)):
+        assert shown.endswith("Sequences Triton held: not reported by this server (its statistics and /metrics "
+                              "have no sequence batcher figure).")
+        assert "Queue ms is Triton's mean queue time per request" in shown
+    assert "slots" not in batcher_line(unset)  # no instance_group: the slots are not known
+
+
+def test_the_direct_strategys_slots_are_max_batch_size_per_instance() -> None:
+    config = sequence_config({"max_batch_size": 8, "sequence_batching": {"direct": {}},
+                              "instance_group": [{"count": 2, "gpus": [0, 1]}, {"count": 1, "gpus": []}]})
+    assert config is not None and config.slots == 8 * 5
+    assert "; 40 sequence slots (max_batch_size 8 x 5 instances)" in batcher_line(config)
+    assert "wait for a free sequence slot while all are held" in batcher_line(config)
+    oldest = sequence_config({"max_batch_size": 8, "sequence_batching": {"oldest": {"max_candidate_sequences": 3}},
+                              "instance_group": [{"count": 1}]})
+    assert oldest is not None and oldest.slots is None
+    assert "a place among the candidate sequences" in batcher_line(oldest)
 
 
 def test_a_string_correlation_id_is_refused_in_one_line() -> None:

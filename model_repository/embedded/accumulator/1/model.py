@@ -2,7 +2,7 @@
 INPUT over the sequence's steps so far. State is kept per correlation id and checked on every
 step, so a tool that drops START, reuses a live sequence id or sends a step after END is refused
 with the reason (the error reaches the client as the request's error). The same code serves
-``accumulator_idle``."""
+``accumulator_idle`` and ``accumulator_oldest``."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils

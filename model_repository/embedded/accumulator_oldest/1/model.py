@@ -1,0 +1,1 @@
+../../accumulator/1/model.py
