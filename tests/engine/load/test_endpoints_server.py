@@ -5,6 +5,9 @@ the bad input that stops a run before any load."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+import urllib.request
 
 import psutil
 import pytest
@@ -15,7 +18,7 @@ from engine.load.sweep import run_sweep
 from engine.triton.api import TritonApi
 from engine.triton.endpoints import describe_endpoints, endpoints_from
 from engine.triton.target import Target
-from tests.engine.load.conftest import Events, first_measured_window, kill_tritonserver, quick_load
+from tests.engine.load.conftest import Events, kill_tritonserver, quick_load
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -50,6 +53,26 @@ def _our_connections(ports: list[int]) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return counts
+
+
+def _answered(url: str) -> int:
+    """The identity model's successful inferences, as the server itself counts them."""
+    with urllib.request.urlopen(f"{url}/v2/models/identity/stats", timeout=10) as reply:
+        return sum(m["inference_stats"]["success"]["count"] for m in json.load(reply)["model_stats"])
+
+
+async def _answering_in_the_level(server, events: Events, timeout_s: float = 30.0) -> None:
+    """Until the level has started and ``server`` has answered some of its requests, read from the
+    server: the sweep's window events trail its workers on a busy box (by seconds, with the
+    server statistics they wait for), so a kill timed on them can land past the level's end."""
+    deadline = time.monotonic() + timeout_s
+    while not events.of("level_started"):
+        assert time.monotonic() < deadline, "the level did not start"
+        await asyncio.sleep(0.02)
+    before = await asyncio.to_thread(_answered, server.http_url)
+    while await asyncio.to_thread(_answered, server.http_url) <= before:
+        assert time.monotonic() < deadline, f"{server.http_url} answered nothing in the level"
+        await asyncio.sleep(0.02)
 
 
 async def test_levels_spread_evenly_and_add_up(identity_server, second_server, identity_info):
@@ -132,10 +155,12 @@ async def test_one_server_killed_mid_level_is_named_and_the_other_goes_on(identi
         assert text.startswith("endpoints are not apples-to-apples: model config differs in instance_group")
         assert "ep1" in text and "ep2" in text and "--allow-mixed" in text and "\n" not in text
         await describe_endpoints(target, allow_mixed=True)
-        load = quick_load(concurrency=[4], max_windows=8, stability_percent=0.001, request_timeout_s=2.0)
+        # no warm-up: every answer of the level is measured, so ep2 dies after answering in the
+        # level's first windows, with the level's other windows still to come
+        load = quick_load(concurrency=[4], max_windows=8, stability_percent=0.001, request_timeout_s=2.0, warmup_s=0.0)
         events = Events()
         task = asyncio.create_task(run_sweep(TritonApi(target, identity_info), load, events.append, asyncio.Event()))
-        await first_measured_window(events)
+        await _answering_in_the_level(srv, events)
         kill_tritonserver(srv)
         results = await asyncio.wait_for(task, 60)
     finally:
