@@ -69,3 +69,12 @@ def read_at_edge(asked_ns: int, answered_ns: int, edge_ns: int, interval_ns: int
     of a window late makes the window's counters cover a different interval."""
     slack = LATE_SHARE * interval_ns
     return edge_ns - asked_ns <= slack and answered_ns - edge_ns <= slack
+
+
+TIMED_OUT_SHARE = 0.9  # a read that gave nothing after this share of its timeout timed out
+
+
+def gave_up(waited_s: float, timeout_s: float) -> bool:
+    """Whether a server read that answered None after ``waited_s`` timed out, rather than found
+    nothing: a server without the counters answers None at once, one that stalls near the timeout."""
+    return waited_s >= TIMED_OUT_SHARE * timeout_s

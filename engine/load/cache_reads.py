@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from engine.analysis.sane_values import read_at_edge
+from engine.analysis.sane_values import gave_up, read_at_edge
 from engine.events import ServerCache
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class CacheReads:
         answered = time.monotonic_ns()
         if found is not None:
             self.times[boundary] = (asked, answered)
-        elif answered - asked >= 0.9 * READ_TIMEOUT_S * 1e9:
+        elif gave_up((answered - asked) / 1e9, READ_TIMEOUT_S):
             self.timed_out.add(boundary)
         return found
 

@@ -45,6 +45,7 @@ from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
 from engine.analysis.saturation import saturation_point
+from engine.analysis.sane_values import gave_up
 from engine.analysis.stability import is_stable
 from engine.analysis.stream_split import unsplit
 from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between
@@ -439,7 +440,7 @@ class _Level:
             async def read(e: int) -> object | None:
                 asked = time.monotonic()
                 found = await stats.snapshot(e, each_s)
-                if found is None and time.monotonic() - asked >= 0.9 * each_s:
+                if found is None and gave_up(time.monotonic() - asked, each_s):
                     self.unanswered.add((boundary, e))
                 return found
 

@@ -138,3 +138,9 @@ def test_the_recorder_keeps_going_past_an_integer_sqlite_cannot_hold(tmp_path):
     assert recorder.error is None, recorder.error
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT mem_used, mem_total FROM gpu_samples").fetchall() == [(None, 8 * 2**30)]
+
+
+def test_a_read_that_gave_nothing_near_its_timeout_gave_up():
+    assert sane_values.gave_up(1.95, 2.0) and sane_values.gave_up(1.8, 2.0)
+    assert not sane_values.gave_up(0.01, 2.0)  # a server without the counters answers None at once
+    assert not sane_values.gave_up(1.7, 2.0)
