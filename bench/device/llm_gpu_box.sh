@@ -18,7 +18,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 OUT=${OUT:-.bench-out}; mkdir -p "$OUT"
-W=${LLM_WORK:-/tmp/gpuscale-llm}; mkdir -p "$W/logs"
+# under build/ (git-ignored): a warm box keeps it between calls, so a build cut short resumes there
+W=${LLM_WORK:-$ROOT/build/gpuscale-llm}; mkdir -p "$W/logs"
 PY=${PYTHON:-python3}
 CARRY=${CARRY_LLM:-.carry-llm}
 if [ -z "${GPUS+x}" ]; then GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
@@ -48,7 +49,9 @@ export GPUSCALE_NUMPY1_VENV=1
 
 build() {
   local b=$W/build t0=$SECONDS
-  rm -rf "$W/src"; mkdir -p "$W/src"; tar -C "$W/src" -xJf "$CARRY/llama.cpp.tar.xz" || { say "no $CARRY/llama.cpp.tar.xz"; return 1; }
+  if [ ! -f "$W/src/llama.cpp/CMakeLists.txt" ]; then
+    mkdir -p "$W/src"; tar -C "$W/src" -xJf "$CARRY/llama.cpp.tar.xz" || { say "no $CARRY/llama.cpp.tar.xz"; return 1; }
+  fi
   say "configure (CUDA arch ${CUDA_ARCH:-90}, FA ${FA:-ON} f16 K/V only, static llama libs)"
   timeout -k 10 120 cmake -S "$W/src/llama.cpp" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DGGML_NATIVE=OFF -DGGML_CUDA_FA="${FA:-ON}" \
