@@ -2,14 +2,14 @@
 # The serving study's --serve template on the LLM boxes (bench/device/llm_gpu_box.sh study):
 #   bash bench/device/llama_serve.sh {port} {tp} {gpus}
 # One llama-server over the config's GPUs (the study sets CUDA_VISIBLE_DEVICES={gpus}): all layers
-# on the GPUs, split over them with --split-mode $SPLIT (row by default: each matrix's rows over
-# the GPUs, llama.cpp's nearest to tensor parallel) when {tp} > 1, whole on its one GPU otherwise.
+# on the GPUs, split over them with --split-mode $SPLIT (tensor by default, llama.cpp's tensor
+# parallel; its row split would not load on 2x H200: "device CUDA0 does not support split buffers") when {tp} > 1, whole on its one GPU otherwise.
 # No GPUs ({gpus} empty): {tp} is the server's CPU threads. exec: the study's guard ends it.
 # Environment: LLAMA_SERVER, LLM_MODEL (required), SPLIT, PAR (slots), CTX (whole context), LLM_EXTRA.
 set -eu
 port=$1 tp=$2 gpus=${3:-}
 if [ -z "$gpus" ]; then dev=(-t "$tp" -tb "$tp")
-elif [ "$tp" -gt 1 ]; then dev=(-ngl 999 --split-mode "${SPLIT:-row}")
+elif [ "$tp" -gt 1 ]; then dev=(-ngl 999 --split-mode "${SPLIT:-tensor}")
 else dev=(-ngl 999 --split-mode none)
 fi
 # shellcheck disable=SC2086

@@ -24,6 +24,10 @@ PY=${PYTHON:-python3}
 CARRY=${CARRY_LLM:-.carry-llm}
 if [ -z "${GPUS+x}" ]; then GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
 GPUS=${GPUS:-0}
+# llama-server's host-RAM prompt cache saves each finished slot (about 250 MiB for the 0.8 B model's
+# 2,000-token prompts) on its one main thread: about 200 ms a request, the GPU 17 % busy. Off on a
+# GPU unless LLM_EXTRA says otherwise (docs/results/llm_gpu_2xh200.md measures both).
+if [ "$GPUS" -gt 0 ] && [ -z "${LLM_EXTRA+x}" ]; then export LLM_EXTRA="--cache-ram 0"; fi
 LLAMA_SERVER=${LLAMA_SERVER:-$W/llama-server}
 export LLAMA_SERVER
 say() { echo "[$(date +%T) +$SECONDS s] $*"; }
@@ -105,7 +109,7 @@ traffic() {
     model cpu "${LLM_MODEL_ARGS:---embd 128 --layers 2 --ff 256 --heads 2}" || return 1
     par=${PAR:-4}; levels=${LEVELS:-1,4}; sargs=(-t 1 -tb 1); prof=(--set hardware.cost_per_hour=1)
   fi
-  local common=(--headless --no-check "${prof[@]}" --set load.concurrency="$levels" --set load.output_tokens=16
+  local common=(--headless --no-check "${prof[@]}" --set model.name=gpuscale-llm --set load.concurrency="$levels" --set load.output_tokens=16
     --set load.window_ms="${WINDOW_MS:-3000}" --set load.max_windows="${MAX_WINDOWS:-6}" --set load.contended_percent=100
     --set load.max_trials=1)
   local name wl port=18088 srv
@@ -117,7 +121,7 @@ traffic() {
     esac
     say "== $name: a fresh llama-server, $par slots, context $((par * 2560)), levels $levels"
     "$LLAMA_SERVER" -m "$LLM_MODEL" --alias gpuscale-llm --host 127.0.0.1 --port $port --ctx-size $((par * 2560)) \
-      --parallel "$par" --metrics "${sargs[@]}" > "$W/logs/server-$name.log" 2>&1 &
+      --parallel "$par" --metrics "${sargs[@]}" ${LLM_EXTRA:-} > "$W/logs/server-$name.log" 2>&1 &
     srv=$!
     local t=0
     until curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null; do
@@ -138,7 +142,7 @@ traffic() {
 study() {
   join || return 1
   local prof slo levels
-  export PAR=${PAR:-8} SPLIT=${SPLIT:-row}
+  export PAR=${PAR:-8} SPLIT=${SPLIT:-tensor}
   if [ "$GPUS" -gt 0 ]; then
     model gpu "${LLM_MODEL_ARGS:---embd 2048 --layers 16 --ff 5632 --heads 16}" || return 1
     export CTX=$((PAR * 2048)); unset CUDA_VISIBLE_DEVICES
@@ -150,7 +154,7 @@ study() {
   fi
   say "== study: tp1, tp2 (--split-mode $SPLIT), 1*2; $PAR slots a server; levels $levels; SLO $slo"
   gpu_log study
-  timeout -k 15 "${STUDY_S:-480}" "$PY" -c "$P" study --record -o "$W/study" "${prof[@]}" \
+  timeout -k 15 "${STUDY_S:-480}" "$PY" -c "$P" study --record -o "$W/study" "${prof[@]}" --set model.name=gpuscale-llm \
     --serve "bash $ROOT/bench/device/llama_serve.sh {port} {tp} {gpus}" --variants tp1,tp2,1*2 --slo "$slo" \
     --search-steps "${SEARCH_STEPS:-1}" --serve-start-budget 180 \
     --set load.concurrency="$levels" --set load.output_tokens=64 --set load.input_tokens=128 \

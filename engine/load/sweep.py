@@ -44,8 +44,8 @@ import msgspec
 from engine.analysis.answer import is_sound
 from engine.analysis.contention import CONTENDED, is_contended, mean_share
 from engine.analysis.percentiles import latency_stats
-from engine.analysis.saturation import saturation_point
 from engine.analysis.sane_values import gave_up
+from engine.analysis.saturation import saturation_point
 from engine.analysis.stability import is_stable
 from engine.analysis.stream_split import unsplit
 from engine.cpu_share import CpuReading, CpuShare, read_cpu, share_between

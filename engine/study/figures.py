@@ -5,6 +5,7 @@ model's study counts output tokens instead: tokens/s, $ per million tokens and j
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,9 +209,12 @@ def _energy(recording: Recording, summary: RecordingSummary) -> tuple[dict[float
     source = "nvml" if series.get("nvml") else ("triton" if series.get("triton") else None)
     if source is None:
         return {}, {}, None
-    parts = scale_out_parts(summary.config_variant)
-    # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each
+    variant = summary.config_variant or ""
+    parts = scale_out_parts(variant)
+    # a scale-out's servers are pinned to GPUs 0..N-1 (engine/server/fleet.py), one each; a served
+    # tpN server to the first N (engine/server/serve_command.py), with no Triton config to name them
     wanted = (set(range(parts[1])) if parts and parts[0] in ONE_GPU else
+              set(range(variant_units(variant))) if re.fullmatch(r"tp[1-9]\d*", variant) else
               config_gpus(summary.server.get("model_config") or summary.model_config or {}))
     devices = {k: v for k, v in series[source].items()
                if wanted is None or k.split(":", 1)[0] == "None" or int(k.split(":", 1)[0]) in wanted}

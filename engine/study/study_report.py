@@ -153,7 +153,8 @@ def build_study_doc(f: StudyFigures) -> Doc:
     sources = sorted({c.energy_source for c in f.configs if c.energy_source})
     doc.add(Heading("Energy"), Para(
         (f"{j_head} = the increase of the GPUs' cumulative energy counter over the level's merged measurement "
-         f"windows (the GPUs the config's instance groups use), divided by the {items} completed in them. "
+         "windows (the GPUs the config runs on: its instance groups', or those its servers are pinned to), "
+         f"divided by the {items} completed in them. "
          f"Source: {'; '.join(sources)}.") if sources else
         f"No GPU energy counter was recorded (no GPU, or no NVML / Triton GPU metrics): {j_head} is not measured."))
     doc.add(Heading("Cost basis"), Bullets([f"{c.variant}: {c.cost_basis}" for c in f.configs]))

@@ -64,7 +64,7 @@ def test_per_config_figures(study):
     # energy: 50 W + 250 W x busy on each config GPU; 1x counts GPU 0 only, 2x both, at full load
     assert "NVML" in one.energy_source
     assert one.j_per_image_peak == pytest.approx(300.0 / 200.0, rel=0.05)
-    assert two.j_per_image_peak == pytest.approx(2 * 300.0 / 400.0, rel=0.05)
+    assert two.j_per_image_peak == pytest.approx(2 * 300.0 / two.peak_throughput, rel=0.05)
     assert [s.marginal for s in f.steps] == [pytest.approx(1.0)]
     assert f.stop.variant == "2x" and "at p99 <= 100 ms" in f.stop.reason
 
@@ -96,3 +96,21 @@ def test_missing_variant_is_said(study, tmp_path):
     study.write_text(json.dumps(data))
     md = render_study(study_figures(study), "md")
     assert "Missing from this study (not finished): 4x." in md
+
+
+def test_a_served_configs_energy_counts_the_gpus_it_is_pinned_to(tmp_path):
+    # a served LLM (study --serve) has no Triton config naming its GPUs: tp1 runs on GPU 0, tp2 on 0 and 1
+    runs = []
+    for variant, t0 in (("tp1", 1_771_169_400.0), ("tp2", 1_771_179_400.0)):
+        run = SyntheticRun(gpu_model="H200", gpu_count=2, variant=variant, profile_name="2x_h200", cost_per_hour=8.0,
+                           levels=[1, 4, 8], capacity_per_gpu_ips=200.0, base_latency_s=0.02, probe=False,
+                           telemetry_hz=2.0, t0=t0)
+        events = [replace(e, model_config={}) if hasattr(e, "model_config") else e for e in synthetic_session(run)]
+        path = record_events(tmp_path / f"{variant}.sqlite", _with_energy(events))
+        runs.append(VariantRun(variant, path.name, "ok", 0))
+    index = StudyIndex(study_id="s", profile="2x_h200", model="gpuscale-llm", variants=["tp1", "tp2"],
+                       server="served", slo=None, search_steps=0, runs=runs, status="ok")
+    write_index(index, tmp_path / "s.study.json")
+    one, two = study_figures(tmp_path / "s.study.json").configs
+    assert one.j_per_image_peak == pytest.approx(300.0 / 200.0, rel=0.05)
+    assert two.j_per_image_peak == pytest.approx(2 * 300.0 / two.peak_throughput, rel=0.05)
