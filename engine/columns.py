@@ -158,11 +158,19 @@ class LevelFigures:
         )
 
 
+def _endpoint_status(ep: ev.EndpointResult) -> str:
+    """"failed", "ok", or "idle": a server the level gave no connection (fewer in flight than
+    servers) and no rate, so its empty row is not read as a server that answered nothing."""
+    if ep.failed:
+        return "failed"
+    return "idle" if ep.connections == 0 and not ep.target_rate and ep.requests == 0 else "ok"
+
+
 def endpoint_figures(result: ev.LevelResult) -> list[LevelFigures]:
     """A level spread over several servers, or driven from several client hosts: one row per
     endpoint and per host, to show under the level's."""
     return [
-        LevelFigures(mode=result.mode, level=result.level, status="failed" if ep.failed else "ok",
+        LevelFigures(mode=result.mode, level=result.level, status=_endpoint_status(ep),
                      throughput_ips=ep.throughput_ips, throughput_rps=ep.throughput_rps, latency=ep.latency,
                      server=ep.server, errors=ep.errors, label=f"  {ep.name}")
         for ep in result.endpoints

@@ -75,3 +75,15 @@ def test_report_has_a_row_per_endpoint_under_each_level(tmp_path: Path) -> None:
     assert lines[start + 1].startswith("|   ep1 | ok ") and lines[start + 2].startswith("|   ep2 | failed ")
     assert "| 4 ep2 | 1.00 |" in text  # its queue vs compute
     assert "Servers | 2, the load spread evenly: ep1 http://a:8000; ep2 http://b:8000" in text
+
+
+def test_a_server_the_level_gave_no_connection_reads_idle_not_ok() -> None:
+    from engine import columns
+
+    lat = LatencyStats(count=10, mean=0.02, p50=0.02, p90=0.02, p95=0.02, p99=0.02)
+    busy = EndpointResult(name="ep1", url="http://a:8000", connections=1, requests=10, throughput_rps=10.0,
+                          throughput_ips=10.0, latency=lat)
+    unused = EndpointResult(name="ep2", url="http://b:8000", connections=0)
+    silent = EndpointResult(name="ep3", url="http://c:8000", connections=1, failed=True)
+    level = replace(_level(0, 1.0), endpoints=[busy, unused, silent])
+    assert [f.status for f in columns.endpoint_figures(level)] == ["ok", "idle", "failed"]
