@@ -20,6 +20,7 @@ from engine.analysis.scale_out import Figure, Side, boxes_label, run_failed, sca
 from engine.analysis.scaling import cost_per_million_tokens
 from engine.analysis.sweep_summary import ScalingFigures, point_at, scaling_vs_base
 from engine.errors import UserError
+from engine.events import LevelResult
 from engine.profiles import scale_out_parts
 from engine.record import svg
 from engine.record.doc import (
@@ -35,6 +36,7 @@ from engine.record.doc import (
     to_text,
 )
 from engine.record.findings import RANDOM_WEIGHTS_NOTE, RunFindings, analyze, unstable_mark
+from engine.record.level_windows import level_window_rates
 from engine.record.naming import gpu_slug
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
@@ -62,6 +64,7 @@ class RunComparison:
     n: int | None  # GPUs in the config variant
     base_label: str | None  # the 1x run this one scales from
     scaling: ScalingFigures | None
+    peak_windows: tuple[float, ...] = ()  # the rates of the windows merged into its deciding level
 
     @property
     def summary(self) -> RecordingSummary:
@@ -121,7 +124,8 @@ def compare(recordings: list[Recording], costs: dict[int, float] | None = None, 
             priced[i] = f"{n} of the box's {count} GPUs at ${box:g}/hr, pro rata, as the study prices it"
     findings = [analyze(s) for s in summaries]
     labels = _unique_labels([f.label for f in findings], summaries)
-    runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None) for f, label in zip(findings, labels, strict=True)]
+    runs = [RunComparison(f, label, f.summary.gpus_in_config, None, None, tuple(level_window_rates(rec, _best(f))))
+            for f, label, rec in zip(findings, labels, recordings, strict=True)]
     for run in runs:
         base = _base_for(run, runs)
         if base is not None and run.n:
@@ -202,16 +206,21 @@ def _size(r: RunComparison) -> tuple[str, int | None]:
     return "GPU", r.n
 
 
+def _best(f: RunFindings) -> LevelResult | None:
+    return f.answer.best if f.answer is not None else None
+
+
 def _peak_figure(r: RunComparison) -> Figure:
     peak = r.findings.peak
-    answer = r.findings.answer
-    best = answer.best if answer is not None else None
+    best = _best(r.findings)
     if best is not None and best.stream is not None:  # a streaming model's: tokens and $ per million of them
         tokens = best.stream.output_tokens_per_s
         return Figure(tokens, cost_per_million_tokens(r.summary.cost_per_hour or 0.0, tokens),
-                      best.status != "stable", tokens=True)
+                      best.status != "stable", tokens=True, windows=r.peak_windows)
+    # the windows are the answer's best level's: the same level as the findings' peak, or none
+    same = peak is not None and best is not None and float(best.level) == float(peak.level)
     return Figure(peak.throughput if peak else None, r.findings.cost_per_1000_at_peak,
-                  peak is not None and peak.status != "stable")
+                  peak is not None and peak.status != "stable", windows=r.peak_windows if same else ())
 
 
 def _unique_labels(labels: list[str], summaries: list[RecordingSummary]) -> list[str]:

@@ -38,9 +38,10 @@ from engine.record.findings import (
     server_on_this_machine,
     stream_objectives,
 )
+from engine.record.level_windows import level_window_rates
 from engine.record.reader import Recording
 from engine.record.summary import RecordingSummary
-from engine.study.forecasts import peak_window_rates, study_forecasts
+from engine.study.forecasts import study_forecasts
 from engine.study.index import StudyIndex, read_index, recording_paths
 from engine.study.variants import is_gpu_variant, variant_order, variant_units
 
@@ -325,8 +326,8 @@ def study_figures(index_path: Path, costs: dict[int, float] | None = None) -> St
             cost_mtok_slo=cost_per_million_tokens(per_hour_figures, tokens_slo) if per_hour_figures and tokens_slo else None,
             j_per_token_peak=energy_tokens.get(float(best.level)) if best is not None else None,
             j_per_token_slo=energy_tokens.get(float(at_slo.level)) if at_slo is not None else None,
-            peak_windows=peak_window_rates(recording, best),
-            slo_windows=peak_window_rates(recording, at_slo),
+            peak_windows=level_window_rates(recording, best),
+            slo_windows=level_window_rates(recording, at_slo),
             failed=failed.get(variant),
         ))
     configs.sort(key=lambda c: variant_order(c.variant))

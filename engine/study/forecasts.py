@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from engine.analysis.answer import Answer
 from engine.analysis.scaling_forecast import (
@@ -18,9 +18,7 @@ from engine.analysis.scaling_forecast import (
     forecast_arm,
 )
 from engine.analysis.sound import output_rate
-from engine.events import LevelResult
 from engine.profiles import scale_out_parts
-from engine.record.reader import Recording
 from engine.study.index import StudyIndex
 from engine.study.variants import is_gpu_variant, variant_units
 
@@ -35,32 +33,6 @@ class StudyConfig(Protocol):
 
     @property
     def shared_gpus(self) -> int | None: ...
-
-
-def _window_rate(data: dict[str, Any]) -> float:
-    stream = data.get("stream")
-    if isinstance(stream, dict) and stream.get("output_tokens_per_s") is not None:
-        return float(stream["output_tokens_per_s"])
-    return float(data.get("throughput_ips") or 0.0)
-
-
-def peak_window_rates(recording: Recording, level: LevelResult | None) -> list[float]:
-    """The rate (images/s, a streaming level's output tokens/s) of each window merged into
-    ``level``'s result: the spread of the config's peak. [] without a level."""
-    if level is None:
-        return []
-    windows: list[dict[str, Any]] = []
-    found: list[float] = []
-    for _seq, _ts, kind, data in recording.rows(kinds=("level_started", "window", "level_result")):
-        if kind == "level_started":
-            windows = []  # a level's windows, or a later trial's
-        elif kind == "window" and not data.get("warmup"):
-            windows.append(data)
-        elif (kind == "level_result" and data.get("index") == level.index and data.get("ts") == level.ts
-              and int(data.get("trial") or 1) == level.trial):
-            merged = int(data.get("merged_windows") or 0)
-            found = [_window_rate(w) for w in windows[-merged:]] if merged else []
-    return found
 
 
 def _spread(rates: Sequence[float]) -> float | None:

@@ -101,6 +101,8 @@ def test_compare_a_scale_out_run_with_a_scale_up_run(tmp_path):
     assert line.endswith("→ scale out") and "2 boxes of 1x H200: 400.0 images/s at $0.00417/1000" in line
     out = next(r for r in c.runs if r.summary.config_variant == "1x*2")
     assert out.label == "2 x 1x H200 (2x_h200)" and out.summary.cost_per_hour == pytest.approx(6.0)
+    # each side's deciding level carries its windows: the answer's rule reads their spread
+    assert len(out.peak_windows) == 3 and all(w == pytest.approx(400.0, rel=0.01) for w in out.peak_windows)
     text = render_compare(c, "md")
     assert "## Scale out or scale up" in text
     # unpriced: never the N-GPU box's price the run was recorded with
