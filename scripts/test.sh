@@ -8,7 +8,7 @@
 # (other jobs, CPU hogs) makes the run longer rather than red. The last line says how long this run took. Each worker starts its own session-wide
 # identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
 # (tests/conftest.py). TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
-# --fast: the suite without the tests that start a real server or are marked slow (about 40 s
+# --fast: the suite without the tests that start a real server or are marked slow (about 38 s
 # here); CI runs the whole suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."

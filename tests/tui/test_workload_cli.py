@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli_inproc
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
     ("load.burstiness=0.5", "expected load.arrival = 'gamma' for a burstiness"),
 ])
 def test_a_bad_workload_spec_is_one_line_and_exit_2(setting: str, words: str) -> None:
-    # port 9 (discard) on loopback: nothing answers there, and a valid spec would say so instead
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", "--url", "http://127.0.0.1:9/v1", "--no-check",
-                           "--no-record", "--headless", "--set", setting], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    # port 9 (discard) on loopback: nothing answers there, and a valid spec would say so instead.
+    # In this process (tests/cli_runner.py): it also fails if the command starts a thread, a
+    # process or the TUI; the histogram case below runs the real entry point in a subprocess.
+    proc = run_cli_inproc("--url", "http://127.0.0.1:9/v1", "--no-check", "--no-record", "--headless",
+                          "--set", setting)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in proc.stderr, proc.stderr

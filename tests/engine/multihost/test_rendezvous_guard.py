@@ -20,6 +20,10 @@ from tui.commands.exits import shown
 if importlib.util.find_spec("torch") is None:  # the rendezvous is torch.distributed's TCPStore
     pytest.skip("needs torch", allow_module_level=True)
 
+# torch.distributed takes seconds of CPU to import: these tests run in the worker that imports it
+# for the group's other tests (tests/conftest.py), not in every worker
+pytestmark = pytest.mark.xdist_group("cpu_heavy")
+
 TOKEN = "the-groups-token"
 TIMEOUT_S = 10.0
 
