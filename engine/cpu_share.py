@@ -105,7 +105,8 @@ def read_cpu(extra_roots: list[int] | None = None) -> CpuReading | None:
 def share_between(a: CpuReading | None, b: CpuReading | None) -> CpuShare | None:
     """What others, the hypervisor and we took between two readings; None when either is missing
     or no time passed. A process of ours that ended in between loses its last CPU time from
-    ``ours``: others can read a little high, never below what they took."""
+    ``ours``: others can read a little high. They read low only by the ticks /proc/stat lost (a VM
+    whose host takes the vCPU without reporting steal: 3-7 % of the cores on a 2-core VM)."""
     if a is None or b is None or b.at <= a.at:
         return None
     capacity = (b.at - a.at) * b.cores
