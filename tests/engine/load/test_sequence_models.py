@@ -42,6 +42,15 @@ def _target(server, model: str = "accumulator"):
     return target, asyncio.run(describe_target(target))
 
 
+def _queue_stats(server, model: str = "accumulator") -> tuple[int, int]:
+    """Triton's own queue time (ns) and successful requests for ``model`` so far."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/stats", timeout=30) as r:
+        stats = json.load(r)["model_stats"][0]["inference_stats"]
+    return int(stats["queue"]["ns"]), int(stats["success"]["count"])
+
+
 def _run(server, model: str = "accumulator", **load):
     target, info = _target(server, model)
     results, _events = asyncio.run(sweep(target, info, quick_load(**load)))
@@ -109,13 +118,17 @@ def test_a_sweep_of_sequence_lengths_records_first_and_later_steps(accumulator) 
 def test_more_sequences_than_slots_wait_in_triton_queue_and_on_their_first_step(accumulator) -> None:
     """accumulator holds 16 sequences (max_batch_size 16, one instance): at 24 in flight a new
     sequence waits for one to end, in Triton's queue time, and its first step's latency holds it."""
+    before = _queue_stats(accumulator)
     (full,) = _run(accumulator, sequence_length=20, sequence_length_variation=0, concurrency=[24])
+    after = _queue_stats(accumulator)
     assert full.errors == 0 and full.sequence is not None, full.error_messages
-    assert full.server is not None and full.server.queue is not None
     first, later = full.sequence.first_step, full.sequence.later_steps
     assert first.p50 is not None and later.p50 is not None and first.p50 > 2 * later.p50, (first, later)
-    # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50
-    assert full.server.queue > 0.5 * first.p50 / 20, (full.server.queue, first.p50)
+    # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50.
+    # Read from Triton's counters over the whole run, not the level's windows: on a busy box a window's
+    # statistics can come late and be left out of the level (its late-stats rule), never out of these.
+    queue_s = (after[0] - before[0]) / 1e9 / max(1, after[1] - before[1])
+    assert queue_s > 0.5 * first.p50 / 20, (queue_s, first.p50)
 
 
 def test_the_oldest_strategy_runs_the_streams_checked_past_its_candidates(accumulator) -> None:
