@@ -27,14 +27,11 @@ def params(embd: int, layers: int, ff: int, n_vocab: int) -> int:
 
 def write(path: str | Path, embd: int = 2048, layers: int = 16, ff: int = 5632, heads: int = 16) -> Path:
     import numpy as np
-    from gguf import GGUFWriter, LlamaFileType
 
-    from tests.openai_server.tiny_model import CHAT_TEMPLATE, MODEL_NAME, vocabulary
+    from tests.openai_server.tiny_model import MODEL_NAME, write_llama
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tokens, scores, types = vocabulary()
-    n_vocab = len(tokens)
     rng = np.random.default_rng(56)
     pool = rng.standard_normal(POOL, dtype=np.float32).astype(np.float16)
     offset = [0]
@@ -48,47 +45,8 @@ def write(path: str | Path, embd: int = 2048, layers: int = 16, ff: int = 5632, 
         a = src[start:start + n].reshape(rows, cols)
         return (a * np.float16(1.0 / np.sqrt(cols))).astype(np.float16)
 
-    tmp = path.with_name(path.name + ".part")
-    w = GGUFWriter(str(tmp), "llama")
-    w.add_name(MODEL_NAME + f"-{embd}x{layers}")
-    w.add_file_type(LlamaFileType.MOSTLY_F16)
-    w.add_context_length(CTX)
-    w.add_embedding_length(embd)
-    w.add_block_count(layers)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(heads)
-    w.add_head_count_kv(heads)
-    w.add_rope_dimension_count(embd // heads)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
-    ones = np.ones(embd, dtype=np.float32)  # norms stay f32, as llama.cpp's converters write them
-    w.add_tensor("token_embd.weight", rand(n_vocab, embd))
-    for i in range(layers):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            w.add_tensor(f"blk.{i}.{name}.weight", rand(embd, embd))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", rand(ff, embd))
-        w.add_tensor(f"blk.{i}.ffn_up.weight", rand(ff, embd))
-        w.add_tensor(f"blk.{i}.ffn_down.weight", rand(embd, ff))
-    w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", rand(n_vocab, embd))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    tmp.replace(path)
-    return path
+    return write_llama(path, rand, name=MODEL_NAME + f"-{embd}x{layers}", f16=True, ctx=CTX, embd=embd,
+                       layers=layers, ff=ff, heads=heads)
 
 
 def main(argv: list[str]) -> int:

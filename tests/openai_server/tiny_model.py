@@ -13,7 +13,9 @@ is a real one, sampled by llama.cpp: tokens, usage counts and stream chunks are 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 MODEL_NAME = "gpuscale-tiny-llama"
 # The shape (kept tiny: the server loads it in well under a second on a 2-core box)
@@ -78,28 +80,38 @@ def write(path: str | Path, embd: int = N_EMBD, layers: int = N_LAYER, ff: int =
     """Write the tiny model to `path` (atomically: a partly written file is never seen); a bench
     asks for a larger one (``embd``, ``layers``, ``ff``) so that the server, not the client, sets the pace."""
     import numpy as np
-    from gguf import GGUFWriter, LlamaFileType
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tokens, scores, types = vocabulary()
-    n_vocab = len(tokens)
     rng = np.random.default_rng(SEED)
 
     def rand(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape) * 0.5).astype(np.float32)
 
+    return write_llama(path, rand, name=MODEL_NAME, f16=False, ctx=N_CTX, embd=embd, layers=layers, ff=ff,
+                       heads=N_HEAD)
+
+
+def write_llama(path: Path, rand: Callable[[int, int], Any], *, name: str, f16: bool, ctx: int, embd: int,
+                layers: int, ff: int, heads: int) -> Path:
+    """A llama GGUF with this vocabulary and chat template, each weight matrix from ``rand(rows,
+    cols)`` and the norms f32 ones, written atomically (the tests' tiny model and bench.llm_model's)."""
+    import numpy as np
+    from gguf import GGUFWriter, LlamaFileType
+
+    tokens, scores, types = vocabulary()
+    n_vocab = len(tokens)
     tmp = path.with_name(path.name + ".part")
     w = GGUFWriter(str(tmp), "llama")
-    w.add_name(MODEL_NAME)
-    w.add_file_type(LlamaFileType.ALL_F32)
-    w.add_context_length(N_CTX)
+    w.add_name(name)
+    w.add_file_type(LlamaFileType.MOSTLY_F16 if f16 else LlamaFileType.ALL_F32)
+    w.add_context_length(ctx)
     w.add_embedding_length(embd)
     w.add_block_count(layers)
     w.add_feed_forward_length(ff)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD)
-    w.add_rope_dimension_count(embd // N_HEAD)
+    w.add_head_count(heads)
+    w.add_head_count_kv(heads)
+    w.add_rope_dimension_count(embd // heads)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(n_vocab)
     w.add_tokenizer_model("llama")
@@ -113,21 +125,18 @@ def write(path: str | Path, embd: int = N_EMBD, layers: int = N_LAYER, ff: int =
     w.add_add_eos_token(False)
     w.add_chat_template(CHAT_TEMPLATE)
 
-    ones = np.ones(embd, dtype=np.float32)
+    ones = np.ones(embd, dtype=np.float32)  # norms stay f32, as llama.cpp's converters write them
     w.add_tensor("token_embd.weight", rand(n_vocab, embd))
     for i in range(layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.attn_q.weight", rand(embd, embd))
-        w.add_tensor(f"blk.{i}.attn_k.weight", rand(embd, embd))
-        w.add_tensor(f"blk.{i}.attn_v.weight", rand(embd, embd))
-        w.add_tensor(f"blk.{i}.attn_output.weight", rand(embd, embd))
+        for part in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            w.add_tensor(f"blk.{i}.{part}.weight", rand(embd, embd))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
         w.add_tensor(f"blk.{i}.ffn_gate.weight", rand(ff, embd))
         w.add_tensor(f"blk.{i}.ffn_up.weight", rand(ff, embd))
         w.add_tensor(f"blk.{i}.ffn_down.weight", rand(embd, ff))
     w.add_tensor("output_norm.weight", ones)
     w.add_tensor("output.weight", rand(n_vocab, embd))
-
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
