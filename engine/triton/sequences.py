@@ -43,10 +43,14 @@ class SequenceConfig:
     idle_us: int  # max_sequence_idle_microseconds (0: not set, Triton's default)
     max_candidates: int | None  # oldest: max_candidate_sequences
     corrid_type: str = ""  # CONTROL_SEQUENCE_CORRID's data_type ("TYPE_UINT64", ...); "" without one
-    # direct: the sequences Triton holds at once, max_batch_size slots per instance; None where
-    # the config does not say (oldest strategy, no instance_group)
-    slots: int | None = None
-    instances: int = 0
+    per_instance: int = 1  # max_batch_size: the sequences one instance holds at once
+    instances: int = 0  # as the config lists them; 0 where it lists none
+
+    @property
+    def slots(self) -> int | None:
+        """direct: the sequences Triton holds at once; None where the config does not say (oldest
+        strategy, no instance_group)."""
+        return self.per_instance * self.instances if self.instances and self.strategy == "direct" else None
 
 
 def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | None:
@@ -68,9 +72,8 @@ def sequence_config(model_config: dict[str, Any] | None) -> SequenceConfig | Non
     candidates = oldest.get("max_candidate_sequences") if isinstance(oldest, dict) else None
     instances = _instances(model_config or {})
     per_instance = max(1, int((model_config or {}).get("max_batch_size") or 0))
-    slots = per_instance * instances if instances and strategy == "direct" else None
     return SequenceConfig(strategy, controls, int(batching.get("max_sequence_idle_microseconds") or 0),
-                          int(candidates) if candidates else None, corrid_type, slots, instances)
+                          int(candidates) if candidates else None, corrid_type, per_instance, instances)
 
 
 def _instances(model_config: dict[str, Any]) -> int:
@@ -95,7 +98,7 @@ def batcher_line(config: SequenceConfig) -> str:
     candidates = (f", max_candidate_sequences {config.max_candidates}" if config.max_candidates else
                   (", max_candidate_sequences not set" if config.strategy == "oldest" else ""))
     controls = ", ".join(f"{name} ({kind.removeprefix('CONTROL_SEQUENCE_')})" for kind, name in config.controls.items())
-    slots = (f"; {config.slots} sequence slots (max_batch_size {config.slots // config.instances} x "
+    slots = (f"; {config.slots} sequence slots (max_batch_size {config.per_instance} x "
              f"{config.instances} instance{'s' if config.instances > 1 else ''})" if config.slots else "")
     # Triton starts a request's queue time as the sequence batcher takes it in (its Enqueue), so a
     # step waiting for a slot, or (oldest) for a place among the candidates, waits in its queue time
