@@ -31,10 +31,12 @@ from pathlib import Path
 from engine.errors import UserError
 from engine.triton.input_decode import decode_document
 from engine.triton.input_folder import read_folder
-from engine.triton.input_json import parse_document
-from engine.triton.input_jsonl import read_jsonl
+from engine.triton.input_json import document_lists, parse_document
+from engine.triton.input_jsonl import prompt_entries, read_jsonl
 from engine.triton.input_tensors import MAX_DATA_BYTES, DataModel, InputData, file_kind, read_file
 from engine.triton.target import TargetInfo
+
+EARLY_PARSE_BYTES = 64 << 20  # read twice (before the server and after) only where that is cheap
 
 
 def check_readable(path: str) -> None:
@@ -61,6 +63,23 @@ def check_readable(path: str) -> None:
         raise UserError(f"input data {path}: cannot read it: {exc.strerror or exc}") from None
     if size > MAX_DATA_BYTES:
         raise UserError(f"input data {path}: {size} bytes, over the {MAX_DATA_BYTES >> 30} GiB limit")
+
+
+def check_without_the_model(path: str) -> None:
+    """What can be checked before the server is up (it may take a minute to load its models on
+    the GPUs): ``check_readable``, then a file of up to EARLY_PARSE_BYTES is read as JSON Lines
+    prompts or as the JSON document, in the words its full read would use. Its values are
+    checked against the model's metadata once the server answers."""
+    check_readable(path)
+    where = Path(path).expanduser()
+    if where.is_dir() or where.stat().st_size > EARLY_PARSE_BYTES:
+        return
+    label = f"input data {path}"
+    raw = read_file(where, label)
+    if where.suffix == ".jsonl":
+        prompt_entries(raw, "", label)
+    else:
+        document_lists(decode_document(raw, label), label)
 
 
 def read_input_data(path: str, info: TargetInfo, input_shapes: dict[str, list[int]] | None = None,

@@ -44,13 +44,9 @@ PA_REFUSES = {
 }
 
 
-def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | None = None,
-                   streams: list[int] | None = None) -> list[DataEntry]:
-    """perf_analyzer's input-data JSON, already parsed, into entries; tensors named that the model
-    lacks are left out, as perf_analyzer leaves them, and ``notes`` says so. What we accept and
-    perf_analyzer 2.41 refuses (PA_REFUSES) is sent under the rule docs/input_data.md states, and
-    ``notes`` says that too, once per kind, naming the first entry and input. Streams (entries
-    that are lists of steps) are flattened, their lengths appended to ``streams``."""
+def document_lists(doc: Any, where: str) -> tuple[list[Any], list[Any] | None]:
+    """The document's 'data' and 'validation_data' lists, or one line saying what is wrong with
+    them: what can be checked without the model."""
     if not isinstance(doc, dict) or "data" not in doc:
         raise UserError(f"{where}: expected a JSON object with a 'data' list")
     data, validation = doc["data"], doc.get("validation_data")
@@ -61,6 +57,17 @@ def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | No
     if validation is not None and (not isinstance(validation, list) or len(validation) != len(data)):
         found = f"{len(validation)} entries" if isinstance(validation, list) else "not a list"
         raise UserError(f"{where}: 'validation_data' must align with 'data' ({len(data)} entries), found {found}")
+    return data, validation
+
+
+def parse_document(doc: Any, model: DataModel, where: str, notes: list[str] | None = None,
+                   streams: list[int] | None = None) -> list[DataEntry]:
+    """perf_analyzer's input-data JSON, already parsed, into entries; tensors named that the model
+    lacks are left out, as perf_analyzer leaves them, and ``notes`` says so. What we accept and
+    perf_analyzer 2.41 refuses (PA_REFUSES) is sent under the rule docs/input_data.md states, and
+    ``notes`` says that too, once per kind, naming the first entry and input. Streams (entries
+    that are lists of steps) are flattened, their lengths appended to ``streams``."""
+    data, validation = document_lists(doc, where)
     ignored: dict[str, set[str]] = {"data": set(), "validation_data": set()}
     streamed = any(isinstance(entry, list) for entry in data)
     if streamed:

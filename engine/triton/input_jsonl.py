@@ -50,17 +50,23 @@ def entry_of(line: str, number: int, prompt: str, where: str) -> dict[str, Any]:
     return entry
 
 
-def read_jsonl(where: Path, path: str, model: DataModel, notes: list[str]) -> InputData:
-    """The prompts of the file at ``where`` as input-data entries for ``model``."""
-    label = f"input data {path}"
-    raw = read_file(where, label)
+def prompt_entries(raw: bytes, prompt: str, label: str) -> list[dict[str, Any]]:
+    """Each line of ``raw`` as an entry giving its prompt to the input ``prompt``; one line naming
+    the file and the line for the first that is not a prompt, or for a file with none."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{label}: not JSON Lines (not UTF-8 text)") from None
-    prompt = prompt_input(model, label)
     data = [entry_of(line, n, prompt, label) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not data:
         raise UserError(f"{label}: no prompt in it (one JSON string or object per line)")
+    return data
+
+
+def read_jsonl(where: Path, path: str, model: DataModel, notes: list[str]) -> InputData:
+    """The prompts of the file at ``where`` as input-data entries for ``model``."""
+    label = f"input data {path}"
+    raw = read_file(where, label)
+    data = prompt_entries(raw, prompt_input(model, label), label)
     entries = parse_document({"data": data}, model, label, notes)
     return InputData(str(where.resolve()), "jsonl", hashlib.sha256(raw).hexdigest(), entries, tuple(notes))

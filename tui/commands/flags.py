@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import TYPE_CHECKING
 
 from engine.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.profiles import Load
 
 
 def positive_float(text: str) -> float:
@@ -67,13 +71,22 @@ def slo_override(args: argparse.Namespace) -> list[str]:
     return [f"load.slo={json.dumps(text)}"] if text else []
 
 
-def check_input_data(path: str) -> None:
-    """A missing, unreadable or oversized data file is one line now, not after the server starts
-    (its contents are checked against the model's metadata before the first level)."""
-    if path:
-        from engine.triton.input_data import check_readable
+def check_input_data(load: Load) -> None:
+    """A missing, unreadable or oversized data file, or one that is not what its API reads, is one
+    line now, not after the server starts (Triton's values are checked against the model's
+    metadata before the first level)."""
+    if not load.input_data:
+        return
+    from engine.transport_table import OPENAI
 
-        check_readable(path)
+    if load.api == OPENAI:  # prompts or a trace: read whole, as the sweep will (bounded in size)
+        from engine.openai.requests import read_jsonl
+
+        read_jsonl(load.input_data, load.output_tokens, load.block_tokens)
+    else:
+        from engine.triton.input_data import check_without_the_model
+
+        check_without_the_model(load.input_data)
 
 
 def parse_costs(items: list[str]) -> dict[int, float]:

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_url_flags(args)
     profile = name_after_server(load_profile(args.profile, overrides), args)
-    check_input_data(profile.load.input_data)
+    check_input_data(profile.load)
     from tui.commands import hosts
 
     group = hosts.join(args, profile) if hosts.wanted(args) else None

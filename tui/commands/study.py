@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                                                             *input_data_override(args),
                                                             *(slo_override(args) if streaming_slo else []),
                                                             *(SERVE_OVERRIDES if serve else [])]), args)
-    check_input_data(profile.load.input_data)
+    check_input_data(profile.load)
     if profile.server.kind == "embedded" and serve is None:  # before the plan, its index and each config's session: one line
         require_extra("server", "the embedded server")
     slo = parse_slo(args.slo) if args.slo is not None and not streaming_slo else None
