@@ -42,7 +42,7 @@ def test_validation_data_is_the_last_responses(toy_llm, tmp_path, transport: str
     0..TOKENS - 2): every request passes, whole."""
     target, info = toy_llm
     load = quick_load(transport=transport, concurrency=[3], input_data=_prompts(tmp_path / "p.json", TOKENS - 1),
-                      min_window_requests=10, stability_percent=50)
+                      min_window_requests=10, stability_percent=50, warmup_s=0, stable_windows=2, max_windows=2)
     results, _ = asyncio.run(sweep(target, info, load))
     (result,) = results
     assert result.errors == 0, (result.errors_by_kind, result.error_messages)

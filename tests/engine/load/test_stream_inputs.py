@@ -35,7 +35,8 @@ def _load(**overrides):
 def test_synthetic_prompts_ask_the_model_for_their_output_length(toy_llm, transport: str) -> None:
     target, info = toy_llm
     results, events = asyncio.run(sweep(target, info, _load(transport=transport, input_tokens="24+-8",
-                                                            output_tokens="6")))
+                                                            output_tokens="6", warmup_s=0, stable_windows=2,
+                                                            max_windows=2)))  # counts, not rates
     (result,) = results
     assert result.errors == 0, result.error_messages
     assert result.stream is not None
