@@ -91,7 +91,7 @@ def _collect_garbage_less() -> None:
 # Fixtures whose use means the test talks to a real server (tritonserver, or llama.cpp's
 # llama-server for the OpenAI API): such a test is a server test
 # whether or not it says so (the fast lane, `scripts/test.sh --fast`, leaves them out).
-SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server", "openai_server"})
+SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server", "openai_server", "toy_llm"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

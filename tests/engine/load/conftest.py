@@ -1,9 +1,11 @@
-"""Fixtures: what the identity model looks like on the session's embedded Triton (tests/conftest.py)."""
+"""Fixtures: what the identity model looks like on the session's embedded Triton (tests/conftest.py),
+and toy_llm (a streaming model) on one embedded Triton of its own for the session."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -23,6 +25,18 @@ from engine.triton.transports.http import HttpPayload
 @pytest.fixture(scope="session")
 def identity_info(identity_server) -> TargetInfo:
     return asyncio.run(describe_target(Target(identity_server.http_url, "identity")))
+
+
+@pytest.fixture(scope="session")
+def toy_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, TargetInfo]]:
+    """toy_llm (decoupled: MAX_TOKENS responses a request, each with its INDEX) on an embedded
+    Triton shared by the streaming tests that only send it load (a start and graceful stop cost
+    about 5 s); a module that stops, kills or reconfigures its server starts its own."""
+    from engine.server.embedded import EmbeddedServer
+
+    with EmbeddedServer(model="toy_llm", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-toy-llm")) as srv:
+        target = Target(srv.http_url, "toy_llm")
+        yield target, asyncio.run(describe_target(target))
 
 
 def quick_load(**overrides) -> Load:

@@ -63,7 +63,10 @@ MALFORMED = {  # case -> (the answer, what the error message says)
 
 def _run(tmp_path: Path, srv: HostileTriton) -> tuple[subprocess.CompletedProcess[str], LevelResult]:
     profile = remote_profile(tmp_path / "answers.toml", srv.where)
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--profile", profile],
+    # a window ends at 300 ms once it holds 10 answers (the profile's 50 take the hostile server
+    # over 2 s), so each window holds at least two of one-in-five bad answers
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "--record", "--output", str(tmp_path), "--profile", profile,
+                           "--set", "load.min_window_requests=10"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     recordings = sorted(tmp_path.glob("*.sqlite"))
     assert recordings, proc.stdout + proc.stderr
@@ -160,13 +163,27 @@ async def _shm_sweep(srv: HostileTriton) -> LevelResult:
     return result
 
 
+SHM_CHANGES = ("region", "byte_size", "missing", "datatype")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("change", ["region", "byte_size", "missing", "datatype"])
-def test_shared_memory_answers_are_checked(change):
-    with HostileTriton(infer=_shm_answer(change)) as srv:
+def test_shared_memory_answers_are_checked():
+    """Each answer wrong in one of SHM_CHANGES' ways, in turn, in one sweep: not one passes (no
+    request measured), every error is a malformed answer, and each way was answered."""
+    answers = {change: _shm_answer(change) for change in SHM_CHANGES}
+    served = dict.fromkeys(SHM_CHANGES, 0)
+    calls = iter(range(10**9))
+
+    def each_in_turn(seen: Seen) -> Reply:
+        change = SHM_CHANGES[next(calls) % len(SHM_CHANGES)]
+        served[change] += 1
+        return answers[change](seen)
+
+    with HostileTriton(infer=each_in_turn) as srv:
         result = asyncio.run(_shm_sweep(srv))
     assert result.status == "failed" and result.requests == 0, result
     assert result.errors_by_kind == {"malformed_answer": result.errors} and result.errors > 0, result.errors_by_kind
+    assert all(served.values()), served
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
 """A streaming model's inputs and token counts against the real embedded Triton serving toy_llm:
 synthetic prompts of given input and output lengths reach the model (its MAX_TOKENS input), over
 both streaming transports; load.tokens_from counts each response's tokens from an output; a
-tokens_from the model cannot give is refused before any load."""
+tokens_from the model cannot give is refused before any load. toy_llm is the session's
+(tests/engine/load/conftest.py); the recorded CLI run loads it as a remote server. Its answers
+checked against validation data: tests/engine/load/test_stream_answers.py."""
 
 from __future__ import annotations
 
@@ -14,21 +16,13 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UserError
-from engine.triton.target import Target, describe_target
+from engine.profiles import load_profile
+from engine.triton.target import Target
 from tests.engine.load.conftest import quick_load, sweep
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 STREAMING = ("grpc_stream", "generate_stream")
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def toy_llm(tmp_path_factory):
-    from engine.server.embedded import EmbeddedServer
-
-    with EmbeddedServer(model="toy_llm", variant="cpu", log_dir=tmp_path_factory.mktemp("toy-llm-inputs")) as srv:
-        target = Target(srv.http_url, "toy_llm")
-        yield target, asyncio.run(describe_target(target))
 
 
 def _load(**overrides):
@@ -41,7 +35,8 @@ def _load(**overrides):
 def test_synthetic_prompts_ask_the_model_for_their_output_length(toy_llm, transport: str) -> None:
     target, info = toy_llm
     results, events = asyncio.run(sweep(target, info, _load(transport=transport, input_tokens="24+-8",
-                                                            output_tokens="6")))
+                                                            output_tokens="6", warmup_s=0, stable_windows=2,
+                                                            max_windows=2)))  # counts, not rates
     (result,) = results
     assert result.errors == 0, result.error_messages
     assert result.stream is not None
@@ -104,15 +99,22 @@ def _cli(*args: str, cwd: Path, drop: tuple[str, ...] = ()) -> subprocess.Comple
     ("load.output_tokens=lots", "load.output_tokens: expected a length from 1"),
     ("load.output_tokens=0", "load.output_tokens: expected a length from 1"),
 ])
-def test_the_cli_refuses_a_bad_length_in_one_line_with_exit_2(tmp_path, setting: str, words: str) -> None:
-    proc = _cli("--set", setting, cwd=tmp_path)
+def test_a_bad_length_is_refused_in_one_line(setting: str, words: str) -> None:
+    """The profile the CLI's flags make (the CLI's own case below) refuses the length, in one line."""
+    with pytest.raises(UserError) as refused:
+        load_profile(overrides=["model.name=toy_llm", "load.transport=grpc_stream", setting])
+    assert words in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_the_cli_refuses_a_bad_length_in_one_line_with_exit_2(tmp_path) -> None:
+    proc = _cli("--set", "load.output_tokens=lots", cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert len(lines) == 1 and "load.output_tokens: expected a length from 1" in lines[0], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> None:
+def test_a_recorded_streaming_run_exports_its_tokens_everywhere(toy_llm, tmp_path) -> None:
     """Synthetic prompts through the CLI, recorded and priced: the answer line counts tokens and
     prices them per million; CSV, JSON, Markdown and HTML carry TTFT, ITL and tokens/s, and no
     report prices a stream per 1000 images."""
@@ -121,7 +123,9 @@ def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> Non
     from engine.record.exporters import export
     from engine.record.reader import Recording
 
-    proc = _cli("--record", "--output", str(tmp_path), "--set", "load.concurrency=[2]", "--set", "load.window_ms=300",
+    target, _info = toy_llm
+    proc = _cli("--record", "--output", str(tmp_path), "--set", "server.kind=remote", "--set",
+                f"server.url={target.http_url}", "--set", "load.concurrency=[2]", "--set", "load.window_ms=300",
                 "--set", "load.warmup_s=0.3", "--set", "load.max_trials=1", "--set", "load.contended_percent=100",
                 "--set", "load.stability_percent=100", "--set", "load.input_tokens=12+-4", "--set",
                 "load.output_tokens=5", "--set", "hardware.cost_per_hour=2.5", cwd=tmp_path, drop=("--no-record",))
@@ -149,25 +153,3 @@ def test_a_recorded_streaming_run_exports_its_tokens_everywhere(tmp_path) -> Non
         assert "$/1k img" not in report
     assert answer in md  # the report says the same answer
     assert "Output tokens: at the peak (2): " in md and "J per output token not measured (no power samples of the GPUs the model uses)" in md
-
-
-@pytest.mark.parametrize("transport", STREAMING)
-def test_every_response_is_checked_against_the_validation_data(toy_llm, transport: str, tmp_path) -> None:
-    """toy_llm's INDEX counts a request's responses from 0: one response each holds INDEX 0, as
-    the validation data says (no error); asked for two, the second holds 1 and every request is a
-    wrong answer, counted, never a success."""
-    import json
-
-    target, info = toy_llm
-    for tokens, wrong in ((1, False), (2, True)):
-        path = tmp_path / f"checked_{tokens}.json"
-        path.write_text(json.dumps({"data": [{"PROMPT": ["Say hello."], "MAX_TOKENS": [tokens]}],
-                                    "validation_data": [{"INDEX": [0]}]}))
-        results, _ = asyncio.run(sweep(target, info, _load(transport=transport, input_data=str(path))))
-        (result,) = results
-        if not wrong:
-            assert result.errors == 0 and result.requests > 0, result.error_messages
-            continue
-        assert result.status == "failed" and result.requests == 0
-        assert result.errors_by_kind.get("wrong_answer", 0) == result.errors > 0, result.errors_by_kind
-        assert any("INDEX" in m for m in result.error_messages), result.error_messages
