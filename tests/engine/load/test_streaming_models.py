@@ -80,11 +80,14 @@ def _checked(result, tokens: int = TOKENS) -> None:
     # every request answered with all its responses, none shorter
     assert stream.responses_per_request == tokens
     assert stream.ttft.count == result.requests
-    # every gap measured, or left out as one of responses read together (counted)
-    assert stream.itl_note is None
-    assert stream.itl.count + stream.itl_unmeasured == result.requests * (tokens - 1)
     assert 0 < stream.ttft.p50 <= result.latency.p50
-    assert stream.itl.p99 is not None and stream.itl.p99 <= result.latency.max
+    gaps = result.requests * (tokens - 1)
+    if stream.itl_note is None:  # every gap measured, or left out as one of responses read together (counted)
+        assert stream.itl.count + stream.itl_unmeasured == gaps
+        assert stream.itl.p99 is not None and stream.itl.p99 <= result.latency.max
+    else:  # a busy box starved the client, which read most responses in reads of several: not measured
+        assert "ITL not measurable" in stream.itl_note and stream.itl.count == 0 and stream.itl.p99 is None
+        assert 2 * stream.itl_unmeasured > gaps
     assert stream.output_tokens_per_s == pytest.approx(result.throughput_rps * tokens)
     assert stream.tokens_per_s_per_request and stream.tokens_per_s_per_request > 0
 
