@@ -16,7 +16,7 @@ import importlib.util
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -114,20 +114,36 @@ def _fast_lane_starts_no_server(request: pytest.FixtureRequest, monkeypatch: pyt
     monkeypatch.setattr(EmbeddedServer, "start", refuse)
 
 
-@pytest.fixture(autouse=True)
-def _box_noise_rule_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+_NOISE_RULE: dict[str, Any] = {}  # the rule's own functions, for the tests marked `noise`
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _box_noise_rule_off() -> Iterator[None]:
     """The suite runs on a shared 2-core box where others always take much of the CPU: a sweep
     in this process would mark every level contended and measure it again, and a test of the
-    engine's figures would read the box's noise instead. The rule is switched off here (no level
-    contended, no second trial) except in tests marked `noise`, which test it under hogs they
-    start themselves."""
-    if request.node.get_closest_marker("noise") is not None:
+    engine's figures would read the box's noise instead. The rule is switched off for the whole
+    session, module and session fixtures' sweeps included, except in tests marked `noise`
+    (_box_noise_rule_where_marked), which test it under hogs they start themselves."""
+    import engine.load.sweep as sweep
+    from engine.load.trials import Trials
+
+    _NOISE_RULE.update(is_contended=sweep.is_contended, room=Trials.room)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(sweep, "is_contended", lambda *args: False)
+    patch.setattr(Trials, "room", lambda self, trial, took_s: False)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _box_noise_rule_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("noise") is None:
         return
     import engine.load.sweep as sweep
     from engine.load.trials import Trials
 
-    monkeypatch.setattr(sweep, "is_contended", lambda *args: False)
-    monkeypatch.setattr(Trials, "room", lambda self, trial, took_s: False)
+    monkeypatch.setattr(sweep, "is_contended", _NOISE_RULE["is_contended"])
+    monkeypatch.setattr(Trials, "room", _NOISE_RULE["room"])
 
 
 # --------------------------------------------------------------------------- leftovers of the suite
