@@ -163,7 +163,10 @@ def test_a_sweep_through_a_delaying_proxy_names_the_network(delay_proxy: str, tm
                                      # a few requests a window (one takes 0.8 s), and windows long
                                      # enough that the server's statistics, read through the same
                                      # delay, still stand for their edges (a quarter of a window)
-                                     "load.min_window_requests=3", "load.window_ms=5000"])
+                                     "load.min_window_requests=3", "load.window_ms=5000",
+                                     # one such window a level: what is checked is the path, not the
+                                     # level's settling
+                                     "load.stable_windows=1", "load.max_windows=1"])
     session = Session(profile, SessionOptions(record_dir=tmp_path, check=False, gpu_count=0))
     session.start()
     assert session.join(900), "the session did not finish"  # a bound on a hang, not a speed
