@@ -235,7 +235,7 @@ def test_sigkill_keeps_all_but_the_last_seconds_also_in_a_copy_without_its_wal(t
 def _tui(tmux, out_dir: Path) -> int:
     from tests.tui.test_tmux_e2e import app_command
 
-    pid = tmux.start(app_command(out_dir, "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
+    pid = tmux.start(app_command(out_dir, "--no-check", "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
                                  "--set", "load.stability_percent=0.001", "--set", "load.workers=1"), 120, 40)
     tmux.wait_for(r"level 1/5", timeout=180)
     return pid
