@@ -55,6 +55,18 @@ def test_signal_finalizes_the_recording_and_leaves_no_process(tmp_path, sig):
 # test_signals_and_kills.py, with request and wait timeouts long enough to show it is named at once
 
 
+def _kill_triton(server: EmbeddedServer) -> None:
+    """SIGKILL the server's tritonserver (its guard and stubs then leave at once)."""
+    if server.pid is None:  # stopped already (psutil.Process(None) would be this process)
+        return
+    try:
+        for p in psutil.Process(server.pid).children(recursive=True):
+            if p.name() == "tritonserver":
+                p.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
 def _remote_profile(tmp_path, url: str) -> str:
     path = tmp_path / "remote.toml"
     path.write_text(f'[server]\nkind = "remote"\nurl = "{url}"\n[model]\nname = "identity"\n')
@@ -80,6 +92,7 @@ def test_remote_server_restarted_mid_sweep_the_engine_recovers(tmp_path):
         back_at = time.time()
         out, _ = app.communicate(timeout=180)
     finally:
+        _kill_triton(server)  # its graceful stop (seconds of draining) is not what the test is about
         server.stop()
         if app.poll() is None:
             app.kill()
@@ -114,13 +127,14 @@ def test_remote_server_that_stops_answering_counts_timeouts_and_does_not_hang(tm
             p.suspend()  # alive, connections open, no answers
         out, _ = app.communicate(timeout=120)
     finally:
+        # a thawed Triton drains for the guard's whole grace (10 s) before it is killed; this
+        # server's graceful stop is not what the test is about: it is killed frozen
+        _kill_triton(server)
         for p in frozen:
             try:
                 p.resume()
             except psutil.NoSuchProcess:
                 pass
-        # a thawed Triton drains for the guard's whole grace (10 s) before it is killed; this
-        # server's graceful stop is not what the test is about
         server.stop(timeout=2.0)
         if app.poll() is None:
             app.kill()

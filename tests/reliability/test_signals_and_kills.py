@@ -5,6 +5,7 @@ records "ok"."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -57,6 +58,26 @@ def _region_prefix(guard: psutil.Process) -> str:
     """The server's Python-backend region prefix, from its guard's command line."""
     args = guard.cmdline()
     return args[args.index("--server-shm-prefix") + 1]
+
+
+def _wait_checkpointed(rec: Path, scratch: Path, windows: int) -> None:
+    """Until a copy of ``rec``'s main file alone (no -wal) holds ``windows`` windows: a checkpoint
+    has folded them in. A copy taken mid-checkpoint may not open: it is taken again."""
+    deadline = time.monotonic() + 10 * CHECKPOINT_INTERVAL_S + 60.0  # a bound on a hang, not a speed
+    for attempt in itertools.count():
+        if time.monotonic() > deadline:
+            break
+        copy = scratch / str(attempt) / rec.name  # a folder each: no -wal a reader left beside an earlier copy
+        copy.parent.mkdir(parents=True)
+        shutil.copy(rec, copy)
+        try:
+            with Recording.open(copy) as recording:
+                if recording.event_counts().get("window", 0) >= windows:
+                    return
+        except Exception:  # nothing checkpointed yet, or a torn copy
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint of {rec} held {windows} windows")
 
 
 def _ended(path: Path):
@@ -180,7 +201,7 @@ def test_sigkill_keeps_all_but_the_last_seconds_also_in_a_copy_without_its_wal(t
     scratch = _scratch_dir(procs)
     with Recording.open(rec) as recording:
         windows_before = recording.event_counts().get("window", 0)
-    time.sleep(2 * CHECKPOINT_INTERVAL_S + 1.0)  # at least one checkpoint after those windows
+    _wait_checkpointed(rec, tmp_path / "probe", windows_before)  # at least one checkpoint after those windows
     killed_at = time.time()
     os.kill(app.pid, signal.SIGKILL)
     app.communicate(timeout=30)
@@ -214,7 +235,7 @@ def test_sigkill_keeps_all_but_the_last_seconds_also_in_a_copy_without_its_wal(t
 def _tui(tmux, out_dir: Path) -> int:
     from tests.tui.test_tmux_e2e import app_command
 
-    pid = tmux.start(app_command(out_dir, "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
+    pid = tmux.start(app_command(out_dir, "--no-check", "--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40",
                                  "--set", "load.stability_percent=0.001", "--set", "load.workers=1"), 120, 40)
     tmux.wait_for(r"level 1/5", timeout=180)
     return pid
