@@ -82,12 +82,14 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
     best = replicas.findings.levels[-1].result
     assert len(best.endpoints) == 2 and all(e.requests > 0 for e in best.endpoints)
     # the cache figures are both replicas': their prompt tokens over the level are about those the
-    # level's answers carried (the first server alone: about half), give or take the windows' edges
+    # level's answers carried (the first server alone: about half, at most 0.625 of them read
+    # 25 % long), give or take the edges' readings, which a loaded box may take up to a quarter of
+    # the level late and still use (sane_values.read_at_edge): 0.77 at load average 7 on 2 cores
     cache, stream = best.cache, best.stream
     assert cache is not None and cache.server == "llama.cpp" and stream is not None
     assert cache.prompt_tokens is not None and stream.input_tokens_per_request is not None
     carried = stream.input_tokens_per_request * best.requests
-    assert 0.8 * carried <= cache.prompt_tokens <= 1.25 * carried, (cache, carried)
+    assert 0.65 * carried <= cache.prompt_tokens <= 1.25 * carried, (cache, carried)
     assert "answer:" in done.stdout and "per million" in done.stdout
     (html,) = tmp_path.glob("study_*.html")  # the study report, with its Pareto chart where a level has a point
     text = html.read_text()
