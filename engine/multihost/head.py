@@ -50,6 +50,7 @@ __all__ = ["HeadSweep", "HostGroup", "sweep_of"]  # HostGroup: the session's opt
 
 READY_SLACK_S = 30.0  # beyond the request timeout: a host's workers connecting for a level
 LEVEL_SLACK_S = 30.0  # a host's level result after the head's own
+ENDED_CHECK_S = 0.5  # while a host's window is awaited, how often to look for its level's end
 GATE_SLICE_S = 1.0
 
 
@@ -225,7 +226,7 @@ class _LevelMerge:
         head = self.head
         waiting = {m.rank: f"win/{self.index}/{m.rank}/{own.index}" for m in self.members
                    if not m.gone and m.rank not in self.ended}
-        got = await head.gather(waiting, head.window_s + TICK_SLACK_S)
+        got = await self.windows_or_ends(waiting, head.window_s + TICK_SLACK_S)
         for m in self.members:
             if m.rank in waiting and m.rank not in got:
                 if await head.inbox.call(head.inbox.group.has, f"lvl/{self.index}/{m.rank}"):
@@ -249,6 +250,25 @@ class _LevelMerge:
         end = stable_tail(self.merged, head.load.stable_windows, head.load.stability_percent)
         merged.stable_so_far = end == len(self.merged)
         return merged
+
+    async def windows_or_ends(self, waiting: dict[int, str], timeout_s: float) -> dict[int, Event]:
+        """The hosts' windows under ``waiting`` (rank -> key) within ``timeout_s``; a host whose
+        level result comes in first (stopped, or its level failed) sends no more windows, and is
+        not waited for past the next ENDED_CHECK_S."""
+        head = self.head
+        deadline = time.monotonic() + timeout_s
+        got: dict[int, Event] = {}
+        pending = dict(waiting)
+        while pending and (left := deadline - time.monotonic()) > 0:
+            got.update(await head.gather(pending, min(left, ENDED_CHECK_S)))
+            for rank in [r for r in pending if r in got]:
+                del pending[rank]
+            for rank, key in list(pending.items()):
+                if await head.inbox.call(head.inbox.group.store.check, [key]):  # there, and refused: missing
+                    del pending[rank]
+                elif await head.inbox.call(head.inbox.group.has, f"lvl/{self.index}/{rank}"):
+                    del pending[rank]  # the caller marks it ended
+        return got
 
     async def result(self, own: LevelResult) -> LevelResult:
         head, load = self.head, self.head.load
