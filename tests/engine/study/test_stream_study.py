@@ -1,6 +1,12 @@
 """`study` of a streaming model on this CPU box against the real embedded Triton: toy_llm's cpu2
 (one server of two instances) against cpu*2 (two servers of one), over grpc_stream with synthetic
-prompts; both priced, and the study ends with its answers in $ per million output tokens."""
+prompts; both priced, and the study ends with its answers in $ per million output tokens.
+
+One study serves both tests: it runs with objectives every level meets (--slo, which is
+load.slo). The objectives steer no part of the sweep (no search, no level left out or added):
+they are recorded and read where the answer is drawn. So its recordings are a peak study's, and
+read without their objectives they answer as one; the CLI's own lines are its answers at the
+objectives' goodput."""
 
 from __future__ import annotations
 
@@ -11,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+import engine.record.findings
+import engine.study.figures
 from engine.analysis.sound import is_sound, standing
 from engine.analysis.stream_slo import parse_slos, undecided
-from engine.study.figures import study_figures
+from engine.study.figures import end_lines, study_figures
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
@@ -23,6 +31,7 @@ QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rul
          "load.concurrency=2,8", "hardware.cost_per_hour=2"]
 NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
 MONEY = r"\$[0-9.,]+"
+SLOS = "ttft_p99=60s,itl_p99=60s"  # bounds every level meets on any box
 
 
 def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -42,18 +51,30 @@ def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
     pytest.skip("a config without a sound level in 3 studies (" + " | ".join(unsound) + ")")
 
 
+@pytest.fixture(scope="module")
+def stream_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The study both tests read, through the real CLI: its output and its folder."""
+    sets = [x for kv in QUICK for x in ("--set", kv)]
+    return study(tmp_path_factory.mktemp("stream-study"), "--slo", SLOS, *sets)
+
+
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
-def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
-    sets = [x for kv in QUICK for x in ("--set", kv)]
-    done, out = study(tmp_path, *sets)
+def test_a_streaming_study_answers_in_dollars_per_million_tokens(stream_study, monkeypatch):
+    done, out = stream_study
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert "study ok: finished cpu2, cpu*2" in done.stdout
-    last = done.stdout.strip().splitlines()[-1]
+    (index_path,) = out.glob("*.study.json")
+    # the recordings read as a peak study's (the module's docstring): the end lines the CLI
+    # prints (end_lines) at the peak
+    for module in (engine.record.findings, engine.study.figures):
+        monkeypatch.setattr(module, "stream_objectives", lambda text: ())
+    ends = end_lines(index_path)
+    last = ends.answer
     assert re.fullmatch(rf"answer: peak, stop at 2 CPU instances \(cpu2\): [0-9.,]+ tokens/s at concurrency [28], "
                         rf"{MONEY} per million output tokens, stable \(0 levels re-measured\)", last), last
-    scale = next(line for line in done.stdout.splitlines() if line.startswith("at the peak: 2 boxes of cpu: "))
+    (scale,) = ends.scale_answers
     assert re.fullmatch(rf"at the peak: 2 boxes of cpu: [0-9.,]+ tokens/s at {MONEY} per million tokens; "
                         rf"1 box of cpu2: [0-9.,]+ tokens/s at {MONEY} per million tokens → (scale out|scale up|either.*)",
                         scale), scale
@@ -90,11 +111,10 @@ def test_a_streaming_study_answers_in_dollars_per_million_tokens(tmp_path):
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
-def test_a_streaming_study_with_objectives_answers_at_their_goodput(tmp_path):
+def test_a_streaming_study_with_objectives_answers_at_their_goodput(stream_study):
     """--slo with a streaming model's objectives (TTFT, ITL) is load.slo: each config's answer is
     at its goodput, and the scale answer compares the two at that point."""
-    sets = [x for kv in QUICK for x in ("--set", kv)]
-    done, out = study(tmp_path, "--slo", "ttft_p99=60s,itl_p99=60s", *sets)
+    done, out = stream_study
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("answer: at ttft_p99 <= 60000 ms, itl_p99 <= 60000 ms, stop at 2 CPU instances (cpu2): ")
@@ -102,7 +122,7 @@ def test_a_streaming_study_with_objectives_answers_at_their_goodput(tmp_path):
     scale = next(line for line in done.stdout.splitlines() if line.startswith("at ttft_p99 <= 60000 ms"))
     assert "2 boxes of cpu: " in scale and " tokens/s at $" in scale and "→ " in scale
     (index_path,) = out.glob("*.study.json")
-    slos = parse_slos("ttft_p99=60s,itl_p99=60s")
+    slos = parse_slos(SLOS)
     for c in study_figures(index_path).configs:
         assert c.answer is not None and c.answer.targeted and c.tokens_slo is not None
         # bounds every level meets: the goodput is the fastest sound level whose objectives could

@@ -20,6 +20,7 @@ from engine.study.figures import study_figures
 from engine.study.index import read_index, recording_paths
 from engine.study.model_control import current_config
 from engine.study.study_source import StudySource
+from tests.cli_runner import run_cli_inproc
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,7 +61,7 @@ def _check_search(recording: Recording, slo: str, max_steps: int) -> None:
 
 @pytest.mark.server
 @pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
-def test_cpu_study_headless_end_to_end(tmp_path):
+def test_cpu_study_headless_end_to_end(tmp_path, monkeypatch):
     out = tmp_path / "rec"
     sets = [x for kv in [*QUICK, "load.concurrency=1,32", "hardware.cost_per_hour=1.5"] for x in ("--set", kv)]
     # p50=4ms: c=1 meets it with a wide margin also on a loaded box (p50 0.5-0.9 ms here, also next
@@ -92,10 +93,12 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     assert {p.suffix for p in out.glob("study_*")} == {".json", ".md", ".html"}
     assert "Throughput vs concurrency" in next(out.glob("study_*.html")).read_text()
 
-    # the index stands for the whole study in compare, export and replay
-    compared = _cli("compare", str(index_path))
+    # the index stands for the whole study in compare, export and replay; compare and export
+    # start no thread or process: in this process (tests/cli_runner.py), textual unimportable
+    monkeypatch.setitem(sys.modules, "textual", None)
+    compared = run_cli_inproc("compare", str(index_path))
     assert compared.returncode == 0 and "cpu (local)" in compared.stdout and "cpu2 (local)" in compared.stdout
-    exported = _cli("export", str(index_path), "-f", "md", "--out", str(tmp_path / "x"))
+    exported = run_cli_inproc("export", str(index_path), "-f", "md", "--out", str(tmp_path / "x"))
     recommendation = figures.stop.reason[0].upper() + figures.stop.reason[1:]  # "Stop at 2 CPU instances..."
     assert exported.returncode == 0
     assert f"## Recommendation\n\n{recommendation}." in Path(exported.stdout.strip()).read_text()
@@ -103,7 +106,7 @@ def test_cpu_study_headless_end_to_end(tmp_path):
     assert replayed.returncode == 0 and "=== config 2/2: cpu2" in replayed.stdout
     assert "box check (the study's check, taken before config cpu, not repeated)" in replayed.stdout
     cpu2 = dict(recording_paths(index, index_path))["cpu2"]
-    one = _cli("export", str(cpu2), "-f", "md", "--out", str(tmp_path / "one"))
+    one = run_cli_inproc("export", str(cpu2), "-f", "md", "--out", str(tmp_path / "one"))
     assert one.returncode == 0, one.stderr
     report = Path(one.stdout.strip()).read_text()
     assert "## Box check" in report and "the study's check, taken before config cpu" in report
