@@ -93,7 +93,7 @@ def test_the_headless_end_and_the_study_view_say_the_bound(tmp_path: Path, capsy
 @pytest.mark.slow  # writes three synthetic recordings
 def test_a_host_whose_cpu_other_processes_took_answers_a_quieter_box(tmp_path: Path) -> None:
     # every config's host 99 % busy: the server's processes on 2.56 of its cores, ours on 0.96,
-    # others on the rest (issue 54: the remedy is a quieter box, not shared memory or more hosts)
+    # others on the rest (the remedy is a quieter box, not shared memory or more hosts)
     index = _study(tmp_path, path_cap=9_000.0, client_bound_from=None,
                    host={"cpu_percent": 99.0, "server_cpu_percent": 256.0, "own_cpu_percent": 96.0})
     f = study_figures(index)
