@@ -86,10 +86,15 @@ def test_serving_study_tp1_tp2_replicas_answers_and_replays(llama_binary, tiny_g
     # 25 % long), give or take the edges' readings, which a loaded box may take up to a quarter of
     # the level late and still use (sane_values.read_at_edge): 0.77 at load average 7 on 2 cores
     cache, stream = best.cache, best.stream
-    assert cache is not None and cache.server == "llama.cpp" and stream is not None
-    assert cache.prompt_tokens is not None and stream.input_tokens_per_request is not None
-    carried = stream.input_tokens_per_request * best.requests
-    assert 0.65 * carried <= cache.prompt_tokens <= 1.25 * carried, (cache, carried)
+    assert stream is not None and stream.input_tokens_per_request is not None
+    if cache is None:  # a busy box read the counters too late to stand for the windows' edges: said so
+        with Recording.open(index_path.parent / index.runs[2].recording) as rec:
+            warnings = rec.summary().warnings
+        assert any("cache counters came too late" in w and f"level {best.level:g}:" in w for w in warnings), warnings
+    else:
+        assert cache.server == "llama.cpp" and cache.prompt_tokens is not None
+        carried = stream.input_tokens_per_request * best.requests
+        assert 0.65 * carried <= cache.prompt_tokens <= 1.25 * carried, (cache, carried)
     assert "answer:" in done.stdout and "per million" in done.stdout
     (html,) = tmp_path.glob("study_*.html")  # the study report, with its Pareto chart where a level has a point
     text = html.read_text()

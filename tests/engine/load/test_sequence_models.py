@@ -131,11 +131,14 @@ def test_more_sequences_than_slots_wait_in_triton_queue_and_on_their_first_step(
     assert full.errors == 0 and full.sequence is not None, full.error_messages
     first, later = full.sequence.first_step, full.sequence.later_steps
     assert first.p50 is not None and later.p50 is not None and first.p50 > 2 * later.p50, (first, later)
-    # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50.
-    # Read from Triton's counters over the whole run, not the level's windows: on a busy box a window's
-    # statistics can come late and be left out of the level (its late-stats rule), never out of these.
-    queue_s = (after[0] - before[0]) / 1e9 / max(1, after[1] - before[1])
-    assert queue_s > 0.5 * first.p50 / 20, (queue_s, first.p50)
+    # the wait is in the queue time Triton reports: one step in 20 is a first, waiting about first.p50
+    # (idle here it reads 1.6x that). Over the level's own windows, the span first.p50 is from, where
+    # its server breakdown came; else from Triton's counters over the whole run (a busy box can
+    # leave a window's late statistics out of the level, never out of these), which also hold the
+    # warm-up (a CI clone, 20 first steps measured, read 0.3x there)
+    queue_s = (full.server.queue if full.server is not None and full.server.queue is not None
+               else (after[0] - before[0]) / 1e9 / max(1, after[1] - before[1]))
+    assert queue_s > 0.5 * first.p50 / 20, (queue_s, first.p50, full.server)
 
 
 def test_the_oldest_strategy_runs_the_streams_checked_past_its_candidates(accumulator) -> None:
