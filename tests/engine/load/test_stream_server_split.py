@@ -43,7 +43,13 @@ def streamed(tmp_path_factory):
         info = asyncio.run(describe_target(target))
         load = quick_load(transport="grpc_stream", input_data=str(PROMPTS), min_window_requests=10,
                           concurrency=[2], stability_percent=100)
-        results, events = asyncio.run(sweep(target, info, load))
+        for _ in range(4):  # a busy box can answer the statistics too late: said, then measured again
+            results, events = asyncio.run(sweep(target, info, load))
+            if results[0].server is not None and any(e.kind == "window" and e.server is not None for e in events):
+                break
+            assert any(e.kind == "warning" and e.key.startswith("late-stats") for e in events), \
+                "no breakdown, and none said why"
+        assert results[0].server is not None, "the statistics came late in every one of 4 sweeps"
         with urllib.request.urlopen(f"{srv.http_url}/v2/models/toy_llm/stats", timeout=10) as reply:
             stats = json.load(reply)
         ready = ServerReady(http_url=srv.http_url, metrics_url=None, embedded=True, model="toy_llm",
