@@ -37,6 +37,7 @@ def toy_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, 
     with EmbeddedServer(model="toy_llm", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-toy-llm")) as srv:
         target = Target(srv.http_url, "toy_llm")
         yield target, asyncio.run(describe_target(target))
+        kill_tritonserver(srv)  # a graceful stop unloads the model for seconds, and nothing here is about the stop
 
 
 def quick_load(**overrides) -> Load:

@@ -41,14 +41,6 @@ def _start(tmp_path_factory, name: str):
     return EmbeddedServer(model="toy_llm", variant="cpu", log_dir=tmp_path_factory.mktemp(name))
 
 
-@pytest.fixture(scope="module")
-def toy_llm(tmp_path_factory):
-    with _start(tmp_path_factory, "triton-toy-llm") as srv:
-        target = Target(srv.http_url, "toy_llm")
-        yield target, asyncio.run(describe_target(target))
-        kill_tritonserver(srv)  # a graceful stop unloads the model for seconds, and nothing here is about the stop
-
-
 STREAMING = ("grpc_stream", "generate_stream")
 
 
