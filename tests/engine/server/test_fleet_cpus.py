@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[3]
 # the load's client and anything else runnable are more threads than cores, and the kernel's
 # placement gives the servers steadily unequal shares: 1.40x at a 6 % windows' spread
 # (docs/results/scale_out_cpu_pinning.md), 1.52x at 3 % beside two hogs with the level not contended
-# (a fresh-clone suite run, 2026-11-27). The fault this guards against read 10x.
-FLOOR = 1.0
+# (a fresh-clone suite run, 2026-11-27), 2.37x at 6 % in CI (2026-11-29). The fault this guards
+# against read 10x; pinning and thread counts are held exactly by the stubs' test below.
+FLOOR = 3.0
 
 
 @pytest.mark.parametrize("cpus, servers, shares", [
