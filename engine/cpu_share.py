@@ -92,6 +92,17 @@ def _tree_cpu(roots: list[int]) -> dict[tuple[int, int], float]:
     return out
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) one process has spent; None when it cannot be read."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return t.user + t.system
+
+
 def read_cpu(extra_roots: list[int] | None = None) -> CpuReading | None:
     """A reading now; None where /proc/stat cannot be read (not Linux)."""
     if sys.platform != "linux":

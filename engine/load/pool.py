@@ -15,17 +15,40 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, TypeVar
 
 import engine
+from engine.cpu_share import process_cpu_seconds
 from engine.load.worker_messages import Exit, Fatal, FromWorker, Gone, Hello, ToWorker
 
 _PACKAGE_ROOT = str(Path(engine.__file__).resolve().parent.parent)
-START_TIMEOUT_S = 30.0  # python + numpy import; generous for a loaded box
+# A starting worker (python + numpy import) is waited for while it spends CPU: on a busy box the
+# import takes many times its idle second. Given up after START_QUIET_S with no CPU time spent,
+# or START_MOST_S in all.
+START_QUIET_S = 30.0
+START_MOST_S = 300.0
+START_LOOK_S = 0.5
 EXIT_TIMEOUT_S = 3.0
 M = TypeVar("M", bound=FromWorker)
+
+
+@dataclass
+class StartWatch:
+    """One starting worker's last sign of progress: the CPU seconds it had spent, and when."""
+
+    since: float
+    cpu_s: float | None = None
+
+    def quiet_for(self, now: float, cpu_s: float | None) -> float | None:
+        """How long it has spent no CPU once that reaches START_QUIET_S; None while it works
+        (or its CPU time cannot be read: then only START_MOST_S bounds the wait)."""
+        if cpu_s is None or cpu_s != self.cpu_s:
+            self.since, self.cpu_s = now, cpu_s
+            return None
+        return now - self.since if now - self.since >= START_QUIET_S else None
 
 
 class WorkerGone(Exception):
@@ -67,11 +90,32 @@ class WorkerPool:
                 self.procs.append(proc)
                 self.conns.append(conn)
                 self._loop.add_reader(conn.fileno(), self._on_readable, index)
-            for _ in range(self.count):
-                await self.expect(Hello, START_TIMEOUT_S)
+            await self._until_hello()
         except BaseException:
             await self.close()
             raise
+
+    async def _until_hello(self) -> None:
+        """Until every worker said Hello; WorkerGone for one that exited, spent no CPU for
+        START_QUIET_S, or all that took START_MOST_S."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        pending = {i: StartWatch(started) for i in range(self.count)}
+        while pending:
+            try:
+                index, msg = await asyncio.wait_for(self.inbox.get(), START_LOOK_S)
+            except TimeoutError:
+                index, msg = -1, None
+            if isinstance(msg, (Gone, Fatal)):
+                raise WorkerGone(msg.message)
+            if isinstance(msg, Hello):
+                pending.pop(index, None)
+            now = loop.time()
+            for i, watch in pending.items():
+                if quiet := watch.quiet_for(now, process_cpu_seconds(self.procs[i].pid)):
+                    raise WorkerGone(f"load worker {i} did not start: no CPU time spent for {quiet:.0f} s")
+            if pending and now - started >= START_MOST_S:
+                raise WorkerGone(f"load workers did not start within {START_MOST_S:g} s")
 
     def _on_readable(self, index: int) -> None:
         conn = self.conns[index]

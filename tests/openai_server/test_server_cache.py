@@ -31,17 +31,30 @@ UNSHARED = ("--set", f"load.input_tokens={PREFIX + SUFFIX}")  # the same lengths
 
 
 def _sweep(server, workload: tuple[str, ...], out: Path) -> tuple[list[LevelResult], list[WindowResult], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--record", "-o", str(out), "--url", server.base_url, *QUICK,
-         "--set", "load.transport=chat_stream", "--set", "load.concurrency=1,2",
-         "--set", "load.output_tokens=8", *workload],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
-    (path,) = out.glob("*.sqlite")
-    with Recording.open(path) as rec:
-        levels = [e for e in rec.events(("level_result",)) if isinstance(e, LevelResult)]
-        windows = [e for e in rec.events(("window",)) if isinstance(e, WindowResult) and not e.warmup]
-    return levels, windows, proc.stdout
+    """A headless sweep's levels, measured windows and output. Measured again (up to 3 times)
+    while a busy box read some level's cache counters too late to stand for its windows' edges:
+    the level then has no cache figures and its recording says why, as it must; skips after 3."""
+    late = []
+    for attempt in range(3):
+        folder = out / f"try{attempt}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "--record", "-o", str(folder), "--url", server.base_url, *QUICK,
+             "--set", "load.transport=chat_stream", "--set", "load.concurrency=1,2",
+             "--set", "load.output_tokens=8", *workload],
+            cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+        (path,) = folder.glob("*.sqlite")
+        with Recording.open(path) as rec:
+            levels = [e for e in rec.events(("level_result",)) if isinstance(e, LevelResult)]
+            windows = [e for e in rec.events(("window",)) if isinstance(e, WindowResult) and not e.warmup]
+            warnings = rec.summary().warnings
+        uncached = [r.level for r in levels if r.cache is None]
+        if not uncached:
+            return levels, windows, proc.stdout
+        for level in uncached:  # never left out unsaid
+            assert any("cache counters came too late" in w and f"level {level:g}:" in w for w in warnings), warnings
+        late.append(", ".join(f"{level:g}" for level in uncached))
+    pytest.skip(f"the cache counters came too late in 3 sweeps (levels {'; '.join(late)})")
 
 
 @pytest.mark.slow

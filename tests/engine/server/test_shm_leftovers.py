@@ -31,7 +31,7 @@ def _mapped_regions(procs: list[psutil.Process]) -> set[str]:
 
 
 def test_sigkill_of_tritonserver_leaves_none_of_its_shared_memory(tmp_path):
-    other = SHM / "triton_python_backend_shm_region_not-ours-test"  # another server's: must stay
+    other = SHM / f"triton_python_backend_shm_region_not-ours-test-{os.getpid()}"  # another server's: must stay
     other.write_bytes(b"x")
     srv = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path).start()
     try:
