@@ -21,7 +21,7 @@ def session(out: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
                            "--set", "model.name=identity", "--set", "load.concurrency=1", "--set", "load.window_ms=300",
                            "--set", "load.warmup_s=0", "--set", "load.max_windows=3", "--set", "load.min_window_requests=5",
                            "--set", "load.stability_percent=90", *flags], cwd=REPO, capture_output=True, text=True,
-                          timeout=180)
+                          timeout=600)  # a hang guard: a busy box slows it, never fails it
     (path,) = out.glob("*.sqlite")
     return proc, path
 

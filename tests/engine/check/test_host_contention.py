@@ -19,7 +19,7 @@ from engine.hostinfo import process_cores
 def test_check_names_the_hogs_in_a_host_contention_item(tmp_path: Path) -> None:
     with cpu_hogs(process_cores(), tmp_path) as pids:
         done = subprocess.run([sys.executable, "-m", "tui.cli", "check", "--json", "--quick", "-o", str(tmp_path)],
-                              capture_output=True, text=True, timeout=120, check=False)
+                              capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     (item,) = [i for i in report["items"] if i["name"] == "contention"]
