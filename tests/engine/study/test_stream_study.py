@@ -38,9 +38,9 @@ SLOS = "ttft_p99=60s,itl_p99=60s"  # bounds every level meets on any box
 
 def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The study, measured again (up to 3 times) while the box leaves a config no sound level, or
-    a starved client read every level's tokens in bursts (ITL not measurable, so an ITL objective
-    is not decided): its answer then says "not decided", as it should, and is not what these tests
-    read. Skips, saying so, after 3 such studies."""
+    a starved client read some level's tokens in bursts (ITL not measurable, so an ITL objective
+    is not decided there): an answer then says "not decided", as it should, and is not what these
+    tests read. Skips, saying so, after 3 such studies."""
     unsound = []
     for attempt in range(3):
         out = tmp_path / f"rec{attempt}"
@@ -48,20 +48,20 @@ def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
                                *args, "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=400,
                               stdin=subprocess.DEVNULL)
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-        if done.returncode != 0 or not ("no sound level" in last or ("not decided" in last and _itl_unmeasured(out))):
+        undecided_by_box = "no sound level" in last or ("not decided" in done.stdout and _itl_unmeasured(out))
+        if done.returncode != 0 or not undecided_by_box:
             return done, out
         unsound.append(last[last.index("not decided"):] if "not decided" in last else last)
     pytest.skip("a config without a sound level, or with ITL not measurable, in 3 studies (" + " | ".join(unsound) + ")")
 
 
 def _itl_unmeasured(out: Path) -> bool:
-    """Whether some recording of the study has ITL not measurable at every level (a client too
-    starved to read responses one by one), which leaves an ITL objective undecided there."""
+    """Whether some level of the study has ITL not measurable (a client too starved to read
+    responses one by one), which leaves an ITL objective undecided there."""
     for path in out.glob("*.sqlite"):
         with Recording.open(path) as rec:
-            levels = [e for e in rec.events() if isinstance(e, LevelResult) and e.stream is not None]
-        if levels and all(e.stream.itl_note for e in levels):
-            return True
+            if any(isinstance(e, LevelResult) and e.stream is not None and e.stream.itl_note for e in rec.events()):
+                return True
     return False
 
 
