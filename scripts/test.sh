@@ -2,8 +2,8 @@
 # Set up (if needed) and run the whole test suite. Exit code 5 (no tests selected) counts as a
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
 # The tests run on TEST_WORKERS pytest-xdist workers (default 3): most of the suite's time is real
-# parts starting up (Triton, torch ranks, apps) and driving them. On a 2-core box its 2,737 tests
-# took pytest 806 s idle and 912 s beside two CPU hogs (fresh clones, 2026-11-29); the time depends on
+# parts starting up (Triton, torch ranks, apps) and driving them. On a 2-core box its 2,763 tests
+# took pytest 560 s idle and 812 s beside two CPU hogs (fresh clones, 2026-11-29); the time depends on
 # the CPU the box leaves it: the tests wait for conditions, not for the clock, so a busy box
 # (other jobs, CPU hogs) makes the run longer rather than red. The last line says how long this run took. Each worker starts its own session-wide
 # identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
