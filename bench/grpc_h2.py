@@ -28,8 +28,11 @@ from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyz
 # transport: docs/results/grpc_own_http2.md keeps its figures)
 # base: ours again, its load workers run from another checkout (--base-root: e.g. `git archive
 # <commit> engine | tar -x -C DIR`), for a before/after in one run
-TOOLS = ("grpc", "pa", "base")
-NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc", "base": "ours grpc, --base-root's workers"}
+# pa_async: perf_analyzer -i grpc --async, its callback client on --max-threads threads (16), where its
+# default (synchronous) client blocks one thread per request in flight: which of its clients is the limit
+TOOLS = ("grpc", "pa", "pa_async", "base")
+NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc", "pa_async": "perf_analyzer -i grpc --async",
+         "base": "ours grpc, --base-root's workers"}
 
 
 def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
@@ -62,8 +65,9 @@ def _row(m: Measure) -> dict[str, Any]:
 
 
 def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:
-    if tool == "pa":
-        return _row(run_perf_analyzer(pa, url, model, level, args, protocol="grpc"))
+    if tool in ("pa", "pa_async"):
+        extra = ("--async",) if tool == "pa_async" else ()
+        return _row(run_perf_analyzer(pa, url, model, level, args, extra=extra, protocol="grpc"))
     if tool == "base":
         from engine.load import pool
 
@@ -89,8 +93,9 @@ def _spread(xs: list[float]) -> str:
 
 def summary(rows: list[dict[str, Any]], levels: list[int], tools: list[str]) -> list[str]:
     """The table: per level and tool, throughput per round, mean, spread, ratio to perf_analyzer."""
-    lines = ["| c | tool | infer/s per round | mean | spread | / perf_analyzer, mean [min-max] | client CPU µs/req |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| c | tool | infer/s per round | mean | spread | / perf_analyzer, mean [min-max] | client CPU µs/req |"
+             + (" / perf_analyzer --async |" if "pa_async" in tools else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if "pa_async" in tools else "")]
     for level in levels:
         at = [r for r in rows if r["level"] == level]
         rounds = sorted({r["round"] for r in at})
@@ -109,9 +114,12 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: list[str]) -> 
             shown = ", ".join(f"{x:,.0f}" if x is not None else "none" for x in per)
             mean = f"{sum(vals) / len(vals):,.0f}" if vals else "n/a"
             ratio = "1 (the anchor)" if tool == "pa" else _band(ratios)
-            lines.append(f"| {level} | {NAMES[tool]} | {shown} | {mean} | {_spread(vals)} | {ratio} | "
-                         f"{sum(cpu) / len(cpu):,.0f} |" if cpu else
-                         f"| {level} | {NAMES[tool]} | {shown} | {mean} | {_spread(vals)} | {ratio} | n/a |")
+            line = (f"| {level} | {NAMES[tool]} | {shown} | {mean} | {_spread(vals)} | {ratio} | "
+                    + (f"{sum(cpu) / len(cpu):,.0f} |" if cpu else "n/a |"))
+            if "pa_async" in tools:
+                to_async = [a / b for rnd in rounds if (a := got(tool, rnd)) is not None and (b := got("pa_async", rnd))]
+                line += " 1 |" if tool == "pa_async" else f" {_band(to_async)} |"
+            lines.append(line)
     return lines
 
 
@@ -126,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if "base" in tools and not os.path.isdir(os.path.join(args.base_root, "engine")):
         print("grpc_h2: the base tool needs --base-root, a folder holding engine/")
         return 2
-    pa = ensure_perf_analyzer() if "pa" in tools else None
+    pa = ensure_perf_analyzer() if {"pa", "pa_async"} & set(tools) else None
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     out = out_dir() / "grpc_h2.json"
