@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.common import core_split, out_dir, pin_clients
@@ -28,10 +29,15 @@ from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyz
 # transport: docs/results/grpc_own_http2.md keeps its figures)
 # base: ours again, its load workers run from another checkout (--base-root: e.g. `git archive
 # <commit> engine | tar -x -C DIR`), for a before/after in one run
-# pa_async: perf_analyzer -i grpc --async, its callback client on --max-threads threads (16), where its
-# default (synchronous) client blocks one thread per request in flight: which of its clients is the limit
-TOOLS = ("grpc", "pa", "pa_async", "base")
+# Variants of the anchor, to find what limits it where ours reads above it:
+#   pa_async  its callback client on --max-threads threads (16), where its default (synchronous)
+#             client blocks one thread per request in flight
+#   pa_ch1    one gRPC channel (TCP connection) per request in flight, where it shares one among 6
+#   pa_x2     two perf_analyzer processes side by side at half the concurrency each, summed
+TOOLS = ("grpc", "pa", "pa_async", "pa_ch1", "pa_x2", "base")
+PA_TOOLS = ("pa", "pa_async", "pa_ch1", "pa_x2")
 NAMES = {"grpc": "ours grpc (own HTTP/2)", "pa": "perf_analyzer -i grpc", "pa_async": "perf_analyzer -i grpc --async",
+         "pa_ch1": "perf_analyzer -i grpc, a channel per request", "pa_x2": "2 perf_analyzers at c/2, summed",
          "base": "ours grpc, --base-root's workers"}
 
 
@@ -65,8 +71,12 @@ def _row(m: Measure) -> dict[str, Any]:
 
 
 def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:
-    if tool in ("pa", "pa_async"):
+    if tool == "pa_x2":
+        return _two_pas(pa, url, model, level, args)
+    if tool in PA_TOOLS:
         extra = ("--async",) if tool == "pa_async" else ()
+        if tool == "pa_ch1":  # tritonclient's grpc_client.cc reads it once per process
+            pa = (pa[0], {**pa[1], "TRITON_CLIENT_GRPC_CHANNEL_MAX_SHARE_COUNT": "1"})
         return _row(run_perf_analyzer(pa, url, model, level, args, extra=extra, protocol="grpc"))
     if tool == "base":
         from engine.load import pool
@@ -81,6 +91,23 @@ def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, 
             os.chdir(here)
             pool._PACKAGE_ROOT = ours
     return _row(run_ours(url, model, level, args, transport=tool))
+
+
+def _two_pas(pa: Any, url: str, model: str, level: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Two perf_analyzers at once, at level // 2 and the rest: throughput summed; the client CPU of
+    both (children's rusage) over what the server served meanwhile."""
+    from bench.common import model_stats
+    from bench.tools import _children_cpu
+
+    before, cpu0 = model_stats(url, model), _children_cpu()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        both = list(pool.map(lambda c: run_perf_analyzer(pa, url, model, c, args, protocol="grpc"), (level // 2, level - level // 2)))
+    cpu, served = _children_cpu() - cpu0, model_stats(url, model).get("requests", 0) - before.get("requests", 0)
+    ok = all(m.ok for m in both)
+    return {"ok": ok, "status": "; ".join(m.status for m in both), "infer_s": sum(m.throughput or 0.0 for m in both) if ok else None,
+            "p50_ms": max(m.p50_ms or 0.0 for m in both) if ok else None, "p99_ms": max(m.p99_ms or 0.0 for m in both) if ok else None,
+            "cpu_us_per_req": cpu / served * 1e6 if served > 0 else None, "errors": None, "client_bound": None,
+            "each_infer_s": [m.throughput for m in both]}
 
 
 def _band(xs: list[float]) -> str:
@@ -134,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if "base" in tools and not os.path.isdir(os.path.join(args.base_root, "engine")):
         print("grpc_h2: the base tool needs --base-root, a folder holding engine/")
         return 2
-    pa = ensure_perf_analyzer() if {"pa", "pa_async"} & set(tools) else None
+    pa = ensure_perf_analyzer() if set(PA_TOOLS) & set(tools) else None
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     out = out_dir() / "grpc_h2.json"
