@@ -67,7 +67,10 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
 def _row(m: Measure) -> dict[str, Any]:
     return {"ok": m.ok, "status": m.status, "infer_s": m.throughput, "p50_ms": m.p50_ms, "p99_ms": m.p99_ms,
             "cpu_us_per_req": m.client_cpu_us_per_request, "errors": m.extra.get("errors"),
-            "client_bound": m.extra.get("client_bound")}
+            "client_bound": m.extra.get("client_bound"), "mean_ms": m.mean_ms, "server_us": m.server_us_per_request,
+            "server_sections": m.extra.get("server_sections"),
+            # perf_analyzer's own split of its latency, µs
+            **{k: m.extra[k] for k in ("client_send_us", "network_server_us", "client_recv_us") if k in m.extra}}
 
 
 def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, pa: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from bench.common import ROOT, model_stats
+from bench.common import ROOT, model_stats, stats_delta
 
 if TYPE_CHECKING:
     from engine.events import LevelResult
@@ -242,6 +242,7 @@ class RunAccount:
         self.cpu = _children_cpu() - self.cpu0 + ((time.thread_time() - self.self0) if self.include_self else 0.0)
         stats1 = model_stats(self.url, self.model)
         self.served = stats1.get("requests", 0) - self.stats0.get("requests", 0)
+        self.sections = stats_delta(self.stats0, stats1)  # average batch, µs per request of each section
         self.server_ns = stats1.get("request_ns", 0) - self.stats0.get("request_ns", 0)
 
     def fill(self, m: Measure) -> Measure:
@@ -252,6 +253,7 @@ class RunAccount:
         m.server_us_per_request = self.server_ns / served / 1e3 if served else None
         m.wall_s = self.wall
         m.extra["client_threads"] = self.watch.threads
+        m.extra["server_sections"] = self.sections
         self.spread.join()
         if self.spread.per_thread:
             m.extra["frontend"] = self.spread.per_thread
