@@ -35,6 +35,7 @@ from engine.server.distribution import assemble_backends, find_distribution, ser
 from engine.server.gpus import pin_value, smallest_memory_gib, visible_gpu_count
 from engine.server.guard import GRACE_S, MPS_FAILED, REAP_S, kill_group_and_wait, process_name
 from engine.server.mps import choose, find_control, instances_under_mps
+from engine.server.ports import free_port_pair, free_ports
 from engine.server.repository import (
     PreparedModel,
     instance_count,
@@ -76,42 +77,6 @@ def port_taken(log_text: str) -> bool:
 
 def http_threads() -> int:
     return max(8, min(64, os.cpu_count() or 8))
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    return free_ports(1, address)[0]
-
-
-def free_ports(count: int, address: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct free ports: each probe socket stays bound until all are picked. Probed
-    one at a time and released, two probes can get the same port: Triton then refuses to start
-    ("cannot listen to GRPC requests and metrics requests at the same address and port"), seen
-    with the test suite on two workers."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind((address, 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def free_port_pair(address: str = "127.0.0.1", first: int | None = None) -> tuple[int, int]:
-    """Two free ports, the second right after the first (HTTP and gRPC, Triton's default
-    layout); ``first`` fixes the first (a restart where clients expect it). Falls back to any
-    free second port when none follows."""
-    for _ in range(1 if first else 20):
-        base = first or free_port(address)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
-            try:
-                sock.bind((address, base + 1))
-                return base, base + 1
-            except OSError:
-                continue
-    base = first or free_port(address)
-    return base, next(p for p in free_ports(2, address) if p != base)
 
 
 def _signal_name(number: int) -> str:

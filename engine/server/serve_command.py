@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.server.guard import GRACE_S, REAP_S
+from engine.server.ports import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -83,12 +83,6 @@ def shown_template(template: str) -> str:
 def fill(words: list[str], port: int, tp: int, gpus: str) -> list[str]:
     values = {"port": str(port), "tp": str(tp), "gpus": gpus}
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in words]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.server.ports import free_port
 from tests.openai_server import tiny_model
 
 START_BUDGET_S = 120.0   # a start takes well under a second idle; a busy box can stretch it a lot
@@ -54,12 +54,6 @@ def find_llama_server() -> str | None:
     if built:
         return str(built[-1])
     return shutil.which("llama-server")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _models(base_url: str, api_key: str | None = None) -> list[str] | None:
@@ -104,7 +98,7 @@ def run_llama_server(binary: str, model_path: Path, log_dir: Path, *, alias: str
     is split between them). ``api_key``: the server asks for it (and the wait sends it)."""
     last_error = ""
     for _ in range(3):  # a free port can be taken between the probe and the server's bind
-        port = _free_port()
+        port = free_port()
         base_url = f"http://127.0.0.1:{port}/v1"
         log_path = log_dir / f"llama-server-{port}.log"
         cmd = [binary, "--model", str(model_path), "--alias", alias, "--host", "127.0.0.1",

@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from engine.record.reader import Recording
-from engine.server.embedded import EmbeddedServer, free_port
+from engine.server.embedded import EmbeddedServer
+from engine.server.ports import free_port
 from tests.reliability.helpers import (
     QUICK,
     family,

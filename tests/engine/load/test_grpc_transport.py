@@ -42,7 +42,7 @@ def test_the_embedded_server_keeps_tritons_layout(identity_server):
 def test_the_port_pair_is_adjacent_and_falls_back_when_the_next_port_is_taken():
     import socket
 
-    from engine.server.embedded import free_port_pair
+    from engine.server.ports import free_port_pair
 
     http, grpc_port = free_port_pair()
     assert grpc_port == http + 1

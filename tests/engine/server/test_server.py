@@ -187,10 +187,23 @@ def test_start_failure_reports_the_log_tail(tmp_path, monkeypatch):
 def test_the_ports_of_one_server_are_distinct():
     """Probed one at a time, the gRPC and metrics ports once came out equal and Triton refused
     to start; picked together, they cannot."""
-    from engine.server.embedded import free_ports
+    from engine.server.ports import free_ports
 
     for _ in range(50):
         assert len(set(free_ports(3))) == 3
+
+
+def test_ports_are_picked_below_the_range_that_outgoing_connections_take():
+    """A port from the ephemeral range can become a client connection's local port while its
+    server restarts on it (seen: "Socket '127.0.0.1:46568' already in use" in the restart test)."""
+    from engine.server.ports import free_ports, listen_range
+
+    low, high = listen_range()
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+        assert high <= max(low + 1000, int(fh.read().split()[0]))
+    ports = [p for _ in range(20) for p in free_ports(3)]
+    assert all(low <= p < high for p in ports)
+    assert len(set(ports)) > 3  # random, not one fixed port
 
 
 def test_a_taken_http_port_is_told_apart_from_other_start_failures(tmp_path):
