@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite. Exit code 5 (no tests selected) counts as a
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
-# The tests run on TEST_WORKERS pytest-xdist workers (default 3): most of the suite's time is real
-# parts starting up (Triton, torch ranks, apps) and driving them. On a 2-core box its 2,763 tests
+# The tests run on TEST_WORKERS pytest-xdist workers (default 4): most of the suite's time is real
+# parts starting up (Triton, torch ranks, apps) and driving them, and waiting for them (a Triton
+# stop takes about 3 s), so a fourth worker uses CPU the other three leave idle. On a 2-core box its 2,763 tests
 # took pytest 560 s idle and 812 s beside two CPU hogs (fresh clones, 2026-11-29); the time depends on
 # the CPU the box leaves it: the tests wait for conditions, not for the clock, so a busy box
 # (other jobs, CPU hogs) makes the run longer rather than red. The last line says how long this run took. Each worker starts its own session-wide
@@ -20,7 +21,7 @@ set -- "${args[@]+"${args[@]}"}"
 scripts/setup.sh || exit $?
 scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
 started=$SECONDS
-.venv/bin/python -m pytest -q --durations=30 -n "${TEST_WORKERS:-3}" --dist loadgroup "$@"
+.venv/bin/python -m pytest -q --durations=30 -n "${TEST_WORKERS:-4}" --dist loadgroup "$@"
 code=$?
 echo "test: pytest took $((SECONDS - started)) s on $(nproc) cores (load average then: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a))" >&2
 if [ "$code" = 5 ]; then

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import glob
 import importlib.util
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +25,46 @@ if TYPE_CHECKING:
     from tests.openai_server.llama_server import OpenAIServer
 
 
+# The identity model sleeps this long in each execute in every server the suite starts (its
+# environment reaches the servers and their stubs: model_repository/embedded/identity/1/model.py).
+# Unpaced, a closed-loop sweep makes Triton and its stub answer as fast as two cores allow, and
+# those answers were a third of the suite's CPU; paced, a sweep of the same length costs about a
+# quarter of the server's CPU. Tests marked `unpaced` need the client to be the limit (client-bound
+# verdicts, perf_analyzer's parity): their own servers start without it, and
+# `unpaced_identity_server` is a session server at full speed.
+IDENTITY_PACE = "GPUSCALE_IDENTITY_PACE_MS"
+os.environ.setdefault(IDENTITY_PACE, "2")
+
+
 @pytest.fixture(scope="session")
 def identity_server(tmp_path_factory):
     from engine.server.embedded import EmbeddedServer
 
     with EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-identity")) as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def unpaced_identity_server(tmp_path_factory):
+    from engine.server.embedded import EmbeddedServer
+
+    server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-identity-unpaced"))
+    pace = os.environ.pop(IDENTITY_PACE, None)
+    try:
+        server.start()
+    finally:
+        if pace is not None:
+            os.environ[IDENTITY_PACE] = pace
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _unpaced_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unpaced") is not None:
+        monkeypatch.delenv(IDENTITY_PACE, raising=False)
 
 
 # The model shapes of Triton users' models, all in one server (a start costs seconds): datacheck
@@ -91,7 +126,7 @@ def _collect_garbage_less() -> None:
 # Fixtures whose use means the test talks to a real server (tritonserver, or llama.cpp's
 # llama-server for the OpenAI API): such a test is a server test
 # whether or not it says so (the fast lane, `scripts/test.sh --fast`, leaves them out).
-SERVER_FIXTURES = frozenset({"identity_server", "identity_info", "shapes_server", "openai_server", "toy_llm"})
+SERVER_FIXTURES = frozenset({"identity_server", "unpaced_identity_server", "identity_info", "shapes_server", "openai_server", "toy_llm"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,10 +1,22 @@
-"""Near-zero-compute model: returns its input. Measures the serving path and the client, not a GPU."""
+"""Near-zero-compute model: returns its input. Measures the serving path and the client, not a GPU.
+
+GPUSCALE_IDENTITY_PACE_MS (in the server's environment): each execute first sleeps that long, a
+model with a fixed service time. The test suite sets it: a sweep's flow is checked at a fraction
+of the CPU that an unpaced identity server burns answering as fast as two cores allow."""
+
+import os
+import time
 
 import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        self.pace_s = float(os.environ.get("GPUSCALE_IDENTITY_PACE_MS") or 0) / 1000
+
     def execute(self, requests):
+        if self.pace_s:
+            time.sleep(self.pace_s)
         responses = []
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
