@@ -20,6 +20,10 @@ done
 set -- "${args[@]+"${args[@]}"}"
 scripts/setup.sh || exit $?
 scripts/check.sh || exit $?  # lint, types, layer contracts: seconds, and a failure stops here
+# pytest caches its assertion-rewritten test modules as bytecode (__pycache__/, git-ignored); with
+# PYTHONDONTWRITEBYTECODE set, as on these boxes, every worker rewrites and compiles all of them
+# again (about 7 s of CPU each, a quarter of the fast lane's CPU)
+unset PYTHONDONTWRITEBYTECODE
 started=$SECONDS
 .venv/bin/python -m pytest -q --durations=30 -n "${TEST_WORKERS:-4}" --dist loadgroup "$@"
 code=$?
