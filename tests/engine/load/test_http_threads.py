@@ -40,7 +40,10 @@ def test_uneven_names_a_thread_holding_more_than_twice_its_share():
 
 
 @pytest.mark.server
-async def test_every_connection_of_a_level_is_found_on_some_http_thread(identity_server, identity_info):
+# unpaced: a connection is found while it waits idle between answers; behind the suite's paced
+# model each is busy at nearly every sample (9 of 12 found once)
+async def test_every_connection_of_a_level_is_found_on_some_http_thread(unpaced_identity_server, identity_info):
+    identity_server = unpaced_identity_server
     target = Target(identity_server.http_url, "identity")
     pid = child_named(identity_server.pid, "tritonserver")
     assert pid is not None
@@ -91,6 +94,7 @@ def test_the_server_on_this_machine_is_found_from_its_port(identity_server):
 
 
 @pytest.mark.server
+@pytest.mark.unpaced  # its own server: the piling is seen on connections caught idle, as above
 def test_a_session_warns_when_the_server_piles_our_connections_onto_one_thread(tmp_path: Path):
     """Opened in one burst while the server is idle (the way that lost, kept as the developer
     setting load.dev_open_burst), the connections of a level land on one HTTP thread here; the
