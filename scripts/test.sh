@@ -3,14 +3,14 @@
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
 # The tests run on TEST_WORKERS pytest-xdist workers (default 4): most of the suite's time is real
 # parts starting up (Triton, torch ranks, apps) and driving them, and waiting for them (a Triton
-# stop takes about 3 s), so a fourth worker uses CPU the other three leave idle. On a 2-core box its 2,763 tests
-# took pytest 560 s idle and 812 s beside two CPU hogs (fresh clones, 2026-11-29); the time depends on
+# stop takes about 3 s), so a fourth worker uses CPU the other three leave idle. On a 2-core box its 2,768 tests
+# took pytest 486 s idle and 664 s beside two CPU hogs (fresh clones, 2026-11-29); the time depends on
 # the CPU the box leaves it: the tests wait for conditions, not for the clock, so a busy box
 # (other jobs, CPU hogs) makes the run longer rather than red. The last line says how long this run took. Each worker starts its own session-wide
 # identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in one worker
 # (tests/conftest.py). TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
-# --fast: the suite without the tests that start a real server or are marked slow (about 38 s
-# here); CI runs the whole suite.
+# --fast: the suite without the tests that start a real server or are marked slow (about 31 s
+# here, warm); CI runs the whole suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 args=()
