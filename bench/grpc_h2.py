@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.common import core_split, out_dir, pin_clients
-from bench.tools import Measure, ensure_perf_analyzer, run_ours, run_perf_analyzer
+from bench.tools import Measure, RunAccount, ensure_perf_analyzer, run_ours, run_perf_analyzer
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
 # transport: docs/results/grpc_own_http2.md keeps its figures)
@@ -97,20 +97,16 @@ def _one(tool: str, url: str, model: str, level: int, args: argparse.Namespace, 
 
 
 def _two_pas(pa: Any, url: str, model: str, level: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Two perf_analyzers at once, at level // 2 and the rest: throughput summed; the client CPU of
-    both (children's rusage) over what the server served meanwhile."""
-    from bench.common import model_stats
-    from bench.tools import _children_cpu
-
-    before, cpu0 = model_stats(url, model), _children_cpu()
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    """Two perf_analyzers at once, at level // 2 and the rest: throughput summed; one RunAccount
+    over both charges their CPU to what the server served meanwhile."""
+    with RunAccount(url, model, str(pa[0]), include_self=False, level=level) as acct, ThreadPoolExecutor(max_workers=2) as pool:
         both = list(pool.map(lambda c: run_perf_analyzer(pa, url, model, c, args, protocol="grpc"), (level // 2, level - level // 2)))
-    cpu, served = _children_cpu() - cpu0, model_stats(url, model).get("requests", 0) - before.get("requests", 0)
     ok = all(m.ok for m in both)
-    return {"ok": ok, "status": "; ".join(m.status for m in both), "infer_s": sum(m.throughput or 0.0 for m in both) if ok else None,
-            "p50_ms": max(m.p50_ms or 0.0 for m in both) if ok else None, "p99_ms": max(m.p99_ms or 0.0 for m in both) if ok else None,
-            "cpu_us_per_req": cpu / served * 1e6 if served > 0 else None, "errors": None, "client_bound": None,
-            "each_infer_s": [m.throughput for m in both]}
+    summed = acct.fill(Measure("perf_analyzer x2", ok, "; ".join(m.status for m in both),
+                               throughput=sum(m.throughput or 0.0 for m in both) if ok else None,
+                               p50_ms=max(m.p50_ms or 0.0 for m in both) if ok else None,
+                               p99_ms=max(m.p99_ms or 0.0 for m in both) if ok else None))
+    return {**_row(summed), "each_infer_s": [m.throughput for m in both]}
 
 
 def _band(xs: list[float]) -> str:
