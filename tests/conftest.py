@@ -25,15 +25,15 @@ if TYPE_CHECKING:
     from tests.openai_server.llama_server import OpenAIServer
 
 
-# The identity model sleeps this long in each execute in every server the suite starts (its
-# environment reaches the servers and their stubs: model_repository/embedded/identity/1/model.py).
-# Unpaced, a closed-loop sweep makes Triton and its stub answer as fast as two cores allow, and
-# those answers were a third of the suite's CPU; paced, a sweep of the same length costs about a
-# quarter of the server's CPU. Tests marked `unpaced` need the client to be the limit (client-bound
-# verdicts, perf_analyzer's parity): their own servers start without it, and
-# `unpaced_identity_server` is a session server at full speed.
-IDENTITY_PACE = "GPUSCALE_IDENTITY_PACE_MS"
-os.environ.setdefault(IDENTITY_PACE, "2")
+# The suite's small models (identity, accumulator, datacheck, mixed) sleep this long in each execute
+# in every server the suite starts (its environment reaches the servers and their stubs: e.g.
+# model_repository/embedded/identity/1/model.py). Unpaced, a closed-loop sweep makes Triton and its
+# stub answer as fast as two cores allow, and those answers were a third of the suite's CPU; paced,
+# a sweep of the same length costs about a quarter of the server's CPU. Tests marked `unpaced` need
+# the client to be the limit (client-bound verdicts, perf_analyzer's parity): their own servers
+# start without it, and `unpaced_identity_server` is a session server at full speed.
+MODEL_PACE = "GPUSCALE_MODEL_PACE_MS"
+os.environ.setdefault(MODEL_PACE, "2")
 
 
 @pytest.fixture(scope="session")
@@ -49,12 +49,12 @@ def unpaced_identity_server(tmp_path_factory):
     from engine.server.embedded import EmbeddedServer
 
     server = EmbeddedServer(model="identity", variant="cpu", log_dir=tmp_path_factory.mktemp("triton-identity-unpaced"))
-    pace = os.environ.pop(IDENTITY_PACE, None)
+    pace = os.environ.pop(MODEL_PACE, None)
     try:
         server.start()
     finally:
         if pace is not None:
-            os.environ[IDENTITY_PACE] = pace
+            os.environ[MODEL_PACE] = pace
     try:
         yield server
     finally:
@@ -64,7 +64,7 @@ def unpaced_identity_server(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _unpaced_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("unpaced") is not None:
-        monkeypatch.delenv(IDENTITY_PACE, raising=False)
+        monkeypatch.delenv(MODEL_PACE, raising=False)
 
 
 # The model shapes of Triton users' models, all in one server (a start costs seconds): datacheck
@@ -129,10 +129,38 @@ def _collect_garbage_less() -> None:
 SERVER_FIXTURES = frozenset({"identity_server", "unpaced_identity_server", "identity_info", "shapes_server", "openai_server", "toy_llm"})
 
 
+# Session fixtures that start a server of their own, for a few modules' tests: those tests run in one
+# xdist worker (below), so that the server starts once rather than once in every worker.
+SHARED_SERVER_FIXTURES = ("shapes_server", "toy_llm", "openai_server", "unpaced_identity_server")
+
+
+def _fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group that makes this test's costly fixture once: a module-scoped fixture (a
+    server, a recorded session) groups its module's tests, a shared server's fixture the tests
+    that use it. xdist hands each group to one worker; without one, a module's tests spread over
+    every worker and each made the fixture again."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    names = info.names_closure
+    for name in SHARED_SERVER_FIXTURES:
+        if name in names:
+            return name
+    for name in names:
+        defs = info.name2fixturedefs.get(name) or ()
+        if defs and defs[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = config.pluginmanager.has_plugin("xdist")  # not in the install lane (-p no:xdist)
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+        if grouped and item.get_closest_marker("xdist_group") is None and (group := _fixture_group(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)

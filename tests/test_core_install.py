@@ -20,8 +20,9 @@ import pytest
 
 from engine.record.naming import name_slug
 
-# one group: the module-scoped core venv (about 20 s) is built once, not once per xdist worker
-pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.xdist_group("core_venv")]
+# the install lane (`scripts/test.sh` runs it beside the main lane, in one process: the module-scoped
+# core venv is built once)
+pytestmark = [pytest.mark.install, pytest.mark.slow, pytest.mark.server]
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "engine", "tui", "profiles")  # what the wheel is built from

@@ -1,5 +1,6 @@
-"""The suite's identity servers are paced (tests/conftest.py): each execute of the model sleeps
-GPUSCALE_IDENTITY_PACE_MS, so that sweeps against it cost a fraction of the CPU. The unpaced
+"""The suite's servers are paced (tests/conftest.py): each execute of its small models (identity,
+accumulator, datacheck, mixed) sleeps GPUSCALE_MODEL_PACE_MS, so that sweeps against them cost a
+fraction of the CPU. The unpaced
 server runs the model at full speed, for tests that need the client to be the limit."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import urllib.request
 
 import psutil
 
-from tests.conftest import IDENTITY_PACE
+from tests.conftest import MODEL_PACE
 
 
 def _stub_environments(srv) -> list[dict[str, str]]:
@@ -18,22 +19,41 @@ def _stub_environments(srv) -> list[dict[str, str]]:
     return [p.environ() for p in stubs]
 
 
+def _compute_ns_per_execution(url: str, model: str) -> float:
+    with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=60) as reply:
+        stats = json.loads(reply.read())["model_stats"][0]
+    return int(stats["inference_stats"]["compute_infer"]["ns"]) / int(stats["execution_count"])
+
+
 def _infer_ns_per_execution(url: str, requests: int) -> float:
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}).encode()
     for _ in range(requests):
         with urllib.request.urlopen(urllib.request.Request(f"{url}/v2/models/identity/infer", data=body), timeout=60) as reply:
             assert json.loads(reply.read())["outputs"][0]["data"] == [0.5] * 16
-    with urllib.request.urlopen(f"{url}/v2/models/identity/stats", timeout=60) as reply:
-        stats = json.loads(reply.read())["model_stats"][0]
-    return int(stats["inference_stats"]["compute_infer"]["ns"]) / int(stats["execution_count"])
+    return _compute_ns_per_execution(url, "identity")
 
 
 def test_the_suites_identity_server_sleeps_in_each_execute(identity_server) -> None:
-    assert [env.get(IDENTITY_PACE) for env in _stub_environments(identity_server)] == ["2"]
+    assert [env.get(MODEL_PACE) for env in _stub_environments(identity_server)] == ["2"]
     # a lower bound: a paced execute cannot end sooner, however idle or busy the box
     assert _infer_ns_per_execution(identity_server.http_url, 3) >= 2e6
 
 
 def test_the_unpaced_server_runs_the_model_without_the_pace(unpaced_identity_server) -> None:
-    assert all(IDENTITY_PACE not in env for env in _stub_environments(unpaced_identity_server))
+    assert all(MODEL_PACE not in env for env in _stub_environments(unpaced_identity_server))
     _infer_ns_per_execution(unpaced_identity_server.http_url, 1)  # it answers, with its input
+
+
+def test_the_suites_shape_models_sleep_in_each_execute(shapes_server) -> None:
+    import numpy as np
+    import tritonclient.http as http
+
+    assert {env.get(MODEL_PACE) for env in _stub_environments(shapes_server)} == {"2"}
+    client = http.InferenceServerClient(shapes_server.http_url.removeprefix("http://"))
+    tokens = http.InferInput("TOKENS", [3], "INT64")
+    tokens.set_data_from_numpy(np.array([101, 7, 9], dtype=np.int64))
+    image = http.InferInput("IMAGE", [1], "BYTES")
+    image.set_data_from_numpy(np.array([b"\xff\xd8\xff\xe0 a jpeg"], dtype=np.object_))
+    answer = client.infer("datacheck_nobatch", [tokens, image])
+    assert answer.as_numpy("TOKEN_COUNT").tolist() == [3]  # checked, and answered
+    assert _compute_ns_per_execution(shapes_server.http_url, "datacheck_nobatch") >= 2e6

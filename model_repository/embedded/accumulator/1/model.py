@@ -4,8 +4,15 @@ step, so a tool that drops START, reuses a live sequence id or sends a step afte
 with the reason (the error reaches the client as the request's error). The same code serves
 ``accumulator_idle`` and ``accumulator_oldest``."""
 
+import os
+import time
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+# GPUSCALE_MODEL_PACE_MS (in the server's environment): each execute first sleeps that long, a fixed
+# service time. The test suite sets it, so that its sweeps check the flow at a fraction of the CPU
+PACE_S = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
 
 
 def _scalar(request, name):
@@ -18,6 +25,8 @@ class TritonPythonModel:
         self.sums = {}  # correlation id -> running sum (int64: checked against INT32 on output)
 
     def execute(self, requests):
+        if PACE_S:
+            time.sleep(PACE_S)
         return [self._step(request) for request in requests]
 
     def _step(self, request):

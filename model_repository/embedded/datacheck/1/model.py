@@ -8,9 +8,16 @@ code serves ``datacheck_nobatch`` (max_batch_size 0: one row, no batch dimension
 """
 
 import json
+import os
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+# GPUSCALE_MODEL_PACE_MS (in the server's environment): each execute first sleeps that long, a fixed
+# service time. The test suite sets it, so that its sweeps check the flow at a fraction of the CPU
+PACE_S = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
+
 
 CLS = 101
 VOCABULARY = 30522
@@ -57,6 +64,8 @@ class TritonPythonModel:
         self.batched = json.loads(args["model_config"]).get("max_batch_size", 0) > 0
 
     def execute(self, requests):
+        if PACE_S:
+            time.sleep(PACE_S)
         return [self._one(request) for request in requests]
 
     def _one(self, request):

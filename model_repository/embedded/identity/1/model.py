@@ -1,8 +1,9 @@
 """Near-zero-compute model: returns its input. Measures the serving path and the client, not a GPU.
 
-GPUSCALE_IDENTITY_PACE_MS (in the server's environment): each execute first sleeps that long, a
+GPUSCALE_MODEL_PACE_MS (in the server's environment): each execute first sleeps that long, a
 model with a fixed service time. The test suite sets it: a sweep's flow is checked at a fraction
-of the CPU that an unpaced identity server burns answering as fast as two cores allow."""
+of the CPU that an unpaced identity server burns answering as fast as two cores allow. The
+suite's other small models (accumulator, datacheck, mixed) read it too."""
 
 import os
 import time
@@ -12,7 +13,7 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.pace_s = float(os.environ.get("GPUSCALE_IDENTITY_PACE_MS") or 0) / 1000
+        self.pace_s = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
 
     def execute(self, requests):
         if self.pace_s:

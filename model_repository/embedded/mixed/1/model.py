@@ -3,9 +3,16 @@ was sent. BF16 has no numpy type: BRAIN goes back through DLPack, never through 
 code serves ``mixed_nobatch`` (max_batch_size 0)."""
 
 import json
+import os
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+# GPUSCALE_MODEL_PACE_MS (in the server's environment): each execute first sleeps that long, a fixed
+# service time. The test suite sets it, so that its sweeps check the flow at a fraction of the CPU
+PACE_S = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
+
 
 ECHOED = ("IDS", "TEXT", "HALF")
 
@@ -15,6 +22,8 @@ class TritonPythonModel:
         self.batched = json.loads(args["model_config"]).get("max_batch_size", 0) > 0
 
     def execute(self, requests):
+        if PACE_S:
+            time.sleep(PACE_S)
         responses = []
         for request in requests:
             outputs = [pb_utils.Tensor(f"{n}_OUT", pb_utils.get_input_tensor_by_name(request, n).as_numpy())
