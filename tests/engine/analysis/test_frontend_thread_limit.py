@@ -12,6 +12,8 @@ import pytest
 
 from engine.http_threads import ThreadCpu, epoll_of_syscall, thread_cpu_seconds, thread_limit
 
+HANG_S = 600.0  # a bound on a thread that never gets there, not a measure of speed
+
 
 def test_an_uneven_spread_with_an_idle_thread_is_not_said() -> None:
     # 33 of 128 on one of 16 threads: uneven, but the thread has room: the user can do nothing, nothing changes
@@ -40,12 +42,14 @@ def test_syscall_and_stat_lines() -> None:
 def test_the_thread_waiting_on_an_epoll_fd_is_found_with_its_cpu() -> None:
     ep = select.epoll()
     stop = threading.Event()
+    polling = threading.Event()
     tid: list[int] = []
 
     def waiter() -> None:
         tid.append(threading.get_native_id())
         while time.thread_time() < 0.25:  # some CPU of its own first (however busy the machine)
             pass
+        polling.set()
         while not stop.is_set():
             ep.poll(0.2)
 
@@ -53,7 +57,10 @@ def test_the_thread_waiting_on_an_epoll_fd_is_found_with_its_cpu() -> None:
     thread.start()
     try:
         watch = ThreadCpu(os.getpid())
-        deadline = time.monotonic() + 5.0
+        # waits for the spin to end (seconds on a starved box), then for a sample that finds the
+        # thread in its epoll_wait; the bound is for a hang only
+        assert polling.wait(HANG_S)
+        deadline = time.monotonic() + HANG_S
         while ep.fileno() not in watch.epoll_tid and time.monotonic() < deadline:
             watch.sample({ep.fileno()})
             time.sleep(0.05)
