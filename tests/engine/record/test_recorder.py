@@ -77,7 +77,7 @@ def test_commits_without_close(tmp_path: Path) -> None:
     rec = Recorder(path)
     try:
         rec(Warning(source="test", message="first"))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # a bound on a hang: the loop ends once it is seen
         seen = 0
         while time.monotonic() < deadline and not seen:
             with Recording.open(path) as r:
@@ -229,7 +229,7 @@ def test_a_failing_writer_says_why_and_never_hangs(tmp_path: Path) -> None:
     reported: list = []
     rec = Recorder(path, report=reported.append)
     rec(Warning(source="t", message="kept"))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a bound on a hang: the loop ends once it is seen
     while time.monotonic() < deadline and not _count(path):
         time.sleep(0.05)
     vandal = sqlite3.connect(path, isolation_level=None, timeout=10)
