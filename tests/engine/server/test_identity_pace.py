@@ -1,7 +1,7 @@
 """The suite's servers are paced (tests/conftest.py): each execute of its small models (identity,
 accumulator, datacheck, mixed) sleeps GPUSCALE_MODEL_PACE_MS, so that sweeps against them cost a
-fraction of the CPU. The unpaced
-server runs the model at full speed, for tests that need the client to be the limit."""
+fraction of the CPU. The unpaced server runs the model at full speed, for tests that need the
+client to be the limit."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import urllib.request
 
 import psutil
 
+from bench.common import model_stats
 from tests.conftest import MODEL_PACE
 
 
@@ -20,9 +21,8 @@ def _stub_environments(srv) -> list[dict[str, str]]:
 
 
 def _compute_ns_per_execution(url: str, model: str) -> float:
-    with urllib.request.urlopen(f"{url}/v2/models/{model}/stats", timeout=60) as reply:
-        stats = json.loads(reply.read())["model_stats"][0]
-    return int(stats["inference_stats"]["compute_infer"]["ns"]) / int(stats["execution_count"])
+    stats = model_stats(url, model)
+    return stats["compute_infer_ns"] / stats["executions"]
 
 
 def _infer_ns_per_execution(url: str, requests: int) -> float:

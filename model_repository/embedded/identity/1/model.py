@@ -10,14 +10,13 @@ import time
 
 import triton_python_backend_utils as pb_utils
 
+PACE_S = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
+
 
 class TritonPythonModel:
-    def initialize(self, args):
-        self.pace_s = float(os.environ.get("GPUSCALE_MODEL_PACE_MS") or 0) / 1000
-
     def execute(self, requests):
-        if self.pace_s:
-            time.sleep(self.pace_s)
+        if PACE_S:
+            time.sleep(PACE_S)
         responses = []
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
