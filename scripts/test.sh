@@ -7,7 +7,7 @@
 # than in one of its workers). Most of the main lane's time is real parts starting up (Triton,
 # torch ranks, apps) and driving them, and waiting for them (a Triton stop takes about 3 s): with
 # 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98. On a 2-core box
-# its 2,762 tests took pytest 442-513 s idle and 570-591 s beside two CPU hogs (fresh clones and
+# its 2,762 tests took pytest 442-513 s idle and 562-591 s beside two CPU hogs (fresh clones and
 # this checkout, 2026-11-29); the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
