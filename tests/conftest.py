@@ -6,7 +6,9 @@ scripts/test.sh runs the suite on TEST_WORKERS pytest-xdist workers (--dist load
 own session, with its own identity server. Tests that keep several cores busy for seconds (torch
 ranks, torch export, the CPU study) carry xdist_group("cpu_heavy"): they run one after another
 in one worker (the largest group is handed out first), never side by side, so they do not slow
-each other down, and the study's latency figures are not taken next to 8 gloo ranks."""
+each other down, and the study's latency figures are not taken next to 8 gloo ranks. The other
+tests that import torch (about 1.5 s of CPU, in each worker that does) carry xdist_group("torch"):
+one worker imports it for all of them."""
 
 from __future__ import annotations
 
@@ -157,6 +159,10 @@ def _fixture_group(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     grouped = config.pluginmanager.has_plugin("xdist")  # not in the install lane (-p no:xdist)
     for item in items:
+        # xdist joins a test's group names into one more group ("cpu_heavy_torch") that no one meant
+        names = {mark.args[0] if mark.args else mark.kwargs.get("name") for mark in item.iter_markers("xdist_group")}
+        if len(names) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: more than one xdist_group ({', '.join(sorted(map(str, names)))})")
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
         if grouped and item.get_closest_marker("xdist_group") is None and (group := _fixture_group(item)) is not None:

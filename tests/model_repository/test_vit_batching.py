@@ -6,6 +6,8 @@ import pytest
 from engine.server.repository import EMBEDDED_ROOT, REPOSITORY_ROOT
 from tests.lazy_modules import LazyFile, torch
 
+pytestmark = pytest.mark.xdist_group("torch")  # imports torch: tests/conftest.py
+
 # both import torch: loaded by the first test that runs, not at collection
 vb = LazyFile("vit_batching", EMBEDDED_ROOT / "vit_batching.py")
 vit = LazyFile("vit", REPOSITORY_ROOT / "vit.py")

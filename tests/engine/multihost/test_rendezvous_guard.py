@@ -22,7 +22,7 @@ if importlib.util.find_spec("torch") is None:  # the rendezvous is torch.distrib
 
 # torch.distributed takes seconds of CPU to import: these tests run in the worker that imports it
 # for the group's other tests (tests/conftest.py), not in every worker
-pytestmark = pytest.mark.xdist_group("cpu_heavy")
+pytestmark = pytest.mark.xdist_group("torch")
 
 TOKEN = "the-groups-token"
 TIMEOUT_S = 10.0

@@ -23,6 +23,7 @@ TINY = ["--batch-sizes", "4", "--steps", "2", "--warmup-steps", "1", "--repeats"
         (["--cost-per-hour", "-1"], "error: --cost-per-hour: expected a price in $/hr >= 0, found -1.0"),
     ],
 )
+@pytest.mark.xdist_group("torch")  # an unknown model name imports torch: tests/conftest.py
 def test_bad_input_is_one_line_and_exit_2(argv, fragment, capsys, no_ranks_left):
     assert main(argv + TINY) == 2
     err = capsys.readouterr().err

@@ -6,6 +6,8 @@ from engine.errors import UserError
 from tests.engine.probe.conftest import FIXTURES
 from tests.lazy_modules import Lazy, torch
 
+pytestmark = pytest.mark.xdist_group("torch")  # imports torch: tests/conftest.py
+
 models = Lazy("engine.probe.models")  # torch: imported by the first test that runs, not at collection
 
 

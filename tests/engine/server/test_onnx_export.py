@@ -13,9 +13,11 @@ from tests.lazy_modules import Lazy, torch
 
 onnx, onnxruntime = Lazy("onnx"), Lazy("onnxruntime")
 
-pytestmark = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
+HEAVY = pytest.mark.xdist_group("cpu_heavy")  # torch export: tests/conftest.py
+LIGHT = pytest.mark.xdist_group("torch")  # torch, no export: tests/conftest.py
 
 
+@HEAVY
 @pytest.mark.slow
 def test_export_small_variant_loads_and_matches_torch(tmp_path: Path):
     path = export_onnx("vit_tiny", tmp_path, model_name="vit_tiny")
@@ -33,6 +35,7 @@ def test_export_small_variant_loads_and_matches_torch(tmp_path: Path):
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
 
 
+@HEAVY
 @pytest.mark.slow
 def test_openclip_architecture_has_the_vit_b32_shape():
     vit = _load_vit_module()
@@ -42,6 +45,7 @@ def test_openclip_architecture_has_the_vit_b32_shape():
     assert model(torch.zeros(1, 3, 224, 224)).shape == (1, 512)
 
 
+@LIGHT
 def test_openclip_checkpoint_weights_load(tmp_path):
     vit = _load_vit_module()
     source = vit.build_vit("vit_tiny", seed=1)
@@ -52,6 +56,7 @@ def test_openclip_checkpoint_weights_load(tmp_path):
         assert torch.equal(loaded.state_dict()[key], value)
 
 
+@LIGHT
 def test_bad_arch_and_weights_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown architecture"):
         export_onnx("resnet9000", tmp_path)
@@ -59,6 +64,7 @@ def test_bad_arch_and_weights_are_user_errors(tmp_path):
         export_onnx("vit_tiny", tmp_path, weights=str(tmp_path / "missing.pt"))
 
 
+@HEAVY
 @pytest.mark.slow
 def test_cli_model_export(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "model", "export", "--arch", "vit_tiny", "--out",

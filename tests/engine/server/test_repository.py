@@ -99,6 +99,7 @@ def test_prepare_copies_one_model_with_the_chosen_config(tmp_path):
         prepare_repository("resnet", "auto", tmp_path / "other")
 
 
+@pytest.mark.xdist_group("torch")  # imports torch: tests/conftest.py
 @pytest.mark.parametrize("model", ["openclip_vit_b32", "vit_tiny"])
 def test_gpu_vit_configs_take_gpu_inputs_and_have_buckets_for_every_batch(model):
     import importlib.util

@@ -16,6 +16,7 @@ from tests.lazy_modules import torch
 
 if importlib.util.find_spec("torch") is None:
     pytest.skip("needs torch", allow_module_level=True)
+pytestmark = pytest.mark.xdist_group("torch")  # imports torch: tests/conftest.py
 PROMPTS = (b"Tell me a story about a lighthouse.", b"What is the capital of France?", b"Write a haiku.")
 
 
