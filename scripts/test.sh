@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite. Exit code 5 (no tests selected) counts as a
 # failure unless ALLOW_NO_TESTS=1: a suite that runs nothing must not pass silently.
-# Two lanes, side by side: the main lane on TEST_WORKERS pytest-xdist workers (default 6), and the
+# Two lanes, side by side: the main lane on TEST_WORKERS pytest-xdist workers (default 8), and the
 # install lane (tests marked `install`: a fresh venv with the core only, built from the package
 # index; its minute is mostly pip waiting on the network, so it runs beside the main lane rather
 # than in one of its workers). Most of the main lane's time is real parts starting up (Triton,
 # torch ranks, apps) and driving them, and waiting for them (a Triton stop takes about 3 s): with
-# 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98. On a 2-core box
-# its 2,762 tests took pytest 442-513 s idle and 562-591 s beside two CPU hogs (fresh clones and
-# this checkout, 2026-11-29); the time depends on the CPU the box leaves it: the tests wait for conditions,
+# 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98, with 8 for 7 (the
+# run's 878 CPU-s then set its time). On a 2-core box its 2,762 tests took pytest 441 s idle on
+# 8 workers (this checkout, 2026-11-29; 442-513 s idle and 562-591 s beside two CPU hogs on 6);
+# the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
 # own session-wide identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in
 # one worker, and the tests that share a costly fixture in one (tests/conftest.py).
 # TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
 # --fast: the suite without the tests that start a real server or are marked slow, on 4 workers
-# (about 35 s here, warm). --install: the install lane alone. Other arguments go to the main
+# (28-30 s here, warm). --install: the install lane alone. Other arguments go to the main
 # lane's pytest, and then the install lane runs only if asked. CI runs both lanes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 args=()
 install=0
-workers=${TEST_WORKERS:-6}
+workers=${TEST_WORKERS:-8}
 for a in "$@"; do
   case "$a" in
     --fast) args+=(-m "not server and not slow"); workers=${TEST_WORKERS:-4} ;;

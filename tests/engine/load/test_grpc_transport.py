@@ -23,6 +23,7 @@ from engine.triton.answer_check import AnswerSpec, check_header
 from engine.triton.target import Target, TargetInfo, describe_target
 from engine.triton.transports.grpc import check_answer, error_kind, grpc_address
 from engine.triton.transports.grpc_common import messages
+from tests.cli_runner import run_cli_inproc
 from tests.engine.load.conftest import in_flight, in_flight_most, quick_load, sweep
 
 REPO = Path(__file__).resolve().parents[3]
@@ -206,14 +207,15 @@ async def test_a_server_that_goes_away_is_lost_connections_not_a_hang(tmp_path: 
 
 @pytest.mark.server
 @pytest.mark.slow
-def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_path: Path):
+def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_path: Path, identity_server):
     """The identity model over gRPC, recorded; its report says how the inputs travelled, and a
-    comparison with the same run over HTTP says the transports differ."""
+    comparison with the same run over HTTP says the transports differ. (The export and the compare
+    start nothing: they run in this process, tests/cli_runner.py.)"""
     recordings = []
     for transport in ("grpc", "http"):
         out = tmp_path / transport
         run = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "--record", "--output", str(out), "--no-check",
+            [sys.executable, "-m", "tui.cli", "--record", "--output", str(out), "--no-check", "--url", identity_server.http_url,
              "--set", "model.name=identity", "--set", f"load.transport={transport}", "--set", "load.concurrency=2",
              "--set", "load.window_ms=500", "--set", "load.max_windows=4", "--set", "load.stability_percent=50",
              "--set", "load.warmup_s=0.5"],
@@ -221,13 +223,11 @@ def test_a_recorded_grpc_session_is_reported_and_compared_by_its_transport(tmp_p
         assert run.returncode == 0, run.stderr[-2000:]
         (recording,) = out.glob("*.sqlite")
         recordings.append(recording)
-    md = subprocess.run([sys.executable, "-m", "tui.cli", "export", str(recordings[0]), "--format", "md",
-                         "--out", str(tmp_path / "md")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    md = run_cli_inproc("export", str(recordings[0]), "--format", "md", "--out", str(tmp_path / "md"))
     assert md.returncode == 0, md.stderr
     (page,) = (tmp_path / "md").glob("*.md")
     assert "inputs by gRPC message" in page.read_text()
-    compared = subprocess.run([sys.executable, "-m", "tui.cli", "compare", *map(str, recordings), "--format", "text"],
-                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    compared = run_cli_inproc("compare", *map(str, recordings), "--format", "text")
     assert compared.returncode == 0, compared.stderr
     assert "transport differs: grpc (" in " ".join(compared.stdout.split()), compared.stdout
 
