@@ -272,11 +272,11 @@ def test_the_cli_refuses_streaming_beside_unary_in_one_line_with_exit_2(tmp_path
 
 
 def _compare_cli(*paths: Path) -> str:
-    import subprocess
-    import sys
+    """`compare` as the command line runs it, in this process (it starts nothing: tests/cli_runner.py;
+    tests/reliability/test_doctored_recordings.py runs it through the real entry point)."""
+    from tests.cli_runner import run_cli_inproc
 
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", "compare", *map(str, paths)], capture_output=True,
-                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    proc = run_cli_inproc("compare", *map(str, paths))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
