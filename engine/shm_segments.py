@@ -30,6 +30,12 @@ def server_region_prefix(pid: int | None = None) -> str:
 _OWNER = re.compile(rf"^(?:{PYTHON_BACKEND_REGION})?gpuscale-(\d+)-")
 
 
+def owner_pid(name: str) -> int | None:
+    """The pid of the tool that created a segment or region of ours (from its name), or None."""
+    owner = _OWNER.match(name)
+    return int(owner.group(1)) if owner else None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -50,8 +56,8 @@ def remove_stale_segments(root: str = "/dev/shm") -> list[str]:
         return []
     removed = []
     for name in names:
-        owner = _OWNER.match(name)
-        if owner is None or _alive(int(owner.group(1))):
+        owner = owner_pid(name)
+        if owner is None or _alive(owner):
             continue
         path = os.path.join(root, name)
         try:
