@@ -133,7 +133,7 @@ async def test_levels_spread_evenly_and_add_up(identity_server, second_server, i
 async def test_rate_level_split_evenly(identity_server, second_server, identity_info):
     """The schedule is split evenly, and so is what each server answered in the windows. A box
     that starves one worker of its schedule for the whole level skews the second (a fresh clone
-    beside two CPU hogs on 8 xdist workers read 91 against 24): the level is measured again, up
+    beside three CPU hogs on 8 xdist workers read 91 against 24): the level is measured again, up
     to 3 times, and one of them must split evenly."""
     target = _two(identity_server, second_server)
     load = quick_load(mode="rate", rates=[200.0])
