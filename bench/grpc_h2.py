@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.common import core_split, out_dir, pin_clients
 from bench.tools import Measure, RunAccount, ensure_perf_analyzer, run_ours, run_perf_analyzer
+from bench.triton_trace import TraceWindow, read_split, server_flags
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
 # transport: docs/results/grpc_own_http2.md keeps its figures)
@@ -58,6 +59,9 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--client-cores", type=int, default=0,
                    help="both clients on this many cores of their own, the server on the rest (0: all share every core)")
+    p.add_argument("--trace-count", type=int, default=0,
+                   help="Triton's own timestamps for this many requests of each run (0: off; bench/triton_trace.py)")
+    p.add_argument("--trace-after-s", type=float, default=1.5, help="seconds into a run before its trace starts")
     p.add_argument("--contended-percent", type=float, default=100.0,
                    help="our levels' contended mark (load.contended_percent): 100, never, as perf_analyzer has no such"
                         " rule and the box is shared; the load average is printed beside the figures instead")
@@ -149,6 +153,29 @@ def summary(rows: list[dict[str, Any]], levels: list[int], tools: list[str]) -> 
     return lines
 
 
+def trace_summary(rows: list[dict[str, Any]], levels: list[int], tools: list[str]) -> list[str]:
+    """Per level and tool, means over the traced rounds: the client's mean latency, the span Triton's
+    gRPC front end held each request (read whole to response handed over) and its parts, and the
+    rest, which lies on the client's side of the front end."""
+    lines = ["| c | tool | rounds | client mean, ms | front end, ms | of it: in / queue / compute / out, ms "
+             "| client's side, ms |", "|---|---|---:|---:|---:|---|---:|"]
+    for level in levels:
+        for tool in tools:
+            got = [r for r in rows if r["level"] == level and r["tool"] == tool and r["ok"] and r.get("trace")
+                   and r.get("mean_ms") is not None]
+            if not got:
+                continue
+
+            def mean(key: str, got: list[dict[str, Any]] = got) -> float:
+                return sum(r["trace"][key] for r in got) / len(got)
+
+            client = sum(r["mean_ms"] for r in got) / len(got)
+            lines.append(f"| {level} | {NAMES[tool]} | {len(got)} | {client:.2f} | {mean('front_end_ms'):.2f} | "
+                         f"{mean('in_ms'):.2f} / {mean('queue_ms'):.2f} / {mean('compute_ms'):.2f} / "
+                         f"{mean('out_ms'):.2f} | {client - mean('front_end_ms'):.2f} |")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.server.embedded import EmbeddedServer
 
@@ -167,7 +194,13 @@ def run(args: argparse.Namespace) -> int:
     logs = out_dir() / "grpc_h2_server"  # kept: a server that dies mid-run says why there
     logs.mkdir(parents=True, exist_ok=True)
     clients, server_cores = core_split(args.client_cores)
-    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs, cpus=server_cores) as srv:
+    tracing = args.trace_count > 0
+    flags = server_flags(logs, args.trace_count) if tracing else ()
+    for old in logs.glob("trace.json*"):
+        old.unlink()
+    traced = 0  # trace files written so far: the next run's is trace.json.<traced>
+    with EmbeddedServer(model=args.model, variant=args.variant, log_dir=logs, cpus=server_cores,
+                        server_flags=flags) as srv:
         pin_clients(clients, server_cores)
         print(f"== {args.model} on embedded Triton at {srv.http_url} (gRPC {srv.grpc_url}); load average "
               f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; {os.cpu_count()} CPUs", flush=True)
@@ -176,8 +209,21 @@ def run(args: argparse.Namespace) -> int:
                 order = tools if rnd % 2 == 0 else list(reversed(tools))
                 for tool in order:
                     started = time.monotonic()
-                    row = {"level": level, "round": rnd, "tool": tool,
-                           **_one(tool, srv.http_url, args.model, level, args, pa),
+                    if tracing:
+                        # one in level/4 requests: the count comes within seconds at any level
+                        with TraceWindow(srv.http_url, logs, traced, args.trace_count, max(1, level // 4),
+                                         args.trace_after_s) as window:
+                            got = _one(tool, srv.http_url, args.model, level, args, pa)
+                        if window.path is None:
+                            print(f"grpc_h2: fewer than {args.trace_count} traced requests in this run; tracing off "
+                                  "for the rest", flush=True)
+                            tracing = False
+                        else:
+                            traced += 1
+                            got["trace"] = read_split(window.path)
+                    else:
+                        got = _one(tool, srv.http_url, args.model, level, args, pa)
+                    row = {"level": level, "round": rnd, "tool": tool, **got,
                            "wall_s": round(time.monotonic() - started, 1), "load1": round(os.getloadavg()[0], 2)}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
@@ -187,6 +233,9 @@ def run(args: argparse.Namespace) -> int:
                               indent=1))
     print()
     print("\n".join(summary(rows, levels, tools)))
+    if any(r.get("trace") for r in rows):
+        print()
+        print("\n".join(trace_summary(rows, levels, tools)))
     print(f"\nload average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after "
           f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (1, 5, 15 min); {os.cpu_count()} CPUs")
     return 0

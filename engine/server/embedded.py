@@ -106,8 +106,11 @@ class EmbeddedServer:
         compute_threads: int | None = None,
         host_cores: int | None = None,
         ports: tuple[int, int, int] | None = None,
+        server_flags: tuple[str, ...] = (),
     ) -> None:
         self.model = model
+        # more tritonserver flags, after ours (a bench's --trace-config, say)
+        self.server_flags = tuple(server_flags)
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
         # several servers side by side (engine/server/fleet.py); None: it sees what we see
         self.pinned_gpu = pinned_gpu
@@ -331,6 +334,7 @@ class EmbeddedServer:
             "--backend-config=python,shm-growth-byte-size=16777216",
             # its regions carry this server's own prefix: its guard removes them once it is gone
             f"--backend-config=python,shm-region-prefix-name={self.shm_region_prefix}",
+            *self.server_flags,
         ]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log_file.write(f"\n# gpuscale-tui: {' '.join(args)}\n".encode())
