@@ -13,7 +13,7 @@ import pytest
 
 from bench.hogs import cpu_hogs
 from engine.analysis.answer import decide
-from engine.events import Event, LevelResult, LevelStarted, WindowResult
+from engine.events import Event, LevelResult, LevelStarted
 from engine.hostinfo import process_cores
 from engine.load.sweep import run_sweep
 from engine.triton.api import TritonApi
@@ -54,32 +54,35 @@ async def test_levels_under_hogs_are_contended_and_measured_again(identity_serve
 
 
 class NoisyAtOneLevel:
-    """Answers at once, except while the sweep measures concurrency 2: there each window is
-    answered twice as slowly as the one before (20, 40, 80 ... ms a request, from each trial's
-    start), with no ceiling: a ceiling let two windows past it agree (a trial with more warm-up
-    windows read stable), and a gentler step drowned in what two CPU hogs add to a request.
-    Windows a busy box publishes late hold a mix of two delays, but the mix still doubles, so no
-    two agree. Few requests a window keep the slow ones short."""
+    """Answers at once, except while the sweep measures concurrency 2: there each request is
+    answered more slowly than the one before (60 ms a request at a trial's start, 6 % more for
+    each one after, no ceiling). A window holds at least 6 requests (min_window_requests), so each
+    window's requests are at least 1.4x as slow as the last 6 of the window before, whatever the
+    box's load and whenever the sweep publishes its windows: no two windows agree. (A slowdown per
+    published window let a window published late agree with the one before; a ceiling let two
+    windows past it agree.)"""
+
+    BASE_S = 0.060
+    GROWTH = 1.4 ** (1 / 6)
 
     def __init__(self) -> None:
         self.noisy = False
-        self.delay_s = 0.020
+        self.served = 0
         self.lock = threading.Lock()
 
     def publish(self, events: Events):  # noqa: ANN201 - the sweep's publish callback
         def publish(event: Event) -> None:
-            with self.lock:
-                if isinstance(event, LevelStarted):
-                    self.noisy, self.delay_s = event.level == 2, 0.020
-                elif isinstance(event, WindowResult) and self.noisy:
-                    self.delay_s *= 2
+            if isinstance(event, LevelStarted):
+                with self.lock:
+                    self.noisy, self.served = event.level == 2, 0
             events.append(event)
         return publish
 
     def infer(self, seen: Seen) -> Reply:
         with self.lock:
-            noisy, delay_s = self.noisy, self.delay_s
-        if noisy:
+            delay_s = self.BASE_S * self.GROWTH ** self.served if self.noisy else 0.0
+            self.served += self.noisy
+        if delay_s:
             time.sleep(delay_s)
         return _ok_infer(seen)
 
