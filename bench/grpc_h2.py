@@ -60,7 +60,8 @@ def build_parser(prog: str, stage: str) -> argparse.ArgumentParser:
     p.add_argument("--client-cores", type=int, default=0,
                    help="both clients on this many cores of their own, the server on the rest (0: all share every core)")
     p.add_argument("--trace-count", type=int, default=0,
-                   help="Triton's own timestamps for this many requests of each run (0: off; bench/triton_trace.py)")
+                   help="Triton's own timestamps for this many requests of each run (0: off; bench/triton_trace.py). "
+                   "Tracing has crashed Triton 2.51 (SIGSEGV) over CUDA shm and in short CPU runs: a measuring aid")
     p.add_argument("--trace-after-s", type=float, default=1.5, help="seconds into a run before its trace starts")
     p.add_argument("--contended-percent", type=float, default=100.0,
                    help="our levels' contended mark (load.contended_percent): 100, never, as perf_analyzer has no such"
