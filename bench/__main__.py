@@ -72,6 +72,8 @@ STAGES = (
     Stage("step_costs", "step_costs", "what a sequence step costs by how it is sent (two writes, a thread hand-off, perf_analyzer's"
           " id, ids and inputs), each arm against our request form in alternating rounds",
           "any box, CPU; about 2 minutes at the defaults"),
+    Stage("server_start", "server_start", "the embedded server's start with Triton's config auto-complete off (ours) against on:"
+          " seconds to ready, server CPU, the config served", "any box; about 10 s per model and round"),
     Stage("carry", "carry", "pack what a GPU box without network needs (.carry/, .wheels/perf_analyzer)", "here, before a device run"),
 )
 BY_NAME = {s.name: s for s in STAGES}

@@ -107,10 +107,14 @@ class EmbeddedServer:
         host_cores: int | None = None,
         ports: tuple[int, int, int] | None = None,
         server_flags: tuple[str, ...] = (),
+        auto_complete: bool = False,
     ) -> None:
         self.model = model
         # more tritonserver flags, after ours (a bench's --trace-config, say)
         self.server_flags = tuple(server_flags)
+        # Triton completing the model configs itself (its default): off, ours are complete; on only
+        # to measure what that costs (bench server_start)
+        self.auto_complete = auto_complete
         # one GPU of this machine (a CUDA_VISIBLE_DEVICES entry) the server alone sees, as one of
         # several servers side by side (engine/server/fleet.py); None: it sees what we see
         self.pinned_gpu = pinned_gpu
@@ -325,6 +329,10 @@ class EmbeddedServer:
             "--strict-readiness=true",
             "--exit-on-error=true",
             "--log-verbose=0",
+            # our configs are complete (tests/model_repository/test_configs_complete.py): without
+            # this, each model load first runs a Python stub just to complete its config
+            # (docs/results/server_start.md)
+            *([] if self.auto_complete else ["--disable-auto-complete-config"]),
             *([f"--model-control-mode={self.model_control}",
                *(f"--load-model={m}" for m in (self.model, *self.extra_models))]
               if self.model_control == "explicit" else
