@@ -56,7 +56,7 @@ def test_utilization_is_the_mean_of_the_samples(monkeypatch):
     monkeypatch.setattr(nvml_device, "SAMPLE_INTERVAL_S", 0.01)
     _use(monkeypatch, FakeNvml(0, util=(40.0, 60.0, 80.0)))
     with nvml_device.UtilizationSampler(0) as sampler:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 120  # a bound on a hang: the loop ends at the 4th sample
         while len(sampler._samples) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
     # 40, 60, then 80 repeated: the mean of what was sampled

@@ -23,6 +23,9 @@ from engine.server.embedded import _mps_failure
 from engine.server.guard import MPS_EXIT, MPS_FAILED, group_members
 from engine.server.mps import choose
 
+# A bound on a guard that hangs, not a measure of speed: on a busy box its steps take their time
+HANG_S = 300.0
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -111,8 +114,19 @@ def _guard(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _finish(guard: subprocess.Popen[bytes], timeout: float = 30) -> str:
-    """The guard's output once it exited; past ``timeout`` its whole group is killed (so a
+def _server_saw(mark: Path, guard: subprocess.Popen[bytes]) -> list[str]:
+    """What the stand-in server wrote of the daemon (its pipe folder, whether the pipe was up),
+    once it has written both: the file exists a moment before its text is in it. The guard gone
+    first fails the test with its output."""
+    while len(seen := (mark.read_text().split() if mark.exists() else [])) < 2:
+        if guard.poll() is not None:
+            pytest.fail(f"the guard exited ({guard.returncode}) before its server ran: {_finish(guard)}")
+        time.sleep(0.05)
+    return seen
+
+
+def _finish(guard: subprocess.Popen[bytes], timeout: float = HANG_S) -> str:
+    """The guard's output once it exited; past ``timeout`` (a hang) its whole group is killed (so a
     failing test leaves nothing running) and the test fails."""
     try:
         return guard.communicate(timeout=timeout)[0].decode()
@@ -126,14 +140,10 @@ def _finish(guard: subprocess.Popen[bytes], timeout: float = 30) -> str:
 def test_the_guard_starts_the_daemon_first_and_stops_it_after_the_server(tmp_path: Path) -> None:
     env = _stand_in(tmp_path)
     guard = _guard(tmp_path, env)
-    mark = tmp_path / "client.env"
-    deadline = time.monotonic() + 15
-    while not mark.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pipe_dir, pipe_up = mark.read_text().split()
+    pipe_dir, pipe_up = _server_saw(tmp_path / "client.env", guard)
     assert pipe_dir == str(tmp_path / "mps" / "pipe") and pipe_up == "True"  # the daemon listened before the server ran
     os.close(guard.write_end)  # type: ignore[attr-defined]  # the tool dies: the guard ends everything
-    guard.wait(30)
+    guard.wait(HANG_S)
     assert (tmp_path / "quit_seen").read_text() == "quit client_alive=False"  # told to quit once its client was gone
     assert group_members(guard.pid) == []
 
