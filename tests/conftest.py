@@ -7,8 +7,8 @@ own session, with its own identity server. Tests that keep several cores busy fo
 ranks, torch export, the CPU study) carry xdist_group("cpu_heavy"): they run one after another
 in one worker (the largest group is handed out first), never side by side, so they do not slow
 each other down, and the study's latency figures are not taken next to 8 gloo ranks. The other
-tests that import torch (about 1.5 s of CPU, in each worker that does) carry xdist_group("torch"):
-one worker imports it for all of them."""
+tests that import torch (about 1.5 s of CPU, in each worker that does) or scipy.stats (0.9 s) carry
+xdist_group("torch"): one worker imports them for all of them."""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ from engine.probe.aggregate import (
 )
 from engine.probe.jobs import AllReduceJob, TrainJob, View
 
+# scipy.stats (about 0.9 CPU-s to import, in each worker that does): with the torch tests, in one worker
+pytestmark = pytest.mark.xdist_group("torch")
+
 
 def _job(ws: int, strategy: str, views: list[View], per_device: int = 10) -> TrainJob:
     return TrainJob(id=f"m/{strategy}/ws{ws}", model="m", strategy=strategy, world_size=ws,

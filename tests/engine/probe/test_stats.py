@@ -6,6 +6,9 @@ import pytest
 
 from engine.analysis import stats
 
+# scipy.stats (about 0.9 CPU-s to import, in each worker that does): with the torch tests, in one worker
+pytestmark = pytest.mark.xdist_group("torch")
+
 T_975_DF4 = 2.776445  # Student t, 97.5th percentile, 4 degrees of freedom (any printed table)
 T_975_DF2 = 4.302653
 
