@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.common import core_split, out_dir, pin_clients
 from bench.tools import Measure, RunAccount, ensure_perf_analyzer, run_ours, run_perf_analyzer
-from bench.triton_trace import TraceWindow, read_split, server_flags
+from bench.triton_trace import TraceWindow, server_flags, split
 
 # ours on our own HTTP/2, perf_analyzer -i grpc (grpc.aio's column, grpc_aio, went with that
 # transport: docs/results/grpc_own_http2.md keeps its figures)
@@ -215,13 +215,13 @@ def run(args: argparse.Namespace) -> int:
                         with TraceWindow(srv.http_url, logs, traced, args.trace_count, max(1, level // 4),
                                          args.trace_after_s) as window:
                             got = _one(tool, srv.http_url, args.model, level, args, pa)
-                        if window.path is None:
+                        if window.entries is None:
                             print(f"grpc_h2: fewer than {args.trace_count} traced requests in this run; tracing off "
                                   "for the rest", flush=True)
                             tracing = False
                         else:
                             traced += 1
-                            got["trace"] = read_split(window.path)
+                            got["trace"] = split(window.entries)
                     else:
                         got = _one(tool, srv.http_url, args.model, level, args, pa)
                     row = {"level": level, "round": rnd, "tool": tool, **got,

@@ -34,15 +34,15 @@ def _setting(http_url: str, body: dict[str, Any]) -> None:
 
 class TraceWindow:
     """Turns Triton's trace on `after_s` into a run, for `count` requests at one in `rate`; off again
-    at exit. `path` is the file it should have written, or None when it did not come (the run had
-    fewer requests than that: tracing then stays off for the rest of the bench, since a partial
-    batch would spill into the next run's file)."""
+    at exit. `entries` is the file it should have written, read, or None when it did not come (the
+    run had fewer requests than that: tracing then stays off for the rest of the bench, since a
+    partial batch would spill into the next run's file)."""
 
     def __init__(self, http_url: str, folder: Path, index: int, count: int, rate: int, after_s: float) -> None:
         self.http_url, self.count, self.rate = http_url, count, rate
         self.expected = folder / f"trace.json.{index}"
         self._timer = threading.Timer(after_s, self._on)
-        self.path: Path | None = None
+        self.entries: list[dict[str, Any]] | None = None
 
     def _on(self) -> None:
         _setting(self.http_url, {"trace_level": ["TIMESTAMPS"], "trace_rate": str(self.rate),
@@ -57,11 +57,11 @@ class TraceWindow:
         self._timer.join()
         _setting(self.http_url, {"trace_level": ["OFF"]})
         deadline = time.monotonic() + 5.0  # Triton writes the file once the count is reached
-        while time.monotonic() < deadline and not self.expected.exists():
-            time.sleep(0.1)
-        if self.expected.exists():
-            time.sleep(0.2)  # let its write finish
-            self.path = self.expected
+        while self.entries is None and time.monotonic() < deadline:
+            try:
+                self.entries = json.loads(self.expected.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):  # not there yet, or still being written
+                time.sleep(0.1)
 
 
 def _requests(entries: list[dict[str, Any]]) -> list[dict[str, int]]:
@@ -90,7 +90,3 @@ def split(entries: list[dict[str, Any]]) -> dict[str, float] | None:
     return {"requests": float(len(full)), "front_end_ms": mean("GRPC_WAITREAD_END", "GRPC_SEND_END"),
             "in_ms": mean("GRPC_WAITREAD_END", "REQUEST_START"), "queue_ms": mean("QUEUE_START", "COMPUTE_START"),
             "compute_ms": mean("COMPUTE_START", "COMPUTE_END"), "out_ms": mean("COMPUTE_END", "GRPC_SEND_END")}
-
-
-def read_split(path: Path) -> dict[str, float] | None:
-    return split(json.loads(path.read_text()))

@@ -46,6 +46,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def owner_alive(name: str) -> bool:
+    """Whether the tool that created a segment or region of ours (named in it) still runs."""
+    pid = owner_pid(name)
+    return pid is not None and _alive(pid)
+
+
 def remove_stale_segments(root: str = "/dev/shm") -> list[str]:
     """Remove this user's segments and Python-backend regions whose tool is gone (its pid is not a
     live process): what a tool and its server's guard both killed with SIGKILL leave behind, 32 MiB

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
 import pytest
 
 if TYPE_CHECKING:
@@ -250,13 +249,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     since the start, and used by no live process, fails the run."""
     if hasattr(session.config, "workerinput"):
         return  # each xdist worker is a session; the controller looks once all have finished
-    from engine.shm_segments import owner_pid
+    from engine.shm_segments import owner_alive
 
     in_use = _in_use()
     # a region whose tool still runs is its to remove (the install lane runs beside the main lane,
     # whose servers come and go: a guard killed on purpose leaves its regions to its tool's stop)
     left = sorted(p for p in _leftovers() - _at_start if Path(p).name not in in_use and p not in in_use
-                  and not ((pid := owner_pid(Path(p).name)) is not None and psutil.pid_exists(pid)))
+                  and not owner_alive(Path(p).name))
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"the suite left {len(left)} file(s) behind:", *(f"  {p}" for p in left[:20])]
