@@ -12,8 +12,8 @@
 # the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
-# own session-wide identity server; --dist loadgroup keeps the xdist_group("cpu_heavy") tests in
-# one worker, and the tests that share a costly fixture in one (tests/conftest.py).
+# own session-wide identity server; --dist loadgroup keeps each xdist_group ("cpu_heavy",
+# "cpu_study") in one worker, and the tests that share a costly fixture in one (tests/conftest.py).
 # TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
 # --fast: the suite without the tests that start a real server or are marked slow, on 4 workers
 # (28-30 s here, warm). --install: the install lane alone. Other arguments go to the main

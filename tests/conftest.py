@@ -3,10 +3,11 @@ session. Tests that only need a server to talk to share it (start and graceful s
 5 s); tests that stop, kill, freeze or reconfigure a server start their own.
 
 scripts/test.sh runs the suite on TEST_WORKERS pytest-xdist workers (--dist loadgroup); each is its
-own session, with its own identity server. Tests that keep several cores busy for seconds (torch
-ranks, torch export, the CPU study) carry xdist_group("cpu_heavy"): they run one after another
-in one worker (the largest group is handed out first), never side by side, so they do not slow
-each other down, and the study's latency figures are not taken next to 8 gloo ranks. The other
+own session, with its own identity server. Tests that keep several cores busy for seconds carry
+one of two groups, each run one after another in one worker (the largest groups are handed out
+first): xdist_group("cpu_heavy") the torch ranks and the torch export, xdist_group("cpu_study")
+the CPU studies and fleets. In one chain they were the run's critical path (145 CPU-s, about
+400 s in one worker beside seven others); two chains side by side halve it. The other
 tests that import torch (about 1.5 s of CPU, in each worker that does) or scipy.stats (0.9 s) carry
 xdist_group("torch"): one worker imports them for all of them."""
 
@@ -31,11 +32,13 @@ if TYPE_CHECKING:
 # in every server the suite starts (its environment reaches the servers and their stubs: e.g.
 # model_repository/embedded/identity/1/model.py). Unpaced, a closed-loop sweep makes Triton and its
 # stub answer as fast as two cores allow, and those answers were a third of the suite's CPU; paced,
-# a sweep of the same length costs about a quarter of the server's CPU. Tests marked `unpaced` need
+# a sweep of the same length costs a fraction of it. 5 ms: the suite took 344 s against 385 s at
+# 2 ms and 369 s at 10 ms (there the tests wait on the answers instead). Tests marked `unpaced` need
 # the client to be the limit (client-bound verdicts, perf_analyzer's parity): their own servers
 # start without it, and `unpaced_identity_server` is a session server at full speed.
 MODEL_PACE = "GPUSCALE_MODEL_PACE_MS"
-os.environ.setdefault(MODEL_PACE, "2")
+os.environ.setdefault(MODEL_PACE, "5")
+SUITE_PACE_MS = float(os.environ[MODEL_PACE])  # what the suite's servers sleep, also where set from outside
 
 
 @pytest.fixture(scope="session")

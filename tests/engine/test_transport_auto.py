@@ -86,7 +86,7 @@ def test_a_profile_not_asked_for_auto_is_left_as_it_is() -> None:
 
 
 @pytest.mark.server
-@pytest.mark.xdist_group("cpu_heavy")
+@pytest.mark.xdist_group("cpu_study")
 def test_a_run_with_auto_sends_over_the_pick_and_records_it(tmp_path: Path) -> None:
     from engine.record.reader import Recording
 

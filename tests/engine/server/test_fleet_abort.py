@@ -13,7 +13,7 @@ from engine.events import LevelResult
 from engine.record.reader import Recording
 from tests.reliability.helpers import recording_in, start_app, wait_for_kind
 
-pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group("cpu_heavy")]  # tests/conftest.py
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group("cpu_study")]  # tests/conftest.py
 
 
 def test_a_fleet_server_that_aborts_is_named_and_fails_the_run(tmp_path):

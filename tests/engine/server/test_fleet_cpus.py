@@ -69,7 +69,7 @@ def test_each_cpu_servers_stubs_get_its_share_of_threads_and_every_core(tmp_path
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU sweep: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU sweep: tests/conftest.py
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: the servers share it")
 def test_two_equal_cpu_servers_measure_equal_within_the_spread(tmp_path):
     """A cpu*2 sweep: both servers get half the connections, so each must serve about half the

@@ -11,7 +11,7 @@ import urllib.request
 import psutil
 
 from bench.common import model_stats
-from tests.conftest import MODEL_PACE
+from tests.conftest import MODEL_PACE, SUITE_PACE_MS
 
 
 def _stub_environments(srv) -> list[dict[str, str]]:
@@ -34,9 +34,9 @@ def _infer_ns_per_execution(url: str, requests: int) -> float:
 
 
 def test_the_suites_identity_server_sleeps_in_each_execute(identity_server) -> None:
-    assert [env.get(MODEL_PACE) for env in _stub_environments(identity_server)] == ["2"]
+    assert [float(env[MODEL_PACE]) for env in _stub_environments(identity_server)] == [SUITE_PACE_MS]
     # a lower bound: a paced execute cannot end sooner, however idle or busy the box
-    assert _infer_ns_per_execution(identity_server.http_url, 3) >= 2e6
+    assert _infer_ns_per_execution(identity_server.http_url, 3) >= SUITE_PACE_MS * 1e6
 
 
 def test_the_unpaced_server_runs_the_model_without_the_pace(unpaced_identity_server) -> None:
@@ -48,7 +48,7 @@ def test_the_suites_shape_models_sleep_in_each_execute(shapes_server) -> None:
     import numpy as np
     import tritonclient.http as http
 
-    assert {env.get(MODEL_PACE) for env in _stub_environments(shapes_server)} == {"2"}
+    assert {float(env[MODEL_PACE]) for env in _stub_environments(shapes_server)} == {SUITE_PACE_MS}
     client = http.InferenceServerClient(shapes_server.http_url.removeprefix("http://"))
     tokens = http.InferInput("TOKENS", [3], "INT64")
     tokens.set_data_from_numpy(np.array([101, 7, 9], dtype=np.int64))
@@ -56,4 +56,4 @@ def test_the_suites_shape_models_sleep_in_each_execute(shapes_server) -> None:
     image.set_data_from_numpy(np.array([b"\xff\xd8\xff\xe0 a jpeg"], dtype=np.object_))
     answer = client.infer("datacheck_nobatch", [tokens, image])
     assert answer.as_numpy("TOKEN_COUNT").tolist() == [3]  # checked, and answered
-    assert _compute_ns_per_execution(shapes_server.http_url, "datacheck_nobatch") >= 2e6
+    assert _compute_ns_per_execution(shapes_server.http_url, "datacheck_nobatch") >= SUITE_PACE_MS * 1e6

@@ -123,7 +123,7 @@ def test_gpus_that_scale_keep_the_ordinary_answer(tmp_path: Path) -> None:
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_a_real_studys_recordings_carry_the_evidence_the_rule_reads(tmp_path: Path) -> None:
     """The embedded identity server (cpu, cpu2) driven by a deliberately slowed client
     (load.dev_stall_ms): every config's recording says, at its peak, that the client audit

@@ -32,7 +32,7 @@ def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_cpu_study_with_scale_out_gives_both_answers(tmp_path):
     sets = [x for kv in QUICK for x in ("--set", kv)]
     unsound = []
@@ -114,7 +114,7 @@ def _scale_out_ready(out: Path, variant: str) -> list[str] | None:
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_a_scale_out_config_that_loses_a_server_decides_nothing_and_fails_the_study(tmp_path):
     import signal
     import time

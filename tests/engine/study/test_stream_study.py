@@ -74,7 +74,7 @@ def stream_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.C
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_a_streaming_study_answers_in_dollars_per_million_tokens(stream_study, monkeypatch):
     done, out = stream_study
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
@@ -123,7 +123,7 @@ def test_a_streaming_study_answers_in_dollars_per_million_tokens(stream_study, m
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_a_streaming_study_with_objectives_answers_at_their_goodput(stream_study):
     """--slo with a streaming model's objectives (TTFT, ITL) is load.slo: each config's answer is
     at its goodput, and the scale answer compares the two at that point."""

@@ -24,7 +24,7 @@ QUICK = ["model.name=identity", "load.window_ms=300", "load.warmup_s=0.3", "load
 @pytest.mark.noise
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xdist_group("cpu_heavy")  # a CPU study: tests/conftest.py
+@pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
 def test_a_hog_during_one_level_decides_nothing_there(tmp_path: Path) -> None:
     study = StudySource(load_profile("local", QUICK), ["cpu"], slo=parse_slo("p99=50ms"), record_dir=tmp_path,
                         gpu_count=0, search_steps=0)
