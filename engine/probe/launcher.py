@@ -1,8 +1,10 @@
 """Start one group of rank processes on this host, watch them, and end them.
 
 The parent holds the rendezvous (a TCPStore on a free loopback port, so no port race) and a
-pipe that rank 0 writes JSON lines to. Every rank runs in its own session so that ending it
-ends anything it started. A group ends in one of four ways: every job done ("ok"), a rank
+pipe that rank 0 writes JSON lines to. The ranks are forked from one fork server per group
+(engine.probe.rank_fork: torch imported once, not once a rank), which says each rank's pid and exit
+code on a status pipe. Every rank runs in its own session so that ending it ends anything it
+started. A group ends in one of four ways: every job done ("ok"), a rank
 exited with an error ("failed": the others are ended at once, they would hang in their next
 collective), no progress within the timeout ("hung": rank 0 reports between timed runs, so
 the timeout bounds a run, not a whole configuration), or the caller's stop event ("stopped").
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.jobs import Job, job_to_dict
+from engine.probe.rank_fork import rank_log
 from engine.probe.worker import DEVICE_ENV, FORCED_ENV, STORE_ENV, THREADS_ENV, TIMEOUT_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,15 +46,12 @@ class LaunchOutcome:
     done: list[str] = field(default_factory=list)
 
 
-def _rank_env(
-    rank: int, world_size: int, store_port: int, device: str, timeout_s: float, threads: int
-) -> dict[str, str]:
+def _group_env(world_size: int, store_port: int, device: str, timeout_s: float, threads: int) -> dict[str, str]:
+    """The fork server's environment, the ranks' but for RANK and LOCAL_RANK (each child sets its own)."""
     env = dict(os.environ)
     env.update(FORCED_ENV)
     pythonpath = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
         LOCAL_WORLD_SIZE=str(world_size),
         OMP_NUM_THREADS=str(threads),
@@ -74,15 +74,51 @@ def _tail(path: Path, lines: int = 1) -> str:
     return " | ".join(t.strip() for t in useful[-lines:])[:300]
 
 
-def end_processes(procs: list[subprocess.Popen]) -> None:
+class ForkedRank:
+    """A rank of the fork server: its pid and its exit code arrive on the server's status pipe.
+    Answers ``poll``, ``wait`` and ``pid`` as a Popen does."""
+
+    def __init__(self, log: Path) -> None:
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.log = log  # the rank's own, or the server's where the rank never started
+        self._ended = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired("rank", timeout or 0.0)
+        return self.returncode
+
+    def end(self, code: int) -> None:
+        if self.returncode is None:
+            self.returncode = code
+        self._ended.set()
+
+
+Process = subprocess.Popen | ForkedRank
+
+
+def _signal_group(p: Process, sig: int) -> None:
+    if p.pid is None:
+        return
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:  # a rank forked a moment ago may not have its own session yet
+            os.kill(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_processes(procs: list[Process]) -> None:
     """SIGTERM to each rank's process group, SIGKILL to what is left after a grace period."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in procs if p.poll() is None]
         for p in alive:
-            try:
-                os.killpg(p.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _signal_group(p, sig)
         deadline = time.monotonic() + TERM_GRACE_S
         for p in alive:
             try:
@@ -94,6 +130,28 @@ def end_processes(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=TERM_GRACE_S)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _follow_server(server: subprocess.Popen, fd: int, ranks: list[ForkedRank], server_log: Path) -> None:
+    """The fork server's status lines onto the ranks; when it has gone, every rank it did not
+    report ends with the server's exit code (and the server's log, where the rank never started)."""
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as pipe:
+        for line in pipe:
+            try:
+                said = json.loads(line)
+                rank = ranks[int(said["rank"])]
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+            if "pid" in said:
+                rank.pid = int(said["pid"])
+            elif "exit" in said:
+                rank.end(int(said["exit"]))
+    code = server.wait()
+    for rank in ranks:
+        if rank.returncode is None:
+            if rank.pid is None:
+                rank.log = server_log
+            rank.end(code if code != 0 else -signal.SIGKILL)
 
 
 def _read_lines(fd: int, out: queue.Queue) -> None:
@@ -130,42 +188,44 @@ def launch_group(
         plan_path = Path(tmp) / "plan.json"
         plan_path.write_text(json.dumps([job_to_dict(j) for j in jobs]), encoding="utf-8")
         read_fd, write_fd = os.pipe()
-        procs: list[subprocess.Popen] = []
-        logs = [Path(tmp) / f"rank{r}.log" for r in range(world_size)]
+        status_r, status_w = os.pipe()
+        server_log = Path(tmp) / "fork-server.log"
+        ranks = [ForkedRank(rank_log(Path(tmp), r)) for r in range(world_size)]
         try:
-            for rank in range(world_size):
-                with open(logs[rank], "wb") as log:
-                    procs.append(
-                        subprocess.Popen(
-                            [sys.executable, "-m", "engine.probe.worker", "--plan", str(plan_path),
-                             "--out-fd", str(write_fd)],
-                            env=_rank_env(rank, world_size, store.port, device, timeout_s, threads),
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            pass_fds=(write_fd,), start_new_session=True,
-                        )
-                    )
+            with open(server_log, "wb") as log:
+                server = subprocess.Popen(
+                    [sys.executable, "-m", "engine.probe.rank_fork", "--ranks", str(world_size),
+                     "--plan", str(plan_path), "--out-fd", str(write_fd), "--status-fd", str(status_w),
+                     "--log-dir", tmp],
+                    env=_group_env(world_size, store.port, device, timeout_s, threads),
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd, status_w), start_new_session=True,
+                )
         except BaseException:
-            os.close(write_fd)
-            os.close(read_fd)
-            end_processes(procs)
+            for fd in (write_fd, read_fd, status_r, status_w):
+                os.close(fd)
             raise
         os.close(write_fd)  # EOF on the pipe once every rank has gone
+        os.close(status_w)
+        status = threading.Thread(target=_follow_server, args=(server, status_r, ranks, server_log),
+                                  name="probe-fork-server", daemon=True)
+        status.start()
         records: queue.Queue = queue.Queue()
         reader = threading.Thread(target=_read_lines, args=(read_fd, records), name="probe-pipe", daemon=True)
         reader.start()
         try:
-            outcome = _follow_ranks(procs, records, logs, jobs, timeout_s, stop, on_record, on_job_start)
+            outcome = _follow_ranks(ranks, records, jobs, timeout_s, stop, on_record, on_job_start)
         finally:
-            end_processes(procs)
+            end_processes([*ranks, server])
+            status.join(timeout=5.0)
             reader.join(timeout=5.0)
     del store
     return outcome
 
 
 def _follow_ranks(
-    procs: list[subprocess.Popen],
+    procs: list[ForkedRank],
     records: queue.Queue,
-    logs: list[Path],
     jobs: list[Job],
     timeout_s: float,
     stop: threading.Event,
@@ -214,7 +274,7 @@ def _follow_ranks(
         failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
         if failed or state["errors"]:
             drain(0.5)  # what was written before the failure is kept; the rank's own error line too
-            message = _failure_message(failed, state["errors"], logs)
+            message = _failure_message(failed, state["errors"], procs)
             return LaunchOutcome("failed", state["current"], message, state["done"])
         if all(c == 0 for c in codes) and not state["pipe_open"]:
             if len(state["done"]) < len(jobs):
@@ -231,12 +291,13 @@ def _follow_ranks(
 _PEER_SYMPTOMS = ("connection closed", "connection reset", "broken pipe", "aborted", "peer", "timed out")
 
 
-def _failure_message(failed: list[tuple[int, int]], errors: list[dict[str, Any]], logs: list[Path]) -> str:
+def _failure_message(failed: list[tuple[int, int]], errors: list[dict[str, Any]], ranks: list[ForkedRank]) -> str:
     if errors:
         causes = [e for e in errors if not any(k in str(e.get("message", "")).lower() for k in _PEER_SYMPTOMS)]
         first = (causes or errors)[0]
         return f"rank {first.get('rank')} failed: {first.get('message')}"
     rank, code = failed[0]
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-    tail = _tail(logs[rank])
-    return f"rank {rank} {how}" + (f": {tail}" if tail else "")
+    who = f"rank {rank}" if ranks[rank].pid is not None else f"the ranks' fork server (before rank {rank} started)"
+    tail = _tail(ranks[rank].log)
+    return f"{who} {how}" + (f": {tail}" if tail else "")

@@ -1,23 +1,21 @@
 """A rank process: join the process group, run the jobs in order, send results out.
 
-Launched by engine.probe.launcher (one subprocess per rank, rendezvous on a TCPStore that the
-parent holds on loopback) or by torchrun (env:// rendezvous, multi-node). Rank 0 gathers every
-rank's figures per job and hands one record to ``emit``; any rank that fails emits an "error"
-record first and exits non-zero, so the parent can end the group at once.
-
-    python -m engine.probe.worker --plan PLAN.json --out-fd N
+Forked by engine.probe.rank_fork for engine.probe.launcher (rendezvous on a TCPStore that the
+launcher holds on loopback; ``run_rank``), or started by torchrun (env:// rendezvous, multi-node:
+engine.probe.cli). Rank 0 gathers every rank's figures per job and hands one record to ``emit``;
+any rank that fails emits an "error" record first and exits non-zero, so the parent can end the
+group at once.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 # NVLink multicast (NVLS) stays off on every rank, whatever the caller's environment says;
 # set before torch / NCCL read them.
@@ -145,16 +143,12 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_rank(jobs: list[dict[str, Any]], out_fd: int) -> NoReturn:
+    """This process as one rank: join, run the jobs, leave with os._exit (also a rank that
+    engine.probe.rank_fork forked)."""
     force_env()
     _exit_with_parent()
-    parser = argparse.ArgumentParser(prog="engine.probe.worker")
-    parser.add_argument("--plan", required=True)
-    parser.add_argument("--out-fd", type=int, required=True)
-    args = parser.parse_args(argv)
-    emit = _pipe_emitter(args.out_fd)
-    with open(args.plan, encoding="utf-8") as fh:
-        jobs = json.load(fh)
+    emit = _pipe_emitter(out_fd)
     rank = int(os.environ.get("RANK", "0"))
     current: dict[str, Any] = {"job": None}
     try:
@@ -173,7 +167,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

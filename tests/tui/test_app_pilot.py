@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from pathlib import Path
@@ -425,18 +426,17 @@ async def test_the_recording_path_is_on_the_screen_and_in_the_help(tmp_path: Pat
 
 
 def screen_lines(app) -> list[str]:  # noqa: ANN001
-    """The terminal as a person sees it, one string per row, from the app's own screenshot (SVG:
-    each run of text carries its column as x, in cells of 12.2 px; blank cells are not text)."""
-    import html
+    """The terminal as a person sees it, one string per row: the screen (over the screens a dialog
+    covers) composed as Textual's own screenshot composes it, as plain text rather than an SVG
+    (a tenth of the CPU: the tests poll it)."""
+    from rich.console import Console
 
-    rows = [[" "] * app.size.width for _ in range(app.size.height)]
-    for x, line, chunk in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>',
-                                     app.export_screenshot()):
-        column = round(float(x) / 12.2)
-        for i, char in enumerate(html.unescape(chunk).replace("\xa0", " ")):
-            if 0 <= column + i < app.size.width and int(line) < app.size.height:
-                rows[int(line)][column + i] = char
-    return ["".join(row) for row in rows]
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      record=True, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    rows = console.export_text().split("\n")[:height]
+    return [row.ljust(width) for row in rows] + [" " * width] * (height - len(rows))
 
 
 @pytest.mark.slow

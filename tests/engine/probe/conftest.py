@@ -9,7 +9,7 @@ def probe_children() -> list[psutil.Process]:
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "engine.probe.worker" in " ".join(child.cmdline()):
+            if "engine.probe.rank_fork" in " ".join(child.cmdline()):  # the fork server and its ranks
                 found.append(child)
         except psutil.Error:
             continue
