@@ -12,8 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine.probe.jobs import AllReduceJob
-from engine.probe.launcher import ForkedRank, _failure_message, _follow_server, launch_group
+from engine.events import PhaseChanged
+from engine.probe.launcher import ForkedRank, _failure_message, _follow_server
+from engine.probe.orchestrate import run_probe
+from engine.profiles import Probe
+from tests.engine.probe.conftest import FIXTURES
 
 
 class _Server:
@@ -63,14 +66,19 @@ def test_a_rank_not_yet_ended_times_out_as_a_popen_does(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_heavy")  # torch ranks: tests/conftest.py
 def test_the_ranks_are_forked_from_one_server_each_in_its_own_session(no_ranks_left) -> None:
-    seen: list[tuple[str, list[tuple[int, int]]]] = []
+    """Two ranks that hang in their first step (so they are there when looked at, however late the
+    launcher reads their job's start on a busy box), then the stop ends them."""
+    seen: list[list[tuple[int, int]]] = []
+    stop = threading.Event()
 
-    def look(_job: str) -> None:  # while the group runs: the server and its ranks as they are
-        (server,) = [p for p in psutil.Process().children() if "engine.probe.rank_fork" in " ".join(p.cmdline())]
-        seen.append((server.name(), [(p.pid, os.getsid(p.pid)) for p in server.children()]))
+    def look(event: object) -> None:
+        if isinstance(event, PhaseChanged) and event.detail.startswith("2 rank(s)"):
+            (server,) = [p for p in psutil.Process().children() if "engine.probe.rank_fork" in " ".join(p.cmdline())]
+            seen.append([(p.pid, os.getsid(p.pid)) for p in server.children()])
+            stop.set()
 
-    outcome = launch_group(2, [AllReduceJob(id="allreduce/ws2", world_size=2, max_bytes=4096)], "cpu", 60.0,
-                           threading.Event(), lambda record: None, look)
-    assert (outcome.status, outcome.done) == ("ok", ["allreduce/ws2"])
-    (_name, ranks), = seen
+    settings = Probe(models=[f"{FIXTURES}:hang_everywhere"], strategies=["ddp"], batch_sizes=[4], world_sizes=[2],
+                     scaling=["weak"], steps=3, warmup_steps=1, repeats=3, timeout_s=120.0)
+    run_probe(settings, look, stop, device="cpu")
+    (ranks,) = seen
     assert len(ranks) == 2 and all(pid == sid for pid, sid in ranks)  # each rank leads its own session
