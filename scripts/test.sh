@@ -7,8 +7,8 @@
 # than in one of its workers). Most of the main lane's time is real parts starting up (Triton,
 # torch ranks, apps) and driving them, and waiting for them (a Triton stop takes about 3 s): with
 # 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98; the run's CPU,
-# about 700 CPU-s, sets its time. On a 2-core box its 2,792 tests took 425-437 s idle and
-# 471-488 s beside two CPU hogs (this script's count), from fresh clones on 8 workers (2026-11-29);
+# about 690 CPU-s, sets its time. On a 2-core box its 2,796 tests took 366-387 s idle and
+# 435-466 s beside two CPU hogs (this script's count), from fresh clones on 8 workers (2026-11-29);
 # the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
