@@ -17,6 +17,8 @@ class Stage:
     module: str  # bench.<module> holds build_parser() and run()
     compares: str  # what it measures against which anchor, one line
     gpu_run: str  # the device run it fits in with the flags its --help shows
+    # starts no embedded Triton: no numpy<2 re-exec on a numpy-2 box (the box's scipy needs numpy 2)
+    serverless: bool = False
 
 
 STAGES = (
@@ -36,7 +38,7 @@ STAGES = (
     Stage("model_speed", "model_speed", "the embedded ViT: in-process forward, then Triton under perf_analyzer, and the wire model",
           "1x or 2x H200, one 5-10 minute call (--budget-s)"),
     Stage("probe_overhead", "probe_overhead", "the training probe's samples/s against a bare DDP loop",
-          "CPU here (2 gloo ranks) or 4 GPUs, about 2 minutes"),
+          "CPU here (2 gloo ranks) or 4 GPUs, about 2 minutes", serverless=True),
     Stage("tui_overhead", "tui_overhead", "the same sweep in the TUI against headless (8 synthetic GPUs at 5 Hz, charts view)",
           "CPU here, or a GPU box with textual carried (carry --textual), about 6 minutes"),
     Stage("chart_cost", "chart_cost", "one refresh of the charts view's charts: tui/plots.py against plotext",
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if stage.name != "carry":  # first: the stage's imports may need what the carry brings (psutil)
         from bench.common import device_environment
 
-        device_environment()
+        device_environment(numpy1=not stage.serverless)
     module = importlib.import_module(f"bench.{stage.module}")
     parser = module.build_parser(f"python -m bench {stage.name}", stage.name)
     args = parser.parse_args(argv[1:])

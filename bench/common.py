@@ -137,13 +137,15 @@ def unpack_textual(wheels: Path) -> bool:
     return True
 
 
-def device_environment() -> None:
+def device_environment(numpy1: bool = True) -> None:
     """Set up before every stage. NVLink multicast off (the lent multi-GPU boxes need it off), the
     repository on PYTHONPATH for the subprocesses (servers, load workers, probe ranks), on a
     box without nvidia-pytriton the carried tritonserver from .carry/, the carried wheels of what it
     lacks (psutil, textual ...), and numpy<2
-    for the embedded server's Python backend (reexec_with_numpy1)."""
-    reexec_with_numpy1()
+    for the embedded server's Python backend (reexec_with_numpy1; ``numpy1=False`` for a stage
+    that starts no server)."""
+    if numpy1:
+        reexec_with_numpy1()
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
                       PYTHONUNBUFFERED="1")
     paths = [str(ROOT)]
