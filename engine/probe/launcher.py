@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.jobs import Job, job_to_dict
-from engine.probe.rank_fork import rank_log
+from engine.probe.rank_fork import rank_log, signal_group
 from engine.probe.worker import DEVICE_ENV, FORCED_ENV, STORE_ENV, THREADS_ENV, TIMEOUT_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -101,24 +101,13 @@ class ForkedRank:
 Process = subprocess.Popen | ForkedRank
 
 
-def _signal_group(p: Process, sig: int) -> None:
-    if p.pid is None:
-        return
-    try:
-        os.killpg(p.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        try:  # a rank forked a moment ago may not have its own session yet
-            os.kill(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 def end_processes(procs: list[Process]) -> None:
     """SIGTERM to each rank's process group, SIGKILL to what is left after a grace period."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in procs if p.poll() is None]
         for p in alive:
-            _signal_group(p, sig)
+            if p.pid is not None:  # a rank the server has not forked yet
+                signal_group(p.pid, sig)
         deadline = time.monotonic() + TERM_GRACE_S
         for p in alive:
             try:

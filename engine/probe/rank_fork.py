@@ -17,12 +17,10 @@ import json
 import os
 import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.probe.worker import force_env, run_rank
+from engine.probe.worker import exit_with_parent, force_env, run_rank
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -61,28 +59,15 @@ def _become_rank(rank: int, jobs: list[dict[str, Any]], out_fd: int, status_fd: 
     run_rank(jobs, out_fd)
 
 
-def _signal_ranks(pids: dict[int, int], sig: int) -> None:
-    for pid in list(pids):
+def signal_group(pid: int, sig: int) -> None:
+    """``sig`` to the session a rank leads, or to the rank alone while it has not made one yet."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
         try:
-            os.killpg(pid, sig)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
-            try:  # the child may not have made its session yet
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-def _watch_parent(pids: dict[int, int]) -> None:
-    """Were the launcher to die (killed -9), the ranks go with this server."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        _signal_ranks(pids, signal.SIGKILL)
-        os._exit(3)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+            pass
 
 
 def serve(world_size: int, jobs: list[dict[str, Any]], out_fd: int, status_fd: int, log_dir: Path) -> int:
@@ -99,9 +84,13 @@ def serve(world_size: int, jobs: list[dict[str, Any]], out_fd: int, status_fd: i
         pids[pid] = rank
         status.write(json.dumps({"rank": rank, "pid": pid}) + "\n")
     os.close(out_fd)  # the ranks hold the records pipe: it ends when the last of them has gone
-    for sig in _STOP_SIGNALS:  # the launcher's stop reaches the ranks; this server then reaps them
-        signal.signal(sig, lambda signum, _frame: _signal_ranks(pids, signum))
-    _watch_parent(pids)
+    def forward(signum: int, _frame: object) -> None:  # the launcher's stop reaches the ranks; this server reaps them
+        for pid in list(pids):
+            signal_group(pid, signum)
+
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, forward)
+    exit_with_parent()  # were the launcher to die, this server goes, and each rank with its parent
     while pids:
         try:
             pid, wait_status = os.wait()

@@ -128,8 +128,9 @@ def error_record(rank: int, job: str | None, exc: BaseException) -> dict[str, An
     return {"type": "error", "rank": rank, "job": job, "message": text + where}
 
 
-def _exit_with_parent() -> None:
-    """A rank whose launcher died (killed -9, machine session closed) must not live on."""
+def exit_with_parent() -> None:
+    """Leave when this process's parent dies (a launcher killed -9, a machine session closed): a
+    rank follows its fork server, the fork server its launcher."""
     import threading
     import time
 
@@ -147,7 +148,7 @@ def run_rank(jobs: list[dict[str, Any]], out_fd: int) -> NoReturn:
     """This process as one rank: join, run the jobs, leave with os._exit (also a rank that
     engine.probe.rank_fork forked)."""
     force_env()
-    _exit_with_parent()
+    exit_with_parent()
     emit = _pipe_emitter(out_fd)
     rank = int(os.environ.get("RANK", "0"))
     current: dict[str, Any] = {"job": None}
