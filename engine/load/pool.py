@@ -70,6 +70,9 @@ class WorkerPool:
         self._loop = asyncio.get_running_loop()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        # a worker multiplies no matrices: numpy's OpenBLAS would start a thread a core at import,
+        # in every worker (0.07 CPU-s of its start on 2 cores; threads idle beside the load)
+        env["OPENBLAS_NUM_THREADS"] = "1"
         try:
             for index in range(self.count):
                 ours, theirs = socket.socketpair()
