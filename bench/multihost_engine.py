@@ -1,5 +1,6 @@
-"""The engine for load from several hosts, measured: torch.distributed's TCPStore (what the probe's
-torchrun path already uses) against Ray, on this machine's loopback.
+"""The engine for load from several hosts, measured: the group's own store (engine/multihost/store.py)
+against torch.distributed's TCPStore (what the probe's torchrun path uses; the group's store until
+it had its own) in alternating rounds, and Ray where asked, on this machine's loopback.
 
 For each engine: the time to form a group, what it costs a host to publish one window to the
 head (a real window's JSON with its latency histogram, about 13 KB: the sender's call, and the
@@ -85,18 +86,34 @@ def measure_merge(hosts_list: tuple[int, ...] = (2, 8, 32), samples: tuple[int, 
     return rows
 
 
-# --------------------------------------------------------------------------- TCPStore
+# --------------------------------------------------------------------------- the stores
 
-def _store_host(rank: int, port: int, hosts: int, payload: str) -> None:
+STORES = {"ours": "the group's store", "tcpstore": "torch TCPStore"}
+
+
+def _client(kind: str, port: int, hosts: int) -> Any:
+    if kind == "ours":
+        from engine.multihost.store import StoreClient
+
+        return StoreClient("127.0.0.1", port, 60.0)
     import datetime
 
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, hosts + 1, is_master=False, timeout=datetime.timedelta(seconds=60))
+
+
+def _store_host(kind: str, rank: int, port: int, hosts: int, payload: str) -> None:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     t = time.perf_counter()
-    import torch.distributed as dist
+    if kind == "ours":
+        import engine.multihost.store  # noqa: F401 - the import is what is timed
+    else:
+        import torch.distributed  # noqa: F401
 
     imported = time.perf_counter() - t
     t = time.perf_counter()
-    store = dist.TCPStore("127.0.0.1", port, hosts + 1, is_master=False, timeout=datetime.timedelta(seconds=60))
+    store = _client(kind, port, hosts)
     store.set(f"joined/{rank}", json.dumps([imported, time.perf_counter() - t]))
     store.wait(["go"])  # every host joined: publishing starts together
     costs = []
@@ -114,16 +131,23 @@ def _store_host(rank: int, port: int, hosts: int, payload: str) -> None:
         store.set(f"woke/{r}/{rank}", str(woke))
 
 
-def measure_store(hosts: int, payload: str) -> dict[str, Any]:
-    import datetime
-
+def measure_store(kind: str, hosts: int, payload: str) -> dict[str, Any]:
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    import torch.distributed as dist
+    if kind == "ours":
+        from engine.multihost.store import serve
 
-    store = dist.TCPStore("127.0.0.1", 0, hosts + 1, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=60))
+        store: Any = serve("127.0.0.1", 0, 60.0)
+        port = store.address[1]
+    else:
+        import datetime
+
+        import torch.distributed as dist
+
+        store = dist.TCPStore("127.0.0.1", 0, hosts + 1, is_master=True, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=60))
+        port = store.port
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_store_host, args=(r, store.port, hosts, payload)) for r in range(1, hosts + 1)]
+    procs = [ctx.Process(target=_store_host, args=(kind, r, port, hosts, payload)) for r in range(1, hosts + 1)]
     for p in procs:
         p.start()
     store.wait([f"joined/{r}" for r in range(1, hosts + 1)])
@@ -151,7 +175,9 @@ def measure_store(hosts: int, payload: str) -> dict[str, Any]:
         lates.append(max(woke) - start)
     for p in procs:
         p.join(30)
-    return {"engine": "torch TCPStore", "hosts": hosts, "import_s": max(j[0] for j in joins),
+    if kind == "ours":
+        store.close()
+    return {"engine": STORES[kind], "hosts": hosts, "import_s": max(j[0] for j in joins),
             "form_group_s": max(j[1] for j in joins),
             "publish_call_us": summary([c / 1e3 for c in costs]), "delivery_us": summary([d / 1e3 for d in delivery]),
             "head_get_decode_us": summary([d / 1e3 for d in decode]),
@@ -233,6 +259,7 @@ def build_parser(prog: str, _stage: str = "") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Fits: any box (processes on loopback, no server or GPU); a minute or two, more with Ray.")
     p.add_argument("--hosts", type=int, default=3, help="hosts besides the head (processes on loopback)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the two stores")
     p.add_argument("--ray-python", default=None, metavar="PATH", help="a Python with Ray installed: measure Ray too")
     return p
 
@@ -241,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     from bench.common import out_dir
 
     payload = payload_text()
-    rows = [measure_store(args.hosts, payload)]
+    rows = [measure_store(kind, args.hosts, payload) for _ in range(args.rounds) for kind in STORES]
     if args.ray_python:
         proc = subprocess.run([args.ray_python, __file__, "--ray", str(args.hosts)], input=payload, text=True,
                               capture_output=True, timeout=600)
@@ -261,6 +288,10 @@ def run(args: argparse.Namespace) -> int:
               f"{row['publish_call_us']['median']:.0f} us  delivery p50 {row['delivery_us']['median']:.0f} us "
               f"p99 {row['delivery_us']['p99']:.0f} us  barrier skew p50 {row['barrier_skew_us']['median']:.0f} us "
               f"max {row['barrier_skew_us']['max']:.0f} us")
+    for figure, key in (("publish call p50", "publish_call_us"), ("delivery p50", "delivery_us")):
+        ratios = [ours[key]["median"] / torch[key]["median"] for ours, torch in zip(rows[0::2], rows[1::2], strict=False)
+                  if ours["engine"] == STORES["ours"] and torch["engine"] == STORES["tcpstore"]]
+        print(f"ours / TCPStore, {figure}, by round: {' '.join(f'{r:.2f}' for r in ratios)}")
     print(f"-> {out}")
     return 0
 

@@ -137,8 +137,8 @@ for c in $CASES; do
         rendezvous-token) member=(env GPUSCALE_RENDEZVOUS_TOKEN="$token" "${G[@]}" run --record -o "$OUT/member"
                                   --url "$URL" --set model.name=m "${QUICK[@]}" "${HOSTS[@]}" --rank 1
                                   --rendezvous 127.0.0.1:"$port"); want=0 ;;
-        rendezvous-intruder) member=("$PY" -c "import sys, datetime; from torch.distributed import TCPStore
-s = TCPStore('127.0.0.1', int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=20))
+        rendezvous-intruder) member=("$PY" -c "import sys; from engine.multihost.store import StoreClient
+s = StoreClient('127.0.0.1', int(sys.argv[1]), 20.0)
 s.set('hello/1', 'anyone can write here'); print('wrote hello/1 into the head\'s store')" "$port"); want=0 ;;
       esac
       timeout -k 10 120 "${member[@]}" >"$OUT/$c.member.out" 2>"$OUT/$c.member.err"

@@ -41,12 +41,6 @@ MODEL_PACE = "GPUSCALE_MODEL_PACE_MS"
 os.environ.setdefault(MODEL_PACE, "5")
 SUITE_PACE_MS = float(os.environ[MODEL_PACE])  # what the suite's servers sleep, also where set from outside
 
-# numpy's OpenBLAS starts a thread pool at import (one thread a core) and pays for it in system
-# time: 0.17 CPU-s an import against 0.10 with one thread, on this 2-core box. About 700 processes
-# of a run import numpy (CLIs, load workers, Triton's Python stubs) and none of them multiplies
-# matrices; set before any import here, every process the suite starts inherits it.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 
 @pytest.fixture(scope="session")
 def identity_server(tmp_path_factory):

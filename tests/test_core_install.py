@@ -73,6 +73,28 @@ def test_the_core_holds_no_extra(core_venv: Path, tmp_path: Path) -> None:
     assert built.returncode == 0 and built.stdout.split() == ["3"], built.stderr[-2000:]
 
 
+def test_two_load_hosts_form_a_group_on_the_core(core_venv: Path, tmp_path: Path) -> None:
+    """Several load hosts need no torch: a head and a member join on loopback, the member's value
+    reaches the head sealed (the sweep over a group: tests/engine/multihost/)."""
+    code = """
+import socket, threading
+from engine.multihost.group import HostGroup
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+out = {}
+def join(rank):
+    out[rank] = HostGroup.join(f"127.0.0.1:{port}", 2, rank, 30.0, "plan", "token")
+threads = [threading.Thread(target=join, args=(r,)) for r in (0, 1)]
+for t in threads: t.start()
+for t in threads: t.join(60)
+out[1].set("lvl/0/1", {"requests": 5})
+import sys
+print(out[0].get("lvl/0/1", sender=1)["requests"], "torch" in sys.modules)
+"""
+    joined = _run([str(core_venv / "bin" / "python"), "-c", code], tmp_path, timeout=120)
+    assert joined.returncode == 0 and joined.stdout.split() == ["5", "False"], joined.stdout + joined.stderr[-2000:]
+
+
 def test_a_remote_sweep_an_export_and_a_compare_run_on_the_core(core_venv: Path, tmp_path: Path, identity_server) -> None:
     cli = str(core_venv / "bin" / "gpuscale-tui")
     profile = tmp_path / "remote.toml"

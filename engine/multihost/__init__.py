@@ -1,1 +1,1 @@
-"""Load from several client hosts in one session, through torch.distributed's TCPStore."""
+"""Load from several client hosts in one session, through the group's own key-value store."""

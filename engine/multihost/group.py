@@ -1,5 +1,5 @@
-"""The client hosts of one session, joined through torch.distributed's TCPStore (the store
-torchrun's rendezvous uses): rank 0, the head, holds the store; every other host connects to it.
+"""The client hosts of one session, joined through a key-value store (engine/multihost/store.py):
+rank 0, the head, holds the store; every other host connects to it.
 
 Everything the hosts say to each other is a key of that store, JSON valued: a host's hello, the
 head's clock exchanges with each host (engine/analysis/clock_offset.py), each level's start (every
@@ -7,18 +7,15 @@ host ready, then one instant on the head's clock), each host's windows and level
 wait is bounded: a head that is not there, or a host that never joins, is one line (UserError).
 
 The store has no authentication of its own: whoever reaches its port can read and overwrite any
-key. The head's store listens only on the address given (a socket bound there, handed to
-TCPStore), and every value carries an HMAC under the group's token (the head makes it and prints
+key. The head's store listens only on the address given, and every value carries an HMAC under the group's token (the head makes it and prints
 it; members present it) and its writer's rank: a value without a valid MAC, or written by a rank
 the head did not admit, is refused and named, never read as a host's figures."""
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import socket
 import time
@@ -27,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.analysis.clock_offset import ClockOffset, Exchange, clock_offset
-from engine.errors import UserError, require_extra
+from engine.errors import UserError
+from engine.multihost.store import StoreClient, StoreError, serve
 
 CLOCK_EXCHANGES = 16  # per host; the one with the least round trip stands
 REFUSAL_WAIT_S = 5.0  # the head waits this long for the hosts it refuses to hear it
@@ -95,7 +93,7 @@ class Member:
 class HostGroup:
     """This host's place in the group and its door to the store."""
 
-    store: Any  # torch.distributed.TCPStore
+    store: StoreClient
     address: tuple[str, int]
     hosts: int
     rank: int
@@ -123,7 +121,6 @@ class HostGroup:
             raise UserError(f"--hosts {hosts}: a group needs at least 2 hosts")
         if not 0 <= rank < hosts:
             raise UserError(f"--rank {rank}: expected 0 to {hosts - 1} for --hosts {hosts}")
-        require_extra("probe", "load from several hosts (torch.distributed's TCPStore)")
         host, port = parse_address(address)
         try:
             socket.getaddrinfo(host, port)
@@ -132,7 +129,7 @@ class HostGroup:
         if rank > 0 and not token:
             raise UserError(f"--rank {rank}: give the head's rendezvous token (--rendezvous-token or {TOKEN_ENV}; "
                             "the head prints it when it starts)")
-        store = _open_store(host, port, hosts, rank, timeout_s, address)
+        store = _open_store(host, port, rank, timeout_s, address)
         group = cls(store, (host, port), hosts, rank, timeout_s, token=token or new_token())
         name = socket.gethostname()
         if group.head:
@@ -173,7 +170,7 @@ class HostGroup:
         for i in range(CLOCK_EXCHANGES):
             sent = time.time_ns()
             self.set(f"ping/{rank}/{i}", i)
-            self.store.wait([f"pong/{rank}/{i}"], datetime.timedelta(seconds=self.timeout_s))
+            self.store.wait([f"pong/{rank}/{i}"], self.timeout_s)
             received = time.time_ns()
             exchanges.append(Exchange(sent, int(self.get(f"pong/{rank}/{i}", sender=rank)), received))
         return clock_offset(exchanges)
@@ -187,7 +184,7 @@ class HostGroup:
                 self.get(f"ping/{self.rank}/{i}", sender=0)
             self._wait_unless_refused(f"offset/{self.rank}")
             self.offset_ns = float(self.get(f"offset/{self.rank}", sender=0))
-        except (RuntimeError, TimeoutError) as exc:
+        except (StoreError, TimeoutError) as exc:
             raise UserError(f"--rendezvous {self.address[0]}:{self.address[1]}: the head did not measure this host's "
                             f"clock within {self.timeout_s:g} s ({first_line(exc)})") from None
 
@@ -243,18 +240,15 @@ class HostGroup:
         if not keys:
             return []
         try:
-            self.store.wait(list(keys), datetime.timedelta(seconds=max(timeout_s, 0.001)))
+            self.store.wait(list(keys), max(timeout_s, 0.001))
             return []
-        except (RuntimeError, TimeoutError):  # torch raises DistStoreError (a RuntimeError) on timeout
+        except (StoreError, TimeoutError):
             return [k for k in keys if not self.store.check([k])]
 
     def copy(self) -> HostGroup:
         """Another connection to the same store, for another thread (a store client is one socket)."""
-        import torch.distributed as dist
-
         host, port = self.address
-        store = dist.TCPStore(host, port, self.hosts, is_master=False,
-                              timeout=datetime.timedelta(seconds=self.timeout_s))
+        store = StoreClient(host, port, self.timeout_s)
         return HostGroup(store, self.address, self.hosts, self.rank, self.timeout_s, self.members, self.offset_ns,
                          token=self.token, refusals=self.refusals)
 
@@ -270,45 +264,17 @@ class HostGroup:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an error's text (torch's carry a C++ stack)."""
+    """The first line of an error's text."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
 
-def _listen(host: str, port: int) -> int:
-    """A listening socket on ``host``:``port`` only, its descriptor handed to the store (which
-    owns it from then on)."""
-    family, kind, proto, _name, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock.detach()
-
-
-def _open_store(host: str, port: int, hosts: int, rank: int, timeout_s: float, address: str) -> Any:
-    # c10d logs every retry and timeout with a C++ stack to stderr; the errors here are ours, one line
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    import torch.distributed as dist
-
-    timeout = datetime.timedelta(seconds=timeout_s)
+def _open_store(host: str, port: int, rank: int, timeout_s: float, address: str) -> StoreClient:
     try:
         if rank == 0:
-            # TCPStore's own server listens on every interface; a socket bound to the address given,
-            # handed over as master_listen_fd, keeps it there
-            fd = _listen(host, port)
-            try:
-                return dist.TCPStore(host, port, hosts, is_master=True, timeout=timeout, wait_for_workers=False,
-                                     master_listen_fd=fd)
-            except BaseException:
-                os.close(fd)
-                raise
-        return dist.TCPStore(host, port, hosts, is_master=False, timeout=timeout)
-    except (RuntimeError, OSError, TimeoutError) as exc:
+            return serve(host, port, timeout_s)
+        return StoreClient(host, port, timeout_s)
+    except (StoreError, OSError) as exc:
         if rank == 0:
             raise UserError(f"--rendezvous {address}: cannot hold the store there ({first_line(exc)})") from None
         raise UserError(f"--rendezvous {address}: no head answered within {timeout_s:g} s "

@@ -4,7 +4,7 @@ each): the real CLI, headless and recording, against each hostile peer of the te
 one line on stderr naming why, exit 1 (2 for merge's refusal), no traceback; the recording on disk
 before it is byte for byte the same and still exports; the case's own recording keeps the level it
 measured and exports and replays. The rendezvous cases stay in the script and in
-tests/tui/test_hosts_cli.py (two processes and torch each: tens of seconds).
+tests/tui/test_hosts_cli.py (two processes each: seconds).
 
 The runs, the case's own replay, one case's own export, and merge's first refusal are the real
 `python -m tui.cli`; the other cases' own exports, the check that the earlier recording still

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # each starts the CLI (and torch), seconds each
+pytestmark = pytest.mark.slow  # each starts the CLI, two for a group: a second or more each
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["run", "--record", "--no-record", "--no-check", "--url", "http://127.0.0.1:9", "--set", "model.name=identity",
         "--set", "load.max_trials=1", "--set", "load.contended_percent=100", "--set", "load.concurrency=4"]

@@ -26,7 +26,7 @@ def add_host_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, default=0, metavar="R",
                    help="this host's rank, 0 to N-1; rank 0 (the head) shows and records the session")
     p.add_argument("--rendezvous", default=None, metavar="HOST:PORT",
-                   help="the head's address and a free port there: the head holds torch.distributed's TCPStore, "
+                   help="the head's address and a free port there: the head holds the group's store, "
                         "the other hosts connect to it")
     p.add_argument("--rendezvous-token", default=None, metavar="TOKEN",
                    help="the group's token, which the head prints when it starts (or GPUSCALE_RENDEZVOUS_TOKEN): every "

@@ -1,11 +1,9 @@
-"""The rendezvous against a real TCPStore on loopback: the head's store listens only on the
+"""The rendezvous against the real store on loopback: the head's store listens only on the
 address given, every value is sealed with the group's token, and what is not a group host's
 (no seal, another token, a rank the head does not know, another rank's key) is refused and named."""
 
 from __future__ import annotations
 
-import datetime
-import importlib.util
 import socket
 import threading
 from collections.abc import Callable
@@ -15,14 +13,8 @@ import pytest
 
 from engine.errors import UserError
 from engine.multihost.group import HostGroup, Refused, opened, sealed
+from engine.multihost.store import StoreClient
 from tui.commands.exits import shown
-
-if importlib.util.find_spec("torch") is None:  # the rendezvous is torch.distributed's TCPStore
-    pytest.skip("needs torch", allow_module_level=True)
-
-# torch.distributed takes seconds of CPU to import: these tests run in the worker that imports it
-# for the group's other tests (tests/conftest.py), not in every worker
-pytestmark = pytest.mark.xdist_group("torch")
 
 TOKEN = "the-groups-token"
 TIMEOUT_S = 10.0
@@ -57,10 +49,9 @@ def formed(port: int, member_token: str = TOKEN) -> tuple[dict[str, Any], dict[s
     return head, member
 
 
-def raw_client(port: int) -> Any:
-    import torch.distributed as dist
-
-    return dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+def raw_client(port: int) -> StoreClient:
+    """A client of the store that is no host of the group: it reads and writes what it likes."""
+    return StoreClient("127.0.0.1", port, TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
