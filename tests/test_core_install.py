@@ -52,10 +52,12 @@ def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(REPO / name, src / name)
     venv = root / "venv"
-    made = _run([sys.executable, "-m", "venv", str(venv)], root)
+    # no pip of its own (ensurepip is 3 CPU-s): this venv's pip installs into it, and the modules
+    # are compiled as the tests import them rather than all at install
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root)
     assert made.returncode == 0, made.stderr
-    installed = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                      str(src)], root)
+    installed = _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                      "--disable-pip-version-check", "--no-compile", str(src)], root)
     assert installed.returncode == 0, installed.stderr[-2000:]
     return venv
 

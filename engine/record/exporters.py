@@ -7,17 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from engine.errors import UserError
-from engine.record.compare import Comparison, render_compare
-from engine.record.doc import to_html, to_markdown
-from engine.record.export_csv import levels_csv
-from engine.record.export_json import write_json
 from engine.record.naming import free_name, new_file, safe_output_path
-from engine.record.reader import Recording
-from engine.record.recording_report import build_report
-from engine.record.timelines import read_timelines
+
+if TYPE_CHECKING:
+    from engine.record.compare import Comparison
+    from engine.record.reader import Recording
 
 
 @dataclass(frozen=True)
@@ -27,18 +24,38 @@ class Exporter:
     write: Callable[[Recording, IO[str]], object]
 
 
-def _report(render: Callable[..., str]) -> Callable[[Recording, IO[str]], object]:
-    return lambda recording, fh: fh.write(render(build_report(recording.summary(), timelines=read_timelines(recording))))
+# The writers import their modules when called: the CLI reads this list for --format's choices on
+# every start, and a session never exports (the report modules were a twentieth of its imports).
+def _json(recording: Recording, fh: IO[str]) -> object:
+    from engine.record.export_json import write_json
+
+    return write_json(recording, fh)
+
+
+def _csv(recording: Recording, fh: IO[str]) -> object:
+    from engine.record.export_csv import levels_csv
+
+    return fh.write(levels_csv(recording.summary()))
+
+
+def _report(fmt: str) -> Callable[[Recording, IO[str]], object]:
+    def write(recording: Recording, fh: IO[str]) -> object:
+        from engine.record.doc import to_html, to_markdown
+        from engine.record.recording_report import build_report
+        from engine.record.timelines import read_timelines
+
+        render = to_markdown if fmt == "md" else to_html
+        return fh.write(render(build_report(recording.summary(), timelines=read_timelines(recording))))
+    return write
 
 
 # The one list of export formats: the CLI's --format choices and the TUI's export dialog read it.
 # A new format is one entry here (and its writer module).
 EXPORTERS: dict[str, Exporter] = {
-    "json": Exporter(".json", "JSON: every result, machine-readable", write_json),
-    "csv": Exporter(".csv", "CSV: perf_analyzer's columns, one row per level",
-                    lambda recording, fh: fh.write(levels_csv(recording.summary()))),
-    "md": Exporter(".md", "Markdown report", _report(to_markdown)),
-    "html": Exporter(".html", "HTML report with charts", _report(to_html)),
+    "json": Exporter(".json", "JSON: every result, machine-readable", _json),
+    "csv": Exporter(".csv", "CSV: perf_analyzer's columns, one row per level", _csv),
+    "md": Exporter(".md", "Markdown report", _report("md")),
+    "html": Exporter(".html", "HTML report with charts", _report("html")),
 }
 FORMATS = {name: e.suffix for name, e in EXPORTERS.items()}
 
@@ -82,6 +99,8 @@ def export_compare(comparison: Comparison, fmt: str, out_dir: Path, name: str | 
     else:
         path = safe_output_path(out_dir, name)
         path = path if path.suffix else path.with_name(path.name + suffix)
+    from engine.record.compare import render_compare
+
     with new_file(path) as fh:
         fh.write(render_compare(comparison, fmt))
     return path

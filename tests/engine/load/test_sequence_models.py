@@ -1,6 +1,6 @@
 """Sequence models (Triton's sequence batcher) against the real embedded Triton serving
 `accumulator` (a running sum per sequence, its state checked by the model on every step),
-`accumulator_idle` (the same with a 1 µs idle timeout) and `accumulator_oldest` (the oldest
+`accumulator_idle` (the same with a 1 µs idle timeout, served alone) and `accumulator_oldest` (the oldest
 strategy): perf_analyzer's streams file with every step's output checked, first-step and
 later-step latency, the wait for a slot, a dropped sequence failing its level, and bad input
 refused in one line before any load."""
@@ -32,11 +32,23 @@ DOC_STREAMS = STREAMS.with_name("perf_analyzer_streams.json")
 def accumulator(tmp_path_factory):
     from engine.server.embedded import EmbeddedServer
 
-    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_idle", "accumulator_oldest"),
+    with EmbeddedServer(model="accumulator", variant="cpu", extra_models=("accumulator_oldest",),
                         log_dir=tmp_path_factory.mktemp("triton-accumulator")) as srv:
         yield srv
         # the sweeps leave sequences open (a level's end does not end them): a graceful stop would
         # wait for Triton's idle timeout (5 s) to free them, and nothing here is about the stop
+        kill_tritonserver(srv)
+
+
+@pytest.fixture(scope="class")
+def dropping(tmp_path_factory):
+    """`accumulator_idle` alone, for the class of dropped sequences only: with a 1 µs idle timeout
+    Triton's sequence reaper wakes without pause (a quarter of a core, idle, while it is loaded)."""
+    from engine.server.embedded import EmbeddedServer
+
+    with EmbeddedServer(model="accumulator_idle", variant="cpu",
+                        log_dir=tmp_path_factory.mktemp("triton-accumulator-idle")) as srv:
+        yield srv
         kill_tritonserver(srv)
 
 
@@ -162,16 +174,6 @@ def test_drawn_lengths_vary_within_the_variation(accumulator) -> None:
     assert 5 - 1 <= steps_per_first <= 15 + 1  # lengths drawn in 5..15
 
 
-@pytest.mark.parametrize("transport", ["http", "grpc"])
-def test_a_sequence_the_server_dropped_fails_the_level_and_says_so(accumulator, transport) -> None:
-    (result,) = _run(accumulator, "accumulator_idle", sequence_length=4, concurrency=[2], transport=transport)
-    assert result.status == "failed"
-    assert result.sequence is not None and result.sequence.dropped > 0
-    assert result.errors_by_kind.get("sequence_dropped") == result.sequence.dropped
-    assert any(m.startswith("Triton dropped sequence") and "max_sequence_idle_microseconds = 1 µs" in m
-               for m in result.error_messages), result.error_messages
-
-
 def test_a_control_input_in_the_data_is_refused_naming_the_entry_and_step(accumulator, tmp_path) -> None:
     path = tmp_path / "control.json"
     path.write_text(json.dumps({"data": [[{"INPUT": [1]}], [{"INPUT": [1]}, {"INPUT": [2], "START": [1]}]]}))
@@ -217,27 +219,6 @@ def test_a_control_input_in_the_data_is_one_line_and_exit_2(accumulator, tmp_pat
                    "--input-data", str(path), "--set", "model.name=accumulator", *QUICK)
     assert_one_line_exit_2(proc, "entry 0, step 0 gives 'END'")
     assert "CONTROL_SEQUENCE_END" in proc.stderr and "level 1/" not in proc.stdout  # refused before any load
-
-
-def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(accumulator, tmp_path) -> None:
-    proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path), "--url", accumulator.http_url,
-                   "--set", "model.name=accumulator_idle", "--set", "load.concurrency=2",
-                   "--set", "load.sequence_length=4", *QUICK)
-    assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    (line,) = proc.stderr.splitlines()  # one line, naming the level and what Triton did
-    assert line.startswith("gpuscale-tui: failed: 1 of 1 levels failed (level ") and "Triton dropped sequence" in line
-    assert "failed: Triton dropped sequences before their end" in proc.stdout
-    # the log states the batcher's limits under the table's header, and the count Triton does not give
-    assert "max_sequence_idle_microseconds 1 µs; 16 sequence slots (max_batch_size 16 x 1 instance)" in proc.stdout
-    assert "Sequences Triton held: not reported by this server" in proc.stdout
-    # the report states the batcher's settings beside the step columns and Triton's queue time
-    (recording,) = tmp_path.glob("*.sqlite")
-    with Recording.open(recording) as rec:
-        report = export(rec, "md", tmp_path / "report").read_text()
-    assert "1st step p99" in report and "seq/s" in report and "queue ms" in report
-    assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs; 16 sequence slots" in report
-    assert "Sequences Triton held: not reported by this server" in report
 
 
 def test_rate_mode_walks_sequences_too(accumulator) -> None:
@@ -303,3 +284,36 @@ def test_two_hosts_ranks_keep_their_sequence_ids_apart(accumulator) -> None:
 
     for (result,) in asyncio.run(both()):
         assert result.requests > 0 and result.errors == 0, result.error_messages
+
+
+class TestDroppedSequences:
+    """A sequence Triton dropped between its steps fails its level, in a sweep and in a run."""
+
+    @pytest.mark.parametrize("transport", ["http", "grpc"])
+    def test_a_sequence_the_server_dropped_fails_the_level_and_says_so(self, dropping, transport) -> None:
+        (result,) = _run(dropping, "accumulator_idle", sequence_length=4, concurrency=[2], transport=transport)
+        assert result.status == "failed"
+        assert result.sequence is not None and result.sequence.dropped > 0
+        assert result.errors_by_kind.get("sequence_dropped") == result.sequence.dropped
+        assert any(m.startswith("Triton dropped sequence") and "max_sequence_idle_microseconds = 1 µs" in m
+                   for m in result.error_messages), result.error_messages
+
+    def test_a_run_whose_sequences_were_dropped_ends_failed_with_exit_1(self, dropping, tmp_path) -> None:
+        proc = run_cli("run", "--record", "--no-check", "--output", str(tmp_path), "--url", dropping.http_url,
+                       "--set", "model.name=accumulator_idle", "--set", "load.concurrency=2",
+                       "--set", "load.sequence_length=4", *QUICK)
+        assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr)
+        assert "Traceback" not in proc.stdout + proc.stderr
+        (line,) = proc.stderr.splitlines()  # one line, naming the level and what Triton did
+        assert line.startswith("gpuscale-tui: failed: 1 of 1 levels failed (level ") and "Triton dropped sequence" in line
+        assert "failed: Triton dropped sequences before their end" in proc.stdout
+        # the log states the batcher's limits under the table's header, and the count Triton does not give
+        assert "max_sequence_idle_microseconds 1 µs; 16 sequence slots (max_batch_size 16 x 1 instance)" in proc.stdout
+        assert "Sequences Triton held: not reported by this server" in proc.stdout
+        # the report states the batcher's settings beside the step columns and Triton's queue time
+        (recording,) = tmp_path.glob("*.sqlite")
+        with Recording.open(recording) as rec:
+            report = export(rec, "md", tmp_path / "report").read_text()
+        assert "1st step p99" in report and "seq/s" in report and "queue ms" in report
+        assert "sequence batcher, direct strategy): max_sequence_idle_microseconds 1 µs; 16 sequence slots" in report
+        assert "Sequences Triton held: not reported by this server" in report
