@@ -76,7 +76,7 @@ if ! compgen -G "tests/tui/__pycache__/test_state.*-pytest-*.pyc" > /dev/null; t
 fi
 main=(-m "not install")
 [ $# -gt 0 ] && main=()  # arguments given: they choose the tests (a later -m wins anyway)
-.venv/bin/python -m pytest -q --durations=30 -n "$workers" --dist loadgroup "${main[@]+"${main[@]}"}" "$@"
+.venv/bin/python -m pytest -q --durations=30 -n "$workers" --dist loadgroup --no-loadscope-reorder "${main[@]+"${main[@]}"}" "$@"
 code=$?
 echo "test: pytest took $((SECONDS - started)) s on $(nproc) cores (load average then: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a))" >&2
 if [ "$code" = 5 ]; then

@@ -4,9 +4,9 @@ session. Tests that only need a server to talk to share it (start and graceful s
 
 scripts/test.sh runs the suite on TEST_WORKERS pytest-xdist workers (--dist loadgroup); each is its
 own session, with its own identity server. Tests that keep several cores busy for seconds carry
-one of two groups, each run one after another in one worker (the largest groups are handed out
-first): xdist_group("cpu_heavy") the torch ranks and the torch export, xdist_group("cpu_study")
-the CPU studies and fleets. In one chain they were the run's critical path (145 CPU-s, about
+one of two groups, each run one after another in one worker (the longest work is handed out
+first: tests/schedule.py): xdist_group("cpu_heavy") the torch ranks and the torch export,
+xdist_group("cpu_study") the CPU studies and fleets. In one chain they were the run's critical path (145 CPU-s, about
 400 s in one worker beside seven others); two chains side by side halve it. The other
 tests that import torch (about 1.5 s of CPU, in each worker that does) or scipy.stats (0.9 s) carry
 xdist_group("torch"): one worker imports them for all of them."""
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.schedule import known_seconds, longest_first, record_if_asked
 
 if TYPE_CHECKING:
     from tests.openai_server.llama_server import OpenAIServer
@@ -171,18 +173,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.server)
         if grouped and item.get_closest_marker("xdist_group") is None and (group := _fixture_group(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    _heavy_modules_first(items)
-
-
-def _heavy_modules_first(items: list[pytest.Item]) -> None:
-    """The modules with a `slow` or `server` test first, the others after them, each module's
-    tests together and in their order. xdist hands out the tests outside a group in this order:
-    in collection order the run ended on tmux sessions and a 19 s CLI run, one worker busy for
-    the last 37 s and the box 68 % idle; the second-long tests first leave the short ones to
-    fill the end."""
-    heavy = {item.nodeid.split("::")[0] for item in items
-             if item.get_closest_marker("slow") is not None or item.get_closest_marker("server") is not None}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)  # stable: collection order within each
+    longest_first(items, known_seconds())
 
 
 @pytest.fixture(autouse=True)
@@ -253,6 +244,10 @@ def _in_use() -> str:
                 except OSError:
                     pass
     return "\n".join(parts)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    record_if_asked(config)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
