@@ -34,9 +34,11 @@ NO_TEXTUAL = "import sys; sys.modules['textual'] = None; from tui.cli import mai
 
 def _server_words(binary: str, gguf: Path) -> str:
     # on a CPU box {tp} is llama-server's threads; two slots so that c=2 is served at once; --metrics:
-    # each server's /metrics, the cache figures read from every replica
+    # each server's /metrics, the cache figures read from every replica; --poll 0: its threads sleep
+    # between ops rather than spin (at tp2 on this shared box the spinning was 12.8 CPU-s a run
+    # against tp1's 2.4)
     return (f"{shlex.quote(binary)} -m {shlex.quote(str(gguf))} --host 127.0.0.1 --port {{port}} -t {{tp}} "
-            "-tb {tp} --parallel 2 --ctx-size 4096 --metrics")
+            "-tb {tp} --poll 0 --parallel 2 --ctx-size 4096 --metrics")
 
 
 def _study(out: Path, serve: str, variants: str, *extra: str) -> subprocess.CompletedProcess[str]:
