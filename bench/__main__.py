@@ -62,7 +62,8 @@ STAGES = (
     Stage("noise", "noise", "the same run quiet and under CPU hogs: the answer lines agree or say not decided",
           "1x H200/H100, one 10-minute call with short windows; a CPU box, a few minutes"),
     Stage("multihost_engine", "multihost_engine", "the engine for several load hosts: the group's store against TCPStore (alternating rounds), Ray where asked; group forming, "
-          "publishing a window, start-barrier skew", "CPU here (loopback processes); Ray needs --ray-python"),
+          "publishing a window, start-barrier skew", "CPU here (loopback processes); Ray needs --ray-python",
+          serverless=True),
     Stage("multihost", "multihost", "1, 2 and 4 client processes through the multi-host engine against one server "
           "at c=256, perf_analyzer with one process per client beside them", "1x H200, one 10-minute call"),
     Stage("scale_study", "scale_study", "the study's scale-out-or-up answer and each config's peak (1x, Nx, 1x*N) against perf_analyzer"
