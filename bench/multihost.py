@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -60,6 +61,7 @@ def _free_port() -> int:
 def _ours(args: argparse.Namespace, url: str, hosts: int, folder: Path) -> dict[str, Any]:
     """One run of our engine from ``hosts`` processes; the head's level as a row."""
     from engine.events import LevelResult
+    from engine.multihost.group import TOKEN_ENV, new_token
     from engine.record.reader import Recording
 
     sets = {"model.name": args.model, "load.concurrency": args.concurrency, "load.window_ms": args.window_ms,
@@ -71,22 +73,28 @@ def _ours(args: argparse.Namespace, url: str, hosts: int, folder: Path) -> dict[
     port = _free_port()
     group = ["--hosts", str(hosts), "--rendezvous", f"127.0.0.1:{port}"] if hosts > 1 else []
     started = time.monotonic()
+    # one token for the group, as a scheduler hands it to every host (a member without it is refused)
+    env = {**os.environ, TOKEN_ENV: new_token()}
     members = [subprocess.Popen([*base, "--no-record", *group, "--rank", str(r)], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for r in range(1, hosts)]
+                                stderr=subprocess.STDOUT, text=True, env=env) for r in range(1, hosts)]
     try:
         head = subprocess.run([*base, "-o", str(folder), *group], cwd=ROOT, capture_output=True, text=True,
-                              timeout=args.timeout_s)
+                              timeout=args.timeout_s, env=env)
     finally:
-        for m in members:
+        said = []  # a member that failed: its last line, beside the head's
+        for rank, m in enumerate(members, 1):
             try:
-                m.wait(timeout=60)
+                out, _ = m.communicate(timeout=60)
             except subprocess.TimeoutExpired:
                 m.kill()
+                out, _ = m.communicate()
+            if m.returncode:
+                said.append(f"member {rank}: {(out.strip().splitlines() or ['no output'])[-1][:160]}")
     row: dict[str, Any] = {"tool": "ours", "hosts": hosts, "exit": head.returncode,
                            "seconds": round(time.monotonic() - started, 1)}
     paths = sorted(folder.glob("*.sqlite"))
     if not paths:
-        row["error"] = (head.stderr.strip().splitlines() or ["no recording"])[-1][:200]
+        row["error"] = "; ".join([(head.stderr.strip().splitlines() or ["no recording"])[-1][:200], *said])
         return row
     with Recording.open(paths[-1]) as rec:
         levels = [e for e in rec.events() if isinstance(e, LevelResult)]
