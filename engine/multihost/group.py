@@ -7,9 +7,10 @@ host ready, then one instant on the head's clock), each host's windows and level
 wait is bounded: a head that is not there, or a host that never joins, is one line (UserError).
 
 The store has no authentication of its own: whoever reaches its port can read and overwrite any
-key. The head's store listens only on the address given, and every value carries an HMAC under the group's token (the head makes it and prints
-it; members present it) and its writer's rank: a value without a valid MAC, or written by a rank
-the head did not admit, is refused and named, never read as a host's figures."""
+key. The head's store listens only on the address given, and every value carries an HMAC under
+the group's token (the head makes it and prints it; members present it) and its writer's rank: a
+value without a valid MAC, or written by a rank the head did not admit, is refused and named,
+never read as a host's figures."""
 
 from __future__ import annotations
 
