@@ -91,16 +91,21 @@ def measure_merge(hosts_list: tuple[int, ...] = (2, 8, 32), samples: tuple[int, 
 STORES = {"ours": "the group's store", "tcpstore": "torch TCPStore"}
 
 
+def _tcpstore(port: int, hosts: int, master: bool) -> Any:
+    import datetime
+
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, hosts + 1, is_master=master, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=60))
+
+
 def _client(kind: str, port: int, hosts: int) -> Any:
     if kind == "ours":
         from engine.multihost.store import StoreClient
 
         return StoreClient("127.0.0.1", port, 60.0)
-    import datetime
-
-    import torch.distributed as dist
-
-    return dist.TCPStore("127.0.0.1", port, hosts + 1, is_master=False, timeout=datetime.timedelta(seconds=60))
+    return _tcpstore(port, hosts, master=False)
 
 
 def _store_host(kind: str, rank: int, port: int, hosts: int, payload: str) -> None:
@@ -139,12 +144,7 @@ def measure_store(kind: str, hosts: int, payload: str) -> dict[str, Any]:
         store: Any = serve("127.0.0.1", 0, 60.0)
         port = store.address[1]
     else:
-        import datetime
-
-        import torch.distributed as dist
-
-        store = dist.TCPStore("127.0.0.1", 0, hosts + 1, is_master=True, wait_for_workers=False,
-                              timeout=datetime.timedelta(seconds=60))
+        store = _tcpstore(0, hosts, master=True)
         port = store.port
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_store_host, args=(kind, r, port, hosts, payload)) for r in range(1, hosts + 1)]
