@@ -48,11 +48,19 @@ def study(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
                                *args, "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=400,
                               stdin=subprocess.DEVNULL)
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-        undecided_by_box = "no sound level" in last or ("not decided" in done.stdout and _itl_unmeasured(out))
+        undecided_by_box = "no sound level" in last or (
+            "not decided" in done.stdout and (_itl_unmeasured(out) or _a_config_without_a_sound_level(out)))
         if done.returncode != 0 or not undecided_by_box:
             return done, out
         unsound.append(last[last.index("not decided"):] if "not decided" in last else last)
     pytest.skip("a config without a sound level, or with ITL not measurable, in 3 studies (" + " | ".join(unsound) + ")")
+
+
+def _a_config_without_a_sound_level(out: Path) -> bool:
+    """Whether the box left some config of the study no sound level (its answer's own cause: the
+    study's last line names only the config it answers with)."""
+    return any(c.answer is not None and c.answer.cause == "no sound level"
+               for index in out.glob("*.study.json") for c in study_figures(index).configs)
 
 
 def _itl_unmeasured(out: Path) -> bool:
