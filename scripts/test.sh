@@ -8,7 +8,7 @@
 # torch ranks, apps) and driving them, and waiting for them (a Triton stop takes about 3 s): with
 # 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98; the run's CPU,
 # about 550 CPU-s, sets its time (the longest work goes first: tests/schedule.py). On a 2-core box
-# its 2,810 tests took 305-333 s idle and 411-413 s beside two CPU hogs (this script's count), from
+# its 2,810 tests took 305-355 s idle and 411-413 s beside two CPU hogs (this script's count), from
 # fresh clones on 8 workers (2026-11-29);
 # the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
