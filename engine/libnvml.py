@@ -13,8 +13,12 @@ the probe and the embedded server reach NVML the same way.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import importlib.util
 import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +37,33 @@ def _pynvml() -> Any:
     except ImportError:
         raise NvmlMissing("nvidia-ml-py (pynvml) is not installed") from None
     return pynvml
+
+
+NO_LIBRARY = "no NVIDIA driver: libnvidia-ml.so.1 not found"
+
+
+@functools.cache
+def _library_loads() -> bool:
+    if not sys.platform.startswith("linux"):
+        return True  # pynvml's own search (Windows' paths) decides
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")  # the name pynvml loads on Linux
+    except OSError:
+        return False
+    return True
+
+
+def _binding_installed() -> bool:
+    if "pynvml" in sys.modules:
+        return sys.modules["pynvml"] is not None
+    return importlib.util.find_spec("pynvml") is not None
+
+
+def library_missing() -> bool:
+    """Whether nvidia-ml-py is installed but NVML cannot start for want of its library (no NVIDIA
+    driver): then pynvml, about 40 ms of import, is not imported just to say so. False under a
+    unit test's stand-in."""
+    return _stand_in is None and not _library_loads() and _binding_installed()
 
 
 def binding() -> Any:
@@ -67,6 +98,8 @@ def __getattr__(name: str) -> Any:
 def start() -> Any | None:
     """The binding, initialised for the rest of the process; None where NVML cannot start (no
     library, no driver, no permission). For short-lived processes such as a probe rank."""
+    if library_missing():
+        return None
     try:
         nv = binding()
         nv.nvmlInit()
@@ -99,7 +132,7 @@ def init_reason(nv: Any, exc: Any) -> str:
     """Why nvmlInit failed, in a few words."""
     value = getattr(exc, "value", None)
     if value == nv.NVML_ERROR_LIBRARY_NOT_FOUND:
-        return "no NVIDIA driver: libnvidia-ml.so.1 not found"
+        return NO_LIBRARY
     if value == nv.NVML_ERROR_DRIVER_NOT_LOADED:
         return "NVIDIA driver not loaded"
     if value == nv.NVML_ERROR_NO_PERMISSION:

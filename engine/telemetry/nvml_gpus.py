@@ -67,6 +67,9 @@ class NvmlGpus:
     def open(self) -> bool:
         """Initialise NVML and enumerate GPUs. False (after one Warning) when there is none."""
         if self._nvml is None:
+            if libnvml.library_missing():
+                self._warn("nvml-unavailable", f"NVML unavailable ({libnvml.NO_LIBRARY}): local GPU values are n/a")
+                return False
             try:
                 self._nvml = libnvml.binding()
             except libnvml.NvmlMissing as exc:
