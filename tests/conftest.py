@@ -17,6 +17,8 @@ import gc
 import glob
 import importlib.util
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.cli_zygote import CLIENT, SOCKET_ENV, SWITCH_ENV, Zygote, cli_args
 from tests.schedule import known_seconds, longest_first, record_if_asked
 
 if TYPE_CHECKING:
@@ -222,6 +225,44 @@ def _box_noise_rule_where_marked(request: pytest.FixtureRequest, monkeypatch: py
     monkeypatch.setattr(Trials, "room", _NOISE_RULE["room"])
 
 
+# --------------------------------------------------------------------------- the CLI zygote
+
+_zygote: Zygote | None = None
+_zygote_here = {"on": False}  # whether the running test lets the CLI come from the zygote
+_popen_init = subprocess.Popen.__init__
+
+
+def _through_zygote(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+    """Popen, with `python -m tui.cli ...` started through this worker's zygote
+    (tests/cli_zygote.py) where the running test allows it."""
+    cli = cli_args(args)
+    if cli is not None and _zygote is not None and _zygote_here["on"]:
+        path = _zygote.ready(subprocess.Popen)
+        if path is not None:
+            env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+            env[SOCKET_ENV] = path
+            kwargs["env"] = env
+            args = [sys.executable, "-S", str(CLIENT), *cli]
+    _popen_init(self, args, *rest, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _cli_zygote_where_allowed(request: pytest.FixtureRequest) -> Iterator[None]:
+    _zygote_here["on"] = request.node.get_closest_marker("real_cli") is None
+    try:
+        yield
+    finally:
+        _zygote_here["on"] = False
+
+
+def _start_zygote_if_on() -> None:
+    global _zygote
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return
+    _zygote = Zygote()
+    subprocess.Popen.__init__ = _through_zygote  # type: ignore[method-assign]
+
+
 # --------------------------------------------------------------------------- leftovers of the suite
 
 _LEFTOVER_GLOBS = ("/dev/shm/triton_python_backend_shm_region_*", f"{tempfile.gettempdir()}/gpuscale-*")
@@ -248,6 +289,7 @@ def _in_use() -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     record_if_asked(config)
+    _start_zygote_if_on()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

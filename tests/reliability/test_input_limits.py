@@ -18,6 +18,9 @@ from tests.reliability.helpers import run_measured
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
 from tests.reliability.test_bad_input import assert_one_line_exit_2
 
+# the CLI process is looked at: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
+pytestmark = pytest.mark.real_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_MODEL = {"name": "m", "versions": ["1"], "platform": "python",
               "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [-1, -1]}],

@@ -15,6 +15,9 @@ import pytest
 
 from tests.engine.record.synthetic_recordings import SyntheticRun, record_events, synthetic_session
 
+# SIGSTOP to the CLI process: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
+pytestmark = pytest.mark.real_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
