@@ -27,7 +27,9 @@ from engine.study.figures import end_lines, study_figures
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = ["load.max_trials=1", "load.contended_percent=100",  # the box-noise rule off (tests/conftest.py)
-         "load.stability_percent=100",  # a busy box's windows disagree: stability is not what is tested here
+         # a busy box's windows disagree (at 100 %, with others at 72-84 % of the CPU, cpu*2 was left no
+         # stable level in 3 studies running): stability is not what is tested here
+         "load.stability_percent=1000",
          "model.name=toy_llm", "load.transport=grpc_stream", "load.input_tokens=16", "load.output_tokens=6",
          "load.window_ms=300", "load.warmup_s=0.3", "load.min_window_requests=10", "load.max_windows=4",
          "load.concurrency=2,8", "hardware.cost_per_hour=2"]
