@@ -109,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"bench.{stage.module}")
     parser = module.build_parser(f"python -m bench {stage.name}", stage.name)
     args = parser.parse_args(argv[1:])
-    return int(module.run(args) or 0)
+    from engine.errors import UserError
+
+    try:
+        return int(module.run(args) or 0)
+    except UserError as exc:  # bad input found past the parser (a variant, a model): one line
+        print(f"python -m bench {stage.name}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

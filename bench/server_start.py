@@ -79,6 +79,11 @@ def table(rows: list[dict[str, Any]], models: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.errors import UserError
+    from engine.profiles import scale_out_parts
+
+    if scale_out_parts(args.variant) is not None:
+        raise UserError(f"--variant {args.variant}: a fleet of servers; this stage times one server's start")
     models = [m for m in args.models.split(",") if m]
     rows: list[dict[str, Any]] = []
     out = out_dir() / "server_start.json"

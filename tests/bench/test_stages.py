@@ -49,6 +49,13 @@ def test_a_bad_level_list_is_one_line_before_anything_starts() -> None:
     assert done.stdout == ""
 
 
+def test_a_fleet_variant_for_one_servers_start_is_one_line_and_exit_2() -> None:
+    done = bench("server_start", "--variant", "1x*2")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "python -m bench server_start: error: --variant 1x*2: a fleet of servers; this stage times one server's start"]
+
+
 def test_the_estimate_plans_without_a_server() -> None:
     done = bench("fidelity", "--models", "identity", "--levels", "1,8", "--rounds", "2", "--rates-of-peak", "0.5",
                  "--window-ms", "1000", "--max-windows", "4", "--run-overhead-s", "1", "--server-start-s", "5", "--estimate")

@@ -20,9 +20,6 @@ from engine.events import LevelResult
 from engine.record.reader import Recording
 from tests.reliability.hostile_server import HostileTriton, Reply, endless, remote_profile, sized
 
-# the CLI process is looked at: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
-pytestmark = pytest.mark.real_cli
-
 ROOT = Path(__file__).resolve().parents[2]
 RSS_BOUND = 300 << 20  # any one process of the app; it runs at about 60 MB, a worker at about 30
 ENDS_WITHIN_S = 60.0  # the control calls' own timeout is 30 s: the cap must end the call before

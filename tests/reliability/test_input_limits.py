@@ -18,9 +18,6 @@ from tests.reliability.helpers import run_measured
 from tests.reliability.hostile_server import HostileTriton, Reply, remote_profile
 from tests.reliability.test_bad_input import assert_one_line_exit_2
 
-# the CLI process is looked at: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
-pytestmark = pytest.mark.real_cli
-
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_MODEL = {"name": "m", "versions": ["1"], "platform": "python",
               "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [-1, -1]}],
@@ -59,6 +56,7 @@ def test_a_huge_request_shape_is_refused_before_it_is_built(tmp_path: Path, shap
     assert peak_kib < 256 << 10, f"peak RSS {peak_kib >> 10} MiB"  # a tool that built nothing (about 60 MiB)
 
 
+@pytest.mark.real_cli  # the CLI process's memory is read: the real interpreter (tests/cli_zygote.py)
 @pytest.mark.slow
 def test_sigterm_while_the_requests_are_prepared_ends_the_run(tmp_path: Path):
     """A large data file is being decoded (seconds) when SIGTERM comes: the decode stops within

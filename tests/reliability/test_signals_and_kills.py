@@ -30,8 +30,7 @@ from tests.reliability.helpers import (
     wait_for_kind,
 )
 
-# the CLI's own children are looked at: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
-pytestmark = [pytest.mark.server, pytest.mark.real_cli]
+pytestmark = pytest.mark.server
 LONG = ["--set", "load.concurrency=1,2,4,8,16", "--set", "load.max_windows=40", "--set", "load.stability_percent=0.001"]
 
 

@@ -66,7 +66,6 @@ def test_a_request_names_its_region_instead_of_carrying_the_tensor(identity_serv
     assert doc["outputs"][0]["parameters"]["shared_memory_region"] == "r-out"
 
 
-@pytest.mark.real_cli  # the CLI's own children
 @pytest.mark.server
 @pytest.mark.slow
 def test_sigkill_of_the_tool_leaves_no_segment_and_no_server(tmp_path: Path):

@@ -22,8 +22,7 @@ from engine.analysis.percentiles import percentile_index
 from engine.events import LatencyStats, LevelResult, Warning, WindowResult
 from engine.record.reader import Recording
 
-# signals to the CLI's process group: the real interpreter, not the suite's CLI zygote (tests/cli_zygote.py)
-pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.real_cli]
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = ["--record", "--no-check", "--set", "load.max_trials=1", "--set", "load.contended_percent=100",
          "--set", "model.name=identity", "--set", "load.window_ms=400", "--set", "load.warmup_s=0.3",

@@ -112,7 +112,6 @@ def _scale_out_ready(out: Path, variant: str) -> list[str] | None:
     return None
 
 
-@pytest.mark.real_cli  # the CLI's own children
 @pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu_study")  # a CPU study: tests/conftest.py
