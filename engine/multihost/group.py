@@ -200,7 +200,10 @@ class HostGroup:
                     # no "token:" before words: the screen's credential mask would take the next word for one
                     why = (f"--rendezvous {self.address[0]}:{self.address[1]}: the head's word is not signed with "
                            "this host's token; give the token that head printed")
-                self.set(f"refused-heard/{self.rank}", 1)
+                try:  # the head closes the store the moment it hears this: its answer may never come
+                    self.set(f"refused-heard/{self.rank}", 1)
+                except StoreError:
+                    pass
                 raise UserError(why)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{key} not set within {self.timeout_s:g} s")

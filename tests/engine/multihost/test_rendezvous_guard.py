@@ -151,3 +151,36 @@ def test_the_head_reads_a_forged_window_as_missing_and_names_it(group: tuple[Hos
     warnings = [e.message for e in said if "win/5/1/1" in getattr(e, "message", "")]
     assert warnings == ["store key win/5/1/1: a value not signed with this group's rendezvous token (said to be "
                         "from rank 1): refused"]
+
+
+class _StoreThatClosesOnTheAcknowledgement:
+    """A head's store holding a refusal, gone the moment the member says it heard it (the head
+    exits then): the member's set of refused-heard never gets its answer."""
+
+    def __init__(self, refusal: bytes) -> None:
+        self.values = {"refused": refusal}
+
+    def wait(self, keys: list[str], timeout_s: float | None = None) -> None:
+        raise TimeoutError("not set")
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.values for k in keys)
+
+    def get(self, key: str) -> bytes:
+        return self.values[key]
+
+    def set(self, key: str, value: bytes) -> None:
+        if key.startswith("refused-heard/"):
+            from engine.multihost.store import StoreError
+
+            raise StoreError("the store at 127.0.0.1:1 closed the connection")
+        self.values[key] = value
+
+
+def test_a_refused_member_says_the_heads_reason_though_the_head_closed_as_it_heard() -> None:
+    refusal = sealed(TOKEN, "refused", 0, "host 1 runs another plan")
+    store = _StoreThatClosesOnTheAcknowledgement(refusal.encode() if isinstance(refusal, str) else refusal)
+    member = HostGroup(store, ("127.0.0.1", 1), 2, 1, TIMEOUT_S, token=TOKEN)  # type: ignore[arg-type]
+    with pytest.raises(UserError) as caught:
+        member._answer_clock()
+    assert str(caught.value) == "the head refused this host: host 1 runs another plan"
