@@ -7,9 +7,10 @@
 # than in one of its workers). Most of the main lane's time is real parts starting up (Triton,
 # torch ranks, apps) and driving them, and waiting for them (a Triton stop takes about 3 s): with
 # 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98; the run's CPU,
-# about 550 CPU-s, sets its time (the longest work goes first: tests/schedule.py). On a 2-core box
-# its 2,810 tests took 305-355 s idle and 411-413 s beside two CPU hogs (this script's count), from
-# fresh clones on 8 workers (2026-11-29);
+# about 565 CPU-s, sets its time (the longest work goes first: tests/schedule.py; a test's CLI is a
+# fork of a preloaded interpreter: tests/cli_zygote.py). On a 2-core box its 2,812 tests took
+# 290-313 s idle (this script's count; 282-303 s by pytest's) from fresh clones on 8 workers
+# (2026-11-29);
 # the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
@@ -17,7 +18,7 @@
 # "cpu_study") in one worker, and the tests that share a costly fixture in one (tests/conftest.py).
 # TEST_WORKERS=0 (or a later "-n 0" in the arguments) runs one process.
 # --fast: the suite without the tests that start a real server or are marked slow, on 4 workers
-# (28-30 s here, warm). --install: the install lane alone. Other arguments go to the main
+# (26 s here, warm). --install: the install lane alone. Other arguments go to the main
 # lane's pytest, and then the install lane runs only if asked. CI runs both lanes.
 set -uo pipefail
 cd "$(dirname "$0")/.."

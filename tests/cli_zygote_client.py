@@ -16,8 +16,14 @@ TRACE = "GPUSCALE_ZYGOTE_TRACE"  # a file: one line a CLI, where it ran and why 
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH", "SIGCONT", "SIGALRM")
 
 
+def _signals() -> list[signal.Signals]:
+    return [getattr(signal, name) for name in FORWARDED]
+
+
 def _real(argv: list[str], why: str = "") -> None:
-    """The real interpreter, in this process."""
+    """The real interpreter, in this process (a signal that came meanwhile is delivered first, as
+    to a python still starting)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _signals())
     if os.environ.get(TRACE):
         with open(os.environ[TRACE], "a") as f:
             f.write(f"real {why} {argv[:3]}\n")
@@ -38,6 +44,8 @@ def _extra_fds() -> bool:
 
 
 def main() -> None:
+    # held until the child is known: a signal sent as soon as the child has printed must reach it
+    signal.pthread_sigmask(signal.SIG_BLOCK, _signals())
     argv = sys.argv[1:]
     path = os.environ.get("GPUSCALE_CLI_ZYGOTE", "")
     # a fork of the zygote could not stand for a fresh interpreter here
@@ -79,9 +87,11 @@ def main() -> None:
         except ProcessLookupError:
             pass
 
-    for name in FORWARDED:
-        if name not in ignored:
-            signal.signal(getattr(signal, name), forward)
+    # every one, whatever this process inherited: the child starts with the same dispositions,
+    # and the command may handle a signal its parent ignored (an xdist worker's SIGINT)
+    for sig in _signals():
+        signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _signals())
     data = sock.recv(1 << 16)
     end = json.loads(data) if data else {"code": 70}  # the zygote died under its child
     if "signal" in end:
