@@ -3,18 +3,19 @@ a fresh interpreter's imports.
 
 The suite starts about 265 CLI processes; each spent about 0.4 CPU-s importing the engine, numpy
 and the rest before its first line of work, a sixth of a whole run's CPU on 2 cores. Each pytest
-worker starts one zygote, `python -m tests.cli_zygote SOCKET`, that imports them once. A test's
+worker starts one zygote (`serve`, on a socket of its own) that imports them once. A test's
 `subprocess.Popen([sys.executable, "-m", "tui.cli", ...])` (or `-c` code that calls
 `tui.cli.main`) is handed to a small client instead (tests/cli_zygote_client.py, stdlib only); it
 passes the zygote its stdin, stdout and stderr, its arguments, environment and working folder. The
 zygote forks a child that runs the command as `python` would have, and reports how it ended; the
 client ends the same way (its exit code, or the signal that killed the child). Signals sent to the
-client go on to the child; a client killed outright (SIGKILL) takes its child with it.
+client go on to the child (held until the child is known); a client killed outright (SIGKILL, a
+test's timeout) takes its child with it.
 
 Where a fork could not stand for a fresh interpreter, the client runs the real one (execv): a
 process-group or session leader (start_new_session), a terminal on stdin/stdout/stderr, extra
-open descriptors, other interpreter settings (PYTHON* variables, the locale), other resource
-limits or signals ignored. Tests marked `real_cli` always get the real one; GPUSCALE_TEST_ZYGOTE=0
+open descriptors, other interpreter settings (PYTHON* variables, the locale) or other resource
+limits. Tests marked `real_cli` always get the real one; GPUSCALE_TEST_ZYGOTE=0
 turns the zygote off for a whole run. The real entry point stays covered: those tests, the
 install lane, the tmux tests and every command a test runs through a shell.
 """
