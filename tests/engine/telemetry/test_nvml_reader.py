@@ -154,3 +154,20 @@ def test_no_gpu_found_is_one_warning_and_nvml_is_shut_down():
     assert gpus.open() is False
     assert [e.key for e in events] == ["nvml-no-gpu"]
     assert fake.shutdown_called
+
+
+def test_without_the_nvml_library_the_binding_is_not_imported_and_the_warning_is_the_same(monkeypatch) -> None:
+    """No libnvidia-ml.so.1 (a CPU box): NVML cannot start, said in nvmlInit's own words, and
+    pynvml (40 ms of import) is not imported for it."""
+    monkeypatch.setattr(libnvml, "_library_loads", lambda: False)
+    monkeypatch.setattr(libnvml, "_binding_installed", lambda: True)
+
+    def no_import() -> None:
+        raise AssertionError("pynvml imported")
+
+    monkeypatch.setattr(libnvml, "_pynvml", no_import)
+    events: list[Warning] = []
+    assert NvmlGpus(WarnOnce(events.append)).open() is False
+    assert [(e.key, e.message) for e in events] == [
+        ("nvml-unavailable", "NVML unavailable (no NVIDIA driver: libnvidia-ml.so.1 not found): local GPU values are n/a")]
+    assert libnvml.start() is None
