@@ -9,8 +9,8 @@
 # 4 workers a 2-core box sat idle for 184 of the run's CPU-seconds, with 6 for 98; the run's CPU,
 # about 565 CPU-s, sets its time (the longest work goes first: tests/schedule.py; a test's CLI is a
 # fork of a preloaded interpreter: tests/cli_zygote.py). On a 2-core box its 2,812 tests took
-# 290-313 s idle and 410-413 s beside two CPU hogs (before the zygote) by this script's count, from
-# fresh clones on 8 workers (2026-11-29);
+# 290-313 s idle and 359-360 s beside two CPU hogs by this script's count, from fresh clones on 8
+# workers (2026-11-29);
 # the time depends on the CPU the box leaves it: the tests wait for conditions,
 # not for the clock, so a busy box (other jobs, CPU hogs) makes the run longer rather than red.
 # The last lines say how long each lane took. Each worker starts its
