@@ -35,6 +35,17 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
                           timeout=timeout)
 
 
+def exit_code(exc: SystemExit) -> int:
+    """The exit code python gives a SystemExit: None is 0; any other non-int is printed to stderr
+    (sys.exit("message")) and is 1."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
 HEAVY = ("torch", "textual")  # seconds to import, and there for the rest of the test process
 
 
@@ -81,9 +92,7 @@ def run_cli_inproc(*args: str) -> subprocess.CompletedProcess[str]:
             try:
                 code = main(list(args))
             except SystemExit as exc:  # argparse's --help, --version and usage errors
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                if exc.code is not None and not isinstance(exc.code, int):
-                    print(exc.code, file=sys.stderr)  # sys.exit("message"): printed, exit 1
+                code = exit_code(exc)
     finally:
         for sig, handler in handlers.items():
             if signal.getsignal(sig) is not handler and handler is not None:

@@ -37,6 +37,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from tests.cli_runner import exit_code
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = Path(__file__).with_name("cli_zygote_client.py")
 SOCKET_ENV = "GPUSCALE_CLI_ZYGOTE"  # the zygote's socket, for the client
@@ -177,13 +179,7 @@ def _run_child(header: dict[str, Any], fds: list[int], sockets: list[socket.sock
                 delattr(__main__, name)
             exec(compile(rest[0], "<string>", "exec"), vars(__main__))
     except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
+        code = exit_code(exc)
     except KeyboardInterrupt:  # python ends by SIGINT here
         traceback.print_exc()
         _finish()
@@ -224,15 +220,16 @@ def serve(path: str) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     parent = os.getppid()
-    children: dict[int, socket.socket] = {}  # child pid -> its client's connection
-    idle: dict[socket.socket, int] = {}  # connection -> child pid, to notice a client gone
+    # child pid -> its client's connection (None once the client went away and the child was killed)
+    children: dict[int, socket.socket | None] = {}
     sys.stderr.write("ready\n")
     sys.stderr.flush()
     log = os.open(Path(path).with_name("zygote.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 2)  # nobody reads the pipe after "ready"
     os.close(log)
     while os.getppid() == parent:
-        watched: list[Any] = [listener, wake_r, *idle]
+        clients = {conn: pid for pid, conn in children.items() if conn is not None}
+        watched: list[Any] = [listener, wake_r, *clients]
         ready, _, _ = select.select(watched, [], [], 5.0)
         if wake_r in ready:
             try:
@@ -249,7 +246,7 @@ def serve(path: str) -> None:
                 break
             conn = children.pop(pid, None)
             if conn is not None:
-                idle.pop(conn, None)
+                clients.pop(conn, None)
                 report = ({"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status)
                           else {"code": os.waitstatus_to_exitcode(status)})
                 try:
@@ -257,11 +254,13 @@ def serve(path: str) -> None:
                 except OSError:
                     pass
                 conn.close()
-        for conn in [c for c in ready if c in idle]:  # the client went away: its child goes too
+        for conn in [c for c in ready if c in clients]:  # the client went away: its child goes too
             try:
-                os.kill(idle.pop(conn), signal.SIGKILL)
+                os.kill(clients[conn], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            children[clients[conn]] = None
+            conn.close()
         if listener in ready:
             conn, _ = listener.accept()
             try:
@@ -285,11 +284,10 @@ def serve(path: str) -> None:
             pid = os.fork()
             if pid == 0:
                 try:
-                    _run_child(header, list(fds), [listener, conn, *idle], (wake_r, wake_w))
+                    _run_child(header, list(fds), [listener, conn, *clients], (wake_r, wake_w))
                 finally:
                     os._exit(70)
             for fd in fds:
                 os.close(fd)
             children[pid] = conn
-            idle[conn] = pid
             conn.send(json.dumps({"pid": pid}).encode())
